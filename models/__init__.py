@@ -1,0 +1,1 @@
+"""Cost models: each fits from measurements and predicts; none of them solves."""

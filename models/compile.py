@@ -1,0 +1,246 @@
+"""Platform + profile -> the dense `Problem` (layers x targets).
+
+Per MOSAIC V.B: the profiled total cost of a layer includes its tensor in/out;
+communication is estimated (eq. 1-2) and subtracted to get the execution cost;
+execution time at any level comes from eq. 3 fitted on the measured levels and
+power from eq. 4-5. Energy = power x time, for execution and communication alike
+(the measured power is the power while the layer, transfers included, runs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Callable
+
+import numpy as np
+
+from models.communication import LinearCommModel, PolynomialCommModel
+from models.dvfs import PerformanceModel, PowerModel
+from planner.errors import InputError, Issue, format_path
+from planner.problem import Problem, Target
+from planner.schema import (
+    Device,
+    LinearComm,
+    Measurement,
+    ModelProfile,
+    Platform,
+    PolynomialComm,
+    SampledComm,
+)
+
+MAX_PAIR_ELEMENTS = 20_000_000
+
+CommPredictor = Callable[[np.ndarray], np.ndarray]
+
+
+def comm_models(device: Device, device_index: int) -> dict[float, CommPredictor]:
+    """freq_mhz -> predictor of ms from bytes, for every DVFS level of the device."""
+    freqs = device.level_freqs()
+    comm = device.communication
+    if comm is None:
+        return {f: (lambda b: np.zeros_like(np.asarray(b, dtype=float))) for f in freqs}
+    if isinstance(comm, LinearComm):
+        by_f = {lv.freq_mhz: LinearCommModel(lv.alpha_ms_per_byte, lv.beta_ms) for lv in comm.levels}
+    elif isinstance(comm, PolynomialComm):
+        by_f = {lv.freq_mhz: PolynomialCommModel(tuple(lv.coeffs_ms)) for lv in comm.levels}
+    else:
+        assert isinstance(comm, SampledComm)
+        groups: dict[float | None, list] = defaultdict(list)
+        for p in comm.points:
+            groups[p.freq_mhz].append(p)
+        by_f = {}
+        for f, pts in groups.items():
+            try:
+                by_f[f] = LinearCommModel.fit([p.bytes for p in pts], [p.time_ms for p in pts])
+            except ValueError as exc:
+                where = format_path(("devices", device_index, "communication", "points"))
+                raise InputError([Issue(where, f"level {f if f is not None else 'default'}: {exc}")]) from None
+        if None not in by_f and any(f not in by_f for f in freqs):
+            missing = [f for f in freqs if f not in by_f]
+            where = format_path(("devices", device_index, "communication", "points"))
+            raise InputError([Issue(where, f"no points for level(s) {missing} MHz and none without freq_mhz")])
+    return {f: (by_f[f] if f in by_f else by_f[None]).predict_ms for f in freqs}
+
+
+def _runs(device: Device, op_type: str) -> bool:
+    if device.supported_ops is not None:
+        return op_type in device.supported_ops
+    return op_type not in device.unsupported_ops
+
+
+def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
+    """Every device at every DVFS level becomes a target; solvers pick the subset."""
+    issues: list[Issue] = []
+    notes: list[str] = []
+    dev_index = {d.id: i for i, d in enumerate(platform.devices)}
+
+    targets: list[Target] = []
+    for di, dev in enumerate(platform.devices):
+        levels = sorted(dev.dvfs_levels, key=lambda lv: lv.freq_mhz)
+        for li, lv in enumerate(levels):
+            targets.append(
+                Target(dev.id, di, dev.letter, lv.freq_mhz, lv.voltage_v, li, li == len(levels) - 1)
+            )
+    L, T = len(profile.layers), len(targets)
+    comm = [comm_models(d, i) for i, d in enumerate(platform.devices)]
+
+    in_b = np.array([layer.input_bytes for layer in profile.layers], dtype=np.int64)
+    out_b = np.array([layer.output_bytes for layer in profile.layers], dtype=np.int64)
+    exec_t = np.full((L, T), np.inf)
+    exec_e = np.full((L, T), np.inf)
+    cin_t = np.zeros((L, T))
+    cout_t = np.zeros((L, T))
+    cin_e = np.zeros((L, T))
+    cout_e = np.zeros((L, T))
+    for ti, tgt in enumerate(targets):
+        predict = comm[tgt.device_index][tgt.freq_mhz]
+        cin_t[:, ti] = predict(in_b)
+        cout_t[:, ti] = predict(out_b)
+
+    by_device_targets: dict[int, list[int]] = defaultdict(list)
+    for ti, tgt in enumerate(targets):
+        by_device_targets[tgt.device_index].append(ti)
+
+    for li, layer in enumerate(profile.layers):
+        per_device: dict[int, list[tuple[int, Measurement]]] = defaultdict(list)
+        for mi, m in enumerate(layer.measurements):
+            here = ("layers", li, "measurements", mi)
+            if m.device not in dev_index:
+                issues.append(
+                    Issue(format_path((*here, "device")), f"unknown device '{m.device}' (platform has {', '.join(dev_index)})")
+                )
+                continue
+            dev = platform.devices[dev_index[m.device]]
+            freqs = dev.level_freqs()
+            if m.freq_mhz is None and len(freqs) > 1:
+                issues.append(Issue(format_path((*here, "freq_mhz")), f"required: '{dev.id}' has {len(freqs)} DVFS levels"))
+                continue
+            if m.freq_mhz is not None and m.freq_mhz not in freqs:
+                issues.append(
+                    Issue(format_path((*here, "freq_mhz")), f"{m.freq_mhz:g} MHz is not a DVFS level of '{dev.id}' ({', '.join(f'{f:g}' for f in freqs)})")
+                )
+                continue
+            if m.cores is not None or m.dtype is not None:
+                continue  # core-count / data-type variants are compiled by the solvers that use them
+            per_device[dev_index[m.device]].append((mi, m))
+
+        for di, ms in per_device.items():
+            dev = platform.devices[di]
+            if not _runs(dev, layer.op_type):
+                notes.append(f"layer '{layer.id}': op '{layer.op_type}' is unsupported on '{dev.id}'; its measurement is ignored")
+                continue
+            tis = by_device_targets[di]
+            freq_to_ti = {targets[t].freq_mhz: t for t in tis}
+            # Execution time at each measured level = total - estimated communication.
+            pts_f, pts_t = [], []
+            for mi, m in ms:
+                f = m.freq_mhz if m.freq_mhz is not None else targets[tis[0]].freq_mhz
+                ti = freq_to_ti[f]
+                t_exec = m.time_ms - (cin_t[li, ti] + cout_t[li, ti] if m.includes_communication else 0.0)
+                if t_exec < 0:
+                    notes.append(
+                        f"layer '{layer.id}' on {targets[ti].label}: estimated communication "
+                        f"{cin_t[li, ti] + cout_t[li, ti]:.4g} ms exceeds the measured {m.time_ms:.4g} ms; execution set to 0"
+                    )
+                    t_exec = 0.0
+                pts_f.append(f)
+                pts_t.append(t_exec)
+            if len(set(pts_f)) >= 2:
+                perf = PerformanceModel.fit(pts_f, pts_t)
+                est = {targets[t].freq_mhz: max(float(perf.predict_ms(targets[t].freq_mhz)), 0.0) for t in tis}
+            else:
+                est = {pts_f[0]: pts_t[0]}
+                if len(tis) > 1:
+                    notes.append(
+                        f"layer '{layer.id}' on '{dev.id}': measured at {pts_f[0]:g} MHz only; "
+                        "other levels need a second frequency (eq. 3) and are left out"
+                    )
+            # Power: eq. 5 from the highest measured level.
+            ref_mi, ref = max(ms, key=lambda x: x[1].freq_mhz or 0.0)
+            ref_f = ref.freq_mhz if ref.freq_mhz is not None else targets[tis[0]].freq_mhz
+            ref_lv = next(lv for lv in dev.dvfs_levels if lv.freq_mhz == ref_f)
+            static_ref = ref_lv.static_power_w if ref_lv.static_power_w is not None else dev.static_power_w
+            if ref.avg_power_w < static_ref:
+                notes.append(
+                    f"layer '{layer.id}' on '{dev.id}': measured power {ref.avg_power_w:.4g} W is below the "
+                    f"static power {static_ref:.4g} W; dynamic power taken as 0"
+                )
+            power = PowerModel.fit(ref.avg_power_w, static_ref, ref_f, ref_lv.voltage_v)
+            for t in tis:
+                tg = targets[t]
+                if tg.freq_mhz not in est:
+                    continue
+                lv = next(lv for lv in dev.dvfs_levels if lv.freq_mhz == tg.freq_mhz)
+                static = lv.static_power_w if lv.static_power_w is not None else dev.static_power_w
+                p_w = power.predict_w(tg.freq_mhz, tg.voltage_v, static)
+                exec_t[li, t] = est[tg.freq_mhz]
+                exec_e[li, t] = p_w * est[tg.freq_mhz]
+                cin_e[li, t] = p_w * cin_t[li, t]
+                cout_e[li, t] = p_w * cout_t[li, t]
+
+        if not np.isfinite(exec_t[li]).any():
+            issues.append(
+                Issue(
+                    format_path(("layers", li)),
+                    f"no device can run layer '{layer.id}' (op '{layer.op_type}'): "
+                    "no usable measurement on a device that supports the op",
+                )
+            )
+    if issues:
+        raise InputError(issues)
+
+    mem = np.array([layer.footprint_bytes for layer in profile.layers], dtype=np.int64)
+    limits = np.array(
+        [
+            float(platform.devices[t.device_index].memory_limit_bytes or math.inf)
+            for t in targets
+        ]
+    )
+    for li in range(L):
+        if np.isfinite(exec_t[li]).any() and not (np.isfinite(exec_t[li]) & (mem[li] <= limits)).any():
+            issues.append(
+                Issue(format_path(("layers", li, "memory_bytes")), f"{mem[li]} bytes fit on no device that can run layer '{profile.layers[li].id}'")
+            )
+    if issues:
+        raise InputError(issues)
+
+    pair_t = pair_e = None
+    if platform.transitions:
+        if (L - 1) * T * T > MAX_PAIR_ELEMENTS:
+            raise InputError([Issue("transitions", f"(layers-1) x targets^2 = {(L - 1) * T * T} exceeds {MAX_PAIR_ELEMENTS}")])
+        pair_t = np.zeros((max(L - 1, 0), T, T))
+        pair_e = np.zeros((max(L - 1, 0), T, T))
+        dev_of = np.array([t.device_index for t in targets])
+        for tr in platform.transitions:
+            a, b = dev_index[tr.from_device], dev_index[tr.to_device]
+            mask = np.outer(dev_of == a, dev_of == b)
+            np.fill_diagonal(mask, False)  # same target: no transition
+            t_ms = PolynomialCommModel(tuple(tr.time_coeffs_ms)).predict_ms(out_b[:-1])
+            e_mj = PolynomialCommModel(tuple(tr.energy_coeffs_mj)).predict_ms(out_b[:-1])
+            pair_t[:, mask] = t_ms[:, None]
+            pair_e[:, mask] = e_mj[:, None]
+
+    return Problem(
+        name=profile.name,
+        platform_name=platform.name,
+        layer_ids=tuple(layer.id for layer in profile.layers),
+        op_types=tuple(layer.op_type for layer in profile.layers),
+        input_bytes=in_b,
+        output_bytes=out_b,
+        weight_bytes=np.array([layer.weight_bytes for layer in profile.layers], dtype=np.int64),
+        memory_bytes=mem,
+        predecessors=tuple(tuple(p) for p in profile.predecessor_indices()),
+        targets=tuple(targets),
+        exec_time_ms=exec_t,
+        exec_energy_mj=exec_e,
+        comm_in_time_ms=cin_t,
+        comm_out_time_ms=cout_t,
+        comm_in_energy_mj=cin_e,
+        comm_out_energy_mj=cout_e,
+        memory_limit_bytes=limits,
+        pair_time_ms=pair_t,
+        pair_energy_mj=pair_e,
+        fallback_order=tuple(platform.default_fallback()),
+        notes=tuple(notes),
+    )

@@ -1,0 +1,68 @@
+"""`planner` command line. Subcommands live in planner/commands/<name>.py, each with
+`register(subparsers)` setting `func(args) -> int`; they are discovered, so a new
+command touches no shared file. Errors are one line on stderr, never a traceback
+(PLANNER_DEBUG=1 shows it)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+
+from planner import __version__
+from planner.errors import PlannerError
+
+EXIT_INPUT = 2
+EXIT_INFEASIBLE = 3
+EXIT_INTERNAL = 1
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line too (argparse prints the whole usage by default)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import planner.commands as commands
+
+    parser = OneLineParser(
+        prog="planner",
+        description="Plan DNN inference on heterogeneous SoCs: slicing, device and frequency per slice.",
+    )
+    parser.add_argument("--version", action="version", version=f"planner {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"planner.commands.{mod.name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        return int(args.func(args) or 0)
+    except PlannerError as exc:
+        print(f"planner: error: {exc.one_line()}", file=sys.stderr)
+        return EXIT_INFEASIBLE if exc.status in ("infeasible", "not_found") else EXIT_INPUT
+    except KeyboardInterrupt:
+        print("planner: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback unless asked
+        if os.environ.get("PLANNER_DEBUG"):
+            raise
+        print(f"planner: internal error: {type(exc).__name__}: {exc} (PLANNER_DEBUG=1 for details)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

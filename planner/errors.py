@@ -1,0 +1,83 @@
+"""Errors the edges (CLI, API) turn into one-line messages or 422 responses.
+
+Every error names the JSON path of the offending input and the reason, so a user
+can fix a 5,000-line profile without reading a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+
+def format_path(loc: Sequence[str | int]) -> str:
+    """('layers', 3, 'measurements', 0, 'time_ms') -> 'layers[3].measurements[0].time_ms'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<root>"
+
+
+@dataclass(frozen=True)
+class Issue:
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class PlannerError(Exception):
+    """Base class: input or request the planner refuses, with where and why."""
+
+    status = "invalid"
+
+    def __init__(self, issues: Iterable[Issue] | str, reason: str | None = None):
+        if isinstance(issues, str):
+            issues = [Issue(issues, reason or "invalid")]
+        self.issues: list[Issue] = list(issues)
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        if not self.issues:
+            return "invalid input"
+        first = str(self.issues[0])
+        more = len(self.issues) - 1
+        return first + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
+
+
+class InputError(PlannerError):
+    """A document (platform, profile, request) is malformed or inconsistent."""
+
+
+class InfeasibleError(PlannerError):
+    """A well-formed request that no plan can satisfy (proven, not guessed)."""
+
+    status = "infeasible"
+
+
+class NoPlanFound(PlannerError):
+    """The solver stopped (time limit) without a plan; infeasibility is NOT proven."""
+
+    status = "not_found"
+
+
+class UnsupportedRequest(PlannerError):
+    """A solver was asked for something it cannot honour; never approximated silently."""
+
+    status = "unsupported"
+
+
+def from_pydantic(exc, prefix: Sequence[str | int] = ()) -> InputError:
+    """Turn a pydantic ValidationError into an InputError with JSON paths."""
+    issues = []
+    for err in exc.errors():
+        loc = [p for p in (*prefix, *err.get("loc", ())) if p not in ("__root__",)]
+        msg = err.get("msg", "invalid")
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]
+        issues.append(Issue(format_path(loc), msg))
+    return InputError(issues)

@@ -1,0 +1,163 @@
+"""The one evaluator: what any assignment costs. Every Plan reports these numbers,
+and every solver's own objective is tested against them.
+
+Written as a direct walk over slices (eq. 8 summed over the plan), deliberately not
+sharing code with any solver's recurrence, so agreement means something.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.problem import Assignment, Objective, Problem
+
+
+@dataclass(frozen=True)
+class SliceCost:
+    first: int
+    last: int
+    target: int
+    exec_time_ms: float
+    exec_energy_mj: float
+    comm_in_time_ms: float
+    comm_out_time_ms: float
+    comm_in_energy_mj: float
+    comm_out_energy_mj: float
+    memory_bytes: int
+
+    @property
+    def time_ms(self) -> float:
+        return self.exec_time_ms + self.comm_in_time_ms + self.comm_out_time_ms
+
+    @property
+    def energy_mj(self) -> float:
+        return self.exec_energy_mj + self.comm_in_energy_mj + self.comm_out_energy_mj
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    latency_ms: float
+    energy_mj: float
+    execution_time_ms: float
+    communication_time_ms: float  # slice in/out plus pair transitions
+    execution_energy_mj: float
+    communication_energy_mj: float
+    transition_time_ms: float
+    transition_energy_mj: float
+    slices: tuple[SliceCost, ...]
+    n_transitions: int
+    violations: tuple[str, ...] = field(default=())
+
+    @property
+    def feasible(self) -> bool:
+        return not self.violations
+
+    def objective(self, objective: Objective) -> float:
+        if not self.feasible:
+            return math.inf
+        return self.latency_ms if objective == "latency" else self.energy_mj
+
+
+def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
+    """Latency and energy of a chain-executed plan (layers run one after another in
+    profile order), execution plus communication at every slice boundary, the
+    model's input and output included."""
+    if len(assignment.targets) != problem.n_layers:
+        raise ValueError(f"assignment has {len(assignment.targets)} layers, problem has {problem.n_layers}")
+    violations: list[str] = []
+    slices: list[SliceCost] = []
+    for first, last, tgt in assignment.slices():
+        if not 0 <= tgt < problem.n_targets:
+            raise ValueError(f"target index {tgt} out of range")
+        exec_t = exec_e = 0.0
+        mem = 0
+        for k in range(first, last + 1):
+            exec_t += float(problem.exec_time_ms[k, tgt])
+            exec_e += float(problem.exec_energy_mj[k, tgt])
+            mem += int(problem.memory_bytes[k])
+            if not math.isfinite(problem.exec_time_ms[k, tgt]):
+                violations.append(f"layer '{problem.layer_ids[k]}' cannot run on {problem.targets[tgt].label}")
+        limit = problem.memory_limit_bytes[tgt]
+        if mem > limit:
+            violations.append(
+                f"slice {problem.layer_ids[first]}..{problem.layer_ids[last]} needs {mem} bytes, "
+                f"{problem.targets[tgt].label} holds {int(limit)}"
+            )
+        slices.append(
+            SliceCost(
+                first,
+                last,
+                tgt,
+                exec_t,
+                exec_e,
+                float(problem.comm_in_time_ms[first, tgt]),
+                float(problem.comm_out_time_ms[last, tgt]),
+                float(problem.comm_in_energy_mj[first, tgt]),
+                float(problem.comm_out_energy_mj[last, tgt]),
+                mem,
+            )
+        )
+    trans_t = trans_e = 0.0
+    if problem.pair_time_ms is not None:
+        t = assignment.targets
+        for k in range(problem.n_layers - 1):
+            trans_t += float(problem.pair_time_ms[k, t[k], t[k + 1]])
+            trans_e += float(problem.pair_energy_mj[k, t[k], t[k + 1]])  # type: ignore[index]
+    exec_t = sum(s.exec_time_ms for s in slices)
+    exec_e = sum(s.exec_energy_mj for s in slices)
+    comm_t = sum(s.comm_in_time_ms + s.comm_out_time_ms for s in slices) + trans_t
+    comm_e = sum(s.comm_in_energy_mj + s.comm_out_energy_mj for s in slices) + trans_e
+    return Evaluation(
+        latency_ms=exec_t + comm_t,
+        energy_mj=exec_e + comm_e,
+        execution_time_ms=exec_t,
+        communication_time_ms=comm_t,
+        execution_energy_mj=exec_e,
+        communication_energy_mj=comm_e,
+        transition_time_ms=trans_t,
+        transition_energy_mj=trans_e,
+        slices=tuple(slices),
+        n_transitions=assignment.n_transitions,
+        violations=tuple(violations),
+    )
+
+
+def evaluate_batch(problem: Problem, targets: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Latency and energy of N plans at once: targets (N, L) int, starts (N, L) bool
+    (True where a slice begins; column 0 must be True). For the random baseline and
+    population-based solvers. Infeasible plans get +inf. Agrees with `evaluate`."""
+    targets = np.asarray(targets, dtype=np.intp)
+    starts = np.asarray(starts, dtype=bool).copy()
+    n, L = targets.shape
+    if L != problem.n_layers:
+        raise ValueError("layer count mismatch")
+    starts[:, 0] = True
+    starts[:, 1:] |= targets[:, 1:] != targets[:, :-1]
+    ends = np.zeros_like(starts)
+    ends[:, :-1] = starts[:, 1:]
+    ends[:, -1] = True
+    rows = np.arange(L)[None, :]
+    out = []
+    for exe, cin, cout, pair in (
+        (problem.exec_time_ms, problem.comm_in_time_ms, problem.comm_out_time_ms, problem.pair_time_ms),
+        (problem.exec_energy_mj, problem.comm_in_energy_mj, problem.comm_out_energy_mj, problem.pair_energy_mj),
+    ):
+        total = exe[rows, targets].sum(axis=1)
+        total += np.where(starts, cin[rows, targets], 0.0).sum(axis=1)
+        total += np.where(ends, cout[rows, targets], 0.0).sum(axis=1)
+        if pair is not None and L > 1:
+            k = np.arange(L - 1)[None, :]
+            total += pair[k, targets[:, :-1], targets[:, 1:]].sum(axis=1)
+        out.append(total)
+    if problem.has_memory_limits:
+        slice_id = np.cumsum(starts, axis=1) - 1
+        mem = problem.memory_bytes.astype(np.float64)
+        for i in range(n):
+            sums = np.bincount(slice_id[i], weights=mem)
+            tgt_of_slice = targets[i][starts[i]]
+            if (sums > problem.memory_limit_bytes[tgt_of_slice]).any():
+                out[0][i] = out[1][i] = np.inf
+    return out[0], out[1]

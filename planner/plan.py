@@ -1,0 +1,225 @@
+"""The one entry point from documents to a Plan: compile, pick targets, solve,
+evaluate, compare with baselines, stamp provenance. The CLI and the API call this."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+from pydantic import BaseModel
+
+from models.compile import compile_problem
+from planner import __version__
+from planner.errors import InfeasibleError, InputError, Issue, NoPlanFound
+from planner.evaluate import Evaluation, evaluate
+from planner.problem import Assignment, Problem
+from planner.schema import (
+    Comparison,
+    LayerOut,
+    Metrics,
+    ModelProfile,
+    Plan,
+    PlanRequest,
+    Platform,
+    Provenance,
+    SliceOut,
+    SolverReport,
+)
+from planner.solver import Progress, Solution, check_supported, get_solver
+
+MAX_WARNINGS = 50
+
+
+def canonical_json(doc: BaseModel | dict) -> bytes:
+    data = doc.model_dump(mode="json") if isinstance(doc, BaseModel) else doc
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def content_hash(doc: BaseModel | dict) -> str:
+    """sha256 of the canonical JSON: the same document always has the same id."""
+    return hashlib.sha256(canonical_json(doc)).hexdigest()
+
+
+def select_view(problem: Problem, request: PlanRequest) -> Problem:
+    """The targets a request plans over: max frequency (latency, eq. 6) or every
+    level (energy, eq. 7), restricted to the allowed devices."""
+    devices = request.constraints.devices
+    if devices is not None:
+        known = {t.device_id for t in problem.targets}
+        bad = [Issue(f"constraints.devices[{i}]", f"unknown device '{d}' (platform has {', '.join(sorted(known))})")
+               for i, d in enumerate(devices) if d not in known]
+        if bad:
+            raise InputError(bad)
+    idx = problem.target_indices(max_frequency_only=request.target_set() == "max_frequency", devices=devices)
+    if not idx:
+        raise InfeasibleError("constraints.devices", "no device is allowed")
+    view = problem.select_targets(idx)
+    runnable = view.feasible.any(axis=1)
+    if not runnable.all():
+        i = int((~runnable).nonzero()[0][0])
+        raise InfeasibleError(
+            "constraints.devices",
+            f"layer '{view.layer_ids[i]}' (op '{view.op_types[i]}') cannot run on any allowed device"
+            + (f" ({int((~runnable).sum())} layers in all)" if (~runnable).sum() > 1 else ""),
+        )
+    return view
+
+
+def notation(problem: Problem, assignment: Assignment, with_freq: bool) -> str:
+    """`N1 G8 N18`; with frequencies `N1@960 L5@509` (1-based first layer of each slice)."""
+    parts = []
+    for first, _, t in assignment.slices():
+        tg = problem.targets[t]
+        parts.append(f"{tg.symbol}{first + 1}" + (f"@{tg.freq_mhz:g}" if with_freq else ""))
+    return " ".join(parts)
+
+
+def metrics_of(ev: Evaluation) -> Metrics:
+    return Metrics(
+        latency_ms=ev.latency_ms,
+        energy_mj=ev.energy_mj,
+        execution_time_ms=ev.execution_time_ms,
+        communication_time_ms=ev.communication_time_ms,
+        execution_energy_mj=ev.execution_energy_mj,
+        communication_energy_mj=ev.communication_energy_mj,
+        slices=len(ev.slices),
+        transitions=ev.n_transitions,
+    )
+
+
+def comparisons(view: Problem, request: PlanRequest, value: float) -> list[Comparison]:
+    """The plans users would otherwise run, scored by the same evaluator."""
+    from solvers.baselines import baseline_plans
+
+    out = []
+    cands = baseline_plans(view, request.objective)
+    random = get_solver("random").solve(view, request.model_copy(update={"options": {"samples": 1000}}))
+    if random.assignment is not None:
+        cands["random-1000"] = random.assignment
+    for name, a in cands.items():
+        ev = evaluate(view, a)
+        base = ev.objective(request.objective)
+        if not math.isfinite(base):
+            continue
+        out.append(
+            Comparison(
+                name=name,
+                notation=notation(view, a, with_freq=request.target_set() == "all_levels"),
+                latency_ms=ev.latency_ms,
+                energy_mj=ev.energy_mj,
+                saving_pct=100.0 * (base - value) / base if base > 0 else 0.0,
+            )
+        )
+    return out
+
+
+def assemble(
+    platform: Platform,
+    profile: ModelProfile,
+    request: PlanRequest,
+    view: Problem,
+    solution: Solution,
+    exact: bool,
+) -> Plan:
+    assert solution.assignment is not None
+    a = solution.assignment
+    ev = evaluate(view, a)
+    if not ev.feasible:
+        raise RuntimeError(f"solver '{request.solver}' returned an infeasible plan: {ev.violations[0]}")
+    value = ev.objective(request.objective)
+    with_freq = request.target_set() == "all_levels"
+    slices = []
+    layers = []
+    for si, sc in enumerate(ev.slices):
+        tg = view.targets[sc.target]
+        slices.append(
+            SliceOut(
+                index=si,
+                first_layer=view.layer_ids[sc.first],
+                last_layer=view.layer_ids[sc.last],
+                first_index=sc.first,
+                last_index=sc.last,
+                device=tg.device_id,
+                freq_mhz=tg.freq_mhz,
+                target=tg.label,
+                time_ms=sc.time_ms,
+                energy_mj=sc.energy_mj,
+                comm_in_time_ms=sc.comm_in_time_ms,
+                comm_out_time_ms=sc.comm_out_time_ms,
+                memory_bytes=sc.memory_bytes,
+                extra=dict(tg.extra),
+            )
+        )
+        for k in range(sc.first, sc.last + 1):
+            layers.append(
+                LayerOut(
+                    layer=view.layer_ids[k],
+                    slice=si,
+                    device=tg.device_id,
+                    freq_mhz=tg.freq_mhz,
+                    target=tg.label,
+                    time_ms=float(view.exec_time_ms[k, sc.target]),
+                    energy_mj=float(view.exec_energy_mj[k, sc.target]),
+                )
+            )
+    warnings = list(view.notes)
+    if len(warnings) > MAX_WARNINGS:
+        warnings = warnings[:MAX_WARNINGS] + [f"... and {len(warnings) - MAX_WARNINGS} more"]
+    bound = solution.bound
+    gap = None
+    if bound is not None and math.isfinite(bound) and value > 0:
+        gap = max(0.0, (value - bound) / value)
+    return Plan(
+        platform=platform.name,
+        model=profile.name,
+        objective=request.objective,
+        notation=notation(view, a, with_freq),
+        slices=slices,
+        layers=layers,
+        metrics=metrics_of(ev),
+        report=SolverReport(
+            solver=request.solver,
+            status=solution.status,
+            exact=exact,
+            objective=solution.objective,
+            bound=bound,
+            gap=gap,
+            wall_time_ms=solution.wall_time_ms,
+            evaluations=solution.evaluations,
+            notes=solution.notes,
+            details=solution.details,
+        ),
+        comparisons=comparisons(view, request, value) if request.compare_baselines else [],
+        warnings=warnings,
+        provenance=Provenance(
+            platform_sha256=content_hash(platform),
+            profile_sha256=content_hash(profile),
+            request_sha256=content_hash(request),
+            planner_version=__version__,
+        ),
+    )
+
+
+def make_plan(
+    platform: Platform,
+    profile: ModelProfile,
+    request: PlanRequest,
+    *,
+    problem: Problem | None = None,
+    progress: Progress | None = None,
+) -> Plan:
+    """Documents in, Plan out. Raises InputError / InfeasibleError / UnsupportedRequest
+    (each naming the field and the reason); pass a compiled `problem` to skip compiling."""
+    solver = get_solver(request.solver)
+    check_supported(solver, request)
+    if problem is None:
+        problem = compile_problem(platform, profile)
+    view = select_view(problem, request)
+    solution = solver.solve(view, request, progress)
+    if solution.assignment is None:
+        if solution.status == "infeasible":
+            reason = "; ".join(solution.notes) or "no plan satisfies the constraints"
+            raise InfeasibleError("constraints", f"{reason} (proven by '{solver.name}')")
+        raise NoPlanFound("time_limit_s", f"'{solver.name}' found no plan within the time limit; infeasibility is not proven")
+    return assemble(platform, profile, request, view, solution, solver.capabilities.exact)

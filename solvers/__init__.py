@@ -1,0 +1,1 @@
+"""Solver families. Each module exposes SOLVERS = [...]; see planner.solver."""
