@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback unless asked
         if os.environ.get("PLANNER_DEBUG"):
             raise
-        print(f"planner: internal error: {type(exc).__name__}: {exc} (PLANNER_DEBUG=1 for details)", file=sys.stderr)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(f"planner: internal error: {type(exc).__name__}: {first} (PLANNER_DEBUG=1 for details)", file=sys.stderr)
         return EXIT_INTERNAL
 
 

@@ -91,74 +91,74 @@ def solve_fast(problem: Problem, objective: str) -> tuple[float, Assignment | No
     c = problem.costs(objective)
     L, T = problem.n_layers, problem.n_targets
     e, cin, cout, pair = c.exec, c.comm_in, c.comm_out, c.pair
-    limited = [t for t in range(T) if np.isfinite(problem.memory_limit_bytes[t])]
-    ar = np.arange(T)
+    limited = np.flatnonzero(np.isfinite(problem.memory_limit_bytes)).tolist()
+    pd = _pair_diag(pair, L, T) if pair is not None else None
 
-    started = np.zeros((L, T), dtype=bool)
-    if pair is None:
-        entry_prev = np.zeros(L, dtype=np.intp)
-    else:
-        entry_prev = np.zeros((L, T), dtype=np.intp)
-        pd = _pair_diag(pair, L, T)
+    # Rows kept for the backtrack, which re-derives each decision on the optimal path
+    # only (cheaper than recording every decision in the loop).
+    OPEN = np.empty((L, T))  # best cost with layer i on t, slice still open
+    ENTRY = np.empty((L, T))  # best cost before a slice starting at layer i on t
+    CLOSE = np.empty((L, T))  # OPEN + c_out: slice closed after layer i
+    cont = np.empty(T)
+    fmin = np.minimum.reduce  # the ufunc itself: ndarray.min() adds a Python-level wrapper per call
 
-    win = None
     if limited:
-        # For limited targets: open_i = e_i + G_i + min_{s in window(i)} (entry_s - G_s),
-        # G_i = sum_{j<i} (e_j + stay_j) over feasible layers.
+        # For a target with a slice memory limit: OPEN_i = e_i + G_i + min over the
+        # window of admissible starts s of (ENTRY_s - G_s), G_i = sum_{j<i} (e_j + stay_j);
+        # the window [w_i, i] only moves right, so a monotone deque gives its minimum.
         lim = np.array(limited)
         e_l = e[:, lim]
         bad = ~np.isfinite(e_l)
-        step = np.where(bad, 0.0, e_l) + (pd[:, lim] if pair is not None else 0.0)
+        step = np.where(bad, 0.0, e_l) + (pd[:, lim] if pd is not None else 0.0)
         G = np.vstack([np.zeros((1, len(lim))), np.cumsum(step, axis=0)])
         cm = np.concatenate([[0], np.cumsum(problem.memory_bytes.astype(np.float64))])
-        # window start by memory: smallest s with cm[i+1] - cm[s] <= limit
         w_mem = np.searchsorted(cm, cm[1:, None] - problem.memory_limit_bytes[lim][None, :], side="left")
         last_bad = np.maximum.accumulate(np.where(bad, np.arange(L)[:, None], -1), axis=0)
-        w = np.maximum(w_mem, last_bad + 1)  # (L, n_lim); w > i means no admissible start
-        start_idx = np.zeros((L, len(lim)), dtype=np.intp)
+        w = np.maximum(w_mem, last_bad + 1)  # w_i > i: no admissible start
         win = [deque() for _ in limited]
+        # plain floats: numpy scalar access would cost more than the work itself
+        G_rows, w_rows, e_rows = G.tolist(), w.tolist(), e_l.tolist()
+        start_of = [[0] * len(limited) for _ in range(L)]
 
-    open_ = np.full(T, np.inf)
-    close = np.full(T, np.inf)
+    # Row views made once, in C, instead of by indexing on every layer.
+    e_r, cin_r, cout_r = list(e), list(cin), list(cout)
+    open_r, entry_r, close_r = list(OPEN), list(ENTRY), list(CLOSE)
+    add, minimum = np.add, np.minimum
     for i in range(L):
+        o, en = open_r[i], entry_r[i]
         if i == 0:
-            entry = cin[0].copy()
-            cont = np.full(T, np.inf)
-        elif pair is None:
-            j = int(close.argmin())
-            entry = close[j] + cin[i]
-            entry_prev[i] = j
-            cont = open_
+            en[:] = cin_r[0]
+            add(en, e_r[0], out=o)
         else:
-            m = close[:, None] + pair[i - 1]
-            j = m.argmin(axis=0)
-            entry = m[j, ar] + cin[i]
-            entry_prev[i] = j
-            cont = open_ + pd[i - 1]
-        st = entry < cont  # ties keep the slice open: fewer slices
-        started[i] = st
-        new_open = np.where(st, entry, cont) + e[i]
-        if win is not None:
+            if pair is None:
+                add(cin_r[i], fmin(close_r[i - 1]), out=en)
+                minimum(en, open_r[i - 1], out=o)
+            else:
+                add(fmin(close_r[i - 1][:, None] + pair[i - 1], axis=0), cin_r[i], out=en)
+                add(open_r[i - 1], pd[i - 1], out=cont)
+                minimum(en, cont, out=o)
+            o += e_r[i]
+        if limited:
+            ent = en.tolist()
+            g_i, w_i, e_i, s_i = G_rows[i], w_rows[i], e_rows[i], start_of[i]
             for q, t in enumerate(limited):
                 dq = win[q]
-                a = entry[t] - G[i, q]
+                a = ent[t] - g_i[q]
                 while dq and dq[-1][1] >= a:
                     dq.pop()
                 dq.append((i, a))
-                lo = w[i, q]
+                lo = w_i[q]
                 while dq and dq[0][0] < lo:
                     dq.popleft()
                 if dq and lo <= i:
-                    s, a_min = dq[0]
-                    new_open[t] = a_min + G[i, q] + e[i, t]
-                    start_idx[i, q] = s
+                    s_i[q] = dq[0][0]
+                    o[t] = dq[0][1] + g_i[q] + e_i[q]
                 else:
-                    new_open[t] = np.inf
-        open_ = new_open
-        close = open_ + cout[i]
+                    o[t] = np.inf
+        add(o, cout_r[i], out=close_r[i])
 
-    t_end = int(close.argmin())
-    value = float(close[t_end])
+    t_end = int(CLOSE[L - 1].argmin())
+    value = float(CLOSE[L - 1, t_end])
     if not np.isfinite(value):
         return value, None
     lim_pos = {t: q for q, t in enumerate(limited)}
@@ -166,14 +166,18 @@ def solve_fast(problem: Problem, objective: str) -> tuple[float, Assignment | No
     end, t = L - 1, t_end
     while end >= 0:
         if t in lim_pos:
-            s = int(start_idx[end, lim_pos[t]])
-        else:
+            s = start_of[end][lim_pos[t]]
+        else:  # walk back while continuing was at least as good as starting (the loop's choice on ties)
             s = end
-            while not started[s, t]:
+            while s > 0:
+                stay = OPEN[s - 1, t] + (pd[s - 1, t] if pd is not None else 0.0)
+                if ENTRY[s, t] < stay:
+                    break
                 s -= 1
         slices.append((s, end, t))
         if s > 0:
-            t = int(entry_prev[s] if pair is None else entry_prev[s, t])
+            prev = CLOSE[s - 1] if pair is None else CLOSE[s - 1] + pair[s - 1, :, t]
+            t = int(prev.argmin())
         end = s - 1
     return value, Assignment.from_slices(slices[::-1])
 

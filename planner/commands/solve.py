@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from planner.io import load
+from planner.errors import InputError
+from planner.io import load, parse
 from planner.plan import make_plan
-from planner.schema import Constraints, ModelProfile, Plan, PlanRequest, Platform
-from planner.io import parse
+from planner.schema import ModelProfile, Plan, PlanRequest, Platform
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,22 +36,21 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
     for item in args.option:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            from planner.errors import InputError
             raise InputError("--option", f"'{item}' is not KEY=VALUE")
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
-            options[key] = value
+            options[key] = value  # a bare word is a string
     data = {
         "objective": args.objective,
         "solver": args.solver,
         "targets": args.targets,
-        "constraints": Constraints.model_validate({
+        "constraints": {
             "devices": args.devices.split(",") if args.devices else None,
-            "max_latency_ms": getattr(args, "max_latency_ms", None),
-            "max_energy_mj": getattr(args, "max_energy_mj", None),
-            "max_transitions": getattr(args, "max_transitions", None),
-        }).model_dump(),
+            "max_latency_ms": args.max_latency_ms,
+            "max_energy_mj": args.max_energy_mj,
+            "max_transitions": args.max_transitions,
+        },
         "time_limit_s": args.time_limit,
         "seed": args.seed,
         "compare_baselines": not args.no_compare,
