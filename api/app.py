@@ -1,0 +1,55 @@
+"""The app factory: `create_app(settings)` wires storage, auth, jobs, routers, the
+problem+json error format, body limits, idempotency and the offline docs."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from api import problems
+from api.executors import Executor
+from api.middleware import BodyLimit, Idempotency
+from api.routers import deployments, documents, meta, plans
+from api.service import Service
+from api.settings import Settings
+from planner import __version__
+
+log = logging.getLogger("planner.api")
+
+DESCRIPTION = """Plans DNN inference on heterogeneous SoCs (which consecutive layers form a slice,
+which device and DVFS level runs each slice). Upload a platform and a model profile,
+request a plan, point a deployment at it; on-device executors pull the active plan.
+
+Authenticate with `Authorization: Bearer <token>` (create one with `planner token create`).
+Errors are `application/problem+json` with the JSON path and reason of each issue."""
+
+
+def create_app(settings: Settings | None = None, executor: Executor | None = None) -> FastAPI:
+    settings = settings or Settings.from_env()
+    svc = Service(settings, executor)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        svc.start()
+        if settings.insecure_dev:
+            log.warning("INSECURE DEV MODE: authentication is OFF; every caller is admin. Never expose this server.")
+        try:
+            yield
+        finally:
+            svc.stop()
+
+    app = FastAPI(title="hetero-planner", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json")
+    app.state.service = svc
+    app.state.settings = settings
+    problems.install(app)
+    for r in (meta.router, documents.router, plans.router, deployments.router):
+        app.include_router(r)
+    app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
+    # Outermost first: the body limit runs before idempotency reads the body.
+    app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s)
+    app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes)
+    return app

@@ -1,0 +1,143 @@
+"""Bearer tokens with scopes. `admin` may do everything; `pipeline` writes documents,
+plans and deployments (and reads them); `executor` reads the active plan of the
+deployments it is bound to. Only sha256(secret) is stored: secrets are 256-bit
+random, so a slow password hash would add latency and no safety."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select, update
+
+from api.db import Database
+from api.problems import ApiError
+from api.rows import TokenRow, utcnow
+
+SCOPES = ("admin", "pipeline", "executor")
+TOKEN_PREFIX = "hp_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    token_id: str
+    name: str
+    scopes: frozenset[str]
+    deployments: frozenset[str] = frozenset()
+
+    def has(self, *scopes: str) -> bool:
+        return "admin" in self.scopes or bool(self.scopes & set(scopes))
+
+    def may_read_deployment(self, deployment_id: str, deployment_name: str) -> bool:
+        if self.has("pipeline"):
+            return True
+        return "executor" in self.scopes and bool({deployment_id, deployment_name} & self.deployments)
+
+
+INSECURE = Principal("insecure-dev", "insecure-dev", frozenset({"admin"}))
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: str
+    name: str
+    scopes: list[str]
+    deployments: list[str]
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+
+def create_token(db: Database, name: str, scopes: list[str], deployments: list[str] = ()) -> tuple[str, str]:
+    """Returns (token id, secret). The secret is shown once and never stored."""
+    bad = [s for s in scopes if s not in SCOPES]
+    if bad or not scopes:
+        raise ValueError(f"scopes must be among {', '.join(SCOPES)} (got {', '.join(scopes) or 'none'})")
+    if deployments and "executor" not in scopes:
+        raise ValueError("binding to deployments only makes sense for the executor scope")
+    token_id = "tok_" + secrets.token_hex(6)
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with db.session() as s:
+        s.add(TokenRow(id=token_id, name=name, secret_sha256=hash_secret(secret), scopes=",".join(sorted(set(scopes))),
+                       deployments=json.dumps(sorted(set(deployments)))))
+    return token_id, secret
+
+
+def revoke_token(db: Database, token_id: str) -> bool:
+    with db.session() as s:
+        res = s.execute(update(TokenRow).where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None)).values(revoked_at=utcnow()))
+        return res.rowcount > 0
+
+
+def list_tokens(db: Database) -> list[TokenInfo]:
+    with db.session() as s:
+        rows = s.scalars(select(TokenRow).order_by(TokenRow.created_at)).all()
+        return [TokenInfo(r.id, r.name, r.scopes.split(","), json.loads(r.deployments), r.created_at, r.revoked_at) for r in rows]
+
+
+class Authenticator:
+    """Checks bearer tokens; results are cached briefly (token_cache_s) to keep the
+    database off the hot path, so a revocation takes effect within that time."""
+
+    def __init__(self, db: Database, insecure: bool, cache_s: float):
+        self.db = db
+        self.insecure = insecure
+        self.cache_s = cache_s
+        self._cache: dict[str, tuple[float, Principal | None]] = {}
+        self._lock = threading.Lock()
+
+    def lookup(self, secret: str) -> Principal | None:
+        digest = hash_secret(secret)
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(digest)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        with self.db.session() as s:
+            row = s.scalars(select(TokenRow).where(TokenRow.secret_sha256 == digest)).first()
+            principal = None
+            if row is not None and row.revoked_at is None:
+                principal = Principal(row.id, row.name, frozenset(row.scopes.split(",")), frozenset(json.loads(row.deployments)))
+        with self._lock:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[digest] = (now + self.cache_s, principal)
+        return principal
+
+    def authenticate(self, credentials: HTTPAuthorizationCredentials | None) -> Principal:
+        if self.insecure:
+            return INSECURE
+        if credentials is None:
+            raise ApiError(401, "this operation needs a bearer token (Authorization: Bearer <token>)",
+                           headers={"WWW-Authenticate": 'Bearer realm="planner"'})
+        principal = self.lookup(credentials.credentials)
+        if principal is None:
+            raise ApiError(401, "the bearer token is unknown or revoked",
+                           headers={"WWW-Authenticate": 'Bearer realm="planner", error="invalid_token"'})
+        return principal
+
+
+bearer = HTTPBearer(auto_error=False, description="An API token from `planner token create`")
+
+
+def require(*scopes: str):
+    """Dependency: the caller's principal, which must hold one of `scopes` (or admin)."""
+
+    def dependency(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Principal:
+        principal = request.app.state.service.auth.authenticate(credentials)
+        if not principal.has(*scopes):
+            raise ApiError(403, f"this operation needs the {' or '.join(scopes)} scope; the token has {', '.join(sorted(principal.scopes))}",
+                           headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}"'})
+        return principal
+
+    return dependency

@@ -1,0 +1,136 @@
+"""Where solver jobs run. The service talks to a small `Executor` interface: submit a
+JobSpec, cancel by id, shut down; the engine reports back through `JobEvents`.
+`PebbleExecutor` (default) runs jobs in a pebble ProcessPool, which can kill a
+running native solver on cancel or timeout and replaces the worker; a distributed
+engine can implement the same interface."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue as queue_mod
+import threading
+from abc import ABC, abstractmethod
+from concurrent.futures import CancelledError, TimeoutError as FutureTimeout
+from typing import Protocol
+
+from api.worker import JobOutcome, JobSpec, failure, init_worker, run_job
+
+log = logging.getLogger("planner.jobs")
+
+
+class JobEvents(Protocol):
+    def started(self, job_id: str) -> None: ...
+
+    def progress(self, job_id: str, fraction: float, message: str) -> None: ...
+
+    def finished(self, job_id: str, outcome: JobOutcome) -> None: ...
+
+
+class Executor(ABC):
+    @abstractmethod
+    def start(self, events: JobEvents) -> None: ...
+
+    @abstractmethod
+    def submit(self, spec: JobSpec) -> None: ...
+
+    @abstractmethod
+    def cancel(self, job_id: str) -> bool:
+        """Stop the job if queued or running (killing its process); True if it was known."""
+
+    @abstractmethod
+    def shutdown(self) -> None: ...
+
+
+class PebbleExecutor(Executor):
+    def __init__(self, workers: int = 1, solver_modules: tuple[str, ...] = (), grace_s: float = 2.0):
+        self.workers = max(1, workers)
+        self.solver_modules = tuple(solver_modules)
+        self.grace_s = grace_s
+        self._futures: dict[str, object] = {}
+        self._lock = threading.Lock()
+        self._pool = None
+        self._queue = None
+        self._drain: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    def start(self, events: JobEvents) -> None:
+        from pebble import ProcessPool
+
+        self.events = events
+        ctx = multiprocessing.get_context("spawn")  # the server is multi-threaded: never fork it
+        self._queue = ctx.Queue()
+        self._pool = ProcessPool(max_workers=self.workers, initializer=init_worker,
+                                 initargs=(self._queue, self.solver_modules), context=ctx)
+        self._drain = threading.Thread(target=self._drain_progress, name="job-progress", daemon=True)
+        self._drain.start()
+
+    def _drain_progress(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                event = self._queue.get(timeout=0.5)
+            except queue_mod.Empty:
+                continue
+            except (EOFError, OSError, ValueError):
+                return
+            try:
+                if event[0] == "started":
+                    self.events.started(event[1])
+                elif event[0] == "progress":
+                    self.events.progress(event[1], event[2], event[3])
+            except Exception:  # noqa: BLE001
+                log.exception("job event %r failed", event[:2])
+
+    def submit(self, spec: JobSpec) -> None:
+        future = self._pool.schedule(run_job, args=(spec,), timeout=spec.time_limit_s + self.grace_s)
+        with self._lock:
+            self._futures[spec.job_id] = future
+        future.add_done_callback(lambda f, s=spec: self._done(s, f))
+
+    def _done(self, spec: JobSpec, future) -> None:  # noqa: ANN001
+        with self._lock:
+            self._futures.pop(spec.job_id, None)
+        try:
+            outcome = future.result()
+        except CancelledError:
+            outcome = JobOutcome("cancelled")
+        except FutureTimeout:
+            outcome = failure("Time limit exceeded", "time_limit_s",
+                              f"the solver did not stop within {spec.time_limit_s:g} s (+{self.grace_s:g} s grace); its process was stopped",
+                              "time-limit")
+        except Exception as exc:  # noqa: BLE001 - ProcessExpired, pickling errors, solver bugs
+            name = type(exc).__name__
+            if name == "ProcessExpired":
+                reason = f"the worker process died (exit code {getattr(exc, 'exitcode', '?')}) while solving"
+            else:
+                reason = f"the solver failed: {name}: {exc}"
+                log.error("job %s failed: %s", spec.job_id, reason, exc_info=exc)
+            outcome = failure("Solver failed", "solver", reason, "solver-failed")
+        if self._stopping.is_set() and outcome.state == "cancelled":
+            return  # shutting down: leave the job for restart recovery
+        try:
+            self.events.finished(spec.job_id, outcome)
+        except Exception:  # noqa: BLE001
+            log.exception("recording the outcome of job %s failed", spec.job_id)
+
+    def cancel(self, job_id: str) -> bool:
+        with self._lock:
+            future = self._futures.get(job_id)
+        if future is None:
+            return False
+        future.cancel()
+        return True
+
+    def shutdown(self) -> None:
+        self._stopping.set()
+        if self._pool is not None:
+            self._pool.stop()
+            try:
+                self._pool.join(timeout=10)
+            except Exception:  # noqa: BLE001
+                pass
+        if self._drain is not None:
+            self._drain.join(timeout=2)
+        if self._queue is not None:
+            self._queue.close()
+            self._queue.join_thread()

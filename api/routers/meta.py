@@ -1,0 +1,80 @@
+"""Service information, health, solvers, and the offline API docs: Swagger UI and
+ReDoc assets are served by the service itself (from the fastapi-offline package),
+because a CDN-based /docs is a blank page on a factory or lab network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.responses import HTMLResponse, Response
+
+from api.auth import Principal, require
+from api.problems import responses
+from api.routers.deps import service
+from api.schemas import ServiceInfo, SolverInfo
+from api.service import Service
+from planner import __version__
+from planner.solver import registry
+
+router = APIRouter(tags=["service"])
+STATIC_URL = "/static/docs"
+_HEALTH = b'{"status":"ok"}'
+
+
+def docs_assets_dir() -> Path:
+    import fastapi_offline
+
+    return Path(fastapi_offline.__file__).parent / "static"
+
+
+@router.get("/v1/health", summary="Liveness (no auth)", response_model=dict[str, str])
+def health():
+    return Response(_HEALTH, media_type="application/json")
+
+
+@router.get("/v1", response_model=ServiceInfo, summary="Service information (no auth)")
+def info(svc: Service = Depends(service)):
+    lim = svc.limits
+    return ServiceInfo(service="hetero-planner", version=__version__,
+                       auth="insecure-dev" if svc.settings.insecure_dev else "bearer",
+                       limits={"max_body_bytes": lim.max_body_bytes, "max_layers": lim.max_layers,
+                               "max_devices": lim.max_devices, "max_targets": lim.max_targets,
+                               "max_time_limit_s": lim.max_time_limit_s, "max_wait_s": lim.max_wait_s},
+                       docs={"swagger_ui": "/docs", "redoc": "/redoc", "openapi": "/openapi.json"})
+
+
+@router.get("/v1/solvers", response_model=list[SolverInfo], summary="Registered solvers",
+            responses=responses(401, 403))
+def solvers(_: Principal = Depends(require("pipeline"))):
+    out = []
+    for name, s in sorted(registry().items()):
+        c = s.capabilities
+        out.append(SolverInfo(name=name, exact=c.exact, fast=c.fast, objectives=sorted(c.objectives),
+                              constraints=sorted(c.constraints), graph=c.graph, description=c.description))
+    return out
+
+
+@router.get("/docs", include_in_schema=False)
+def swagger_ui(request: Request) -> HTMLResponse:
+    root = request.scope.get("root_path", "")
+    return get_swagger_ui_html(
+        openapi_url=f"{root}/openapi.json", title="hetero-planner API",
+        swagger_js_url=f"{root}{STATIC_URL}/swagger-ui-bundle.js", swagger_css_url=f"{root}{STATIC_URL}/swagger-ui.css",
+        swagger_favicon_url=f"{root}{STATIC_URL}/favicon.png", oauth2_redirect_url=f"{root}/docs/oauth2-redirect",
+        swagger_ui_parameters={"persistAuthorization": True, "displayRequestDuration": True},
+    )
+
+
+@router.get("/docs/oauth2-redirect", include_in_schema=False)
+def swagger_redirect() -> HTMLResponse:
+    return get_swagger_ui_oauth2_redirect_html()
+
+
+@router.get("/redoc", include_in_schema=False)
+def redoc(request: Request) -> HTMLResponse:
+    root = request.scope.get("root_path", "")
+    return get_redoc_html(openapi_url=f"{root}/openapi.json", title="hetero-planner API - ReDoc",
+                          redoc_js_url=f"{root}{STATIC_URL}/redoc.standalone.js",
+                          redoc_favicon_url=f"{root}{STATIC_URL}/favicon.png", with_google_fonts=False)

@@ -1,0 +1,92 @@
+"""Plan requests, plans and jobs. A fast solver answers at once (201 + the plan);
+a slow one gets 202 + a job that runs in a worker process."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+
+from api import views
+from api.auth import Principal, require
+from api.problems import ApiError, responses
+from api.routers.deps import Paging, service
+from api.schemas import ExecutorPlan, JobList, JobResource, PlanList, PlanResource, PlanSubmission
+from api.service import Service
+from planner.errors import Issue
+
+router = APIRouter(prefix="/v1", tags=["plans"])
+PIPELINE = Depends(require("pipeline"))
+ResId = Annotated[str, Path(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
+Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
+
+
+@router.post("/plans", status_code=201, response_model=PlanResource, summary="Request a plan",
+             description="Fast solvers (e.g. `dp`) answer at once with the plan (201). Slow ones (e.g. `brute`) "
+                         "answer 202 with a job to follow at `/v1/jobs/{id}`. Send `Idempotency-Key` to retry safely.",
+             responses={202: {"model": JobResource, "description": "Accepted: a job will compute the plan"},
+                        **responses(401, 403, 409, 413, 422)})
+def create_plan(submission: PlanSubmission, svc: Service = Depends(service), _: Principal = PIPELINE):
+    kind, result = svc.submit_plan(submission)
+    if kind == "plan":
+        plan_id, body = result
+        return Response(body, status_code=201, media_type="application/json", headers={"Location": f"/v1/plans/{plan_id}"})
+    job = views.job(result)
+    return Response(job.model_dump_json(), status_code=202, media_type="application/json",
+                    headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+@router.get("/plans", response_model=PlanList, summary="List plans", responses=responses(401, 403, 422))
+def list_plans(page: Paging = Depends(), platform_id: Sha = None, profile_id: Sha = None,
+               svc: Service = Depends(service), _: Principal = PIPELINE):
+    total, rows = svc.list_plans(page.limit, page.offset, platform_id, profile_id)
+    return PlanList(total=total, limit=page.limit, offset=page.offset, items=[views.plan_summary(r) for r in rows])
+
+
+@router.get("/plans/{plan_id}", response_model=PlanResource, summary="The full plan document",
+            responses=responses(401, 403, 404, 422))
+def get_plan(plan_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
+    return Response(svc.plan_json(plan_id), media_type="application/json")
+
+
+@router.get("/plans/{plan_id}/executor", response_model=ExecutorPlan, summary="Compact executor view of a plan",
+            description="Ordered slices (first layer, last layer, device, frequency, and what later solvers add).",
+            responses=responses(401, 403, 404, 422))
+def get_executor_plan(plan_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
+    return Response(svc.executor_view(plan_id), media_type="application/json")
+
+
+@router.get("/jobs", response_model=JobList, summary="List jobs", tags=["jobs"], responses=responses(401, 403, 422))
+def list_jobs(page: Paging = Depends(),
+              state: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = Query(None),
+              svc: Service = Depends(service), _: Principal = PIPELINE):
+    total, rows = svc.list_jobs(page.limit, page.offset, state)
+    return JobList(total=total, limit=page.limit, offset=page.offset, items=[views.job(r) for r in rows])
+
+
+@router.get("/jobs/{job_id}", response_model=JobResource, summary="Job status and progress", tags=["jobs"],
+            responses=responses(401, 403, 404, 422))
+def get_job(job_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
+    return views.job(svc.job(job_id))
+
+
+@router.get("/jobs/{job_id}/result", response_model=PlanResource, summary="The plan a finished job made", tags=["jobs"],
+            description="409 while the job is queued or running, or when it failed or was cancelled (with the reason).",
+            responses=responses(401, 403, 404, 409, 422))
+def get_job_result(job_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
+    job = svc.job(job_id)
+    if job.state == "succeeded" and job.plan_id:
+        return Response(svc.plan_json(job.plan_id), media_type="application/json")
+    if job.state == "failed":
+        err = json.loads(job.error or "{}")
+        issues = [Issue(e.get("path", ""), e.get("reason", "")) for e in err.get("errors", [])]
+        raise ApiError(409, f"the job failed: {err.get('detail', job.message)}", errors=issues, kind="job-failed")
+    raise ApiError(409, f"the job is {job.state} ({job.progress:.0%}: {job.message})", kind=f"job-{job.state}")
+
+
+@router.delete("/jobs/{job_id}", response_model=JobResource, summary="Cancel a job", tags=["jobs"],
+               description="Stops a queued or running job (its worker process is killed). A finished job is returned unchanged.",
+               responses=responses(401, 403, 404, 422))
+def cancel_job(job_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
+    return views.job(svc.cancel_job(job_id))

@@ -1,0 +1,126 @@
+"""Storage rows (SQLAlchemy 2). Kept apart from the API schemas: rows hold what the
+service needs to find and order things; whole documents live in deferred text
+columns that are loaded only when a response needs them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class DocumentRow(Base):
+    """An uploaded platform or model profile; id = sha256 of its canonical JSON."""
+
+    __tablename__ = "documents"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), index=True)  # platform | profile
+    name: Mapped[str] = mapped_column(String(200))
+    summary: Mapped[str] = mapped_column(Text, default="{}")  # small JSON: counts for listings
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    body: Mapped[str] = mapped_column(Text, deferred=True)  # canonical JSON
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class JobRow(Base):
+    """A plan request a slow solver works on in a worker process. States:
+    queued -> running -> succeeded | failed | cancelled (conditional updates only)."""
+
+    __tablename__ = "jobs"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    platform_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
+    profile_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
+    solver: Mapped[str] = mapped_column(String(64))
+    request: Mapped[str] = mapped_column(Text)  # PlanRequest JSON
+    state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    message: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # problem JSON
+    plan_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class PlanRow(Base):
+    __tablename__ = "plans"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    platform_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
+    profile_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
+    solver: Mapped[str] = mapped_column(String(64))
+    objective: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    notation: Mapped[str] = mapped_column(Text)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    energy_mj: Mapped[float] = mapped_column(Float)
+    request: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text, deferred=True)  # Plan JSON
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
+
+
+class DeploymentRow(Base):
+    """A (platform, model) target on devices; executors pull its active plan."""
+
+    __tablename__ = "deployments"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    platform_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
+    profile_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
+    active_plan_id: Mapped[str | None] = mapped_column(String(40), ForeignKey("plans.id"), nullable=True)
+    revision: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DeploymentEventRow(Base):
+    __tablename__ = "deployment_events"
+    __table_args__ = (UniqueConstraint("deployment_id", "revision"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    deployment_id: Mapped[str] = mapped_column(String(40), ForeignKey("deployments.id"), index=True)
+    revision: Mapped[int] = mapped_column(Integer)
+    action: Mapped[str] = mapped_column(String(16))  # activate | rollback
+    plan_id: Mapped[str] = mapped_column(String(40), ForeignKey("plans.id"))
+    actor: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class TokenRow(Base):
+    """An API token; only the sha256 of the secret is stored (secrets are 256-bit random)."""
+
+    __tablename__ = "tokens"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[str] = mapped_column(String(200))  # comma-separated
+    deployments: Mapped[str] = mapped_column(Text, default="[]")  # JSON list, executor binding
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
+
+
+class IdempotencyRow(Base):
+    """A POST's stored response, replayed when the same client retries with the same key."""
+
+    __tablename__ = "idempotency_keys"
+    principal: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    method: Mapped[str] = mapped_column(String(8))
+    path: Mapped[str] = mapped_column(Text)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: in progress
+    headers: Mapped[str] = mapped_column(Text, default="[]")
+    body: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
+
+
+Index("ix_plans_platform_profile", PlanRow.platform_id, PlanRow.profile_id)

@@ -1,0 +1,196 @@
+"""API documents (what crosses HTTP), kept apart from the storage rows in api/rows.py.
+The planning documents themselves (Platform, ModelProfile, PlanRequest, Plan) are the
+core's, reused as they are."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.schema import Plan, PlanRequest
+
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="Content id: sha256 of the canonical JSON")]
+ResourceId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
+class Page(BaseModel):
+    total: int
+    limit: int
+    offset: int
+
+
+class DocumentInfo(BaseModel):
+    id: Sha256
+    kind: Literal["platform", "profile"]
+    name: str
+    size_bytes: int
+    summary: dict[str, Any] = Field(description="devices/targets of a platform, layers of a profile")
+    created_at: dt.datetime
+    created: bool = Field(False, description="True when this upload stored a new document")
+
+
+class DocumentList(Page):
+    items: list[DocumentInfo]
+
+
+class PlanSubmission(PlanRequest):
+    """A plan request (objective, constraints, solver, ...) naming the uploaded platform and profile."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True,
+                              json_schema_extra={"examples": [{"platform_id": "<sha256>", "profile_id": "<sha256>",
+                                                               "objective": "energy", "solver": "dp"}]})
+    platform_id: Sha256
+    profile_id: Sha256
+
+    def request(self) -> PlanRequest:
+        return PlanRequest.model_validate(self.model_dump(exclude={"platform_id", "profile_id"}))
+
+
+class ExecutorSlice(BaseModel):
+    index: int
+    first_layer: str
+    last_layer: str
+    first_index: int
+    last_index: int
+    device: str
+    freq_mhz: float
+    target: str
+    extra: dict[str, Any] = Field(default_factory=dict, description="What later solvers add (cores, dtype, split)")
+
+
+class ExecutorPlan(BaseModel):
+    """What an on-device executor applies: ordered slices, nothing else to parse."""
+
+    plan_id: str
+    platform: str
+    model: str
+    objective: str
+    notation: str
+    predicted_latency_ms: float
+    predicted_energy_mj: float
+    slices: list[ExecutorSlice]
+
+
+class PlanResource(BaseModel):
+    id: str
+    platform_id: Sha256
+    profile_id: Sha256
+    job_id: str | None = None
+    created_at: dt.datetime
+    request: PlanRequest
+    plan: Plan
+
+
+class PlanSummary(BaseModel):
+    id: str
+    platform_id: Sha256
+    profile_id: Sha256
+    job_id: str | None
+    solver: str
+    objective: str
+    status: str
+    notation: str
+    latency_ms: float
+    energy_mj: float
+    created_at: dt.datetime
+
+
+class PlanList(Page):
+    items: list[PlanSummary]
+
+
+class JobResource(BaseModel):
+    id: str
+    state: JobState
+    progress: float = Field(ge=0, le=1)
+    message: str
+    solver: str
+    platform_id: Sha256
+    profile_id: Sha256
+    request: PlanRequest
+    attempts: int
+    plan_id: str | None = None
+    error: dict[str, Any] | None = Field(None, description="Problem details when the job failed")
+    created_at: dt.datetime
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+
+
+class JobList(Page):
+    items: list[JobResource]
+
+
+class DeploymentCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
+    platform_id: Sha256
+    profile_id: Sha256
+
+
+class Deployment(BaseModel):
+    id: str
+    name: str
+    platform_id: Sha256
+    profile_id: Sha256
+    active_plan_id: str | None
+    revision: int
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+
+class DeploymentList(Page):
+    items: list[Deployment]
+
+
+class ActivatePlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    plan_id: ResourceId
+
+
+class Rollback(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    revision: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="Revision whose plan becomes active again; default: the one before the current")
+
+
+class DeploymentEvent(BaseModel):
+    revision: int
+    action: Literal["activate", "rollback"]
+    plan_id: str
+    actor: str
+    created_at: dt.datetime
+
+
+class DeploymentHistory(BaseModel):
+    deployment_id: str
+    items: list[DeploymentEvent]
+
+
+class DeployedPlan(BaseModel):
+    """GET /v1/deployments/{id}/plan: the active plan, executor view; ETag = revision + plan."""
+
+    deployment_id: str
+    deployment: str
+    revision: int
+    plan: ExecutorPlan
+
+
+class SolverInfo(BaseModel):
+    name: str
+    exact: bool
+    fast: bool = Field(description="Answered at once (201); otherwise a job (202)")
+    objectives: list[str]
+    constraints: list[str]
+    graph: str
+    description: str
+
+
+class ServiceInfo(BaseModel):
+    service: str
+    version: str
+    auth: Literal["bearer", "insecure-dev"]
+    limits: dict[str, float]
+    docs: dict[str, str]

@@ -1,0 +1,404 @@
+"""The service's operations, between the thin routers and the planning core: store
+and fetch documents, plan (at once for fast solvers, as a job otherwise),
+deployments. Everything heavy is cached by content id, which never goes stale."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from api.auth import Authenticator, Principal
+from api.db import Database
+from api.executors import Executor, PebbleExecutor
+from api.jobs import JobManager, new_id
+from api.problems import ApiError, from_planner_error, invalid
+from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, utcnow
+from api.schemas import ExecutorPlan, ExecutorSlice, PlanSubmission
+from api.settings import Settings
+from api.worker import load_solver_modules
+from planner.errors import Issue, PlannerError
+from planner.plan import canonical_json, make_plan, select_view
+from planner.schema import ModelProfile, Plan, PlanRequest, Platform
+from planner.solver import check_supported, get_solver
+
+log = logging.getLogger("planner.api")
+KINDS: dict[str, type] = {"platform": Platform, "profile": ModelProfile}
+
+
+class LRU:
+    """A small thread-safe LRU; `get_or_make` builds a missing value once per key."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self._making: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return None
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def get_or_make(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        value = self.get(key)
+        if value is not None:
+            return value
+        with self._lock:
+            lock = self._making.setdefault(key, threading.Lock())
+        with lock:
+            value = self.get(key)
+            if value is None:
+                value = make()
+                self.put(key, value)
+        with self._lock:
+            self._making.pop(key, None)
+        return value
+
+
+class Notifier:
+    """Wakes long-polling executors when a deployment changes in this process; they
+    also re-check the database every poll interval (changes made elsewhere)."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._lock = threading.Lock()
+
+    def notify(self, key: str) -> None:
+        with self._lock:
+            waiters = list(self._waiters.get(key, ()))
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    async def wait(self, key: str, timeout_s: float) -> None:
+        entry = (asyncio.get_running_loop(), asyncio.Event())
+        with self._lock:
+            self._waiters.setdefault(key, set()).add(entry)
+        try:
+            await asyncio.wait_for(entry[1].wait(), timeout=max(0.0, timeout_s))
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                ws = self._waiters.get(key)
+                if ws is not None:
+                    ws.discard(entry)
+                    if not ws:
+                        self._waiters.pop(key, None)
+
+
+def iso(t: dt.datetime | None) -> str | None:
+    return None if t is None else t.isoformat() + "Z"
+
+
+def _summary(kind: str, doc: Platform | ModelProfile) -> dict[str, Any]:
+    if kind == "platform":
+        return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices)}
+    return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers)}
+
+
+class Service:
+    def __init__(self, settings: Settings, executor: Executor | None = None):
+        self.settings = settings
+        self.limits = settings.limits
+        self.executor = executor or PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s)
+        self.notifier = Notifier()
+        self.docs = LRU(64)  # content id -> parsed document
+        self.problems = LRU(32)  # (platform id, profile id) -> compiled Problem
+        self.executor_views = LRU(256)  # plan id -> ExecutorPlan JSON bytes (plans are immutable)
+        self.db: Database | None = None
+
+    def start(self) -> None:
+        load_solver_modules(self.settings.solver_modules)
+        self.db = Database(self.settings.url)
+        self.auth = Authenticator(self.db, self.settings.insecure_dev, self.settings.token_cache_s)
+        self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts)
+        self.executor.start(self.jobs)
+        self.jobs.recover()
+
+    def stop(self) -> None:
+        self.executor.shutdown()
+        if self.db is not None:
+            self.db.dispose()
+
+    # ------------------------------------------------------------------ documents
+    def check_limits(self, kind: str, doc: Platform | ModelProfile) -> None:
+        lim = self.limits
+        if kind == "platform":
+            if len(doc.devices) > lim.max_devices:
+                raise invalid("devices", f"{len(doc.devices)} devices exceed the limit of {lim.max_devices}")
+            targets = sum(len(d.dvfs_levels) for d in doc.devices)
+            if targets > lim.max_targets:
+                raise invalid("devices", f"{targets} (device, DVFS level) targets exceed the limit of {lim.max_targets}")
+        elif len(doc.layers) > lim.max_layers:
+            raise invalid("layers", f"{len(doc.layers)} layers exceed the limit of {lim.max_layers}")
+
+    def put_document(self, kind: str, doc: Platform | ModelProfile) -> tuple[DocumentRow, bool]:
+        self.check_limits(kind, doc)
+        body = canonical_json(doc)
+        doc_id = hashlib.sha256(body).hexdigest()
+        self.docs.put(doc_id, doc)
+        with self.db.session() as s:
+            row = s.get(DocumentRow, doc_id)
+            if row is not None:
+                if row.kind != kind:
+                    raise invalid("<body>", f"this document is already stored as a {row.kind}")
+                return row, False
+        row = DocumentRow(id=doc_id, kind=kind, name=getattr(doc, "name", ""), summary=json.dumps(_summary(kind, doc)),
+                          size_bytes=len(body), body=body.decode(), created_at=utcnow())
+        try:
+            with self.db.session() as s:
+                s.add(row)
+        except IntegrityError:  # the same document uploaded concurrently
+            with self.db.session() as s:
+                return s.get(DocumentRow, doc_id), False
+        return row, True
+
+    def list_documents(self, kind: str, limit: int, offset: int) -> tuple[int, list[DocumentRow]]:
+        with self.db.session() as s:
+            total = s.scalar(select(func.count()).select_from(DocumentRow).where(DocumentRow.kind == kind))
+            rows = s.scalars(select(DocumentRow).where(DocumentRow.kind == kind)
+                             .order_by(DocumentRow.created_at.desc(), DocumentRow.id).limit(limit).offset(offset)).all()
+        return total, list(rows)
+
+    def document_body(self, kind: str, doc_id: str) -> str:
+        with self.db.session() as s:
+            body = s.scalar(select(DocumentRow.body).where(DocumentRow.id == doc_id, DocumentRow.kind == kind))
+        if body is None:
+            raise ApiError(404, f"no {kind} with id {doc_id}")
+        return body
+
+    def parsed(self, kind: str, doc_id: str, path: str) -> Platform | ModelProfile:
+        doc = self.docs.get(doc_id)
+        if doc is not None and isinstance(doc, KINDS[kind]):
+            return doc
+        with self.db.session() as s:
+            body = s.scalar(select(DocumentRow.body).where(DocumentRow.id == doc_id, DocumentRow.kind == kind))
+        if body is None:
+            raise invalid(path, f"no {kind} with this id; upload it first (POST /v1/{kind}s)")
+        doc = KINDS[kind].model_validate_json(body)
+        self.docs.put(doc_id, doc)
+        return doc
+
+    def problem(self, platform_id: str, profile_id: str, platform: Platform, profile: ModelProfile):
+        from models.compile import compile_problem
+
+        def make():
+            try:
+                return compile_problem(platform, profile)
+            except PlannerError as exc:
+                raise from_planner_error(exc) from None
+
+        problem = self.problems.get_or_make((platform_id, profile_id), make)
+        if problem.n_targets > self.limits.max_targets:
+            raise invalid("platform_id", f"{problem.n_targets} targets exceed the limit of {self.limits.max_targets}")
+        return problem
+
+    # ------------------------------------------------------------------ plans
+    def submit_plan(self, sub: PlanSubmission) -> tuple[str, Any]:
+        """('plan', (plan id, response JSON bytes)) for a fast solver, ('job', JobRow) otherwise."""
+        request = sub.request()
+        if request.time_limit_s > self.limits.max_time_limit_s:
+            raise invalid("time_limit_s", f"{request.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
+        try:
+            solver = get_solver(request.solver)
+            check_supported(solver, request)
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
+        platform = self.parsed("platform", sub.platform_id, "platform_id")
+        profile = self.parsed("profile", sub.profile_id, "profile_id")
+        if len(profile.layers) > self.limits.max_layers:
+            raise invalid("profile_id", f"{len(profile.layers)} layers exceed the limit of {self.limits.max_layers}")
+        problem = self.problem(sub.platform_id, sub.profile_id, platform, profile)
+        request_json = request.model_dump_json()
+        if not solver.capabilities.fast:
+            try:
+                select_view(problem, request)  # refuse what no plan can satisfy now, not in a job
+            except PlannerError as exc:
+                raise from_planner_error(exc) from None
+            return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request_json)
+        try:
+            plan = make_plan(platform, profile, request, problem=problem)
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
+        plan_json = plan.model_dump_json()
+        plan_id = new_id("pln")
+        row = PlanRow(
+            id=plan_id, job_id=None, platform_id=sub.platform_id, profile_id=sub.profile_id, solver=solver.name,
+            objective=plan.objective, status=plan.report.status, notation=plan.notation,
+            latency_ms=plan.metrics.latency_ms, energy_mj=plan.metrics.energy_mj, request=request_json, body=plan_json,
+            created_at=utcnow())
+        with self.db.session() as s:
+            s.add(row)
+        return "plan", (plan_id, self._plan_json(row, plan_json))
+
+    @staticmethod
+    def _plan_json(row: PlanRow, body: str) -> bytes:
+        head = json.dumps({"id": row.id, "platform_id": row.platform_id, "profile_id": row.profile_id,
+                           "job_id": row.job_id, "created_at": iso(row.created_at)})
+        return f'{head[:-1]},"request":{row.request},"plan":{body}}}'.encode()
+
+    def plan_json(self, plan_id: str) -> bytes:
+        with self.db.session() as s:
+            row = s.get(PlanRow, plan_id)
+            if row is None:
+                raise ApiError(404, f"no plan with id {plan_id}")
+            return self._plan_json(row, row.body)
+
+    def list_plans(self, limit: int, offset: int, platform_id: str | None, profile_id: str | None) -> tuple[int, list[PlanRow]]:
+        q = select(PlanRow)
+        c = select(func.count()).select_from(PlanRow)
+        if platform_id:
+            q, c = q.where(PlanRow.platform_id == platform_id), c.where(PlanRow.platform_id == platform_id)
+        if profile_id:
+            q, c = q.where(PlanRow.profile_id == profile_id), c.where(PlanRow.profile_id == profile_id)
+        with self.db.session() as s:
+            return s.scalar(c), list(s.scalars(q.order_by(PlanRow.created_at.desc(), PlanRow.id).limit(limit).offset(offset)).all())
+
+    def executor_view(self, plan_id: str) -> bytes:
+        def make() -> bytes:
+            with self.db.session() as s:
+                body = s.scalar(select(PlanRow.body).where(PlanRow.id == plan_id))
+            if body is None:
+                raise ApiError(404, f"no plan with id {plan_id}")
+            plan = Plan.model_validate_json(body)
+            view = ExecutorPlan(
+                plan_id=plan_id, platform=plan.platform, model=plan.model, objective=plan.objective,
+                notation=plan.notation, predicted_latency_ms=plan.metrics.latency_ms,
+                predicted_energy_mj=plan.metrics.energy_mj,
+                slices=[ExecutorSlice(**s.model_dump(include=set(ExecutorSlice.model_fields))) for s in plan.slices],
+            )
+            return view.model_dump_json().encode()
+
+        return self.executor_views.get_or_make(plan_id, make)
+
+    # ------------------------------------------------------------------ jobs
+    def job(self, job_id: str) -> JobRow:
+        with self.db.session() as s:
+            row = s.get(JobRow, job_id)
+        if row is None:
+            raise ApiError(404, f"no job with id {job_id}")
+        return row
+
+    def list_jobs(self, limit: int, offset: int, state: str | None) -> tuple[int, list[JobRow]]:
+        q = select(JobRow)
+        c = select(func.count()).select_from(JobRow)
+        if state:
+            q, c = q.where(JobRow.state == state), c.where(JobRow.state == state)
+        with self.db.session() as s:
+            return s.scalar(c), list(s.scalars(q.order_by(JobRow.created_at.desc(), JobRow.id).limit(limit).offset(offset)).all())
+
+    def cancel_job(self, job_id: str) -> JobRow:
+        job = self.job(job_id)
+        if job.state in ("queued", "running"):
+            self.jobs.cancel(job_id)
+        return self.job(job_id)
+
+    # ------------------------------------------------------------------ deployments
+    def create_deployment(self, name: str, platform_id: str, profile_id: str) -> DeploymentRow:
+        with self.db.session() as s:
+            for path, kind, doc_id in (("platform_id", "platform", platform_id), ("profile_id", "profile", profile_id)):
+                if s.scalar(select(DocumentRow.id).where(DocumentRow.id == doc_id, DocumentRow.kind == kind)) is None:
+                    raise invalid(path, f"no {kind} with this id")
+            if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == name)) is not None:
+                raise ApiError(409, f"name: a deployment named '{name}' exists", errors=[Issue("name", "already used")])
+            now = utcnow()
+            row = DeploymentRow(id=new_id("dep"), name=name, platform_id=platform_id, profile_id=profile_id,
+                                active_plan_id=None, revision=0, created_at=now, updated_at=now)
+            s.add(row)
+        return row
+
+    def deployment(self, dep_id: str, principal: Principal | None = None) -> DeploymentRow:
+        with self.db.session() as s:
+            row = s.get(DeploymentRow, dep_id)
+            if row is None:
+                row = s.scalars(select(DeploymentRow).where(DeploymentRow.name == dep_id)).first()
+        if row is None:
+            raise ApiError(404, f"no deployment with id or name {dep_id}")
+        if principal is not None and not principal.may_read_deployment(row.id, row.name):
+            raise ApiError(403, f"this executor token is not bound to deployment {row.id}")
+        return row
+
+    def list_deployments(self, limit: int, offset: int) -> tuple[int, list[DeploymentRow]]:
+        with self.db.session() as s:
+            total = s.scalar(select(func.count()).select_from(DeploymentRow))
+            return total, list(s.scalars(select(DeploymentRow).order_by(DeploymentRow.created_at, DeploymentRow.id)
+                                         .limit(limit).offset(offset)).all())
+
+    def history(self, dep_id: str) -> list[DeploymentEventRow]:
+        dep = self.deployment(dep_id)
+        with self.db.session() as s:
+            return list(s.scalars(select(DeploymentEventRow).where(DeploymentEventRow.deployment_id == dep.id)
+                                  .order_by(DeploymentEventRow.revision)).all())
+
+    def _set_active(self, dep: DeploymentRow, plan_id: str, action: str, actor: str) -> DeploymentRow:
+        for _ in range(20):
+            with self.db.session() as s:
+                current = s.get(DeploymentRow, dep.id)
+                if current.active_plan_id == plan_id and action == "activate":
+                    return current
+                now = utcnow()
+                res = s.execute(update(DeploymentRow).where(DeploymentRow.id == dep.id, DeploymentRow.revision == current.revision)
+                                .values(active_plan_id=plan_id, revision=current.revision + 1, updated_at=now))
+                if res.rowcount == 0:
+                    continue  # someone else changed it meanwhile; read again
+                s.add(DeploymentEventRow(deployment_id=dep.id, revision=current.revision + 1, action=action,
+                                         plan_id=plan_id, actor=actor, created_at=now))
+            self.notifier.notify(dep.id)
+            return self.deployment(dep.id)
+        raise ApiError(409, "the deployment changed concurrently too often; retry")
+
+    def activate(self, dep_id: str, plan_id: str, actor: str) -> DeploymentRow:
+        dep = self.deployment(dep_id)
+        with self.db.session() as s:
+            plan = s.get(PlanRow, plan_id)
+        if plan is None:
+            raise invalid("plan_id", f"no plan with id {plan_id}")
+        if (plan.platform_id, plan.profile_id) != (dep.platform_id, dep.profile_id):
+            raise invalid("plan_id", "the plan was made for another platform or profile than this deployment's")
+        return self._set_active(dep, plan_id, "activate", actor)
+
+    def rollback(self, dep_id: str, revision: int | None, actor: str) -> DeploymentRow:
+        dep = self.deployment(dep_id)
+        target = revision if revision is not None else dep.revision - 1
+        if revision is not None and revision >= dep.revision:
+            raise invalid("revision", f"must be below the current revision {dep.revision}")
+        if target < 1:
+            raise ApiError(409, "nothing to roll back to: the deployment has no earlier revision")
+        with self.db.session() as s:
+            plan_id = s.scalar(select(DeploymentEventRow.plan_id).where(
+                DeploymentEventRow.deployment_id == dep.id, DeploymentEventRow.revision == target))
+        if plan_id is None:
+            raise invalid("revision", f"revision {target} does not exist")
+        return self._set_active(dep, plan_id, "rollback", actor)
+
+    def deployed_plan(self, dep_id: str, principal: Principal) -> tuple[DeploymentRow, str | None, bytes | None]:
+        """(deployment, ETag, body) of the active plan; ETag None when none is active."""
+        dep = self.deployment(dep_id, principal)
+        if dep.active_plan_id is None:
+            return dep, None, None
+        view = self.executor_view(dep.active_plan_id)
+        head = json.dumps({"deployment_id": dep.id, "deployment": dep.name, "revision": dep.revision})
+        body = f'{head[:-1]},"plan":'.encode() + view + b"}"
+        return dep, f'"r{dep.revision}-{dep.active_plan_id}"', body
+
+
+def request_of(row: JobRow | PlanRow) -> PlanRequest:
+    return PlanRequest.model_validate_json(row.request)

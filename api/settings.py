@@ -1,0 +1,72 @@
+"""Service configuration: one frozen object built from CLI flags and environment
+variables (PLANNER_*), handed to the app factory so tests can run many apps side by side."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value not in (None, "") else default
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask of the service; over a limit is a 413 (body) or 422."""
+
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_layers: int = 5000
+    max_devices: int = 64
+    max_targets: int = 1024  # (device, DVFS level) pairs of a platform
+    max_time_limit_s: float = 3600.0
+    max_wait_s: float = 60.0  # longest long-poll an executor may ask for
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path("data")
+    database_url: str | None = None  # default: SQLite (WAL) under data_dir
+    insecure_dev: bool = False
+    workers: int = 1  # solver worker processes
+    limits: Limits = field(default_factory=Limits)
+    token_cache_s: float = 5.0  # a revoked token stops working within this
+    idempotency_ttl_s: float = 24 * 3600.0
+    max_attempts: int = 2  # runs of a job interrupted by restarts before it is failed
+    solver_modules: tuple[str, ...] = ()  # extra modules exposing SOLVERS = [...] (plug-ins, tests)
+    timeout_grace_s: float = 2.0  # a solver past time_limit_s + grace is killed
+    poll_interval_s: float = 1.0  # long-poll re-checks the database this often (other processes)
+
+    @property
+    def url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(Path(self.data_dir) / 'planner.sqlite').resolve()}"
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Settings":
+        limits = Limits(
+            max_body_bytes=_env_int("PLANNER_MAX_BODY_BYTES", Limits.max_body_bytes),
+            max_layers=_env_int("PLANNER_MAX_LAYERS", Limits.max_layers),
+            max_devices=_env_int("PLANNER_MAX_DEVICES", Limits.max_devices),
+            max_targets=_env_int("PLANNER_MAX_TARGETS", Limits.max_targets),
+            max_time_limit_s=_env_float("PLANNER_MAX_TIME_LIMIT_S", Limits.max_time_limit_s),
+            max_wait_s=_env_float("PLANNER_MAX_WAIT_S", Limits.max_wait_s),
+        )
+        modules = tuple(m for m in os.environ.get("PLANNER_SOLVER_MODULES", "").split(",") if m.strip())
+        base = cls(
+            data_dir=Path(os.environ.get("PLANNER_DATA_DIR", "data")),
+            database_url=os.environ.get("DATABASE_URL") or None,
+            workers=_env_int("PLANNER_WORKERS", 1),
+            limits=limits,
+            token_cache_s=_env_float("PLANNER_TOKEN_CACHE_S", 5.0),
+            solver_modules=modules,
+        )
+        return replace(base, **{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,102 @@
+"""What runs inside a solver worker process: documents in, Plan JSON (or a stated
+failure) out. Progress goes back over a queue; nothing here touches the database,
+so any engine (process pool today, a distributed one later) can run it."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+_progress_queue = None
+_problems: OrderedDict = OrderedDict()
+PROGRESS_EVERY_S = 0.2
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job_id: str
+    platform_id: str
+    profile_id: str
+    platform_json: str
+    profile_json: str
+    request_json: str
+    time_limit_s: float
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    state: str  # succeeded | failed | cancelled
+    plan_json: str | None = None
+    error: dict[str, Any] | None = None  # problem body: title, detail, errors
+    notes: list[str] = field(default_factory=list)
+
+
+def failure(title: str, path: str, reason: str, kind: str) -> JobOutcome:
+    return JobOutcome("failed", error={"type": f"/problems/{kind}", "title": title, "status": 422,
+                                       "detail": f"{path}: {reason}", "errors": [{"path": path, "reason": reason}]})
+
+
+def load_solver_modules(names: tuple[str, ...] | list[str]) -> None:
+    """Register solvers from extra modules (plug-ins; tests' slow solver) next to solvers/."""
+    from planner.solver import registry
+
+    reg = registry()
+    for name in names:
+        module = importlib.import_module(name)
+        for solver in getattr(module, "SOLVERS", ()):
+            reg.setdefault(solver.name, solver)
+
+
+def init_worker(queue, solver_modules: tuple[str, ...]) -> None:  # noqa: ANN001
+    global _progress_queue
+    _progress_queue = queue
+    load_solver_modules(solver_modules)
+    import planner.plan  # noqa: F401  (warm imports before the first job)
+
+
+def _emit(*event) -> None:  # noqa: ANN002
+    if _progress_queue is not None:
+        try:
+            _progress_queue.put_nowait(event)
+        except Exception:  # noqa: BLE001 - progress is best-effort, the result is not
+            pass
+
+
+def run_job(spec: JobSpec) -> JobOutcome:
+    from models.compile import compile_problem
+    from planner.errors import PlannerError
+    from planner.plan import make_plan
+    from planner.schema import ModelProfile, PlanRequest, Platform
+
+    _emit("started", spec.job_id)
+    last = [0.0]
+
+    def progress(fraction: float, message: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= PROGRESS_EVERY_S:
+            last[0] = now
+            _emit("progress", spec.job_id, float(fraction), str(message)[:500])
+
+    try:
+        platform = Platform.model_validate_json(spec.platform_json)
+        profile = ModelProfile.model_validate_json(spec.profile_json)
+        request = PlanRequest.model_validate_json(spec.request_json)
+        key = (spec.platform_id, spec.profile_id)
+        problem = _problems.get(key)
+        if problem is None:
+            problem = compile_problem(platform, profile)
+            _problems[key] = problem
+            while len(_problems) > 8:
+                _problems.popitem(last=False)
+        plan = make_plan(platform, profile, request, problem=problem, progress=progress)
+    except PlannerError as exc:
+        from api.problems import from_planner_error
+
+        err = from_planner_error(exc)
+        return JobOutcome("failed", error={"type": f"/problems/{err.kind}", "title": err.title, "status": 422,
+                                           "detail": err.detail,
+                                           "errors": [{"path": i.path, "reason": i.reason} for i in err.errors]})
+    return JobOutcome("succeeded", plan_json=plan.model_dump_json())

@@ -1,0 +1,244 @@
+"""Pipeline client of the planning service: `planner upload`, `planner plan --server`,
+`planner deploy`. Thin wrappers over the REST API (httpx); the server's problem
+responses become one-line errors naming the field."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from planner.errors import InfeasibleError, InputError, Issue, PlannerError
+
+SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ServiceError(PlannerError):
+    """The service refused or could not be reached."""
+
+    status = "service"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", default=os.environ.get("PLANNER_SERVER", "http://127.0.0.1:8000"),
+                   help="service URL (default $PLANNER_SERVER or http://127.0.0.1:8000)")
+    p.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"), help="API token (default $PLANNER_TOKEN)")
+    p.add_argument("--json", action="store_true", help="print the service's JSON")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    u = sub.add_parser("upload", help="upload platform / model profile JSON files to the service")
+    _common(u)
+    u.add_argument("files", nargs="+", metavar="FILE")
+    u.add_argument("--kind", choices=("platform", "profile"), help="default: guessed (devices -> platform, layers -> profile)")
+    u.set_defaults(func=run_upload)
+
+    p = sub.add_parser("plan", help="request a plan from the service (waits for a job with progress)")
+    _common(p)
+    p.add_argument("--platform", required=True, metavar="FILE|ID", help="platform JSON file (uploaded) or its id")
+    p.add_argument("--profile", required=True, metavar="FILE|ID", help="model profile JSON file (uploaded) or its id")
+    p.add_argument("--objective", choices=("latency", "energy"), default="latency")
+    p.add_argument("--solver", default="dp")
+    p.add_argument("--targets", choices=("auto", "max_frequency", "all_levels"), default="auto")
+    p.add_argument("--devices", help="comma-separated device ids allowed to run layers")
+    p.add_argument("--max-latency", type=float, metavar="MS", dest="max_latency_ms")
+    p.add_argument("--energy-cap", type=float, metavar="MJ", dest="max_energy_mj")
+    p.add_argument("--max-transitions", type=int, metavar="K")
+    p.add_argument("--time-limit", type=float, default=30.0, metavar="S")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="solver option, repeatable")
+    p.add_argument("--no-compare", action="store_true", help="skip the baseline comparison")
+    p.add_argument("--no-wait", action="store_true", help="print the job and return instead of waiting")
+    p.add_argument("--idempotency-key", help="retry-safe key (default: a fresh one per invocation)")
+    p.set_defaults(func=run_plan)
+
+    d = sub.add_parser("deploy", help="make a plan the active plan of a deployment, or roll back")
+    _common(d)
+    d.add_argument("--deployment", required=True, metavar="ID|NAME", help="created (named) on first use with --plan")
+    g = d.add_mutually_exclusive_group(required=True)
+    g.add_argument("--plan", metavar="PLAN_ID", help="plan to activate")
+    g.add_argument("--rollback", action="store_true", help="re-activate the previous revision's plan")
+    g.add_argument("--history", action="store_true", help="show the revisions")
+    d.add_argument("--revision", type=int, help="with --rollback: the revision to return to")
+    d.set_defaults(func=run_deploy)
+
+
+class Client:
+    def __init__(self, server: str, token: str | None):
+        import httpx
+
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.server = server.rstrip("/")
+        self.http = httpx.Client(base_url=self.server, headers=headers, timeout=60.0)
+
+    def call(self, method: str, path: str, *, ok=(200, 201, 202), **kw):
+        import httpx
+
+        try:
+            r = self.http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise ServiceError("--server", f"cannot reach {self.server}: {exc}") from None
+        if r.status_code in ok:
+            return r
+        raise problem_error(r)
+
+
+def problem_error(r) -> PlannerError:  # noqa: ANN001
+    try:
+        body = r.json()
+    except ValueError:
+        body = {}
+    issues = [Issue(e.get("path", ""), e.get("reason", "")) for e in body.get("errors", []) if isinstance(e, dict)]
+    detail = body.get("detail") or r.text[:200] or r.reason_phrase
+    if r.status_code == 422:
+        if body.get("type") == "/problems/infeasible":
+            return InfeasibleError(issues or [Issue("request", detail)])
+        return InputError(issues or [Issue("request", detail)])
+    return ServiceError([Issue(f"HTTP {r.status_code}", detail)])
+
+
+def _read(path: str) -> tuple[dict, str]:
+    from planner.io import read_json
+
+    data = read_json(path, "file")
+    if not isinstance(data, dict):
+        raise InputError(Path(path).name, "a platform or profile is a JSON object")
+    return data, Path(path).name
+
+
+def _kind_of(data: dict, name: str, forced: str | None) -> str:
+    if forced:
+        return forced
+    if "devices" in data:
+        return "platform"
+    if "layers" in data:
+        return "profile"
+    raise InputError(name, "neither a platform (devices) nor a profile (layers); pass --kind")
+
+
+def upload(client: Client, path: str, kind: str | None = None) -> dict:
+    data, name = _read(path)
+    kind = _kind_of(data, name, kind)
+    r = client.call("POST", f"/v1/{kind}s", json=data)
+    return r.json()
+
+
+def run_upload(args: argparse.Namespace) -> int:
+    client = Client(args.server, args.token)
+    for f in args.files:
+        info = upload(client, f, args.kind)
+        if args.json:
+            print(json.dumps(info))
+        else:
+            print(f"{info['kind']:<8} {info['id']}  {info['name']}  ({'new' if info['created'] else 'already stored'})")
+    return 0
+
+
+def _doc_id(client: Client, value: str, kind: str) -> str:
+    if SHA.match(value) and not Path(value).exists():
+        return value
+    return upload(client, value, kind)["id"]
+
+
+class ProgressBar:
+    def __init__(self, stream=sys.stderr):  # noqa: ANN001
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = None
+
+    def show(self, job: dict) -> None:
+        frac = float(job.get("progress") or 0.0)
+        line = f"job {job['id']} {job['state']:<9} [{'#' * int(frac * 30):<30}] {frac:4.0%}  {job.get('message', '')[:60]}"
+        if self.tty:
+            self.stream.write("\r" + line.ljust(120)[:120])
+            self.stream.flush()
+        elif (job["state"], int(frac * 10)) != self.last:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        self.last = (job["state"], int(frac * 10))
+
+    def end(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
+    bar = ProgressBar()
+    try:
+        while job["state"] in ("queued", "running"):
+            bar.show(job)
+            time.sleep(interval_s)
+            job = client.call("GET", f"/v1/jobs/{job['id']}").json()
+        bar.show(job)
+    except KeyboardInterrupt:
+        bar.end()
+        client.call("DELETE", f"/v1/jobs/{job['id']}")
+        print(f"planner: cancelled job {job['id']}", file=sys.stderr)
+        raise
+    bar.end()
+    return job
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from planner.commands.solve import render, request_from_args
+    from planner.schema import Plan
+
+    client = Client(args.server, args.token)
+    request = request_from_args(args)
+    body = {"platform_id": _doc_id(client, args.platform, "platform"),
+            "profile_id": _doc_id(client, args.profile, "profile"), **request.model_dump(mode="json")}
+    key = args.idempotency_key or str(uuid.uuid4())
+    r = client.call("POST", "/v1/plans", json=body, headers={"Idempotency-Key": key})
+    if r.status_code == 202:
+        job = r.json()
+        if args.no_wait:
+            print(json.dumps(job) if args.json else f"job {job['id']} {job['state']} (follow: GET /v1/jobs/{job['id']})")
+            return 0
+        job = wait_for_job(client, job)
+        if job["state"] != "succeeded":
+            err = job.get("error") or {}
+            issues = [Issue(e["path"], e["reason"]) for e in err.get("errors", [])] or [Issue("job", job["message"])]
+            if job["state"] == "failed" and err.get("type") == "/problems/infeasible":
+                raise InfeasibleError(issues)
+            raise ServiceError([Issue(f"job {job['id']} {job['state']}", issues[0].reason)])
+        r = client.call("GET", f"/v1/plans/{job['plan_id']}")
+    resource = r.json()
+    if args.json:
+        print(json.dumps(resource, indent=2))
+    else:
+        print(render(Plan.model_validate(resource["plan"])))
+        print(f"\nplan id   {resource['id']}  ({client.server}/v1/plans/{resource['id']})")
+    return 0
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    client = Client(args.server, args.token)
+    dep_path = f"/v1/deployments/{args.deployment}"
+    if args.history:
+        hist = client.call("GET", f"{dep_path}/history").json()
+        if args.json:
+            print(json.dumps(hist))
+        for e in hist["items"] if not args.json else ():
+            print(f"r{e['revision']:<4} {e['action']:<9} {e['plan_id']}  by {e['actor']} at {e['created_at']}")
+        return 0
+    if args.rollback:
+        body = {"revision": args.revision} if args.revision is not None else {}
+        dep = client.call("POST", f"{dep_path}/rollback", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}).json()
+    else:
+        r = client.call("GET", dep_path, ok=(200, 404))
+        if r.status_code == 404:
+            plan = client.call("GET", f"/v1/plans/{args.plan}").json()
+            client.call("POST", "/v1/deployments", json={"name": args.deployment, "platform_id": plan["platform_id"],
+                                                         "profile_id": plan["profile_id"]})
+        dep = client.call("PUT", f"{dep_path}/active", json={"plan_id": args.plan}).json()
+    if args.json:
+        print(json.dumps(dep))
+    else:
+        print(f"deployment {dep['name']} ({dep['id']}) revision {dep['revision']}: active plan {dep['active_plan_id']}")
+    return 0

@@ -1,0 +1,114 @@
+"""`planner serve` runs the planning service (FastAPI on uvicorn, SQLite under the
+data directory unless DATABASE_URL is set); `planner token` creates, lists and
+revokes its API tokens (stored hashed; a secret is shown once)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from planner.errors import InputError
+
+BANNER = """
+############################################################################
+#  INSECURE DEV MODE: authentication is OFF. Every caller is admin.        #
+#  Use only on your own machine; never expose this port to a network.      #
+############################################################################
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the planning service (REST API, Swagger UI at /docs)", description=__doc__)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: localhost only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--data-dir", default=None, metavar="DIR", help="where the SQLite database lives (default: ./data)")
+    p.add_argument("--insecure-dev", action="store_true", help="no authentication: every caller is admin (development only)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="solver worker processes (default 1)")
+    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    p.set_defaults(func=run_serve)
+
+    t = sub.add_parser("token", help="create, list or revoke API tokens", description=__doc__)
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--data-dir", default=None, metavar="DIR",
+                       help="the service's data directory (default: ./data; DATABASE_URL overrides)")
+    tsub = t.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    c = tsub.add_parser("create", parents=[where], help="create a token and print its secret (shown once)")
+    c.add_argument("--name", required=True, help="who or what uses it (e.g. ci, board-17)")
+    c.add_argument("--scope", action="append", required=True, choices=("admin", "pipeline", "executor"),
+                   help="repeatable: admin, pipeline (writes profiles, plans, deployments), executor (reads its deployments' plans)")
+    c.add_argument("--deployment", action="append", default=[], metavar="ID_OR_NAME",
+                   help="repeatable: deployment an executor token may read")
+    c.set_defaults(func=run_token_create)
+    ls = tsub.add_parser("list", parents=[where], help="list tokens (never their secrets)")
+    ls.set_defaults(func=run_token_list)
+    r = tsub.add_parser("revoke", parents=[where], help="revoke a token by id")
+    r.add_argument("token_id")
+    r.set_defaults(func=run_token_revoke)
+
+
+def _settings(args: argparse.Namespace, **extra):
+    from api.settings import Settings
+
+    return Settings.from_env(data_dir=Path(args.data_dir) if args.data_dir else None, **extra)
+
+
+def _db(args: argparse.Namespace):
+    from api.db import Database
+
+    return Database(_settings(args).url)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    import uvicorn
+
+    from api.app import create_app
+
+    if not 0 < args.port < 65536:
+        raise InputError("--port", f"{args.port} is not a TCP port")
+    if args.workers is not None and args.workers < 1:
+        raise InputError("--workers", "needs at least 1 worker process")
+    settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    if settings.insecure_dev:
+        print(BANNER, file=sys.stderr, flush=True)
+    where = settings.database_url and "DATABASE_URL" or str(Path(settings.data_dir).resolve())
+    print(f"planner: serving on http://{args.host}:{args.port} (docs at /docs), data in {where}", file=sys.stderr, flush=True)
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, access_log=not args.no_access_log,
+                timeout_graceful_shutdown=5, log_level="info")
+    return 0
+
+
+def run_token_create(args: argparse.Namespace) -> int:
+    from api.auth import create_token
+
+    try:
+        token_id, secret = create_token(_db(args), args.name, args.scope, args.deployment)
+    except ValueError as exc:
+        raise InputError("--scope", str(exc)) from None
+    print(f"created token {token_id} ({','.join(sorted(set(args.scope)))}) for '{args.name}'; its secret is shown once:",
+          file=sys.stderr)
+    print(secret)
+    return 0
+
+
+def run_token_list(args: argparse.Namespace) -> int:
+    from api.auth import list_tokens
+
+    for t in list_tokens(_db(args)):
+        state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else "active"
+        bound = f" deployments={','.join(t.deployments)}" if t.deployments else ""
+        print(f"{t.id}  {t.name:<20} {','.join(t.scopes):<18} {state}  created {t.created_at:%Y-%m-%d %H:%M}{bound}")
+    return 0
+
+
+def run_token_revoke(args: argparse.Namespace) -> int:
+    from api.auth import revoke_token
+
+    if not revoke_token(_db(args), args.token_id):
+        raise InputError("token_id", f"no active token '{args.token_id}'")
+    print(f"revoked {args.token_id}")
+    return 0

@@ -1,0 +1,1 @@
+"""Helpers for the service tests (not collected as tests)."""

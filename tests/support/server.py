@@ -1,0 +1,91 @@
+"""Run `planner serve` as a real subprocess on a free loopback port (end-to-end tests, bench)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+PLANNER = Path(sys.executable).parent / "planner"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, data_dir: Path, *, insecure: bool = False, port: int | None = None, env: dict | None = None,
+                 extra_args: tuple[str, ...] = ()):
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.insecure = insecure
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "PLANNER_SOLVER_MODULES": "tests.support.slow_solver",
+                    "PLANNER_TOKEN_CACHE_S": "0", **(env or {})}
+        self.extra_args = extra_args
+        self.proc: subprocess.Popen | None = None
+        self.log = self.data_dir / "server.log"
+
+    def start(self, timeout_s: float = 60.0) -> "Server":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [str(PLANNER), "serve", "--port", str(self.port), "--data-dir", str(self.data_dir), "--no-access-log",
+               *self.extra_args]
+        if self.insecure:
+            cmd.append("--insecure-dev")
+        self._log = open(self.log, "ab")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/v1/health", timeout=1.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"server did not start in {timeout_s} s:\n{self.log.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the server and its worker processes: a crash, nothing cleaned up."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self._close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # any worker left behind
+            except ProcessLookupError:
+                pass
+        self._close()
+
+    def _close(self) -> None:
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        self.stop()

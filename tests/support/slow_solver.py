@@ -1,0 +1,30 @@
+"""A test-only slow solver, registered in the service via PLANNER_SOLVER_MODULES (never
+in solvers/): it reports progress for `options.duration_s` seconds, then returns the
+exact DP plan, so cancellation, restarts and progress can be tested deterministically."""
+
+from __future__ import annotations
+
+import time
+
+from planner.errors import UnsupportedRequest
+from planner.solver import Capabilities, get_solver
+
+
+class SlowSolver:
+    name = "test-slow"
+    capabilities = Capabilities(exact=True, fast=False, description="TEST ONLY: waits options.duration_s, then runs dp")
+
+    def solve(self, problem, request, progress=None):  # noqa: ANN001
+        duration = request.options.get("duration_s", 5.0)
+        if not isinstance(duration, (int, float)) or not 0 <= duration <= 600:
+            raise UnsupportedRequest("options.duration_s", "a number of seconds between 0 and 600")
+        steps = max(1, int(duration / 0.05))
+        for i in range(steps):
+            time.sleep(duration / steps)
+            if progress is not None:
+                progress(i / steps, f"waiting, step {i + 1} of {steps}")
+        plain = request.model_copy(update={"solver": "dp", "options": {}})
+        return get_solver("dp").solve(problem, plain, progress)
+
+
+SOLVERS = [SlowSolver()]
