@@ -21,10 +21,14 @@ class PerformanceModel:
     def fit(cls, freqs_mhz: Sequence[float], times_ms: Sequence[float]) -> "PerformanceModel":
         """Exact through two points (MOSAIC profiles min and max frequency); least
         squares in 1/f through more."""
+        if len(freqs_mhz) != len(times_ms) or len(set(freqs_mhz)) < 2:
+            raise ValueError("need measurements at two or more distinct frequencies")
+        if len(freqs_mhz) == 2:  # the profiler's min/max pair: closed form, no lstsq per layer
+            (f1, f2), (t1, t2) = freqs_mhz, times_ms
+            gamma = (t1 - t2) / (1.0 / f1 - 1.0 / f2)
+            return cls(float(gamma), float(t1 - gamma / f1))
         f = np.asarray(freqs_mhz, dtype=float)
         t = np.asarray(times_ms, dtype=float)
-        if f.shape != t.shape or np.unique(f).size < 2:
-            raise ValueError("need measurements at two or more distinct frequencies")
         A = np.column_stack([1.0 / f, np.ones_like(f)])
         (gamma, eps), *_ = np.linalg.lstsq(A, t, rcond=None)
         return cls(float(gamma), float(eps))
