@@ -354,12 +354,13 @@ class Service:
                 current = s.get(DeploymentRow, dep.id)
                 if current.active_plan_id == plan_id and action == "activate":
                     return current
-                now = utcnow()
-                res = s.execute(update(DeploymentRow).where(DeploymentRow.id == dep.id, DeploymentRow.revision == current.revision)
-                                .values(active_plan_id=plan_id, revision=current.revision + 1, updated_at=now))
+                now, revision = utcnow(), current.revision + 1
+                res = s.execute(update(DeploymentRow).where(DeploymentRow.id == dep.id, DeploymentRow.revision == revision - 1)
+                                .values(active_plan_id=plan_id, revision=revision, updated_at=now)
+                                .execution_options(synchronize_session=False))
                 if res.rowcount == 0:
                     continue  # someone else changed it meanwhile; read again
-                s.add(DeploymentEventRow(deployment_id=dep.id, revision=current.revision + 1, action=action,
+                s.add(DeploymentEventRow(deployment_id=dep.id, revision=revision, action=action,
                                          plan_id=plan_id, actor=actor, created_at=now))
             self.notifier.notify(dep.id)
             return self.deployment(dep.id)
