@@ -128,6 +128,18 @@ def validation_issues(errors: Iterable[dict]) -> list[Issue]:
     return out
 
 
+def allowed_methods(app: FastAPI, scope: dict) -> list[str]:
+    """Every method any route serves at this path (Starlette lists only the first match's)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**scope, "method": "GET"})
+        if match != Match.NONE and getattr(route, "methods", None):
+            methods |= set(route.methods)
+    return sorted(methods)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
@@ -147,12 +159,19 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        status = exc.status_code
         try:
-            title = HTTPStatus(exc.status_code).phrase
+            title = HTTPStatus(status).phrase
         except ValueError:
             title = "Error"
         detail = exc.detail if isinstance(exc.detail, str) else title
-        return problem_response(exc.status_code, title, detail, instance=request.url.path, headers=getattr(exc, "headers", None))
+        headers = dict(getattr(exc, "headers", None) or {})
+        if status == 400 and "parsing the body" in detail:  # e.g. a body that is not UTF-8
+            issue = Issue("<body>", "not valid JSON (could not be decoded)")
+            return problem_response(422, "Invalid input", str(issue), [issue], kind="invalid-input", instance=request.url.path)
+        if status == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
+        return problem_response(status, title, detail, instance=request.url.path, headers=headers or None)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:

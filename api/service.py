@@ -105,7 +105,7 @@ class Notifier:
 
 
 def iso(t: dt.datetime | None) -> str | None:
-    return None if t is None else t.isoformat() + "Z"
+    return None if t is None else t.isoformat() + "+00:00"
 
 
 def _summary(kind: str, doc: Platform | ModelProfile) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow
@@ -9,31 +10,36 @@ from api.schemas import Deployment, DeploymentEvent, DocumentInfo, JobResource, 
 from planner.schema import PlanRequest
 
 
+def aware(t: dt.datetime | None) -> dt.datetime | None:
+    """Rows hold naive UTC (SQLite keeps no zone); the API says so (RFC 3339 with offset)."""
+    return None if t is None or t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
+
+
 def document(row: DocumentRow, created: bool = False) -> DocumentInfo:
     return DocumentInfo(id=row.id, kind=row.kind, name=row.name, size_bytes=row.size_bytes,
-                        summary=json.loads(row.summary), created_at=row.created_at, created=created)
+                        summary=json.loads(row.summary), created_at=aware(row.created_at), created=created)
 
 
 def job(row: JobRow) -> JobResource:
     return JobResource(id=row.id, state=row.state, progress=row.progress, message=row.message, solver=row.solver,
                        platform_id=row.platform_id, profile_id=row.profile_id,
                        request=PlanRequest.model_validate_json(row.request), attempts=row.attempts, plan_id=row.plan_id,
-                       error=json.loads(row.error) if row.error else None, created_at=row.created_at,
-                       started_at=row.started_at, finished_at=row.finished_at)
+                       error=json.loads(row.error) if row.error else None, created_at=aware(row.created_at),
+                       started_at=aware(row.started_at), finished_at=aware(row.finished_at))
 
 
 def plan_summary(row: PlanRow) -> PlanSummary:
     return PlanSummary(id=row.id, platform_id=row.platform_id, profile_id=row.profile_id, job_id=row.job_id,
                        solver=row.solver, objective=row.objective, status=row.status, notation=row.notation,
-                       latency_ms=row.latency_ms, energy_mj=row.energy_mj, created_at=row.created_at)
+                       latency_ms=row.latency_ms, energy_mj=row.energy_mj, created_at=aware(row.created_at))
 
 
 def deployment(row: DeploymentRow) -> Deployment:
     return Deployment(id=row.id, name=row.name, platform_id=row.platform_id, profile_id=row.profile_id,
-                      active_plan_id=row.active_plan_id, revision=row.revision, created_at=row.created_at,
-                      updated_at=row.updated_at)
+                      active_plan_id=row.active_plan_id, revision=row.revision, created_at=aware(row.created_at),
+                      updated_at=aware(row.updated_at))
 
 
 def event(row: DeploymentEventRow) -> DeploymentEvent:
     return DeploymentEvent(revision=row.revision, action=row.action, plan_id=row.plan_id, actor=row.actor,
-                           created_at=row.created_at)
+                           created_at=aware(row.created_at))
