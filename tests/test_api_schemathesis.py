@@ -3,13 +3,9 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
 import httpx
 import pytest
 import schemathesis
-import uvicorn
 from hypothesis import HealthCheck, settings
 
 from api.app import create_app
@@ -22,7 +18,7 @@ from schemathesis.specs.openapi.checks import (
 from schemathesis.checks import not_a_server_error
 from tests.support import docs
 from tests.support.api import make_settings
-from tests.support.server import free_port
+from tests.support.live import LiveServer
 
 
 @pytest.fixture(scope="module")
@@ -30,15 +26,8 @@ def live(tmp_path_factory):
     from api.auth import create_token
 
     app = create_app(make_settings(tmp_path_factory.mktemp("fuzz")))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-        time.sleep(0.05)
+    live_server = LiveServer(app).__enter__()
+    url = live_server.url
     _, token = create_token(app.state.service.db, "fuzz", ["admin"])
     headers = {"Authorization": f"Bearer {token}"}
     # something to find: real documents, a plan, a deployment
@@ -48,8 +37,7 @@ def live(tmp_path_factory):
     dep = httpx.post(f"{url}/v1/deployments", json={"name": "fuzzed", "platform_id": p, "profile_id": m}, headers=headers).json()["id"]
     httpx.put(f"{url}/v1/deployments/{dep}/active", json={"plan_id": plan}, headers=headers)
     yield url, headers
-    server.should_exit = True
-    thread.join(30)
+    live_server.__exit__()
 
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,

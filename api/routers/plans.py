@@ -16,13 +16,13 @@ from api.schemas import ExecutorPlan, JobList, JobResource, PlanList, PlanResour
 from api.service import Service
 from planner.errors import Issue
 
-router = APIRouter(prefix="/v1", tags=["plans"])
+router = APIRouter(prefix="/v1")
 PIPELINE = Depends(require("pipeline"))
 ResId = Annotated[str, Path(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
 Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
 
 
-@router.post("/plans", status_code=201, response_model=PlanResource, summary="Request a plan",
+@router.post("/plans", status_code=201, response_model=PlanResource, summary="Request a plan", tags=["plans"],
              description="Fast solvers (e.g. `dp`) answer at once with the plan (201). Slow ones (e.g. `brute`) "
                          "answer 202 with a job to follow at `/v1/jobs/{id}`. Send `Idempotency-Key` to retry safely.",
              responses={202: {"model": JobResource, "description": "Accepted: a job will compute the plan"},
@@ -37,20 +37,21 @@ def create_plan(submission: PlanSubmission, svc: Service = Depends(service), _: 
                     headers={"Location": f"/v1/jobs/{job.id}"})
 
 
-@router.get("/plans", response_model=PlanList, summary="List plans", responses=responses(401, 403, 422))
+@router.get("/plans", response_model=PlanList, summary="List plans", tags=["plans"], responses=responses(401, 403, 422))
 def list_plans(page: Paging = Depends(), platform_id: Sha = None, profile_id: Sha = None,
                svc: Service = Depends(service), _: Principal = PIPELINE):
     total, rows = svc.list_plans(page.limit, page.offset, platform_id, profile_id)
     return PlanList(total=total, limit=page.limit, offset=page.offset, items=[views.plan_summary(r) for r in rows])
 
 
-@router.get("/plans/{plan_id}", response_model=PlanResource, summary="The full plan document",
+@router.get("/plans/{plan_id}", response_model=PlanResource, summary="The full plan document", tags=["plans"],
             responses=responses(401, 403, 404, 422))
 def get_plan(plan_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
     return Response(svc.plan_json(plan_id), media_type="application/json")
 
 
 @router.get("/plans/{plan_id}/executor", response_model=ExecutorPlan, summary="Compact executor view of a plan",
+            tags=["plans"],
             description="Ordered slices (first layer, last layer, device, frequency, and what later solvers add).",
             responses=responses(401, 403, 404, 422))
 def get_executor_plan(plan_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
