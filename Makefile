@@ -13,15 +13,21 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-run: $(STAMP)
-	$(VENV)/bin/planner solve --platform profiles/platforms/hikey970.json --profile profiles/models/mobilenet_v2_1.4.json --objective latency
-	$(VENV)/bin/planner solve --platform profiles/platforms/hikey970.json --profile profiles/models/mobilenet_v2_1.4.json --objective energy
+PORT ?= 8000
+DATA ?= data
 
+# The service: REST API on localhost:$(PORT), Swagger UI at /docs, SQLite under $(DATA)/.
+run: $(STAMP)
+	$(VENV)/bin/planner serve --port $(PORT) --data-dir $(DATA)
+
+# The Swagger UI check drives Debian's chromium (headless); CI runs as root.
 test: $(STAMP)
+	command -v chromium >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 	$(PY) -m pytest
 
 bench: $(STAMP)
 	$(PY) bench/dp.py
+	$(PY) bench/service.py
 
 profiles: $(STAMP)
 	$(PY) -m profiles.generate
