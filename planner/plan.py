@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import weakref
 
 from pydantic import BaseModel
 
@@ -36,9 +37,24 @@ def canonical_json(doc: BaseModel | dict) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+_HASHED: dict[int, tuple[weakref.ref, str]] = {}
+
+
 def content_hash(doc: BaseModel | dict) -> str:
-    """sha256 of the canonical JSON: the same document always has the same id."""
-    return hashlib.sha256(canonical_json(doc)).hexdigest()
+    """sha256 of the canonical JSON: the same document always has the same id.
+    A frozen (validated, immutable) document is hashed once per object: a service
+    plans the same platform and profile many times, and hashing a profile costs
+    about as much as the DP itself."""
+    frozen = isinstance(doc, BaseModel) and bool(doc.model_config.get("frozen"))
+    if frozen:
+        hit = _HASHED.get(id(doc))
+        if hit is not None and hit[0]() is doc:
+            return hit[1]
+    digest = hashlib.sha256(canonical_json(doc)).hexdigest()
+    if frozen:
+        key = id(doc)
+        _HASHED[key] = (weakref.ref(doc, lambda _ref, k=key: _HASHED.pop(k, None)), digest)
+    return digest
 
 
 def select_view(problem: Problem, request: PlanRequest) -> Problem:
