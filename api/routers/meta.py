@@ -30,7 +30,7 @@ def docs_assets_dir() -> Path:
 
 
 @router.get("/v1/health", summary="Liveness (no auth)", response_model=dict[str, str])
-def health():
+async def health():
     return Response(_HEALTH, media_type="application/json")
 
 

@@ -1,0 +1,174 @@
+"""Round trips to the planning service on loopback: latency (p50, p99) and requests/s
+of a DP plan request (POST /v1/plans, MobileNet v2 1.4 on the HiKey 970, energy
+objective over all 25 DVFS targets) with concurrent clients, next to the ceiling of
+a trivial endpoint (GET /v1/health) measured in the same run against the same server.
+Goal: the plan request reaches at least half the trivial endpoint's throughput.
+
+Every plan request carries a distinct seed, so each one is solved, evaluated, stored
+and serialised: nothing is served from a cache of plans (the compiled Problem and the
+parsed documents are cached by content id, as the service always does). The goal
+figure is measured with compare_baselines=false (the baseline comparison, which
+samples and evaluates 1000 random plans, is the core's cost, not the service's); the
+same request with compare_baselines=true is measured beside it and reported. The server is `planner serve` (one process, bearer auth on, access
+log off); the clients are asyncio (httpx) in this process. Both share this machine's
+cores, so the figures are a ratio measured in one run, not a capacity claim.
+
+    .venv/bin/python bench/service.py [--clients 8] [--seconds 5] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform as pyplatform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def percentile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    k = min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))
+    return s[k]
+
+
+async def load(url: str, make_request, clients: int, seconds: float, headers: dict) -> dict:  # noqa: ANN001
+    import httpx
+
+    latencies: list[float] = []
+    errors = 0
+    counter = [0]
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
+        # warm-up: open the connections, fill the server's caches
+        await asyncio.gather(*(http.send(make_request(http, i)) for i in range(clients * 2)))
+        stop = time.perf_counter() + seconds
+
+        async def worker() -> None:
+            nonlocal errors
+            while time.perf_counter() < stop:
+                counter[0] += 1
+                req = make_request(http, 1_000_000 + counter[0])
+                t0 = time.perf_counter()
+                r = await http.send(req)
+                await r.aread()
+                latencies.append(time.perf_counter() - t0)
+                if r.status_code >= 300:
+                    errors += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        wall = time.perf_counter() - t0
+    return {
+        "requests": len(latencies),
+        "errors": errors,
+        "wall_s": wall,
+        "requests_per_s": len(latencies) / wall,
+        "p50_ms": percentile(latencies, 50) * 1e3,
+        "p99_ms": percentile(latencies, 99) * 1e3,
+        "mean_ms": statistics.fmean(latencies) * 1e3,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--rounds", type=int, default=2, help="alternate trivial/plan this many times; best of each kept")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/service.json"))
+    args = ap.parse_args()
+
+    import httpx
+
+    from tests.support.server import Server
+
+    data = Path(tempfile.mkdtemp(prefix="bench-service-"))
+    # default token cache (5 s), as `planner serve` runs; the test helper turns it off
+    server = Server(data / "data", env={"PLANNER_TOKEN_CACHE_S": "5"}).start()
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "bench",
+                                "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=env,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        platform_doc = json.loads((ROOT / "profiles/platforms/hikey970.json").read_text())
+        profile_doc = json.loads((ROOT / "profiles/models/mobilenet_v2_1.4.json").read_text())
+        platform_id = httpx.post(f"{server.url}/v1/platforms", json=platform_doc, headers=headers).json()["id"]
+        profile_id = httpx.post(f"{server.url}/v1/profiles", json=profile_doc, headers=headers).json()["id"]
+
+        def plan_request(compare: bool):
+            def make(http, i: int):  # noqa: ANN001
+                body = {"platform_id": platform_id, "profile_id": profile_id, "objective": "energy", "solver": "dp",
+                        "seed": i, "compare_baselines": compare}
+                return http.build_request("POST", "/v1/plans", json=body)
+            return make
+
+        def trivial_request(http, i: int):  # noqa: ANN001
+            return http.build_request("GET", "/v1/health")
+
+        first = httpx.post(f"{server.url}/v1/plans", json={"platform_id": platform_id, "profile_id": profile_id,
+                                                           "objective": "energy"}, headers=headers)
+        assert first.status_code == 201, first.text
+        best: dict[str, dict] = {}
+        for _ in range(args.rounds):
+            for name, make in (("trivial", trivial_request), ("dp_plan", plan_request(False)),
+                               ("dp_plan_compare", plan_request(True))):
+                res = asyncio.run(load(server.url, make, args.clients, args.seconds, headers))
+                if res["errors"]:
+                    raise SystemExit(f"{name}: {res['errors']} failed requests")
+                if name not in best or res["requests_per_s"] > best[name]["requests_per_s"]:
+                    best[name] = res
+        stored = httpx.get(f"{server.url}/v1/plans?limit=1", headers=headers).json()["total"]
+    finally:
+        server.stop()
+
+    ratio = best["dp_plan"]["requests_per_s"] / best["trivial"]["requests_per_s"]
+    ratio_compare = best["dp_plan_compare"]["requests_per_s"] / best["trivial"]["requests_per_s"]
+    plan = first.json()["plan"]
+    print(f"service round trips on loopback, {args.clients} concurrent clients, {args.seconds:g} s per phase, "
+          f"best of {args.rounds} rounds ({os.cpu_count()} cores shared by server, clients and anything else running)")
+    print(f"plan request: {plan['model']} on {plan['platform']}, energy, dp, {len(plan['layers'])} layers, "
+          f"{len(plan['slices'])} slices -> {plan['notation']}; a distinct seed per request")
+    print(f"{'endpoint':<44} {'req/s':>8} {'p50_ms':>8} {'p99_ms':>8} {'requests':>9} {'vs trivial':>10}")
+    rows = (("trivial", "GET /v1/health (trivial)"), ("dp_plan", "POST /v1/plans dp, compare_baselines=false"),
+            ("dp_plan_compare", "POST /v1/plans dp, compare_baselines=true"))
+    for name, label in rows:
+        r = best[name]
+        rel = r["requests_per_s"] / best["trivial"]["requests_per_s"]
+        print(f"{label:<44} {r['requests_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['requests']:>9} {rel:>10.2f}")
+    print(f"goal: dp plan (compare_baselines=false) >= 0.50 x trivial throughput: {ratio:.2f}, "
+          f"{'met' if ratio >= 0.5 else 'NOT met'}; with the baseline comparison: {ratio_compare:.2f}; {stored} plans stored")
+    out = {
+        "benchmark": "service",
+        "clients": args.clients,
+        "seconds_per_phase": args.seconds,
+        "rounds": args.rounds,
+        "workload": {"platform": plan["platform"], "model": plan["model"], "objective": "energy", "solver": "dp",
+                     "layers": len(plan["layers"]), "notation": plan["notation"], "distinct_seed_per_request": True},
+        "trivial": best["trivial"],
+        "dp_plan": best["dp_plan"],
+        "dp_plan_compare": best["dp_plan_compare"],
+        "throughput_ratio": ratio,
+        "throughput_ratio_compare": ratio_compare,
+        "goal_ratio": 0.5,
+        "goal_met": ratio >= 0.5,
+        "plans_stored": stored,
+        "machine": {"cpus": os.cpu_count(), "python": pyplatform.python_version(), "platform": pyplatform.platform(),
+                    "load_average": os.getloadavg()},
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
