@@ -64,7 +64,8 @@ class Evaluation:
 def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
     """Latency and energy of a chain-executed plan (layers run one after another in
     profile order), execution plus communication at every slice boundary, the
-    model's input and output included."""
+    model's input and output included. Modules whose branches the plan runs on
+    branch targets run them in parallel (planner.branches, muLayer section 5)."""
     if len(assignment.targets) != problem.n_layers:
         raise ValueError(f"assignment has {len(assignment.targets)} layers, problem has {problem.n_layers}")
     violations: list[str] = []
@@ -110,7 +111,7 @@ def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
     exec_e = sum(s.exec_energy_mj for s in slices)
     comm_t = sum(s.comm_in_time_ms + s.comm_out_time_ms for s in slices) + trans_t
     comm_e = sum(s.comm_in_energy_mj + s.comm_out_energy_mj for s in slices) + trans_e
-    return Evaluation(
+    ev = Evaluation(
         latency_ms=exec_t + comm_t,
         energy_mj=exec_e + comm_e,
         execution_time_ms=exec_t,
@@ -123,6 +124,12 @@ def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
         n_transitions=assignment.n_transitions,
         violations=tuple(violations),
     )
+    if any(t.extra for t in problem.targets):
+        from planner.branches import branch_parallel, has_branch_targets
+
+        if has_branch_targets(problem):
+            ev = branch_parallel(problem, assignment, ev)
+    return ev
 
 
 def evaluate_batch(problem: Problem, targets: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,6 +138,14 @@ def evaluate_batch(problem: Problem, targets: np.ndarray, starts: np.ndarray) ->
     population-based solvers. Infeasible plans get +inf. Agrees with `evaluate`."""
     targets = np.asarray(targets, dtype=np.intp)
     starts = np.asarray(starts, dtype=bool).copy()
+    if any(t.extra for t in problem.targets):
+        from planner.branches import has_branch_targets
+
+        if has_branch_targets(problem):  # branch-parallel modules: not a per-slice sum
+            starts[:, 0] = True
+            evs = [evaluate(problem, Assignment.from_targets(tg, np.flatnonzero(st))) for tg, st in zip(targets, starts)]
+            lat = np.array([e.latency_ms if e.feasible else np.inf for e in evs])
+            return lat, np.array([e.energy_mj if e.feasible else np.inf for e in evs])
     n, L = targets.shape
     if L != problem.n_layers:
         raise ValueError("layer count mismatch")

@@ -62,7 +62,7 @@ def select_view(problem: Problem, request: PlanRequest) -> Problem:
     level (energy, eq. 7), restricted to the allowed devices."""
     devices = request.constraints.devices
     if devices is not None:
-        known = {t.device_id for t in problem.targets}
+        known = {d for t in problem.targets for d in t.device_id.split("+")}
         bad = [Issue(f"constraints.devices[{i}]", f"unknown device '{d}' (platform has {', '.join(sorted(known))})")
                for i, d in enumerate(devices) if d not in known]
         if bad:
@@ -105,14 +105,20 @@ def metrics_of(ev: Evaluation) -> Metrics:
 
 
 def comparisons(view: Problem, request: PlanRequest, value: float) -> list[Comparison]:
-    """The plans users would otherwise run, scored by the same evaluator."""
+    """The plans users would otherwise run, scored by the same evaluator. A solver
+    with a `comparison_plans(view, request)` hook names its own (muLayer: the
+    single-processor and layer-to-processor mechanisms of its Fig. 16)."""
     from solvers.baselines import baseline_plans
 
     out = []
-    cands = baseline_plans(view, request.objective)
-    random = get_solver("random").solve(view, request.model_copy(update={"options": {"samples": 1000}}))
-    if random.assignment is not None:
-        cands["random-1000"] = random.assignment
+    hook = getattr(get_solver(request.solver), "comparison_plans", None)
+    if hook is not None:
+        cands = hook(view, request)
+    else:
+        cands = baseline_plans(view, request.objective)
+        random = get_solver("random").solve(view, request.model_copy(update={"options": {"samples": 1000}}))
+        if random.assignment is not None:
+            cands["random-1000"] = random.assignment
     for name, a in cands.items():
         ev = evaluate(view, a)
         base = ev.objective(request.objective)
@@ -217,6 +223,16 @@ def assemble(
     )
 
 
+def problem_for(solver, platform, profile, request: PlanRequest, problem: Problem | None = None) -> Problem:
+    """The compiled problem a solver plans over: its own when it has a `compile(platform,
+    profile, request)` hook (muLayer's cooperative targets, AsyMo's cost model), else the
+    shared compile (`problem`, if the caller already has it)."""
+    build = getattr(solver, "compile", None)
+    if build is not None:
+        return build(platform, profile, request)
+    return problem if problem is not None else compile_problem(platform, profile)
+
+
 def make_plan(
     platform: Platform,
     profile: ModelProfile,
@@ -229,8 +245,7 @@ def make_plan(
     (each naming the field and the reason); pass a compiled `problem` to skip compiling."""
     solver = get_solver(request.solver)
     check_supported(solver, request)
-    if problem is None:
-        problem = compile_problem(platform, profile)
+    problem = problem_for(solver, platform, profile, request, problem)
     view = select_view(problem, request)
     solution = solver.solve(view, request, progress)
     if solution.assignment is None:

@@ -128,11 +128,14 @@ class Problem:
         )
 
     def target_indices(self, *, max_frequency_only: bool = False, devices: Iterable[str] | None = None) -> list[int]:
+        """A composite target (device id 'cpu+gpu': a layer split across devices) is
+        allowed only when every device in it is."""
         allowed = None if devices is None else set(devices)
         return [
             i
             for i, t in enumerate(self.targets)
-            if (not max_frequency_only or t.is_max_level) and (allowed is None or t.device_id in allowed)
+            if (not max_frequency_only or t.is_max_level)
+            and (allowed is None or all(d in allowed for d in t.device_id.split("+")))
         ]
 
     def without_communication(self) -> "Problem":

@@ -268,7 +268,10 @@ class Measurement(Strict):
         True, description="MOSAIC's profiler measures total cost, tensor in/out included; the estimator subtracts it"
     )
     cores: Annotated[int, Field(ge=1)] | None = None
-    dtype: str | None = None
+    dtype: str | None = Field(
+        None, min_length=1, max_length=16,
+        description="Data type the layer ran in (quint8, f16, f32, ...); omitted = the model's native type (F32)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "Measurement":
@@ -299,6 +302,9 @@ class Layer(Strict):
         None, description="What the layer adds to a slice's memory footprint; default weight_bytes"
     )
     predecessors: list[Id] | None = Field(None, description="Omitted = the previous layer (a chain)")
+    macs: NonNegInt | None = Field(
+        None, description="Multiply-accumulates of one run; a layer parameter for latency predictors (muLayer)"
+    )
     measurements: list[Measurement] = Field(default_factory=list)
 
     @property

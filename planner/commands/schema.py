@@ -6,7 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-from planner.schema import DOCUMENTS
+from planner.asymo_schema import DOCUMENTS as ASYMO_DOCUMENTS
+from planner.schema import DOCUMENTS as CORE_DOCUMENTS
+
+DOCUMENTS = {**CORE_DOCUMENTS, **ASYMO_DOCUMENTS}
 
 
 def register(sub: argparse._SubParsersAction) -> None:

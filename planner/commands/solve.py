@@ -68,30 +68,59 @@ def render(plan: Plan) -> str:
         f"latency   {m.latency_ms:10.3f} ms   (execution {m.execution_time_ms:.3f}, communication {m.communication_time_ms:.3f})",
         f"energy    {m.energy_mj:10.3f} mJ   (execution {m.execution_energy_mj:.3f}, communication {m.communication_energy_mj:.3f})",
         "",
-        f"{'slice':>5}  {'layers':<24} {'target':<10} {'time_ms':>10} {'energy_mj':>10} {'comm_ms':>9} {'memory_MB':>9}",
     ]
+    tw = max([10, *(len(s.target) for s in plan.slices)])
+    lines.append(f"{'slice':>5}  {'layers':<24} {'target':<{tw}} {'time_ms':>10} {'energy_mj':>10} {'comm_ms':>9} {'memory_MB':>9}")
     for s in plan.slices:
         span = s.first_layer if s.first_layer == s.last_layer else f"{s.first_layer}..{s.last_layer}"
         lines.append(
-            f"{s.index:>5}  {span[:24]:<24} {s.target:<10} {s.time_ms:>10.3f} {s.energy_mj:>10.3f} "
+            f"{s.index:>5}  {span[:24]:<24} {s.target:<{tw}} {s.time_ms:>10.3f} {s.energy_mj:>10.3f} "
             f"{s.comm_in_time_ms + s.comm_out_time_ms:>9.3f} {s.memory_bytes / 1e6:>9.1f}"
         )
     if plan.comparisons:
         unit = "ms" if plan.objective == "latency" else "mJ"
-        lines += ["", f"{'compared with':<18} {'latency_ms':>10} {'energy_mj':>10} {'saving':>8}  plan"]
+        nw = max([18, *(len(c.name) for c in plan.comparisons)])
+        lines += ["", f"{'compared with':<{nw}} {'latency_ms':>10} {'energy_mj':>10} {'saving':>8}  plan"]
         for c in plan.comparisons:
             lines.append(
-                f"{c.name:<18} {c.latency_ms:>10.3f} {c.energy_mj:>10.3f} {c.saving_pct:>7.1f}%  {c.notation}"
+                f"{c.name:<{nw}} {c.latency_ms:>10.3f} {c.energy_mj:>10.3f} {c.saving_pct:>7.1f}%  {c.notation}"
             )
         lines.append(f"(saving: how much lower this plan's {plan.objective} in {unit} is than each alternative's)")
+    for table in plan.report.details.get("tables", []):
+        lines += ["", *render_table(table)]
     for w in plan.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
 
 
+def render_table(table: dict) -> list[str]:
+    """A solver's own table from report.details["tables"] ({title, columns, rows}),
+    e.g. muLayer's per-layer split and data types, AsyMo's per-multiply partition."""
+    cols = [str(c) for c in table.get("columns", [])]
+    rows = [["" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v)) for v in r] for r in table.get("rows", [])]
+    widths = [max([len(c), *(len(r[i]) for r in rows if i < len(r))]) for i, c in enumerate(cols)]
+    numeric = [all(_is_number(r[i]) for r in rows if i < len(r) and r[i]) for i in range(len(cols))]
+
+    def fmt(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
+
+    return [str(table.get("title", "")), fmt(cols), *(fmt(r) for r in rows)]
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
-    platform = load(Platform, args.platform, "platform")
-    profile = load(ModelProfile, args.profile, "profile")
+    from planner.solver import get_solver
+
+    platform_doc, profile_doc = getattr(get_solver(args.solver), "documents", (Platform, ModelProfile))
+    platform = load(platform_doc, args.platform, "platform")
+    profile = load(profile_doc, args.profile, "profile")
     request = request_from_args(args)
     plan = make_plan(platform, profile, request)
     print(plan.model_dump_json(indent=2) if args.json else render(plan))

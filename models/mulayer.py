@@ -1,0 +1,439 @@
+"""muLayer (Kim et al., EuroSys '19) compiled into the one Problem representation.
+
+Three kinds of execution target, all at each device's highest DVFS level (muLayer
+does not scale frequency):
+
+- single (device, dtype): the whole layer on one processor in one data type. Costs
+  are the shared MOSAIC compile of the profile's measurements in that type (section 4:
+  QUInt8 suits the CPU, F16 the GPU; untyped measurements are the native F32).
+- cooperative (device pair, split p, a dtype per device): channel-wise workload
+  distribution (section 3.2). The first device computes a share p of the output
+  channels, the second 1 - p; convolutional and fully-connected layers split their
+  filters (the input is shared), pooling-like layers split their input. Each share's
+  time comes from the latency predictor (section 6: Neurosurgeon's logarithmic
+  regression over layer parameters, extended with p); the layer costs the slower
+  share plus the synchronisation/merge overhead.
+- branch (device, dtype): a twin of a single target, marking a layer as part of a
+  branch-distributed module (section 5; planner/branches.py evaluates it).
+
+The profile's per-layer measurements stay the anchor: by default a share costs the
+measured single-processor time scaled by the regression's prediction for the share
+over its prediction for the whole layer (`predictor="anchored"`); `"regression"`
+prices everything from the fitted regression alone, as the paper's predictor does.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from models.communication import LinearCommModel
+from models.compile import _runs, comm_models, compile_problem
+from planner.branches import BRANCH_MODE, find_branch_regions
+from planner.errors import InputError, Issue, UnsupportedRequest, from_pydantic
+from planner.problem import Problem, Target
+from planner.schema import ModelProfile, Platform
+
+NATIVE_DTYPE = "f32"
+DEFAULT_RATIOS = (0.25, 0.5, 0.75)
+SplitKind = Literal["filter", "input", "none"]
+# How a layer is divided channel-wise (section 3.2): "filter" = the filters (output
+# channels) are divided and the input shared; "input" = the input channels are divided.
+SPLIT_KINDS: dict[str, SplitKind] = {
+    **dict.fromkeys(["conv", "conv2d", "fc", "dense", "linear", "gemm", "matmul", "pointwise"], "filter"),
+    **dict.fromkeys(["pool", "maxpool", "avgpool", "dwconv", "depthwise", "lrn", "relu", "bn", "batchnorm"], "input"),
+}
+
+
+# --------------------------------------------------------------------------- options
+
+
+class _Opts(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+
+
+class SyncSample(_Opts):
+    bytes: Annotated[int, Field(ge=0)] = Field(description="Input plus output bytes of the synchronised layer")
+    time_ms: Annotated[float, Field(ge=0)]
+
+
+class MuLayerOptions(_Opts):
+    """`options` of a request to the mulayer solver."""
+
+    ratios: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=lambda: list(DEFAULT_RATIOS), min_length=1, max_length=19,
+        description="Shares p of the output channels the first device of a pair computes (the paper: 0.25, 0.5, 0.75)",
+    )
+    dtypes: list[Annotated[str, Field(min_length=1, max_length=16)]] | None = Field(
+        None, min_length=1, description="Only these data types (default: every type the profile measured)"
+    )
+    cooperative: bool = Field(True, description="Offer channel-wise split targets (section 3.2)")
+    branch_distribution: bool = Field(True, description="Offer branch-to-processor mappings (section 5)")
+    predictor: Literal["anchored", "regression"] = "anchored"
+    sync_scale: Annotated[float, Field(ge=0)] = Field(1.0, description="Multiplier of the synchronisation overhead (0: free)")
+    sync_samples: list[SyncSample] | None = Field(
+        None, min_length=2,
+        description="Measured per-layer synchronisation/merge overheads to fit (bytes, ms); default: the pair's "
+        "communication models (a cooperative layer maps and unmaps its input and output once)",
+    )
+    split_kinds: dict[str, SplitKind] = Field(default_factory=dict, description="op_type -> filter | input | none")
+
+    @model_validator(mode="after")
+    def _check(self) -> "MuLayerOptions":
+        seen: dict[float, int] = {}
+        for i, r in enumerate(self.ratios):
+            if r in seen:
+                raise ValueError(f"ratios[{i}]: {r:g} is listed twice")
+            seen[r] = i
+        return self
+
+
+def parse_options(options: dict) -> MuLayerOptions:
+    try:
+        return MuLayerOptions.model_validate(options)
+    except ValidationError as exc:
+        raise from_pydantic(exc, prefix=("options",)) from None
+
+
+# --------------------------------------------------------------------------- predictor
+
+
+@dataclass(frozen=True)
+class LogLinearFit:
+    """log t = c0 + c_work log(work) + c_data log(data): Neurosurgeon's logarithmic
+    regression of a layer's time on its parameters (work: multiply-accumulates for
+    filter layers, input bytes for input-split ones; data: bytes touched)."""
+
+    c0: float
+    c_work: float
+    c_data: float
+    n: int
+    r2: float | None
+    form: Literal["work+data", "work", "linear"]
+
+    @classmethod
+    def fit(cls, work: np.ndarray, data: np.ndarray, time_ms: np.ndarray) -> "LogLinearFit":
+        """Least squares in log space with as many terms as the rows support: both
+        features from 6 rows, work alone from 3, else time proportional to work."""
+        w, d, t = (np.log(np.asarray(a, dtype=float)) for a in (work, data, time_ms))
+        n = t.size
+        if n == 0:
+            return cls(0.0, 1.0, 0.0, 0, None, "linear")
+        for form, cols, need in (("work+data", [w, d], 6), ("work", [w], 3)):
+            X = np.column_stack([np.ones(n), *cols])
+            if n >= need and np.linalg.matrix_rank(X) == X.shape[1]:
+                coef, *_ = np.linalg.lstsq(X, t, rcond=None)
+                c = [float(x) for x in coef] + [0.0] * (3 - len(coef))
+                return cls(c[0], c[1], c[2], n, _r2(t, X @ coef), form)  # type: ignore[arg-type]
+        c0 = float((t - w).mean())
+        return cls(c0, 1.0, 0.0, n, _r2(t, c0 + w) if n > 1 else None, "linear")
+
+    def predict_ms(self, work, data):
+        return np.exp(self.c0 + self.c_work * np.log(work) + self.c_data * np.log(data))
+
+    def share(self, work: float, data: float, work_p: float, data_p: float) -> float:
+        """Predicted time of a share over predicted time of the whole layer."""
+        return math.exp(self.c_work * math.log(work_p / work) + self.c_data * math.log(data_p / data))
+
+    def summary(self) -> dict:
+        return {"form": self.form, "rows": self.n, "r2_log": None if self.r2 is None else round(self.r2, 4),
+                "work_exponent": round(self.c_work, 4), "data_exponent": round(self.c_data, 4)}
+
+
+def _r2(y: np.ndarray, pred: np.ndarray) -> float | None:
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    if ss_tot == 0:
+        return None
+    return 1.0 - float(((y - pred) ** 2).sum()) / ss_tot
+
+
+def features(kind: SplitKind, input_bytes: float, weight_bytes: float, output_bytes: float, macs: float | None,
+             p: float = 1.0) -> tuple[float, float] | None:
+    """(work, data) of a share p of a layer, section 3.2: filter layers divide the
+    filters (weights and outputs) and read the whole input; input-split layers divide
+    everything. None when the layer has no usable parameters."""
+    if kind == "filter":
+        if not macs:
+            return None
+        work, data = p * macs, input_bytes + p * (weight_bytes + output_bytes)
+    elif kind == "input":
+        work, data = p * input_bytes, p * (input_bytes + weight_bytes + output_bytes)
+    else:
+        return None
+    return (work, data) if work > 0 and data > 0 else None
+
+
+# --------------------------------------------------------------------------- problem
+
+
+@dataclass(frozen=True, eq=False)
+class MuLayerProblem(Problem):
+    info: dict = field(default_factory=dict)  # predictor fits, sync model, modules: shown in the plan's report
+
+
+def dtype_label(raw: str | None) -> str:
+    return NATIVE_DTYPE if raw is None else raw
+
+
+def split_kind(op_type: str, options: MuLayerOptions) -> SplitKind:
+    return options.split_kinds.get(op_type, SPLIT_KINDS.get(op_type.lower(), "none"))
+
+
+def _dtype_profile(platform: Platform, profile: ModelProfile, raw: str | None):
+    """The profile restricted to one data type's measurements (as untyped ones), so the
+    shared compile prices it; with the kept layer indices and measurement indices."""
+    devs = {d.id: d for d in platform.devices}
+    keep, mmap, layers = [], [], []
+    for i, layer in enumerate(profile.layers):
+        idx = [j for j, m in enumerate(layer.measurements)
+               if m.dtype == raw and m.cores is None and (m.device not in devs or _runs(devs[m.device], layer.op_type))]
+        if not idx:
+            continue
+        keep.append(i)
+        mmap.append(idx)
+        ms = [layer.measurements[j].model_copy(update={"dtype": None}) for j in idx]
+        layers.append(layer.model_copy(update={"predecessors": None, "measurements": ms}))
+    return profile.model_copy(update={"layers": layers}), keep, mmap
+
+
+def _remap(err: InputError, keep: list[int], mmap: list[list[int]]) -> InputError:
+    def fix(path: str) -> str:
+        m = re.match(r"^layers\[(\d+)\](\.measurements\[(\d+)\])?", path)
+        if not m:
+            return path
+        i = int(m.group(1))
+        head = f"layers[{keep[i]}]" + (f".measurements[{mmap[i][int(m.group(3))]}]" if m.group(2) else "")
+        return head + path[m.end():]
+
+    return InputError([Issue(fix(i.path), i.reason) for i in err.issues])
+
+
+def _power(time_ms: np.ndarray, energy_mj: np.ndarray) -> np.ndarray:
+    """Average power (W) where a time is finite and positive, else 0."""
+    ok = np.isfinite(time_ms) & (time_ms > 0) & np.isfinite(energy_mj)
+    out = np.zeros_like(time_ms, dtype=float)
+    out[ok] = energy_mj[ok] / time_ms[ok]
+    return out
+
+
+def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerOptions | None = None) -> MuLayerProblem:
+    opts = options or MuLayerOptions()
+    if platform.transitions or getattr(platform, "transition_costs", None) or any(
+        getattr(layer, "transition_costs", None) for layer in profile.layers
+    ):
+        raise UnsupportedRequest(
+            "solver", "mulayer does not model device-pair transition costs (platform.transitions / transition_costs); "
+            "use dp or another slicing solver for this platform"
+        )
+    L = len(profile.layers)
+    devices = platform.devices
+    raws: list[str | None] = []
+    for layer in profile.layers:
+        for m in layer.measurements:
+            if m.cores is None and m.dtype not in raws:
+                raws.append(m.dtype)
+    if None in raws and NATIVE_DTYPE in raws:
+        li, mi = next((i, j) for i, layer in enumerate(profile.layers) for j, m in enumerate(layer.measurements)
+                      if m.dtype == NATIVE_DTYPE)
+        raise InputError(f"layers[{li}].measurements[{mi}].dtype",
+                         f"'{NATIVE_DTYPE}' is also the type of untyped measurements; give F32 one way only")
+    labels = {dtype_label(r): r for r in raws}
+    if opts.dtypes is not None:
+        bad = [Issue(f"options.dtypes[{i}]", f"no measurement in dtype '{q}' (profile has: {', '.join(sorted(labels))})")
+               for i, q in enumerate(opts.dtypes) if q not in labels]
+        if bad:
+            raise InputError(bad)
+        labels = {q: labels[q] for q in opts.dtypes}
+    dtypes = sorted(labels)
+
+    in_b = np.array([layer.input_bytes for layer in profile.layers], dtype=np.int64)
+    out_b = np.array([layer.output_bytes for layer in profile.layers], dtype=np.int64)
+    w_b = np.array([layer.weight_bytes for layer in profile.layers], dtype=np.int64)
+    mem = np.array([layer.footprint_bytes for layer in profile.layers], dtype=np.int64)
+    fmax = [max(d.dvfs_levels, key=lambda lv: lv.freq_mhz) for d in devices]
+    cin_dev = np.zeros((L, len(devices)))
+    cout_dev = np.zeros((L, len(devices)))
+    for di, d in enumerate(devices):
+        predict = comm_models(d, di)[fmax[di].freq_mhz]
+        cin_dev[:, di] = predict(in_b)
+        cout_dev[:, di] = predict(out_b)
+
+    # single (device, dtype): the shared compile of that type's measurements
+    singles: list[dict] = []
+    notes: list[str] = []
+    for q in dtypes:
+        sub, keep, mmap = _dtype_profile(platform, profile, labels[q])
+        if not keep:
+            continue
+        try:
+            base = compile_problem(platform, sub)
+        except InputError as exc:
+            raise _remap(exc, keep, mmap) from None
+        notes.extend(f"[{q}] {n}" for n in base.notes)
+        for di, d in enumerate(devices):
+            ti = next(i for i, t in enumerate(base.targets) if t.device_id == d.id and t.is_max_level)
+            t_ms = np.full(L, np.inf)
+            e_mj = np.full(L, np.inf)
+            t_ms[keep] = base.exec_time_ms[:, ti]
+            e_mj[keep] = base.exec_energy_mj[:, ti]
+            if not np.isfinite(t_ms).any():
+                continue
+            power = _power(t_ms, e_mj)
+            singles.append({"device": di, "dtype": q, "time": t_ms, "energy": e_mj, "power": power})
+    singles.sort(key=lambda s: (s["device"], s["dtype"]))
+    runnable = np.zeros(L, dtype=bool)
+    for s in singles:
+        runnable |= np.isfinite(s["time"])
+    if not runnable.all():
+        i = int(np.flatnonzero(~runnable)[0])
+        raise InputError(f"layers[{i}]", f"no device can run layer '{profile.layers[i].id}' in "
+                         f"{', '.join(dtypes)}: no usable measurement on a device that supports the op")
+
+    # the latency predictor: one log-linear fit per (device, dtype, split kind)
+    kinds = [split_kind(layer.op_type, opts) for layer in profile.layers]
+    feats = [features(k, in_b[i], w_b[i], out_b[i], profile.layers[i].macs) for i, k in enumerate(kinds)]
+    fits: dict[tuple[int, str, str], LogLinearFit] = {}
+    for s in singles:
+        for kind in ("filter", "input"):
+            rows = [i for i in range(L) if kinds[i] == kind and feats[i] is not None
+                    and np.isfinite(s["time"][i]) and s["time"][i] > 0]
+            if rows:
+                fits[(s["device"], s["dtype"], kind)] = LogLinearFit.fit(
+                    [feats[i][0] for i in rows], [feats[i][1] for i in rows], s["time"][rows])
+    if opts.predictor == "regression":
+        for s in singles:
+            for i in range(L):
+                fit = fits.get((s["device"], s["dtype"], kinds[i]))
+                if fit is not None and feats[i] is not None and np.isfinite(s["time"][i]):
+                    s["time"][i] = float(fit.predict_ms(*feats[i]))
+                    s["energy"][i] = s["power"][i] * s["time"][i]
+    unscaled = sorted({profile.layers[i].id for i in range(L) if kinds[i] == "filter" and feats[i] is None})
+    if unscaled and opts.cooperative:
+        notes.append(f"{len(unscaled)} filter layer(s) without macs (e.g. '{unscaled[0]}'): their shares scale linearly in p")
+
+    def share_ms(s: dict, i: int, p: float) -> float:
+        t = float(s["time"][i])
+        if not math.isfinite(t):
+            return math.inf
+        fit = fits.get((s["device"], s["dtype"], kinds[i]))
+        if fit is None or feats[i] is None:
+            return t * p
+        part = features(kinds[i], in_b[i], w_b[i], out_b[i], profile.layers[i].macs, p)
+        if opts.predictor == "regression":
+            return float(fit.predict_ms(*part))  # type: ignore[misc]
+        return t * min(1.0, fit.share(*feats[i], *part))  # type: ignore[misc]
+
+    # synchronisation / merge overhead of a cooperative layer
+    if opts.sync_samples is not None:
+        try:
+            sync_model = LinearCommModel.fit([x.bytes for x in opts.sync_samples], [x.time_ms for x in opts.sync_samples])
+        except ValueError as exc:
+            raise InputError("options.sync_samples", str(exc)) from None
+        sync_pair = lambda a, b: sync_model.predict_ms(in_b + out_b)  # noqa: E731
+        sync_info = {"source": "options.sync_samples", "alpha_ms_per_byte": sync_model.alpha_ms_per_byte,
+                     "beta_ms": sync_model.beta_ms, "r2": sync_model.r2}
+    else:
+        sync_pair = lambda a, b: cin_dev[:, a] + cout_dev[:, a] + cin_dev[:, b] + cout_dev[:, b]  # noqa: E731
+        sync_info = {"source": "the pair's communication models: input and output mapped once per layer"}
+    sync_info["scale"] = opts.sync_scale
+
+    targets: list[Target] = []
+    cols_t: list[np.ndarray] = []
+    cols_e: list[np.ndarray] = []
+    cin_t: list[np.ndarray] = []
+    cout_t: list[np.ndarray] = []
+    limits: list[float] = []
+    zero = np.zeros(L)
+
+    def dev_limit(di: int) -> float:
+        return float(devices[di].memory_limit_bytes or math.inf)
+
+    def add_single(s: dict, extra: tuple) -> None:
+        di = s["device"]
+        d, lv = devices[di], fmax[di]
+        targets.append(Target(d.id, di, d.letter, lv.freq_mhz, lv.voltage_v, len(d.dvfs_levels) - 1, True,
+                              (("dtype", s["dtype"]), *extra)))
+        cols_t.append(s["time"])
+        cols_e.append(s["energy"])
+        cin_t.append(cin_dev[:, di])
+        cout_t.append(cout_dev[:, di])
+        limits.append(dev_limit(di))
+
+    for s in singles:
+        add_single(s, ())
+    if opts.cooperative:
+        for sa in singles:
+            for sb in singles:
+                a, b = sa["device"], sb["device"]
+                if a >= b:
+                    continue
+                sync = sync_pair(a, b) * opts.sync_scale
+                for p in opts.ratios:
+                    t = np.full(L, np.inf)
+                    e = np.full(L, np.inf)
+                    for i in range(L):
+                        if kinds[i] == "none":
+                            continue
+                        ta, tb = share_ms(sa, i, p), share_ms(sb, i, 1.0 - p)
+                        if math.isfinite(ta) and math.isfinite(tb):
+                            pa, pb = float(sa["power"][i]), float(sb["power"][i])
+                            t[i] = max(ta, tb) + sync[i]
+                            e[i] = pa * ta + pb * tb + 0.5 * (pa + pb) * sync[i]
+                    if not np.isfinite(t).any():
+                        continue
+                    da, db = devices[a], devices[b]
+                    targets.append(Target(f"{da.id}+{db.id}", a, da.letter + db.letter, fmax[a].freq_mhz, fmax[a].voltage_v,
+                                          len(da.dvfs_levels) - 1, True, (("p", p), ("dtype", f"{sa['dtype']}+{sb['dtype']}"))))
+                    cols_t.append(t)
+                    cols_e.append(e)
+                    cin_t.append(zero)
+                    cout_t.append(zero)
+                    limits.append(min(dev_limit(a), dev_limit(b)))
+    preds = tuple(tuple(p) for p in profile.predecessor_indices())
+    regions = find_branch_regions(preds)
+    if opts.branch_distribution and regions:
+        for s in singles:
+            add_single(s, (BRANCH_MODE,))
+
+    ex_t = np.column_stack(cols_t)
+    ex_e = np.column_stack(cols_e)
+    c_in = np.column_stack(cin_t)
+    c_out = np.column_stack(cout_t)
+    power = _power(ex_t, ex_e)
+    ids = [layer.id for layer in profile.layers]
+    info = {
+        "dtypes": dtypes,
+        "ratios": list(opts.ratios),
+        "predictor": opts.predictor,
+        "fits": [{"device": devices[d].id, "dtype": q, "kind": k, **f.summary()} for (d, q, k), f in sorted(fits.items())],
+        "sync": sync_info,
+        "modules": [{"fork": ids[r.fork], "join": ids[r.join], "branches": [[ids[a], ids[b]] for a, b in r.branches]}
+                    for r in regions],
+    }
+    return MuLayerProblem(
+        name=profile.name,
+        platform_name=platform.name,
+        layer_ids=tuple(ids),
+        op_types=tuple(layer.op_type for layer in profile.layers),
+        input_bytes=in_b,
+        output_bytes=out_b,
+        weight_bytes=w_b,
+        memory_bytes=mem,
+        predecessors=preds,
+        targets=tuple(targets),
+        exec_time_ms=ex_t,
+        exec_energy_mj=ex_e,
+        comm_in_time_ms=c_in,
+        comm_out_time_ms=c_out,
+        comm_in_energy_mj=power * c_in,
+        comm_out_energy_mj=power * c_out,
+        memory_limit_bytes=np.array(limits),
+        fallback_order=tuple(platform.default_fallback()),
+        notes=tuple(notes),
+        info=info,
+    )

@@ -1,0 +1,179 @@
+"""AsyMo (Wang et al., MobiCom '21) as a solver: every multiply of the network runs on
+all allowed clusters at once (processor-level split, per-cluster blocks, both chosen
+at compile time by models/asymo.py), at one frequency setting for the whole network
+(AsyMo avoids per-op frequency transitions):
+
+- latency-first: every cluster at its highest level;
+- energy-first: each scaling cluster at its least-energy level, read from the
+  energy-frequency curve that the network's data reuse (eq. 2) selects; the others
+  at their highest.
+
+A rule, not a search (exact=False); the report adds, for comparison, the setting
+with the least predicted energy among the single-setting plans.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from planner.errors import UnsupportedRequest
+from planner.evaluate import evaluate
+from planner.problem import Assignment, Problem
+from planner.schema import PlanRequest
+from planner.solver import Capabilities, Progress, Solution, Stopwatch
+
+
+def _mode(request: PlanRequest) -> str:
+    from models.asymo import parse_options
+
+    mode = parse_options(request.options).mode
+    if mode == "auto":
+        return "latency-first" if request.objective == "latency" else "energy-first"
+    return mode
+
+
+def _setting(problem: Problem, t: int) -> dict[str, float]:
+    tg = problem.targets[t]
+    ids = tg.device_id.split("+")
+    extra = dict(tg.extra)
+    out = {}
+    for cid in ids:
+        out[cid] = float(extra.get(f"{cid}_mhz", tg.freq_mhz))
+    return out
+
+
+def choose_target(problem: Problem, mode: str) -> int:
+    """The widest allowed cluster set, at the mode's frequencies."""
+    T = problem.n_targets
+    width = max(len(t.device_id.split("+")) for t in problem.targets)
+    widest = [t for t in range(T) if len(problem.targets[t].device_id.split("+")) == width]
+    config = problem.targets[widest[0]].device_id
+    widest = [t for t in widest if problem.targets[t].device_id == config]
+    if mode == "latency-first":
+        top = [t for t in widest if problem.targets[t].is_max_level]
+        if not top:
+            raise UnsupportedRequest("targets", "latency-first runs at the highest frequencies, which the request excludes")
+        return top[0]
+    least = problem.info["least_energy_mhz"]  # type: ignore[attr-defined]
+    want = {cid: float(least[cid]) for cid in config.split("+")}
+    for t in widest:
+        if _setting(problem, t) == want:
+            return t
+    raise UnsupportedRequest(
+        "targets", f"energy-first runs {config} at {', '.join(f'{c} {f:g} MHz' for c, f in want.items())}; "
+        "that level is not among the request's targets (use targets=all_levels, the default for objective energy)"
+    )
+
+
+def op_table(problem: Problem, t: int) -> dict:
+    plans = problem.plans[problem.targets[t].label]  # type: ignore[attr-defined]
+    clusters = [s.cluster for s in plans[0].shares]
+    cols = ["op", "MxKxN", "kind", "split"]
+    for c in clusters:
+        cols += [f"{c} rows", f"{c} mc x nc x kc", f"{c} tasks/core", f"{c} ms"]
+    cols += ["MHz", "time_ms", "energy_mj"]
+    rows = []
+    for p in plans:
+        row = [p.op, f"{p.m}x{p.k}x{p.n}", p.kind, p.split_dim.upper()]
+        for s in p.shares:
+            b = s.blocks
+            row += [s.size, "-" if b is None else f"{b.mc}x{b.nc}x{b.kc}",
+                    " ".join(str(x) for x in s.tasks_per_core), round(s.time_ms, 4)]
+        row += ["/".join(f"{s.freq_mhz:g}" for s in p.shares), round(p.time_ms, 4), round(p.energy_mj, 4)]
+        rows.append(row)
+    return {"title": "per multiply: processor-level split of the larger matrix (rows of the split dimension), "
+                     "per-cluster blocks and tasks per core", "columns": cols, "rows": rows}
+
+
+class AsymoSolver:
+    name = "asymo"
+    capabilities = Capabilities(
+        objectives=frozenset({"latency", "energy"}),
+        constraints=frozenset({"devices"}),
+        exact=False,
+        description="AsyMo (MobiCom'21): cost-model block partitioning across big and little clusters, "
+        "least-energy frequency from data reuse; reads AsyMo CPU/network documents",
+    )
+
+    @property
+    def documents(self):
+        from planner.asymo_schema import AsymoCpu, AsymoNetwork
+
+        return AsymoCpu, AsymoNetwork
+
+    def compile(self, platform, profile, request: PlanRequest) -> Problem:
+        from models.asymo import compile_asymo, parse_options
+        from planner.asymo_schema import AsymoCpu, AsymoNetwork
+
+        if not isinstance(platform, AsymoCpu) or not isinstance(profile, AsymoNetwork):
+            raise UnsupportedRequest(
+                "solver", "asymo plans an AsyMo CPU description and a network of multiplies "
+                "(documents asymo-cpu and asymo-network, see `planner schema`), not a platform/profile pair"
+            )
+        return compile_asymo(platform, profile, parse_options(request.options))
+
+    def solve(self, problem: Problem, request: PlanRequest, progress: Progress | None = None) -> Solution:
+        clock = Stopwatch()
+        mode = _mode(request)
+        if not hasattr(problem, "plans"):
+            return self._generic(problem, request, mode, clock)
+        t = choose_target(problem, mode)
+        a = Assignment.from_targets([t] * problem.n_layers)
+        value = float(problem.costs(request.objective).exec[:, t].sum())
+        T = problem.n_targets
+        energy = problem.exec_energy_mj.sum(axis=0)
+        best_e = int(np.argmin(energy))
+        details = {
+            "mode": mode,
+            "setting": {"clusters": problem.targets[t].device_id, "mhz": _setting(problem, t)},
+            "tables": [op_table(problem, t)],
+            **problem.info,  # type: ignore[attr-defined]
+            "least_predicted_energy_setting": {"target": problem.targets[best_e].label,
+                                               "energy_mj": round(float(energy[best_e]), 4),
+                                               "time_ms": round(float(problem.exec_time_ms[:, best_e].sum()), 4)},
+        }
+        speed = {}
+        mine = float(problem.exec_time_ms[:, t].sum())
+        for u in range(T):
+            if u != t and _setting(problem, u).items() <= _setting(problem, t).items():
+                speed[problem.targets[u].label] = round(float(problem.exec_time_ms[:, u].sum()) / mine, 4)
+        details["speedup_over"] = speed
+        return Solution(a, "feasible", objective=value, wall_time_ms=clock.ms, evaluations=1, details=details)
+
+    def _generic(self, problem: Problem, request: PlanRequest, mode: str, clock: Stopwatch) -> Solution:
+        """A problem without AsyMo's partitions: one target for every layer, the best
+        one for the mode's objective (highest levels for latency-first)."""
+        cands = problem.target_indices(max_frequency_only=mode == "latency-first") or list(range(problem.n_targets))
+        objective = "latency" if mode == "latency-first" else "energy"
+        best, best_v = None, math.inf
+        for t in cands:
+            a = Assignment.packed(problem, [t] * problem.n_layers)
+            v = evaluate(problem, a).objective(objective)
+            if v < best_v:
+                best, best_v = a, v
+        if best is None:
+            return Solution(None, "infeasible", wall_time_ms=clock.ms, notes=["no single target runs every layer"])
+        value = evaluate(problem, best).objective(request.objective)
+        return Solution(best, "feasible", objective=value, wall_time_ms=clock.ms, evaluations=len(cands),
+                        notes=["no AsyMo partitions in this problem: one target for the whole network"])
+
+    def comparison_plans(self, view: Problem, request: PlanRequest) -> dict[str, Assignment]:
+        """Each allowed cluster set on its own at its highest levels (big-only is the
+        baseline of the paper's Fig. 1), and the other mode's setting."""
+        out = {}
+        for t, tg in enumerate(view.targets):
+            if tg.is_max_level:
+                out[f"{tg.device_id}@max"] = Assignment.from_targets([t] * view.n_layers)
+        if hasattr(view, "plans"):
+            for mode in ("latency-first", "energy-first"):
+                try:
+                    t = choose_target(view, mode)
+                except UnsupportedRequest:
+                    continue
+                out[f"asymo-{mode}"] = Assignment.from_targets([t] * view.n_layers)
+        return out
+
+
+SOLVERS = [AsymoSolver()]
