@@ -106,8 +106,8 @@ class PebbleExecutor(Executor):
                 reason = f"the solver failed: {name}: {exc}"
                 log.error("job %s failed: %s", spec.job_id, reason, exc_info=exc)
             outcome = failure("Solver failed", "solver", reason, "solver-failed")
-        if self._stopping.is_set() and outcome.state == "cancelled":
-            return  # shutting down: leave the job for restart recovery
+        if self._stopping.is_set() and outcome.state != "succeeded":
+            return  # shutting down killed it: leave the job to restart recovery (re-run)
         try:
             self.events.finished(spec.job_id, outcome)
         except Exception:  # noqa: BLE001

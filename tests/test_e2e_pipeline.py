@@ -165,6 +165,25 @@ def test_insecure_dev_says_so_loudly(tmp_path):
     assert "INSECURE DEV MODE" in log and "authentication is OFF" in log
 
 
+def test_graceful_restart_reruns_the_job_in_flight(tmp_path):
+    s = Server(tmp_path / "data").start()
+    token = cli(s, "token", "create", "--name", "ci", "--scope", "pipeline", "--data-dir", str(s.data_dir)).stdout.strip()
+    h = {"Authorization": f"Bearer {token}"}
+    p = httpx.post(f"{s.url}/v1/platforms", json=docs.platform(), headers=h).json()["id"]
+    m = httpx.post(f"{s.url}/v1/profiles", json=docs.profile(), headers=h).json()["id"]
+    job_id = httpx.post(f"{s.url}/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                                  "options": {"duration_s": 2}}, headers=h).json()["id"]
+    wait_for(lambda: httpx.get(f"{s.url}/v1/jobs/{job_id}", headers=h).json()["state"] == "running", what="running")
+    s.stop()  # SIGINT: uvicorn shuts down, the pool stops its worker mid-solve
+    s.start()
+    try:
+        job = wait_for(lambda: (j := httpx.get(f"{s.url}/v1/jobs/{job_id}", headers=h).json())["state"]
+                       in ("succeeded", "failed", "cancelled") and j, what="the recovered job")
+        assert job["state"] == "succeeded" and job["attempts"] == 2, job
+    finally:
+        s.stop()
+
+
 def test_recovery_gives_up_after_repeated_interruptions(tmp_path):
     """A job that keeps dying with the service is failed with the reason, not looped."""
     from sqlalchemy import update
