@@ -20,9 +20,11 @@ DATA ?= data
 run: $(STAMP)
 	$(VENV)/bin/planner serve --port $(PORT) --data-dir $(DATA)
 
-# The Swagger UI check drives Debian's chromium (headless); CI runs as root.
+# The service tests drive Debian's chromium (Swagger UI, headless) and a throwaway
+# PostgreSQL cluster (DATABASE_URL); installed when missing (CI runs as root).
 test: $(STAMP)
-	command -v chromium >/dev/null 2>&1 || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+	(command -v chromium && ls /usr/lib/postgresql/*/bin/initdb) >/dev/null 2>&1 || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium postgresql)
 	$(PY) -m pytest
 
 bench: $(STAMP)

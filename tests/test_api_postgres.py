@@ -1,0 +1,47 @@
+"""The service on PostgreSQL (DATABASE_URL): migrations, documents, plans, a job in a
+worker process, deployments and idempotency work the same as on SQLite."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import docs
+from tests.support.api import start
+from tests.support.postgres import Postgres
+
+
+@pytest.fixture(scope="module")
+def pg_api(tmp_path_factory):
+    pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg")
+    pg = Postgres()
+    url = pg.start()
+    try:
+        api = start(tmp_path_factory.mktemp("pg"), database_url=url)
+        yield api
+        api.client.__exit__(None, None, None)
+    finally:
+        pg.stop()
+
+
+def test_session_on_postgres(pg_api):
+    api = pg_api
+    assert api.service.db.engine.dialect.name == "postgresql"
+    p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+    assert api.client.post("/v1/platforms", json=docs.platform(), headers=api.h()).status_code == 200
+    body = {"platform_id": p, "profile_id": m}
+    h = api.h(**{"Idempotency-Key": "pg-1"})
+    r1, r2 = api.client.post("/v1/plans", json=body, headers=h), api.client.post("/v1/plans", json=body, headers=h)
+    assert r1.status_code == r2.status_code == 201 and r1.json()["id"] == r2.json()["id"]
+    job = api.client.post("/v1/plans", json={**body, "solver": "test-slow", "options": {"duration_s": 0.3}},
+                          headers=api.h()).json()
+    done = api.wait_job(job["id"])
+    assert done["state"] == "succeeded" and done["attempts"] == 1
+    assert api.client.get(f"/v1/plans/{done['plan_id']}", headers=api.h()).json()["plan"]["notation"] == \
+        r1.json()["plan"]["notation"]
+    dep = api.client.post("/v1/deployments", json={"name": "pg-cam", **body}, headers=api.h()).json()
+    for plan_id in (r1.json()["id"], done["plan_id"]):
+        assert api.client.put(f"/v1/deployments/{dep['id']}/active", json={"plan_id": plan_id}, headers=api.h()).status_code == 200
+    r = api.client.get(f"/v1/deployments/{dep['id']}/plan", headers=api.h())
+    assert r.status_code == 200 and r.json()["revision"] == 2
+    assert api.client.get(f"/v1/deployments/{dep['id']}/plan", headers=api.h(**{"If-None-Match": r.headers["etag"]})).status_code == 304
+    assert api.client.post(f"/v1/deployments/{dep['id']}/rollback", headers=api.h()).json()["active_plan_id"] == r1.json()["id"]
