@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal, Sequence
 
 import numpy as np
@@ -94,6 +95,24 @@ class MMCostModel:
                 "t_fram_us": self.t_fram_us, "p": self.p}
 
 
+@lru_cache(maxsize=32)
+def _fit_rows(rows: tuple, dtype_bytes: int, line_bytes: int) -> MMCostModel:
+    """Fits are deterministic; a CPU description is fitted once per process, not per plan."""
+    return MMCostModel.fit([_Row(*r) for r in rows], dtype_bytes, line_bytes)
+
+
+@dataclass(frozen=True)
+class _Row:
+    m: int
+    k: int
+    n: int
+    mc: int
+    nc: int
+    kc: int
+    threads: int
+    time_ms: float
+
+
 def _design(terms: np.ndarray, p: float) -> np.ndarray:
     sf, sd, par, tasks = terms.T
     return np.column_stack([(par + p) * sf * 1e-6, (par + p) * sd * 1e-6, tasks * 1e-3, np.full(len(sf), 1e-3)])
@@ -137,7 +156,7 @@ def _fit_terms(terms: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     a, b = lo, hi
     c1, c2 = b - g * (b - a), a + g * (b - a)
     f1, f2 = sse(c1)[0], sse(c2)[0]
-    for _ in range(80):
+    for _ in range(50):
         if f1 <= f2:
             b, c2, f2 = c2, c1, f1
             c1 = b - g * (b - a)
@@ -158,8 +177,9 @@ def _r2(y: np.ndarray, pred: np.ndarray) -> float:
 
 def fit_cluster(cluster: Cluster, dtype_bytes: int, index: int = 0) -> MMCostModel:
     if cluster.samples:
+        rows = tuple((r.m, r.k, r.n, r.mc, r.nc, r.kc, r.threads, r.time_ms) for r in cluster.samples)
         try:
-            return MMCostModel.fit(cluster.samples, dtype_bytes, cluster.cache_line_bytes)
+            return _fit_rows(rows, dtype_bytes, cluster.cache_line_bytes)
         except (ValueError, np.linalg.LinAlgError) as exc:
             raise InputError(f"clusters[{index}].samples", f"cannot fit the cost model: {exc}") from None
     cm = cluster.cost_model
