@@ -379,3 +379,28 @@ def test_cli_prints_per_layer_and_module_tables(capsys):
                "--solver", "mulayer", "--option", "ratios=[0.5,2]"])
     err = capsys.readouterr().err
     assert rc == 2 and err.strip() == "planner: error: options.ratios[1]: Input should be less than 1"
+
+
+def test_predictor_modes_scale_shares_by_the_fitted_exponent():
+    macs = [1e6, 4e6, 1.6e7, 6.4e7, 2.56e8, 1e9]
+    cpu = [1e-5 * m**0.9 for m in macs]
+    gpu = [2e-5 * m**0.8 for m in macs]
+    doc = doc_profile(cpu, gpu)
+    for layer, m in zip(doc["layers"], macs):
+        layer["macs"] = int(m)
+    doc["layers"][2]["measurements"][0]["time_ms"] *= 1.5  # one CPU measurement off the fitted line
+    prof = ModelProfile.model_validate(doc)
+    plat = Platform.model_validate(doc_platform())
+    opts = dict(ratios=[0.25], sync_scale=0.0)
+    anchored = build_problem(plat, prof, MuLayerOptions(**opts))
+    fits = {(f["device"], f["kind"]): f for f in anchored.info["fits"]}
+    assert fits[("gpu", "filter")]["form"] == "work" and fits[("gpu", "filter")]["work_exponent"] == pytest.approx(0.8)
+    coop = [t.label for t in anchored.targets].index("CG@2000/p=0.25/dtype=f32+f32")
+    k = 4  # an on-line layer: shares scale as p^exponent of the measured time
+    e_cpu = fits[("cpu", "filter")]["work_exponent"]  # pulled off 0.9 by the outlier
+    assert e_cpu != pytest.approx(0.9, abs=1e-3)
+    assert anchored.exec_time_ms[k, coop] == pytest.approx(max(cpu[k] * 0.25**e_cpu, gpu[k] * 0.75**0.8), rel=1e-3)
+    assert anchored.exec_time_ms[2, 0] == pytest.approx(cpu[2] * 1.5)  # anchored: the measurement stands
+    regression = build_problem(plat, prof, MuLayerOptions(predictor="regression", **opts))
+    off = regression.exec_time_ms[2, 0]
+    assert cpu[2] < off < cpu[2] * 1.5  # regression: the fitted line, not the outlier
