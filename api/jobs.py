@@ -25,14 +25,14 @@ def new_id(prefix: str) -> str:
 
 
 def plan_row(plan_id: str, plan_json: str, request_json: str, platform_id: str, profile_id: str,
-             job_id: str | None) -> PlanRow:
+             job_id: str | None, request_key: str | None = None) -> PlanRow:
     from planner.schema import Plan
 
     plan = Plan.model_validate_json(plan_json)
     return PlanRow(id=plan_id, job_id=job_id, platform_id=platform_id, profile_id=profile_id, solver=plan.report.solver,
                    objective=plan.objective, status=plan.report.status, notation=plan.notation,
                    latency_ms=plan.metrics.latency_ms, energy_mj=plan.metrics.energy_mj, request=request_json,
-                   body=plan_json)
+                   request_key=request_key, body=plan_json, created_at=utcnow())
 
 
 class JobManager:
@@ -47,9 +47,10 @@ class JobManager:
             self.changed.notify_all()
 
     # ------------------------------------------------------------------ commands
-    def create(self, platform_id: str, profile_id: str, solver: str, request_json: str) -> JobRow:
+    def create(self, platform_id: str, profile_id: str, solver: str, request_json: str,
+               request_key: str | None = None) -> JobRow:
         job = JobRow(id=new_id("job"), platform_id=platform_id, profile_id=profile_id, solver=solver,
-                     request=request_json, state="queued", progress=0.0, message="queued", attempts=0,
+                     request=request_json, request_key=request_key, state="queued", progress=0.0, message="queued", attempts=0,
                      created_at=utcnow())
         with self.db.session() as s:
             s.add(job)
@@ -123,7 +124,8 @@ class JobManager:
                 res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
                     state="succeeded", progress=1.0, message="done", plan_id=plan_id, finished_at=now))
                 if res.rowcount:
-                    s.add(plan_row(plan_id, outcome.plan_json, job.request, job.platform_id, job.profile_id, job_id))
+                    s.add(plan_row(plan_id, outcome.plan_json, job.request, job.platform_id, job.profile_id, job_id,
+                                   job.request_key))
             elif outcome.state == "cancelled":
                 s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
                     state="cancelled", message="cancelled", finished_at=now))

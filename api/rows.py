@@ -41,6 +41,7 @@ class JobRow(Base):
     profile_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
     solver: Mapped[str] = mapped_column(String(64))
     request: Mapped[str] = mapped_column(Text)  # PlanRequest JSON
+    request_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     message: Mapped[str] = mapped_column(Text, default="")
@@ -65,6 +66,7 @@ class PlanRow(Base):
     latency_ms: Mapped[float] = mapped_column(Float)
     energy_mj: Mapped[float] = mapped_column(Float)
     request: Mapped[str] = mapped_column(Text)
+    request_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)  # see api.service.request_key
     body: Mapped[str] = mapped_column(Text, deferred=True)  # Plan JSON
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
 

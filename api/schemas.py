@@ -44,9 +44,12 @@ class PlanSubmission(PlanRequest):
                                                                "objective": "energy", "solver": "dp"}]})
     platform_id: Sha256
     profile_id: Sha256
+    reuse: bool = Field(True, description="Answer with the stored plan (200) when the same platform, profile and "
+                                          "request (seed included) were planned before by this planner version; "
+                                          "false plans again")
 
     def request(self) -> PlanRequest:
-        return PlanRequest.model_validate(self.model_dump(exclude={"platform_id", "profile_id"}))
+        return PlanRequest.model_validate(self.model_dump(exclude={"platform_id", "profile_id", "reuse"}))
 
 
 class ExecutorSlice(BaseModel):

@@ -25,6 +25,7 @@ from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, Pla
 from api.schemas import ExecutorPlan, ExecutorSlice, PlanSubmission
 from api.settings import Settings
 from api.worker import load_solver_modules
+from planner import __version__
 from planner.errors import Issue, PlannerError
 from planner.plan import canonical_json, make_plan, select_view
 from planner.schema import ModelProfile, Plan, PlanRequest, Platform
@@ -123,7 +124,19 @@ class Service:
         self.docs = LRU(64)  # content id -> parsed document
         self.problems = LRU(32)  # (platform id, profile id) -> compiled Problem
         self.executor_views = LRU(256)  # plan id -> ExecutorPlan JSON bytes (plans are immutable)
+        self.reused = LRU(1024)  # request key -> (plan id, PlanResource JSON bytes)
         self.db: Database | None = None
+        self._limiter = None
+
+    async def run_blocking(self, fn, *args):  # noqa: ANN001, ANN002
+        """Run planning or storage work off the event loop, at most `fast_threads` at once:
+        a request's work holds the GIL, and forty threads fighting for it (the default
+        pool) spend more CPU switching than planning."""
+        import anyio
+
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.settings.fast_threads)
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
     def start(self) -> None:
         load_solver_modules(self.settings.solver_modules)
@@ -212,8 +225,9 @@ class Service:
         return problem
 
     # ------------------------------------------------------------------ plans
-    def submit_plan(self, sub: PlanSubmission) -> tuple[str, Any]:
-        """('plan', (plan id, response JSON bytes)) for a fast solver, ('job', JobRow) otherwise."""
+    def submit_plan(self, sub: PlanSubmission) -> tuple[str, Any, bool]:
+        """(kind, result, created): ('plan', (plan id, response JSON bytes), ...) for a fast
+        solver or a reused plan, ('job', JobRow, ...) otherwise; created False = reused."""
         request = sub.request()
         if request.time_limit_s > self.limits.max_time_limit_s:
             raise invalid("time_limit_s", f"{request.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
@@ -222,18 +236,23 @@ class Service:
             check_supported(solver, request)
         except PlannerError as exc:
             raise from_planner_error(exc) from None
+        request_json = request.model_dump_json()
+        key = request_key(sub.platform_id, sub.profile_id, request)
+        if sub.reuse:
+            found = self.reusable(key, job_too=not solver.capabilities.fast)
+            if found is not None:
+                return (*found, False)
         platform = self.parsed("platform", sub.platform_id, "platform_id")
         profile = self.parsed("profile", sub.profile_id, "profile_id")
         if len(profile.layers) > self.limits.max_layers:
             raise invalid("profile_id", f"{len(profile.layers)} layers exceed the limit of {self.limits.max_layers}")
         problem = self.problem(sub.platform_id, sub.profile_id, platform, profile)
-        request_json = request.model_dump_json()
         if not solver.capabilities.fast:
             try:
                 select_view(problem, request)  # refuse what no plan can satisfy now, not in a job
             except PlannerError as exc:
                 raise from_planner_error(exc) from None
-            return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request_json)
+            return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request_json, key), True
         try:
             plan = make_plan(platform, profile, request, problem=problem)
         except PlannerError as exc:
@@ -242,10 +261,32 @@ class Service:
         row = dict(id=new_id("pln"), job_id=None, platform_id=sub.platform_id, profile_id=sub.profile_id,
                    solver=solver.name, objective=plan.objective, status=plan.report.status, notation=plan.notation,
                    latency_ms=plan.metrics.latency_ms, energy_mj=plan.metrics.energy_mj, request=request_json,
-                   body=plan_json, created_at=utcnow())
+                   request_key=key, body=plan_json, created_at=utcnow())
         with self.db.engine.begin() as conn:  # Core insert: the ORM's unit of work is a third of this request
             conn.execute(PlanRow.__table__.insert(), row)
-        return "plan", (row["id"], self._plan_json(row, plan_json))
+        body = self._plan_json(row, plan_json)
+        self.reused.put(key, (row["id"], body))
+        return "plan", (row["id"], body), True
+
+    def reusable(self, key: str, job_too: bool) -> tuple[str, Any] | None:
+        """The stored plan made for this request key (or, for a slow solver, the job
+        still working on it)."""
+        hit = self.reused.get(key)
+        if hit is not None:
+            return "plan", hit
+        with self.db.session() as s:
+            row = s.scalars(select(PlanRow).where(PlanRow.request_key == key)
+                            .order_by(PlanRow.created_at, PlanRow.id).limit(1)).first()
+            if row is not None:
+                body = self._plan_json(row, row.body)
+                self.reused.put(key, (row.id, body))
+                return "plan", (row.id, body)
+            if job_too:
+                job = s.scalars(select(JobRow).where(JobRow.request_key == key, JobRow.state.in_(("queued", "running")))
+                                .order_by(JobRow.created_at).limit(1)).first()
+                if job is not None:
+                    return "job", job
+        return None
 
     @staticmethod
     def _plan_json(row: PlanRow | dict, body: str) -> bytes:
@@ -399,6 +440,13 @@ class Service:
         head = json.dumps({"deployment_id": dep.id, "deployment": dep.name, "revision": dep.revision})
         body = f'{head[:-1]},"plan":'.encode() + view + b"}"
         return dep, f'"r{dep.revision}-{dep.active_plan_id}"', body
+
+
+def request_key(platform_id: str, profile_id: str, request: PlanRequest) -> str:
+    """What makes two plan requests the same: documents, request (seed included) and
+    the planner version (an upgrade plans again)."""
+    head = f"{__version__}\n{platform_id}\n{profile_id}\n".encode()
+    return hashlib.sha256(head + canonical_json(request)).hexdigest()
 
 
 def request_of(row: JobRow | PlanRow) -> PlanRequest:

@@ -36,6 +36,7 @@ class Settings:
     database_url: str | None = None  # default: SQLite (WAL) under data_dir
     insecure_dev: bool = False
     workers: int = 1  # solver worker processes
+    fast_threads: int = 1  # threads that answer fast-solver plan requests (GIL-bound work)
     limits: Limits = field(default_factory=Limits)
     token_cache_s: float = 5.0  # a revoked token stops working within this
     idempotency_ttl_s: float = 24 * 3600.0

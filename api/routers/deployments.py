@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from api import views
 from api.auth import Principal, require
 from api.problems import ApiError, responses
-from api.routers.deps import Paging, service
+from api.routers.deps import Paging, paging, service
 from api.schemas import ActivatePlan, DeployedPlan, Deployment, DeploymentCreate, DeploymentHistory, DeploymentList, Rollback
 from api.service import Service
 
@@ -32,7 +32,7 @@ def create_deployment(body: DeploymentCreate, response: Response, svc: Service =
 
 
 @router.get("", response_model=DeploymentList, summary="List deployments", responses=responses(401, 403, 422))
-def list_deployments(page: Paging = Depends(), svc: Service = Depends(service), _: Principal = PIPELINE):
+def list_deployments(page: Paging = Depends(paging), svc: Service = Depends(service), _: Principal = PIPELINE):
     total, rows = svc.list_deployments(page.limit, page.offset)
     return DeploymentList(total=total, limit=page.limit, offset=page.offset, items=[views.deployment(r) for r in rows])
 

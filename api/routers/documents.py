@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Path, Response
 from api import views
 from api.auth import Principal, require
 from api.problems import responses
-from api.routers.deps import Paging, service
+from api.routers.deps import Paging, paging, service
 from api.schemas import DocumentInfo, DocumentList
 from api.service import Service
 from planner.schema import ModelProfile, Platform
@@ -36,7 +36,7 @@ def upload_platform(platform: Platform, response: Response, svc: Service = Depen
 
 
 @router.get("/platforms", response_model=DocumentList, summary="List platforms", responses=responses(401, 403, 422))
-def list_platforms(page: Paging = Depends(), svc: Service = Depends(service), _: Principal = READ):
+def list_platforms(page: Paging = Depends(paging), svc: Service = Depends(service), _: Principal = READ):
     total, rows = svc.list_documents("platform", page.limit, page.offset)
     return DocumentList(total=total, limit=page.limit, offset=page.offset, items=[views.document(r) for r in rows])
 
@@ -55,7 +55,7 @@ def upload_profile(profile: ModelProfile, response: Response, svc: Service = Dep
 
 
 @router.get("/profiles", response_model=DocumentList, summary="List model profiles", responses=responses(401, 403, 422))
-def list_profiles(page: Paging = Depends(), svc: Service = Depends(service), _: Principal = READ):
+def list_profiles(page: Paging = Depends(paging), svc: Service = Depends(service), _: Principal = READ):
     total, rows = svc.list_documents("profile", page.limit, page.offset)
     return DocumentList(total=total, limit=page.limit, offset=page.offset, items=[views.document(r) for r in rows])
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from api import views
 from api.auth import Principal, require
 from api.problems import ApiError, responses
-from api.routers.deps import Paging, service
+from api.routers.deps import Paging, paging, service
 from api.schemas import ExecutorPlan, JobList, JobResource, PlanList, PlanResource, PlanSubmission
 from api.service import Service
 from planner.errors import Issue
@@ -24,21 +24,25 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
 
 @router.post("/plans", status_code=201, response_model=PlanResource, summary="Request a plan", tags=["plans"],
              description="Fast solvers (e.g. `dp`) answer at once with the plan (201). Slow ones (e.g. `brute`) "
-                         "answer 202 with a job to follow at `/v1/jobs/{id}`. Send `Idempotency-Key` to retry safely.",
-             responses={202: {"model": JobResource, "description": "Accepted: a job will compute the plan"},
+                         "answer 202 with a job to follow at `/v1/jobs/{id}`. A request planned before (same "
+                         "documents, same request, seed included) gets the stored plan (200) unless `reuse` is false. "
+                         "Send `Idempotency-Key` to retry safely.",
+             responses={200: {"model": PlanResource, "description": "The stored plan of an identical earlier request"},
+                        202: {"model": JobResource, "description": "Accepted: a job will compute the plan"},
                         **responses(401, 403, 409, 413, 422)})
-def create_plan(submission: PlanSubmission, svc: Service = Depends(service), _: Principal = PIPELINE):
-    kind, result = svc.submit_plan(submission)
+async def create_plan(submission: PlanSubmission, svc: Service = Depends(service), _: Principal = PIPELINE):
+    kind, result, created = await svc.run_blocking(svc.submit_plan, submission)
     if kind == "plan":
         plan_id, body = result
-        return Response(body, status_code=201, media_type="application/json", headers={"Location": f"/v1/plans/{plan_id}"})
+        return Response(body, status_code=201 if created else 200, media_type="application/json",
+                        headers={"Location": f"/v1/plans/{plan_id}"})
     job = views.job(result)
     return Response(job.model_dump_json(), status_code=202, media_type="application/json",
                     headers={"Location": f"/v1/jobs/{job.id}"})
 
 
 @router.get("/plans", response_model=PlanList, summary="List plans", tags=["plans"], responses=responses(401, 403, 422))
-def list_plans(page: Paging = Depends(), platform_id: Sha = None, profile_id: Sha = None,
+def list_plans(page: Paging = Depends(paging), platform_id: Sha = None, profile_id: Sha = None,
                svc: Service = Depends(service), _: Principal = PIPELINE):
     total, rows = svc.list_plans(page.limit, page.offset, platform_id, profile_id)
     return PlanList(total=total, limit=page.limit, offset=page.offset, items=[views.plan_summary(r) for r in rows])
@@ -59,7 +63,7 @@ def get_executor_plan(plan_id: ResId, svc: Service = Depends(service), _: Princi
 
 
 @router.get("/jobs", response_model=JobList, summary="List jobs", tags=["jobs"], responses=responses(401, 403, 422))
-def list_jobs(page: Paging = Depends(),
+def list_jobs(page: Paging = Depends(paging),
               state: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = Query(None),
               svc: Service = Depends(service), _: Principal = PIPELINE):
     total, rows = svc.list_jobs(page.limit, page.offset, state)

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 03:52:24.336920
+
 """
 from alembic import op
 import sqlalchemy as sa
