@@ -268,6 +268,13 @@ class Service:
         self.reused.put(key, (row["id"], body))
         return "plan", (row["id"], body), True
 
+    def reused_in_memory(self, sub: PlanSubmission) -> tuple[str, bytes] | None:
+        """The stored answer to an identical request when it is in memory: no I/O and
+        no solving, so the event loop may ask without a thread hop."""
+        if not sub.reuse:
+            return None
+        return self.reused.get(request_key(sub.platform_id, sub.profile_id, sub.request()))
+
     def reusable(self, key: str, job_too: bool) -> tuple[str, Any] | None:
         """The stored plan made for this request key (or, for a slow solver, the job
         still working on it)."""

@@ -31,6 +31,9 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
                         202: {"model": JobResource, "description": "Accepted: a job will compute the plan"},
                         **responses(401, 403, 409, 413, 422)})
 async def create_plan(submission: PlanSubmission, svc: Service = Depends(service), _: Principal = PIPELINE):
+    hit = svc.reused_in_memory(submission)
+    if hit is not None:
+        return Response(hit[1], status_code=200, media_type="application/json", headers={"Location": f"/v1/plans/{hit[0]}"})
     kind, result, created = await svc.run_blocking(svc.submit_plan, submission)
     if kind == "plan":
         plan_id, body = result
