@@ -134,6 +134,19 @@ class PairTransition(Strict):
 DeviceKind = Literal["cpu", "gpu", "npu", "dla", "dsp", "other"]
 
 
+class DeviceEstimate(Strict):
+    """A device that could not be profiled (Kang et al. IV.C: the HiKey 970 NPU taken as
+    6.5x the quad-core CPU at 2 W): a layer without a measurement here costs the
+    reference device's time / speedup, at power_w."""
+
+    reference_device: Id
+    reference_cores: Annotated[int, Field(ge=1)] | None = Field(
+        None, description="Core count of the reference measurement; default: all cores of the reference cluster"
+    )
+    speedup: PosFloat
+    power_w: NonNegFloat
+
+
 class Device(Strict):
     id: Id
     kind: DeviceKind
@@ -151,10 +164,33 @@ class Device(Strict):
     communication: CommModel | None = Field(
         None, description="Tensor in/out cost per slice (eq. 1-2); omitted = free (e.g. CPUs)"
     )
+    cores: Annotated[int, Field(ge=1, le=64)] | None = Field(
+        None, description="Cores of a CPU cluster; multi-network scheduling splits them into logical PEs (Kang Fig. 1)"
+    )
+    active_core_freq_mhz: list[PosFloat] | None = Field(
+        None,
+        description="Frequency the governor runs the cluster at with k cores active (entry k-1); profiled CPU "
+        "times are calibrated to the all-cores-busy frequency (Kang IV.A). Needs `cores`.",
+    )
+    estimate: DeviceEstimate | None = Field(None, description="How to cost layers this device has no measurement for")
 
     @model_validator(mode="after")
     def _check(self) -> "Device":
         issues = []
+        if self.active_core_freq_mhz is not None:
+            if self.cores is None:
+                issues.append((("active_core_freq_mhz",), "needs `cores`"))
+            elif len(self.active_core_freq_mhz) != self.cores:
+                issues.append(
+                    (("active_core_freq_mhz",), f"needs one frequency per active-core count 1..{self.cores}, got {len(self.active_core_freq_mhz)}")
+                )
+            for i, f in enumerate(self.active_core_freq_mhz):
+                if f not in [lv.freq_mhz for lv in self.dvfs_levels]:
+                    issues.append((("active_core_freq_mhz", i), f"{f:g} MHz is not a DVFS level of '{self.id}'"))
+        if self.cores is not None and self.kind != "cpu":
+            issues.append((("cores",), "only a cpu device is split into logical PEs by core count"))
+        if not self.dvfs_levels:
+            issues.append((("dvfs_levels",), "a device needs at least one DVFS level"))
         if not self.dvfs_levels:
             issues.append((("dvfs_levels",), "a device needs at least one DVFS level"))
         freqs = [lv.freq_mhz for lv in self.dvfs_levels]
@@ -234,6 +270,20 @@ class Platform(Strict):
             if (tr.from_device, tr.to_device) in seen_pairs:
                 issues.append((("transitions", i), f"duplicate transition {tr.from_device} -> {tr.to_device}"))
             seen_pairs.add((tr.from_device, tr.to_device))
+        by_id = {d.id: d for d in self.devices}
+        for i, d in enumerate(self.devices):
+            if d.estimate is None:
+                continue
+            ref = by_id.get(d.estimate.reference_device)
+            where = ("devices", i, "estimate", "reference_device")
+            if ref is None:
+                issues.append((where, f"unknown device '{d.estimate.reference_device}'"))
+            elif ref.id == d.id or ref.estimate is not None:
+                issues.append((where, f"'{ref.id}' is itself estimated; reference a profiled device"))
+            elif d.estimate.reference_cores is not None and (ref.cores or 1) < d.estimate.reference_cores:
+                issues.append(
+                    (("devices", i, "estimate", "reference_cores"), f"'{ref.id}' has {ref.cores or 1} core(s)")
+                )
         _fail("Platform", issues, self.name)
         return self
 
@@ -507,9 +557,156 @@ class Plan(BaseModel):
     provenance: Provenance
 
 
+# --------------------------------------------------------------------------- schedule
+# Several networks sharing the PEs (Kang et al.): a different problem shape from the
+# single-chain plan, built from the same Platform / ModelProfile documents.
+
+
+class AppSpec(Strict):
+    """One network: its profile (by name), period (= deadline) and priority (lower = higher, Kang fn. 4)."""
+
+    profile: str = Field(min_length=1, max_length=200, description="Name of a ModelProfile passed with the request")
+    name: Id | None = Field(None, description="Label in the schedule; default the profile's name")
+    period_ms: PosFloat = Field(description="Release period and deadline; in throughput mode the required pipeline period")
+    priority: int = Field(ge=0, le=1000, description="Lower number = higher priority")
+
+
+class ScheduleRequest(Strict):
+    apps: list[AppSpec] = Field(min_length=1, max_length=16)
+    mode: Literal["auto", "throughput", "response_time"] = Field(
+        "auto",
+        description="throughput: one network pipelined over the PEs (Kang V, eq. 7-9); response_time: networks "
+        "released every period, schedulability by VI.A. auto: throughput for one network, else response_time",
+    )
+    solver: str = Field("ga", min_length=1, max_length=64)
+    devices: list[Id] | None = Field(None, description="Only these devices may run layers")
+    cpu_partitions: dict[Id, list[list[Annotated[int, Field(ge=1)]]]] = Field(
+        default_factory=dict,
+        description="Per CPU cluster, the core partitions to consider, e.g. {\"cpu\": [[1,1,1,1],[2,2]]}; "
+        "a cluster not named gets every partition of its cores",
+    )
+    cpu_utilisation_cap: Annotated[float, Field(gt=0, le=1)] = Field(
+        1.0, description="Average utilisation of all CPU cores allowed (Kang uses 0.4-0.7 against overheating)"
+    )
+    dvfs_calibration: bool = Field(True, description="Scale CPU times to the all-cores-busy frequency (Kang IV.A)")
+    interference_window: Literal["period", "mobility"] = Field(
+        "period",
+        description="Interval of the higher-priority demand bound (Kang eq. 10-11): the network's period as printed, "
+        "or the layers' pending window ASAP..ALAP+C on each PE (tighter, same assumptions)",
+    )
+    timelines: Literal["all", "first", "none"] = Field(
+        "all", description="Which Pareto entries carry their per-PE timeline (large fronts make large documents)"
+    )
+    max_entries: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None, description="Keep at most this many entries of the Pareto set (best first by the first objective)"
+    )
+    time_limit_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
+    seed: int = 0
+    options: dict[str, Any] = Field(default_factory=dict, description="Solver-specific options")
+
+    @model_validator(mode="after")
+    def _check(self) -> "ScheduleRequest":
+        issues: list[tuple[tuple[str | int, ...], str]] = []
+        names = [a.name or a.profile for a in self.apps]
+        for n, idx in _duplicates(names).items():
+            issues.append((("apps", idx[1], "name"), f"two apps are called '{n}'; give each a distinct name"))
+        for p, idx in _duplicates([repr(a.priority) for a in self.apps]).items():
+            issues.append((("apps", idx[1], "priority"), f"priority {p} is already used by '{names[idx[0]]}'; priorities must differ"))
+        if self.mode == "throughput" and len(self.apps) > 1:
+            issues.append((("mode",), "throughput mode pipelines one network; several networks need response_time"))
+        _fail("ScheduleRequest", issues, None)
+        return self
+
+    def resolved_mode(self) -> Literal["throughput", "response_time"]:
+        if self.mode != "auto":
+            return self.mode
+        return "throughput" if len(self.apps) == 1 else "response_time"
+
+
+class TimelineItem(BaseModel):
+    app: str
+    layer: str
+    start_ms: float = Field(description="ASAP start in the network's own schedule, from its release")
+    finish_ms: float = Field(description="start + execution + outgoing transfers (eq. 7's per-task term)")
+    alap_start_ms: float | None = Field(None, description="Latest start that still meets the deadline (response_time mode)")
+    interference_ms: float | None = Field(None, description="Higher-priority demand bound + non-preemptive blocking (eq. 11)")
+    slack_ms: float | None = Field(None, description="MAI - interference: eq. 11 holds when >= 0")
+
+
+class PeLoad(BaseModel):
+    pe: str
+    device: str
+    cores: int
+    busy_ms: float = Field(description="Throughput mode: cluster time CT (eq. 7); response_time: sum of C over one period of each network")
+    utilisation: float
+
+
+class AppResult(BaseModel):
+    name: str
+    period_ms: float = Field(description="Requested period (= deadline)")
+    latency_ms: float = Field(description="One iteration alone, ASAP (its own schedule only)")
+    response_time_ms: float | None = Field(None, description="Worst case with interference and blocking (VI.A)")
+    pipeline_period_ms: float | None = Field(None, description="Throughput mode: longest cluster time (eq. 8)")
+    effective_period_ms: float | None = Field(None, description="Throughput mode: eq. 8 stretched to meet the CPU utilisation cap")
+    throughput_fps: float | None = None
+    energy_mj: float = Field(description="One inference")
+    meets_deadline: bool
+    mapping: list[str] = Field(description="Logical PE of each layer, in the profile's layer order")
+
+
+class ScheduleEntry(BaseModel):
+    cpu_config: dict[str, list[int]]
+    pes: list[str]
+    objectives: list[float] = Field(description="What the solver minimised, as the evaluator computes it")
+    energy_mj: float = Field(description="One inference of every network")
+    average_power_w: float | None = Field(None, description="Response-time mode: sum of energy_mj / period_ms")
+    cpu_utilisation: float
+    schedulable: bool
+    violations: list[str] = Field(default_factory=list)
+    apps: list[AppResult]
+    pe_loads: list[PeLoad]
+    timeline: dict[str, list[TimelineItem]] | None = Field(
+        None, description="Per PE, its layers in each network's own schedule (request.timelines says which entries have it)"
+    )
+
+
+class ScheduleReport(BaseModel):
+    solver: str
+    status: Status
+    exact: bool
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    wall_time_ms: float
+    evaluations: int | None = None
+    notes: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScheduleProvenance(BaseModel):
+    platform_sha256: str
+    profile_sha256: list[str]
+    request_sha256: str
+    planner_version: str
+
+
+class Schedule(BaseModel):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    platform: str
+    mode: Literal["throughput", "response_time"]
+    objective_names: list[str]
+    entries: list[ScheduleEntry] = Field(description="The Pareto set, best first by the first objective")
+    front_size: int = Field(description="Entries in the Pareto set before max_entries")
+    report: ScheduleReport
+    warnings: list[str] = Field(default_factory=list)
+    provenance: ScheduleProvenance
+
+
 DOCUMENTS: dict[str, type[BaseModel]] = {
     "platform": Platform,
     "profile": ModelProfile,
     "request": PlanRequest,
     "plan": Plan,
+    "schedule-request": ScheduleRequest,
+    "schedule": Schedule,
 }

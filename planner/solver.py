@@ -29,6 +29,10 @@ class Capabilities:
     graph: Literal["chain", "dag"] = "chain"
     fast: bool = True  # answers in well under a second at product sizes (API answers at once)
     description: str = ""
+    # "plan": solve(Problem, PlanRequest) -> Solution (chain slicing, `planner solve`);
+    # "schedule": solve(ScheduleProblem, ScheduleRequest) -> ScheduleSolution (several
+    # networks / pipelining over logical PEs, `planner schedule`, planner.scheduling).
+    kind: Literal["plan", "schedule"] = "plan"
 
 
 @dataclass
@@ -101,6 +105,13 @@ def check_supported(solver: Solver, request: PlanRequest) -> None:
     Chain solvers accept DAG profiles: they run the layers in their listed
     (topological) order, one at a time, as MOSAIC does with Inception's blocks."""
     caps = solver.capabilities
+    if caps.kind != "plan":
+        plan_solvers = sorted(n for n, s in registry().items() if s.capabilities.kind == "plan")
+        raise UnsupportedRequest(
+            "solver",
+            f"'{solver.name}' is a {caps.kind} solver (several networks / pipelined over logical PEs); "
+            f"use `planner schedule`, or a plan solver: {', '.join(plan_solvers)}",
+        )
     if request.objective not in caps.objectives:
         raise UnsupportedRequest(
             "objective", f"solver '{solver.name}' does not optimise {request.objective} (it does: {', '.join(sorted(caps.objectives))})"

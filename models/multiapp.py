@@ -1,0 +1,355 @@
+"""Platform + several model profiles -> the compiled multi-network scheduling problem
+(Kang et al.): logical PEs, per-layer costs on each, per-edge transfer costs by PE pair.
+
+- Logical PEs (Fig. 1): a CPU cluster of n cores is split by a partition of n, e.g.
+  (2, 1, 1) = one 2-core PE and two 1-core PEs; a layer on a k-core PE costs its
+  k-core measurement. Every other device is one PE.
+- DVFS calibration (IV.A): a k-core measurement ran at the governor's k-core frequency;
+  all cores are assumed busy at run time, so the time is scaled by f_k / f_all_cores.
+- Transfers (IV.B): the platform's device-pair polynomials on the producer's output
+  bytes (CPU-CPU memcpy between logical PEs of one cluster, CPU-GPU map+memcpy+unmap,
+  GPU-CPU map+memcpy); nothing between layers on the same PE.
+- Estimated devices (IV.C): a device with `estimate` costs an unmeasured layer as the
+  reference device's time / speedup, at the given power.
+Energy of a layer = its time x the measured (or assumed) power of the PE.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+
+from models.communication import PolynomialCommModel
+from models.compile import _runs, comm_models
+from planner.errors import InfeasibleError, InputError, Issue
+from planner.schema import Device, Measurement, ModelProfile, Platform, ScheduleRequest
+
+Mode = Literal["throughput", "response_time"]
+
+
+@dataclass(frozen=True)
+class LogicalPE:
+    name: str
+    device_id: str
+    kind: str
+    cores: int
+    is_cpu: bool
+    preemptive: bool  # Kang VI.A: GPU and NPU cannot be preempted
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}({self.cores}c)" if self.is_cpu and self.cores > 1 else self.name
+
+
+@dataclass(frozen=True, eq=False)
+class AppGraph:
+    """One network on one PE set: dense costs over layers x PEs and edges x PE pairs."""
+
+    name: str
+    profile_name: str
+    layer_ids: tuple[str, ...]
+    period_ms: float
+    priority: int
+    preds: tuple[tuple[int, ...], ...]
+    succs: tuple[tuple[int, ...], ...]
+    edges: np.ndarray  # (E, 2) producer, consumer
+    exec_time_ms: np.ndarray  # (L, P), inf where the layer cannot run
+    exec_energy_mj: np.ndarray
+    edge_time_ms: np.ndarray  # (E, P, P), 0 on the diagonal
+    edge_energy_mj: np.ndarray
+    memory_bytes: np.ndarray  # (L,)
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layer_ids)
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return np.isfinite(self.exec_time_ms)
+
+
+@dataclass(frozen=True, eq=False)
+class MappingProblem:
+    """All networks on one CPU configuration: what one chromosome (Fig. 5) maps onto."""
+
+    platform_name: str
+    mode: Mode
+    cpu_config: tuple[tuple[str, tuple[int, ...]], ...]
+    pes: tuple[LogicalPE, ...]
+    apps: tuple[AppGraph, ...]  # in request order
+    pe_device: np.ndarray  # (P,) index into device_memory_limit_bytes
+    device_ids: tuple[str, ...]
+    device_memory_limit_bytes: np.ndarray  # (D,) inf = none
+    pe_cores: np.ndarray  # (P,)
+    pe_is_cpu: np.ndarray  # (P,) bool
+    pe_preemptive: np.ndarray  # (P,) bool
+    total_cpu_cores: int
+    utilisation_cap: float
+    interference_window: Literal["period", "mobility"] = "period"
+
+    @property
+    def n_pes(self) -> int:
+        return len(self.pes)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Start of each app's genes in a joint chromosome."""
+        return np.cumsum([0] + [a.n_layers for a in self.apps])
+
+    @property
+    def n_genes(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def priority_rank(self) -> list[int]:
+        """App indices from highest priority (lowest number) to lowest."""
+        return sorted(range(len(self.apps)), key=lambda a: self.apps[a].priority)
+
+    def config_dict(self) -> dict[str, list[int]]:
+        return {d: list(p) for d, p in self.cpu_config}
+
+    def split(self, genes: Sequence[int] | np.ndarray) -> list[np.ndarray]:
+        g = np.asarray(genes, dtype=np.intp)
+        o = self.offsets
+        return [g[..., o[a]:o[a + 1]] for a in range(len(self.apps))]
+
+    def gene_choices(self) -> list[np.ndarray]:
+        """Per gene, the PEs that can run that layer."""
+        return [np.flatnonzero(row) for app in self.apps for row in app.feasible]
+
+
+@dataclass(frozen=True, eq=False)
+class ScheduleProblem:
+    mode: Mode
+    configs: tuple[MappingProblem, ...]
+    notes: tuple[str, ...] = field(default=())
+
+
+def partitions(n: int, max_part: int | None = None) -> list[tuple[int, ...]]:
+    """Partitions of n, parts descending, largest first: 4 -> (4), (3,1), (2,2), (2,1,1), (1,1,1,1)."""
+    max_part = n if max_part is None else max_part
+    if n == 0:
+        return [()]
+    out = []
+    for first in range(min(n, max_part), 0, -1):
+        for rest in partitions(n - first, first):
+            out.append((first, *rest))
+    return out
+
+
+# ------------------------------------------------------------------ per-layer costs
+
+
+def _cpu_freqs(dev: Device) -> tuple[list[float] | None, float | None]:
+    if dev.active_core_freq_mhz is None:
+        return None, None
+    return list(dev.active_core_freq_mhz), float(dev.active_core_freq_mhz[-1])
+
+
+def _pick(ms: list[Measurement], prefer_freq: float | None) -> Measurement:
+    if prefer_freq is not None:
+        for m in ms:
+            if m.freq_mhz == prefer_freq:
+                return m
+    return max(ms, key=lambda m: m.freq_mhz or 0.0)
+
+
+def _measured_cost(dev: Device, dev_index: int, layer, cores: int, calibrate: bool, notes: list[str]) -> tuple[float, float] | None:
+    """(time_ms, energy_mj) of a layer on `cores` cores of `dev` from its measurements, or None."""
+    n = dev.cores or 1
+    if dev.cores is not None:
+        ms = [m for m in layer.measurements if m.device == dev.id and m.dtype is None
+              and (m.cores == cores or (m.cores is None and cores == n))]
+    else:
+        ms = [m for m in layer.measurements if m.device == dev.id and m.dtype is None and m.cores in (None, 1)]
+    if not ms:
+        return None
+    freqs, f_busy = _cpu_freqs(dev)
+    governor = freqs[cores - 1] if freqs is not None and dev.cores is not None else None
+    m = _pick(ms, governor if governor is not None else max(dev.level_freqs()))
+    f_meas = m.freq_mhz if m.freq_mhz is not None else (governor if governor is not None else max(dev.level_freqs()))
+    t = m.time_ms
+    if m.includes_communication and dev.communication is not None:
+        predict = comm_models(dev, dev_index)[f_meas if f_meas in dev.level_freqs() else max(dev.level_freqs())]
+        t -= float(predict(layer.input_bytes)) + float(predict(layer.output_bytes))
+        t = max(t, 0.0)
+    if calibrate and f_busy is not None and dev.cores is not None:
+        t *= f_meas / f_busy  # Kang IV.A: time inversely proportional to frequency
+    elif dev.kind != "cpu" and m.freq_mhz is not None and m.freq_mhz != max(dev.level_freqs()):
+        notes.append(f"layer '{layer.id}' on '{dev.id}': measured at {m.freq_mhz:g} MHz, used as is")
+    return t, t * m.avg_power_w
+
+
+def _device_costs(platform: Platform, profile: ModelProfile, dev_index: int, cores: int, calibrate: bool,
+                  notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    dev = platform.devices[dev_index]
+    L = len(profile.layers)
+    t = np.full(L, np.inf)
+    e = np.full(L, np.inf)
+    ref_costs = None
+    for li, layer in enumerate(profile.layers):
+        if not _runs(dev, layer.op_type):
+            continue
+        got = _measured_cost(dev, dev_index, layer, cores, calibrate, notes)
+        if got is None and dev.estimate is not None:
+            if ref_costs is None:
+                ri = next(i for i, d in enumerate(platform.devices) if d.id == dev.estimate.reference_device)
+                rc = dev.estimate.reference_cores or platform.devices[ri].cores or 1
+                ref_costs = _device_costs(platform, profile, ri, rc, calibrate, notes)
+            if math.isfinite(ref_costs[0][li]):
+                tt = float(ref_costs[0][li]) / dev.estimate.speedup
+                got = (tt, tt * dev.estimate.power_w)
+        if got is not None:
+            t[li], e[li] = got
+    return t, e
+
+
+# ------------------------------------------------------------------ compile
+
+
+def _transition_models(platform: Platform) -> dict[tuple[str, str], tuple[PolynomialCommModel, PolynomialCommModel]]:
+    return {
+        (tr.from_device, tr.to_device): (PolynomialCommModel(tuple(tr.time_coeffs_ms)), PolynomialCommModel(tuple(tr.energy_coeffs_mj)))
+        for tr in platform.transitions
+    }
+
+
+def _resolve_configs(platform: Platform, request: ScheduleRequest, allowed: list[int]) -> list[tuple[tuple[str, tuple[int, ...]], ...]]:
+    issues: list[Issue] = []
+    clusters = [platform.devices[i] for i in allowed if platform.devices[i].cores is not None]
+    known = {d.id for d in clusters}
+    per_cluster: dict[str, list[tuple[int, ...]]] = {}
+    for dev_id, parts in request.cpu_partitions.items():
+        if dev_id not in known:
+            issues.append(Issue(f"cpu_partitions.{dev_id}", f"not an allowed CPU cluster with `cores` (clusters: {', '.join(sorted(known)) or 'none'})"))
+            continue
+        n = next(d.cores for d in clusters if d.id == dev_id)
+        seen = []
+        if not parts:
+            issues.append(Issue(f"cpu_partitions.{dev_id}", "give at least one partition"))
+        for j, p in enumerate(parts):
+            if sum(p) != n:
+                issues.append(Issue(f"cpu_partitions.{dev_id}[{j}]", f"parts sum to {sum(p)}, '{dev_id}' has {n} cores"))
+                continue
+            key = tuple(sorted(p, reverse=True))
+            if key not in seen:
+                seen.append(key)
+        per_cluster[dev_id] = seen
+    if issues:
+        raise InputError(issues)
+    choices = [[(d.id, p) for p in per_cluster.get(d.id, partitions(d.cores))] for d in clusters]  # type: ignore[arg-type]
+    return [tuple(c) for c in itertools.product(*choices)]
+
+
+def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], request: ScheduleRequest) -> ScheduleProblem:
+    """Every CPU configuration the request allows becomes one MappingProblem."""
+    by_name: dict[str, ModelProfile] = {}
+    for p in profiles:
+        by_name.setdefault(p.name, p)
+    issues: list[Issue] = []
+    app_profiles: list[ModelProfile] = []
+    for i, app in enumerate(request.apps):
+        if app.profile not in by_name:
+            issues.append(Issue(f"apps[{i}].profile", f"no profile named '{app.profile}' (given: {', '.join(by_name) or 'none'})"))
+        else:
+            app_profiles.append(by_name[app.profile])
+    dev_ids = [d.id for d in platform.devices]
+    if request.devices is not None:
+        for i, d in enumerate(request.devices):
+            if d not in dev_ids:
+                issues.append(Issue(f"devices[{i}]", f"unknown device '{d}' (platform has {', '.join(dev_ids)})"))
+    if issues:
+        raise InputError(issues)
+    allowed = [i for i, d in enumerate(platform.devices) if request.devices is None or d.id in request.devices]
+    configs = _resolve_configs(platform, request, allowed)
+    mode = request.resolved_mode()
+    notes: list[str] = []
+    trans = _transition_models(platform)
+    cost_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def costs(ai: int, di: int, cores: int):
+        key = (ai, di, cores)
+        if key not in cost_cache:
+            cost_cache[key] = _device_costs(platform, app_profiles[ai], di, cores, request.dvfs_calibration, notes)
+        return cost_cache[key]
+
+    total_cpu_cores = sum((platform.devices[i].cores or 1) for i in allowed if platform.devices[i].kind == "cpu")
+    limits = np.array([float(d.memory_limit_bytes or math.inf) for d in platform.devices])
+    out: list[MappingProblem] = []
+    dropped: list[str] = []
+    for cfg in configs:
+        part = dict(cfg)
+        pes: list[LogicalPE] = []
+        pe_dev: list[int] = []
+        for di in allowed:
+            d = platform.devices[di]
+            if d.id in part:
+                for j, k in enumerate(part[d.id]):
+                    pes.append(LogicalPE(f"{d.id}{j}", d.id, d.kind, k, True, True))
+                    pe_dev.append(di)
+            else:
+                pes.append(LogicalPE(d.id, d.id, d.kind, d.cores or 1, d.kind == "cpu", d.kind == "cpu"))
+                pe_dev.append(di)
+        P = len(pes)
+        apps: list[AppGraph] = []
+        bad = None
+        for ai, (spec, prof) in enumerate(zip(request.apps, app_profiles)):
+            L = len(prof.layers)
+            et = np.full((L, P), np.inf)
+            ee = np.full((L, P), np.inf)
+            for p, pe in enumerate(pes):
+                t, e = costs(ai, pe_dev[p], pe.cores)
+                et[:, p], ee[:, p] = t, e
+            runnable = np.isfinite(et).any(axis=1)
+            if not runnable.all() and bad is None:
+                li = int(np.flatnonzero(~runnable)[0])
+                bad = (ai, li)
+            preds = tuple(tuple(p) for p in prof.predecessor_indices())
+            succs: list[list[int]] = [[] for _ in range(L)]
+            for v, ps in enumerate(preds):
+                for u in ps:
+                    succs[u].append(v)
+            edges = np.array([(u, v) for v, ps in enumerate(preds) for u in ps], dtype=np.intp).reshape(-1, 2)
+            out_b = np.array([layer.output_bytes for layer in prof.layers], dtype=float)
+            E = len(edges)
+            tt = np.zeros((E, P, P))
+            te = np.zeros((E, P, P))
+            for p in range(P):
+                for q in range(P):
+                    if p == q:
+                        continue
+                    m = trans.get((pes[p].device_id, pes[q].device_id))
+                    if m is None or E == 0:
+                        continue
+                    tt[:, p, q] = m[0].predict_ms(out_b[edges[:, 0]])
+                    te[:, p, q] = m[1].predict_ms(out_b[edges[:, 0]])
+            apps.append(AppGraph(
+                name=spec.name or spec.profile, profile_name=prof.name,
+                layer_ids=tuple(layer.id for layer in prof.layers), period_ms=spec.period_ms, priority=spec.priority,
+                preds=preds, succs=tuple(tuple(s) for s in succs), edges=edges,
+                exec_time_ms=et, exec_energy_mj=ee, edge_time_ms=tt, edge_energy_mj=te,
+                memory_bytes=np.array([layer.footprint_bytes for layer in prof.layers], dtype=float),
+            ))
+        label = ", ".join(f"{d}={p}" for d, p in cfg) or "no CPU cluster"
+        if bad is not None:
+            ai, li = bad
+            dropped.append(f"layer '{app_profiles[ai].layers[li].id}' of '{apps[ai].name}' runs on no PE of configuration {label}")
+            continue
+        out.append(MappingProblem(
+            platform_name=platform.name, mode=mode, cpu_config=cfg, pes=tuple(pes), apps=tuple(apps),
+            pe_device=np.array(pe_dev, dtype=np.intp), device_ids=tuple(dev_ids),
+            device_memory_limit_bytes=limits, pe_cores=np.array([pe.cores for pe in pes]),
+            pe_is_cpu=np.array([pe.is_cpu for pe in pes]), pe_preemptive=np.array([pe.preemptive for pe in pes]),
+            total_cpu_cores=total_cpu_cores, utilisation_cap=request.cpu_utilisation_cap,
+            interference_window=request.interference_window,
+        ))
+    if not out:
+        raise InfeasibleError("devices", dropped[0] if dropped else "no processing element is allowed")
+    notes.extend(f"configuration skipped: {d}" for d in dropped)
+    if any(platform.devices[i].communication is not None for i in allowed):
+        notes.append("per-device tensor in/out costs (`communication`) are not used here: Kang's model costs transfers by PE pair (`transitions`)")
+    return ScheduleProblem(mode=mode, configs=tuple(out), notes=tuple(dict.fromkeys(notes)))

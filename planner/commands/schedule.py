@@ -1,0 +1,188 @@
+"""`planner schedule`: map several networks (each with a period = deadline and a
+priority), or one network pipelined, onto a platform's logical PEs (Kang et al.);
+prints the Pareto set as a table, or the Schedule document with --json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from planner.cli import EXIT_INFEASIBLE
+from planner.errors import InputError
+from planner.io import load, parse
+from planner.schema import ModelProfile, Platform, Schedule, ScheduleRequest
+from planner.scheduling import make_schedule
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("schedule", help="schedule several networks (or one, pipelined) on shared PEs", description=__doc__)
+    p.add_argument("--platform", required=True, metavar="FILE", help="platform JSON")
+    p.add_argument("--app", action="append", required=True, metavar="PROFILE:PERIOD_MS:PRIORITY",
+                   help="a network: profile JSON, period (= deadline) in ms, priority (lower = higher); repeatable")
+    p.add_argument("--solver", default="ga", help="ga | ilp | cpsat | exhaustive (planner solvers lists them)")
+    p.add_argument("--mode", choices=("auto", "throughput", "response_time"), default="auto",
+                   help="auto: throughput (pipelined) for one network, response_time for several")
+    p.add_argument("--devices", help="comma-separated device ids allowed to run layers")
+    p.add_argument("--cpu-config", action="append", default=[], metavar="DEVICE=PARTITION",
+                   help="e.g. cpu=1,1,1,1 (repeatable; default: every partition of every cluster)")
+    p.add_argument("--cap", type=float, default=1.0, metavar="U", help="CPU utilisation cap, 0 < U <= 1")
+    p.add_argument("--no-calibration", action="store_true", help="do not scale CPU times to the all-cores-busy frequency")
+    p.add_argument("--window", choices=("period", "mobility"), default="period",
+                   help="interval of the higher-priority demand bound (eq. 10-11): period as printed, or mobility")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--generations", type=int, help="GA generations per CPU configuration")
+    p.add_argument("--population", type=int, help="GA population")
+    p.add_argument("--selection", choices=("spea2", "spea2-deap", "nsga2"), help="GA selection")
+    p.add_argument("--workers", type=int, help="parallel evaluation processes (GA) / CP-SAT workers")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="solver option, repeatable")
+    p.add_argument("--timelines", choices=("all", "first", "none"), default="all", help="entries that carry their per-PE timeline")
+    p.add_argument("--max-entries", type=int, metavar="N", help="keep at most N entries of the Pareto set")
+    p.add_argument("--json", action="store_true", help="print the Schedule document instead of the table")
+    p.add_argument("--out", metavar="FILE", help="also write the Schedule document here")
+    p.add_argument("--timeline", action="store_true", help="print the per-PE timeline of the first entry")
+    p.add_argument("--rows", type=int, default=30, metavar="N", help="table rows to print (default 30)")
+    p.set_defaults(func=run)
+
+
+def _apps(args) -> tuple[list[ModelProfile], list[dict]]:
+    profiles, apps = [], []
+    for k, item in enumerate(args.app):
+        parts = item.rsplit(":", 2)
+        if len(parts) != 3 or not parts[0]:
+            raise InputError(f"--app[{k}]", f"'{item}' is not PROFILE:PERIOD_MS:PRIORITY")
+        path, period, prio = parts
+        try:
+            period_ms, priority = float(period), int(prio)
+        except ValueError:
+            raise InputError(f"--app[{k}]", f"'{item}': period must be a number (ms) and priority an integer") from None
+        prof = load(ModelProfile, path, "app")
+        profiles.append(prof)
+        apps.append({"profile": prof.name, "period_ms": period_ms, "priority": priority})
+    return profiles, apps
+
+
+def request_from_args(args, apps: list[dict]) -> ScheduleRequest:
+    options: dict = {}
+    for item in args.option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError("--option", f"'{item}' is not KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    for key in ("generations", "population", "selection", "workers"):
+        if getattr(args, key) is not None:
+            options[key] = getattr(args, key)
+    partitions: dict[str, list[list[int]]] = {}
+    for item in args.cpu_config:
+        dev, sep, spec = item.partition("=")
+        if not sep or not dev:
+            raise InputError("--cpu-config", f"'{item}' is not DEVICE=PARTITION (e.g. cpu=2,1,1)")
+        if spec == "all":
+            partitions.pop(dev, None)
+            continue
+        try:
+            parts = [int(x) for x in spec.split(",")]
+        except ValueError:
+            raise InputError("--cpu-config", f"'{item}': the partition is comma-separated core counts") from None
+        partitions.setdefault(dev, []).append(parts)
+    data = {
+        "apps": apps,
+        "mode": args.mode,
+        "solver": args.solver,
+        "devices": args.devices.split(",") if args.devices else None,
+        "cpu_partitions": partitions,
+        "cpu_utilisation_cap": args.cap,
+        "dvfs_calibration": not args.no_calibration,
+        "interference_window": args.window,
+        "timelines": args.timelines,
+        "max_entries": args.max_entries,
+        "time_limit_s": args.time_limit,
+        "seed": args.seed,
+        "options": options,
+    }
+    return parse(ScheduleRequest, data, "request")
+
+
+def _runs(names: list[str]) -> str:
+    """PE per layer as runs: `gpu:1-12 cpu0:13-14` (1-based layer numbers)."""
+    out, start = [], 0
+    for i in range(1, len(names) + 1):
+        if i == len(names) or names[i] != names[start]:
+            span = f"{start + 1}" if i - 1 == start else f"{start + 1}-{i}"
+            out.append(f"{names[start]}:{span}")
+            start = i
+    return " ".join(out)
+
+
+def render(s: Schedule, rows: int = 30, timeline: bool = False) -> str:
+    r = s.report
+    head = (f"{', '.join(a.name for a in s.entries[0].apps) if s.entries else '-'} on {s.platform}: {s.mode} with "
+            f"'{r.solver}' ({r.status}, {r.wall_time_ms / 1e3:.2f} s, {r.evaluations or 0} evaluations)")
+    shown = f" ({len(s.entries)} kept)" if len(s.entries) < s.front_size else ""
+    lines = [head, f"Pareto set: {s.front_size} mapping(s){shown}; objectives {', '.join(s.objective_names)}"]
+    if not s.entries:
+        return "\n".join(lines + [f"warning: {w}" for w in s.warnings])
+    cfg = lambda e: " ".join(f"{d}=({','.join(map(str, p))})" for d, p in e.cpu_config.items()) or "-"  # noqa: E731
+    if s.mode == "throughput":
+        lines.append(f"{'#':>3}  {'cpu config':<16} {'period_ms':>10} {'eq8_ms':>9} {'fps':>8} {'energy_mj':>10} {'cpu_util':>8}  ok")
+        for k, e in enumerate(s.entries[:rows]):
+            a = e.apps[0]
+            lines.append(f"{k:>3}  {cfg(e):<16} {a.effective_period_ms:>10.3f} {a.pipeline_period_ms:>9.3f} "
+                         f"{a.throughput_fps:>8.1f} {e.energy_mj:>10.3f} {e.cpu_utilisation:>8.2f}  {'yes' if e.schedulable else 'NO'}")
+    else:
+        names = [a.name for a in s.entries[0].apps]
+        heads = "".join(f" {('R ' + n)[:14]:>14}" for n in names)
+        lines.append(f"{'#':>3}  {'cpu config':<16}{heads} {'energy_mj':>10} {'power_w':>8} {'cpu_util':>8}  ok")
+        for k, e in enumerate(s.entries[:rows]):
+            rs = "".join(f" {a.response_time_ms:>14.3f}" for a in e.apps)
+            lines.append(f"{k:>3}  {cfg(e):<16}{rs} {e.energy_mj:>10.3f} {e.average_power_w:>8.3f} "
+                         f"{e.cpu_utilisation:>8.2f}  {'yes' if e.schedulable else 'NO'}")
+        lines.append("(R: worst-case response time in ms with higher-priority interference and non-preemptive blocking)")
+    if len(s.entries) > rows:
+        lines.append(f"... {len(s.entries) - rows} more (see --json / --out)")
+    per = r.details.get("per_config") if isinstance(r.details, dict) else None
+    if per and r.solver in ("ilp", "cpsat"):
+        lines += ["", f"{'cpu config':<20} {'status':<11} {'period_ms':>10} {'bound_ms':>10} {'gap':>7}"]
+        for row in per:
+            c = " ".join(f"{d}=({','.join(map(str, p))})" for d, p in row["cpu_config"].items())
+            fmt = lambda x: f"{x:>10.3f}" if isinstance(x, (int, float)) else f"{'-':>10}"  # noqa: E731
+            gap = f"{100 * row['gap']:>6.2f}%" if row.get("gap") is not None else f"{'-':>7}"
+            lines.append(f"{c:<20} {row['status']:<11} {fmt(row.get('period_ms'))} {fmt(row.get('bound_ms'))} {gap}")
+    best = s.entries[0]
+    lines += ["", f"entry 0 mapping (PE: 1-based layers), PEs {', '.join(best.pes)}:"]
+    for a in best.apps:
+        lines.append(f"  {a.name:<14} {_runs(a.mapping)}")
+    if best.violations:
+        lines += [f"  violation: {v}" for v in best.violations]
+    if timeline and best.timeline:
+        lines += ["", "entry 0 timeline per PE (start-finish ms from each network's release; slack = MAI - interference):"]
+        for pe, items in best.timeline.items():
+            lines.append(f"  {pe}:")
+            for it in items:
+                extra = f"  slack {it.slack_ms:8.3f}" if it.slack_ms is not None else ""
+                lines.append(f"    {it.app:<14} {it.layer:<22} {it.start_ms:8.3f}-{it.finish_ms:8.3f}{extra}")
+    for w in s.warnings:
+        lines.append(f"warning: {w}")
+    for n in r.notes:
+        lines.append(f"note: {n}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    platform = load(Platform, args.platform, "platform")
+    profiles, apps = _apps(args)
+    request = request_from_args(args, apps)
+    schedule = make_schedule(platform, profiles, request)
+    doc = schedule.model_dump_json(indent=1)
+    if args.out:
+        try:
+            Path(args.out).write_text(doc + "\n")
+        except OSError as exc:
+            raise InputError("--out", f"cannot write {args.out}: {exc.strerror}") from None
+    print(doc if args.json else render(schedule, args.rows, args.timeline))
+    ok = bool(schedule.entries) and schedule.entries[0].schedulable
+    return 0 if ok else EXIT_INFEASIBLE

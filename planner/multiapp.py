@@ -1,0 +1,558 @@
+"""The one evaluator for multi-network / pipelined mappings (Kang et al.). Every schedule
+solver's objectives come from here; the Schedule document reports these numbers.
+
+A mapping gives each layer of each network a logical PE. A layer's occupancy of its PE
+is C_i = E_i + the transfers of its outputs to successors on other PEs (eq. 7's term).
+
+Throughput mode (one network, pipelined, V.A): CT(PE) = sum of C_i on it (eq. 7), the
+pipeline period is max CT (eq. 8, 1/throughput, eq. 9). The CPU utilisation cap is met
+by stretching the period (rate-limiting the input) until the cores' average
+utilisation is within the cap; the stretch is the utilisation penalty term. This is
+what eq. 8 with the cap as a linear constraint optimises, so ILP and GA agree.
+
+Response-time mode (several networks, VI.A): each network runs its own ASAP schedule
+from its release (layers in topological order; a PE runs its layers in that order, as
+eq. 6 states). For each layer i of network a on PE p:
+- MAI_i = ALAP_i - ASAP_i, ALAP against the deadline (= period P_a);
+- MRD: dbf_p(h, t), the largest execution of higher-priority network h on p in any
+  window of length t, from h's schedule repeated every P_h (schedule-based, [18]);
+  t = P_a as eq. 10 prints it (interference_window "period"), or (option "mobility")
+  the longest pending window [ASAP_i, ALAP_i + C_i] of a's layers on p: interference
+  outside it cannot delay them, so the bound stays safe under the same assumptions
+  and is far less pessimistic for short networks with long periods;
+- blocking (eq. 11): on a non-preemptive PE (GPU, NPU) the longest C of a
+  lower-priority network's layer on p;
+- slack_i = MAI_i - sum_h dbf - blocking; eq. 11 holds iff slack_i >= 0 for all i.
+The worst-case response time is R_a = P_a - min_i slack_i = max_i (R0 + I_i - mobility_i),
+so R_a <= P_a exactly when eq. 11 holds for every layer (footnote 5's simplification:
+interference on different layers is not accumulated).
+Unschedulable mappings get PENALTY plus how far they miss (lateness in ms, overload
+and cap excess scaled by the longest period) on every objective (VI.B): the large
+constant keeps them out of any front with a schedulable mapping, the rest guides the
+search towards schedulability.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from models.multiapp import AppGraph, MappingProblem
+
+PENALTY = 1e6
+EPS = 1e-9
+
+
+# --------------------------------------------------------------------------- scalar reference
+
+
+@dataclass(frozen=True)
+class AppEval:
+    name: str
+    occupancy_ms: tuple[float, ...]  # C_i
+    start_ms: tuple[float, ...]  # ASAP
+    finish_ms: tuple[float, ...]
+    latency_ms: float  # R0: own schedule only
+    energy_mj: float
+    alap_start_ms: tuple[float, ...] | None = None
+    interference_ms: tuple[float, ...] | None = None
+    slack_ms: tuple[float, ...] | None = None
+    response_time_ms: float | None = None
+    pipeline_period_ms: float | None = None
+    effective_period_ms: float | None = None
+    meets_deadline: bool = True
+
+
+@dataclass(frozen=True)
+class MappingEval:
+    mode: str
+    apps: tuple[AppEval, ...]
+    energy_mj: float
+    average_power_w: float
+    pe_busy_ms: tuple[float, ...]
+    pe_utilisation: tuple[float, ...]
+    cpu_utilisation: float
+    utilisation_penalty_ms: float
+    feasible: bool  # every layer runs where mapped, memory fits
+    schedulable: bool
+    violations: tuple[str, ...]
+    objectives: tuple[float, ...]
+
+
+def objective_names(problem: MappingProblem) -> list[str]:
+    if problem.mode == "throughput":
+        return ["period_ms", "energy_mj"]
+    return [f"response_ms[{a.name}]" for a in problem.apps] + ["energy_mj"]
+
+
+def _occupancy(app: AppGraph, m: Sequence[int]) -> list[float]:
+    c = [float(app.exec_time_ms[i, m[i]]) for i in range(app.n_layers)]
+    for e, (u, v) in enumerate(app.edges):
+        c[u] += float(app.edge_time_ms[e, m[u], m[v]])
+    return c
+
+
+def _asap(app: AppGraph, m: Sequence[int], c: Sequence[float], n_pes: int) -> tuple[list[float], list[float]]:
+    free = [0.0] * n_pes
+    start, finish = [0.0] * app.n_layers, [0.0] * app.n_layers
+    for i in range(app.n_layers):
+        ready = max((finish[p] for p in app.preds[i]), default=0.0)
+        start[i] = max(ready, free[m[i]])
+        finish[i] = start[i] + c[i]
+        free[m[i]] = finish[i]
+    return start, finish
+
+
+def _alap(app: AppGraph, m: Sequence[int], c: Sequence[float], n_pes: int, deadline: float) -> list[float]:
+    next_start = [deadline] * n_pes
+    alap = [0.0] * app.n_layers
+    for i in reversed(range(app.n_layers)):
+        latest_finish = min([deadline, next_start[m[i]], *(alap[s] for s in app.succs[i])])
+        alap[i] = latest_finish - c[i]
+        next_start[m[i]] = alap[i]
+    return alap
+
+
+def demand_bound(intervals: Sequence[tuple[float, float]], period_ms: float, window_ms: float) -> float:
+    """Largest busy time in any window of length window_ms of the pattern `intervals`
+    (start, finish from the release) repeated every period_ms. Written as a direct sweep
+    over unrolled jobs (the batch version uses the q*W + remainder identity instead).
+    Execution past the period is not counted: a job of a schedulable network ends within
+    its period, and an unschedulable one fails the mapping whatever its demand."""
+    intervals = [(min(s, period_ms), min(f, period_ms)) for s, f in intervals]
+    if window_ms <= 0 or not intervals:
+        return 0.0
+    jobs = int(math.ceil(window_ms / period_ms)) + 3
+    unrolled = [(s + n * period_ms, f + n * period_ms) for n in range(-1, jobs) for s, f in intervals if f > s]
+    best = 0.0
+    cands = [s for s, _ in unrolled] + [f - window_ms for _, f in unrolled]
+    for x in cands:
+        if x < 0 or x >= period_ms:
+            x = x % period_ms  # the pattern is periodic: one period of window starts suffices
+        busy = sum(max(0.0, min(f, x + window_ms) - max(s, x)) for s, f in unrolled)
+        best = max(best, busy)
+    return best
+
+
+def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEval:
+    """The reference evaluation of one joint mapping (plain loops, no vectorisation)."""
+    genes = [int(g) for g in genes]
+    if len(genes) != problem.n_genes:
+        raise ValueError(f"mapping has {len(genes)} genes, problem has {problem.n_genes}")
+    P = problem.n_pes
+    if any(not 0 <= g < P for g in genes):
+        raise ValueError("PE index out of range")
+    off = problem.offsets
+    maps = [genes[off[a]:off[a + 1]] for a in range(len(problem.apps))]
+    violations: list[str] = []
+    occ, asap, energy = [], [], []
+    for app, m in zip(problem.apps, maps):
+        for i in range(app.n_layers):
+            if not math.isfinite(app.exec_time_ms[i, m[i]]):
+                violations.append(f"{app.name}: layer '{app.layer_ids[i]}' cannot run on {problem.pes[m[i]].name}")
+        c = _occupancy(app, m)
+        occ.append(c)
+        asap.append(_asap(app, m, c, P))
+        e = sum(float(app.exec_energy_mj[i, m[i]]) for i in range(app.n_layers))
+        e += sum(float(app.edge_energy_mj[k, m[u], m[v]]) for k, (u, v) in enumerate(app.edges))
+        energy.append(e)
+    mem = [0.0] * len(problem.device_ids)
+    for app, m in zip(problem.apps, maps):
+        for i in range(app.n_layers):
+            mem[problem.pe_device[m[i]]] += float(app.memory_bytes[i])
+    for d, used in enumerate(mem):
+        if used > problem.device_memory_limit_bytes[d]:
+            violations.append(f"device '{problem.device_ids[d]}' needs {used:.0f} bytes, holds {problem.device_memory_limit_bytes[d]:.0f}")
+    feasible = not violations
+    total_e = sum(energy)
+
+    if problem.mode == "throughput":
+        app, m, c = problem.apps[0], maps[0], occ[0]
+        ct = [0.0] * P
+        for i in range(app.n_layers):
+            ct[m[i]] += c[i]
+        period = max(ct)
+        cpu_busy = sum(problem.pe_cores[p] * ct[p] for p in range(P) if problem.pe_is_cpu[p])
+        stretched = cpu_busy / (problem.total_cpu_cores * problem.utilisation_cap) if problem.total_cpu_cores else 0.0
+        eff = max(period, stretched)
+        util = cpu_busy / (problem.total_cpu_cores * eff) if problem.total_cpu_cores and eff > 0 else 0.0
+        meets = eff <= app.period_ms * (1 + EPS)
+        if not meets:
+            violations.append(f"{app.name}: period {eff:.4g} ms exceeds the required {app.period_ms:g} ms")
+        start, finish = asap[0]
+        ev_app = AppEval(app.name, tuple(c), tuple(start), tuple(finish), max(finish), energy[0],
+                         pipeline_period_ms=period, effective_period_ms=eff, meets_deadline=meets)
+        schedulable = not violations
+        objs = [eff, total_e]
+        if not feasible and any("cannot run" in v for v in violations):
+            objs = [math.inf, math.inf]
+        elif not schedulable:
+            late = max(0.0, eff - app.period_ms)
+            objs = [o + PENALTY + late for o in objs]
+        return MappingEval("throughput", (ev_app,), total_e, total_e / eff if eff > 0 else 0.0, tuple(ct),
+                           tuple(x / eff if eff > 0 else 0.0 for x in ct), util, eff - period, feasible,
+                           schedulable, tuple(violations), tuple(objs))
+
+    # response-time mode
+    busy = [0.0] * P  # per period of each network, as utilisation numerators
+    util = [0.0] * P
+    for app, m, c in zip(problem.apps, maps, occ):
+        for i in range(app.n_layers):
+            busy[m[i]] += c[i]
+            util[m[i]] += c[i] / app.period_ms
+    rank = problem.priority_rank
+    apps_out = []
+    lateness = 0.0
+    for pos, a in enumerate(rank):
+        app, m, c = problem.apps[a], maps[a], occ[a]
+        start, finish = asap[a]
+        r0 = max(finish)
+        alap0 = _alap(app, m, c, P, r0)
+        alap_d = _alap(app, m, c, P, app.period_ms)
+        higher, lower = rank[:pos], rank[pos + 1:]
+        inter, slack = [], []
+        worst = r0
+        mrd_cache: dict[int, float] = {}
+        for i in range(app.n_layers):
+            p = m[i]
+            if p not in mrd_cache:
+                if problem.interference_window == "period":
+                    window = app.period_ms  # eq. 10-11 as printed: t = P_i
+                else:
+                    window = max(alap_d[j] + c[j] - start[j] for j in range(app.n_layers) if m[j] == p)
+                mrd = 0.0
+                for h in higher:
+                    hs, hf = asap[h]
+                    ivs = [(hs[j], hf[j]) for j in range(problem.apps[h].n_layers) if maps[h][j] == p]
+                    mrd += demand_bound(ivs, problem.apps[h].period_ms, window)
+                if not problem.pe_preemptive[p]:
+                    mrd += max((occ[lp][j] for lp in lower for j in range(problem.apps[lp].n_layers) if maps[lp][j] == p),
+                               default=0.0)
+                mrd_cache[p] = mrd
+            interference = mrd_cache[p]
+            mai = alap_d[i] - start[i]
+            inter.append(interference)
+            slack.append(mai - interference)
+            worst = max(worst, r0 + interference - (alap0[i] - start[i]))
+        meets = worst <= app.period_ms * (1 + EPS) + EPS
+        if not meets:
+            violations.append(f"{app.name}: response time {worst:.4g} ms exceeds the period {app.period_ms:g} ms")
+            lateness += worst - app.period_ms
+        apps_out.append((a, AppEval(app.name, tuple(c), tuple(start), tuple(finish), r0, energy[a], tuple(alap_d),
+                                    tuple(inter), tuple(slack), worst, meets_deadline=meets)))
+    apps_sorted = tuple(ev for _, ev in sorted(apps_out))
+    for p in range(P):
+        if util[p] > 1 + EPS:
+            violations.append(f"{problem.pes[p].name} is overloaded: utilisation {util[p]:.3f}")
+    cpu_util = (sum(problem.pe_cores[p] * util[p] for p in range(P) if problem.pe_is_cpu[p]) / problem.total_cpu_cores
+                if problem.total_cpu_cores else 0.0)
+    if cpu_util > problem.utilisation_cap + EPS:
+        violations.append(f"CPU utilisation {cpu_util:.3f} exceeds the cap {problem.utilisation_cap:g}")
+    schedulable = not violations
+    objs = [ev.response_time_ms for ev in apps_sorted] + [total_e]
+    if any("cannot run" in v for v in violations):
+        objs = [math.inf] * len(objs)
+    elif not schedulable:
+        scale = max(a.period_ms for a in problem.apps)  # overload, in ms of the longest period
+        lateness += scale * (sum(max(0.0, u - 1.0) for u in util) + max(0.0, cpu_util - problem.utilisation_cap))
+        objs = [o + PENALTY + lateness for o in objs]
+    power = sum(energy[a] / problem.apps[a].period_ms for a in range(len(problem.apps)))
+    return MappingEval("response_time", apps_sorted, total_e, power, tuple(busy), tuple(util), cpu_util, 0.0,
+                       feasible, schedulable, tuple(violations), tuple(float(o) for o in objs))
+
+
+# --------------------------------------------------------------------------- batch (vectorised)
+
+
+@dataclass(frozen=True)
+class BatchEval:
+    """N mappings at once. Per-app arrays are lists over apps in request order."""
+
+    objectives: np.ndarray  # (N, K)
+    energy_mj: np.ndarray  # (N,)
+    value_ms: np.ndarray  # (N, A): effective period (throughput) or response time
+    feasible: np.ndarray  # (N,) every layer runs where mapped and memory fits
+    schedulable: np.ndarray  # (N,)
+    cpu_utilisation: np.ndarray  # (N,)
+    runs: np.ndarray  # (N,)
+    memory_bytes: np.ndarray  # (N, D) used per device
+    app_energy_mj: np.ndarray  # (N, A)
+    latency_ms: np.ndarray  # (N, A) own ASAP makespan R0
+    meets: np.ndarray  # (N, A)
+    pe_busy_ms: np.ndarray  # (N, P)
+    pe_utilisation: np.ndarray  # (N, P)
+    pipeline_period_ms: np.ndarray | None = None  # (N,) throughput mode, eq. 8
+    occupancy_ms: list[np.ndarray] = field(default_factory=list)  # (N, L_a)
+    start_ms: list[np.ndarray] = field(default_factory=list)
+    finish_ms: list[np.ndarray] = field(default_factory=list)
+    alap_start_ms: list[np.ndarray] | None = None
+    interference_ms: list[np.ndarray] | None = None
+    slack_ms: list[np.ndarray] | None = None
+
+    def violations(self, problem: MappingProblem, n: int) -> list[str]:
+        """The same messages evaluate_mapping gives, for mapping n."""
+        out: list[str] = []
+        if not self.runs[n]:
+            return ["a layer is mapped to a PE that cannot run it"]
+        for d, used in enumerate(self.memory_bytes[n]):
+            if used > problem.device_memory_limit_bytes[d]:
+                out.append(f"device '{problem.device_ids[d]}' needs {used:.0f} bytes, holds {problem.device_memory_limit_bytes[d]:.0f}")
+        if problem.mode == "throughput":
+            app = problem.apps[0]
+            if not self.meets[n, 0]:
+                out.append(f"{app.name}: period {self.value_ms[n, 0]:.4g} ms exceeds the required {app.period_ms:g} ms")
+            return out
+        for a in problem.priority_rank:
+            app = problem.apps[a]
+            if not self.meets[n, a]:
+                out.append(f"{app.name}: response time {self.value_ms[n, a]:.4g} ms exceeds the period {app.period_ms:g} ms")
+        for p in range(problem.n_pes):
+            if self.pe_utilisation[n, p] > 1 + EPS:
+                out.append(f"{problem.pes[p].name} is overloaded: utilisation {self.pe_utilisation[n, p]:.3f}")
+        if self.cpu_utilisation[n] > problem.utilisation_cap + EPS:
+            out.append(f"CPU utilisation {self.cpu_utilisation[n]:.3f} exceeds the cap {problem.utilisation_cap:g}")
+        return out
+
+
+def _batch_occupancy(app: AppGraph, m: np.ndarray) -> np.ndarray:
+    rows = np.arange(app.n_layers)[None, :]
+    c = app.exec_time_ms[rows, m].copy()
+    if len(app.edges):
+        u, v = app.edges[:, 0], app.edges[:, 1]
+        t = app.edge_time_ms[np.arange(len(u))[None, :], m[:, u], m[:, v]]
+        np.add.at(c, (np.arange(len(m))[:, None], u[None, :]), t)  # several out-edges accumulate
+    return c
+
+
+def _batch_energy(app: AppGraph, m: np.ndarray) -> np.ndarray:
+    rows = np.arange(app.n_layers)[None, :]
+    e = app.exec_energy_mj[rows, m].sum(axis=1)
+    if len(app.edges):
+        u, v = app.edges[:, 0], app.edges[:, 1]
+        e = e + app.edge_energy_mj[np.arange(len(u))[None, :], m[:, u], m[:, v]].sum(axis=1)
+    return e
+
+
+def _batch_asap(app: AppGraph, m: np.ndarray, c: np.ndarray, n_pes: int) -> tuple[np.ndarray, np.ndarray]:
+    N, L = m.shape
+    free = np.zeros((N, n_pes))
+    start = np.zeros((N, L))
+    finish = np.zeros((N, L))
+    rows = np.arange(N)
+    for i in range(L):
+        ready = finish[:, list(app.preds[i])].max(axis=1) if app.preds[i] else np.zeros(N)
+        s = np.maximum(ready, free[rows, m[:, i]])
+        start[:, i] = s
+        finish[:, i] = s + c[:, i]
+        free[rows, m[:, i]] = finish[:, i]
+    return start, finish
+
+
+def _batch_alap(app: AppGraph, m: np.ndarray, c: np.ndarray, n_pes: int, deadline: np.ndarray) -> np.ndarray:
+    N, L = m.shape
+    next_start = np.repeat(deadline[:, None], n_pes, axis=1)
+    alap = np.zeros((N, L))
+    rows = np.arange(N)
+    for i in reversed(range(L)):
+        lf = np.minimum(deadline, next_start[rows, m[:, i]])
+        if app.succs[i]:
+            lf = np.minimum(lf, alap[:, list(app.succs[i])].min(axis=1))
+        alap[:, i] = lf - c[:, i]
+        next_start[rows, m[:, i]] = alap[:, i]
+    return alap
+
+
+def _batch_dbf(start: np.ndarray, finish: np.ndarray, pe: np.ndarray, period_ms: float, window_ms: np.ndarray, n_pes: int) -> np.ndarray:
+    """(N, P): dbf_p(h, window[n, p]) for every PE, via dbf(t) = q*W_p + the largest busy time
+    in a window of r = t - q*P_h. The busy time in [x, x+r) is B(x+r) - B(x), B the cumulative
+    busy function, found by one global searchsorted over every (individual, PE)'s sorted
+    starts and finishes; the best x is a task's start or a task's finish - r (breakpoints)."""
+    N, K = start.shape
+    start, finish = np.minimum(start, period_ms), np.minimum(finish, period_ms)  # see demand_bound
+    onehot = pe[:, :, None] == np.arange(n_pes)[None, None, :]  # (N, K, P)
+    dur = finish - start
+    W = (onehot * dur[:, :, None]).sum(axis=1)  # (N, P)
+    window_ms = np.maximum(np.broadcast_to(np.asarray(window_ms, dtype=float), (N, n_pes)), 0.0)
+    q = np.floor(window_ms / period_ms + EPS)
+    r = np.maximum(window_ms - q * period_ms, 0.0)
+    if K == 0 or (r <= EPS).all():
+        return q * W
+    shifts = np.array([0.0, 1.0]) * period_ms  # x in [0, P_h), x + r < 2 P_h, jobs inside their period
+    G = np.repeat(pe, len(shifts), axis=1) + n_pes * np.arange(N)[:, None]  # group = (individual, PE)
+    span = float(finish.max()) + 3 * period_ms + 1.0
+
+    def ramp_sum(points: np.ndarray):
+        """Sorted per group; returns f(y, g) = sum over the group's points v <= y of (y - v)."""
+        v = (points[:, :, None] + shifts).reshape(N, -1)
+        key = (G * span + (v + period_ms)).ravel()
+        order = np.argsort(key, kind="stable")
+        key_s, v_s, g_s = key[order], v.ravel()[order], G.ravel()[order]
+        first = np.searchsorted(g_s, g_s, side="left")
+        csum = np.cumsum(v_s)
+        base = csum[first] - v_s[first]
+
+        def f(y: np.ndarray, g: np.ndarray) -> np.ndarray:
+            idx = np.searchsorted(key_s, (g * span + (y + period_ms)).ravel(), side="right") - 1
+            i = np.maximum(idx, 0)
+            ok = (idx >= 0) & (g_s[i] == g.ravel())
+            val = (i - first[i] + 1) * y.ravel() - (csum[i] - base[i])
+            return np.where(ok, val, 0.0).reshape(y.shape)
+
+        return f
+
+    rs, rf = ramp_sum(start), ramp_sum(finish)
+
+    def cumulative(y: np.ndarray, g: np.ndarray) -> np.ndarray:
+        return rs(y, g) - rf(y, g)  # sum_j clip(y - s_j, 0, C_j), overlaps counted twice
+
+    rk = np.take_along_axis(r, pe, axis=1)  # (N, K): the window remainder of each task's PE
+    x = np.concatenate([np.mod(start, period_ms), np.mod(finish - rk, period_ms)], axis=1)  # (N, 2K)
+    rc = np.concatenate([rk, rk], axis=1)
+    gx = np.concatenate([pe, pe], axis=1) + n_pes * np.arange(N)[:, None]
+    busy = np.where(rc > EPS, cumulative(x + rc, gx) - cumulative(x, gx), 0.0)
+    cand_pe = np.concatenate([pe, pe], axis=1)
+    best = np.where(cand_pe[:, :, None] == np.arange(n_pes)[None, None, :], busy[:, :, None], 0.0).max(axis=1)
+    return q * W + best
+
+
+def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = False) -> BatchEval:
+    """Objectives of N joint mappings at once (genes (N, G) int); agrees with
+    evaluate_mapping. details=True keeps per-layer times for timelines."""
+    genes = np.asarray(genes, dtype=np.intp)
+    if genes.ndim != 2 or genes.shape[1] != problem.n_genes:
+        raise ValueError(f"genes must be (N, {problem.n_genes})")
+    N = genes.shape[0]
+    P = problem.n_pes
+    A = len(problem.apps)
+    maps = problem.split(genes)
+    runs = np.ones(N, dtype=bool)
+    occ, energy = [], []
+    pe_onehot = [m[:, :, None] == np.arange(P)[None, None, :] for m in maps]
+    mem_pe = np.zeros((N, P))
+    for app, m, oh in zip(problem.apps, maps, pe_onehot):
+        rows = np.arange(app.n_layers)[None, :]
+        runs &= np.isfinite(app.exec_time_ms[rows, m]).all(axis=1)
+        occ.append(_batch_occupancy(app, m))
+        energy.append(_batch_energy(app, m))
+        mem_pe += (oh * app.memory_bytes[None, :, None]).sum(axis=1)
+    dev_onehot = problem.pe_device[:, None] == np.arange(len(problem.device_ids))[None, :]
+    mem_dev = mem_pe @ dev_onehot
+    mem_ok = (mem_dev <= problem.device_memory_limit_bytes[None, :]).all(axis=1)
+    feasible = runs & mem_ok
+    app_e = np.stack(energy, axis=1)
+    total_e = app_e.sum(axis=1)
+    cores = problem.pe_cores * problem.pe_is_cpu
+    asap = [_batch_asap(app, m, c, P) for app, m, c in zip(problem.apps, maps, occ)]
+    latency = np.stack([f.max(axis=1) for _, f in asap], axis=1)
+    common = dict(runs=runs, memory_bytes=mem_dev, app_energy_mj=app_e, latency_ms=latency)
+    if details:
+        common.update(occupancy_ms=occ, start_ms=[s for s, _ in asap], finish_ms=[f for _, f in asap])
+
+    if problem.mode == "throughput":
+        app, c = problem.apps[0], occ[0]
+        ct = (pe_onehot[0] * c[:, :, None]).sum(axis=1)  # (N, P) eq. 7
+        period = ct.max(axis=1)  # eq. 8
+        cpu_busy = ct @ cores
+        if problem.total_cpu_cores:
+            eff = np.maximum(period, cpu_busy / (problem.total_cpu_cores * problem.utilisation_cap))
+            util = np.divide(cpu_busy, problem.total_cpu_cores * eff, out=np.zeros(N), where=eff > 0)
+        else:
+            eff, util = period, np.zeros(N)
+        meets = eff <= app.period_ms * (1 + EPS)
+        sched = feasible & meets
+        objs = np.stack([eff, total_e], axis=1)
+        pen = PENALTY + np.maximum(0.0, eff - app.period_ms)
+        objs = np.where(sched[:, None], objs, objs + pen[:, None])
+        objs[~runs] = np.inf
+        pe_util = np.divide(ct, eff[:, None], out=np.zeros_like(ct), where=eff[:, None] > 0)
+        return BatchEval(objs, total_e, eff[:, None], feasible, sched, util, meets=meets[:, None], pe_busy_ms=ct,
+                         pe_utilisation=pe_util, pipeline_period_ms=period, **common)
+
+    busy_pe = np.zeros((N, P))
+    util_pe = np.zeros((N, P))
+    for app, oh, c in zip(problem.apps, pe_onehot, occ):
+        b = (oh * c[:, :, None]).sum(axis=1)
+        busy_pe += b
+        util_pe += b / app.period_ms
+    rank = problem.priority_rank
+    resp = np.zeros((N, A))
+    alap_l, inter_l, slack_l = [None] * A, [None] * A, [None] * A
+    for pos, a in enumerate(rank):
+        app, m, c = problem.apps[a], maps[a], occ[a]
+        start, finish = asap[a]
+        r0 = latency[:, a]
+        mob0 = _batch_alap(app, m, c, P, r0) - start
+        if problem.interference_window == "period":
+            window = np.full((N, P), app.period_ms)
+        else:  # each layer's pending window [ASAP, ALAP + C], longest on the PE
+            w = mob0 + (app.period_ms - r0)[:, None] + c
+            window = np.where(pe_onehot[a], w[:, :, None], 0.0).max(axis=1)
+        inter_pe = np.zeros((N, P))
+        for h in rank[:pos]:
+            hs, hf = asap[h]
+            inter_pe += _batch_dbf(hs, hf, maps[h], problem.apps[h].period_ms, window, P)
+        block = np.zeros((N, P))
+        for lp in rank[pos + 1:]:
+            block = np.maximum(block, (pe_onehot[lp] * occ[lp][:, :, None]).max(axis=1))
+        inter_pe += np.where(problem.pe_preemptive[None, :], 0.0, block)
+        inter = np.take_along_axis(inter_pe, m, axis=1)
+        resp[:, a] = np.maximum(r0, (r0[:, None] + inter - mob0).max(axis=1))
+        if details:
+            alap_d = mob0 + start + (app.period_ms - r0)[:, None]
+            alap_l[a], inter_l[a], slack_l[a] = alap_d, inter, alap_d - start - inter
+    periods = np.array([a.period_ms for a in problem.apps])
+    meets = resp <= periods[None, :] * (1 + EPS) + EPS
+    cpu_util = (util_pe @ cores) / problem.total_cpu_cores if problem.total_cpu_cores else np.zeros(N)
+    sched = feasible & meets.all(axis=1) & (util_pe <= 1 + EPS).all(axis=1) & (cpu_util <= problem.utilisation_cap + EPS)
+    objs = np.concatenate([resp, total_e[:, None]], axis=1)
+    late = np.maximum(0.0, resp - periods[None, :]).sum(axis=1)
+    late += periods.max() * (np.maximum(util_pe - 1.0, 0.0).sum(axis=1) + np.maximum(cpu_util - problem.utilisation_cap, 0.0))
+    objs = np.where(sched[:, None], objs, objs + (PENALTY + late)[:, None])
+    objs[~runs] = np.inf
+    if details:
+        common.update(alap_start_ms=alap_l, interference_ms=inter_l, slack_ms=slack_l)
+    return BatchEval(objs, total_e, resp, feasible, sched, cpu_util, meets=meets, pe_busy_ms=busy_pe,
+                     pe_utilisation=util_pe, **common)
+
+
+# --------------------------------------------------------------------------- task clustering (V.A)
+
+
+def is_task_clustering(problem: MappingProblem, genes: np.ndarray) -> np.ndarray:
+    """(N,) bool: eq. 2-4 hold for a single-network mapping: every PE holds at most one
+    cluster (a run of layers entered from no predecessor on that PE), except that the
+    PE holding both the first and the last layer may hold two (Fig. 3)."""
+    genes = np.atleast_2d(np.asarray(genes, dtype=np.intp))
+    app = problem.apps[0]
+    N, L = genes.shape
+    P = problem.n_pes
+    M = genes[:, :, None] == np.arange(P)[None, None, :]  # (N, L, P)
+    pipes = np.zeros((N, P), dtype=np.int64)
+    for i in range(L):
+        dep = np.zeros((N, P), dtype=bool)
+        for k in app.preds[i]:
+            dep |= M[:, k, :]
+        pipes += (M[:, i, :] & ~dep).astype(np.int64)
+    both = (M[:, 0, :] & M[:, L - 1, :]).astype(np.int64) if L > 1 else np.zeros((N, P), dtype=np.int64)
+    return ((pipes - both) <= 1).all(axis=1)
+
+
+def pareto_mask(objs: np.ndarray) -> np.ndarray:
+    """Non-dominated rows (minimisation); of identical rows the first is kept."""
+    objs = np.asarray(objs, dtype=float)
+    n = len(objs)
+    keep = np.ones(n, dtype=bool)
+    order = np.lexsort(objs.T[::-1])
+    for idx, i in enumerate(order):
+        if not keep[i]:
+            continue
+        rest = order[idx + 1:]
+        rest = rest[keep[rest]]
+        if len(rest) == 0:
+            continue
+        dominated = (objs[rest] >= objs[i]).all(axis=1)
+        keep[rest[dominated]] = False
+    return keep
