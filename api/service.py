@@ -455,6 +455,3 @@ def request_key(platform_id: str, profile_id: str, request: PlanRequest) -> str:
     head = f"{__version__}\n{platform_id}\n{profile_id}\n".encode()
     return hashlib.sha256(head + canonical_json(request)).hexdigest()
 
-
-def request_of(row: JobRow | PlanRow) -> PlanRequest:
-    return PlanRequest.model_validate_json(row.request)

@@ -3,7 +3,6 @@ plans, errors, limits, auth, idempotency, deployments and the executor pull."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 

@@ -6,7 +6,6 @@ from the CLI, and a crash (SIGKILL) with a job in flight followed by a restart."
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
