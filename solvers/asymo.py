@@ -3,7 +3,7 @@ all allowed clusters at once (processor-level split, per-cluster blocks, both ch
 at compile time by models/asymo.py), at one frequency setting for the whole network
 (AsyMo avoids per-op frequency transitions):
 
-- latency-first: every cluster at its highest level;
+- latency-first: the cluster set with the least predicted time, at its highest levels;
 - energy-first: each scaling cluster at its least-energy level, read from the
   energy-frequency curve that the network's data reuse (eq. 2) selects; the others
   at their highest.
@@ -45,17 +45,21 @@ def _setting(problem: Problem, t: int) -> dict[str, float]:
 
 
 def choose_target(problem: Problem, mode: str) -> int:
-    """The widest allowed cluster set, at the mode's frequencies."""
+    """latency-first: the allowed cluster set (big+little, big alone, ...) with the least
+    predicted time at its highest levels, so a split that the cost model predicts to
+    be slower than big alone (a memory-bound LSTM) is not taken. energy-first: the
+    widest cluster set at the least-energy levels that eq. 2 selects."""
     T = problem.n_targets
+    if mode == "latency-first":
+        top = [t for t in range(T) if problem.targets[t].is_max_level]
+        if not top:
+            raise UnsupportedRequest("targets", "latency-first runs at the highest frequencies, which the request excludes")
+        time_ms = problem.exec_time_ms.sum(axis=0)
+        return min(top, key=lambda t: (time_ms[t], -len(problem.targets[t].device_id.split("+")), t))
     width = max(len(t.device_id.split("+")) for t in problem.targets)
     widest = [t for t in range(T) if len(problem.targets[t].device_id.split("+")) == width]
     config = problem.targets[widest[0]].device_id
     widest = [t for t in widest if problem.targets[t].device_id == config]
-    if mode == "latency-first":
-        top = [t for t in widest if problem.targets[t].is_max_level]
-        if not top:
-            raise UnsupportedRequest("targets", "latency-first runs at the highest frequencies, which the request excludes")
-        return top[0]
     least = problem.info["least_energy_mhz"]  # type: ignore[attr-defined]
     want = {cid: float(least[cid]) for cid in config.split("+")}
     for t in widest:

@@ -281,3 +281,13 @@ def test_generator_matches_shipped_kirin_documents():
     assert json.loads((ASY / "kirin970_cpu.json").read_text()) == json.loads(json.dumps(g.kirin970_cpu()))
     for stem, title, build in g.ASYMO_NETS:
         assert json.loads((ASY / f"{stem}.json").read_text()) == g.asymo_network(title, build())
+
+
+@pytest.mark.parametrize("stem", ["resnet18", "resnet50", "mobilenet_v1", "char_rnn_lstm"])
+def test_latency_first_never_takes_a_setting_predicted_slower(kirin, stem):
+    """The least predicted cost decides: where splitting a memory-bound network across
+    big and little is predicted slower than big alone, latency-first runs big alone."""
+    plan = make_plan(kirin, net(stem), PlanRequest(solver="asymo"))
+    for c in plan.comparisons:
+        if c.name.endswith("@max"):
+            assert plan.metrics.latency_ms <= c.latency_ms + 1e-9, c.name
