@@ -17,6 +17,7 @@ import numpy as np
 
 from models.communication import LinearCommModel, PolynomialCommModel
 from models.dvfs import PerformanceModel, PowerModel
+from models.transitions import has_transition_model, transition_arrays
 from planner.errors import InputError, Issue, format_path
 from planner.problem import Problem, Target
 from planner.schema import (
@@ -206,20 +207,10 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
         raise InputError(issues)
 
     pair_t = pair_e = None
-    if platform.transitions:
+    if has_transition_model(platform, profile):
         if (L - 1) * T * T > MAX_PAIR_ELEMENTS:
             raise InputError([Issue("transitions", f"(layers-1) x targets^2 = {(L - 1) * T * T} exceeds {MAX_PAIR_ELEMENTS}")])
-        pair_t = np.zeros((max(L - 1, 0), T, T))
-        pair_e = np.zeros((max(L - 1, 0), T, T))
-        dev_of = np.array([t.device_index for t in targets])
-        for tr in platform.transitions:
-            a, b = dev_index[tr.from_device], dev_index[tr.to_device]
-            mask = np.outer(dev_of == a, dev_of == b)
-            np.fill_diagonal(mask, False)  # same target: no transition
-            t_ms = PolynomialCommModel(tuple(tr.time_coeffs_ms)).predict_ms(out_b[:-1])
-            e_mj = PolynomialCommModel(tuple(tr.energy_coeffs_mj)).predict_ms(out_b[:-1])
-            pair_t[:, mask] = t_ms[:, None]
-            pair_e[:, mask] = e_mj[:, None]
+        pair_t, pair_e = transition_arrays(platform, profile, targets, notes)  # AxoNN OUT/IN + eq. 2, device pairs
 
     return Problem(
         name=profile.name,

@@ -176,3 +176,27 @@ def evaluate_batch(problem: Problem, targets: np.ndarray, starts: np.ndarray) ->
             if (sums > problem.memory_limit_bytes[tgt_of_slice]).any():
                 out[0][i] = out[1][i] = np.inf
     return out[0], out[1]
+
+
+# Caps are compared with a relative tolerance far above float summation error (1e-16
+# per term) and far below any meaningful difference, so a plan every solver sums in its
+# own order is judged the same way by all of them (brute force, pareto, z3, plan).
+CAP_RTOL = 1e-9
+
+
+def cap_limit(cap: float) -> float:
+    """The largest value that still meets `cap` (ms or mJ)."""
+    return cap + CAP_RTOL * abs(cap)
+
+
+def constraint_violations(ev: Evaluation, constraints) -> list[str]:
+    """Which of a request's caps (max_latency_ms, max_energy_mj, max_transitions) an
+    evaluated plan breaks, plus its own infeasibilities; empty = the plan is admissible."""
+    out = list(ev.violations)
+    if constraints.max_transitions is not None and ev.n_transitions > constraints.max_transitions:
+        out.append(f"{ev.n_transitions} transitions exceed max_transitions = {constraints.max_transitions}")
+    if constraints.max_latency_ms is not None and ev.latency_ms > cap_limit(constraints.max_latency_ms):
+        out.append(f"latency {ev.latency_ms:.6g} ms exceeds max_latency_ms = {constraints.max_latency_ms:g}")
+    if constraints.max_energy_mj is not None and ev.energy_mj > cap_limit(constraints.max_energy_mj):
+        out.append(f"energy {ev.energy_mj:.6g} mJ exceeds max_energy_mj = {constraints.max_energy_mj:g}")
+    return out

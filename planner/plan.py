@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from models.compile import compile_problem
 from planner import __version__
 from planner.errors import InfeasibleError, InputError, Issue, NoPlanFound
-from planner.evaluate import Evaluation, evaluate
+from planner.evaluate import Evaluation, constraint_violations, evaluate
 from planner.problem import Assignment, Problem
 from planner.schema import (
     Comparison,
@@ -147,8 +147,9 @@ def assemble(
     assert solution.assignment is not None
     a = solution.assignment
     ev = evaluate(view, a)
-    if not ev.feasible:
-        raise RuntimeError(f"solver '{request.solver}' returned an infeasible plan: {ev.violations[0]}")
+    broken = constraint_violations(ev, request.constraints)
+    if broken:
+        raise RuntimeError(f"solver '{request.solver}' returned a plan that breaks the request: {broken[0]}")
     value = ev.objective(request.objective)
     with_freq = request.target_set() == "all_levels"
     slices = []

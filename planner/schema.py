@@ -131,6 +131,53 @@ class PairTransition(Strict):
     energy_coeffs_mj: list[float] = Field(default_factory=lambda: [0.0], min_length=1, max_length=6)
 
 
+class TransitionPoint(Strict):
+    """One measured transition: the cost when a tensor of `bytes` crosses."""
+
+    bytes: NonNegInt
+    time_ms: NonNegFloat
+    energy_mj: NonNegFloat
+
+
+TransitionFit = Literal["auto", "linear", "poly2", "poly3", "pwl1", "pwl2", "interpolate"]
+FIT_MIN_SIZES = {"auto": 1, "linear": 2, "poly2": 3, "poly3": 4, "pwl1": 4, "pwl2": 6, "interpolate": 1}
+
+
+class TransitionCurve(Strict):
+    """AxoNN's inter-accelerator transition cost on one device (section 3.1, Fig. 3) as a
+    function of the tensor bytes crossing: `out` is paid on the source when a layer's
+    output leaves it for another device (private caches written back), `in` on the
+    destination when the next layer starts there (cold misses). Fitted per device and
+    layer type (models/transitions.py) because Fig. 3 is not one straight line."""
+
+    device: Id
+    direction: Literal["out", "in"]
+    op_types: list[str] | None = Field(
+        None, description="Op types of the layer it models (out: the producing layer, in: the consuming one); omitted = every other type"
+    )
+    points: list[TransitionPoint] = Field(min_length=1, description="Measured (bytes, time_ms, energy_mj) points")
+    model: TransitionFit = Field(
+        "auto",
+        description="auto: the candidate (linear, poly2, poly3, pwl1, pwl2) with the lowest leave-one-out error; "
+        "pwlN: continuous piecewise-linear with N fitted knots; interpolate: the points are the curve",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "TransitionCurve":
+        sizes = [p.bytes for p in self.points]
+        need = FIT_MIN_SIZES[self.model]
+        issues = []
+        if len(set(sizes)) < need:
+            issues.append((("points",), f"model '{self.model}' needs points at {need} or more distinct sizes, got {len(set(sizes))}"))
+        if self.model == "interpolate":
+            for b, idx in _duplicates([str(b) for b in sizes]).items():
+                issues.append((("points", idx[1], "bytes"), f"duplicate size {b} bytes: 'interpolate' needs one point per size"))
+        if self.op_types is not None and not self.op_types:
+            issues.append((("op_types",), "give at least one op type, or omit the field for every type"))
+        _fail("TransitionCurve", issues, self.device)
+        return self
+
+
 DeviceKind = Literal["cpu", "gpu", "npu", "dla", "dsp", "other"]
 
 
@@ -163,6 +210,12 @@ class Device(Strict):
     unsupported_ops: list[str] = Field(default_factory=list)
     communication: CommModel | None = Field(
         None, description="Tensor in/out cost per slice (eq. 1-2); omitted = free (e.g. CPUs)"
+    )
+    pipeline_units: dict[str, Id] | None = Field(
+        None,
+        description="Hardware-pipelined accelerator (AxoNN eq. 2, Fig. 2): op type -> sub-unit (engine). A layer "
+        "whose predecessor ran on another sub-unit of the same device streams its input engine to engine; a "
+        "transition between them loses that layer's pipeline saving",
     )
     cores: Annotated[int, Field(ge=1, le=64)] | None = Field(
         None, description="Cores of a CPU cluster; multi-network scheduling splits them into logical PEs (Kang Fig. 1)"
@@ -246,6 +299,9 @@ class Platform(Strict):
         "(MOSAIC VI.A: NPU, GPU, big CPU). Default: npu/dla, gpu, then CPUs by max frequency.",
     )
     transitions: list[PairTransition] = Field(default_factory=list)
+    transition_costs: list[TransitionCurve] = Field(
+        default_factory=list, description="AxoNN OUT/IN transition costs per device and layer type (eq. 3, 6)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "Platform":
@@ -284,6 +340,18 @@ class Platform(Strict):
                 issues.append(
                     (("devices", i, "estimate", "reference_cores"), f"'{ref.id}' has {ref.cores or 1} core(s)")
                 )
+        covered: dict[tuple[str, str, str | None], int] = {}
+        for i, cv in enumerate(self.transition_costs):
+            if cv.device not in known:
+                issues.append((("transition_costs", i, "device"), f"unknown device '{cv.device}' (devices: {', '.join(ids)})"))
+            for op in cv.op_types if cv.op_types is not None else [None]:
+                key = (cv.device, cv.direction, op)
+                if key in covered:
+                    what = f"op type '{op}'" if op is not None else "the default (no op_types)"
+                    issues.append(
+                        (("transition_costs", i), f"{what} on '{cv.device}' ({cv.direction}) is already modelled by transition_costs[{covered[key]}]")
+                    )
+                covered.setdefault(key, i)
         _fail("Platform", issues, self.name)
         return self
 
@@ -342,6 +410,31 @@ class Measurement(Strict):
         return self.power_w if self.power_w is not None else self.energy_mj / self.time_ms  # type: ignore[operator]
 
 
+class LayerTransition(Strict):
+    """Measured AxoNN transition costs of one layer on one device; they override the
+    platform's fitted `transition_costs` for this layer."""
+
+    device: Id
+    out_time_ms: NonNegFloat | None = Field(None, description="Paid on this device when the layer's output leaves it")
+    out_energy_mj: NonNegFloat | None = None
+    in_time_ms: NonNegFloat | None = Field(None, description="Paid on this device when the layer's input arrives from another")
+    in_energy_mj: NonNegFloat | None = None
+    pipeline_saving_ms: NonNegFloat = Field(
+        0.0, description="gamma of eq. 2: what the layer saves by streaming its input from the previous sub-unit; lost when a transition breaks the pipeline"
+    )
+    pipeline_saving_mj: NonNegFloat = 0.0
+
+    @model_validator(mode="after")
+    def _check(self) -> "LayerTransition":
+        issues = []
+        for d in ("out", "in"):
+            t, e = getattr(self, f"{d}_time_ms"), getattr(self, f"{d}_energy_mj")
+            if (t is None) != (e is None):
+                issues.append(((f"{d}_energy_mj" if e is None else f"{d}_time_ms",), f"give {d}_time_ms and {d}_energy_mj together"))
+        _fail("LayerTransition", issues, self.device)
+        return self
+
+
 class Layer(Strict):
     id: Id
     op_type: str = Field(min_length=1, max_length=64)
@@ -356,6 +449,9 @@ class Layer(Strict):
         None, description="Multiply-accumulates of one run; a layer parameter for latency predictors (muLayer)"
     )
     measurements: list[Measurement] = Field(default_factory=list)
+    transition_costs: list[LayerTransition] = Field(
+        default_factory=list, description="Measured OUT/IN transition costs and pipeline saving per device (AxoNN)"
+    )
 
     @property
     def footprint_bytes(self) -> int:
@@ -385,6 +481,8 @@ class ModelProfile(Strict):
             keys = [(m.device, m.freq_mhz, m.cores, m.dtype) for m in layer.measurements]
             for key, idx in _duplicates([repr(k) for k in keys]).items():
                 issues.append((("layers", i, "measurements", idx[1]), "duplicate measurement for this device/frequency"))
+            for dev, idx in _duplicates([t.device for t in layer.transition_costs]).items():
+                issues.append((("layers", i, "transition_costs", idx[1], "device"), f"duplicate transition costs for '{dev}'"))
         if not issues:
             issues.extend(self._order_issues(position))
         _fail("ModelProfile", issues, self.name)
@@ -458,7 +556,8 @@ class PlanRequest(Strict):
     solver: str = Field("dp", min_length=1, max_length=64)
     targets: Literal["auto", "max_frequency", "all_levels"] = Field(
         "auto",
-        description="auto: each device at max frequency for latency (MOSAIC eq. 6), every level for energy (eq. 7)",
+        description="auto: each device at max frequency for latency (MOSAIC eq. 6), every level for energy (eq. 7) "
+        "or for latency under an energy cap",
     )
     time_limit_s: Annotated[float, Field(gt=0, le=86400)] = 30.0
     seed: int = 0
@@ -466,9 +565,14 @@ class PlanRequest(Strict):
     options: dict[str, Any] = Field(default_factory=dict, description="Solver-specific options")
 
     def target_set(self) -> str:
+        """auto: max frequency for an unconstrained latency request (eq. 6: a lower level
+        only slows a layer down); every level once energy is capped, since a slower level
+        may be what meets the cap."""
         if self.targets != "auto":
             return self.targets
-        return "max_frequency" if self.objective == "latency" else "all_levels"
+        if self.objective == "latency" and self.constraints.max_energy_mj is None:
+            return "max_frequency"
+        return "all_levels"
 
 
 # --------------------------------------------------------------------------- plan

@@ -14,7 +14,7 @@ import math
 from typing import Iterator
 
 from planner.errors import UnsupportedRequest
-from planner.evaluate import evaluate
+from planner.evaluate import constraint_violations, evaluate
 from planner.problem import Assignment, Problem
 from planner.schema import PlanRequest
 from planner.solver import Capabilities, Progress, Solution, Stopwatch
@@ -43,13 +43,7 @@ def feasible_assignments(problem: Problem, request: PlanRequest) -> Iterator[tup
     cons = request.constraints
     for a in all_assignments(problem.n_layers, problem.n_targets):
         ev = evaluate(problem, a)
-        if not ev.feasible:
-            continue
-        if cons.max_transitions is not None and ev.n_transitions > cons.max_transitions:
-            continue
-        if cons.max_latency_ms is not None and ev.latency_ms > cons.max_latency_ms:
-            continue
-        if cons.max_energy_mj is not None and ev.energy_mj > cons.max_energy_mj:
+        if constraint_violations(ev, cons):
             continue
         yield a, ev
 
