@@ -1,0 +1,526 @@
+"""AxoNN's constraint model (eq. 3-7) on the Z3 SMT solver: minimise latency subject to
+energy <= ECT and at most K transitions, or the dual (minimise energy under a deadline).
+
+Encodings (request.options["encoding"]; all measured in bench/energy_cap.py):
+
+- "pb" (default): pseudo-Boolean, solved by Z3's SAT core with native cardinality and
+  PB constraints (logic QF_FD), no arithmetic theory. A Boolean per (layer, target),
+  exactly one per layer; a Boolean per adjacent pair (a, b) tied to them by flow
+  equalities; the transition cap is AtMost over the a != b pairs. Costs are PB
+  coefficients, i.e. 32-bit integers, so every cost is floored on a power-of-two
+  grid (chosen so any plan's sum fits) and each cap is floored likewise: the PB
+  constraints are then a *relaxation* (every plan that truly meets a cap meets its
+  PB image). Each model Z3 returns is re-evaluated exactly (rationals, the same
+  floats the evaluator adds); a plan that truly breaks a cap or is no better than the
+  incumbent gets a blocking clause, a better one becomes the incumbent and adds
+  "floored objective <= ceil(v / grid) - 1", implied by "objective < v". Unsat then
+  proves exactly that no admissible plan beats the incumbent (or, without one, that
+  none exists). Memory limits become clauses over slice-start Booleans (no window of
+  layers on one target whose bytes exceed its limit without a slice start).
+- "lagrange": the same choice variables with exact rational costs in linear real
+  arithmetic (sums of If terms, prefix sums), plus implied cuts from a backward DP:
+  x[i][t] (and i transitions used) => prefix + least cost to go <= total, for the
+  objective, for energy, and for latency + lambda * energy with lambda maximising the
+  Lagrangian dual of the cap. Searched by repeated "objective < v" checks.
+- "onehot": the same without the cuts.
+- "axonn": the paper's formulation: an integer target per layer, costs as If-chains,
+  TR_i = (s_i != s_i+1), sum of If(TR_i, 1, 0) <= K.
+
+Tried and dropped (numbers in the bench note): binary search on the objective (each
+unsat probe is a costly proof; linear descent needs 2-10 checks), the network-flow LP
+inside Z3's simplex (x, y real in [0, 1], Booleans forcing integrality: exact rational
+pivots on float-derived coefficients are slow), per-layer step variables bounded by
+convex-hull facets, and z3 case-split strategies; all were slower than "pb" by 10-100x
+on VGG-19 at K = 3.
+
+Statuses: "optimal" only after the final unsat; at the time limit the incumbent is
+returned as "not_proven" with a lower bound (the better of the DP relaxation and the
+Lagrangian dual, both with caps/K as applicable); "infeasible" only from an unsat with
+no incumbent. A timeout is never "infeasible".
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from planner.errors import UnsupportedRequest
+from planner.evaluate import cap_limit
+from planner.problem import Assignment, Problem
+from planner.schema import PlanRequest
+from planner.solver import Capabilities, Progress, Solution, Stopwatch
+
+ENCODINGS = ("pb", "lagrange", "onehot", "axonn")
+PB_LIMIT = 2**30  # PB coefficients and bounds are C ints; any plan's floored sum stays below this
+
+
+def _exact(x: float) -> Fraction:
+    return Fraction(float(x))
+
+
+def _floor_div(x: float, grid: float) -> int:
+    return math.floor(x / grid)  # grid is a power of two: x / grid is exact
+
+
+class _Costs:
+    """The problem as node and edge costs of the layered graph (slice comm folded into
+    edges), with the DP bounds every encoding shares."""
+
+    def __init__(self, problem: Problem, request: PlanRequest):
+        self.p, self.req = problem, request
+        L, T = problem.n_layers, problem.n_targets
+        self.L, self.T = L, T
+        feas = problem.feasible
+        self.feas = feas
+        self.F = [[int(t) for t in np.flatnonzero(feas[i])] for i in range(L)]
+        limited = np.isfinite(problem.memory_limit_bytes)
+        self.limited = limited
+        self.split_t, self.split_e = np.zeros((L, T)), np.zeros((L, T))
+        if L > 1:
+            self.split_t[1:] = problem.comm_out_time_ms[:-1] + problem.comm_in_time_ms[1:]
+            self.split_e[1:] = problem.comm_out_energy_mj[:-1] + problem.comm_in_energy_mj[1:]
+        # where a same-target split is a real option (elsewhere it never helps)
+        self.split_ok = np.zeros((L, T), dtype=bool)
+        if L > 1:
+            self.split_ok[1:] = limited[None, :] | (self.split_t[1:] < 0) | (self.split_e[1:] < 0)
+        self.need_splits = bool(self.split_ok.any())
+        out = []
+        for et, cin, cout, pair in (
+            (problem.exec_time_ms, problem.comm_in_time_ms, problem.comm_out_time_ms, problem.pair_time_ms),
+            (problem.exec_energy_mj, problem.comm_in_energy_mj, problem.comm_out_energy_mj, problem.pair_energy_mj),
+        ):
+            node = np.where(feas, et, 0.0)
+            node[0] = node[0] + np.where(feas[0], cin[0], 0.0)
+            node[L - 1] = node[L - 1] + np.where(feas[L - 1], cout[L - 1], 0.0)
+            edge = np.zeros((max(L - 1, 0), T, T))
+            if L > 1:
+                edge += (cout[:-1][:, :, None] + cin[1:][:, None, :]) * (~np.eye(T, dtype=bool))[None]
+                if pair is not None:
+                    edge += pair
+            out.append((node, edge))
+        (self.node_t, self.edge_t), (self.node_e, self.edge_e) = out
+        self.counted = request.constraints.max_transitions is not None
+        self.R = (min(request.constraints.max_transitions, max(L - 1, 0)) + 1) if self.counted else 1
+
+    # ------------------------------------------------------------------ exact values
+    def exact(self, targets: list[int], starts: set[int]) -> tuple[Fraction, Fraction]:
+        """Exact (latency, energy) of a plan from the same floats the evaluator adds."""
+        lat = energy = Fraction(0)
+        for i, t in enumerate(targets):
+            lat += _exact(self.node_t[i, t])
+            energy += _exact(self.node_e[i, t])
+            if i:
+                a = targets[i - 1]
+                lat += _exact(self.edge_t[i - 1, a, t])
+                energy += _exact(self.edge_e[i - 1, a, t])
+                if a == t and i in starts:
+                    lat += _exact(self.split_t[i, t])
+                    energy += _exact(self.split_e[i, t])
+        return lat, energy
+
+    # ------------------------------------------------------------------ DP bounds
+    def to_go(self, wt: float, we: float) -> np.ndarray:
+        """h[i, t, r]: least wt*latency + we*energy after layer i on t to the end with at
+        most r more transitions; caps and memory ignored; inf when no completion."""
+        L, T, R = self.L, self.T, self.R
+        node = wt * self.node_t + we * self.node_e
+        split = np.minimum(wt * self.split_t + we * self.split_e, 0.0)
+        h = np.zeros((L, T, R))
+        off = ~np.eye(T, dtype=bool)
+        for i in range(L - 2, -1, -1):
+            e = wt * self.edge_t[i] + we * self.edge_e[i]
+            nxt = np.where(self.feas[i + 1][:, None], node[i + 1][:, None] + h[i + 1], np.inf)
+            stay = (np.diagonal(e) + split[i + 1])[:, None] + nxt
+            sw = np.where(off[:, :, None], e[:, :, None] + nxt[None, :, :], np.inf)
+            if self.counted:
+                hi = stay.copy()
+                if R > 1:
+                    hi[:, 1:] = np.minimum(stay[:, 1:], sw[:, :, :-1].min(axis=1))
+            else:
+                hi = np.minimum(stay, sw.min(axis=1))
+            h[i] = hi
+        return h
+
+    def weighted_min(self, wt: float, we: float) -> float:
+        h = self.to_go(wt, we)
+        first = np.where(self.feas[0], wt * self.node_t[0] + we * self.node_e[0] + h[0, :, self.R - 1], np.inf)
+        return float(first.min())
+
+    def dual(self) -> tuple[float, float]:
+        """(lambda, value) maximising the Lagrangian dual of the other resource's cap,
+        q(l) = min(objective + l * other) - l * cap over plans with <= K transitions
+        (concave in l: golden-section search in log l). Without that cap: (0, min)."""
+        c = self.req.constraints
+        lat_obj = self.req.objective == "latency"
+        cap = c.max_energy_mj if lat_obj else c.max_latency_ms
+        w = (lambda l: (1.0, l)) if lat_obj else (lambda l: (l, 1.0))  # noqa: E731
+        q0 = self.weighted_min(*w(0.0))
+        if cap is None:
+            return 0.0, q0
+        capl = cap_limit(cap)
+
+        def q(lam: float) -> float:
+            return self.weighted_min(*w(lam)) - lam * capl
+
+        st = float(np.abs(self.node_t).sum()) or 1.0
+        se = float(np.abs(self.node_e).sum()) or 1.0
+        base = st / se if lat_obj else se / st
+        a, b = math.log(base * 1e-4), math.log(base * 1e4)
+        g = (math.sqrt(5) - 1) / 2
+        u1, u2 = b - g * (b - a), a + g * (b - a)
+        q1, q2 = q(math.exp(u1)), q(math.exp(u2))
+        for _ in range(36):
+            if q1 < q2:
+                a, u1, q1 = u1, u2, q2
+                u2 = a + g * (b - a)
+                q2 = q(math.exp(u2))
+            else:
+                b, u2, q2 = u2, u1, q1
+                u1 = b - g * (b - a)
+                q1 = q(math.exp(u1))
+        lam, val = (math.exp(u1), q1) if q1 >= q2 else (math.exp(u2), q2)
+        return (0.0, q0) if q0 >= val else (lam, val)
+
+    def lower_bound(self) -> Fraction | None:
+        """A valid lower bound on the optimum (Lagrangian dual, backed off for float error)."""
+        _, val = self.dual()
+        if not math.isfinite(val):
+            return None
+        return _exact(val - 1e-9 * abs(val))
+
+
+# ====================================================================== pseudo-Boolean
+
+
+class _PB:
+    def __init__(self, z3, c: _Costs):
+        self.z3, self.c = z3, c
+        L, T, F = c.L, c.T, c.F
+        s = z3.SolverFor("QF_FD")
+        self.s = s
+        self.x = [{t: z3.Bool(f"x_{i}_{t}") for t in F[i]} for i in range(L)]
+        for i in range(L):
+            s.add(z3.PbEq([(v, 1) for v in self.x[i].values()], 1))
+        self.y = []
+        for i in range(L - 1):
+            ys = {(a, b): z3.Bool(f"y_{i}_{a}_{b}") for a in F[i] for b in F[i + 1]}
+            for a in F[i]:
+                s.add(z3.PbEq([(ys[(a, b)], 1) for b in F[i + 1]] + [(self.x[i][a], -1)], 0))
+            for b in F[i + 1]:
+                s.add(z3.PbEq([(ys[(a, b)], 1) for a in F[i]] + [(self.x[i + 1][b], -1)], 0))
+            self.y.append(ys)
+        self.st: list = [None] * L
+        self.sp: list[dict] = [dict() for _ in range(L)]
+        if c.need_splits:
+            self._splits()
+        K = c.req.constraints.max_transitions
+        tr = [v for ys in self.y for (a, b), v in ys.items() if a != b]
+        if K is not None and K < len(tr):
+            s.add(z3.AtMost(*tr, K))
+        # floored PB images of latency and energy
+        self.terms = {}
+        for which, node, edge, split in (("latency", c.node_t, c.edge_t, c.split_t), ("energy", c.node_e, c.edge_e, c.split_e)):
+            raw = []
+            for i in range(L):
+                raw += [(v, node[i, t]) for t, v in self.x[i].items()]
+                if i:
+                    raw += [(v, edge[i - 1, a, b]) for (a, b), v in self.y[i - 1].items()]
+                    raw += [(v, split[i, t]) for t, v in self.sp[i].items()]
+            worst = sum(abs(node[i, t]) for i in range(L) for t in F[i]) + (
+                sum(float(np.abs(edge[i]).max()) for i in range(L - 1)) + float(np.abs(split).sum()))
+            grid = 2.0 ** math.ceil(math.log2(max(worst, 1e-300) / PB_LIMIT))
+            coeffs = [(v, _floor_div(w, grid)) for v, w in raw]
+            self.terms[which] = (grid, [(v, k) for v, k in coeffs if k != 0])
+        cons = c.req.constraints
+        for which, cap in (("energy", cons.max_energy_mj), ("latency", cons.max_latency_ms)):
+            if cap is not None:
+                self.bound(which, _exact(cap_limit(cap)), strict=False)
+
+    def bound(self, which: str, value: Fraction, strict: bool) -> None:
+        """Add the PB image of `which <= value` (or `< value`): floored sum <= floor
+        (or ceil - 1) of value / grid, implied by the exact constraint."""
+        grid, terms = self.terms[which]
+        q = value / _exact(grid)
+        k = (math.ceil(q) - 1) if strict else math.floor(q)
+        lo = sum(w for _, w in terms if w < 0)
+        hi = sum(w for _, w in terms if w > 0)
+        if k >= hi:
+            return  # can never bind
+        if k < lo:
+            self.s.add(self.z3.BoolVal(False))
+            return
+        self.s.add(self.z3.PbLe(terms, k) if terms else self.z3.BoolVal(k >= 0))
+
+    def _splits(self):
+        z3, s, c = self.z3, self.s, self.c
+        L, p = c.L, c.p
+        self.st = [None] + [z3.Bool(f"st_{i}") for i in range(1, L)]
+        for i in range(1, L):
+            for (a, b), v in self.y[i - 1].items():
+                if a != b:
+                    s.add(z3.Implies(v, self.st[i]))
+                elif c.split_ok[i, b]:
+                    sp = z3.Bool(f"sp_{i}_{b}")
+                    s.add(sp == z3.And(v, self.st[i]))
+                    self.sp[i][b] = sp
+                else:
+                    s.add(z3.Implies(v, z3.Not(self.st[i])))
+        mem = p.memory_bytes.astype(np.int64)
+        for t in np.flatnonzero(c.limited):
+            limit = p.memory_limit_bytes[t]
+            for a in range(L):
+                if t not in self.x[a]:
+                    continue
+                total = 0
+                for e in range(a, L):
+                    if t not in self.x[e]:
+                        break
+                    total += int(mem[e])
+                    if total > limit:  # layers a..e on t with no slice start in (a, e]: too big
+                        lits = [z3.Not(self.x[j][t]) for j in range(a, e + 1)] + [self.st[j] for j in range(a + 1, e + 1)]
+                        s.add(z3.Or(lits))
+                        break
+
+    def decode(self, model) -> tuple[list[int], set[int]]:
+        z3 = self.z3
+        targets = [next(t for t, v in xi.items() if z3.is_true(model.eval(v, model_completion=True))) for xi in self.x]
+        starts = {i for i in range(1, self.c.L) if self.st[i] is not None and z3.is_true(model.eval(self.st[i], model_completion=True))}
+        return targets, starts
+
+    def block(self, targets: list[int], starts: set[int]) -> None:
+        z3 = self.z3
+        lits = [z3.Not(self.x[i][t]) for i, t in enumerate(targets)]
+        lits += [(z3.Not(v) if i in starts else v) for i, v in enumerate(self.st) if v is not None]
+        self.s.add(z3.Or(lits))
+
+
+# ====================================================================== linear real arithmetic
+
+
+class _LRA:
+    """Exact rational costs in linear real arithmetic ("onehot", "lagrange", "axonn")."""
+
+    def __init__(self, z3, c: _Costs, encoding: str):
+        self.z3, self.c, self.enc = z3, c, encoding
+        if c.need_splits:
+            raise UnsupportedRequest(
+                "options.encoding", f"the '{encoding}' encoding has no slice splits (memory limits, negative comm costs); use 'pb'"
+            )
+        self.s = z3.SolverFor("QF_LRA") if encoding != "axonn" else z3.Solver()
+        if encoding == "axonn":
+            self._axonn()
+        else:
+            self._onehot(cuts=encoding == "lagrange")
+        cons = c.req.constraints
+        if cons.max_energy_mj is not None:
+            self.s.add(self.en <= self.q(cap_limit(cons.max_energy_mj)))
+        if cons.max_latency_ms is not None:
+            self.s.add(self.lat <= self.q(cap_limit(cons.max_latency_ms)))
+
+    def q(self, x) -> object:
+        f = x if isinstance(x, Fraction) else _exact(x)
+        return self.z3.RealVal(f"{f.numerator}/{f.denominator}")
+
+    def objective(self):
+        return self.lat if self.c.req.objective == "latency" else self.en
+
+    def _onehot(self, cuts: bool):
+        z3, s, c = self.z3, self.s, self.c
+        L, F = c.L, c.F
+        self.x = [{t: z3.Bool(f"x_{i}_{t}") for t in F[i]} for i in range(L)]
+        for i in range(L):
+            s.add(z3.PbEq([(v, 1) for v in self.x[i].values()], 1))
+        y = []
+        for i in range(L - 1):
+            ys = {}
+            for a in F[i]:
+                for b in F[i + 1]:
+                    v = z3.Bool(f"y_{i}_{a}_{b}")
+                    s.add(v == z3.And(self.x[i][a], self.x[i + 1][b]))
+                    ys[(a, b)] = v
+            y.append(ys)
+        K = c.req.constraints.max_transitions
+        tr = [z3.Not(z3.Or([ys[(t, t)] for t in F[i] if (t, t) in ys] or [z3.BoolVal(False)])) for i, ys in enumerate(y)]
+        if K is not None and K < len(tr):
+            s.add(z3.AtMost(*tr, K))
+        steps = []
+        for node, edge in ((c.node_t, c.edge_t), (c.node_e, c.edge_e)):
+            per = []
+            for i in range(L):
+                terms = [z3.If(v, self.q(node[i, t]), 0) for t, v in self.x[i].items() if node[i, t] != 0]
+                if i:
+                    terms += [z3.If(v, self.q(edge[i - 1, a, b]), 0) for (a, b), v in y[i - 1].items() if edge[i - 1, a, b] != 0]
+                per.append(z3.Sum(terms) if len(terms) > 1 else (terms[0] if terms else z3.RealVal(0)))
+            steps.append(per)
+        if not cuts:
+            self.lat, self.en = z3.Sum(steps[0]), z3.Sum(steps[1])
+            return
+        P = [z3.Real(f"P_{i}") for i in range(L)]
+        E = [z3.Real(f"E_{i}") for i in range(L)]
+        for i in range(L):
+            s.add(P[i] == (P[i - 1] if i else 0) + steps[0][i])
+            s.add(E[i] == (E[i - 1] if i else 0) + steps[1][i])
+        self.lat, self.en = P[-1], E[-1]
+        C = None
+        if c.counted:
+            C = [z3.Real(f"C_{i}") for i in range(L)]
+            s.add(C[0] == 0)
+            for i in range(1, L):
+                s.add(C[i] == C[i - 1] + z3.If(tr[i - 1], 1, 0))
+        weights = [(1.0, 0.0), (0.0, 1.0)]
+        lam, _ = c.dual()
+        if lam > 0:
+            weights.append((1.0, lam) if c.req.objective == "latency" else (lam, 1.0))
+        R = c.R
+        for wt, we in weights:
+            h = c.to_go(wt, we)
+            h = h - 1e-12 * np.abs(np.where(np.isfinite(h), h, 0.0))  # a float bound must not exceed the exact one
+            pre = [self._lin(wt, P[i], we, E[i]) for i in range(L)]
+            tot = self._lin(wt, self.lat, we, self.en)
+            for i in range(L - 1):
+                for t, v in self.x[i].items():
+                    for used in range(R):
+                        r = R - 1 - used
+                        cond = v if used == 0 else z3.And(v, C[i] >= used)
+                        if not math.isfinite(h[i, t, r]):
+                            s.add(z3.Not(cond))
+                        elif used == 0 or h[i, t, r] != h[i, t, r + 1]:
+                            s.add(z3.Implies(cond, pre[i] + self.q(h[i, t, r]) <= tot))
+
+    def _lin(self, wt, a, we, b):
+        parts = []
+        if wt:
+            parts.append(a if wt == 1 else self.q(wt) * a)
+        if we:
+            parts.append(b if we == 1 else self.q(we) * b)
+        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+    def _axonn(self):
+        z3, s, c = self.z3, self.s, self.c
+        L, F = c.L, c.F
+        self.sv = [z3.Int(f"s_{i}") for i in range(L)]
+        for i in range(L):
+            s.add(z3.Or([self.sv[i] == t for t in F[i]]))
+
+        def chain(i, vals):
+            expr = self.q(vals[F[i][-1]])
+            for t in reversed(F[i][:-1]):
+                expr = z3.If(self.sv[i] == t, self.q(vals[t]), expr)
+            return expr
+
+        lt = [chain(i, c.node_t[i]) for i in range(L)]
+        le = [chain(i, c.node_e[i]) for i in range(L)]
+        tr = []
+        for i in range(L - 1):
+            tr.append(self.sv[i] != self.sv[i + 1])
+            for a in F[i]:
+                for b in F[i + 1]:
+                    both = z3.And(self.sv[i] == a, self.sv[i + 1] == b)
+                    if c.edge_t[i, a, b] != 0:
+                        lt.append(z3.If(both, self.q(c.edge_t[i, a, b]), 0))
+                    if c.edge_e[i, a, b] != 0:
+                        le.append(z3.If(both, self.q(c.edge_e[i, a, b]), 0))
+        K = c.req.constraints.max_transitions
+        if K is not None and tr:
+            s.add(z3.Sum([z3.If(t, 1, 0) for t in tr]) <= K)
+        self.lat, self.en = z3.Sum(lt), z3.Sum(le)
+
+    def decode(self, model) -> tuple[list[int], set[int]]:
+        z3 = self.z3
+        if self.enc == "axonn":
+            return [model.eval(v, model_completion=True).as_long() for v in self.sv], set()
+        return [next(t for t, v in xi.items() if z3.is_true(model.eval(v, model_completion=True))) for xi in self.x], set()
+
+    def value(self, model) -> Fraction:
+        v = model.eval(self.objective(), model_completion=True)
+        return Fraction(v.numerator_as_long(), v.denominator_as_long())
+
+
+# ====================================================================== solver
+
+
+class Z3Solver:
+    name = "z3"
+    capabilities = Capabilities(
+        objectives=frozenset({"latency", "energy"}),
+        constraints=frozenset({"devices", "max_latency_ms", "max_energy_mj", "max_transitions"}),
+        exact=True,
+        fast=False,
+        description="AxoNN's constraint model on Z3 (pseudo-Boolean, exactly verified): proven optimum under "
+        "energy/latency caps and a transition cap, or the best plan found with its gap at the time limit",
+    )
+
+    def solve(self, problem: Problem, request: PlanRequest, progress: Progress | None = None) -> Solution:
+        import z3
+
+        clock = Stopwatch()
+        encoding = request.options.get("encoding", "pb")
+        if encoding not in ENCODINGS:
+            raise UnsupportedRequest("options.encoding", f"unknown encoding '{encoding}' (choose from {', '.join(ENCODINGS)})")
+        deadline = time.perf_counter() + request.time_limit_s
+        c = _Costs(problem, request)
+        enc = _PB(z3, c) if encoding == "pb" else _LRA(z3, c, encoding)
+        enc.s.set("random_seed", int(request.seed) & 0x7FFFFFFF)
+        details: dict = {"encoding": encoding, "build_ms": clock.ms}
+        objective = request.objective
+        cons = request.constraints
+        caps = {"latency": cons.max_latency_ms, "energy": cons.max_energy_mj}
+        caps_exact = {k: _exact(cap_limit(v)) for k, v in caps.items() if v is not None}
+        best: tuple[list[int], set[int]] | None = None
+        v: Fraction | None = None
+        checks = blocked = 0
+
+        def done(status: str, note: str | None = None) -> Solution:
+            details.update(checks=checks, blocked=blocked)
+            a = None if best is None else Assignment.from_targets(best[0], best[1])
+            notes = [note] if note else []
+            if status == "optimal":
+                return Solution(a, status, objective=float(v), bound=float(v), wall_time_ms=clock.ms,
+                                evaluations=checks, details=details)
+            if status == "infeasible":
+                return Solution(None, status, wall_time_ms=clock.ms, evaluations=checks, details=details, notes=notes)
+            lo = c.lower_bound()
+            if v is not None and lo is not None and lo > v:
+                lo = v
+            return Solution(a, "not_proven", objective=None if v is None else float(v),
+                            bound=None if lo is None else float(lo), wall_time_ms=clock.ms,
+                            evaluations=checks, details=details, notes=notes)
+
+        while True:
+            left_ms = int((deadline - time.perf_counter()) * 1e3)
+            if left_ms <= 0:
+                return done("not_proven", "time limit reached: " + ("best plan found, optimality not proven" if best
+                                                                    else "no plan found; infeasibility is not proven"))
+            enc.s.set("timeout", left_ms)
+            r = enc.s.check()
+            checks += 1
+            if r == z3.unsat:
+                if best is None:
+                    return done("infeasible", "Z3 proved that no plan meets the constraints")
+                return done("optimal")
+            if r != z3.sat:
+                return done("not_proven", "time limit reached: " + ("best plan found, optimality not proven" if best
+                                                                    else "no plan found; infeasibility is not proven"))
+            model = enc.s.model()
+            plan = enc.decode(model)
+            lat, en = c.exact(*plan)
+            val = lat if objective == "latency" else en
+            ok = all((lat if k == "latency" else en) <= cap for k, cap in caps_exact.items())
+            if isinstance(enc, _PB):
+                if ok and (v is None or val < v):
+                    best, v = plan, val
+                    enc.bound(objective, v, strict=True)
+                else:
+                    blocked += 1
+                    enc.block(*plan)
+            else:
+                best, v = plan, enc.value(model)
+                enc.s.add(enc.objective() < enc.q(v))
+            if progress is not None and v is not None:
+                progress(0.0, f"incumbent {float(v):.6g} after {checks} checks")
+
+
+SOLVERS = [Z3Solver()]
