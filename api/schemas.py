@@ -24,7 +24,7 @@ class Page(BaseModel):
 
 class DocumentInfo(BaseModel):
     id: Sha256
-    kind: Literal["platform", "profile"]
+    kind: Literal["platform", "profile", "asymo-cpu", "asymo-network"]
     name: str
     size_bytes: int
     summary: dict[str, Any] = Field(description="devices/targets of a platform, layers of a profile")

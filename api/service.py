@@ -28,11 +28,20 @@ from api.worker import load_solver_modules
 from planner import __version__
 from planner.errors import Issue, PlannerError
 from planner.plan import canonical_json, make_plan, select_view
+from planner.asymo_schema import AsymoCpu, AsymoNetwork
+from planner.plan import problem_for
 from planner.schema import ModelProfile, Plan, PlanRequest, Platform
-from planner.solver import check_supported, get_solver
+from planner.solver import check_supported, document_types, get_solver
 
 log = logging.getLogger("planner.api")
-KINDS: dict[str, type] = {"platform": Platform, "profile": ModelProfile}
+KINDS: dict[str, type] = {"platform": Platform, "profile": ModelProfile,
+                          "asymo-cpu": AsymoCpu, "asymo-network": AsymoNetwork}
+
+
+def kinds_for(solver) -> tuple[str, str]:  # noqa: ANN001
+    """The stored document kinds a solver's platform_id and profile_id name."""
+    by_type = {t: k for k, t in KINDS.items()}
+    return tuple(by_type[t] for t in document_types(solver))  # type: ignore[return-value]
 
 
 class LRU:
@@ -109,10 +118,14 @@ def iso(t: dt.datetime | None) -> str | None:
     return None if t is None else t.isoformat() + "+00:00"
 
 
-def _summary(kind: str, doc: Platform | ModelProfile) -> dict[str, Any]:
+def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
     if kind == "platform":
         return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices)}
-    return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers)}
+    if kind == "profile":
+        return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers)}
+    if kind == "asymo-cpu":
+        return {"clusters": len(doc.clusters), "samples": sum(len(c.samples) for c in doc.clusters)}
+    return {"ops": len(doc.ops)}
 
 
 class Service:
@@ -152,9 +165,15 @@ class Service:
             self.db.dispose()
 
     # ------------------------------------------------------------------ documents
-    def check_limits(self, kind: str, doc: Platform | ModelProfile) -> None:
+    def check_limits(self, kind: str, doc) -> None:  # noqa: ANN001
         lim = self.limits
-        if kind == "platform":
+        if kind == "asymo-cpu":
+            if len(doc.clusters) > lim.max_devices:
+                raise invalid("clusters", f"{len(doc.clusters)} clusters exceed the limit of {lim.max_devices}")
+        elif kind == "asymo-network":
+            if len(doc.ops) > lim.max_layers:
+                raise invalid("ops", f"{len(doc.ops)} ops exceed the limit of {lim.max_layers}")
+        elif kind == "platform":
             if len(doc.devices) > lim.max_devices:
                 raise invalid("devices", f"{len(doc.devices)} devices exceed the limit of {lim.max_devices}")
             targets = sum(len(d.dvfs_levels) for d in doc.devices)
@@ -242,14 +261,16 @@ class Service:
             found = self.reusable(key, job_too=not solver.capabilities.fast)
             if found is not None:
                 return (*found, False)
-        platform = self.parsed("platform", sub.platform_id, "platform_id")
-        profile = self.parsed("profile", sub.profile_id, "profile_id")
-        if len(profile.layers) > self.limits.max_layers:
+        platform_kind, profile_kind = kinds_for(solver)
+        platform = self.parsed(platform_kind, sub.platform_id, "platform_id")
+        profile = self.parsed(profile_kind, sub.profile_id, "profile_id")
+        if isinstance(profile, ModelProfile) and len(profile.layers) > self.limits.max_layers:
             raise invalid("profile_id", f"{len(profile.layers)} layers exceed the limit of {self.limits.max_layers}")
-        problem = self.problem(sub.platform_id, sub.profile_id, platform, profile)
+        own_compile = getattr(solver, "compile", None) is not None  # muLayer's split targets, AsyMo's cost model
+        problem = None if own_compile else self.problem(sub.platform_id, sub.profile_id, platform, profile)
         if not solver.capabilities.fast:
             try:
-                select_view(problem, request)  # refuse what no plan can satisfy now, not in a job
+                select_view(problem or problem_for(solver, platform, profile, request), request)  # refuse now, not in a job
             except PlannerError as exc:
                 raise from_planner_error(exc) from None
             return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request_json, key), True

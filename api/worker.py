@@ -66,10 +66,10 @@ def _emit(*event) -> None:  # noqa: ANN002
 
 
 def run_job(spec: JobSpec) -> JobOutcome:
-    from models.compile import compile_problem
     from planner.errors import PlannerError
-    from planner.plan import make_plan
-    from planner.schema import ModelProfile, PlanRequest, Platform
+    from planner.plan import make_plan, problem_for
+    from planner.schema import PlanRequest
+    from planner.solver import document_types, get_solver
 
     _emit("started", spec.job_id)
     last = [0.0]
@@ -81,13 +81,16 @@ def run_job(spec: JobSpec) -> JobOutcome:
             _emit("progress", spec.job_id, float(fraction), str(message)[:500])
 
     try:
-        platform = Platform.model_validate_json(spec.platform_json)
-        profile = ModelProfile.model_validate_json(spec.profile_json)
         request = PlanRequest.model_validate_json(spec.request_json)
-        key = (spec.platform_id, spec.profile_id)
+        solver = get_solver(request.solver)
+        platform_type, profile_type = document_types(solver)
+        platform = platform_type.model_validate_json(spec.platform_json)
+        profile = profile_type.model_validate_json(spec.profile_json)
+        # a solver with its own compile depends on the request too: key by it
+        key = (spec.platform_id, spec.profile_id, spec.request_json if hasattr(solver, "compile") else "")
         problem = _problems.get(key)
         if problem is None:
-            problem = compile_problem(platform, profile)
+            problem = problem_for(solver, platform, profile, request)
             _problems[key] = problem
             while len(_problems) > 8:
                 _problems.popitem(last=False)

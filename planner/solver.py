@@ -99,6 +99,14 @@ def get_solver(name: str) -> Solver:
     return reg[name]
 
 
+def document_types(solver: Solver) -> tuple[type, type]:
+    """The (platform-like, profile-like) documents a solver plans over: Platform and
+    ModelProfile unless it declares its own (AsyMo's CPU and network documents)."""
+    from planner.schema import ModelProfile, Platform
+
+    return getattr(solver, "documents", None) or (Platform, ModelProfile)
+
+
 def check_supported(solver: Solver, request: PlanRequest) -> None:
     """Refuse, with the reason, what the solver cannot honour: never approximate silently.
 

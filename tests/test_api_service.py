@@ -382,3 +382,36 @@ def test_executor_long_poll_wakes_on_change_and_scopes(api, ids):
     api.client.put(f"/v1/deployments/{dep_id}/active", json={"plan_id": p2}, headers=api.h())
     th.join(20)
     assert out["r"].status_code == 200 and out["r"].json()["plan"]["plan_id"] == p2 and out["s"] < 10
+
+
+# ----------------------------------------------------------------- solver-specific documents
+
+def test_asymo_plans_from_its_own_documents(api, ids):
+    """AsyMo reads a CPU description and a network of multiplies, not a platform and a
+    profile; both are uploaded like any document and named by id in the request."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "profiles" / "asymo"
+    cpu = json.loads((root / "kirin970_cpu.json").read_text())
+    net = json.loads((root / "resnet18.json").read_text())
+    cpu_id, net_id = api.upload("asymo-cpu", cpu), api.upload("asymo-network", net)
+    listed = api.client.get("/v1/asymo-cpus", headers=api.h()).json()
+    assert cpu_id in [d["id"] for d in listed["items"]]
+    assert api.client.get(f"/v1/asymo-networks/{net_id}", headers=api.h()).json()["ops"][0]["id"] == net["ops"][0]["id"]
+    r = api.client.post("/v1/plans", json={"platform_id": cpu_id, "profile_id": net_id, "solver": "asymo"}, headers=api.h())
+    assert r.status_code == 201, r.text
+    plan = r.json()["plan"]
+    assert plan["report"]["solver"] == "asymo" and plan["report"]["details"]["tables"][0]["rows"]
+    assert plan["report"]["objective"] == pytest.approx(plan["metrics"]["latency_ms"])
+    # the wrong kind of document for the solver is named, with the path
+    wrong = api.client.post("/v1/plans", json={"platform_id": ids["platform"], "profile_id": net_id, "solver": "asymo"},
+                            headers=api.h())
+    body = problem_of(wrong, 422)
+    assert any(e["path"] == "platform_id" for e in body["errors"]), body
+    dp_on_asymo = api.client.post("/v1/plans", json={"platform_id": cpu_id, "profile_id": net_id, "solver": "dp"},
+                                  headers=api.h())
+    assert any(e["path"] == "platform_id" for e in problem_of(dp_on_asymo, 422)["errors"])
+    bad = dict(cpu, clusters=[dict(cpu["clusters"][0], id="bad id!")])
+    r = api.client.post("/v1/asymo-cpus", json=bad, headers=api.h())
+    assert any(e["path"].startswith("clusters[0].id") for e in problem_of(r, 422)["errors"])
