@@ -114,15 +114,6 @@ def _design(kind: str, x: np.ndarray, knots: Sequence[float] = ()) -> np.ndarray
     return np.column_stack(cols)
 
 
-def _ls(A: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Least squares: coefficients, residuals, leverages (diag of the hat matrix)."""
-    Q, R = np.linalg.qr(A)
-    coef = np.linalg.lstsq(R, Q.T @ y, rcond=None)[0]
-    resid = y - A @ coef
-    lev = np.minimum((Q * Q).sum(axis=1), 1.0)
-    return coef, resid, lev
-
-
 def _knot_sets(xs_unique: np.ndarray, n_knots: int) -> list[tuple[float, ...]]:
     gaps = (xs_unique[:-1] + xs_unique[1:]) / 2.0  # gap g lies after unique size g
     out = []
@@ -145,25 +136,24 @@ def _fit_family(kind: str, x: np.ndarray, y: np.ndarray, sw: np.ndarray):
             raise ValueError("too few distinct sizes for the knots")
     else:
         knot_sets = [()]
-    best = None
-    deleted_sse = []  # per knot set: SSE without point i, (n,)
-    loo_err = []  # per knot set: prediction error at i when fitted without i
-    for knots in knot_sets:
-        A = _design(kind, x, knots) * sw[:, None]
-        coef, resid, lev = _ls(A, y)
-        sse = float(resid @ resid)
-        if best is None or sse < best[0] - 1e-15 * max(1.0, best[0]):
-            best = (sse, knots, coef)
-        ok = lev < 1.0 - 1e-9
-        e_loo = np.where(ok, resid / np.where(ok, 1.0 - lev, 1.0), np.inf)
-        deleted_sse.append(np.where(ok, sse - resid**2 / np.where(ok, 1.0 - lev, 1.0), np.inf))
-        loo_err.append(e_loo)
-    D = np.vstack(deleted_sse)
-    E = np.vstack(loo_err)
-    chosen = D.argmin(axis=0)  # knots each fold would pick
-    e = E[chosen, np.arange(n)]
-    assert best is not None
-    return best[1], best[2], (e if np.isfinite(e).all() and n > N_PARAMS[kind] else None)
+    A = np.stack([_design(kind, x, knots) for knots in knot_sets]) * sw[None, :, None]  # (K, n, p), all knot sets at once
+    Q, R = np.linalg.qr(A)
+    rhs = np.einsum("knp,n->kp", Q, y)
+    try:
+        coef = np.linalg.solve(R, rhs[..., None])[..., 0]
+    except np.linalg.LinAlgError:  # a rank-deficient design: least squares one by one
+        coef = np.stack([np.linalg.lstsq(R[k], rhs[k], rcond=None)[0] for k in range(len(knot_sets))])
+    resid = y[None, :] - np.einsum("knp,kp->kn", A, coef)
+    lev = np.minimum((Q * Q).sum(axis=2), 1.0)  # leverages: diag of each hat matrix
+    sse = (resid * resid).sum(axis=1)
+    b = int(np.argmin(sse))
+    ok = lev < 1.0 - 1e-9
+    denom = np.where(ok, 1.0 - lev, 1.0)
+    loo_err = np.where(ok, resid / denom, np.inf)  # prediction error at i when fitted without i
+    deleted_sse = np.where(ok, sse[:, None] - resid**2 / denom, np.inf)  # SSE of the fit without i
+    chosen = deleted_sse.argmin(axis=0)  # the knots each fold would pick
+    e = loo_err[chosen, np.arange(n)]
+    return knot_sets[b], coef[b], (e if np.isfinite(e).all() and n > N_PARAMS[kind] else None)
 
 
 def _metrics(y: np.ndarray, pred: np.ndarray) -> tuple[float, float, float]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.evaluate import cap_limit, constraint_violations, evaluate
+from planner.evaluate import cap_limit, constraint_violations, evaluate, evaluate_batch
 from planner.problem import Assignment, Problem
 from planner.schema import PlanRequest
 from planner.solver import Capabilities, Progress, Solution, Stopwatch
@@ -90,19 +90,24 @@ def _filter_2d(lat, en, grp, n_groups):
 
 
 def _filter_3d(lat, en, mem):
-    """Non-dominated indices by (lat, en, mem), in (lat, en, mem) order."""
+    """Non-dominated indices by (lat, en, mem), in (lat, en, mem) order. Sorted by
+    latency, a label is dominated iff an earlier one has energy <= and memory <=: per
+    distinct memory level, a running minimum of energy over earlier labels at or below
+    that level answers it for every label at once (memory levels are few: slice starts)."""
     order = np.lexsort((mem, en, lat))
-    kept: list[int] = []
-    ke: list[float] = []
-    km: list[float] = []
-    for j in order:
-        e, m = en[j], mem[j]
-        if any(e >= e2 and m >= m2 for e2, m2 in zip(ke, km)):
-            continue
-        kept.append(int(j))
-        ke.append(e)
-        km.append(m)
-    return np.asarray(kept, dtype=np.intp)
+    e, m = en[order], mem[order]
+    levels, lvl = np.unique(m, return_inverse=True)
+    keep = np.ones(order.size, dtype=bool)
+    chunk = max(1, 4_000_000 // max(order.size, 1))
+    for q0 in range(0, levels.size, chunk):
+        q = np.arange(q0, min(q0 + chunk, levels.size))
+        masked = np.where(lvl[None, :] <= q[:, None], e[None, :], np.inf)  # (levels, n)
+        prev = np.minimum.accumulate(masked, axis=1)
+        prev = np.concatenate([np.full((q.size, 1), np.inf), prev[:, :-1]], axis=1)  # earlier labels only
+        mine = (lvl >= q0) & (lvl < q0 + q.size)
+        rows = lvl[mine] - q0
+        keep[mine] = prev[rows, np.flatnonzero(mine)] > e[mine]
+    return order[keep]
 
 
 def compute_frontier(problem: Problem, max_transitions: int | None = None) -> Frontier:
@@ -219,12 +224,12 @@ def compute_frontier(problem: Problem, max_transitions: int | None = None) -> Fr
 
 
 def frontier_points(problem: Problem, front: Frontier, limit: int = MAX_DETAIL_POINTS) -> list[dict]:
-    """The frontier as plain data, each point scored by the evaluator."""
-    out = []
-    for j in range(min(len(front), limit)):
-        ev = evaluate(problem, front.assignment(j))
-        out.append({"latency_ms": ev.latency_ms, "energy_mj": ev.energy_mj, "transitions": ev.n_transitions})
-    return out
+    """The frontier as plain data, every point scored by the evaluator (batch form)."""
+    n = min(len(front), limit)
+    if n == 0:
+        return []
+    lat, en = evaluate_batch(problem, front.targets[:n], front.starts[:n])
+    return [{"latency_ms": float(lat[j]), "energy_mj": float(en[j]), "transitions": int(front.transitions[j])} for j in range(n)]
 
 
 class ParetoSolver:
@@ -267,8 +272,6 @@ class ParetoSolver:
                 details["chosen"] = j
                 return Solution(a, "optimal", objective=value, bound=value, wall_time_ms=clock.ms,
                                 evaluations=front.labels, details=details, alternatives=alternatives)
-            mask = np.ones(len(front), bool)
-            mask[j] = False
             sub = _without(front, j)
             k = sub.best(request.objective, cons.max_latency_ms, cons.max_energy_mj)
             front, alternatives = sub, alternatives[:j] + alternatives[j + 1:]

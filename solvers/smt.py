@@ -23,6 +23,9 @@ Encodings (request.options["encoding"]; all measured in bench/energy_cap.py):
   objective, for energy, and for latency + lambda * energy with lambda maximising the
   Lagrangian dual of the cap. Searched by repeated "objective < v" checks.
 - "onehot": the same without the cuts.
+
+options.max_checks stops after that many solver checks (a deterministic stand-in for
+the time limit: the incumbent comes back "not_proven" with its bound).
 - "axonn": the paper's formulation: an integer target per layer, costs as If-chains,
   TR_i = (s_i != s_i+1), sum of If(TR_i, 1, 0) <= K.
 
@@ -489,8 +492,14 @@ class Z3Solver:
                             bound=None if lo is None else float(lo), wall_time_ms=clock.ms,
                             evaluations=checks, details=details, notes=notes)
 
+        max_checks = request.options.get("max_checks")
+        if max_checks is not None and not (isinstance(max_checks, int) and max_checks >= 1):
+            raise UnsupportedRequest("options.max_checks", "must be a positive integer")
         while True:
             left_ms = int((deadline - time.perf_counter()) * 1e3)
+            if max_checks is not None and checks >= max_checks:
+                return done("not_proven", f"stopped after options.max_checks = {max_checks} checks: "
+                            + ("best plan found, optimality not proven" if best else "no plan found; infeasibility is not proven"))
             if left_ms <= 0:
                 return done("not_proven", "time limit reached: " + ("best plan found, optimality not proven" if best
                                                                     else "no plan found; infeasibility is not proven"))
@@ -499,7 +508,7 @@ class Z3Solver:
             checks += 1
             if r == z3.unsat:
                 if best is None:
-                    return done("infeasible", "Z3 proved that no plan meets the constraints")
+                    return done("infeasible", "Z3 proved that no plan meets the constraints" + _why(c))
                 return done("optimal")
             if r != z3.sat:
                 return done("not_proven", "time limit reached: " + ("best plan found, optimality not proven" if best
@@ -521,6 +530,21 @@ class Z3Solver:
                 enc.s.add(enc.objective() < enc.q(v))
             if progress is not None and v is not None:
                 progress(0.0, f"incumbent {float(v):.6g} after {checks} checks")
+
+
+def _why(c: _Costs) -> str:
+    """A reason worth printing with a proof of infeasibility: the least energy (latency)
+    any plan with <= K transitions needs, when that alone exceeds the cap."""
+    cons = c.req.constraints
+    out = []
+    for cap, w, what, unit in ((cons.max_energy_mj, (0.0, 1.0), "energy", "mJ"), (cons.max_latency_ms, (1.0, 0.0), "latency", "ms")):
+        if cap is None:
+            continue
+        least = c.weighted_min(*w)
+        if math.isfinite(least) and least > cap_limit(cap):
+            k = f" with at most {cons.max_transitions} transitions" if cons.max_transitions is not None else ""
+            out.append(f"the least {what} reachable{k} is {least:.6g} {unit} > {cap:g}")
+    return (": " + "; ".join(out)) if out else ""
 
 
 SOLVERS = [Z3Solver()]

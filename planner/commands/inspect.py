@@ -43,6 +43,11 @@ def run_validate(args: argparse.Namespace) -> int:
               f"sum of runnable layers {total[finite].sum():.3f} ms")
     for n in problem.notes:
         print(f"note: {n}")
+    if platform.transition_costs:
+        from models.transitions import fit_platform
+
+        for m in fit_platform(platform):
+            print(f"transition {m.label}: time {m.time.describe()}; energy {m.energy.describe()}")
     print("ok")
     return 0
 
