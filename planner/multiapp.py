@@ -365,11 +365,16 @@ def _batch_alap(app: AppGraph, m: np.ndarray, c: np.ndarray, n_pes: int, deadlin
     return alap
 
 
+TICKS_PER_MS = 1e9  # the batch dbf works in integer picoseconds: exact, whatever the batch holds
+
+
 def _batch_dbf(start: np.ndarray, finish: np.ndarray, pe: np.ndarray, period_ms: float, window_ms: np.ndarray, n_pes: int) -> np.ndarray:
     """(N, P): dbf_p(h, window[n, p]) for every PE, via dbf(t) = q*W_p + the largest busy time
     in a window of r = t - q*P_h. The busy time in [x, x+r) is B(x+r) - B(x), B the cumulative
     busy function, found by one global searchsorted over every (individual, PE)'s sorted
-    starts and finishes; the best x is a task's start or a task's finish - r (breakpoints)."""
+    starts and finishes; the best x is a task's start or a task's finish - r (breakpoints).
+    Times are integer picoseconds here so a mapping scores the same in any batch (chunked
+    parallel evaluation and a fixed seed give the same front)."""
     N, K = start.shape
     start, finish = np.minimum(start, period_ms), np.minimum(finish, period_ms)  # see demand_bound
     onehot = pe[:, :, None] == np.arange(n_pes)[None, None, :]  # (N, K, P)
@@ -380,14 +385,34 @@ def _batch_dbf(start: np.ndarray, finish: np.ndarray, pe: np.ndarray, period_ms:
     r = np.maximum(window_ms - q * period_ms, 0.0)
     if K == 0 or (r <= EPS).all():
         return q * W
-    shifts = np.array([0.0, 1.0]) * period_ms  # x in [0, P_h), x + r < 2 P_h, jobs inside their period
-    G = np.repeat(pe, len(shifts), axis=1) + n_pes * np.arange(N)[:, None]  # group = (individual, PE)
-    span = float(finish.max()) + 3 * period_ms + 1.0
+    P_t = int(round(period_ms * TICKS_PER_MS))
+    span = 2 * P_t + 1  # every point and query lies in [0, 2 P_h]
+    s_t = np.round(start * TICKS_PER_MS).astype(np.int64)
+    f_t = np.round(finish * TICKS_PER_MS).astype(np.int64)
+    r_t = np.round(np.take_along_axis(r, pe, axis=1) * TICKS_PER_MS).astype(np.int64)  # (N, K)
+    x = np.concatenate([np.mod(s_t, P_t), np.mod(f_t - r_t, P_t)], axis=1)  # (N, 2K) window starts
+    rc = np.concatenate([r_t, r_t], axis=1)
+    cand_pe = np.concatenate([pe, pe], axis=1)
+    busy = np.zeros((N, 2 * K))
+    rows_per_block = max(1, int(2e18 // (n_pes * span * 4 * K + 1)))
+    for lo in range(0, N, rows_per_block):
+        hi = min(N, lo + rows_per_block)
+        busy[lo:hi] = _busy_block(s_t[lo:hi], f_t[lo:hi], pe[lo:hi], P_t, span, x[lo:hi], rc[lo:hi], n_pes)
+    busy = np.where(rc > 0, busy, 0.0) / TICKS_PER_MS
+    best = np.where(cand_pe[:, :, None] == np.arange(n_pes)[None, None, :], busy[:, :, None], 0.0).max(axis=1)
+    return q * W + best
+
+
+def _busy_block(s_t, f_t, pe, P_t, span, x, rc, n_pes):
+    """Busy ticks in [x, x + rc) on each candidate's own PE, for one block of rows."""
+    n = len(s_t)
+    shifts = np.array([0, P_t], dtype=np.int64)  # x in [0, P_h), x + r < 2 P_h, jobs inside their period
+    G = np.repeat(pe, 2, axis=1).astype(np.int64) + n_pes * np.arange(n, dtype=np.int64)[:, None]
 
     def ramp_sum(points: np.ndarray):
-        """Sorted per group; returns f(y, g) = sum over the group's points v <= y of (y - v)."""
-        v = (points[:, :, None] + shifts).reshape(N, -1)
-        key = (G * span + (v + period_ms)).ravel()
+        """f(y, g) = sum over group g's points v <= y of (y - v), exactly."""
+        v = (points[:, :, None] + shifts).reshape(n, -1)
+        key = (G * span + v).ravel()
         order = np.argsort(key, kind="stable")
         key_s, v_s, g_s = key[order], v.ravel()[order], G.ravel()[order]
         first = np.searchsorted(g_s, g_s, side="left")
@@ -395,27 +420,20 @@ def _batch_dbf(start: np.ndarray, finish: np.ndarray, pe: np.ndarray, period_ms:
         base = csum[first] - v_s[first]
 
         def f(y: np.ndarray, g: np.ndarray) -> np.ndarray:
-            idx = np.searchsorted(key_s, (g * span + (y + period_ms)).ravel(), side="right") - 1
+            idx = np.searchsorted(key_s, (g * span + y).ravel(), side="right") - 1
             i = np.maximum(idx, 0)
             ok = (idx >= 0) & (g_s[i] == g.ravel())
             val = (i - first[i] + 1) * y.ravel() - (csum[i] - base[i])
-            return np.where(ok, val, 0.0).reshape(y.shape)
+            return np.where(ok, val, 0).reshape(y.shape)
 
         return f
 
-    rs, rf = ramp_sum(start), ramp_sum(finish)
-
-    def cumulative(y: np.ndarray, g: np.ndarray) -> np.ndarray:
-        return rs(y, g) - rf(y, g)  # sum_j clip(y - s_j, 0, C_j), overlaps counted twice
-
-    rk = np.take_along_axis(r, pe, axis=1)  # (N, K): the window remainder of each task's PE
-    x = np.concatenate([np.mod(start, period_ms), np.mod(finish - rk, period_ms)], axis=1)  # (N, 2K)
-    rc = np.concatenate([rk, rk], axis=1)
-    gx = np.concatenate([pe, pe], axis=1) + n_pes * np.arange(N)[:, None]
-    busy = np.where(rc > EPS, cumulative(x + rc, gx) - cumulative(x, gx), 0.0)
-    cand_pe = np.concatenate([pe, pe], axis=1)
-    best = np.where(cand_pe[:, :, None] == np.arange(n_pes)[None, None, :], busy[:, :, None], 0.0).max(axis=1)
-    return q * W + best
+    rs, rf = ramp_sum(s_t), ramp_sum(f_t)
+    gx = np.concatenate([pe, pe], axis=1).astype(np.int64) + n_pes * np.arange(n, dtype=np.int64)[:, None]
+    # sum_j clip(y - s_j, 0, C_j) = ramp(starts) - ramp(finishes)
+    upper = rs(x + rc, gx) - rf(x + rc, gx)
+    lower = rs(x, gx) - rf(x, gx)
+    return (upper - lower).astype(float)
 
 
 def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = False) -> BatchEval:

@@ -46,6 +46,18 @@ def _data(mp):
     return app, feas, E, mem, dev_pes, limits, cpu, big_m
 
 
+def _twins(mp) -> list[tuple[int, int]]:
+    """Consecutive logical PEs that are interchangeable (same cluster, same core count):
+    every cost is the same on both, so requiring the first layer on PE b to come after the
+    first layer on PE a (value precedence) removes the k! relabellings of one mapping."""
+    out = []
+    for a in range(mp.n_pes - 1):
+        pa, pb = mp.pes[a], mp.pes[a + 1]
+        if pa.is_cpu and pb.is_cpu and pa.device_id == pb.device_id and pa.cores == pb.cores:
+            out.append((a, a + 1))
+    return out
+
+
 def _solve_pulp(mp, time_limit_s: float, timing: bool):
     import pulp
 
@@ -58,6 +70,10 @@ def _solve_pulp(mp, time_limit_s: float, timing: bool):
     prob += period
     for i in range(L):  # eq. 1
         prob += pulp.lpSum(Mv(i, p) for p in range(P)) == 1, f"one_pe_{i}"
+    for a, b in _twins(mp):  # symmetry breaking, not a restriction of the mappings' costs
+        for i in range(L):
+            if (i, b) in M:
+                prob += M[i, b] <= pulp.lpSum(Mv(k, a) for k in range(i))
     pipe = {}
     for i in range(L):
         for p in range(P):
@@ -164,6 +180,10 @@ def _solve_cpsat(mp, time_limit_s: float, timing: bool, workers: int):
     M = {(i, p): mdl.NewBoolVar(f"M_{i}_{p}") for i in range(L) for p in range(P) if feas[i, p]}
     for i in range(L):  # eq. 1
         mdl.AddExactlyOne([M[i, p] for p in range(P) if feas[i, p]])
+    for a, b in _twins(mp):  # symmetry breaking (see _twins)
+        for i in range(L):
+            if (i, b) in M:
+                mdl.Add(M[i, b] <= sum(M[k, a] for k in range(i) if (k, a) in M))
     pipe = {}
     for i in range(L):
         for p in range(P):
@@ -204,7 +224,8 @@ def _solve_cpsat(mp, time_limit_s: float, timing: bool, workers: int):
             if Ti[e, p, q]:
                 comm_out[p].append(int(Ti[e, p, q]) * var)
         comm_edge.append(sum(int(Ti[e, p, q]) * var for (p, q), var in z.items()))
-    period = mdl.NewIntVar(0, horizon, "period")
+    stretch = (mp.total_cpu_cores / mp.utilisation_cap) if mp.total_cpu_cores else 1.0  # the cap may stretch it
+    period = mdl.NewIntVar(0, int(math.ceil(horizon * max(1.0, stretch))) + 1, "period")
     ct = []
     for p in range(P):  # eq. 7, 8
         ctp = mdl.NewIntVar(0, horizon, f"ct_{p}")

@@ -30,7 +30,10 @@ def platform(rng: np.random.Generator, *, npu: bool = False, cores: int = 2, gpu
     return Platform.model_validate({"name": "tiny", "devices": devices, "transitions": trans})
 
 
-def profile(rng: np.random.Generator, name: str, n_layers: int, cores: int = 2, dag: bool = True) -> ModelProfile:
+def profile(rng: np.random.Generator, name: str, n_layers: int, cores: int = 2, dag: bool = True,
+            integer_times: bool = False) -> ModelProfile:
+    """integer_times: whole-ms times, so that many mappings tie."""
+    rnd = (lambda t: float(max(1, round(t)))) if integer_times else (lambda t: round(t, 4))  # noqa: E731
     layers = []
     for i in range(n_layers):
         preds = None
@@ -43,10 +46,10 @@ def profile(rng: np.random.Generator, name: str, n_layers: int, cores: int = 2, 
         ms = []
         for c in range(1, cores + 1):
             ms.append({"device": "cpu", "cores": c, "freq_mhz": 2000.0 - 200.0 * (c - 1),
-                       "time_ms": round(base / (c * rng.uniform(0.7, 1.0)) * 2.0, 4), "power_w": 1.0 * c,
+                       "time_ms": rnd(base / (c * rng.uniform(0.7, 1.0)) * 2.0), "power_w": 1.0 * c,
                        "includes_communication": False})
         if rng.random() < 0.9:
-            ms.append({"device": "gpu", "time_ms": round(base * float(rng.uniform(0.2, 1.5)), 4), "power_w": 3.0,
+            ms.append({"device": "gpu", "time_ms": rnd(base * float(rng.uniform(0.2, 1.5))), "power_w": 3.0,
                        "includes_communication": False})
         layer = {"id": f"l{i}", "op_type": "conv", "input_bytes": 1000, "output_bytes": int(rng.integers(1e5, 3e6)),
                  "memory_bytes": int(rng.integers(1e5, 1e6)), "measurements": ms}

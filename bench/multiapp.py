@@ -1,0 +1,242 @@
+"""Multi-network scheduling benchmark (Kang et al.'s setting): SqueezeNet, MobileNet v1 and
+v2 with periods 33, 40, 50 ms in that priority order on the Galaxy S9 profile (CPU + GPU,
+CPU as (1,1,1,1) as in VI.C). Prints and writes bench/results/multiapp.json:
+
+- evaluations per second of the vectorised evaluator vs the reference one (same run);
+- GA convergence: time and evaluations to reach 99% of the best-known hypervolume (the
+  union of every run's final front), front size, SPEA2 and NSGA-II;
+- Fig. 11-style minimum relative response times;
+- Fig. 6: task-clustering ILP (CP-SAT) vs GA pipelined period per CPU configuration and
+  utilisation cap, for each network alone.
+
+Usage: python bench/multiapp.py [--quick] [--seeds N] [--generations G] [--ilp-limit S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform as pyplatform
+import sys
+import time
+from pathlib import Path
+
+import moocore
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from models.multiapp import compile_schedule  # noqa: E402
+from planner.io import load  # noqa: E402
+from planner.multiapp import PENALTY, evaluate_batch, evaluate_mapping, pareto_mask  # noqa: E402
+from planner.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
+from planner.solver import get_solver  # noqa: E402
+
+NETS = [("SqueezeNet", "squeezenet_s9", 33.0), ("MobileNet-v1", "mobilenet_v1_s9", 40.0), ("MobileNet-v2", "mobilenet_v2_s9", 50.0)]
+
+
+def load_all():
+    plat = load(Platform, ROOT / "profiles/platforms/galaxy_s9.json", "platform")
+    profs = [load(ModelProfile, ROOT / f"profiles/models/{stem}.json", "profile") for _, stem, _ in NETS]
+    return plat, profs
+
+
+def trio_request(window: str, **kw) -> ScheduleRequest:
+    return ScheduleRequest.model_validate({
+        "apps": [{"profile": n, "period_ms": p, "priority": k} for k, (n, _, p) in enumerate(NETS)],
+        "devices": ["cpu", "gpu"], "cpu_partitions": {"cpu": [[1, 1, 1, 1]]}, "interference_window": window, **kw,
+    })
+
+
+def random_population(mp, n, rng):
+    choices = mp.gene_choices()
+    return np.array([[rng.choice(c) for c in choices] for _ in range(n)])
+
+
+def bench_evaluator(plat, profs, rng):
+    out = {}
+    for window in ("period", "mobility"):
+        mp = compile_schedule(plat, profs, trio_request(window)).configs[0]
+        row = {}
+        for n in (100, 1000):
+            genes = random_population(mp, n, rng)
+            best = min(_timed(lambda: evaluate_batch(mp, genes)) for _ in range(3))
+            row[f"batch_{n}_evals_per_s"] = n / best
+        genes = random_population(mp, 10, rng)
+        t = _timed(lambda: [evaluate_mapping(mp, g) for g in genes])
+        row["reference_evals_per_s"] = 10 / t
+        row["speedup_batch_1000_vs_reference"] = row["batch_1000_evals_per_s"] / row["reference_evals_per_s"]
+        out[f"three_networks_{window}"] = row
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "MobileNet-v2", "period_ms": 1000, "priority": 0}],
+                                          "devices": ["cpu", "gpu"], "cpu_partitions": {"cpu": [[1, 1, 1, 1]]}})
+    mp = compile_schedule(plat, profs, req).configs[0]
+    genes = random_population(mp, 1000, rng)
+    out["pipelined_mobilenet_v2_batch_1000_evals_per_s"] = 1000 / min(_timed(lambda: evaluate_batch(mp, genes)) for _ in range(3))
+    return out
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def hv(front: np.ndarray, ref: np.ndarray) -> float:
+    ok = front[(front < PENALTY).all(axis=1) & (front < ref).all(axis=1)]
+    return float(moocore.hypervolume(ok, ref=ref)) if len(ok) else 0.0
+
+
+def bench_ga(plat, profs, seeds, generations, window):
+    ga = get_solver("ga")
+    runs = []
+    for selection in ("spea2", "nsga2"):
+        for seed in range(seeds):
+            req = trio_request(window, seed=seed, time_limit_s=3600,
+                               options={"generations": generations, "population": 100, "selection": selection,
+                                        "record_history": True})
+            sp = compile_schedule(plat, profs, req)
+            t = time.perf_counter()
+            sol = ga.solve(sp, req)
+            wall = time.perf_counter() - t
+            runs.append({"selection": selection, "seed": seed, "wall_s": wall, "solution": sol})
+    fronts = [r["solution"].history[-1]["front"] for r in runs]
+    union = np.concatenate(fronts)
+    union = union[(union < PENALTY).all(axis=1)]
+    union = union[pareto_mask(union)]
+    periods = np.array([p for _, _, p in NETS])
+    ref = np.concatenate([periods, [union[:, -1].max() * 1.1 if len(union) else 1.0]])
+    best_hv = hv(union, ref)
+    out = {"window": window, "reference_point": ref.tolist(), "best_known_hv": best_hv,
+           "best_known_front_size": int(len(union)), "runs": []}
+    for r in runs:
+        hist = r["solution"].history
+        reach = next((h for h in hist[::1] if best_hv > 0 and hv(h["front"], ref) >= 0.99 * best_hv), None)
+        final = hist[-1]["front"]
+        out["runs"].append({
+            "selection": r["selection"], "seed": r["seed"], "wall_s": r["wall_s"],
+            "evaluations": r["solution"].evaluations,
+            "evaluations_per_s_incl_selection": r["solution"].evaluations / r["wall_s"],
+            "final_hv_ratio": hv(final, ref) / best_hv if best_hv else None,
+            "front_size": int(((final < PENALTY).all(axis=1)).sum()),
+            "time_to_99pct_hv_s": reach["elapsed_s"] if reach else None,
+            "evaluations_to_99pct_hv": reach["evaluations"] if reach else None,
+            "generations_to_99pct_hv": reach["generation"] + 1 if reach else None,
+        })
+    if len(union):
+        out["min_response_ms"] = dict(zip([n for n, _, _ in NETS], union[:, :3].min(axis=0).tolist()))
+        out["energy_range_mj"] = [float(union[:, 3].min()), float(union[:, 3].max())]
+    return out
+
+
+def standalone_best(plat, profs, window):
+    """Each network alone (response-time mode, no other network): the paper's 1.0 of Fig. 11."""
+    ga = get_solver("ga")
+    best = {}
+    for k, (name, _, period) in enumerate(NETS):
+        req = ScheduleRequest.model_validate({
+            "apps": [{"profile": name, "period_ms": period, "priority": 0}], "mode": "response_time",
+            "devices": ["cpu", "gpu"], "cpu_partitions": {"cpu": [[1, 1, 1, 1]]}, "interference_window": window,
+            "options": {"generations": 150, "population": 100}})
+        sol = ga.solve(compile_schedule(plat, profs, req), req)
+        best[name] = sol.objective
+    return best
+
+
+def bench_fig6(plat, profs, caps, ilp_limit_s, ga_generations):
+    cpsat, ga = get_solver("cpsat"), get_solver("ga")
+    rows = []
+    for name, _, _ in NETS:
+        for cap in caps:
+            base = {"apps": [{"profile": name, "period_ms": 1000.0, "priority": 0}], "devices": ["cpu", "gpu"],
+                    "cpu_utilisation_cap": cap}
+            req_ilp = ScheduleRequest.model_validate({**base, "solver": "cpsat", "time_limit_s": ilp_limit_s * 5,
+                                                      "options": {"workers": 1}})
+            sp = compile_schedule(plat, profs, req_ilp)
+            t = time.perf_counter()
+            ilp = cpsat.solve(sp, req_ilp)
+            t_ilp = time.perf_counter() - t
+            req_ga = ScheduleRequest.model_validate({**base, "seed": 0, "time_limit_s": 3600,
+                                                     "options": {"generations": ga_generations, "population": 100}})
+            t = time.perf_counter()
+            g = ga.solve(sp, req_ga)
+            t_ga = time.perf_counter() - t
+            for ci, mp in enumerate(sp.configs):
+                il = ilp.details["per_config"][ci]
+                gr = g.details["per_config"][ci]
+                rows.append({
+                    "network": name, "cap": cap, "cpu_config": mp.config_dict()["cpu"],
+                    "ilp_period_ms": il["period_ms"], "ilp_status": il["status"], "ilp_gap": il["gap"],
+                    "ga_period_ms": gr["best_first_objective"],
+                })
+            rows[-1]["ilp_wall_s_all_configs"] = t_ilp
+            rows[-1]["ga_wall_s_all_configs"] = t_ga
+            print(f"  {name:<13} cap {cap:.1f}: ILP {t_ilp:6.1f} s, GA {t_ga:5.1f} s", flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer seeds, generations and caps")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--generations", type=int, default=300)
+    ap.add_argument("--ilp-limit", type=float, default=8.0, help="CP-SAT seconds per CPU configuration (Fig. 6)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/multiapp.json"))
+    args = ap.parse_args()
+    if args.quick:
+        args.seeds, args.generations, args.ilp_limit = 1, 60, 2.0
+    caps = [0.4, 1.0] if args.quick else [0.4, 0.5, 0.6, 0.7, 1.0]
+    plat, profs = load_all()
+    rng = np.random.default_rng(0)
+    result: dict = {"machine": {"python": pyplatform.python_version(), "cpus": os.cpu_count(), "node": pyplatform.node()},
+                    "settings": vars(args) | {"caps": caps}}
+
+    print("== evaluator (SqueezeNet 33 ms > MobileNet-v1 40 ms > MobileNet-v2 50 ms, CPU (1,1,1,1) + GPU)")
+    ev = bench_evaluator(plat, profs, rng)
+    result["evaluator"] = ev
+    for k, row in ev.items():
+        if isinstance(row, dict):
+            print(f"  {k:<28} batch(100) {row['batch_100_evals_per_s']:9.0f}/s  batch(1000) {row['batch_1000_evals_per_s']:9.0f}/s  "
+                  f"reference {row['reference_evals_per_s']:6.1f}/s  ratio {row['speedup_batch_1000_vs_reference']:6.0f}x")
+        else:
+            print(f"  {k:<28} {row:9.0f}/s")
+
+    result["ga"] = {}
+    for window in ("period", "mobility"):
+        print(f"== GA, interference window '{window}': {args.seeds} seed(s) x (SPEA2, NSGA-II), {args.generations} generations x 100")
+        g = bench_ga(plat, profs, args.seeds, args.generations, window)
+        alone = standalone_best(plat, profs, window)
+        g["standalone_best_response_ms"] = alone
+        if "min_response_ms" in g:
+            g["min_relative_response"] = {n: g["min_response_ms"][n] / alone[n] for n in alone if alone[n]}
+        result["ga"][window] = g
+        print(f"  best-known front {g['best_known_front_size']} mappings, HV {g['best_known_hv']:.6g} (ref {np.round(g['reference_point'], 2).tolist()})")
+        for r in g["runs"]:
+            t99 = f"{r['time_to_99pct_hv_s']:6.2f} s / {r['evaluations_to_99pct_hv']:6d} evals" if r["time_to_99pct_hv_s"] is not None else "not reached"
+            print(f"  {r['selection']:<6} seed {r['seed']}: {r['wall_s']:6.1f} s, {r['evaluations_per_s_incl_selection']:6.0f} evals/s, "
+                  f"front {r['front_size']:5d}, final HV {100 * (r['final_hv_ratio'] or 0):6.2f}%, 99% HV at {t99}")
+        if "min_relative_response" in g:
+            rel = ", ".join(f"{n} {g['min_response_ms'][n]:.2f} ms ({g['min_relative_response'][n]:.2f}x)" for n in alone)
+            print(f"  min response (relative to alone): {rel}")
+
+    print(f"== Fig. 6: pipelined period, CP-SAT task clustering ({args.ilp_limit:g} s/config) vs GA ({args.generations // 2} generations)")
+    rows = bench_fig6(plat, profs, caps, args.ilp_limit, max(30, args.generations // 2))
+    result["fig6"] = rows
+    print(f"  {'network':<13} {'cap':>4} {'config':<10} {'ILP ms':>8} {'status':<9} {'GA ms':>8} {'GA/ILP':>7}")
+    wins = 0
+    for r in rows:
+        ratio = r["ga_period_ms"] / r["ilp_period_ms"] if r["ilp_period_ms"] and r["ga_period_ms"] else None
+        wins += ratio is not None and ratio <= 1 + 1e-9
+        r["ga_over_ilp"] = ratio
+        print(f"  {r['network']:<13} {r['cap']:>4.1f} {str(tuple(r['cpu_config'])):<10} {r['ilp_period_ms'] or float('nan'):>8.3f} "
+              f"{r['ilp_status']:<9} {r['ga_period_ms'] or float('nan'):>8.3f} {ratio if ratio else float('nan'):>7.3f}")
+    result["fig6_ga_at_least_as_good"] = f"{wins}/{len(rows)}"
+    print(f"  GA period <= ILP period in {wins}/{len(rows)} cells")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1, default=float) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
