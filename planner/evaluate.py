@@ -168,13 +168,12 @@ def evaluate_batch(problem: Problem, targets: np.ndarray, starts: np.ndarray) ->
             total += pair[k, targets[:, :-1], targets[:, 1:]].sum(axis=1)
         out.append(total)
     if problem.has_memory_limits:
-        slice_id = np.cumsum(starts, axis=1) - 1
-        mem = problem.memory_bytes.astype(np.float64)
-        for i in range(n):
-            sums = np.bincount(slice_id[i], weights=mem)
-            tgt_of_slice = targets[i][starts[i]]
-            if (sums > problem.memory_limit_bytes[tgt_of_slice]).any():
-                out[0][i] = out[1][i] = np.inf
+        # every slice of every plan numbered in row-major order, its memory summed at once
+        slice_id = np.cumsum(starts.ravel()) - 1
+        sums = np.bincount(slice_id, weights=np.tile(problem.memory_bytes.astype(np.float64), n))
+        over = sums > problem.memory_limit_bytes[targets[starts]]
+        bad = np.bincount(np.nonzero(starts)[0][over], minlength=n) > 0
+        out[0][bad] = out[1][bad] = np.inf
     return out[0], out[1]
 
 

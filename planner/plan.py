@@ -108,7 +108,7 @@ def comparisons(view: Problem, request: PlanRequest, value: float) -> list[Compa
     """The plans users would otherwise run, scored by the same evaluator. A solver
     with a `comparison_plans(view, request)` hook names its own (muLayer: the
     single-processor and layer-to-processor mechanisms of its Fig. 16)."""
-    from solvers.baselines import baseline_plans
+    from solvers.baselines import baseline_plans, random_search
 
     out = []
     hook = getattr(get_solver(request.solver), "comparison_plans", None)
@@ -116,9 +116,7 @@ def comparisons(view: Problem, request: PlanRequest, value: float) -> list[Compa
         cands = hook(view, request)
     else:
         cands = baseline_plans(view, request.objective)
-        random = get_solver("random").solve(view, request.model_copy(update={"options": {"samples": 1000}}))
-        if random.assignment is not None:
-            cands["random-1000"] = random.assignment
+        cands["random-1000"] = random_search(view, request.objective, 1000, request.seed, dict(cands))[0]
     for name, a in cands.items():
         ev = evaluate(view, a)
         base = ev.objective(request.objective)

@@ -169,6 +169,25 @@ class HCCA(BaselineSolver):
         return hcca_plan(problem, request.objective)
 
 
+def random_search(problem: Problem, objective: str, n: int, seed: int,
+                  others: dict[str, Assignment]) -> tuple[Assignment, float, dict]:
+    """Best of n random valid plans and the `others` (MOSAIC's 'exhaustive' version
+    includes the other versions' plans): (plan, its objective, details with the
+    sampled plans under 'targets' and 'starts')."""
+    rng = np.random.default_rng(seed)
+    targets, starts = random_plans(problem, n, rng)
+    lat, en = evaluate_batch(problem, targets, starts)
+    vals = lat if objective == "latency" else en
+    k = int(np.argmin(vals))
+    best = Assignment.from_targets(targets[k], np.flatnonzero(starts[k]))
+    best_val, source = float(vals[k]), "random"
+    for name, a in others.items():
+        v = evaluate(problem, a).objective(objective)
+        if v < best_val:
+            best, best_val, source = a, v, name
+    return best, best_val, {"samples": n, "best_from": source, "targets": targets, "starts": starts}
+
+
 class RandomSearch:
     """Random plans over the request's whole target set (all levels for energy)."""
 
@@ -180,20 +199,11 @@ class RandomSearch:
         n = request.options.get("samples", 1000)
         if not isinstance(n, int) or not 1 <= n <= 1_000_000:
             raise UnsupportedRequest("options.samples", "must be an integer between 1 and 1000000")
-        rng = np.random.default_rng(request.seed)
-        targets, starts = random_plans(problem, n, rng)
-        lat, en = evaluate_batch(problem, targets, starts)
-        vals = lat if request.objective == "latency" else en
-        k = int(np.argmin(vals))
-        best = Assignment.from_targets(targets[k], np.flatnonzero(starts[k]))
-        best_val, source = float(vals[k]), "random"
-        for name, a in baseline_plans(problem, request.objective).items():
-            v = evaluate(problem, a).objective(request.objective)
-            if v < best_val:
-                best, best_val, source = a, v, name
-        unique = len({(targets[i].tobytes(), starts[i].tobytes()) for i in range(n)})
-        return Solution(best, "feasible", objective=best_val, wall_time_ms=clock.ms, evaluations=n,
-                        details={"samples": n, "unique_samples": unique, "best_from": source})
+        best, value, details = random_search(problem, request.objective, n, request.seed,
+                                             baseline_plans(problem, request.objective))
+        sampled = np.hstack([details.pop("targets"), details.pop("starts")])
+        details["unique_samples"] = int(np.unique(sampled, axis=0).shape[0])
+        return Solution(best, "feasible", objective=value, wall_time_ms=clock.ms, evaluations=n, details=details)
 
 
 SOLVERS = [Preferred(), HCA(), HCCA(), RandomSearch()]

@@ -81,3 +81,29 @@ def test_batch_marks_memory_violations_infinite():
     targets = np.zeros((1, 10), dtype=int)
     lat, en = evaluate_batch(p, targets, np.zeros((1, 10), dtype=bool))
     assert np.isinf(lat[0]) and np.isinf(en[0])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_batch_judges_memory_like_single_on_arbitrary_plans(seed):
+    """Unconstrained random plans, many over a memory limit: same verdict and numbers."""
+    rng = np.random.default_rng(seed)
+    p = random_problem(rng, L=30, T=4, limited_share=0.5)
+    feas = p.feasible
+    targets = np.zeros((150, 30), dtype=int)
+    for r in range(150):  # a target held for runs of layers: long slices, many over the 40-byte limit
+        cur = -1
+        for i in range(30):
+            if cur < 0 or not feas[i, cur] or rng.random() < 0.08:
+                cur = int(rng.choice(np.flatnonzero(feas[i])))
+            targets[r, i] = cur
+    starts = rng.random((150, 30)) < 0.05
+    lat, en = evaluate_batch(p, targets, starts)
+    n_bad = 0
+    for i in range(150):
+        ev = evaluate(p, Assignment.from_targets(targets[i], np.flatnonzero(starts[i])))
+        if ev.feasible:
+            assert lat[i] == pytest.approx(ev.latency_ms) and en[i] == pytest.approx(ev.energy_mj)
+        else:
+            n_bad += 1
+            assert np.isinf(lat[i]) and np.isinf(en[i])
+    assert 0 < n_bad < 150
