@@ -27,7 +27,8 @@ among the gaps between measured sizes). Sizes span orders of magnitude and the n
 is proportional, so fits minimise relative error (weights 1/y^2). The model is chosen
 by leave-one-out relative error, knots re-chosen inside every fold (exact, via the
 deleted-residual identity), with the one-standard-error rule: the fewest parameters
-whose error is within one standard error of the best.
+whose error is within one standard error of the best. The chosen knots are then moved
+within their gaps to the least error.
 """
 
 from __future__ import annotations
@@ -156,6 +157,46 @@ def _fit_family(kind: str, x: np.ndarray, y: np.ndarray, sw: np.ndarray):
     return knot_sets[b], coef[b], (e if np.isfinite(e).all() and n > N_PARAMS[kind] else None)
 
 
+def _refine_knots(kind: str, x: np.ndarray, y: np.ndarray, sw: np.ndarray, knots: tuple[float, ...]):
+    """Move each knot within the gap it was found in (between its neighbouring measured
+    sizes) to the least weighted SSE: golden section, two coordinate passes."""
+    ux = np.unique(x)
+    yw = y * sw
+
+    def fit(ks):
+        A = _design(kind, x, ks) * sw[:, None]
+        coef = np.linalg.lstsq(A, yw, rcond=None)[0]
+        r = yw - A @ coef
+        return float(r @ r), coef
+
+    ks = list(knots)
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(2):
+        for j in range(len(ks)):
+            i = int(np.searchsorted(ux, ks[j]))
+            lo, hi = ux[i - 1], ux[i]
+            a, b = lo, hi
+            def sse(k):  # noqa: E306
+                trial = ks.copy()
+                trial[j] = k
+                return fit(tuple(trial))[0]
+            u1, u2 = b - g * (b - a), a + g * (b - a)
+            f1, f2 = sse(u1), sse(u2)
+            for _ in range(40):
+                if f1 <= f2:
+                    b, u2, f2 = u2, u1, f1
+                    u1 = b - g * (b - a)
+                    f1 = sse(u1)
+                else:
+                    a, u1, f1 = u1, u2, f2
+                    u2 = a + g * (b - a)
+                    f2 = sse(u2)
+            best_k = u1 if f1 <= f2 else u2
+            if sse(best_k) < sse(ks[j]):
+                ks[j] = best_k
+    return tuple(float(k) for k in ks), fit(tuple(ks))[1]
+
+
 def _metrics(y: np.ndarray, pred: np.ndarray) -> tuple[float, float, float]:
     err = pred - y
     pos = y > 0
@@ -212,6 +253,8 @@ def fit_curve(sizes_bytes: Sequence[float], values: Sequence[float], model: str 
         else:
             chosen = best
     kind, knots, coef, _ = chosen
+    if kind.startswith("pwl"):
+        knots, coef = _refine_knots(kind, xs, y, sw, knots)
     loo = rms[kind] if math.isfinite(rms[kind]) else None
     fit = CurveFit(kind, tuple(float(c) for c in coef), tuple(k * scale for k in knots), scale, lo, hi, 0, 0, 0, loo,
                    tuple((r[0], rms[r[0]]) for r in results), int(x.size))

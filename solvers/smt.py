@@ -57,7 +57,7 @@ from planner.schema import PlanRequest
 from planner.solver import Capabilities, Progress, Solution, Stopwatch
 
 ENCODINGS = ("pb", "lagrange", "onehot", "axonn")
-PB_LIMIT = 2**30  # PB coefficients and bounds are C ints; any plan's floored sum stays below this
+PB_LIMIT = 2**24  # grid: any plan's floored sum stays below this (measured: 2^20-2^28 all work, 2^30 stalls)
 
 
 def _exact(x: float) -> Fraction:
@@ -199,55 +199,118 @@ class _Costs:
 
 
 class _PB:
+    """Boundaries are encoded one of two ways. With pair arrays (AxoNN OUT/IN, Kang's
+    device-pair costs): a literal per pair (a, b), exactly one per boundary, tied to
+    the layer literals by flow equalities. Without them (MOSAIC-style: only a slice's
+    own tensor in/out) the boundary cost is separable, out on the source and in on
+    the destination, so 3T+1 literals do: same[t] = x[i][t] and x[i+1][t], a change
+    literal = none of them, leave[a] = x[i][a] and change, enter[b] = x[i+1][b] and
+    change."""
+
     def __init__(self, z3, c: _Costs):
         self.z3, self.c = z3, c
-        L, T, F = c.L, c.T, c.F
+        L, F = c.L, c.F
         s = z3.SolverFor("QF_FD")
         self.s = s
         self.x = [{t: z3.Bool(f"x_{i}_{t}") for t in F[i]} for i in range(L)]
         for i in range(L):
             s.add(z3.PbEq([(v, 1) for v in self.x[i].values()], 1))
-        self.y = []
+        self.pairs = c.p.pair_time_ms is not None
+        self.y: list[dict] = []  # pairs mode: (a, b) -> literal
+        self.same: list[dict] = []  # t -> "layers i and i+1 both on t"
+        self.change: list = []  # literal: the target changes after layer i
+        self.leave: list[dict] = []
+        self.enter: list[dict] = []
         for i in range(L - 1):
-            ys = {(a, b): z3.Bool(f"y_{i}_{a}_{b}") for a in F[i] for b in F[i + 1]}
-            for a in F[i]:
-                s.add(z3.PbEq([(ys[(a, b)], 1) for b in F[i + 1]] + [(self.x[i][a], -1)], 0))
-            for b in F[i + 1]:
-                s.add(z3.PbEq([(ys[(a, b)], 1) for a in F[i]] + [(self.x[i + 1][b], -1)], 0))
-            self.y.append(ys)
+            if self.pairs:
+                ys = {(a, b): z3.Bool(f"y_{i}_{a}_{b}") for a in F[i] for b in F[i + 1]}
+                for a in F[i]:
+                    s.add(z3.PbEq([(ys[(a, b)], 1) for b in F[i + 1]] + [(self.x[i][a], -1)], 0))
+                for b in F[i + 1]:
+                    s.add(z3.PbEq([(ys[(a, b)], 1) for a in F[i]] + [(self.x[i + 1][b], -1)], 0))
+                self.y.append(ys)
+                self.same.append({t: ys[(t, t)] for t in F[i] if (t, t) in ys})
+                self.change.append(z3.Not(z3.Or(list(self.same[-1].values()) or [z3.BoolVal(False)])))
+            else:
+                same = {}
+                for t in F[i]:
+                    if t in self.x[i + 1]:
+                        v = z3.Bool(f"s_{i}_{t}")
+                        s.add(v == z3.And(self.x[i][t], self.x[i + 1][t]))
+                        same[t] = v
+                ch = z3.Bool(f"ch_{i}")
+                s.add(ch == z3.Not(z3.Or(list(same.values()) or [z3.BoolVal(False)])))
+                lv = {a: z3.Bool(f"lv_{i}_{a}") for a in F[i]}
+                en = {b: z3.Bool(f"en_{i}_{b}") for b in F[i + 1]}
+                for a, v in lv.items():
+                    s.add(v == z3.And(self.x[i][a], ch))
+                for b, v in en.items():
+                    s.add(v == z3.And(self.x[i + 1][b], ch))
+                self.same.append(same)
+                self.change.append(ch)
+                self.leave.append(lv)
+                self.enter.append(en)
         self.st: list = [None] * L
         self.sp: list[dict] = [dict() for _ in range(L)]
         if c.need_splits:
             self._splits()
         K = c.req.constraints.max_transitions
-        tr = [v for ys in self.y for (a, b), v in ys.items() if a != b]
-        if K is not None and K < len(tr):
-            s.add(z3.AtMost(*tr, K))
-        # floored PB images of latency and energy
-        self.terms = {}
-        for which, node, edge, split in (("latency", c.node_t, c.edge_t, c.split_t), ("energy", c.node_e, c.edge_e, c.split_e)):
-            raw = []
-            for i in range(L):
-                raw += [(v, node[i, t]) for t, v in self.x[i].items()]
-                if i:
-                    raw += [(v, edge[i - 1, a, b]) for (a, b), v in self.y[i - 1].items()]
-                    raw += [(v, split[i, t]) for t, v in self.sp[i].items()]
-            worst = sum(abs(node[i, t]) for i in range(L) for t in F[i]) + (
-                sum(float(np.abs(edge[i]).max()) for i in range(L - 1)) + float(np.abs(split).sum()))
-            grid = 2.0 ** math.ceil(math.log2(max(worst, 1e-300) / PB_LIMIT))
-            coeffs = [(v, _floor_div(w, grid)) for v, w in raw]
-            self.terms[which] = (grid, [(v, k) for v, k in coeffs if k != 0])
+        moves = [v for ys in self.y for (a, b), v in ys.items() if a != b] if self.pairs else list(self.change)
+        if K is not None and K < len(moves):
+            s.add(z3.AtMost(*moves, K) if len(moves) > 1 else z3.Not(moves[0]))
+        # floored PB images of latency, energy and (for a capped request) the Lagrangian
+        # latency + lambda * energy: groups of exactly-one literals (a layer's targets,
+        # a boundary's pairs) and free literals (splits, leave/enter)
+        self.terms: dict[str, tuple[float, list[list[tuple]], list[tuple]]] = {}
         cons = c.req.constraints
+        weights = {"latency": (1.0, 0.0), "energy": (0.0, 1.0)}
+        self.lam = 0.0
+        if cons.max_energy_mj is not None or cons.max_latency_ms is not None:
+            self.lam, _ = c.dual()
+            if self.lam > 0:
+                weights["lagrangian"] = (1.0, self.lam) if c.req.objective == "latency" else (self.lam, 1.0)
+        p = c.p
+        for which, (wt, we) in weights.items():
+            node = wt * c.node_t + we * c.node_e
+            split = wt * c.split_t + we * c.split_e
+            groups = [[(v, node[i, t]) for t, v in self.x[i].items()] for i in range(L)]
+            free = [(v, split[i, t]) for i in range(L) for t, v in self.sp[i].items()]
+            if self.pairs:
+                edge = wt * c.edge_t + we * c.edge_e
+                groups += [[(v, edge[i, a, b]) for (a, b), v in self.y[i].items()] for i in range(L - 1)]
+            else:
+                out = wt * p.comm_out_time_ms + we * p.comm_out_energy_mj
+                inn = wt * p.comm_in_time_ms + we * p.comm_in_energy_mj
+                for i in range(L - 1):
+                    free += [(v, out[i, a]) for a, v in self.leave[i].items()]
+                    free += [(v, inn[i + 1, b]) for b, v in self.enter[i].items()]
+            worst = sum(max((abs(w) for _, w in g), default=0.0) for g in groups) + sum(abs(w) for _, w in free)
+            grid = 2.0 ** math.ceil(math.log2(max(worst, 1e-300) / PB_LIMIT))
+            self.terms[which] = (
+                grid,
+                [[(v, _floor_div(w, grid)) for v, w in g] for g in groups],
+                [(v, _floor_div(w, grid)) for v, w in free],
+            )
         for which, cap in (("energy", cons.max_energy_mj), ("latency", cons.max_latency_ms)):
             if cap is not None:
                 self.bound(which, _exact(cap_limit(cap)), strict=False)
 
     def bound(self, which: str, value: Fraction, strict: bool) -> None:
         """Add the PB image of `which <= value` (or `< value`): floored sum <= floor
-        (or ceil - 1) of value / grid, implied by the exact constraint."""
-        grid, terms = self.terms[which]
+        (or ceil - 1) of value / grid, implied by the exact constraint. Each exactly-one
+        group is shifted by its least coefficient (the bound with it), so propagation
+        charges an undecided layer its cheapest option instead of nothing."""
+        grid, groups, free = self.terms[which]
         q = value / _exact(grid)
         k = (math.ceil(q) - 1) if strict else math.floor(q)
+        terms = []
+        for g in groups:
+            if not g:
+                continue
+            m = min(w for _, w in g)
+            k -= m
+            terms += [(v, w - m) for v, w in g if w != m]
+        terms += [(v, w) for v, w in free if w != 0]
         lo = sum(w for _, w in terms if w < 0)
         hi = sum(w for _, w in terms if w > 0)
         if k >= hi:
@@ -257,18 +320,26 @@ class _PB:
             return
         self.s.add(self.z3.PbLe(terms, k) if terms else self.z3.BoolVal(k >= 0))
 
+    def improve(self, objective: str, v: Fraction) -> None:
+        """The incumbent's value v: objective < v, and its Lagrangian image
+        objective + lambda * other < v + lambda * cap when the other is capped."""
+        self.bound(objective, v, strict=True)
+        if "lagrangian" in self.terms:
+            cons = self.c.req.constraints
+            cap = cons.max_energy_mj if objective == "latency" else cons.max_latency_ms
+            self.bound("lagrangian", v + _exact(self.lam) * _exact(cap_limit(cap)), strict=True)
+
     def _splits(self):
         z3, s, c = self.z3, self.s, self.c
         L, p = c.L, c.p
         self.st = [None] + [z3.Bool(f"st_{i}") for i in range(1, L)]
         for i in range(1, L):
-            for (a, b), v in self.y[i - 1].items():
-                if a != b:
-                    s.add(z3.Implies(v, self.st[i]))
-                elif c.split_ok[i, b]:
-                    sp = z3.Bool(f"sp_{i}_{b}")
+            s.add(z3.Implies(self.change[i - 1], self.st[i]))
+            for t, v in self.same[i - 1].items():
+                if c.split_ok[i, t]:
+                    sp = z3.Bool(f"sp_{i}_{t}")
                     s.add(sp == z3.And(v, self.st[i]))
-                    self.sp[i][b] = sp
+                    self.sp[i][t] = sp
                 else:
                     s.add(z3.Implies(v, z3.Not(self.st[i])))
         mem = p.memory_bytes.astype(np.int64)
@@ -465,6 +536,10 @@ class Z3Solver:
             raise UnsupportedRequest("options.encoding", f"unknown encoding '{encoding}' (choose from {', '.join(ENCODINGS)})")
         deadline = time.perf_counter() + request.time_limit_s
         c = _Costs(problem, request)
+        if any(not f for f in c.F):
+            i = next(i for i, f in enumerate(c.F) if not f)
+            return Solution(None, "infeasible", wall_time_ms=clock.ms, evaluations=0,
+                            notes=[f"layer '{problem.layer_ids[i]}' can run on none of the targets"])
         enc = _PB(z3, c) if encoding == "pb" else _LRA(z3, c, encoding)
         enc.s.set("random_seed", int(request.seed) & 0x7FFFFFFF)
         details: dict = {"encoding": encoding, "build_ms": clock.ms}
@@ -521,7 +596,8 @@ class Z3Solver:
             if isinstance(enc, _PB):
                 if ok and (v is None or val < v):
                     best, v = plan, val
-                    enc.bound(objective, v, strict=True)
+                    enc.improve(objective, v)
+                    enc.block(*plan)  # its floored image may still pass the new bound
                 else:
                     blocked += 1
                     enc.block(*plan)
