@@ -543,7 +543,9 @@ class Constraints(Strict):
     devices: list[Id] | None = Field(None, description="Only these devices may run layers")
     max_latency_ms: PosFloat | None = None
     max_energy_mj: PosFloat | None = None
-    max_transitions: NonNegInt | None = Field(None, description="Cap on target changes between adjacent layers")
+    max_transitions: NonNegInt | None = Field(
+        None, description="Cap on target changes between adjacent layers (AxoNN eq. 5); a DVFS change on one device counts"
+    )
 
     def active(self) -> set[str]:
         """Names of the constraints this request actually sets."""

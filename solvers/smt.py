@@ -1,40 +1,47 @@
 """AxoNN's constraint model (eq. 3-7) on the Z3 SMT solver: minimise latency subject to
 energy <= ECT and at most K transitions, or the dual (minimise energy under a deadline).
 
-Encodings (request.options["encoding"]; all measured in bench/energy_cap.py):
+Encodings (request.options["encoding"]; measured by bench/energy_cap.py --alternatives):
 
 - "pb" (default): pseudo-Boolean, solved by Z3's SAT core with native cardinality and
   PB constraints (logic QF_FD), no arithmetic theory. A Boolean per (layer, target),
-  exactly one per layer; a Boolean per adjacent pair (a, b) tied to them by flow
-  equalities; the transition cap is AtMost over the a != b pairs. Costs are PB
-  coefficients, i.e. 32-bit integers, so every cost is floored on a power-of-two
-  grid (chosen so any plan's sum fits) and each cap is floored likewise: the PB
-  constraints are then a *relaxation* (every plan that truly meets a cap meets its
-  PB image). Each model Z3 returns is re-evaluated exactly (rationals, the same
-  floats the evaluator adds); a plan that truly breaks a cap or is no better than the
-  incumbent gets a blocking clause, a better one becomes the incumbent and adds
-  "floored objective <= ceil(v / grid) - 1", implied by "objective < v". Unsat then
-  proves exactly that no admissible plan beats the incumbent (or, without one, that
-  none exists). Memory limits become clauses over slice-start Booleans (no window of
-  layers on one target whose bytes exceed its limit without a slice start).
-- "lagrange": the same choice variables with exact rational costs in linear real
-  arithmetic (sums of If terms, prefix sums), plus implied cuts from a backward DP:
-  x[i][t] (and i transitions used) => prefix + least cost to go <= total, for the
-  objective, for energy, and for latency + lambda * energy with lambda maximising the
-  Lagrangian dual of the cap. Searched by repeated "objective < v" checks.
-- "onehot": the same without the cuts.
-
-options.max_checks stops after that many solver checks (a deterministic stand-in for
-the time limit: the incumbent comes back "not_proven" with its bound).
+  exactly one per layer. Boundaries: with pair arrays (AxoNN OUT/IN, pipeline breaks)
+  a Boolean per adjacent pair (a, b) tied to the layer Booleans by flow equalities;
+  without them (MOSAIC-style slice comm only) the cost is separable and 3T+1
+  Booleans per boundary do (same target, change, leave a, enter b). The transition
+  cap is AtMost over the pair (or change) Booleans. PB coefficients are 32-bit, so
+  every cost is floored on a power-of-two grid (any plan's floored sum < 2^24) and
+  each cap floored likewise: the PB constraints are a *relaxation* (every plan that
+  truly meets a cap meets its PB image). Each exactly-one group is shifted by its least
+  coefficient so propagation charges an undecided layer its cheapest option; a capped
+  request also gets the Lagrangian image "objective + lambda * other < v + lambda *
+  cap" (lambda maximises the Lagrangian dual, golden section over DP evaluations).
+  Every model Z3 returns is re-evaluated exactly (rationals of the same floats the
+  evaluator adds) and then blocked; a plan that truly meets the caps and beats the
+  incumbent becomes the incumbent and adds "floored objective <= ceil(v / grid) - 1",
+  implied by "objective < v". Unsat then proves exactly that no admissible plan beats
+  the incumbent (or, without one, that none exists). Memory limits become clauses over
+  slice-start Booleans (no run of layers on one target whose bytes exceed its limit
+  without a slice start).
+- "lagrange": exact rational costs in linear real arithmetic (sums of If terms, prefix
+  sums) plus implied cuts from a backward DP: x[i][t] (and c transitions used) =>
+  prefix + least cost to go <= total, for the objective, for the other resource and for
+  the Lagrangian combination. Searched by repeated "objective < v" checks.
+- "onehot": the same Booleans in linear real arithmetic without the cuts.
 - "axonn": the paper's formulation: an integer target per layer, costs as If-chains,
   TR_i = (s_i != s_i+1), sum of If(TR_i, 1, 0) <= K.
 
-Tried and dropped (numbers in the bench note): binary search on the objective (each
-unsat probe is a costly proof; linear descent needs 2-10 checks), the network-flow LP
-inside Z3's simplex (x, y real in [0, 1], Booleans forcing integrality: exact rational
-pivots on float-derived coefficients are slow), per-layer step variables bounded by
-convex-hull facets, and z3 case-split strategies; all were slower than "pb" by 10-100x
-on VGG-19 at K = 3.
+Measured on VGG-19 over Xavier GPU + DLA, caps 0.71/0.83/0.95 of the all-GPU energy
+(seconds per cap; 20 s limit): 43 layers, K = 3: pb 0.15-0.39, axonn 10-20 (one not
+proven), onehot 16.5-20 (two not proven), lagrange 18-20 (one not proven); 24 layers,
+K = 3: pb 0.08-0.15, lagrange 1.0-1.5, axonn 1.2-4.8, onehot 1.7-7.4. Also tried and
+dropped: binary search on the objective (each unsat probe is a costly proof: 5-30x
+slower than descending with "objective < v"), the network-flow LP inside Z3's simplex
+(reals in [0, 1], Booleans forcing integrality: exact pivots on float-derived
+coefficients, slower still), per-layer step variables bounded by convex-hull facets,
+z3 case-split strategies, and for pb a finer grid (2^30: the first check alone ran out
+of 30 s on MobileNet over HiKey's 25 DVFS targets; 2^20-2^28 all solve it in 1-2.5 s),
+no group normalisation or no Lagrangian cut (each alone: 2-3x slower or not proven).
 
 Statuses: "optimal" only after the final unsat; at the time limit the incumbent is
 returned as "not_proven" with a lower bound (the better of the DP relaxation and the
