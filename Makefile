@@ -30,6 +30,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/dp.py
 	$(PY) bench/service.py
+	$(PY) bench/energy_cap.py
 
 profiles: $(STAMP)
 	$(PY) -m profiles.generate
+	$(PY) -m profiles.generate_xavier
