@@ -23,7 +23,6 @@ then a running minimum of energy ranks offset per state drops dominated labels.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
