@@ -574,3 +574,17 @@ def pareto_mask(objs: np.ndarray) -> np.ndarray:
         dominated = (objs[rest] >= objs[i]).all(axis=1)
         keep[rest[dominated]] = False
     return keep
+
+
+def merge_front(front: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """pareto_mask(concatenate([front, new])) split in two, for a `front` that is already
+    mutually non-dominated and distinct: O(|front| x |new|) instead of O(|front|^2)."""
+    front, new = np.asarray(front, dtype=float), np.asarray(new, dtype=float)
+    if len(front) == 0 or len(new) == 0:
+        return np.ones(len(front), dtype=bool), pareto_mask(new) if len(new) else np.zeros(0, dtype=bool)
+    le = (front[:, None, :] <= new[None, :, :]).all(axis=2)  # front f weakly dominates (or equals) new k
+    ge = (front[:, None, :] >= new[None, :, :]).all(axis=2)  # new k weakly dominates front f
+    keep_new = pareto_mask(new) & ~le.any(axis=0)
+    keep_front = ~(ge & ~le).any(axis=1)  # strictly dominated by some new row
+    return keep_front, keep_new
+

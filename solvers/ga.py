@@ -36,7 +36,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from planner.multiapp import PENALTY, evaluate_batch, pareto_mask
+from planner.multiapp import PENALTY, evaluate_batch, merge_front, pareto_mask
 from planner.scheduling import Candidate, ScheduleSolution, check_options, option
 from planner.solver import Capabilities, Progress, Stopwatch
 
@@ -368,10 +368,9 @@ class GaScheduler:
                     if g is not None:
                         kids = np.concatenate([kids, g[None, :]])
                         kid_o = np.concatenate([kid_o, o[None, :]])
-            allg = np.concatenate([front_g, kids])
-            allo = np.concatenate([front_o, kid_o])
-            keep = pareto_mask(allo)
-            front_g, front_o = allg[keep], allo[keep]
+            kf, kk = merge_front(front_o, kid_o)
+            front_g = np.concatenate([front_g[kf], kids[kk]])
+            front_o = np.concatenate([front_o[kf], kid_o[kk]])
             if selection == "nsga2":
                 population = tools.selNSGA2(population + wrap(kids, kid_o), pop_n)
             else:

@@ -21,6 +21,7 @@ import math
 import os
 import re
 import tempfile
+import warnings
 
 import numpy as np
 
@@ -59,6 +60,12 @@ def _twins(mp) -> list[tuple[int, int]]:
 
 
 def _solve_pulp(mp, time_limit_s: float, timing: bool):
+    with warnings.catch_warnings():  # PuLP 3.x deprecates its 2.x API, which is what pulp>=2.8 has in common
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _solve_pulp_model(mp, time_limit_s, timing)
+
+
+def _solve_pulp_model(mp, time_limit_s: float, timing: bool):
     import pulp
 
     app, feas, E, mem, dev_pes, limits, cpu, big_m = _data(mp)

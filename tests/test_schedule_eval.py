@@ -13,6 +13,7 @@ from planner.multiapp import (
     evaluate_batch,
     evaluate_mapping,
     is_task_clustering,
+    merge_front,
     pareto_mask,
 )
 from planner.schema import ModelProfile, Platform, ScheduleRequest
@@ -177,6 +178,18 @@ def test_overload_is_unschedulable_and_penalised():
 def test_pareto_mask():
     objs = np.array([[1, 5], [2, 2], [3, 1], [2, 3], [1, 5], [4, 4]])
     assert pareto_mask(objs).tolist() == [True, True, True, False, False, False]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), m=st.integers(1, 4), nf=st.integers(0, 30), nk=st.integers(0, 30))
+def test_merge_front_equals_pareto_of_the_union(seed, m, nf, nk):
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(0, 4, (nf + nk + 5, m)).astype(float)
+    f = pool[rng.integers(0, len(pool), nf)]
+    f = f[pareto_mask(f)] if len(f) else f.reshape(0, m)
+    k = pool[rng.integers(0, len(pool), nk)].reshape(nk, m)
+    kf, kk = merge_front(f, k)
+    assert np.concatenate([kf, kk]).tolist() == pareto_mask(np.concatenate([f, k])).tolist()
 
 
 # --------------------------------------------------------------------------- batch == reference
