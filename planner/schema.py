@@ -244,8 +244,6 @@ class Device(Strict):
             issues.append((("cores",), "only a cpu device is split into logical PEs by core count"))
         if not self.dvfs_levels:
             issues.append((("dvfs_levels",), "a device needs at least one DVFS level"))
-        if not self.dvfs_levels:
-            issues.append((("dvfs_levels",), "a device needs at least one DVFS level"))
         freqs = [lv.freq_mhz for lv in self.dvfs_levels]
         for f, idx in _duplicates([repr(f) for f in freqs]).items():
             issues.append((("dvfs_levels", idx[1], "freq_mhz"), f"duplicate frequency {f} MHz"))
