@@ -48,7 +48,6 @@ def solve_reference(problem: Problem, objective: str) -> tuple[float, Assignment
     limit = problem.memory_limit_bytes
     best = np.full((L + 1, T), np.inf)
     choice_k = np.zeros((L + 1, T), dtype=np.intp)
-    choice_prev = np.full((L + 1, T), -1, dtype=np.intp)
     entry = np.zeros((L + 1, T))  # entry[k, t]: cost before a slice that starts at layer k on t
     entry_prev = np.full((L + 1, T), -1, dtype=np.intp)
     for l in range(1, L + 1):

@@ -13,6 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
+from planner.commands.solve import add_request_arguments
 from planner.errors import InfeasibleError, InputError, Issue, PlannerError
 
 SHA = re.compile(r"^[0-9a-f]{64}$")
@@ -42,17 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("--platform", required=True, metavar="FILE|ID", help="platform JSON file (uploaded) or its id")
     p.add_argument("--profile", required=True, metavar="FILE|ID", help="model profile JSON file (uploaded) or its id")
-    p.add_argument("--objective", choices=("latency", "energy"), default="latency")
-    p.add_argument("--solver", default="dp")
-    p.add_argument("--targets", choices=("auto", "max_frequency", "all_levels"), default="auto")
-    p.add_argument("--devices", help="comma-separated device ids allowed to run layers")
-    p.add_argument("--max-latency", type=float, metavar="MS", dest="max_latency_ms")
-    p.add_argument("--energy-cap", type=float, metavar="MJ", dest="max_energy_mj")
-    p.add_argument("--max-transitions", type=int, metavar="K")
-    p.add_argument("--time-limit", type=float, default=30.0, metavar="S")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="solver option, repeatable")
-    p.add_argument("--no-compare", action="store_true", help="skip the baseline comparison")
+    add_request_arguments(p)
     p.add_argument("--no-wait", action="store_true", help="print the job and return instead of waiting")
     p.add_argument("--idempotency-key", help="retry-safe key (default: a fresh one per invocation)")
     p.set_defaults(func=run_plan)

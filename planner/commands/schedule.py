@@ -5,10 +5,10 @@ prints the Pareto set as a table, or the Schedule document with --json."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from planner.cli import EXIT_INFEASIBLE
+from planner.commands.solve import parse_options
 from planner.errors import InputError
 from planner.io import load, parse
 from planner.schema import ModelProfile, Platform, Schedule, ScheduleRequest
@@ -64,15 +64,7 @@ def _apps(args) -> tuple[list[ModelProfile], list[dict]]:
 
 
 def request_from_args(args, apps: list[dict]) -> ScheduleRequest:
-    options: dict = {}
-    for item in args.option:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InputError("--option", f"'{item}' is not KEY=VALUE")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
+    options = parse_options(args.option)
     for key in ("generations", "population", "selection", "workers"):
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)

@@ -16,6 +16,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="plan one model on one platform", description=__doc__)
     p.add_argument("--platform", required=True, metavar="FILE", help="platform JSON")
     p.add_argument("--profile", required=True, metavar="FILE", help="model profile JSON")
+    add_request_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the Plan document")
+    p.set_defaults(func=run)
+
+
+def add_request_arguments(p: argparse.ArgumentParser) -> None:
+    """The PlanRequest flags, shared by `solve` and the service client's `plan`."""
     p.add_argument("--objective", choices=("latency", "energy"), default="latency")
     p.add_argument("--solver", default="dp", help="solver name (planner solvers lists them)")
     p.add_argument("--targets", choices=("auto", "max_frequency", "all_levels"), default="auto")
@@ -27,20 +34,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="solver option, repeatable")
     p.add_argument("--no-compare", action="store_true", help="skip the baseline comparison")
-    p.add_argument("--json", action="store_true", help="print the Plan document")
-    p.set_defaults(func=run)
 
 
-def request_from_args(args: argparse.Namespace) -> PlanRequest:
+def parse_options(items: list[str]) -> dict:
+    """--option KEY=JSON pairs; a value that is not JSON is taken as a string."""
     options = {}
-    for item in args.option:
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError("--option", f"'{item}' is not KEY=VALUE")
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
-            options[key] = value  # a bare word is a string
+            options[key] = value
+    return options
+
+
+def request_from_args(args: argparse.Namespace) -> PlanRequest:
     data = {
         "objective": args.objective,
         "solver": args.solver,
@@ -54,7 +64,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         "time_limit_s": args.time_limit,
         "seed": args.seed,
         "compare_baselines": not args.no_compare,
-        "options": options,
+        "options": parse_options(args.option),
     }
     return parse(PlanRequest, data, "request")
 
