@@ -23,8 +23,8 @@ from planner.schema import (
     Schedule,
     ScheduleEntry,
     ScheduleProvenance,
-    ScheduleReport,
     ScheduleRequest,
+    SolverReport,
     TimelineItem,
 )
 from planner.solver import Progress, Status, get_solver, registry
@@ -210,7 +210,7 @@ def make_schedule(
         objective_names=objective_names(problem.configs[0]),
         entries=entries,  # type: ignore[arg-type]
         front_size=front_size,
-        report=ScheduleReport(
+        report=SolverReport(
             solver=request.solver,
             status=solution.status,
             exact=solver.capabilities.exact,

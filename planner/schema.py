@@ -773,19 +773,6 @@ class ScheduleEntry(BaseModel):
     )
 
 
-class ScheduleReport(BaseModel):
-    solver: str
-    status: Status
-    exact: bool
-    objective: float | None = None
-    bound: float | None = None
-    gap: float | None = None
-    wall_time_ms: float
-    evaluations: int | None = None
-    notes: list[str] = Field(default_factory=list)
-    details: dict[str, Any] = Field(default_factory=dict)
-
-
 class ScheduleProvenance(BaseModel):
     platform_sha256: str
     profile_sha256: list[str]
@@ -800,7 +787,7 @@ class Schedule(BaseModel):
     objective_names: list[str]
     entries: list[ScheduleEntry] = Field(description="The Pareto set, best first by the first objective")
     front_size: int = Field(description="Entries in the Pareto set before max_entries")
-    report: ScheduleReport
+    report: SolverReport
     warnings: list[str] = Field(default_factory=list)
     provenance: ScheduleProvenance
 
