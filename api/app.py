@@ -46,7 +46,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.state.service = svc
     app.state.settings = settings
     problems.install(app)
-    for r in (meta.router, documents.router, plans.router, deployments.router):
+    for r in (meta.router, plans.router, documents.router, deployments.router):
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
     # Outermost first: the body limit runs before idempotency reads the body.

@@ -5,20 +5,20 @@ deployments. Everything heavy is cached by content id, which never goes stale.""
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hashlib
 import json
 import logging
 import threading
-from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
+from starlette.concurrency import run_in_threadpool
 
 from api.auth import Authenticator, Principal
 from api.db import Database
 from api.executors import Executor, PebbleExecutor
+from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, plan_resource_json
 from api.jobs import JobManager, new_id
 from api.problems import ApiError, from_planner_error, invalid
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, utcnow
@@ -27,60 +27,11 @@ from api.settings import Settings
 from api.worker import load_solver_modules
 from planner import __version__
 from planner.errors import Issue, PlannerError
-from planner.plan import canonical_json, make_plan, select_view
-from planner.asymo_schema import AsymoCpu, AsymoNetwork
-from planner.plan import problem_for
+from planner.plan import canonical_json
 from planner.schema import ModelProfile, Plan, PlanRequest, Platform
-from planner.solver import check_supported, document_types, get_solver
+from planner.solver import Solver, check_supported, get_solver
 
 log = logging.getLogger("planner.api")
-KINDS: dict[str, type] = {"platform": Platform, "profile": ModelProfile,
-                          "asymo-cpu": AsymoCpu, "asymo-network": AsymoNetwork}
-
-
-def kinds_for(solver) -> tuple[str, str]:  # noqa: ANN001
-    """The stored document kinds a solver's platform_id and profile_id name."""
-    by_type = {t: k for k, t in KINDS.items()}
-    return tuple(by_type[t] for t in document_types(solver))  # type: ignore[return-value]
-
-
-class LRU:
-    """A small thread-safe LRU; `get_or_make` builds a missing value once per key."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-        self._making: dict[Hashable, threading.Lock] = {}
-
-    def get(self, key: Hashable) -> Any:
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
-        return None
-
-    def put(self, key: Hashable, value: Any) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-    def get_or_make(self, key: Hashable, make: Callable[[], Any]) -> Any:
-        value = self.get(key)
-        if value is not None:
-            return value
-        with self._lock:
-            lock = self._making.setdefault(key, threading.Lock())
-        with lock:
-            value = self.get(key)
-            if value is None:
-                value = make()
-                self.put(key, value)
-        with self._lock:
-            self._making.pop(key, None)
-        return value
 
 
 class Notifier:
@@ -114,10 +65,6 @@ class Notifier:
                         self._waiters.pop(key, None)
 
 
-def iso(t: dt.datetime | None) -> str | None:
-    return None if t is None else t.isoformat() + "+00:00"
-
-
 def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
     if kind == "platform":
         return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices)}
@@ -134,32 +81,24 @@ class Service:
         self.limits = settings.limits
         self.executor = executor or PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s)
         self.notifier = Notifier()
-        self.docs = LRU(64)  # content id -> parsed document
-        self.problems = LRU(32)  # (platform id, profile id) -> compiled Problem
         self.executor_views = LRU(256)  # plan id -> ExecutorPlan JSON bytes (plans are immutable)
         self.reused = LRU(1024)  # request key -> (plan id, PlanResource JSON bytes)
         self.db: Database | None = None
-        self._limiter = None
-
-    async def run_blocking(self, fn, *args):  # noqa: ANN001, ANN002
-        """Run planning or storage work off the event loop, at most `fast_threads` at once:
-        a request's work holds the GIL, and forty threads fighting for it (the default
-        pool) spend more CPU switching than planning."""
-        import anyio
-
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.settings.fast_threads)
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        self.planner: Planner | None = None
+        self.plan_workers = PlanWorkers(settings.url, settings.limits, settings.solver_modules, settings.plan_workers)
 
     def start(self) -> None:
         load_solver_modules(self.settings.solver_modules)
         self.db = Database(self.settings.url)
+        self.planner = Planner(self.db, self.limits)
+        self.plan_workers.start()
         self.auth = Authenticator(self.db, self.settings.insecure_dev, self.settings.token_cache_s)
         self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts)
         self.executor.start(self.jobs)
         self.jobs.recover()
 
     def stop(self) -> None:
+        self.plan_workers.stop()
         self.executor.shutdown()
         if self.db is not None:
             self.db.dispose()
@@ -186,7 +125,7 @@ class Service:
         self.check_limits(kind, doc)
         body = canonical_json(doc)
         doc_id = hashlib.sha256(body).hexdigest()
-        self.docs.put(doc_id, doc)
+        self.planner.docs.put(doc_id, doc)
         with self.db.session() as s:
             row = s.get(DocumentRow, doc_id)
             if row is not None:
@@ -217,37 +156,14 @@ class Service:
             raise ApiError(404, f"no {kind} with id {doc_id}")
         return body
 
-    def parsed(self, kind: str, doc_id: str, path: str) -> Platform | ModelProfile:
-        doc = self.docs.get(doc_id)
-        if doc is not None and isinstance(doc, KINDS[kind]):
-            return doc
-        with self.db.session() as s:
-            body = s.scalar(select(DocumentRow.body).where(DocumentRow.id == doc_id, DocumentRow.kind == kind))
-        if body is None:
-            raise invalid(path, f"no {kind} with this id; upload it first (POST /v1/{kind}s)")
-        doc = KINDS[kind].model_validate_json(body)
-        self.docs.put(doc_id, doc)
-        return doc
-
-    def problem(self, platform_id: str, profile_id: str, platform: Platform, profile: ModelProfile):
-        from models.compile import compile_problem
-
-        def make():
-            try:
-                return compile_problem(platform, profile)
-            except PlannerError as exc:
-                raise from_planner_error(exc) from None
-
-        problem = self.problems.get_or_make((platform_id, profile_id), make)
-        if problem.n_targets > self.limits.max_targets:
-            raise invalid("platform_id", f"{problem.n_targets} targets exceed the limit of {self.limits.max_targets}")
-        return problem
-
     # ------------------------------------------------------------------ plans
-    def submit_plan(self, sub: PlanSubmission) -> tuple[str, Any, bool]:
-        """(kind, result, created): ('plan', (plan id, response JSON bytes), ...) for a fast
-        solver or a reused plan, ('job', JobRow, ...) otherwise; created False = reused."""
+    def plan_key(self, sub: PlanSubmission) -> tuple[PlanRequest, str]:
+        """The submission's PlanRequest and its request key (no I/O)."""
         request = sub.request()
+        return request, request_key(sub.platform_id, sub.profile_id, request)
+
+    def checked_solver(self, request: PlanRequest) -> Solver:
+        """The request's solver, or 422 with the reason it cannot serve the request."""
         if request.time_limit_s > self.limits.max_time_limit_s:
             raise invalid("time_limit_s", f"{request.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
         try:
@@ -255,74 +171,58 @@ class Service:
             check_supported(solver, request)
         except PlannerError as exc:
             raise from_planner_error(exc) from None
-        request_json = request.model_dump_json()
-        key = request_key(sub.platform_id, sub.profile_id, request)
+        return solver
+
+    async def submit_plan(self, sub: PlanSubmission) -> tuple[str, Any, bool]:
+        """(kind, result, created): ('plan', (plan id, response JSON bytes), ...) for a fast
+        solver or a reused plan, ('job', JobRow, ...) otherwise; created False = reused.
+        A new plan is stored before this returns. The loop only checks the request and
+        answers a repeat from memory; solving and storage run in a plan worker process
+        (fast solvers) or a thread (job creation)."""
+        request, key = self.plan_key(sub)
         if sub.reuse:
-            found = self.reusable(key, job_too=not solver.capabilities.fast)
+            hit = self.reused.get(key)
+            if hit is not None:
+                return "plan", hit, False
+        solver = self.checked_solver(request)
+        if not solver.capabilities.fast:
+            return await run_in_threadpool(self.submit_job, sub, request, key, solver)
+        plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id, request.model_dump_json(),
+                                                              key, sub.reuse)
+        self.reused.put(key, (plan_id, body))
+        return "plan", (plan_id, body), created
+
+    def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver) -> tuple[str, Any, bool]:
+        if sub.reuse:
+            found = self.reusable(key, job_too=True)
             if found is not None:
                 return (*found, False)
-        platform_kind, profile_kind = kinds_for(solver)
-        platform = self.parsed(platform_kind, sub.platform_id, "platform_id")
-        profile = self.parsed(profile_kind, sub.profile_id, "profile_id")
-        if isinstance(profile, ModelProfile) and len(profile.layers) > self.limits.max_layers:
-            raise invalid("profile_id", f"{len(profile.layers)} layers exceed the limit of {self.limits.max_layers}")
-        own_compile = getattr(solver, "compile", None) is not None  # muLayer's split targets, AsyMo's cost model
-        problem = None if own_compile else self.problem(sub.platform_id, sub.profile_id, platform, profile)
-        if not solver.capabilities.fast:
-            try:
-                select_view(problem or problem_for(solver, platform, profile, request), request)  # refuse now, not in a job
-            except PlannerError as exc:
-                raise from_planner_error(exc) from None
-            return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request_json, key), True
-        try:
-            plan = make_plan(platform, profile, request, problem=problem)
-        except PlannerError as exc:
-            raise from_planner_error(exc) from None
-        plan_json = plan.model_dump_json()
-        row = dict(id=new_id("pln"), job_id=None, platform_id=sub.platform_id, profile_id=sub.profile_id,
-                   solver=solver.name, objective=plan.objective, status=plan.report.status, notation=plan.notation,
-                   latency_ms=plan.metrics.latency_ms, energy_mj=plan.metrics.energy_mj, request=request_json,
-                   request_key=key, body=plan_json, created_at=utcnow())
-        with self.db.engine.begin() as conn:  # Core insert: the ORM's unit of work is a third of this request
-            conn.execute(PlanRow.__table__.insert(), row)
-        body = self._plan_json(row, plan_json)
-        self.reused.put(key, (row["id"], body))
-        return "plan", (row["id"], body), True
-
-    def reused_in_memory(self, sub: PlanSubmission) -> tuple[str, bytes] | None:
-        """The stored answer to an identical request when it is in memory: no I/O and
-        no solving, so the event loop may ask without a thread hop."""
-        if not sub.reuse:
-            return None
-        return self.reused.get(request_key(sub.platform_id, sub.profile_id, sub.request()))
+        self.planner.check_plannable(solver, sub.platform_id, sub.profile_id, request)
+        return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request.model_dump_json(), key), True
 
     def reusable(self, key: str, job_too: bool) -> tuple[str, Any] | None:
         """The stored plan made for this request key (or, for a slow solver, the job
         still working on it)."""
-        hit = self.reused.get(key)
-        if hit is not None:
-            return "plan", hit
-        with self.db.session() as s:
-            row = s.scalars(select(PlanRow).where(PlanRow.request_key == key)
-                            .order_by(PlanRow.created_at, PlanRow.id).limit(1)).first()
-            if row is not None:
-                body = self._plan_json(row, row.body)
-                self.reused.put(key, (row.id, body))
-                return "plan", (row.id, body)
-            if job_too:
+        store = PlanStore(self.db)
+        try:
+            found = store.find([key]).get(key)
+        finally:
+            store.close()
+        if found is not None:
+            self.reused.put(key, found)
+            return "plan", found
+        if job_too:
+            with self.db.session() as s:
                 job = s.scalars(select(JobRow).where(JobRow.request_key == key, JobRow.state.in_(("queued", "running")))
                                 .order_by(JobRow.created_at).limit(1)).first()
-                if job is not None:
-                    return "job", job
+            if job is not None:
+                return "job", job
         return None
 
     @staticmethod
-    def _plan_json(row: PlanRow | dict, body: str) -> bytes:
-        """The PlanResource JSON, spliced from the stored JSON texts (no re-serialising)."""
-        get = row.get if isinstance(row, dict) else lambda k: getattr(row, k)
-        head = json.dumps({"id": get("id"), "platform_id": get("platform_id"), "profile_id": get("profile_id"),
-                           "job_id": get("job_id"), "created_at": iso(get("created_at"))})
-        return f'{head[:-1]},"request":{get("request")},"plan":{body}}}'.encode()
+    def _plan_json(row: PlanRow, body: str) -> bytes:
+        return plan_resource_json({"id": row.id, "platform_id": row.platform_id, "profile_id": row.profile_id,
+                                   "job_id": row.job_id, "created_at": row.created_at, "request": row.request}, body)
 
     def plan_json(self, plan_id: str) -> bytes:
         with self.db.session() as s:

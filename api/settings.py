@@ -36,7 +36,7 @@ class Settings:
     database_url: str | None = None  # default: SQLite (WAL) under data_dir
     insecure_dev: bool = False
     workers: int = 1  # solver worker processes
-    fast_threads: int = 1  # threads that answer fast-solver plan requests (GIL-bound work)
+    plan_workers: int = 1  # processes that answer fast-solver plan requests (api.fastplans)
     limits: Limits = field(default_factory=Limits)
     token_cache_s: float = 5.0  # a revoked token stops working within this
     idempotency_ttl_s: float = 24 * 3600.0
@@ -66,6 +66,7 @@ class Settings:
             data_dir=Path(os.environ.get("PLANNER_DATA_DIR", "data")),
             database_url=os.environ.get("DATABASE_URL") or None,
             workers=_env_int("PLANNER_WORKERS", 1),
+            plan_workers=_env_int("PLANNER_PLAN_WORKERS", 1),
             limits=limits,
             token_cache_s=_env_float("PLANNER_TOKEN_CACHE_S", 5.0),
             solver_modules=modules,

@@ -10,9 +10,13 @@ cached by content id, as the service always does). A last phase repeats one requ
 the service answers it with the stored plan (content-addressed reuse), reported apart. The goal
 figure is measured with compare_baselines=false (the baseline comparison, which
 samples and evaluates 1000 random plans, is the core's cost, not the service's); the
-same request with compare_baselines=true is measured beside it and reported. The server is `planner serve` (one process, bearer auth on, access
-log off); the clients are asyncio + h11 keep-alive connections in this process. Both share this machine's
-cores, so the figures are a ratio measured in one run, not a capacity claim.
+same request with compare_baselines=true is measured beside it and reported. The server is
+`planner serve` (bearer auth on, access log off): its event loop, plus the plan worker
+process that solves and stores fast-solver requests (api/fastplans.py); the clients are
+asyncio + h11 keep-alive connections in this process. All share this machine's cores, so
+the figures are a ratio measured in one run, not a capacity claim. CPU time per request
+is reported for the server (its process and its children: the plan worker, the idle job
+worker) and for the client, to show where a request's cost goes.
 
     .venv/bin/python bench/service.py [--clients 8] [--seconds 5] [--rounds 2]
 """
@@ -35,13 +39,35 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def cpu_s(pid: int) -> tuple[float, float] | None:
+    """(CPU seconds of the process, of its child processes) from /proc; None elsewhere."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(path: str) -> list[str]:
+        return Path(path).read_text().rsplit(")", 1)[1].split()
+
+    try:
+        own = stat(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    kids = 0.0
+    for path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            f = stat(str(path))
+        except OSError:
+            continue
+        if int(f[1]) == pid:
+            kids += (int(f[11]) + int(f[12])) / tick
+    return (int(own[11]) + int(own[12])) / tick, kids
+
+
 def percentile(values: list[float], q: float) -> float:
     s = sorted(values)
     k = min(len(s) - 1, max(0, round(q / 100 * (len(s) - 1))))
     return s[k]
 
 
-async def load(host: str, port: int, make_request, clients: int, seconds: float) -> dict:  # noqa: ANN001
+async def load(host: str, port: int, make_request, clients: int, seconds: float, server_pid: int | None = None) -> dict:  # noqa: ANN001
     """`clients` keep-alive HTTP/1.1 connections, each sending its next request when the
     last answer is in. h11 over asyncio streams: a client far lighter than the server,
     so the figures are the server's (an httpx client saturated before the trivial
@@ -83,9 +109,17 @@ async def load(host: str, port: int, make_request, clients: int, seconds: float)
 
     await asyncio.gather(*(worker(warmup=20) for _ in range(clients)))  # fill the server's caches
     stop = time.perf_counter() + seconds
+    server0, client0 = cpu_s(server_pid) if server_pid else None, os.times()
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(warmup=0) for _ in range(clients)))
     wall = time.perf_counter() - t0
+    server1, client1 = cpu_s(server_pid) if server_pid else None, os.times()
+    n = max(1, len(latencies))
+    cpu = {"client_cpu_ms_per_request": (client1.user + client1.system - client0.user - client0.system) / n * 1e3}
+    if server0 and server1:
+        cpu["server_cpu_ms_per_request"] = (sum(server1) - sum(server0)) / n * 1e3
+        cpu["server_main_cpu_ms_per_request"] = (server1[0] - server0[0]) / n * 1e3
+        cpu["server_workers_cpu_ms_per_request"] = (server1[1] - server0[1]) / n * 1e3
     return {
         "requests": len(latencies),
         "errors": errors,
@@ -94,6 +128,7 @@ async def load(host: str, port: int, make_request, clients: int, seconds: float)
         "p50_ms": percentile(latencies, 50) * 1e3,
         "p99_ms": percentile(latencies, 99) * 1e3,
         "mean_ms": statistics.fmean(latencies) * 1e3,
+        **cpu,
     }
 
 
@@ -142,7 +177,7 @@ def main() -> int:
         for _ in range(args.rounds):
             for name, make in (("trivial", trivial_request), ("dp_plan", plan_request(False)),
                                ("dp_plan_compare", plan_request(True)), ("dp_plan_repeat", plan_request(True, True))):
-                res = asyncio.run(load("127.0.0.1", server.port, make, args.clients, args.seconds))
+                res = asyncio.run(load("127.0.0.1", server.port, make, args.clients, args.seconds, server.proc.pid))
                 if res["errors"]:
                     raise SystemExit(f"{name}: {res['errors']} failed requests")
                 if name not in best or res["requests_per_s"] > best[name]["requests_per_s"]:
@@ -158,14 +193,18 @@ def main() -> int:
           f"best of {args.rounds} rounds ({os.cpu_count()} cores shared by server, clients and anything else running)")
     print(f"plan request: {plan['model']} on {plan['platform']}, energy, dp, {len(plan['layers'])} layers, "
           f"{len(plan['slices'])} slices -> {plan['notation']}; a distinct seed per request")
-    print(f"{'endpoint':<44} {'req/s':>8} {'p50_ms':>8} {'p99_ms':>8} {'requests':>9} {'vs trivial':>10}")
+    print(f"{'endpoint':<44} {'req/s':>8} {'p50_ms':>8} {'p99_ms':>8} {'requests':>9} {'vs trivial':>10}"
+          f"  CPU ms/request: server (loop + workers), client")
     rows = (("trivial", "GET /v1/health (trivial)"), ("dp_plan", "POST /v1/plans dp, compare_baselines=false"),
             ("dp_plan_compare", "POST /v1/plans dp, compare_baselines=true"),
             ("dp_plan_repeat", "POST /v1/plans same request (stored plan)"))
     for name, label in rows:
         r = best[name]
         rel = r["requests_per_s"] / best["trivial"]["requests_per_s"]
-        print(f"{label:<44} {r['requests_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['requests']:>9} {rel:>10.2f}")
+        cpu = (f"  {r['server_cpu_ms_per_request']:.3f} ({r['server_main_cpu_ms_per_request']:.3f} + "
+               f"{r['server_workers_cpu_ms_per_request']:.3f}), {r['client_cpu_ms_per_request']:.3f}"
+               if "server_cpu_ms_per_request" in r else "")
+        print(f"{label:<44} {r['requests_per_s']:>8.0f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['requests']:>9} {rel:>10.2f}{cpu}")
     ratio_repeat = best["dp_plan_repeat"]["requests_per_s"] / best["trivial"]["requests_per_s"]
     print(f"goal: a solved dp plan request (compare_baselines=false) >= 0.50 x trivial throughput: {ratio:.2f}, "
           f"{'met' if ratio >= 0.5 else 'NOT met'}; with the baseline comparison: {ratio_compare:.2f}; "

@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 import weakref
+from collections import OrderedDict
 
 from pydantic import BaseModel
 
@@ -17,15 +19,11 @@ from planner.evaluate import Evaluation, constraint_violations, evaluate
 from planner.problem import Assignment, Problem
 from planner.schema import (
     Comparison,
-    LayerOut,
     Metrics,
     ModelProfile,
     Plan,
     PlanRequest,
     Platform,
-    Provenance,
-    SliceOut,
-    SolverReport,
 )
 from planner.solver import Progress, Solution, check_supported, get_solver
 
@@ -33,41 +31,78 @@ MAX_WARNINGS = 50
 
 
 def canonical_json(doc: BaseModel | dict) -> bytes:
+    """Sorted keys, no spaces: the bytes content ids and request keys are hashes of.
+    A frozen (validated, immutable) document is serialised once per object (see
+    content_hash)."""
+    if isinstance(doc, BaseModel) and doc.model_config.get("frozen"):
+        return _frozen_entry(doc)[0]
+    return _canonical(doc)
+
+
+def _canonical(doc: BaseModel | dict) -> bytes:
     data = doc.model_dump(mode="json") if isinstance(doc, BaseModel) else doc
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-_HASHED: dict[int, tuple[weakref.ref, str]] = {}
+_HASHED: dict[int, tuple[weakref.ref, bytes, str]] = {}
+
+
+def _frozen_entry(doc: BaseModel) -> tuple[bytes, str]:
+    hit = _HASHED.get(id(doc))
+    if hit is not None and hit[0]() is doc:
+        return hit[1], hit[2]
+    body = _canonical(doc)
+    digest = hashlib.sha256(body).hexdigest()
+    key = id(doc)
+    _HASHED[key] = (weakref.ref(doc, lambda _ref, k=key: _HASHED.pop(k, None)), body, digest)
+    return body, digest
 
 
 def content_hash(doc: BaseModel | dict) -> str:
     """sha256 of the canonical JSON: the same document always has the same id.
-    A frozen (validated, immutable) document is hashed once per object: a service
-    plans the same platform and profile many times, and hashing a profile costs
-    about as much as the DP itself."""
-    frozen = isinstance(doc, BaseModel) and bool(doc.model_config.get("frozen"))
-    if frozen:
-        hit = _HASHED.get(id(doc))
-        if hit is not None and hit[0]() is doc:
-            return hit[1]
-    digest = hashlib.sha256(canonical_json(doc)).hexdigest()
-    if frozen:
-        key = id(doc)
-        _HASHED[key] = (weakref.ref(doc, lambda _ref, k=key: _HASHED.pop(k, None)), digest)
-    return digest
+    A frozen (validated, immutable) document is serialised and hashed once per
+    object: a service plans the same platform and profile many times, hashing a
+    profile costs about as much as the DP itself, and a plan request's key and its
+    plan's provenance hash the same bytes."""
+    if isinstance(doc, BaseModel) and doc.model_config.get("frozen"):
+        return _frozen_entry(doc)[1]
+    return hashlib.sha256(_canonical(doc)).hexdigest()
+
+
+_VIEWS: "weakref.WeakKeyDictionary[Problem, OrderedDict]" = weakref.WeakKeyDictionary()
+_VIEWS_LOCK = threading.Lock()
+VIEWS_PER_PROBLEM = 16
 
 
 def select_view(problem: Problem, request: PlanRequest) -> Problem:
     """The targets a request plans over: max frequency (latency, eq. 6) or every
-    level (energy, eq. 7), restricted to the allowed devices."""
+    level (energy, eq. 7), restricted to the allowed devices. Problems are immutable,
+    so a view is built once per (problem, target set, devices) and shared: a service
+    re-plans the same compiled problem with other seeds and constraints."""
     devices = request.constraints.devices
+    key = (request.target_set(), None if devices is None else tuple(devices))
+    with _VIEWS_LOCK:
+        views = _VIEWS.get(problem)
+        view = None if views is None else views.get(key)
+    if view is not None:
+        return view
+    view = _build_view(problem, request.target_set(), devices)
+    with _VIEWS_LOCK:
+        views = _VIEWS.setdefault(problem, OrderedDict())
+        views[key] = view
+        while len(views) > VIEWS_PER_PROBLEM:
+            views.popitem(last=False)
+    return view
+
+
+def _build_view(problem: Problem, target_set: str, devices: list[str] | None) -> Problem:
     if devices is not None:
         known = {d for t in problem.targets for d in t.device_id.split("+")}
         bad = [Issue(f"constraints.devices[{i}]", f"unknown device '{d}' (platform has {', '.join(sorted(known))})")
                for i, d in enumerate(devices) if d not in known]
         if bad:
             raise InputError(bad)
-    idx = problem.target_indices(max_frequency_only=request.target_set() == "max_frequency", devices=devices)
+    idx = problem.target_indices(max_frequency_only=target_set == "max_frequency", devices=devices)
     if not idx:
         raise InfeasibleError("constraints.devices", "no device is allowed")
     view = problem.select_targets(idx)
@@ -150,40 +185,41 @@ def assemble(
         raise RuntimeError(f"solver '{request.solver}' returned a plan that breaks the request: {broken[0]}")
     value = ev.objective(request.objective)
     with_freq = request.target_set() == "all_levels"
+    # Plain dicts validated once as a whole Plan: one pass through pydantic-core
+    # instead of a model per layer (a service assembles a plan per request).
     slices = []
     layers = []
+    layer_ids, exec_t, exec_e = view.layer_ids, view.exec_time_ms, view.exec_energy_mj
     for si, sc in enumerate(ev.slices):
         tg = view.targets[sc.target]
-        slices.append(
-            SliceOut(
-                index=si,
-                first_layer=view.layer_ids[sc.first],
-                last_layer=view.layer_ids[sc.last],
-                first_index=sc.first,
-                last_index=sc.last,
-                device=tg.device_id,
-                freq_mhz=tg.freq_mhz,
-                target=tg.label,
-                time_ms=sc.time_ms,
-                energy_mj=sc.energy_mj,
-                comm_in_time_ms=sc.comm_in_time_ms,
-                comm_out_time_ms=sc.comm_out_time_ms,
-                memory_bytes=sc.memory_bytes,
-                extra=dict(tg.extra),
-            )
-        )
+        label = tg.label
+        slices.append({
+            "index": si,
+            "first_layer": layer_ids[sc.first],
+            "last_layer": layer_ids[sc.last],
+            "first_index": sc.first,
+            "last_index": sc.last,
+            "device": tg.device_id,
+            "freq_mhz": tg.freq_mhz,
+            "target": label,
+            "time_ms": sc.time_ms,
+            "energy_mj": sc.energy_mj,
+            "comm_in_time_ms": sc.comm_in_time_ms,
+            "comm_out_time_ms": sc.comm_out_time_ms,
+            "memory_bytes": sc.memory_bytes,
+            "extra": dict(tg.extra),
+        })
+        t = sc.target
         for k in range(sc.first, sc.last + 1):
-            layers.append(
-                LayerOut(
-                    layer=view.layer_ids[k],
-                    slice=si,
-                    device=tg.device_id,
-                    freq_mhz=tg.freq_mhz,
-                    target=tg.label,
-                    time_ms=float(view.exec_time_ms[k, sc.target]),
-                    energy_mj=float(view.exec_energy_mj[k, sc.target]),
-                )
-            )
+            layers.append({
+                "layer": layer_ids[k],
+                "slice": si,
+                "device": tg.device_id,
+                "freq_mhz": tg.freq_mhz,
+                "target": label,
+                "time_ms": float(exec_t[k, t]),
+                "energy_mj": float(exec_e[k, t]),
+            })
     warnings = list(view.notes)
     if len(warnings) > MAX_WARNINGS:
         warnings = warnings[:MAX_WARNINGS] + [f"... and {len(warnings) - MAX_WARNINGS} more"]
@@ -191,35 +227,35 @@ def assemble(
     gap = None
     if bound is not None and math.isfinite(bound) and value > 0:
         gap = max(0.0, (value - bound) / value)
-    return Plan(
-        platform=platform.name,
-        model=profile.name,
-        objective=request.objective,
-        notation=notation(view, a, with_freq),
-        slices=slices,
-        layers=layers,
-        metrics=metrics_of(ev),
-        report=SolverReport(
-            solver=request.solver,
-            status=solution.status,
-            exact=exact,
-            objective=solution.objective,
-            bound=bound,
-            gap=gap,
-            wall_time_ms=solution.wall_time_ms,
-            evaluations=solution.evaluations,
-            notes=solution.notes,
-            details=solution.details,
-        ),
-        comparisons=comparisons(view, request, value) if request.compare_baselines else [],
-        warnings=warnings,
-        provenance=Provenance(
-            platform_sha256=content_hash(platform),
-            profile_sha256=content_hash(profile),
-            request_sha256=content_hash(request),
-            planner_version=__version__,
-        ),
-    )
+    return Plan.model_validate({
+        "platform": platform.name,
+        "model": profile.name,
+        "objective": request.objective,
+        "notation": notation(view, a, with_freq),
+        "slices": slices,
+        "layers": layers,
+        "metrics": metrics_of(ev),
+        "report": {
+            "solver": request.solver,
+            "status": solution.status,
+            "exact": exact,
+            "objective": solution.objective,
+            "bound": bound,
+            "gap": gap,
+            "wall_time_ms": solution.wall_time_ms,
+            "evaluations": solution.evaluations,
+            "notes": solution.notes,
+            "details": solution.details,
+        },
+        "comparisons": comparisons(view, request, value) if request.compare_baselines else [],
+        "warnings": warnings,
+        "provenance": {
+            "platform_sha256": content_hash(platform),
+            "profile_sha256": content_hash(profile),
+            "request_sha256": content_hash(request),
+            "planner_version": __version__,
+        },
+    })
 
 
 def problem_for(solver, platform, profile, request: PlanRequest, problem: Problem | None = None) -> Problem:

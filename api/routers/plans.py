@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from api import views
 from api.auth import Principal, require
@@ -29,12 +29,10 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
                          "Send `Idempotency-Key` to retry safely.",
              responses={200: {"model": PlanResource, "description": "The stored plan of an identical earlier request"},
                         202: {"model": JobResource, "description": "Accepted: a job will compute the plan"},
-                        **responses(401, 403, 409, 413, 422)})
-async def create_plan(submission: PlanSubmission, svc: Service = Depends(service), _: Principal = PIPELINE):
-    hit = svc.reused_in_memory(submission)
-    if hit is not None:
-        return Response(hit[1], status_code=200, media_type="application/json", headers={"Location": f"/v1/plans/{hit[0]}"})
-    kind, result, created = await svc.run_blocking(svc.submit_plan, submission)
+                        **responses(401, 403, 409, 413, 422, 503)})
+async def create_plan(submission: PlanSubmission, request: Request, _: Principal = PIPELINE):
+    # the service from the request, not a dependency: each dependency costs this hot route time
+    kind, result, created = await request.app.state.service.submit_plan(submission)
     if kind == "plan":
         plan_id, body = result
         return Response(body, status_code=201 if created else 200, media_type="application/json",

@@ -1,4 +1,4 @@
-"""A test-only slow solver, registered in the service via PLANNER_SOLVER_MODULES (never
+"""Test-only solvers (a slow one, one that crashes its worker process), registered in the service via PLANNER_SOLVER_MODULES (never
 in solvers/): it reports progress for `options.duration_s` seconds, then returns the
 exact DP plan, so cancellation, restarts and progress can be tested deterministically."""
 
@@ -27,4 +27,20 @@ class SlowSolver:
         return get_solver("dp").solve(problem, plain, progress)
 
 
-SOLVERS = [SlowSolver()]
+class CrashingSolver:
+    """A fast solver whose process dies mid-request (a native crash, an OOM kill): the
+    service must answer 503 and plan the next request in a new worker process."""
+
+    name = "test-crash"
+    capabilities = Capabilities(exact=True, fast=True, description="TEST ONLY: its worker process exits while solving")
+
+    def solve(self, problem, request, progress=None):  # noqa: ANN001
+        import multiprocessing
+        import os
+
+        if multiprocessing.parent_process() is None:
+            raise RuntimeError("test-crash only crashes worker processes")
+        os._exit(3)
+
+
+SOLVERS = [SlowSolver(), CrashingSolver()]

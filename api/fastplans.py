@@ -1,0 +1,489 @@
+"""Plan requests for fast solvers (dp, hca, ...: `Capabilities.fast`), answered at once
+(201) by a plan worker process rather than by a thread of the service.
+
+Why a process: measured with bench/service.py on a 2-core machine, a plan solved in a
+thread of the service cost about 1 ms more CPU per request than the same work done
+inline (the GIL changes hands between the event loop and the planning thread at every
+socket and SQLite call), more than the plan itself. A worker process has its own GIL;
+the service's loop only pickles a small request and reads the answer on a socket.
+
+The worker plans the requests that arrived together one after another and stores
+their plans in one transaction (group commit); it answers only after that transaction
+committed, so a 201 still means the plan is in the database. `Planner` holds what
+both processes share: parsed documents and compiled problems cached by content id
+(never stale); `PlanStore` the two statements of the hot path."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import json
+import logging
+import os
+import pickle
+import signal
+import socket
+import struct
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable
+
+from sqlalchemy import select, text
+
+from api.db import Database
+from api.jobs import new_id
+from api.problems import ApiError, from_planner_error, invalid
+from api.rows import PlanRow, utcnow
+from api.settings import Limits
+from planner.asymo_schema import AsymoCpu, AsymoNetwork
+from planner.errors import Issue, PlannerError
+from planner.plan import make_plan, problem_for, select_view
+from planner.schema import ModelProfile, PlanRequest, Platform
+from planner.solver import document_types, get_solver
+
+log = logging.getLogger("planner.api")
+KINDS: dict[str, type] = {"platform": Platform, "profile": ModelProfile,
+                          "asymo-cpu": AsymoCpu, "asymo-network": AsymoNetwork}
+MAX_BATCH = 64  # requests planned and committed together at most
+
+_FIND_COLUMNS = ("id", "platform_id", "profile_id", "job_id", "created_at", "request", "body")
+
+
+class PlanStore:
+    """The two statements of a plan request, run on the DB-API connection itself:
+    SQLAlchemy's execution layer costs several times SQLite's own work for statements
+    this small (measured: 3 lookups 140-240 us through Core, 30-40 us here). SQLAlchemy
+    still writes the SQL and converts the values for the dialect (parameter style,
+    SQLite's datetime text), so rows are the same as the ORM's."""
+
+    def __init__(self, db: Database):
+        dialect = db.engine.dialect
+        table = PlanRow.__table__
+        self._engine = db.engine
+        self.conn = db.engine.raw_connection()  # the pool's proxy: cursor(), commit(), rollback(), close()
+        find = text(f"SELECT {', '.join(_FIND_COLUMNS)} FROM plans WHERE request_key = :key "
+                    "ORDER BY created_at, id LIMIT 1")
+        self._find = self._compile(find, dialect)
+        self._insert = self._compile(table.insert(), dialect, [c.name for c in table.columns])
+        self._bind = {c.name: c.type.dialect_impl(dialect).bind_processor(dialect) for c in table.columns}
+        self._bind = {k: f for k, f in self._bind.items() if f is not None}
+        self._created_at = table.c.created_at.type.dialect_impl(dialect).result_processor(dialect, None)
+
+    @staticmethod
+    def _compile(stmt, dialect, column_keys: list[str] | None = None) -> tuple[str, tuple[str, ...] | None]:  # noqa: ANN001
+        compiled = stmt.compile(dialect=dialect, column_keys=column_keys)
+        return compiled.string, tuple(compiled.positiontup) if dialect.positional else None
+
+    @staticmethod
+    def _params(stmt: tuple[str, tuple[str, ...] | None], values: dict) -> tuple | dict:
+        return values if stmt[1] is None else tuple(values[k] for k in stmt[1])
+
+    def find(self, keys: list[str]) -> dict[str, tuple[str, bytes]]:
+        """The first plan stored for each request key: key -> (plan id, response body)."""
+        found: dict[str, tuple[str, bytes]] = {}
+        if not keys:
+            return found
+        cur = self.conn.cursor()
+        try:
+            for key in dict.fromkeys(keys):
+                cur.execute(self._find[0], self._params(self._find, {"key": key}))
+                row = cur.fetchone()
+                if row is not None:
+                    got = dict(zip(_FIND_COLUMNS, row))
+                    if self._created_at is not None:
+                        got["created_at"] = self._created_at(got["created_at"])
+                    found[key] = (got["id"], plan_resource_json(got, got["body"]))
+        finally:
+            cur.close()
+            self.conn.rollback()  # end the read transaction (PostgreSQL opens one)
+        return found
+
+    def insert(self, rows: list[dict]) -> None:
+        """Store the rows in one transaction; committed when this returns."""
+        params = [self._params(self._insert, {k: (self._bind[k](v) if k in self._bind else v) for k, v in r.items()})
+                  for r in rows]
+        cur = self.conn.cursor()
+        try:
+            cur.executemany(self._insert[0], params)
+            self.conn.commit()
+        except BaseException:
+            self.conn.rollback()
+            raise
+        finally:
+            cur.close()
+
+    def reset(self) -> None:
+        """After a failed statement: a fresh connection (PostgreSQL may have dropped ours)."""
+        try:
+            self.conn.invalidate()
+        except Exception:  # noqa: BLE001 - it is being thrown away
+            pass
+        self.conn = self._engine.raw_connection()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def kinds_for(solver) -> tuple[str, str]:  # noqa: ANN001
+    """The stored document kinds a solver's platform_id and profile_id name."""
+    by_type = {t: k for k, t in KINDS.items()}
+    return tuple(by_type[t] for t in document_types(solver))  # type: ignore[return-value]
+
+
+def iso(t: dt.datetime | None) -> str | None:
+    return None if t is None else t.isoformat() + "+00:00"
+
+
+def plan_resource_json(row: dict, body: str) -> bytes:
+    """The PlanResource JSON, spliced from the stored JSON texts (no re-serialising)."""
+    head = json.dumps({"id": row["id"], "platform_id": row["platform_id"], "profile_id": row["profile_id"],
+                       "job_id": row["job_id"], "created_at": iso(row["created_at"])})
+    return f'{head[:-1]},"request":{row["request"]},"plan":{body}}}'.encode()
+
+
+class LRU:
+    """A small thread-safe LRU; `get_or_make` builds a missing value once per key."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self._making: dict[Hashable, threading.Lock] = {}
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return None
+
+    def put(self, key: Hashable, value: Any) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def get_or_make(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        value = self.get(key)
+        if value is not None:
+            return value
+        with self._lock:
+            lock = self._making.setdefault(key, threading.Lock())
+        with lock:
+            value = self.get(key)
+            if value is None:
+                value = make()
+                self.put(key, value)
+        with self._lock:
+            self._making.pop(key, None)
+        return value
+
+
+class Planner:
+    """Documents and compiled problems by content id, and the plan store's hot path.
+    One per process: the service uses it for job requests, a plan worker for fast ones."""
+
+    def __init__(self, db: Database, limits: Limits):
+        self.db = db
+        self.limits = limits
+        self.docs = LRU(64)  # content id -> parsed document
+        self.problems = LRU(32)  # (platform id, profile id) -> compiled Problem
+
+    def parsed(self, kind: str, doc_id: str, path: str) -> Any:
+        doc = self.docs.get(doc_id)
+        if doc is not None and isinstance(doc, KINDS[kind]):
+            return doc
+        from api.rows import DocumentRow
+
+        with self.db.session() as s:
+            body = s.scalar(select(DocumentRow.body).where(DocumentRow.id == doc_id, DocumentRow.kind == kind))
+        if body is None:
+            raise invalid(path, f"no {kind} with this id; upload it first (POST /v1/{kind}s)")
+        doc = KINDS[kind].model_validate_json(body)
+        self.docs.put(doc_id, doc)
+        return doc
+
+    def problem(self, platform_id: str, profile_id: str, platform: Platform, profile: ModelProfile):  # noqa: ANN201
+        from models.compile import compile_problem
+
+        def make():  # noqa: ANN202
+            try:
+                return compile_problem(platform, profile)
+            except PlannerError as exc:
+                raise from_planner_error(exc) from None
+
+        problem = self.problems.get_or_make((platform_id, profile_id), make)
+        if problem.n_targets > self.limits.max_targets:
+            raise invalid("platform_id", f"{problem.n_targets} targets exceed the limit of {self.limits.max_targets}")
+        return problem
+
+    def inputs(self, solver, platform_id: str, profile_id: str, request: PlanRequest):  # noqa: ANN001, ANN201
+        """(platform, profile, view) a request plans over; refuses (422) what cannot be planned."""
+        platform_kind, profile_kind = kinds_for(solver)
+        platform = self.parsed(platform_kind, platform_id, "platform_id")
+        profile = self.parsed(profile_kind, profile_id, "profile_id")
+        if isinstance(profile, ModelProfile) and len(profile.layers) > self.limits.max_layers:
+            raise invalid("profile_id", f"{len(profile.layers)} layers exceed the limit of {self.limits.max_layers}")
+        own_compile = getattr(solver, "compile", None) is not None  # muLayer's split targets, AsyMo's cost model
+        problem = None if own_compile else self.problem(platform_id, profile_id, platform, profile)
+        return platform, profile, problem
+
+    def check_plannable(self, solver, platform_id: str, profile_id: str, request: PlanRequest) -> None:  # noqa: ANN001
+        """Refuse now (422), not in a job, what cannot be planned."""
+        platform, profile, problem = self.inputs(solver, platform_id, profile_id, request)
+        try:
+            select_view(problem or problem_for(solver, platform, profile, request), request)
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
+
+    def plan(self, platform_id: str, profile_id: str, request: PlanRequest, request_json: str,
+             key: str) -> tuple[dict, bytes]:
+        """A new plan: (row to store, response body)."""
+        solver = get_solver(request.solver)
+        platform, profile, problem = self.inputs(solver, platform_id, profile_id, request)
+        try:
+            plan = make_plan(platform, profile, request, problem=problem)
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
+        plan_json = plan.model_dump_json()
+        row = dict(id=new_id("pln"), job_id=None, platform_id=platform_id, profile_id=profile_id,
+                   solver=solver.name, objective=plan.objective, status=plan.report.status, notation=plan.notation,
+                   latency_ms=plan.metrics.latency_ms, energy_mj=plan.metrics.energy_mj, request=request_json,
+                   request_key=key, body=plan_json, created_at=utcnow())
+        return row, plan_resource_json(row, plan_json)
+
+    def handle(self, store: PlanStore, items: list[tuple]) -> list[tuple]:
+        """Plan a batch of requests (req id, platform id, profile id, request JSON, key,
+        reuse) and store the new plans in one transaction. Answers, per request:
+        (req id, "plan", plan id, body, created) or (req id, "error", status, title,
+        detail, [(path, reason)], kind); none before the commit."""
+        out: list[tuple] = []
+        rows: list[dict] = []
+        try:
+            stored = store.find([it[4] for it in items if it[5]])
+        except Exception as exc:  # noqa: BLE001 - the store cannot be read: nothing can be answered
+            log.exception("looking up %d request keys failed", len(items))
+            store.reset()
+            return [(it[0], "internal", f"the plan store could not be read: {type(exc).__name__}") for it in items]
+        for req_id, platform_id, profile_id, request_json, key, reuse in items:
+            try:
+                if reuse:
+                    hit = stored.get(key)
+                    if hit is not None:
+                        out.append((req_id, "plan", hit[0], hit[1], False))
+                        continue
+                request = PlanRequest.model_validate_json(request_json)
+                row, body = self.plan(platform_id, profile_id, request, request_json, key)
+                rows.append(row)
+                stored[key] = (row["id"], body)  # an identical request later in this batch reuses it
+                out.append((req_id, "plan", row["id"], body, True))
+            except ApiError as exc:
+                out.append((req_id, "error", exc.status, exc.title, exc.detail,
+                            [(i.path, i.reason) for i in exc.errors], exc.kind))
+            except Exception as exc:  # noqa: BLE001 - a bug: the service answers 500 and logs it
+                log.exception("planning request %s failed", req_id)
+                out.append((req_id, "internal", f"{type(exc).__name__}: {exc}"))
+        if rows:
+            try:
+                store.insert(rows)
+            except Exception as exc:  # noqa: BLE001 - nothing of this batch is stored: say so to each
+                log.exception("storing %d plans failed", len(rows))
+                store.reset()
+                lost = {r["id"] for r in rows}
+                out = [(o[0], "internal", f"the plan could not be stored: {type(exc).__name__}")
+                       if o[1] == "plan" and o[2] in lost else o for o in out]
+        return out
+
+
+# ---------------------------------------------------------------------- the worker process
+
+def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...]) -> None:  # noqa: ANN001
+    """A plan worker: reads batches of requests from `conn`, answers each batch with one
+    message after its commit. Stops when the service closes the connection."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the service, which then closes the pipe
+    from api.worker import load_solver_modules
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    load_solver_modules(solver_modules)
+    db = Database(url, run_migrations=False)
+    planner = Planner(db, limits)
+    store = PlanStore(db)
+    try:
+        while True:
+            try:
+                msgs = [conn.recv_bytes()]
+                while len(msgs) < MAX_BATCH and conn.poll():
+                    msgs.append(conn.recv_bytes())
+            except (EOFError, OSError):
+                return
+            answers = planner.handle(store, [pickle.loads(m) for m in msgs])
+            try:
+                conn.send_bytes(pickle.dumps(answers, protocol=pickle.HIGHEST_PROTOCOL))
+            except (BrokenPipeError, OSError):
+                return
+    finally:
+        store.close()
+        db.dispose()
+
+
+class _Worker:
+    """One plan worker process and the service's end of its socket."""
+
+    def __init__(self, ctx, args: tuple):  # noqa: ANN001
+        self.ctx = ctx
+        self.args = args
+        self.process = None
+        self.sock: socket.socket | None = None
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.task: asyncio.Task | None = None
+        self.connecting: asyncio.Task | None = None
+        self.outbox: list[bytes] = []
+        self.pending: dict[int, asyncio.Future] = {}
+
+    def spawn(self) -> None:
+        ours, theirs = self.ctx.Pipe(duplex=True)  # a socket pair: asyncio reads our end
+        self.process = self.ctx.Process(target=worker_main, args=(theirs, *self.args), name="plan-worker", daemon=True)
+        self.process.start()
+        theirs.close()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=os.dup(ours.fileno()))
+        ours.close()
+        self.reader = self.writer = self.task = self.connecting = None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.is_alive() and self.sock is not None
+
+    async def connect(self) -> None:
+        if self.connecting is None:  # the first request after a spawn connects; the others wait for it
+            self.connecting = asyncio.get_running_loop().create_task(self._connect())
+        await asyncio.shield(self.connecting)
+
+    async def _connect(self) -> None:
+        self.reader, self.writer = await asyncio.open_unix_connection(sock=self.sock)
+        self.task = asyncio.get_running_loop().create_task(self._read())
+
+    async def _read(self) -> None:
+        reader = self.reader
+        try:
+            while True:
+                n = struct.unpack("!i", await reader.readexactly(4))[0]
+                if n == -1:
+                    n = struct.unpack("!Q", await reader.readexactly(8))[0]
+                for answer in pickle.loads(await reader.readexactly(n)):
+                    fut = self.pending.pop(answer[0], None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(answer)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a garbled answer: drop this worker, a new one is started
+            log.exception("reading the plan worker's answer failed")
+        finally:
+            self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        code = None
+        if self.process is not None:
+            self.process.join(timeout=0.5)  # its socket closed: it is exiting; wait for the exit code it died with
+            code = self.process.exitcode
+        err = ApiError(503, f"the plan worker process stopped (exit code {code}) while planning; retry the request",
+                       errors=[Issue("<request>", "plan worker stopped")], kind="worker-stopped",
+                       headers={"Retry-After": "1"})
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        try:
+            if self.writer is not None:
+                self.writer.close()
+            elif self.sock is not None:
+                self.sock.close()
+        except RuntimeError:  # the loop is closing
+            pass
+        self.sock = None
+
+    def send(self, payload: bytes) -> None:
+        """Queue a request; the requests of one loop iteration go out in one write (one
+        wake-up of the worker, which then plans them as one batch)."""
+        self.outbox.append(struct.pack("!i", len(payload)) + payload)
+        if len(self.outbox) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        data, self.outbox = b"".join(self.outbox), []
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write(data)
+
+    def stop(self, timeout_s: float) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        if self.sock is not None:
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)  # EOF for the worker now: the join below blocks the loop
+            except OSError:
+                pass
+        try:
+            if self.writer is not None:
+                self.writer.close()  # the worker reads EOF and exits
+            elif self.sock is not None:
+                self.sock.close()
+        except RuntimeError:  # the loop that owned the stream is gone; the kill below still stops it
+            pass
+        self.sock = self.writer = None
+        if self.process is not None:
+            self.process.join(timeout=timeout_s)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(timeout=5)
+
+
+class PlanWorkers:
+    """The plan worker processes, seen from the event loop: `await plan(...)`."""
+
+    def __init__(self, url: str, limits: Limits, solver_modules: tuple[str, ...], processes: int = 1):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # the service is multi-threaded: never fork it
+        self.workers = [_Worker(ctx, (url, limits, tuple(solver_modules))) for _ in range(max(1, processes))]
+        self._ids = itertools.count(1)
+
+    def start(self) -> None:
+        for w in self.workers:
+            w.spawn()
+
+    async def plan(self, platform_id: str, profile_id: str, request_json: str, key: str,
+                   reuse: bool) -> tuple[str, bytes, bool]:
+        """(plan id, PlanResource JSON, created) once the plan is stored; ApiError as the
+        request's answer otherwise."""
+        w = min(self.workers, key=lambda w: len(w.pending))
+        if not w.alive:
+            if w.process is not None:
+                w.stop(timeout_s=0.5)
+                log.warning("plan worker exited (code %s); starting another", w.process.exitcode)
+            w.spawn()
+        try:
+            await w.connect()
+        except OSError:
+            w._fail_pending()  # noqa: SLF001
+        if w.sock is None:
+            raise ApiError(503, "the plan worker process is not reachable; retry the request", kind="worker-stopped",
+                           errors=[Issue("<request>", "plan worker stopped")], headers={"Retry-After": "1"})
+        req_id = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        w.pending[req_id] = fut
+        w.send(pickle.dumps((req_id, platform_id, profile_id, request_json, key, reuse), protocol=pickle.HIGHEST_PROTOCOL))
+        answer = await fut
+        if answer[1] == "plan":
+            return answer[2], answer[3], answer[4]
+        if answer[1] == "error":
+            _, _, status, title, detail, issues, kind = answer
+            raise ApiError(status, detail, errors=[Issue(p, r) for p, r in issues], title=title, kind=kind)
+        raise RuntimeError(answer[2])
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.stop(timeout_s=10)
