@@ -29,8 +29,11 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/dp.py
+	$(PY) bench/mosaic.py
 	$(PY) bench/service.py
 	$(PY) bench/energy_cap.py
+	$(PY) bench/multiapp.py
+	$(PY) bench/within_layer.py
 
 profiles: $(STAMP)
 	$(PY) -m profiles.generate
