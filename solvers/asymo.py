@@ -4,9 +4,9 @@ at compile time by models/asymo.py), at one frequency setting for the whole netw
 (AsyMo avoids per-op frequency transitions):
 
 - latency-first: the cluster set with the least predicted time, at its highest levels;
-- energy-first: each scaling cluster at its least-energy level, read from the
-  energy-frequency curve that the network's data reuse (eq. 2) selects; the others
-  at their highest.
+- energy-first: latency-first's cluster set, each scaling cluster at its least-energy
+  level, read from the energy-frequency curve that the network's data reuse (eq. 2)
+  selects; the others at their highest.
 
 A rule, not a search (exact=False); the report adds, for comparison, the setting
 with the least predicted energy among the single-setting plans.
@@ -48,22 +48,25 @@ def choose_target(problem: Problem, mode: str) -> int:
     """latency-first: the allowed cluster set (big+little, big alone, ...) with the least
     predicted time at its highest levels, so a split that the cost model predicts to
     be slower than big alone (a memory-bound LSTM) is not taken. energy-first: the
-    widest cluster set at the least-energy levels that eq. 2 selects."""
+    same cluster set as latency-first (a split predicted slower than big alone wastes
+    the little cluster's energy too; the widest set when the highest levels are not
+    among the targets), each cluster at the least-energy level that eq. 2 selects."""
     T = problem.n_targets
+    top = [t for t in range(T) if problem.targets[t].is_max_level]
+    time_ms = problem.exec_time_ms.sum(axis=0)
+    fastest = min(top, key=lambda t: (time_ms[t], -len(problem.targets[t].device_id.split("+")), t)) if top else None
     if mode == "latency-first":
-        top = [t for t in range(T) if problem.targets[t].is_max_level]
-        if not top:
+        if fastest is None:
             raise UnsupportedRequest("targets", "latency-first runs at the highest frequencies, which the request excludes")
-        time_ms = problem.exec_time_ms.sum(axis=0)
-        return min(top, key=lambda t: (time_ms[t], -len(problem.targets[t].device_id.split("+")), t))
-    width = max(len(t.device_id.split("+")) for t in problem.targets)
-    widest = [t for t in range(T) if len(problem.targets[t].device_id.split("+")) == width]
-    config = problem.targets[widest[0]].device_id
-    widest = [t for t in widest if problem.targets[t].device_id == config]
+        return fastest
+    if fastest is not None:
+        config = problem.targets[fastest].device_id
+    else:
+        config = max((tg.device_id for tg in problem.targets), key=lambda d: len(d.split("+")))
     least = problem.info["least_energy_mhz"]  # type: ignore[attr-defined]
     want = {cid: float(least[cid]) for cid in config.split("+")}
-    for t in widest:
-        if _setting(problem, t) == want:
+    for t in range(T):
+        if problem.targets[t].device_id == config and _setting(problem, t) == want:
             return t
     raise UnsupportedRequest(
         "targets", f"energy-first runs {config} at {', '.join(f'{c} {f:g} MHz' for c, f in want.items())}; "
