@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 
 from api.db import Database
 from api.executors import Executor
-from api.rows import DocumentRow, JobRow, PlanRow, utcnow
+from api.rows import DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
 from api.worker import JobOutcome, JobSpec
 
 log = logging.getLogger("planner.jobs")
@@ -33,6 +33,32 @@ def plan_row(plan_id: str, plan_json: str, request_json: str, platform_id: str, 
                    objective=plan.objective, status=plan.report.status, notation=plan.notation,
                    latency_ms=plan.metrics.latency_ms, energy_mj=plan.metrics.energy_mj, request=request_json,
                    request_key=request_key, body=plan_json, created_at=utcnow())
+
+
+def schedule_row(schedule_id: str, schedule_json: str, submission_json: str, job_id: str | None) -> ScheduleRow:
+    from planner.schema import Schedule
+
+    sched = Schedule.model_validate_json(schedule_json)
+    sub = json.loads(submission_json)
+    return ScheduleRow(id=schedule_id, job_id=job_id, platform_id=sub["platform_id"],
+                       profile_ids=json.dumps([a["profile_id"] for a in sub["apps"]]), solver=sched.report.solver,
+                       mode=sched.mode, status=sched.report.status, front_size=sched.front_size,
+                       schedulable=bool(sched.entries) and sched.entries[0].schedulable, request=submission_json,
+                       body=schedule_json, created_at=utcnow())
+
+
+def schedule_inputs(s, submission_json: str):  # noqa: ANN001, ANN201
+    """(ScheduleRequest, platform JSON, profile JSONs per app) of a stored submission:
+    the apps' profiles are named by their documents' names (the service refused
+    two different profiles sharing a name before accepting the job)."""
+    from api.schemas import ScheduleSubmission
+
+    sub = ScheduleSubmission.model_validate_json(submission_json)
+    ids = list(dict.fromkeys([sub.platform_id] + [a.profile_id for a in sub.apps]))
+    bodies = dict(s.execute(select(DocumentRow.id, DocumentRow.body).where(DocumentRow.id.in_(ids))).all())
+    profiles = tuple(bodies[a.profile_id] for a in sub.apps)
+    request = sub.request([json.loads(p)["name"] for p in profiles])
+    return request, bodies[sub.platform_id], profiles
 
 
 class JobManager:
@@ -57,13 +83,27 @@ class JobManager:
         self.submit(job.id)
         return job
 
+    def create_schedule(self, platform_id: str, solver: str, submission_json: str) -> JobRow:
+        job = JobRow(id=new_id("job"), kind="schedule", platform_id=platform_id, profile_id=None, solver=solver,
+                     request=submission_json, state="queued", progress=0.0, message="queued", attempts=0,
+                     created_at=utcnow())
+        with self.db.session() as s:
+            s.add(job)
+        self.submit(job.id)
+        return job
+
     def submit(self, job_id: str) -> None:
         with self.db.session() as s:
             job = s.get(JobRow, job_id)
-            platform = s.scalars(select(DocumentRow.body).where(DocumentRow.id == job.platform_id)).one()
-            profile = s.scalars(select(DocumentRow.body).where(DocumentRow.id == job.profile_id)).one()
-            time_limit_s = float(json.loads(job.request).get("time_limit_s", 30.0))
-            spec = JobSpec(job.id, job.platform_id, job.profile_id, platform, profile, job.request, time_limit_s)
+            if job.kind == "schedule":
+                request, platform, profiles = schedule_inputs(s, job.request)
+                spec = JobSpec(job.id, job.platform_id, "", platform, "", request.model_dump_json(), request.time_limit_s,
+                               kind="schedule", profiles_json=profiles)
+            else:
+                platform = s.scalars(select(DocumentRow.body).where(DocumentRow.id == job.platform_id)).one()
+                profile = s.scalars(select(DocumentRow.body).where(DocumentRow.id == job.profile_id)).one()
+                time_limit_s = float(json.loads(job.request).get("time_limit_s", 30.0))
+                spec = JobSpec(job.id, job.platform_id, job.profile_id, platform, profile, job.request, time_limit_s)
         self.executor.submit(spec)
 
     def cancel(self, job_id: str) -> bool:
@@ -119,7 +159,13 @@ class JobManager:
             job = s.get(JobRow, job_id)
             if job is None or job.state not in ACTIVE:
                 return  # cancelled (or already recorded) meanwhile
-            if outcome.state == "succeeded":
+            if outcome.state == "succeeded" and job.kind == "schedule":
+                schedule_id = new_id("sch")
+                res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
+                    state="succeeded", progress=1.0, message="done", schedule_id=schedule_id, finished_at=now))
+                if res.rowcount:
+                    s.add(schedule_row(schedule_id, outcome.schedule_json, job.request, job_id))
+            elif outcome.state == "succeeded":
                 plan_id = new_id("pln")
                 res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
                     state="succeeded", progress=1.0, message="done", plan_id=plan_id, finished_at=now))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -32,21 +32,24 @@ class DocumentRow(Base):
 
 
 class JobRow(Base):
-    """A plan request a slow solver works on in a worker process. States:
-    queued -> running -> succeeded | failed | cancelled (conditional updates only)."""
+    """A plan request a slow solver works on in a worker process, or a schedule request
+    (kind). States: queued -> running -> succeeded | failed | cancelled (conditional
+    updates only)."""
 
     __tablename__ = "jobs"
     id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), default="plan", server_default="plan")  # plan | schedule
     platform_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
-    profile_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
+    profile_id: Mapped[str | None] = mapped_column(String(64), ForeignKey("documents.id"), nullable=True)  # plan jobs
     solver: Mapped[str] = mapped_column(String(64))
-    request: Mapped[str] = mapped_column(Text)  # PlanRequest JSON
+    request: Mapped[str] = mapped_column(Text)  # PlanRequest JSON, or ScheduleSubmission JSON (profiles by id)
     request_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     message: Mapped[str] = mapped_column(Text, default="")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)  # problem JSON
     plan_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    schedule_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
@@ -68,6 +71,27 @@ class PlanRow(Base):
     request: Mapped[str] = mapped_column(Text)
     request_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)  # see api.service.request_key
     body: Mapped[str] = mapped_column(Text, deferred=True)  # Plan JSON
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
+
+
+class ScheduleRow(Base):
+    """A Schedule document (Pareto set of joint mappings of several networks) a schedule
+    job made. Its own table rather than a generic result column on jobs: a Schedule is
+    a different document from a Plan, listed and fetched by its own columns, and a job
+    row stays small (the document lives in a deferred column, as plans do)."""
+
+    __tablename__ = "schedules"
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    platform_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
+    profile_ids: Mapped[str] = mapped_column(Text)  # JSON list, per app in request order
+    solver: Mapped[str] = mapped_column(String(64))
+    mode: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    front_size: Mapped[int] = mapped_column(Integer)
+    schedulable: Mapped[bool] = mapped_column(Boolean)
+    request: Mapped[str] = mapped_column(Text)  # ScheduleSubmission JSON
+    body: Mapped[str] = mapped_column(Text, deferred=True)  # Schedule JSON
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from planner.schema import Plan, PlanRequest
+from planner.schema import AppSpec, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="Content id: sha256 of the canonical JSON")]
 ResourceId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
@@ -105,17 +105,80 @@ class PlanList(Page):
     items: list[PlanSummary]
 
 
+# --------------------------------------------------------------------------- schedules
+# A ScheduleRequest names its networks' profiles by name (the CLI passes the documents
+# along); over HTTP an app names an uploaded profile by id instead. The fields are
+# derived from the core's AppSpec / ScheduleRequest, so they cannot drift apart.
+
+AppSubmission = create_model(
+    "AppSubmission", __base__=Strict, __doc__="One network: an uploaded profile, its period (= deadline) and priority.",
+    profile_id=(Sha256, Field(description="Id of an uploaded model profile")),
+    **{k: (f.annotation, f) for k, f in AppSpec.model_fields.items() if k != "profile"},
+)
+
+
+class _ScheduleSubmissionBase(Strict):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, json_schema_extra={"examples": [{
+        "platform_id": "<sha256>", "solver": "ga", "options": {"generations": 20},
+        "apps": [{"profile_id": "<sha256>", "period_ms": 33, "priority": 0},
+                 {"profile_id": "<sha256>", "period_ms": 50, "priority": 1}]}]})
+
+    def request(self, profile_names: list[str]) -> ScheduleRequest:
+        """The core's ScheduleRequest, app i naming profile_names[i]; raises pydantic's
+        ValidationError with the same paths as this document (apps[i].priority, mode, ...)."""
+        data = self.model_dump(exclude={"platform_id", "apps"})
+        data["apps"] = [{**a.model_dump(exclude={"profile_id"}), "profile": n} for a, n in zip(self.apps, profile_names)]
+        return ScheduleRequest.model_validate(data)
+
+
+ScheduleSubmission = create_model(
+    "ScheduleSubmission", __base__=_ScheduleSubmissionBase,
+    __doc__="A schedule request (Kang et al.: several networks sharing the PEs) naming uploaded documents by id.",
+    platform_id=(Sha256, Field(description="Id of an uploaded platform")),
+    apps=(list[AppSubmission], Field(min_length=1, max_length=16)),
+    **{k: (f.annotation, f) for k, f in ScheduleRequest.model_fields.items() if k != "apps"},
+)
+
+
+class ScheduleResource(BaseModel):
+    id: str
+    job_id: str | None = None
+    platform_id: Sha256
+    profile_ids: list[Sha256] = Field(description="Per app, in request order")
+    created_at: dt.datetime
+    request: ScheduleSubmission
+    schedule: Schedule
+
+
+class ScheduleSummary(BaseModel):
+    id: str
+    job_id: str | None
+    platform_id: Sha256
+    solver: str
+    mode: str
+    status: str
+    front_size: int
+    schedulable: bool = Field(description="The first entry meets every deadline")
+    created_at: dt.datetime
+
+
+class ScheduleList(Page):
+    items: list[ScheduleSummary]
+
+
 class JobResource(BaseModel):
     id: str
+    kind: Literal["plan", "schedule"] = Field("plan", description="plan: POST /v1/plans; schedule: POST /v1/schedules")
     state: JobState
     progress: float = Field(ge=0, le=1)
     message: str
     solver: str
     platform_id: Sha256
-    profile_id: Sha256
-    request: PlanRequest
+    profile_id: Sha256 | None = Field(None, description="The plan's profile (schedule jobs: see request.apps)")
+    request: PlanRequest | ScheduleSubmission
     attempts: int
     plan_id: str | None = None
+    schedule_id: str | None = Field(None, description="The schedule a succeeded schedule job made")
     error: dict[str, Any] | None = Field(None, description="Problem details when the job failed")
     created_at: dt.datetime
     started_at: dt.datetime | None = None

@@ -11,6 +11,7 @@ import logging
 import threading
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
@@ -18,17 +19,17 @@ from starlette.concurrency import run_in_threadpool
 from api.auth import Authenticator, Principal
 from api.db import Database
 from api.executors import Executor, PebbleExecutor
-from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, plan_resource_json
+from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, iso, plan_resource_json
 from api.jobs import JobManager, new_id
-from api.problems import ApiError, from_planner_error, invalid
-from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, utcnow
-from api.schemas import ExecutorPlan, ExecutorSlice, PlanSubmission
+from api.problems import ApiError, from_planner_error, invalid, validation_issues
+from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
+from api.schemas import ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSubmission
 from api.settings import Settings
 from api.worker import load_solver_modules
 from planner import __version__
 from planner.errors import Issue, PlannerError
 from planner.plan import canonical_json
-from planner.schema import ModelProfile, Plan, PlanRequest, Platform
+from planner.schema import ModelProfile, Plan, PlanRequest, Platform, ScheduleRequest
 from planner.solver import Solver, check_supported, get_solver
 
 log = logging.getLogger("planner.api")
@@ -258,6 +259,78 @@ class Service:
 
         return self.executor_views.get_or_make(plan_id, make)
 
+    # ------------------------------------------------------------------ schedules
+    def checked_schedule(self, sub: ScheduleSubmission) -> ScheduleRequest:
+        """Everything that can be refused before a schedule job is accepted (422 naming
+        the field): the time limit, the solver, the documents, the request the core
+        would get, and its compilation (devices, CPU partitions, feasibility). Solver
+        options are checked by the solver itself: a bad one fails the job with the
+        same problem body."""
+        if sub.time_limit_s > self.limits.max_time_limit_s:
+            raise invalid("time_limit_s", f"{sub.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
+        from models.multiapp import compile_schedule
+        from planner.scheduling import get_schedule_solver
+
+        try:
+            get_schedule_solver(sub.solver)
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
+        platform = self.planner.parsed("platform", sub.platform_id, "platform_id")
+        profiles: list[ModelProfile] = []
+        first_of: dict[str, int] = {}
+        for i, app in enumerate(sub.apps):
+            prof = self.planner.parsed("profile", app.profile_id, f"apps[{i}].profile_id")
+            if len(prof.layers) > self.limits.max_layers:
+                raise invalid(f"apps[{i}].profile_id", f"{len(prof.layers)} layers exceed the limit of {self.limits.max_layers}")
+            j = first_of.setdefault(prof.name, i)
+            if sub.apps[j].profile_id != app.profile_id:
+                raise invalid(f"apps[{i}].profile_id", f"another profile named '{prof.name}' is used by apps[{j}]; a "
+                                                       "schedule names networks by their profile's name: upload one "
+                                                       "under another name")
+            profiles.append(prof)
+        try:
+            request = sub.request([p.name for p in profiles])
+        except ValidationError as exc:
+            issues = validation_issues(exc.errors())
+            raise ApiError(422, str(issues[0]), errors=issues, title="Invalid input", kind="invalid-input") from None
+        configs = 1
+        for dev in platform.devices:
+            if dev.cores is not None and (request.devices is None or dev.id in request.devices):
+                named = request.cpu_partitions.get(dev.id)
+                configs *= len(named) if named is not None else partition_count(dev.cores)
+        if configs > self.limits.max_schedule_configs:
+            raise invalid("cpu_partitions", f"{configs} CPU configurations (core partitions of the allowed clusters) "
+                                            f"exceed the service's limit of {self.limits.max_schedule_configs}; "
+                                            "name the partitions to consider")
+        try:
+            compile_schedule(platform, profiles, request)
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
+        return request
+
+    def submit_schedule(self, sub: ScheduleSubmission) -> JobRow:
+        """Check (422) then queue a schedule job; runs in a thread (compiles the problem)."""
+        request = self.checked_schedule(sub)
+        return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json())
+
+    def schedule_json(self, schedule_id: str) -> bytes:
+        with self.db.session() as s:
+            row = s.get(ScheduleRow, schedule_id)
+            if row is None:
+                raise ApiError(404, f"no schedule with id {schedule_id}")
+            body = row.body
+        head = json.dumps({"id": row.id, "job_id": row.job_id, "platform_id": row.platform_id,
+                           "profile_ids": json.loads(row.profile_ids), "created_at": iso(row.created_at)})
+        return f'{head[:-1]},"request":{row.request},"schedule":{body}}}'.encode()
+
+    def list_schedules(self, limit: int, offset: int, platform_id: str | None) -> tuple[int, list[ScheduleRow]]:
+        q = select(ScheduleRow)
+        c = select(func.count()).select_from(ScheduleRow)
+        if platform_id:
+            q, c = q.where(ScheduleRow.platform_id == platform_id), c.where(ScheduleRow.platform_id == platform_id)
+        with self.db.session() as s:
+            return s.scalar(c), list(s.scalars(q.order_by(ScheduleRow.created_at.desc(), ScheduleRow.id).limit(limit).offset(offset)).all())
+
     # ------------------------------------------------------------------ jobs
     def job(self, job_id: str) -> JobRow:
         with self.db.session() as s:
@@ -368,6 +441,15 @@ class Service:
         head = json.dumps({"deployment_id": dep.id, "deployment": dep.name, "revision": dep.revision})
         body = f'{head[:-1]},"plan":'.encode() + view + b"}"
         return dep, f'"r{dep.revision}-{dep.active_plan_id}"', body
+
+
+def partition_count(n: int) -> int:
+    """Partitions of n cores into logical PEs, counted (Euler's recurrence by parts)."""
+    ways = [1] + [0] * n
+    for part in range(1, n + 1):
+        for total in range(part, n + 1):
+            ways[total] += ways[total - part]
+    return ways[n]
 
 
 def request_key(platform_id: str, profile_id: str, request: PlanRequest) -> str:

@@ -28,6 +28,7 @@ class Limits:
     max_targets: int = 1024  # (device, DVFS level) pairs of a platform
     max_time_limit_s: float = 3600.0
     max_wait_s: float = 60.0  # longest long-poll an executor may ask for
+    max_schedule_configs: int = 256  # CPU configurations (core partitions) one schedule request may span
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class Settings:
             max_targets=_env_int("PLANNER_MAX_TARGETS", Limits.max_targets),
             max_time_limit_s=_env_float("PLANNER_MAX_TIME_LIMIT_S", Limits.max_time_limit_s),
             max_wait_s=_env_float("PLANNER_MAX_WAIT_S", Limits.max_wait_s),
+            max_schedule_configs=_env_int("PLANNER_MAX_SCHEDULE_CONFIGS", Limits.max_schedule_configs),
         )
         modules = tuple(m for m in os.environ.get("PLANNER_SOLVER_MODULES", "").split(",") if m.strip())
         base = cls(

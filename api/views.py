@@ -5,8 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow
-from api.schemas import Deployment, DeploymentEvent, DocumentInfo, JobResource, PlanSummary
+from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow
+from api.schemas import (
+    Deployment,
+    DeploymentEvent,
+    DocumentInfo,
+    JobResource,
+    PlanSummary,
+    ScheduleSubmission,
+    ScheduleSummary,
+)
 from planner.schema import PlanRequest
 
 
@@ -21,9 +29,11 @@ def document(row: DocumentRow, created: bool = False) -> DocumentInfo:
 
 
 def job(row: JobRow) -> JobResource:
-    return JobResource(id=row.id, state=row.state, progress=row.progress, message=row.message, solver=row.solver,
+    kind = row.kind or "plan"
+    request = (ScheduleSubmission if kind == "schedule" else PlanRequest).model_validate_json(row.request)
+    return JobResource(id=row.id, kind=kind, state=row.state, progress=row.progress, message=row.message, solver=row.solver,
                        platform_id=row.platform_id, profile_id=row.profile_id,
-                       request=PlanRequest.model_validate_json(row.request), attempts=row.attempts, plan_id=row.plan_id,
+                       request=request, attempts=row.attempts, plan_id=row.plan_id, schedule_id=row.schedule_id,
                        error=json.loads(row.error) if row.error else None, created_at=aware(row.created_at),
                        started_at=aware(row.started_at), finished_at=aware(row.finished_at))
 
@@ -32,6 +42,12 @@ def plan_summary(row: PlanRow) -> PlanSummary:
     return PlanSummary(id=row.id, platform_id=row.platform_id, profile_id=row.profile_id, job_id=row.job_id,
                        solver=row.solver, objective=row.objective, status=row.status, notation=row.notation,
                        latency_ms=row.latency_ms, energy_mj=row.energy_mj, created_at=aware(row.created_at))
+
+
+def schedule_summary(row: ScheduleRow) -> ScheduleSummary:
+    return ScheduleSummary(id=row.id, job_id=row.job_id, platform_id=row.platform_id, solver=row.solver, mode=row.mode,
+                           status=row.status, front_size=row.front_size, schedulable=row.schedulable,
+                           created_at=aware(row.created_at))
 
 
 def deployment(row: DeploymentRow) -> Deployment:

@@ -1,5 +1,5 @@
-"""What runs inside a solver worker process: documents in, Plan JSON (or a stated
-failure) out. Progress goes back over a queue; nothing here touches the database,
+"""What runs inside a solver worker process: documents in, Plan JSON (or, for a
+schedule job, Schedule JSON; or a stated failure) out. Progress goes back over a queue; nothing here touches the database,
 so any engine (process pool today, a distributed one later) can run it."""
 
 from __future__ import annotations
@@ -22,14 +22,17 @@ class JobSpec:
     profile_id: str
     platform_json: str
     profile_json: str
-    request_json: str
+    request_json: str  # PlanRequest JSON; schedule jobs: the ScheduleRequest (apps name profiles)
     time_limit_s: float
+    kind: str = "plan"  # plan | schedule
+    profiles_json: tuple[str, ...] = ()  # schedule jobs: the apps' profiles (profile_json unused)
 
 
 @dataclass(frozen=True)
 class JobOutcome:
     state: str  # succeeded | failed | cancelled
     plan_json: str | None = None
+    schedule_json: str | None = None
     error: dict[str, Any] | None = None  # problem body: title, detail, errors
     notes: list[str] = field(default_factory=list)
 
@@ -54,7 +57,7 @@ def init_worker(queue, solver_modules: tuple[str, ...]) -> None:  # noqa: ANN001
     global _progress_queue
     _progress_queue = queue
     load_solver_modules(solver_modules)
-    import planner.plan  # noqa: F401  (warm imports before the first job)
+    importlib.import_module("planner.plan")  # warm imports before the first job
 
 
 def _emit(*event) -> None:  # noqa: ANN002
@@ -65,21 +68,55 @@ def _emit(*event) -> None:  # noqa: ANN002
             pass
 
 
-def run_job(spec: JobSpec) -> JobOutcome:
-    from planner.errors import PlannerError
-    from planner.plan import make_plan, problem_for
-    from planner.schema import PlanRequest
-    from planner.solver import document_types, get_solver
+def _planner_failure(exc) -> JobOutcome:  # noqa: ANN001
+    from api.problems import from_planner_error
 
-    _emit("started", spec.job_id)
+    err = from_planner_error(exc)
+    return JobOutcome("failed", error={"type": f"/problems/{err.kind}", "title": err.title, "status": 422,
+                                       "detail": err.detail,
+                                       "errors": [{"path": i.path, "reason": i.reason} for i in err.errors]})
+
+
+def _progress_fn(job_id: str):  # noqa: ANN202
     last = [0.0]
 
     def progress(fraction: float, message: str) -> None:
         now = time.monotonic()
         if now - last[0] >= PROGRESS_EVERY_S:
             last[0] = now
-            _emit("progress", spec.job_id, float(fraction), str(message)[:500])
+            _emit("progress", job_id, float(fraction), str(message)[:500])
 
+    return progress
+
+
+def run_schedule_job(spec: JobSpec) -> JobOutcome:
+    """make_schedule, exactly as the CLI calls it: the same documents, request and seed
+    give the same Schedule."""
+    from planner.errors import PlannerError
+    from planner.schema import ModelProfile, Platform, ScheduleRequest
+    from planner.scheduling import make_schedule
+
+    _emit("started", spec.job_id)
+    try:
+        request = ScheduleRequest.model_validate_json(spec.request_json)
+        platform = Platform.model_validate_json(spec.platform_json)
+        profiles = [ModelProfile.model_validate_json(p) for p in spec.profiles_json]
+        schedule = make_schedule(platform, profiles, request, progress=_progress_fn(spec.job_id))
+    except PlannerError as exc:
+        return _planner_failure(exc)
+    return JobOutcome("succeeded", schedule_json=schedule.model_dump_json())
+
+
+def run_job(spec: JobSpec) -> JobOutcome:
+    if spec.kind == "schedule":
+        return run_schedule_job(spec)
+    from planner.errors import PlannerError
+    from planner.plan import make_plan, problem_for
+    from planner.schema import PlanRequest
+    from planner.solver import document_types, get_solver
+
+    _emit("started", spec.job_id)
+    progress = _progress_fn(spec.job_id)
     try:
         request = PlanRequest.model_validate_json(spec.request_json)
         solver = get_solver(request.solver)
@@ -96,10 +133,5 @@ def run_job(spec: JobSpec) -> JobOutcome:
                 _problems.popitem(last=False)
         plan = make_plan(platform, profile, request, problem=problem, progress=progress)
     except PlannerError as exc:
-        from api.problems import from_planner_error
-
-        err = from_planner_error(exc)
-        return JobOutcome("failed", error={"type": f"/problems/{err.kind}", "title": err.title, "status": 422,
-                                           "detail": err.detail,
-                                           "errors": [{"path": i.path, "reason": i.reason} for i in err.errors]})
+        return _planner_failure(exc)
     return JobOutcome("succeeded", plan_json=plan.model_dump_json())

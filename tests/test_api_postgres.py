@@ -45,3 +45,24 @@ def test_session_on_postgres(pg_api):
     assert r.status_code == 200 and r.json()["revision"] == 2
     assert api.client.get(f"/v1/deployments/{dep['id']}/plan", headers=api.h(**{"If-None-Match": r.headers["etag"]})).status_code == 304
     assert api.client.post(f"/v1/deployments/{dep['id']}/rollback", headers=api.h()).json()["active_plan_id"] == r1.json()["id"]
+
+
+def test_schedule_job_on_postgres(pg_api):
+    """Migration 0003 (job kind, nullable profile_id, schedules table) on PostgreSQL."""
+    import numpy as np
+
+    from tests import schedule_instances as si
+
+    api = pg_api
+    rng = np.random.default_rng(7)
+    p = api.upload("platform", si.platform(rng).model_dump(mode="json", exclude_none=True))
+    a, b = (api.upload("profile", si.profile(rng, n, 3).model_dump(mode="json", exclude_none=True)) for n in "AB")
+    apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
+    r = api.client.post("/v1/schedules", json={"platform_id": p, "solver": "exhaustive", "apps": apps}, headers=api.h())
+    assert r.status_code == 202, r.text
+    done = api.wait_job(r.json()["id"])
+    assert done["state"] == "succeeded" and done["kind"] == "schedule" and done["profile_id"] is None
+    res = api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()
+    assert res["profile_ids"] == [a, b] and res["schedule"]["entries"]
+    listed = api.client.get("/v1/schedules", headers=api.h()).json()
+    assert listed["total"] == 1 and listed["items"][0]["id"] == done["schedule_id"]

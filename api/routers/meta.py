@@ -41,7 +41,8 @@ def info(svc: Service = Depends(service)):
                        auth="insecure-dev" if svc.settings.insecure_dev else "bearer",
                        limits={"max_body_bytes": lim.max_body_bytes, "max_layers": lim.max_layers,
                                "max_devices": lim.max_devices, "max_targets": lim.max_targets,
-                               "max_time_limit_s": lim.max_time_limit_s, "max_wait_s": lim.max_wait_s},
+                               "max_time_limit_s": lim.max_time_limit_s, "max_wait_s": lim.max_wait_s,
+                               "max_schedule_configs": lim.max_schedule_configs},
                        docs={"swagger_ui": "/docs", "redoc": "/redoc", "openapi": "/openapi.json"})
 
 

@@ -12,7 +12,7 @@ from api import views
 from api.auth import Principal, require
 from api.problems import ApiError, responses
 from api.routers.deps import Paging, paging, service
-from api.schemas import ExecutorPlan, JobList, JobResource, PlanList, PlanResource, PlanSubmission
+from api.schemas import ExecutorPlan, JobList, JobResource, PlanList, PlanResource, PlanSubmission, ScheduleResource
 from api.service import Service
 from planner.errors import Issue
 
@@ -77,13 +77,17 @@ def get_job(job_id: ResId, svc: Service = Depends(service), _: Principal = PIPEL
     return views.job(svc.job(job_id))
 
 
-@router.get("/jobs/{job_id}/result", response_model=PlanResource, summary="The plan a finished job made", tags=["jobs"],
-            description="409 while the job is queued or running, or when it failed or was cancelled (with the reason).",
+@router.get("/jobs/{job_id}/result", response_model=PlanResource | ScheduleResource,
+            summary="The plan (or schedule) a finished job made", tags=["jobs"],
+            description="A plan job's PlanResource, a schedule job's ScheduleResource. 409 while the job is queued "
+                        "or running, or when it failed or was cancelled (with the reason).",
             responses=responses(401, 403, 404, 409, 422))
 def get_job_result(job_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
     job = svc.job(job_id)
     if job.state == "succeeded" and job.plan_id:
         return Response(svc.plan_json(job.plan_id), media_type="application/json")
+    if job.state == "succeeded" and job.schedule_id:
+        return Response(svc.schedule_json(job.schedule_id), media_type="application/json")
     if job.state == "failed":
         err = json.loads(job.error or "{}")
         issues = [Issue(e.get("path", ""), e.get("reason", "")) for e in err.get("errors", [])]

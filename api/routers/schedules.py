@@ -1,0 +1,51 @@
+"""Multi-network schedules (Kang et al.): several networks, each with a period (=
+deadline) and a priority, mapped jointly onto a platform's logical PEs. Always a job
+(a GA run takes up to its time limit); the result is a Schedule document."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+from starlette.concurrency import run_in_threadpool
+
+from api import views
+from api.auth import Principal, require
+from api.problems import responses
+from api.routers.deps import Paging, paging, service
+from api.schemas import JobResource, ScheduleList, ScheduleResource, ScheduleSubmission
+from api.service import Service
+
+router = APIRouter(prefix="/v1", tags=["schedules"])
+PIPELINE = Depends(require("pipeline"))
+ResId = Annotated[str, Path(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
+Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
+
+
+@router.post("/schedules", status_code=202, response_model=JobResource, summary="Request a multi-network schedule",
+             description="Names an uploaded platform and, per network (app), an uploaded profile with its period "
+                         "(= deadline, ms) and priority (lower = higher); the other fields are `planner schedule`'s "
+                         "request (solver `ga`, `ilp`, `cpsat` or `exhaustive`, CPU partitions, utilisation cap, "
+                         "time limit, seed, options). The request is checked in full first (422 naming the field), "
+                         "then answered 202 with a job; when it succeeds the job's `schedule_id` names the Schedule "
+                         "at `/v1/schedules/{id}`. Send `Idempotency-Key` to retry safely.",
+             responses={**responses(401, 403, 409, 413, 422)})
+async def create_schedule(submission: ScheduleSubmission, svc: Service = Depends(service), _: Principal = PIPELINE):
+    job = views.job(await run_in_threadpool(svc.submit_schedule, submission))
+    return Response(job.model_dump_json(), status_code=202, media_type="application/json",
+                    headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+@router.get("/schedules", response_model=ScheduleList, summary="List schedules", responses=responses(401, 403, 422))
+def list_schedules(page: Paging = Depends(paging), platform_id: Sha = None, svc: Service = Depends(service),
+                   _: Principal = PIPELINE):
+    total, rows = svc.list_schedules(page.limit, page.offset, platform_id)
+    return ScheduleList(total=total, limit=page.limit, offset=page.offset, items=[views.schedule_summary(r) for r in rows])
+
+
+@router.get("/schedules/{schedule_id}", response_model=ScheduleResource, summary="The full Schedule document",
+            description="The Pareto set of joint mappings: per network its response time, energy and deadline "
+                        "verdict, per entry the schedulability verdict and the per-PE timeline.",
+            responses=responses(401, 403, 404, 422))
+def get_schedule(schedule_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
+    return Response(svc.schedule_json(schedule_id), media_type="application/json")

@@ -1,0 +1,222 @@
+"""Multi-network schedules through the service (POST /v1/schedules -> job -> Schedule):
+the stored document equals make_schedule's for the same inputs, bad requests are 422
+naming the field before any job exists, a running schedule job can be cancelled, the
+executor scope is refused, Idempotency-Key works, and the 0003 migration upgrades a
+database that already holds plan jobs."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from planner.schema import ModelProfile, Platform, Schedule, ScheduleRequest
+from planner.scheduling import make_schedule
+from tests import schedule_instances as si
+from tests.support.api import start
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    a = start(tmp_path_factory.mktemp("sched"))
+    yield a
+    a.client.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def docs():
+    rng = np.random.default_rng(7)
+    plat = si.platform(rng)
+    return {"platform": plat, "a": si.profile(rng, "A", 4), "b": si.profile(rng, "B", 4)}
+
+
+@pytest.fixture(scope="module")
+def ids(api, docs):
+    return {k: api.upload("platform" if k == "platform" else "profile", d.model_dump(mode="json", exclude_none=True))
+            for k, d in docs.items()}
+
+
+def body(ids, **kw):
+    return {"platform_id": ids["platform"], "solver": "exhaustive",
+            "apps": [{"profile_id": ids["a"], "period_ms": 60.0, "priority": 0},
+                     {"profile_id": ids["b"], "period_ms": 80.0, "priority": 1}], **kw}
+
+
+def problem_of(r, status):
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    return r.json()
+
+
+def jobs_total(api) -> int:
+    return api.client.get("/v1/jobs?limit=1", headers=api.h()).json()["total"]
+
+
+def test_schedule_job_stores_what_make_schedule_returns(api, docs, ids):
+    r = api.client.post("/v1/schedules", json=body(ids, seed=3), headers=api.h())
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert job["kind"] == "schedule" and job["state"] in ("queued", "running") and job["profile_id"] is None
+    assert r.headers["location"] == f"/v1/jobs/{job['id']}"
+    assert job["request"]["apps"][1]["profile_id"] == ids["b"]
+    done = api.wait_job(job["id"])
+    assert done["state"] == "succeeded", done
+    sid = done["schedule_id"]
+    res = api.client.get(f"/v1/schedules/{sid}", headers=api.h()).json()
+    assert res["id"] == sid and res["job_id"] == job["id"] and res["profile_ids"] == [ids["a"], ids["b"]]
+    assert res["request"] == job["request"]
+    got = Schedule.model_validate(res["schedule"])
+    request = ScheduleRequest.model_validate({
+        "solver": "exhaustive", "seed": 3,
+        "apps": [{"profile": "A", "period_ms": 60.0, "priority": 0}, {"profile": "B", "period_ms": 80.0, "priority": 1}]})
+    platform = Platform.model_validate_json(api.service.document_body("platform", ids["platform"]))
+    profiles = [ModelProfile.model_validate_json(api.service.document_body("profile", ids[k])) for k in ("a", "b")]
+    want = make_schedule(platform, profiles, request)
+    strip = {"report": {"wall_time_ms"}}
+    assert got.model_dump(exclude=strip) == want.model_dump(exclude=strip)
+    assert got.entries and got.entries[0].timeline is not None
+    assert got.provenance.profile_sha256 == want.provenance.profile_sha256
+    # the job's result link and the listing point at the same document
+    assert api.client.get(f"/v1/jobs/{job['id']}/result", headers=api.h()).json() == res
+    listed = api.client.get(f"/v1/schedules?platform_id={ids['platform']}", headers=api.h()).json()
+    item = next(i for i in listed["items"] if i["id"] == sid)
+    assert item["front_size"] == got.front_size and item["schedulable"] == got.entries[0].schedulable
+    assert item["solver"] == "exhaustive" and item["mode"] == "response_time"
+
+
+def test_bad_schedule_requests_are_422_before_any_job(api, ids):
+    before = jobs_total(api)
+    unknown = "0" * 64
+    b = body(ids)
+    b["apps"][1]["profile_id"] = unknown
+    err = problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "apps[1].profile_id" and "no profile with this id" in err["errors"][0]["reason"]
+    err = problem_of(api.client.post("/v1/schedules", json={**body(ids), "platform_id": ids["a"]}, headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "platform_id"  # a profile's id is not a platform's
+    b = body(ids)
+    b["apps"][0]["period_ms"] = -5
+    assert problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)["errors"][0]["path"] == "apps[0].period_ms"
+    err = problem_of(api.client.post("/v1/schedules", json=body(ids, solver="dp"), headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "solver" and "schedule solvers" in err["errors"][0]["reason"]
+    err = problem_of(api.client.post("/v1/schedules", json=body(ids, time_limit_s=500), headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "time_limit_s" and "limit of 120" in err["errors"][0]["reason"]
+    b = body(ids)
+    b["apps"][1]["priority"] = 0
+    err = problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "apps[1].priority"  # the core's semantic check, same path
+    err = problem_of(api.client.post("/v1/schedules", json=body(ids, devices=["tpu"]), headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "devices[0]"  # compiled before accepting
+    err = problem_of(api.client.post("/v1/schedules", json=body(ids, cpu_partitions={"cpu": [[3]]}), headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "cpu_partitions.cpu[0]"
+    many = {"cpu_partitions": {"cpu": [[1, 1]] * 300}}  # over the service's 256 CPU configurations
+    err = problem_of(api.client.post("/v1/schedules", json=body(ids, **many), headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "cpu_partitions" and "limit of 256" in err["errors"][0]["reason"]
+    b = body(ids)
+    b["apps"][1]["profile_id"] = ids["a"]  # the same network twice needs distinct names
+    assert problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)["errors"][0]["path"] == "apps[1].name"
+    assert jobs_total(api) == before
+
+
+def test_two_profiles_with_one_name_are_refused(api, docs, ids):
+    other = docs["b"].model_copy(update={"name": "A"})
+    other_id = api.upload("profile", other.model_dump(mode="json", exclude_none=True))
+    b = body(ids)
+    b["apps"][1]["profile_id"] = other_id
+    b["apps"][1]["name"] = "other"
+    err = problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "apps[1].profile_id" and "another profile named 'A'" in err["errors"][0]["reason"]
+
+
+def test_bad_solver_option_fails_the_job_with_the_problem(api, ids):
+    job = api.client.post("/v1/schedules", json=body(ids, options={"space": "nope"}), headers=api.h()).json()
+    done = api.wait_job(job["id"])
+    assert done["state"] == "failed" and done["schedule_id"] is None
+    assert done["error"]["status"] == 422 and done["error"]["errors"][0]["path"] == "options.space"
+    r = api.client.get(f"/v1/jobs/{job['id']}/result", headers=api.h())
+    assert problem_of(r, 409)["errors"][0]["path"] == "options.space"
+
+
+def test_cancel_a_running_schedule_job(api, ids):
+    long_ga = body(ids, solver="ga", time_limit_s=60, options={"generations": 1_000_000, "population": 8})
+    job = api.client.post("/v1/schedules", json=long_ga, headers=api.h()).json()
+    running = api.wait_job(job["id"], states=("running",), timeout_s=30)
+    assert running["state"] == "running"
+    t0 = time.monotonic()
+    r = api.client.delete(f"/v1/jobs/{job['id']}", headers=api.h())
+    assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    time.sleep(0.3)
+    after = api.client.get(f"/v1/jobs/{job['id']}", headers=api.h()).json()
+    assert after["state"] == "cancelled" and after["schedule_id"] is None
+    assert time.monotonic() - t0 < 30
+    # the worker pool is usable after the kill
+    done = api.wait_job(api.client.post("/v1/schedules", json=body(ids, max_entries=1), headers=api.h()).json()["id"])
+    assert done["state"] == "succeeded"
+    sched = api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()["schedule"]
+    assert len(sched["entries"]) == 1
+
+
+def test_scopes_and_idempotency(api, ids):
+    assert api.client.post("/v1/schedules", json=body(ids)).status_code == 401
+    assert problem_of(api.client.post("/v1/schedules", json=body(ids), headers=api.h("executor")), 403)
+    assert api.client.get("/v1/schedules", headers=api.h("executor")).status_code == 403
+    assert api.client.get("/v1/schedules/sch_x", headers=api.h("executor")).status_code == 403
+    problem_of(api.client.get("/v1/schedules/sch_nope", headers=api.h()), 404)
+    h = api.h(**{"Idempotency-Key": "sched-1"})
+    r1 = api.client.post("/v1/schedules", json=body(ids, seed=11), headers=h)
+    r2 = api.client.post("/v1/schedules", json=body(ids, seed=11), headers=h)
+    assert r1.status_code == r2.status_code == 202 and r1.json()["id"] == r2.json()["id"]
+    assert r2.headers.get("idempotent-replayed") == "true"
+    assert problem_of(api.client.post("/v1/schedules", json=body(ids, seed=12), headers=h), 422)["errors"][0]["path"] == \
+        "header.idempotency-key"
+    api.wait_job(r1.json()["id"])
+
+
+def test_migration_upgrades_a_database_with_plan_jobs(tmp_path):
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import text
+
+    from api.db import MIGRATIONS, Database, make_engine
+
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    engine = make_engine(url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+    with engine.begin() as conn:
+        for kind, doc_id in (("platform", "p" * 64), ("profile", "m" * 64)):
+            conn.execute(text("INSERT INTO documents (id, kind, name, summary, size_bytes, body, created_at) "
+                              "VALUES (:i, :k, 'x', '{}', 2, '{}', '2026-01-01')"), {"i": doc_id, "k": kind})
+        conn.execute(text("INSERT INTO jobs (id, platform_id, profile_id, solver, request, state, progress, message, "
+                          "attempts, created_at) VALUES ('job_old', :p, :m, 'brute', '{}', 'succeeded', 1, 'done', 1, "
+                          "'2026-01-01')"), {"p": "p" * 64, "m": "m" * 64})
+    engine.dispose()
+    db = Database(url)  # migrates to head
+    with db.engine.connect() as conn:
+        row = conn.execute(text("SELECT kind, schedule_id, profile_id FROM jobs WHERE id = 'job_old'")).one()
+        assert tuple(row) == ("plan", None, "m" * 64)
+        assert conn.execute(text("SELECT count(*) FROM schedules")).scalar() == 0
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0003"
+    db.dispose()
+
+
+def test_restart_reruns_a_schedule_job_in_flight(tmp_path, ids, docs):
+    first = start(tmp_path)
+    up = {k: first.upload("platform" if k == "platform" else "profile", d.model_dump(mode="json", exclude_none=True))
+          for k, d in docs.items()}
+    assert up == ids  # content-addressed: the same ids in another store
+    ga = body(ids, solver="ga", time_limit_s=2, options={"generations": 1_000_000, "population": 8})
+    job = first.client.post("/v1/schedules", json=ga, headers=first.h()).json()
+    first.wait_job(job["id"], states=("running",), timeout_s=30)
+    first.client.__exit__(None, None, None)  # stops the pool: the job is left running in the store
+    second = start(tmp_path)
+    try:
+        done = second.wait_job(job["id"], timeout_s=60)
+        assert done["state"] == "succeeded" and done["attempts"] == 2, done
+        sched = second.client.get(f"/v1/schedules/{done['schedule_id']}", headers=second.h()).json()["schedule"]
+        assert sched["report"]["solver"] == "ga" and sched["entries"]
+    finally:
+        second.client.__exit__(None, None, None)
