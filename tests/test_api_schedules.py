@@ -173,19 +173,12 @@ def test_scopes_and_idempotency(api, ids):
 
 
 def test_migration_upgrades_a_database_with_plan_jobs(tmp_path):
-    from alembic import command
-    from alembic.config import Config
     from sqlalchemy import text
 
-    from api.db import MIGRATIONS, Database, make_engine
+    from api.db import Database
+    from tests.support.migrations import database_at
 
-    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
-    engine = make_engine(url)
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
+    url, engine = database_at(tmp_path / "old.sqlite", "0002")
     with engine.begin() as conn:
         for kind, doc_id in (("platform", "p" * 64), ("profile", "m" * 64)):
             conn.execute(text("INSERT INTO documents (id, kind, name, summary, size_bytes, body, created_at) "

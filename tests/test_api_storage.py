@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from alembic import command
 from alembic.autogenerate import compare_metadata
-from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, select
 
-from api.db import MIGRATIONS, Database, make_engine
+from api.db import Database
 from api.rows import Base, DocumentRow, PlanRow
+from tests.support.migrations import database_at
 
 
 def test_migrations_match_the_rows(tmp_path):
@@ -29,13 +28,7 @@ def test_migrations_match_the_rows(tmp_path):
 
 
 def test_upgrade_keeps_data(tmp_path):
-    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
-    engine = make_engine(url)
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0001")
+    url, engine = database_at(tmp_path / "old.sqlite", "0001")
     engine.dispose()
     con = sqlite3.connect(tmp_path / "old.sqlite")
     con.execute("insert into documents (id, kind, name, summary, size_bytes, body, created_at) "
