@@ -143,12 +143,18 @@ class Service:
                 return s.get(DocumentRow, doc_id), False
         return row, True
 
-    def list_documents(self, kind: str, limit: int, offset: int) -> tuple[int, list[DocumentRow]]:
+    def _page(self, row_cls, limit: int, offset: int, newest_first: bool = True, **equal) -> tuple[int, list]:  # noqa: ANN001
+        """(total, one page of rows) of a listing; `equal` filters columns whose value is
+        not None (an absent query parameter)."""
+        where = [getattr(row_cls, col) == v for col, v in equal.items() if v is not None]
+        created = row_cls.created_at.desc() if newest_first else row_cls.created_at
         with self.db.session() as s:
-            total = s.scalar(select(func.count()).select_from(DocumentRow).where(DocumentRow.kind == kind))
-            rows = s.scalars(select(DocumentRow).where(DocumentRow.kind == kind)
-                             .order_by(DocumentRow.created_at.desc(), DocumentRow.id).limit(limit).offset(offset)).all()
+            total = s.scalar(select(func.count()).select_from(row_cls).where(*where))
+            rows = s.scalars(select(row_cls).where(*where).order_by(created, row_cls.id).limit(limit).offset(offset)).all()
         return total, list(rows)
+
+    def list_documents(self, kind: str, limit: int, offset: int) -> tuple[int, list[DocumentRow]]:
+        return self._page(DocumentRow, limit, offset, kind=kind)
 
     def document_body(self, kind: str, doc_id: str) -> str:
         with self.db.session() as s:
@@ -233,14 +239,7 @@ class Service:
             return self._plan_json(row, row.body)
 
     def list_plans(self, limit: int, offset: int, platform_id: str | None, profile_id: str | None) -> tuple[int, list[PlanRow]]:
-        q = select(PlanRow)
-        c = select(func.count()).select_from(PlanRow)
-        if platform_id:
-            q, c = q.where(PlanRow.platform_id == platform_id), c.where(PlanRow.platform_id == platform_id)
-        if profile_id:
-            q, c = q.where(PlanRow.profile_id == profile_id), c.where(PlanRow.profile_id == profile_id)
-        with self.db.session() as s:
-            return s.scalar(c), list(s.scalars(q.order_by(PlanRow.created_at.desc(), PlanRow.id).limit(limit).offset(offset)).all())
+        return self._page(PlanRow, limit, offset, platform_id=platform_id or None, profile_id=profile_id or None)
 
     def executor_view(self, plan_id: str) -> bytes:
         def make() -> bytes:
@@ -324,12 +323,7 @@ class Service:
         return f'{head[:-1]},"request":{row.request},"schedule":{body}}}'.encode()
 
     def list_schedules(self, limit: int, offset: int, platform_id: str | None) -> tuple[int, list[ScheduleRow]]:
-        q = select(ScheduleRow)
-        c = select(func.count()).select_from(ScheduleRow)
-        if platform_id:
-            q, c = q.where(ScheduleRow.platform_id == platform_id), c.where(ScheduleRow.platform_id == platform_id)
-        with self.db.session() as s:
-            return s.scalar(c), list(s.scalars(q.order_by(ScheduleRow.created_at.desc(), ScheduleRow.id).limit(limit).offset(offset)).all())
+        return self._page(ScheduleRow, limit, offset, platform_id=platform_id or None)
 
     # ------------------------------------------------------------------ jobs
     def job(self, job_id: str) -> JobRow:
@@ -340,12 +334,7 @@ class Service:
         return row
 
     def list_jobs(self, limit: int, offset: int, state: str | None) -> tuple[int, list[JobRow]]:
-        q = select(JobRow)
-        c = select(func.count()).select_from(JobRow)
-        if state:
-            q, c = q.where(JobRow.state == state), c.where(JobRow.state == state)
-        with self.db.session() as s:
-            return s.scalar(c), list(s.scalars(q.order_by(JobRow.created_at.desc(), JobRow.id).limit(limit).offset(offset)).all())
+        return self._page(JobRow, limit, offset, state=state or None)
 
     def cancel_job(self, job_id: str) -> JobRow:
         job = self.job(job_id)
@@ -379,10 +368,7 @@ class Service:
         return row
 
     def list_deployments(self, limit: int, offset: int) -> tuple[int, list[DeploymentRow]]:
-        with self.db.session() as s:
-            total = s.scalar(select(func.count()).select_from(DeploymentRow))
-            return total, list(s.scalars(select(DeploymentRow).order_by(DeploymentRow.created_at, DeploymentRow.id)
-                                         .limit(limit).offset(offset)).all())
+        return self._page(DeploymentRow, limit, offset, newest_first=False)
 
     def history(self, dep_id: str) -> list[DeploymentEventRow]:
         dep = self.deployment(dep_id)

@@ -11,17 +11,12 @@ import pytest
 
 from planner.cli import main
 from planner.schema import Plan
+from tests.support.cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
 HIKEY = str(ROOT / "profiles/platforms/hikey970.json")
 MO14 = str(ROOT / "profiles/models/mobilenet_v2_1.4.json")
 IN = str(ROOT / "profiles/models/inception_v4.json")
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_solve_latency_prints_plan_and_baselines(capsys):

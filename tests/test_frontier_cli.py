@@ -10,20 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from planner.cli import main
 from planner.schema import Plan
+from tests.support.cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
 XAVIER = str(ROOT / "profiles/platforms/xavier_agx.json")
 FUSED = str(ROOT / "profiles/models/vgg19_fused.json")
 HIKEY = str(ROOT / "profiles/platforms/hikey970.json")
 SQ = str(ROOT / "profiles/models/squeezenet.json")
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_frontier_json_sweeps_from_all_dla_to_all_gpu_and_matches_per_cap_solves(capsys):
