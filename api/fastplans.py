@@ -135,11 +135,19 @@ def iso(t: dt.datetime | None) -> str | None:
     return None if t is None else t.isoformat() + "+00:00"
 
 
+def spliced_json(fields: dict, **stored: str) -> bytes:  # fields: non-empty
+    """`fields` as a JSON object with each stored JSON text spliced in under its name:
+    a resource answer is mostly documents the database holds as text, never re-serialised."""
+    head = json.dumps(fields)
+    tail = "".join(f',"{name}":{text}' for name, text in stored.items())
+    return f"{head[:-1]}{tail}}}".encode()
+
+
 def plan_resource_json(row: dict, body: str) -> bytes:
-    """The PlanResource JSON, spliced from the stored JSON texts (no re-serialising)."""
-    head = json.dumps({"id": row["id"], "platform_id": row["platform_id"], "profile_id": row["profile_id"],
-                       "job_id": row["job_id"], "created_at": iso(row["created_at"])})
-    return f'{head[:-1]},"request":{row["request"]},"plan":{body}}}'.encode()
+    """The PlanResource JSON, spliced from the stored JSON texts."""
+    return spliced_json({"id": row["id"], "platform_id": row["platform_id"], "profile_id": row["profile_id"],
+                         "job_id": row["job_id"], "created_at": iso(row["created_at"])},
+                        request=row["request"], plan=body)
 
 
 class LRU:

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from api.auth import Authenticator, Principal
 from api.db import Database
 from api.executors import Executor, PebbleExecutor
-from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, iso, plan_resource_json
+from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, iso, plan_resource_json, spliced_json
 from api.jobs import JobManager, new_id
 from api.problems import ApiError, from_planner_error, invalid, validation_issues
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
@@ -318,9 +318,9 @@ class Service:
             if row is None:
                 raise ApiError(404, f"no schedule with id {schedule_id}")
             body = row.body
-        head = json.dumps({"id": row.id, "job_id": row.job_id, "platform_id": row.platform_id,
-                           "profile_ids": json.loads(row.profile_ids), "created_at": iso(row.created_at)})
-        return f'{head[:-1]},"request":{row.request},"schedule":{body}}}'.encode()
+        return spliced_json({"id": row.id, "job_id": row.job_id, "platform_id": row.platform_id,
+                             "profile_ids": json.loads(row.profile_ids), "created_at": iso(row.created_at)},
+                            request=row.request, schedule=body)
 
     def list_schedules(self, limit: int, offset: int, platform_id: str | None) -> tuple[int, list[ScheduleRow]]:
         return self._page(ScheduleRow, limit, offset, platform_id=platform_id or None)
