@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from api import problems
 from api.executors import Executor
 from api.middleware import BodyLimit, Idempotency
-from api.routers import deployments, documents, meta, plans, schedules, telemetry
+from api.routers import deployments, documents, meta, plans, refit, schedules, telemetry
 from api.service import Service
 from api.settings import Settings
 from planner import __version__
@@ -46,7 +46,8 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.state.service = svc
     app.state.settings = settings
     problems.install(app)
-    for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, telemetry.router):
+    for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, telemetry.router,
+              refit.router):
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
     # Outermost first: the body limit runs before idempotency reads the body.

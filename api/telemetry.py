@@ -17,8 +17,9 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from api.auth import Principal
-from api.problems import ApiError, invalid
+from api.problems import ApiError, from_planner_error, invalid
 from api.rows import DeploymentEventRow, DeploymentRow, PlanRow, TelemetryBatchRow, utcnow
+from planner.core.errors import PlannerError
 from planner.core.schema import Plan
 from planner.core.telemetry import (
     PlanTelemetry,
@@ -148,3 +149,25 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
             median_ms=med, p90_ms=p90, error_pct=error_pct(med, plan.metrics.latency_ms), slices=out_slices))
     return TelemetrySummary(deployment_id=dep.id, deployment=dep.name, profile_id=dep.profile_id, batches=len(rows),
                             samples=sum(r.samples for r in rows), plans=plans, errors=events)
+
+
+def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, limit: int,  # noqa: ANN001
+                  plan_ids: list[str] | None = None):  # noqa: ANN201
+    """(stored row, created, report): the profile refit from the deployment's telemetry,
+    stored as a new content-addressed document."""
+    from models.refit import refit
+
+    svc.document_body("profile", profile_id)  # 404 for an unknown profile
+    dep = svc.deployment(dep_id)
+    if dep.profile_id != profile_id:
+        raise invalid("deployment", f"deployment {dep.name} runs profile {dep.profile_id[:12]}…, not this one")
+    tel = summary(svc, dep.id, who, limit)
+    plans = [p for p in tel.plans if p.profile_id == profile_id and (not plan_ids or p.plan_id in plan_ids)]
+    platform = svc.planner.parsed("platform", dep.platform_id, "deployment")
+    profile = svc.planner.parsed("profile", profile_id, "profile_id")
+    try:
+        new, report = refit(platform, profile, plans, options)
+    except PlannerError as exc:
+        raise from_planner_error(exc) from None
+    row, created = svc.put_document("profile", new)
+    return row, created, report

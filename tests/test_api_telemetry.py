@@ -124,3 +124,32 @@ def test_predicted_vs_measured_per_plan(api, dep):
         assert sl["samples"] == 35
     assert by_plan[p1["id"]]["errors"] == 1 and by_plan[p1["id"]]["samples"] == 0
     assert s["errors"][0]["kind"] == "build_failed" and "CUDA" in s["errors"][0]["message"]
+
+
+def test_refit_a_profile_from_the_deployments_telemetry(api, dep):
+    p0 = dep["plans"][0]
+    url = f"/v1/profiles/{dep['profile_id']}/refit"
+    assert api.client.post(url, json={"deployment": "cam"}, headers=api.h("board")).status_code == 403
+    r = api.client.post(url, json={"deployment": "cam"}, headers=api.h())
+    assert r.status_code == 201, r.text
+    res = r.json()
+    new_id = res["profile"]["id"]
+    assert new_id != dep["profile_id"] and res["measurements_changed"] > 0 and res["slices"] >= 1
+    again = api.client.post(url, json={"deployment": "cam"}, headers=api.h())
+    assert again.status_code == 200 and again.json()["profile"]["id"] == new_id  # content-addressed
+    # the next plan stands on what the board did: the same slicing is now predicted near the measurement
+    summary = api.client.get("/v1/deployments/cam/telemetry?plan_id=" + p0["id"], headers=api.h()).json()
+    measured = summary["plans"][0]["median_ms"]
+    r = api.client.post("/v1/plans", json={"platform_id": dep["platform_id"], "profile_id": new_id,
+                                           "objective": "latency"}, headers=api.h())
+    assert r.status_code in (200, 201), r.text
+    new_plan = r.json()["plan"]
+    old_err = abs(p0["plan"]["metrics"]["latency_ms"] - measured)
+    assert new_plan["notation"] == p0["plan"]["notation"]  # every slice ran ~25% slow: same plan, new numbers
+    assert abs(new_plan["metrics"]["latency_ms"] - measured) < 0.2 * old_err
+    for body, status, needle in [({"deployment": "other", "min_samples": 1}, 422, "no slice with enough samples"),
+                                 ({"deployment": "cam", "max_scale": 0.5}, 422, "max_scale"),
+                                 ({"deployment": "nope"}, 404, "nope")]:
+        r = api.client.post(url, json=body, headers=api.h())
+        assert r.status_code == status and needle in r.text, r.text
+    assert api.client.post(f"/v1/profiles/{'0' * 64}/refit", json={"deployment": "cam"}, headers=api.h()).status_code == 404
