@@ -24,7 +24,7 @@ from onnx import helper
 from executor.quantize import quantize_int8
 from executor.runtime import RuntimeDevice, build_session, pinned
 from executor.sessions import capture, summarise_ms
-from executor.slicing import LayeredModel, random_inputs, slice_model
+from executor.slicing import LayeredModel, boundary, random_inputs, slice_model
 
 Progress = Callable[[int, int, str], None]
 TRANSFER_SIZES_BYTES = tuple(int(4096 * 2 ** (1.5 * k)) for k in range(9))  # 4 KB .. ~16 MB
@@ -36,6 +36,8 @@ class DeviceTimes:
     transfer_points: list[tuple[int, float]]  # (bytes, ms per direction) samples
     whole_ms: list[float]  # the unsplit model on this device
     profiling_s: float = 0.0
+    chunk_ms: dict = field(default_factory=dict)  # (first, last) -> samples of that slice alone
+    layer_energy_mj: list[float] | None = None  # per layer, one run's energy (only with a power reader)
 
 
 @dataclass
@@ -93,6 +95,18 @@ def transfer_model(size_bytes: int, int8: bool) -> onnx.ModelProto:
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
+def chunk_partitions(n_layers: int, counts: Sequence[int]) -> list[list[tuple[int, int]]]:
+    """For each k, the model cut into k near-equal runs of consecutive layers."""
+    out: list[list[tuple[int, int]]] = []
+    for k in counts:
+        k = max(1, min(k, n_layers))
+        edges = np.linspace(0, n_layers, k + 1).round().astype(int)
+        part = [(int(a), int(b) - 1) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+        if part not in out:
+            out.append(part)
+    return out
+
+
 def profile_model(
     lm: LayeredModel,
     devices: Sequence[RuntimeDevice],
@@ -103,16 +117,20 @@ def profile_model(
     calibration_count: int = 8,
     transfer_sizes: Sequence[int] = TRANSFER_SIZES_BYTES,
     whole_runs: int | None = None,
+    chunk_counts: Sequence[int] = (1, 2, 4),
     progress: Progress | None = None,
     seed: int = 0,
+    power=None,
 ) -> ProfileRun:
-    """Per-layer, transfer and whole-model timing samples on every device."""
+    """Per-layer, transfer and whole-model timing samples on every device; with a
+    `power` reader (executor.power) also each layer's energy per run on each device,
+    read around `runs` back-to-back runs (a counter's resolution needs a batch)."""
     if runs < 1 or warmup < 0:
         raise ValueError("runs must be >= 1 and warmup >= 0")
     t_start = time.perf_counter()
     L = len(lm.layers)
     feed = dict(inputs) if inputs is not None else random_inputs(lm, seed)
-    need = [x for layer in lm.layers for x in layer.inputs]
+    need = list(dict.fromkeys([x for layer in lm.layers for x in layer.inputs] + list(lm.graph_inputs)))
     values = capture(lm, need, [feed])[0]
     int8 = [d for d in devices if d.precision == "int8"]
     calib_values = None
@@ -121,8 +139,8 @@ def profile_model(
         calib_values = capture(lm, need, feeds)
     pins = {d.id: pinned(d) for d in devices}
     times = {d.id: DeviceTimes([], [], []) for d in devices}
-    total_steps = L + len(transfer_sizes) + 1
     step = 0
+    total_steps = 0
 
     def tick(label: str) -> None:
         nonlocal step
@@ -130,42 +148,60 @@ def profile_model(
         if progress:
             progress(step, total_steps, label)
 
-    for i, layer in enumerate(lm.layers):
-        sub = slice_model(lm, i, i)
-        outs = [o.name for o in sub.graph.output]
-        lfeed = {x: values[x] for x in layer.inputs}
-        jobs = []
-        for d in devices:
+    # Partitions of the model into consecutive slices: single layers, then the unsplit
+    # model and its equal chunks (what per-slice costs are calibrated against).
+    partitions = [[(i, i) for i in range(L)]] + [p for p in chunk_partitions(L, chunk_counts) if len(p) < L]
+    spans = list(dict.fromkeys(sp for part in partitions for sp in part))
+    total_steps = len(spans) + runs + len(transfer_sizes)
+    built: dict = {}  # (span, device index) -> (session, inputs, outputs)
+    for a, b in spans:
+        sub = slice_model(lm, a, b)
+        ins, outs = boundary(lm, a, b)
+        for k, d in enumerate(devices):
             t0 = time.perf_counter()
-            m = sub
-            if d.precision == "int8":
-                m = quantize_int8(sub, [{x: v[x] for x in layer.inputs} for v in calib_values])
-            jobs.append((build_session(m, d), lfeed, outs, pins[d.id]))
+            m = quantize_int8(sub, [{x: v[x] for x in ins} for v in calib_values]) if d.precision == "int8" else sub
+            sess = build_session(m, d)
+            _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], warmup)
+            built[((a, b), k)] = (sess, ins, outs)
             times[d.id].profiling_s += time.perf_counter() - t0
-        t0 = time.perf_counter()
-        for d, samples in zip(devices, _round_robin(jobs, runs, warmup)):
-            times[d.id].layer_ms.append(samples)
-        share = (time.perf_counter() - t0) / len(devices)
-        for d in devices:
-            times[d.id].profiling_s += share
-        tick(f"layer {i + 1}/{L} {layer.id}")
+        tick(f"build {a}..{b}" if a != b else f"build layer {a + 1}/{L}")
+    # `runs` rounds. In a round each device runs every partition as a sliced run does:
+    # slice after slice, each reading the tensors the previous ones just wrote (warm in
+    # cache, as in execution). Devices take turns, so a noisy neighbour hits them alike.
+    samples: dict = {key: [] for key in built}
+    for r in range(runs):
+        for k, d in enumerate(devices):
+            t_dev = time.perf_counter()
+            for part in partitions:
+                env = dict(feed)
+                for span in part:
+                    sess, ins, outs = built[(span, k)]
+                    f = {x: env[x] for x in ins}
+                    t0 = time.perf_counter_ns()
+                    with pins[d.id]:
+                        out = sess.run(outs, f)
+                    samples[(span, k)].append((time.perf_counter_ns() - t0) / 1e6)
+                    env.update(zip(outs, out))
+            times[d.id].profiling_s += time.perf_counter() - t_dev
+        tick(f"round {r + 1}/{runs}")
+    for k, d in enumerate(devices):
+        t = times[d.id]
+        t.layer_ms = [samples[((i, i), k)] for i in range(L)]
+        t.chunk_ms = {sp: samples[(sp, k)] for part in partitions[1:] for sp in part}
+        t.whole_ms = samples[((0, L - 1), k)] if ((0, L - 1), k) in samples else []
+    if power is not None:
+        for k, d in enumerate(devices):
+            for i in range(L):
+                sess, ins, outs = built[((i, i), k)]
+                e0 = power.energy_mj()
+                _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], runs)
+                times[d.id].layer_energy_mj = (times[d.id].layer_energy_mj or []) + [max(0.0, (power.energy_mj() - e0) / runs)]
+    del built, samples
 
     for size in transfer_sizes:
         x = np.random.default_rng(seed).standard_normal((1, max(1, size // 4))).astype(np.float32)
-        jobs = [(build_session(transfer_model(size, d.precision == "int8"), d), {"x": x}, ["y"], pins[d.id]) for d in devices]
-        for d, samples in zip(devices, _round_robin(jobs, runs, warmup)):
-            times[d.id].transfer_points.extend((size, t / 2.0) for t in samples)  # in + out: half each
+        tjobs = [(build_session(transfer_model(size, d.precision == "int8"), d), {"x": x}, ["y"], pins[d.id]) for d in devices]
+        for d, smp in zip(devices, _round_robin(tjobs, runs, warmup)):
+            times[d.id].transfer_points.extend((size, t / 2.0) for t in smp)  # in + out: half each
         tick(f"transfer {size} bytes")
-
-    # the unsplit model on each device: what the per-slice fixed cost is calibrated against
-    from executor.sessions import SlicedModel
-
-    jobs = []
-    for d in devices:
-        sm = SlicedModel(lm, [(0, L - 1, d.id)], devices, calibration=calibration, calibration_count=calibration_count, seed=seed)
-        s = sm.slices[0]
-        jobs.append((s.session, {k: feed[k] for k in s.inputs}, s.outputs, pins[d.id]))
-    for d, samples in zip(devices, _round_robin(jobs, whole_runs or runs, warmup)):
-        times[d.id].whole_ms = samples
-    tick("whole model")
     return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -186,27 +187,40 @@ def parse_devices(specs: Iterable[str]) -> list[RuntimeDevice]:
     return out
 
 
+_PIN = threading.local()
+
+
 class pinned:
     """Context manager running the calling thread on a device's cores (ORT pins only its
-    pool threads; the caller is the first intra-op thread). No-op without affinity."""
+    pool threads; the caller is the first intra-op thread). A device without affinity
+    runs on every core the process was given. The thread stays where it was put after
+    the block, so consecutive slices on one device make no system call; only a change
+    of device moves the thread."""
 
     def __init__(self, device: RuntimeDevice):
-        self.cores = set(device.affinity) if device.affinity is not None else None
-        self.saved: set[int] | None = None
+        self.cores = frozenset(device.affinity) if device.affinity is not None else None
 
     def __enter__(self):
-        if self.cores is not None:
-            self.saved = os.sched_getaffinity(0)
-            if self.saved != self.cores:
-                os.sched_setaffinity(0, self.cores)
-            else:
-                self.saved = None
+        if not hasattr(os, "sched_setaffinity"):
+            return self
+        if not hasattr(_PIN, "all"):
+            _PIN.all = frozenset(os.sched_getaffinity(0))
+            _PIN.current = _PIN.all
+        want = self.cores if self.cores is not None else _PIN.all
+        if want != _PIN.current:
+            os.sched_setaffinity(0, want)
+            _PIN.current = want
         return self
 
     def __exit__(self, *exc):
-        if self.saved is not None:
-            os.sched_setaffinity(0, self.saved)
         return False
+
+
+def unpin() -> None:
+    """Put the calling thread back on every core it started with."""
+    if hasattr(_PIN, "all") and _PIN.current != _PIN.all:
+        os.sched_setaffinity(0, _PIN.all)
+        _PIN.current = _PIN.all
 
 
 def build_session(model, device: RuntimeDevice) -> ort.InferenceSession:

@@ -536,6 +536,15 @@ class ModelProfile(Strict):
                     )
         return out
 
+    def time_only_measurements(self) -> list[tuple[int, int]]:
+        """(layer, measurement) indices of measurements with no power or energy."""
+        return [
+            (i, j)
+            for i, layer in enumerate(self.layers)
+            for j, m in enumerate(layer.measurements)
+            if m.power_w is None and m.energy_mj is None
+        ]
+
     def predecessor_indices(self) -> list[list[int]]:
         position = {layer.id: i for i, layer in enumerate(self.layers)}
         out = []
@@ -603,7 +612,7 @@ class SliceOut(BaseModel):
     freq_mhz: float
     target: str = Field(description="Paper notation, e.g. G@667")
     time_ms: float = Field(description="Execution plus the slice's tensor in/out")
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
     comm_in_time_ms: float
     comm_out_time_ms: float
     memory_bytes: int
@@ -617,16 +626,16 @@ class LayerOut(BaseModel):
     freq_mhz: float
     target: str
     time_ms: float
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
 
 
 class Metrics(BaseModel):
     latency_ms: float
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements (energy_source)")
     execution_time_ms: float
     communication_time_ms: float
-    execution_energy_mj: float
-    communication_energy_mj: float
+    execution_energy_mj: float | None
+    communication_energy_mj: float | None
     slices: int
     transitions: int
 
@@ -648,7 +657,7 @@ class Comparison(BaseModel):
     name: str
     notation: str
     latency_ms: float
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
     saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent")
 
 
