@@ -79,6 +79,25 @@ def wait_for(predicate, timeout_s: float, what: str):  # noqa: ANN001
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
+def test_agent_keeps_inferring_without_a_service(tmp_path):
+    """No service at all: the unsplit model runs on the first device, every frame."""
+    from executor.agent import Agent
+    from executor.runtime import parse_devices
+    from executor.slicing import layers, load_model, random_inputs
+    from tests.support.server import free_port
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    lm = layers(load_model(model))
+    lines: list[str] = []
+    agent = Agent(f"http://127.0.0.1:{free_port()}", "cam", "t", lm, parse_devices(["cpu1=CPUExecutionProvider:threads=1"]),
+                  random_inputs(lm), rate_hz=200, batch_s=0.05, poll_wait_s=1, backoff_s=(0.01, 0.05), log=lines.append)
+    stats = agent.run(frames=40, drain_s=0.2)
+    assert stats.frames == stats.unplanned_frames == 40 and stats.failed_frames == 0
+    assert stats.reconnects == 1 and stats.swaps == 0
+    assert any("cannot fetch the plan" in line for line in lines)
+
+
 def test_agent_swaps_plans_survives_bad_plans_and_service_restarts(tmp_path):
     model = tmp_path / "tiny.onnx"
     tiny_model(model)
@@ -157,6 +176,17 @@ def test_agent_swaps_plans_survives_bad_plans_and_service_restarts(tmp_path):
         for p in summary.values():
             if p["samples"]:
                 assert p["median_ms"] > 0 and p["p90_ms"] >= p["median_ms"] and len(p["slices"]) >= 1
+
+        # the loop closes: a profile refit from what the board measured, fetched from the service
+        (tmp_path / "p.json").write_text(json.dumps(platform))
+        (tmp_path / "m.json").write_text(json.dumps(profile))
+        out = subprocess.run([str(PLANNER), "refit", "--platform", str(tmp_path / "p.json"), "--profile",
+                              str(tmp_path / "m.json"), "--server", server.url, "--deployment", "cam", "--token", ci,
+                              "--out", str(tmp_path / "m2.json")], cwd=ROOT, env=server.env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        refit = json.loads((tmp_path / "m2.json").read_text())
+        assert refit["layers"] != profile["layers"] and "refit from telemetry" in refit["source"]
     finally:
         if agent is not None and agent.poll() is None:
             os.killpg(agent.pid, signal.SIGKILL)
