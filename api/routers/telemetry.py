@@ -41,7 +41,7 @@ async def agent_deployment(deployment_id: DepId, who: Principal = AGENT, svc: Se
                          "(stored once); the same id with other content is 409. An executor token may post only "
                          "to the deployments it is bound to (403 otherwise, whether or not the deployment exists).",
              responses={200: {"description": "Already stored (same batch id and content)"},
-                        **responses(401, 403, 409, 413, 422)})
+                        **responses(401, 403, 404, 409, 413, 422)})
 async def post_telemetry(deployment_id: DepId, batch: TelemetryBatch, response: Response,
                          caller=Depends(agent_deployment), _limit: None = Depends(telemetry_body_limit),  # noqa: ANN001
                          svc: Service = Depends(service)):
@@ -55,7 +55,7 @@ async def post_telemetry(deployment_id: DepId, batch: TelemetryBatch, response: 
             summary="Predicted vs measured per plan",
             description="Over the `limit` most recent batches: per plan the end-to-end and per-slice median and p90 "
                         "of what the boards measured, the plan's prediction and the error in percent; recent errors.",
-            responses=responses(401, 403, 422))
+            responses=responses(401, 403, 404, 422))
 async def get_telemetry(deployment_id: DepId, limit: int = Query(1000, ge=1, le=20_000, description="Batches read"),
                         plan_id: str | None = Query(None, max_length=40, pattern=r"^[A-Za-z0-9_-]+$"),
                         who: Principal = READER, svc: Service = Depends(service)):
