@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from planner.errors import InputError
+from planner.core.errors import InputError
 
 RUNS = 20
 WARMUP = 3
@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from executor.runtime import DeviceSpecError, parse_devices
     from executor.sessions import PlanMismatch
     from executor.slicing import SlicingError, layers, load_model, materialise, random_inputs
-    from planner.io import load
-    from planner.schema import Plan
+    from planner.core.io import load
+    from planner.core.schema import Plan
 
     problems = []
     if args.runs < 1:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from models.communication import LinearCommModel
-from planner.errors import InputError
+from planner.core.errors import InputError
 
 RUNS = 10
 WARMUP = 2
@@ -245,8 +245,8 @@ def run(args: argparse.Namespace) -> int:
     from executor.profiler import profile_model
     from executor.runtime import DeviceSpecError, parse_devices
     from executor.slicing import SlicingError, layers, load_model, materialise
-    from planner.io import parse
-    from planner.schema import ModelProfile, Platform
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, Platform
 
     problems = []
     if args.runs < 1:
