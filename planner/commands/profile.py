@@ -123,6 +123,31 @@ def slice_prediction(layer_ms, in_b, out_b, alpha: float, beta: float, a: int, b
     return float(np.maximum(layer_ms[a:b + 1] - c_in - c_out, 0.0).sum() + c_in[0] + c_out[-1])
 
 
+def _refine(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, beta: float) -> tuple[float, float]:
+    """The linear solution ignores that compile clips a layer's execution at 0 where the
+    estimated in/out exceeds its measured total; refine (alpha, beta) on a shrinking grid
+    against the prediction compile will actually make (relative squared error)."""
+    spans = [(a, b, float(stat(v))) for (a, b), v in chunk_ms.items()]
+
+    def loss(al: float, be: float) -> float:
+        return sum(((slice_prediction(layer_ms, in_b, out_b, al, be, a, b) - m) / m) ** 2 for a, b, m in spans)
+
+    a_step = max(alpha, 1e-9) * 0.5
+    b_step = max(beta, 1e-4 * float(np.median(layer_ms))) * 0.5
+    best = (loss(alpha, beta), alpha, beta)
+    for _ in range(12):
+        _, a0, b0 = best
+        for da in (-1, 0, 1):
+            for db in (-1, 0, 1):
+                al, be = max(0.0, a0 + da * a_step), max(0.0, b0 + db * b_step)
+                v = loss(al, be)
+                if v < best[0]:
+                    best = (v, al, be)
+        if best[1:] == (a0, b0):
+            a_step, b_step = a_step / 2, b_step / 2
+    return best[1], best[2]
+
+
 def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[float, float, list[float]]:
     """(alpha ms/byte, beta ms, relative errors): the per-slice costs that make the
     predicted time of each measured slice (the unsplit model and its equal chunks) equal
@@ -155,6 +180,7 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[fl
             sol = np.zeros(2)
             sol[best[1]] = best[2]
         alpha, beta = float(sol[0]), float(sol[1])
+        alpha, beta = _refine(layer_ms, in_b, out_b, chunk_ms, stat, alpha, beta)
     errors = [
         (slice_prediction(layer_ms, in_b, out_b, alpha, beta, a, b) - float(stat(v))) / float(stat(v))
         for (a, b), v in chunk_ms.items()
