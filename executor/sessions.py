@@ -155,10 +155,14 @@ class SlicedModel:
 
 
 def summarise_ms(samples: Sequence[float]) -> dict[str, float]:
-    """Median, p10, p90 and spread (p90 - p10) of timing samples in ms."""
+    """Median, p10, p90, spread (p90 - p10) and minimum of timing samples in ms."""
     a = np.asarray(samples, dtype=float)
     p10, med, p90 = (float(x) for x in np.percentile(a, [10, 50, 90]))
-    return {"median_ms": med, "p10_ms": p10, "p90_ms": p90, "spread_ms": p90 - p10, "runs": int(a.size)}
+    return {"median_ms": med, "p10_ms": p10, "p90_ms": p90, "spread_ms": p90 - p10, "min_ms": float(a.min()),
+            "runs": int(a.size)}
+
+
+STATISTICS = {"median": np.median, "min": np.min}
 
 
 def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3) -> dict:
@@ -174,3 +178,26 @@ def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 2
         for k, t in enumerate(ts):
             per_slice[k].append(t)
     return {"total": summarise_ms(total), "slices": [summarise_ms(x) for x in per_slice]}
+
+
+def measure_interleaved(
+    runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3
+) -> dict[str, dict]:
+    """Several sliced models timed in turns, run by run, so that a noisy machine slows
+    them alike and their ratios mean something. name -> measure()'s summary."""
+    for sm in runners.values():
+        for _ in range(warmup):
+            sm.run(inputs)
+    totals: dict[str, list[float]] = {k: [] for k in runners}
+    per_slice: dict[str, list[list[float]]] = {k: [[] for _ in sm.slices] for k, sm in runners.items()}
+    for _ in range(runs):
+        for name, sm in runners.items():
+            t0 = time.perf_counter_ns()
+            _, ts = sm.run_timed(inputs)
+            totals[name].append((time.perf_counter_ns() - t0) / 1e6)
+            for k, t in enumerate(ts):
+                per_slice[name][k].append(t)
+    return {
+        name: {"total": summarise_ms(totals[name]), "slices": [summarise_ms(x) for x in per_slice[name]]}
+        for name in runners
+    }

@@ -50,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power-csv", metavar="FILE", help="external meter log (unix_time_s,power_w rows) as the power source")
     p.add_argument("--name", help="model name in the profile (default: the file's stem)")
     p.add_argument("--platform-name", default=None, help="platform name (default: this host's name + 'onnxruntime')")
+    p.add_argument("--statistic", choices=("median", "min"), default="median",
+                   help="what time_ms takes of the runs: the median, or the minimum (the run least disturbed by other load)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.set_defaults(func=run)
 
@@ -121,7 +123,32 @@ def slice_prediction(layer_ms, in_b, out_b, alpha: float, beta: float, a: int, b
     return float(np.maximum(layer_ms[a:b + 1] - c_in - c_out, 0.0).sum() + c_in[0] + c_out[-1])
 
 
-def calibrate(layer_ms, in_b, out_b, chunk_ms: dict) -> tuple[float, float, list[float]]:
+def _refine(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, beta: float) -> tuple[float, float]:
+    """The linear solution ignores that compile clips a layer's execution at 0 where the
+    estimated in/out exceeds its measured total; refine (alpha, beta) on a shrinking grid
+    against the prediction compile will actually make (relative squared error)."""
+    spans = [(a, b, float(stat(v))) for (a, b), v in chunk_ms.items()]
+
+    def loss(al: float, be: float) -> float:
+        return sum(((slice_prediction(layer_ms, in_b, out_b, al, be, a, b) - m) / m) ** 2 for a, b, m in spans)
+
+    a_step = max(alpha, 1e-9) * 0.5
+    b_step = max(beta, 1e-4 * float(np.median(layer_ms))) * 0.5
+    best = (loss(alpha, beta), alpha, beta)
+    for _ in range(12):
+        _, a0, b0 = best
+        for da in (-1, 0, 1):
+            for db in (-1, 0, 1):
+                al, be = max(0.0, a0 + da * a_step), max(0.0, b0 + db * b_step)
+                v = loss(al, be)
+                if v < best[0]:
+                    best = (v, al, be)
+        if best[1:] == (a0, b0):
+            a_step, b_step = a_step / 2, b_step / 2
+    return best[1], best[2]
+
+
+def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[float, float, list[float]]:
     """(alpha ms/byte, beta ms, relative errors): the per-slice costs that make the
     predicted time of each measured slice (the unsplit model and its equal chunks) equal
     its measurement. Each slice a..b says
@@ -131,7 +158,7 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict) -> tuple[float, float, list
     for (a, b), samples in chunk_ms.items():
         if b == a:
             continue
-        meas = float(np.median(samples))
+        meas = float(stat(samples))
         x = float((in_b[a:b + 1] + out_b[a:b + 1]).sum() - in_b[a] - out_b[b])
         rows.append([x / meas, 2.0 * (b - a) / meas])
         rhs.append((float(layer_ms[a:b + 1].sum()) - meas) / meas)
@@ -153,17 +180,22 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict) -> tuple[float, float, list
             sol = np.zeros(2)
             sol[best[1]] = best[2]
         alpha, beta = float(sol[0]), float(sol[1])
+        alpha, beta = _refine(layer_ms, in_b, out_b, chunk_ms, stat, alpha, beta)
     errors = [
-        (slice_prediction(layer_ms, in_b, out_b, alpha, beta, a, b) - float(np.median(v))) / float(np.median(v))
+        (slice_prediction(layer_ms, in_b, out_b, alpha, beta, a, b) - float(stat(v))) / float(stat(v))
         for (a, b), v in chunk_ms.items()
     ]
     return alpha, beta, errors
 
 
-def build_documents(lm, run, *, name: str, platform_name: str, energy_source: str, model_path: str) -> tuple[dict, dict, list[str]]:
-    """Platform and profile dicts from a ProfileRun, and summary lines (fits, calibration)."""
-    from executor.sessions import summarise_ms
+def build_documents(lm, run, *, name: str, platform_name: str, energy_source: str, model_path: str,
+                    statistic: str = "median") -> tuple[dict, dict, list[str]]:
+    """Platform and profile dicts from a ProfileRun, and summary lines (fits, calibration).
+    `statistic` (median | min) is what time_ms and the calibration take of the runs: the
+    median is the typical run; the minimum estimates the run undisturbed by other load."""
+    from executor.sessions import STATISTICS, summarise_ms
 
+    stat = STATISTICS[statistic]
     ids = [d.id for d in run.devices]
     syms = symbols(ids)
     in_b = np.array([layer.input_bytes for layer in lm.layers], dtype=float)
@@ -173,9 +205,9 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
     for d, sym in zip(run.devices, syms):
         t = run.times[d.id]
         micro, mape = fit_transfer(t.transfer_points)
-        layer_med = np.array([np.median(x) for x in t.layer_ms])
-        whole = float(np.median(t.whole_ms))
-        alpha, beta, errs = calibrate(layer_med, in_b, out_b, t.chunk_ms)
+        layer_med = np.array([stat(x) for x in t.layer_ms])
+        whole = float(stat(t.whole_ms))
+        alpha, beta, errs = calibrate(layer_med, in_b, out_b, t.chunk_ms, stat)
         naive_err = 100.0 * (layer_med.sum() - whole) / whole
         lines.append(
             f"{d.id:<8} transfer micro-benchmark c(bytes) = {micro.alpha_ms_per_byte * 1e6:.4g} ms/MB + {micro.beta_ms:.4g} ms "
@@ -211,7 +243,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
         for d in run.devices:
             t = run.times[d.id]
             st = summarise_ms(t.layer_ms[i])
-            m = {"device": d.id, "time_ms": max(st["median_ms"], 1e-6), "time_spread_ms": st["spread_ms"],
+            m = {"device": d.id, "time_ms": max(float(stat(t.layer_ms[i])), 1e-6), "time_spread_ms": st["spread_ms"],
                  "runs": st["runs"], "includes_communication": True}
             if d.precision != "fp32":
                 m["dtype"] = d.precision
@@ -233,7 +265,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
         "name": name,
         "platform": platform_name,
         "source": f"measured by planner profile from {Path(model_path).name}: {len(lm.layers)} fused layers, "
-                  f"{run.runs} runs after {run.warmup} warm-up per layer and device (median; spread = p90 - p10)",
+                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10)",
         "energy_source": energy_source,
         "layers": layers,
     }
@@ -283,7 +315,8 @@ def run(args: argparse.Namespace) -> int:
     name = args.name or Path(args.model).stem
     platform_name = args.platform_name or f"{os.uname().nodename}-onnxruntime"
     platform, profile, lines = build_documents(lm, prof, name=name, platform_name=platform_name,
-                                               energy_source=energy_source, model_path=args.model)
+                                               energy_source=energy_source, model_path=args.model,
+                                               statistic=args.statistic)
     parse(Platform, platform, "platform")  # what we write must load
     parse(ModelProfile, profile, "profile")
     Path(args.out_platform).write_text(json.dumps(platform, indent=2) + "\n")
