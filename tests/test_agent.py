@@ -45,11 +45,12 @@ def tiny_model(path) -> None:  # noqa: ANN001
 
 def documents(model_path) -> tuple[dict, dict]:  # noqa: ANN001
     """A platform of three CPU 'devices' and the model's layers with made-up
-    time and power measurements (this test is about the agent, not the estimates)."""
+    time-only measurements, as profiles made on this machine are (no power source; this test
+    is about the agent, not the estimates)."""
     skeleton, _ = model_layers(str(model_path), "tiny")
     profile = skeleton.model_dump(exclude_none=True)
     for i, layer in enumerate(profile["layers"]):
-        layer["measurements"] = [{"device": d, "time_ms": 0.5 + 0.1 * i + 0.05 * k, "power_w": 1.0}
+        layer["measurements"] = [{"device": d, "time_ms": 0.5 + 0.1 * i + 0.05 * k}
                                 for k, d in enumerate(DEVICES)]
     platform = {"name": "board", "source": "tests/test_agent.py (made up)", "devices": [
         {"id": d, "kind": "cpu", "symbol": s, "dvfs_levels": [{"freq_mhz": 1000}]} for d, s in zip(DEVICES, "ABC")]}
@@ -92,8 +93,8 @@ def test_agent_keeps_inferring_without_a_service(tmp_path):
     lines: list[str] = []
     agent = Agent(f"http://127.0.0.1:{free_port()}", "cam", "t", lm, parse_devices(["cpu1=CPUExecutionProvider:threads=1"]),
                   random_inputs(lm), rate_hz=200, batch_s=0.05, poll_wait_s=1, backoff_s=(0.01, 0.05), log=lines.append)
-    stats = agent.run(frames=40, drain_s=0.2)
-    assert stats.frames == stats.unplanned_frames == 40 and stats.failed_frames == 0
+    stats = agent.run(duration_s=1.5, drain_s=0.2)
+    assert stats.frames == stats.unplanned_frames > 0 and stats.failed_frames == 0
     assert stats.reconnects == 1 and stats.swaps == 0
     assert any("cannot fetch the plan" in line for line in lines)
 
