@@ -3,8 +3,9 @@ summarise what the boards measured against what each plan predicted.
 
 An executor token may post only to the deployments it is bound to; to any other name
 (existing or not) it gets the same 403, so a board learns nothing about deployments
-that are not its own. The summary reads at most `limit` recent batches (bounded work
-per request) and reports per plan the end-to-end and per-slice median, p90 and error.
+that are not its own. The summary reads at most `limit` recent batches and
+MAX_SUMMARY_SAMPLES samples (bounded work per request) and reports per plan the
+end-to-end and per-slice median, p90 and error.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from planner.core.telemetry import (
 )
 
 FORBIDDEN = "this token may not access the telemetry of that deployment"
+MAX_SUMMARY_SAMPLES = 500_000  # samples one summary reads at most (newest batches first)
 
 
 def authorised_deployment(svc, dep_id: str, who: Principal) -> DeploymentRow:  # noqa: ANN001
@@ -106,6 +108,13 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
         if plan_id:
             q = q.where(TelemetryBatchRow.plan_id == plan_id)
         rows = s.scalars(q.order_by(TelemetryBatchRow.id.desc()).limit(limit)).all()
+        kept, budget = [], MAX_SUMMARY_SAMPLES  # bounded work: the newest batches up to a sample budget
+        for r in rows:
+            if kept and r.samples > budget:
+                break
+            kept.append(r)
+            budget -= r.samples
+        rows = kept
         bodies = {r.id: r.body for r in rows}
     latency: dict[str, list[float]] = defaultdict(list)
     slices: dict[str, list[list[float]]] = defaultdict(list)
