@@ -22,7 +22,7 @@ import onnx
 from onnx import helper
 
 from executor.quantize import quantize_int8
-from executor.runtime import RuntimeDevice, build_session, pinned
+from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned
 from executor.sessions import capture, summarise_ms
 from executor.slicing import LayeredModel, boundary, random_inputs, slice_model
 
@@ -48,29 +48,30 @@ class ProfileRun:
     warmup: int
     wall_s: float
     notes: list[str] = field(default_factory=list)
+    clock: str = "wall"
 
     def layer_summary(self, device_id: str, layer: int) -> dict:
         return summarise_ms(self.times[device_id].layer_ms[layer])
 
 
-def _timed(session, feed, outputs, pin, n: int) -> list[float]:
+def _timed(session, feed, outputs, pin, n: int, now=time.perf_counter_ns) -> list[float]:
     out = []
     for _ in range(n):
-        t0 = time.perf_counter_ns()
+        t0 = now()
         with pin:
             session.run(outputs, feed)
-        out.append((time.perf_counter_ns() - t0) / 1e6)
+        out.append((now() - t0) / 1e6)
     return out
 
 
-def _round_robin(jobs, runs: int, warmup: int) -> list[list[float]]:
+def _round_robin(jobs, runs: int, warmup: int, now=time.perf_counter_ns) -> list[list[float]]:
     """jobs: (session, feed, outputs, pin); warm each, then `runs` rounds of one run each."""
     for s, feed, outs, pin in jobs:
         _timed(s, feed, outs, pin, warmup)
     samples: list[list[float]] = [[] for _ in jobs]
     for _ in range(runs):
         for k, (s, feed, outs, pin) in enumerate(jobs):
-            samples[k].extend(_timed(s, feed, outs, pin, 1))
+            samples[k].extend(_timed(s, feed, outs, pin, 1, now))
     return samples
 
 
@@ -121,12 +122,14 @@ def profile_model(
     progress: Progress | None = None,
     seed: int = 0,
     power=None,
+    clock: str = "wall",
 ) -> ProfileRun:
     """Per-layer, transfer and whole-model timing samples on every device; with a
     `power` reader (executor.power) also each layer's energy per run on each device,
     read around `runs` back-to-back runs (a counter's resolution needs a batch)."""
     if runs < 1 or warmup < 0:
         raise ValueError("runs must be >= 1 and warmup >= 0")
+    now = clock_ns(clock, devices)
     t_start = time.perf_counter()
     L = len(lm.layers)
     feed = dict(inputs) if inputs is not None else random_inputs(lm, seed)
@@ -177,10 +180,10 @@ def profile_model(
                 for span in part:
                     sess, ins, outs = built[(span, k)]
                     f = {x: env[x] for x in ins}
-                    t0 = time.perf_counter_ns()
+                    t0 = now()
                     with pins[d.id]:
                         out = sess.run(outs, f)
-                    samples[(span, k)].append((time.perf_counter_ns() - t0) / 1e6)
+                    samples[(span, k)].append((now() - t0) / 1e6)
                     env.update(zip(outs, out))
             times[d.id].profiling_s += time.perf_counter() - t_dev
         tick(f"round {r + 1}/{runs}")
@@ -201,7 +204,7 @@ def profile_model(
     for size in transfer_sizes:
         x = np.random.default_rng(seed).standard_normal((1, max(1, size // 4))).astype(np.float32)
         tjobs = [(build_session(transfer_model(size, d.precision == "int8"), d), {"x": x}, ["y"], pins[d.id]) for d in devices]
-        for d, smp in zip(devices, _round_robin(tjobs, runs, warmup)):
+        for d, smp in zip(devices, _round_robin(tjobs, runs, warmup, now)):
             times[d.id].transfer_points.extend((size, t / 2.0) for t in smp)  # in + out: half each
         tick(f"transfer {size} bytes")
-    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start)
+    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock)

@@ -50,8 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power-csv", metavar="FILE", help="external meter log (unix_time_s,power_w rows) as the power source")
     p.add_argument("--name", help="model name in the profile (default: the file's stem)")
     p.add_argument("--platform-name", default=None, help="platform name (default: this host's name + 'onnxruntime')")
-    p.add_argument("--statistic", choices=("median", "min"), default="median",
-                   help="what time_ms takes of the runs: the median, or the minimum (the run least disturbed by other load)")
+    p.add_argument("--statistic", choices=("median", "mean", "min"), default="median",
+                   help="what time_ms takes of the runs: the median; the mean (adds up over slices on a loaded "
+                        "machine); the minimum (the run least disturbed by other load)")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="wall: elapsed time; thread: the calling thread's CPU time, without the time other processes "
+                        "held the core (a shared machine; every device threads=1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.set_defaults(func=run)
 
@@ -191,8 +195,9 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[fl
 def build_documents(lm, run, *, name: str, platform_name: str, energy_source: str, model_path: str,
                     statistic: str = "median") -> tuple[dict, dict, list[str]]:
     """Platform and profile dicts from a ProfileRun, and summary lines (fits, calibration).
-    `statistic` (median | min) is what time_ms and the calibration take of the runs: the
-    median is the typical run; the minimum estimates the run undisturbed by other load."""
+    `statistic` (median | mean | min) is what time_ms and the calibration take of the runs:
+    the median is the typical run; the mean adds up over slices under load; the minimum
+    estimates the run undisturbed by other load."""
     from executor.sessions import STATISTICS, summarise_ms
 
     stat = STATISTICS[statistic]
@@ -265,7 +270,8 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
         "name": name,
         "platform": platform_name,
         "source": f"measured by planner profile from {Path(model_path).name}: {len(lm.layers)} fused layers, "
-                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10)",
+                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10; "
+                  f"clock: {run.clock})",
         "energy_source": energy_source,
         "layers": layers,
     }
@@ -275,7 +281,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
 def run(args: argparse.Namespace) -> int:
     from executor.power import detect
     from executor.profiler import profile_model
-    from executor.runtime import DeviceSpecError, parse_devices
+    from executor.runtime import DeviceSpecError, clock_ns, parse_devices
     from executor.slicing import SlicingError, layers, load_model, materialise
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, Platform
@@ -289,6 +295,7 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--calibration: must be >= 1, got {args.calibration}")
     try:
         devices = parse_devices(args.device)
+        clock_ns(args.clock, devices)
     except DeviceSpecError as exc:
         problems.append(f"--device: {exc}")
     if not Path(args.model).is_file():
@@ -307,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
     bar = Bar(f"profiling {Path(args.model).name}")
     try:
         prof = profile_model(lm, devices, runs=args.runs, warmup=args.warmup, calibration_count=args.calibration,
-                             progress=bar, seed=args.seed, power=power)
+                             progress=bar, seed=args.seed, power=power, clock=args.clock)
     finally:
         bar.close()
         if power is not None:
