@@ -1,14 +1,16 @@
 """Measure a layered model on runtime devices (MOSAIC V.A, on ONNX Runtime).
 
-Every layer runs as its own sub-model on every device (warm-up, then N runs, the
-devices taking turns run by run so that a noisy neighbour hits them alike); the time is
-the layer's *total* cost, tensors in and out included, as MOSAIC's profiler measures
-it. Transfer cost per device is measured by a micro-benchmark over tensor sizes: an
-fp32 device moves a tensor through a session (Identity); an int8 device quantises and
-dequantises it (QuantizeLinear -> DequantizeLinear), which is what an int8 slice pays
-where the precision changes. The whole model is also timed on each device, which is
-what the per-slice fixed cost is calibrated against. The numbers returned are raw
-samples; fitting them into platform and profile documents is the caller's job.
+Every layer runs as its own sub-model on every device, and so do the unsplit model and
+its halves and quarters. After a warm-up, each of N rounds has every device run each of
+these partitions as a sliced run does (slice after slice, each reading what the previous
+one just wrote, so caches are as warm as in execution), the devices taking turns so that
+a noisy neighbour hits them alike. A layer's time is its *total* cost, tensors in and
+out included, as MOSAIC's profiler measures it; the multi-layer slices are what the
+per-slice cost (session run, what fusion across a cut loses, quantise/dequantise on an
+int8 device) is calibrated against. A transfer micro-benchmark over tensor sizes (an
+Identity through a session; QuantizeLinear -> DequantizeLinear on an int8 device) is
+measured too. The numbers returned are raw samples; fitting them into platform and
+profile documents is the caller's job (planner profile).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class ProfileRun:
     wall_s: float
     notes: list[str] = field(default_factory=list)
     clock: str = "wall"
+    # (from device, to device) -> {slice span: samples of that slice on `to` run right
+    # after a slice on `from`}: the quarters partition with the devices alternating
+    switched_ms: dict = field(default_factory=dict)
 
     def layer_summary(self, device_id: str, layer: int) -> dict:
         return summarise_ms(self.times[device_id].layer_ms[layer])
@@ -117,7 +122,6 @@ def profile_model(
     calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
     calibration_count: int = 8,
     transfer_sizes: Sequence[int] = TRANSFER_SIZES_BYTES,
-    whole_runs: int | None = None,
     chunk_counts: Sequence[int] = (1, 2, 4),
     progress: Progress | None = None,
     seed: int = 0,
@@ -143,7 +147,7 @@ def profile_model(
     pins = {d.id: pinned(d) for d in devices}
     times = {d.id: DeviceTimes([], [], []) for d in devices}
     step = 0
-    total_steps = 0
+    total_steps = 0  # set once the partitions are known
 
     def tick(label: str) -> None:
         nonlocal step
@@ -172,6 +176,9 @@ def profile_model(
     # slice after slice, each reading the tensors the previous ones just wrote (warm in
     # cache, as in execution). Devices take turns, so a noisy neighbour hits them alike.
     samples: dict = {key: [] for key in built}
+    quarters = max(partitions[1:], key=len, default=[])
+    alternations = [(a, b) for a in range(len(devices)) for b in range(len(devices)) if a != b] if len(quarters) > 1 else []
+    switched: dict = {}
     for r in range(runs):
         for k, d in enumerate(devices):
             t_dev = time.perf_counter()
@@ -186,6 +193,22 @@ def profile_model(
                     samples[(span, k)].append((now() - t0) / 1e6)
                     env.update(zip(outs, out))
             times[d.id].profiling_s += time.perf_counter() - t_dev
+        # device switches: the quarters partition with two devices alternating, in both
+        # orders; against the same slices after their own device, this is the cost of a
+        # transition (the thread moving cores, a cold cache, another session's arena)
+        for ka, kb in alternations:
+            env = dict(feed)
+            for j, span in enumerate(quarters):
+                k = (ka, kb)[j % 2]
+                sess, ins, outs = built[(span, k)]
+                f = {x: env[x] for x in ins}
+                t0 = now()
+                with pins[devices[k].id]:
+                    out = sess.run(outs, f)
+                if j:
+                    key = (devices[(ka, kb)[(j - 1) % 2]].id, devices[k].id)
+                    switched.setdefault(key, {}).setdefault(span, []).append((now() - t0) / 1e6)
+                env.update(zip(outs, out))
         tick(f"round {r + 1}/{runs}")
     for k, d in enumerate(devices):
         t = times[d.id]
@@ -207,4 +230,4 @@ def profile_model(
         for d, smp in zip(devices, _round_robin(tjobs, runs, warmup, now)):
             times[d.id].transfer_points.extend((size, t / 2.0) for t in smp)  # in + out: half each
         tick(f"transfer {size} bytes")
-    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock)
+    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock, switched_ms=switched)
