@@ -60,10 +60,11 @@ def run_plan(
     runs: int = 20,
     warmup: int = 3,
     calibration_count: int = 8,
+    clock: str = "wall",
 ) -> dict:
     """Build the plan's slices, check the outputs, time it; a JSON-ready report."""
     data = plan.model_dump() if hasattr(plan, "model_dump") else plan
-    sliced = SlicedModel.from_plan(lm, data, devices, calibration_count=calibration_count)
+    sliced = SlicedModel.from_plan(lm, data, devices, calibration_count=calibration_count, clock=clock)
     try:
         check = check_outputs(sliced, inputs)
         timing = measure(sliced, inputs, runs=runs, warmup=warmup)
@@ -89,6 +90,7 @@ def run_plan(
         "notation": data["notation"],
         "runs": runs,
         "warmup": warmup,
+        "clock": clock,
         "outputs": check,
         "predicted_ms": predicted,
         "measured_median_ms": total["median_ms"],

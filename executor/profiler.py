@@ -1,14 +1,16 @@
 """Measure a layered model on runtime devices (MOSAIC V.A, on ONNX Runtime).
 
-Every layer runs as its own sub-model on every device (warm-up, then N runs, the
-devices taking turns run by run so that a noisy neighbour hits them alike); the time is
-the layer's *total* cost, tensors in and out included, as MOSAIC's profiler measures
-it. Transfer cost per device is measured by a micro-benchmark over tensor sizes: an
-fp32 device moves a tensor through a session (Identity); an int8 device quantises and
-dequantises it (QuantizeLinear -> DequantizeLinear), which is what an int8 slice pays
-where the precision changes. The whole model is also timed on each device, which is
-what the per-slice fixed cost is calibrated against. The numbers returned are raw
-samples; fitting them into platform and profile documents is the caller's job.
+Every layer runs as its own sub-model on every device, and so do the unsplit model and
+its halves and quarters. After a warm-up, each of N rounds has every device run each of
+these partitions as a sliced run does (slice after slice, each reading what the previous
+one just wrote, so caches are as warm as in execution), the devices taking turns so that
+a noisy neighbour hits them alike. A layer's time is its *total* cost, tensors in and
+out included, as MOSAIC's profiler measures it; the multi-layer slices are what the
+per-slice cost (session run, what fusion across a cut loses, quantise/dequantise on an
+int8 device) is calibrated against. A transfer micro-benchmark over tensor sizes (an
+Identity through a session; QuantizeLinear -> DequantizeLinear on an int8 device) is
+measured too. The numbers returned are raw samples; fitting them into platform and
+profile documents is the caller's job (planner profile).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import onnx
 from onnx import helper
 
 from executor.quantize import quantize_int8
-from executor.runtime import RuntimeDevice, build_session, pinned
+from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned
 from executor.sessions import capture, summarise_ms
 from executor.slicing import LayeredModel, boundary, random_inputs, slice_model
 
@@ -48,29 +50,33 @@ class ProfileRun:
     warmup: int
     wall_s: float
     notes: list[str] = field(default_factory=list)
+    clock: str = "wall"
+    # (from device, to device) -> {slice span: samples of that slice on `to` run right
+    # after a slice on `from`}: the quarters partition with the devices alternating
+    switched_ms: dict = field(default_factory=dict)
 
     def layer_summary(self, device_id: str, layer: int) -> dict:
         return summarise_ms(self.times[device_id].layer_ms[layer])
 
 
-def _timed(session, feed, outputs, pin, n: int) -> list[float]:
+def _timed(session, feed, outputs, pin, n: int, now=time.perf_counter_ns) -> list[float]:
     out = []
     for _ in range(n):
-        t0 = time.perf_counter_ns()
+        t0 = now()
         with pin:
             session.run(outputs, feed)
-        out.append((time.perf_counter_ns() - t0) / 1e6)
+        out.append((now() - t0) / 1e6)
     return out
 
 
-def _round_robin(jobs, runs: int, warmup: int) -> list[list[float]]:
+def _round_robin(jobs, runs: int, warmup: int, now=time.perf_counter_ns) -> list[list[float]]:
     """jobs: (session, feed, outputs, pin); warm each, then `runs` rounds of one run each."""
     for s, feed, outs, pin in jobs:
         _timed(s, feed, outs, pin, warmup)
     samples: list[list[float]] = [[] for _ in jobs]
     for _ in range(runs):
         for k, (s, feed, outs, pin) in enumerate(jobs):
-            samples[k].extend(_timed(s, feed, outs, pin, 1))
+            samples[k].extend(_timed(s, feed, outs, pin, 1, now))
     return samples
 
 
@@ -116,17 +122,18 @@ def profile_model(
     calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
     calibration_count: int = 8,
     transfer_sizes: Sequence[int] = TRANSFER_SIZES_BYTES,
-    whole_runs: int | None = None,
     chunk_counts: Sequence[int] = (1, 2, 4),
     progress: Progress | None = None,
     seed: int = 0,
     power=None,
+    clock: str = "wall",
 ) -> ProfileRun:
     """Per-layer, transfer and whole-model timing samples on every device; with a
     `power` reader (executor.power) also each layer's energy per run on each device,
     read around `runs` back-to-back runs (a counter's resolution needs a batch)."""
     if runs < 1 or warmup < 0:
         raise ValueError("runs must be >= 1 and warmup >= 0")
+    now = clock_ns(clock, devices)
     t_start = time.perf_counter()
     L = len(lm.layers)
     feed = dict(inputs) if inputs is not None else random_inputs(lm, seed)
@@ -140,7 +147,7 @@ def profile_model(
     pins = {d.id: pinned(d) for d in devices}
     times = {d.id: DeviceTimes([], [], []) for d in devices}
     step = 0
-    total_steps = 0
+    total_steps = 0  # set once the partitions are known
 
     def tick(label: str) -> None:
         nonlocal step
@@ -169,6 +176,9 @@ def profile_model(
     # slice after slice, each reading the tensors the previous ones just wrote (warm in
     # cache, as in execution). Devices take turns, so a noisy neighbour hits them alike.
     samples: dict = {key: [] for key in built}
+    quarters = max(partitions[1:], key=len, default=[])
+    alternations = [(a, b) for a in range(len(devices)) for b in range(len(devices)) if a != b] if len(quarters) > 1 else []
+    switched: dict = {}
     for r in range(runs):
         for k, d in enumerate(devices):
             t_dev = time.perf_counter()
@@ -177,12 +187,28 @@ def profile_model(
                 for span in part:
                     sess, ins, outs = built[(span, k)]
                     f = {x: env[x] for x in ins}
-                    t0 = time.perf_counter_ns()
+                    t0 = now()
                     with pins[d.id]:
                         out = sess.run(outs, f)
-                    samples[(span, k)].append((time.perf_counter_ns() - t0) / 1e6)
+                    samples[(span, k)].append((now() - t0) / 1e6)
                     env.update(zip(outs, out))
             times[d.id].profiling_s += time.perf_counter() - t_dev
+        # device switches: the quarters partition with two devices alternating, in both
+        # orders; against the same slices after their own device, this is the cost of a
+        # transition (the thread moving cores, a cold cache, another session's arena)
+        for ka, kb in alternations:
+            env = dict(feed)
+            for j, span in enumerate(quarters):
+                k = (ka, kb)[j % 2]
+                sess, ins, outs = built[(span, k)]
+                f = {x: env[x] for x in ins}
+                t0 = now()
+                with pins[devices[k].id]:
+                    out = sess.run(outs, f)
+                if j:
+                    key = (devices[(ka, kb)[(j - 1) % 2]].id, devices[k].id)
+                    switched.setdefault(key, {}).setdefault(span, []).append((now() - t0) / 1e6)
+                env.update(zip(outs, out))
         tick(f"round {r + 1}/{runs}")
     for k, d in enumerate(devices):
         t = times[d.id]
@@ -201,7 +227,7 @@ def profile_model(
     for size in transfer_sizes:
         x = np.random.default_rng(seed).standard_normal((1, max(1, size // 4))).astype(np.float32)
         tjobs = [(build_session(transfer_model(size, d.precision == "int8"), d), {"x": x}, ["y"], pins[d.id]) for d in devices]
-        for d, smp in zip(devices, _round_robin(tjobs, runs, warmup)):
+        for d, smp in zip(devices, _round_robin(tjobs, runs, warmup, now)):
             times[d.id].transfer_points.extend((size, t / 2.0) for t in smp)  # in + out: half each
         tick(f"transfer {size} bytes")
-    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start)
+    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock, switched_ms=switched)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -221,6 +222,27 @@ def unpin() -> None:
     if hasattr(_PIN, "all") and _PIN.current != _PIN.all:
         os.sched_setaffinity(0, _PIN.all)
         _PIN.current = _PIN.all
+
+
+CLOCKS = {"wall": time.perf_counter_ns, "thread": time.thread_time_ns}
+
+
+def clock_ns(name: str, devices: Iterable[RuntimeDevice] = ()):
+    """The timer of a measurement, in ns. "wall": elapsed time (what latency is).
+    "thread": the calling thread's CPU time, which does not count the time other
+    processes held the core (on a shared machine, the latency the device would have to
+    itself); valid only where the calling thread does all the work: every device
+    threads=1 on the CPU provider (ORT runs a one-thread session on the caller)."""
+    if name not in CLOCKS:
+        raise DeviceSpecError(f"clock must be one of {', '.join(CLOCKS)}, got '{name}'")
+    if name == "thread":
+        bad = [d.id for d in devices if d.threads != 1 or d.provider != "CPUExecutionProvider"]
+        if bad:
+            raise DeviceSpecError(
+                f"clock 'thread' counts the calling thread only: device(s) {', '.join(bad)} must be "
+                "CPUExecutionProvider with threads=1"
+            )
+    return CLOCKS[name]
 
 
 def build_session(model, device: RuntimeDevice) -> ort.InferenceSession:

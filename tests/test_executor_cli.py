@@ -85,6 +85,9 @@ def test_profile_solve_execute_end_to_end(capsys, tmp_path):
                          "--calibration", "2", "--out-platform", str(plat), "--out-profile", str(prof))
     assert code == 0, err
     assert "38 layers" in out and "per-slice cost calibrated" in out and "energy: none" in out
+    platform = json.loads(plat.read_text())
+    assert {(t["from_device"], t["to_device"]) for t in platform["transitions"]} == {("c1", "q8"), ("q8", "c1")}
+    assert all(t["time_coeffs_ms"][0] >= 0 for t in platform["transitions"]) and "transition c1 -> q8" in out
     profile = json.loads(prof.read_text())
     assert profile["energy_source"].startswith("none")
     m = profile["layers"][3]["measurements"][0]
@@ -138,3 +141,18 @@ def test_api_refuses_energy_on_time_only_profile(tmp_path):
         assert body["errors"][0]["path"] == "objective" and "no energy data" in body["errors"][0]["reason"]
     finally:
         api.client.__exit__(None, None, None)
+
+
+def test_thread_clock_needs_single_threaded_devices():
+    from executor.runtime import clock_ns
+
+    one = parse_devices(["a=CPUExecutionProvider:threads=1"])
+    assert clock_ns("thread", one)() >= 0
+    with pytest.raises(DeviceSpecError, match="threads=1"):
+        clock_ns("thread", parse_devices(["b=CPUExecutionProvider:threads=2", "c=CPUExecutionProvider"]))
+    with pytest.raises(DeviceSpecError, match="clock must be one of"):
+        clock_ns("sundial")
+    lm = layers(materialise(load_model(SQUEEZE), "random"), materialised=True)
+    sm = SlicedModel(lm, [(0, 9, "a"), (10, len(lm.layers) - 1, "a")], one, clock="thread")
+    _, ms = sm.run_timed(random_inputs(lm))
+    assert len(ms) == 2 and all(t > 0 for t in ms)

@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="as given to planner profile")
     p.add_argument("--inputs", metavar="FILE.npz", help="model inputs by name (default: seeded random inputs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and random weights")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="wall: elapsed time; thread: the calling thread's CPU time (a shared machine; every device threads=1); "
+                        "use the clock the profile was measured with")
     p.add_argument("--out", metavar="FILE.json", help="write the report as JSON")
     p.set_defaults(func=run)
 
@@ -38,7 +41,7 @@ def render(report: dict) -> str:
         return "   n/a" if v is None else f"{v:+6.1f}%"
 
     lines = [
-        f"{report['model']} on {report['platform']}: plan {report['notation']}, {report['runs']} runs",
+        f"{report['model']} on {report['platform']}: plan {report['notation']}, {report['runs']} runs, {report['clock']} clock",
         f"outputs   {'OK' if report['outputs']['ok'] else 'MISMATCH'} ({report['outputs']['mode']}: "
         f"{report['outputs']['error']:.3g}, tolerance {report['outputs']['tolerance']:g})",
         "",
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from executor.execute import run_plan
-    from executor.runtime import DeviceSpecError, parse_devices
+    from executor.runtime import DeviceSpecError, clock_ns, parse_devices
     from executor.sessions import PlanMismatch
     from executor.slicing import SlicingError, layers, load_model, materialise, random_inputs
     from planner.core.io import load
@@ -72,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     devices = []
     try:
         devices = parse_devices(args.device)
+        clock_ns(args.clock, devices)
     except DeviceSpecError as exc:
         problems.append(f"--device: {exc}")
     if not Path(args.model).is_file():
@@ -98,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         inputs = random_inputs(lm, args.seed)
     try:
-        report = run_plan(lm, plan, devices, inputs, runs=args.runs, warmup=args.warmup)
+        report = run_plan(lm, plan, devices, inputs, runs=args.runs, warmup=args.warmup, clock=args.clock)
     except (PlanMismatch, SlicingError) as exc:
         raise InputError("--plan", str(exc)) from None
     print(render(report))

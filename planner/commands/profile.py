@@ -50,8 +50,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--power-csv", metavar="FILE", help="external meter log (unix_time_s,power_w rows) as the power source")
     p.add_argument("--name", help="model name in the profile (default: the file's stem)")
     p.add_argument("--platform-name", default=None, help="platform name (default: this host's name + 'onnxruntime')")
-    p.add_argument("--statistic", choices=("median", "min"), default="median",
-                   help="what time_ms takes of the runs: the median, or the minimum (the run least disturbed by other load)")
+    p.add_argument("--statistic", choices=("median", "mean", "min"), default="median",
+                   help="what time_ms takes of the runs: the median; the mean (adds up over slices on a loaded "
+                        "machine); the minimum (the run least disturbed by other load)")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="wall: elapsed time; thread: the calling thread's CPU time, without the time other processes "
+                        "held the core (a shared machine; every device threads=1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.set_defaults(func=run)
 
@@ -130,7 +134,7 @@ def _refine(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, beta: flo
     spans = [(a, b, float(stat(v))) for (a, b), v in chunk_ms.items()]
 
     def loss(al: float, be: float) -> float:
-        return sum(((slice_prediction(layer_ms, in_b, out_b, al, be, a, b) - m) / m) ** 2 for a, b, m in spans)
+        return sum((b - a + 1) * ((slice_prediction(layer_ms, in_b, out_b, al, be, a, b) - m) / m) ** 2 for a, b, m in spans)
 
     a_step = max(alpha, 1e-9) * 0.5
     b_step = max(beta, 1e-4 * float(np.median(layer_ms))) * 0.5
@@ -153,15 +157,17 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[fl
     predicted time of each measured slice (the unsplit model and its equal chunks) equal
     its measurement. Each slice a..b says
         sum_k T_k - measured = alpha * (sum_k (in_k + out_k) - in_a - out_b) + beta * 2 (b - a),
-    solved by least squares in relative terms with alpha, beta >= 0."""
+    solved by least squares in relative terms with alpha, beta >= 0, each slice weighted
+    by its length (a plan has few slices: the unsplit model's equation matters most)."""
     rows, rhs = [], []
     for (a, b), samples in chunk_ms.items():
         if b == a:
             continue
         meas = float(stat(samples))
         x = float((in_b[a:b + 1] + out_b[a:b + 1]).sum() - in_b[a] - out_b[b])
-        rows.append([x / meas, 2.0 * (b - a) / meas])
-        rhs.append((float(layer_ms[a:b + 1].sum()) - meas) / meas)
+        w = np.sqrt((b - a + 1) / len(layer_ms))  # long slices weigh more: plans have few slices
+        rows.append([w * x / meas, w * 2.0 * (b - a) / meas])
+        rhs.append(w * (float(layer_ms[a:b + 1].sum()) - meas) / meas)
     alpha = beta = 0.0
     if rows:
         A, y = np.array(rows), np.array(rhs)
@@ -191,8 +197,9 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[fl
 def build_documents(lm, run, *, name: str, platform_name: str, energy_source: str, model_path: str,
                     statistic: str = "median") -> tuple[dict, dict, list[str]]:
     """Platform and profile dicts from a ProfileRun, and summary lines (fits, calibration).
-    `statistic` (median | min) is what time_ms and the calibration take of the runs: the
-    median is the typical run; the minimum estimates the run undisturbed by other load."""
+    `statistic` (median | mean | min) is what time_ms and the calibration take of the runs:
+    the median is the typical run; the mean adds up over slices under load; the minimum
+    estimates the run undisturbed by other load."""
     from executor.sessions import STATISTICS, summarise_ms
 
     stat = STATISTICS[statistic]
@@ -228,14 +235,34 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
             "dvfs_levels": [{"freq_mhz": 1000.0}],
             "communication": comm,
         })
+    transitions = []
+    for (src, dst), spans in sorted(run.switched_ms.items()):
+        sizes, extra = [], []
+        for (a, b), smp in spans.items():
+            sizes.append(float(out_b[a - 1]))
+            extra.append(float(stat(smp)) - float(stat(run.times[dst].chunk_ms[(a, b)])))
+        if len(set(sizes)) >= 2:
+            fit = LinearCommModel.fit(sizes, extra)
+            coeffs = [max(fit.beta_ms, 0.0), fit.alpha_ms_per_byte]
+        else:
+            coeffs = [max(float(np.mean(extra)), 0.0), 0.0]
+        pred = coeffs[0] + coeffs[1] * np.array(sizes)
+        transitions.append({"from_device": src, "to_device": dst, "time_coeffs_ms": coeffs})
+        lines.append(
+            f"transition {src} -> {dst}: {coeffs[0]:.4g} ms + {coeffs[1] * 1e6:.4g} ms/MB of the tensor crossing "
+            f"(measured extra at {len(sizes)} cuts: {', '.join(f'{e:+.3f}' for e in extra)} ms; "
+            f"mean |residual| {float(np.mean(np.abs(pred - np.array(extra)))):.3f} ms)"
+        )
     platform = {
         "name": platform_name,
         "source": (
             f"measured by planner profile on {os.uname().nodename} with onnxruntime {__import__('onnxruntime').__version__}; "
             "one nominal DVFS level (1000 MHz: frequency not controlled); communication (alpha per byte, beta per "
-            "slice end) calibrated per device against measured slices of " + name
+            "slice end) calibrated per device against measured slices of " + name + "; device-pair transitions: "
+            "the extra time of a slice run right after a slice on the other device"
         ),
         "devices": devices,
+        "transitions": transitions,
     }
     layers = []
     for i, layer in enumerate(lm.layers):
@@ -265,7 +292,8 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
         "name": name,
         "platform": platform_name,
         "source": f"measured by planner profile from {Path(model_path).name}: {len(lm.layers)} fused layers, "
-                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10)",
+                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10; "
+                  f"clock: {run.clock})",
         "energy_source": energy_source,
         "layers": layers,
     }
@@ -275,7 +303,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
 def run(args: argparse.Namespace) -> int:
     from executor.power import detect
     from executor.profiler import profile_model
-    from executor.runtime import DeviceSpecError, parse_devices
+    from executor.runtime import DeviceSpecError, clock_ns, parse_devices
     from executor.slicing import SlicingError, layers, load_model, materialise
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, Platform
@@ -289,6 +317,7 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--calibration: must be >= 1, got {args.calibration}")
     try:
         devices = parse_devices(args.device)
+        clock_ns(args.clock, devices)
     except DeviceSpecError as exc:
         problems.append(f"--device: {exc}")
     if not Path(args.model).is_file():
@@ -307,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
     bar = Bar(f"profiling {Path(args.model).name}")
     try:
         prof = profile_model(lm, devices, runs=args.runs, warmup=args.warmup, calibration_count=args.calibration,
-                             progress=bar, seed=args.seed, power=power)
+                             progress=bar, seed=args.seed, power=power, clock=args.clock)
     finally:
         bar.close()
         if power is not None:
