@@ -42,8 +42,10 @@ def schedule_solvers() -> list[str]:
 def get_schedule_solver(name: str):
     solver = get_solver(name)
     if solver.capabilities.kind != "schedule":
+        concrete = [n for n in schedule_solvers() if n != "auto"]
         raise UnsupportedRequest(
-            "solver", f"'{name}' is a single-chain plan solver (planner solve); schedule solvers: {', '.join(schedule_solvers())}"
+            "solver", f"'{name}' is a single-chain plan solver (planner solve); schedule solvers: {', '.join(concrete)} "
+                      "(or auto, the default, which picks exhaustive or ga)"
         )
     return solver
 

@@ -130,6 +130,15 @@ class PairTransition(Strict):
     energy_coeffs_mj: list[float] = Field(default_factory=lambda: [0.0], min_length=1, max_length=6)
 
 
+class DefaultTransition(Strict):
+    """The cost of a device pair that `transitions` does not list, declared explicitly
+    (`{"time_coeffs_ms": [0]}` says such transfers are free). Without it, scheduling
+    refuses a mapping space that needs an unlisted pair instead of assuming one."""
+
+    time_coeffs_ms: list[float] = Field(min_length=1, max_length=6)
+    energy_coeffs_mj: list[float] = Field(default_factory=lambda: [0.0], min_length=1, max_length=6)
+
+
 class TransitionPoint(Strict):
     """One measured transition: the cost when a tensor of `bytes` crosses."""
 
@@ -296,6 +305,11 @@ class Platform(Strict):
         "(MOSAIC VI.A: NPU, GPU, big CPU). Default: npu/dla, gpu, then CPUs by max frequency.",
     )
     transitions: list[PairTransition] = Field(default_factory=list)
+    default_transition: DefaultTransition | None = Field(
+        None,
+        description="Multi-network scheduling (Kang: transfers costed by PE pair only): the cost of a device pair "
+        "`transitions` does not list. Omitted = an unlisted pair the mapping space needs is an error naming it",
+    )
     transition_costs: list[TransitionCurve] = Field(
         default_factory=list, description="AxoNN OUT/IN transition costs per device and layer type (eq. 3, 6)"
     )
