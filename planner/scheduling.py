@@ -171,11 +171,12 @@ def front_hypervolume(objs: np.ndarray, ref: np.ndarray | None = None) -> float:
     return float(moocore.hypervolume(objs, ref=ref))
 
 
-def thin_front(objs: np.ndarray, k: int) -> list[int]:
+def thin_front(objs: np.ndarray, k: int, swap_passes: int = 4) -> list[int]:
     """k representative rows of a Pareto set by greedy hypervolume subset selection: the
     extreme of every objective first (best value, so the front's span is kept), then
     repeatedly the row that adds the most hypervolume (normalised objectives, reference
-    point 1.1 per objective). Returns indices in input order."""
+    point 1.1 per objective), then single swaps that add hypervolume. Returns indices in
+    input order."""
     import moocore
 
     objs = np.asarray(objs, dtype=float)
@@ -190,6 +191,7 @@ def thin_front(objs: np.ndarray, k: int) -> list[int]:
         best = int(np.lexsort(tuple(norm[:, j] for j in reversed(order)))[0])
         if best not in chosen and len(chosen) < k:
             chosen.append(best)
+    fixed = len(chosen)
     rest = [i for i in range(n) if i not in chosen]
     current = float(moocore.hypervolume(norm[chosen], ref=ref))
     while len(chosen) < k and rest:
@@ -197,6 +199,18 @@ def thin_front(objs: np.ndarray, k: int) -> list[int]:
         j = int(np.argmax(gains))  # ties: the earliest (best by the first objective)
         current += float(gains[j])
         chosen.append(rest.pop(j))
+    # then swaps (a chosen non-extreme for an unchosen row) while one adds hypervolume:
+    # greedy alone can be beaten by a plain subset; bounded to keep large fronts quick
+    for _ in range(swap_passes if n * k <= 200_000 else 0):
+        improved = False
+        for pos in range(fixed, len(chosen)):
+            for r, i in enumerate(rest):
+                trial = chosen[:pos] + [i] + chosen[pos + 1:]
+                hv = float(moocore.hypervolume(norm[trial], ref=ref))
+                if hv > current * (1 + 1e-12):
+                    rest[r], chosen[pos], current, improved = chosen[pos], i, hv, True
+        if not improved:
+            break
     return sorted(chosen)
 
 
