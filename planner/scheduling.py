@@ -5,6 +5,7 @@ stamp provenance. The CLI (`planner schedule`) and the service call this."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Callable, Iterable, Sequence
 
@@ -148,14 +149,16 @@ def dedup_front(objs: np.ndarray, epsilon: float = 0.0) -> list[int]:
     objs = np.asarray(objs, dtype=float)
     if len(objs) == 0:
         return []
+    if epsilon <= 0:
+        first: dict[tuple[float, ...], int] = {}
+        for i, row in enumerate(map(tuple, objs.tolist())):
+            first.setdefault(row, i)
+        return sorted(first.values())
     norm = _normalised(objs)
     kept: list[int] = []
     for i in range(len(objs)):
-        if kept:
-            d = np.abs(norm[kept] - norm[i]).max(axis=1) if epsilon > 0 else \
-                np.where((objs[kept] == objs[i]).all(axis=1), 0.0, 1.0)
-            if (d <= epsilon).any():
-                continue
+        if kept and (np.abs(norm[kept] - norm[i]).max(axis=1) <= epsilon).any():
+            continue
         kept.append(i)
     return kept
 
@@ -194,14 +197,23 @@ def thin_front(objs: np.ndarray, k: int, swap_passes: int = 4) -> list[int]:
     fixed = len(chosen)
     rest = [i for i in range(n) if i not in chosen]
     current = float(moocore.hypervolume(norm[chosen], ref=ref))
-    while len(chosen) < k and rest:
-        gains = np.array([float(moocore.hypervolume(norm[chosen + [i]], ref=ref)) - current for i in rest])
-        j = int(np.argmax(gains))  # ties: the earliest (best by the first objective)
-        current += float(gains[j])
-        chosen.append(rest.pop(j))
+    # lazy greedy: hypervolume is submodular, so a row's gain only shrinks as rows are
+    # chosen; a stale gain is an upper bound, and a row whose fresh gain still tops
+    # every other bound is the greedy choice (ties: the earlier row)
+    heap = [(-(float(moocore.hypervolume(norm[chosen + [i]], ref=ref)) - current), i) for i in rest]
+    heapq.heapify(heap)
+    while len(chosen) < k and heap:
+        _, i = heapq.heappop(heap)
+        gain = float(moocore.hypervolume(norm[chosen + [i]], ref=ref)) - current
+        if heap and gain < -heap[0][0] - 1e-15:
+            heapq.heappush(heap, (-gain, i))
+            continue
+        chosen.append(i)
+        current += gain
+    rest = sorted(i for _, i in heap)
     # then swaps (a chosen non-extreme for an unchosen row) while one adds hypervolume:
     # greedy alone can be beaten by a plain subset; bounded to keep large fronts quick
-    for _ in range(swap_passes if n * k <= 200_000 else 0):
+    for _ in range(swap_passes if n * k <= 20_000 else 0):
         improved = False
         for pos in range(fixed, len(chosen)):
             for r, i in enumerate(rest):
