@@ -6,8 +6,9 @@ process, `exhaustive` (the exact front) and the GA with its default settings, an
 records per instance: the mapping space, the CPU configurations, exhaustive's time per
 mapping and the GA's time per CPU configuration. Their ratio is the break-even space:
 the number of mappings per configuration exhaustive scores in the time the GA spends
-on one configuration. The threshold `solvers/auto.py` uses is the smallest break-even
-measured (enumerate only where it was faster on every measured shape), rounded down.
+on one configuration. The threshold `solvers/auto.py` uses is the median break-even over
+the instances, rounded down to 3 significant figures; the run also counts the instances on
+which that threshold picks the solver that was faster there.
 
 Prints a table and writes bench/results/schedule_auto.json.
 
@@ -72,6 +73,20 @@ def run_shape(la: int, lb: int, npu: bool, seed: int) -> dict:
     return row
 
 
+def derive(rows: list[dict]) -> dict:
+    """The threshold from the measured rows: the median break-even (an instance's
+    break-even is where enumeration and the GA would take equally long at its measured
+    rates), rounded down to 3 significant figures; and how many instances it sends to
+    the solver that was faster on them."""
+    be = sorted(r["break_even_mappings_per_config"] for r in rows)
+    median = float(np.median(be))
+    digits = max(0, len(str(int(median))) - 3)
+    threshold = int(median) // 10 ** digits * 10 ** digits
+    right = sum((r["mappings"] / r["configs"] <= threshold) == (r["faster"] == "exhaustive") for r in rows)
+    return {"break_even_min": be[0], "break_even_median": median, "break_even_max": be[-1],
+            "threshold_mappings_per_config": threshold, "threshold_right": int(right)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="three shapes only (a smoke run)")
@@ -92,15 +107,15 @@ def main() -> int:
         print(f"{r['layers'][0]}+{r['layers'][1]:<5} {'yes' if r['npu'] else 'no':>4} {r['configs']:>7} {r['mappings']:>10} "
               f"{r['exhaustive_s']:>8.3f} {r['exhaustive_us_per_mapping']:>7.2f} {r['ga_s']:>7.2f} {r['ga_s_per_config']:>8.2f} "
               f"{r['break_even_mappings_per_config']:>14.0f}  {r['faster']}")
-    smallest = min(r["break_even_mappings_per_config"] for r in rows)
-    digits = max(0, len(str(int(smallest))) - 3)
-    threshold = int(smallest) // 10 ** digits * 10 ** digits  # rounded down to 3 significant figures
-    print(f"threshold (smallest break-even, mappings per CPU configuration, 3 significant figures down): {threshold}")
     result = {
-        "machine": {"python": pyplatform.python_version(), "cpus": os.cpu_count(), "platform": pyplatform.platform()},
-        "seed": args.seed, "quick": args.quick, "ga_settings": "defaults", "instances": rows,
-        "smallest_break_even_mappings_per_config": smallest, "threshold_mappings_per_config": threshold,
+        "machine": {"python": pyplatform.python_version(), "cpus": os.cpu_count(), "platform": pyplatform.platform(),
+                    "load_average": os.getloadavg()},
+        "seed": args.seed, "quick": args.quick, "ga_settings": "defaults", "instances": rows, **derive(rows),
     }
+    print(f"break-even per configuration: min {result['break_even_min']:.0f}, median {result['break_even_median']:.0f}, "
+          f"max {result['break_even_max']:.0f}")
+    print(f"threshold (median break-even, 3 significant figures down): {result['threshold_mappings_per_config']} "
+          f"mappings per CPU configuration; it picks the faster solver on {result['threshold_right']}/{len(rows)} instances")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
