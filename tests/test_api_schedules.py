@@ -229,3 +229,15 @@ def test_default_solver_is_auto_and_the_front_can_be_thinned(api, ids):
     assert got.compaction.thinned_to == 3 and got.compaction.found >= 3
     err = problem_of(api.client.post("/v1/schedules", json=body(ids, front_max_points=1), headers=api.h()), 422)
     assert err["errors"][0]["path"] == "front_max_points"
+
+
+def test_a_profile_measured_on_devices_the_platform_lacks_is_422_naming_them(api, ids, docs):
+    doc = docs["a"].model_dump(mode="json", exclude_none=True)
+    doc["name"] = "A-tpu"
+    doc["layers"][0]["measurements"].append({"device": "tpu", "time_ms": 1.0, "power_w": 1.0})
+    tpu = api.upload("profile", doc)
+    b = body(ids)
+    b["apps"][1]["profile_id"] = tpu
+    err = problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "apps[1].profile_id"
+    assert "device(s) 'tpu' (1 measurement) that platform 'tiny' lacks" in err["errors"][0]["reason"]
