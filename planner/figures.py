@@ -332,7 +332,7 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
                 tooltip=["app:N", alt.Tooltip("t:Q", title="worst-case response time (ms)", format=".4g")]))
         loads = ", ".join(f"{pl['pe']} {100 * pl['utilisation']:.0f}%" for pl in e["pe_loads"])
         charts.append(alt.layer(*layers).properties(
-            width=width, height=max(120, 34 * len(pes) * max(1, min(len(apps), 3)) // 2),
+            width=width, height=max(140, min(22 * len(pes) * len(apps), 600)),
             title=alt.TitleParams(f"entry {entry}: per-PE timeline ({'schedulable' if e['schedulable'] else 'NOT schedulable'})",
                                   subtitle=[("dashed rule: pipeline period; " if throughput else
                                              "dashed rule: period = deadline; triangle: worst-case response time; ")
