@@ -75,6 +75,7 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
     n_layers = len(layers)
     devices = list(dict.fromkeys(s["device"] for s in slices))
     colour = _device_colour(devices)
+    device_legend = alt.Legend(title="device", orient="right")  # one legend: the panels share the scale
     x = alt.Scale(domain=[0, max(n_layers, 1)], nice=False, zero=True)
     # a layer is the cell [i, i+1): ticks at cell centres, labelled 1-based as in the notation
     centres = {"values": [i + 0.5 for i in range(n_layers)]} if n_layers <= 40 else {}
@@ -105,7 +106,7 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
 
     strip = alt.Chart(lay).mark_rect(stroke="white", strokeWidth=0.3 if n_layers < 200 else 0).encode(
         x=alt.X("index:Q", scale=x, axis=None), x2="end:Q",
-        color=alt.Color("device:N", scale=colour, legend=alt.Legend(title="device", orient="right")),
+        color=alt.Color("device:N", scale=colour, legend=device_legend),
         tooltip=layer_tip,
     )
     bounds = alt.Chart(sl).mark_rect(fill=None, stroke="black", strokeWidth=1.5).encode(
@@ -120,7 +121,7 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
         bars = alt.Chart(sl).mark_rect(stroke="black", strokeWidth=0.6, opacity=0.85).encode(
             x=alt.X("start:Q", scale=x, axis=x_axis if field == "energy_mj" else alt.Axis(title=None, labels=False, ticks=False)),
             x2="end:Q", y=alt.Y(f"{field}:Q", title=title), y2=alt.datum(0),
-            color=alt.Color("device:N", scale=colour, legend=None), tooltip=slice_tip)
+            color=alt.Color("device:N", scale=colour, legend=device_legend), tooltip=slice_tip)
         text = alt.Chart(sl).transform_filter("datum.label != ''").mark_text(dy=-6, fontSize=10).encode(
             x=alt.X("mid:Q", scale=x), y=alt.Y(f"{field}:Q"), text=alt.Text(f"{field}:Q", format=fmt))
         return (bars + text).properties(width=width, height=110)
@@ -203,23 +204,23 @@ def frontier_figure(frontier: dict, *, energy_cap_mj: float | None = None, chose
     ys = alt.Y("energy_mj:Q", title="energy (mJ)", scale=alt.Scale(zero=False, nice=True))
     kind_colour = alt.Scale(domain=kinds, range=["#1f77b4", "#7f7f7f", "#d62728"])
     kind_shape = alt.Scale(domain=kinds, range=["circle", "square", "diamond"])
+    kind_legend = alt.Legend(title="point", orient="none", legendX=width - 115, legendY=6, fillColor="white", padding=4)
     line = alt.Chart(alt.Data(values=pts)).mark_line(interpolate="step-after", color="#1f77b4", opacity=0.6).encode(x=xs, y=ys)
     dots = alt.Chart(alt.Data(values=pts)).mark_point(filled=True, size=30).encode(
         x=xs, y=ys, tooltip=tip,
-        color=alt.Color("kind:N", scale=kind_colour, legend=alt.Legend(title="point", orient="none", legendX=width - 115, legendY=6,
-                                                                   fillColor="white", padding=4)),
-        shape=alt.Shape("kind:N", scale=kind_shape, legend=None))
+        color=alt.Color("kind:N", scale=kind_colour, legend=kind_legend),
+        shape=alt.Shape("kind:N", scale=kind_shape, legend=kind_legend))
     layers: list[alt.Chart] = [line, dots]
     if ends:
         end_rows = [{**e, "kind": "single device", "label": e["kind"]} for e in ends.values()]
         e = alt.Chart(alt.Data(values=end_rows))
-        layers += [e.mark_point(filled=True, size=90).encode(x=xs, y=ys, tooltip=tip, color=alt.Color("kind:N", scale=kind_colour),
-                                                             shape=alt.Shape("kind:N", scale=kind_shape)),
+        layers += [e.mark_point(filled=True, size=90).encode(x=xs, y=ys, tooltip=tip, color=alt.Color("kind:N", scale=kind_colour, legend=kind_legend),
+                                                             shape=alt.Shape("kind:N", scale=kind_shape, legend=kind_legend)),
                    e.mark_text(align="left", dx=8, fontSize=10).encode(x=xs, y=ys, text="label:N")]
     if pick is not None:
         c = alt.Chart(alt.Data(values=[{**pick, "kind": "chosen", "label": f"chosen: {pick['plan']}"}]))
-        layers += [c.mark_point(filled=True, size=220).encode(x=xs, y=ys, tooltip=tip, color=alt.Color("kind:N", scale=kind_colour),
-                                                              shape=alt.Shape("kind:N", scale=kind_shape)),
+        layers += [c.mark_point(filled=True, size=220).encode(x=xs, y=ys, tooltip=tip, color=alt.Color("kind:N", scale=kind_colour, legend=kind_legend),
+                                                              shape=alt.Shape("kind:N", scale=kind_shape, legend=kind_legend)),
                    c.mark_text(align="left", dx=12, dy=12, fontSize=11, fontWeight="bold", color="#d62728").encode(
                        x=xs, y=ys, text="label:N")]
     if energy_cap_mj is not None:
@@ -286,6 +287,7 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
     e = entries[entry]
     apps = [a["name"] for a in e["apps"]]
     app_colour = alt.Scale(domain=apps, scheme="set2")
+    app_legend = alt.Legend(title="network", orient="right")
     throughput = s["mode"] == "throughput"
     charts = []
     if e.get("timeline"):
@@ -313,7 +315,7 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
             x=x, x2="finish_ms:Q",
             y=alt.Y("pe:N", title="processing element", sort=pes, scale=alt.Scale(domain=pes)),
             yOffset=alt.YOffset("app:N", sort=apps),
-            color=alt.Color("app:N", scale=app_colour, legend=alt.Legend(title="network", orient="right")),
+            color=alt.Color("app:N", scale=app_colour, legend=app_legend),
             stroke=alt.Stroke("late:N", scale=alt.Scale(domain=["ok", "slack < 0"], range=["#ffffff", "#d62728"]),
                               legend=alt.Legend(title="layer", orient="right")),
             strokeWidth=alt.condition("datum.late != 'ok'", alt.value(2), alt.value(0.4)),
@@ -321,14 +323,14 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
         layers: list[alt.Chart] = [bars]
         if marks:
             layers.append(alt.Chart(alt.Data(values=marks)).mark_rule(strokeDash=[6, 3], strokeWidth=1.5).encode(
-                x="t:Q", color=alt.Color("app:N", scale=app_colour, legend=None),
+                x="t:Q", color=alt.Color("app:N", scale=app_colour, legend=app_legend),
                 tooltip=["app:N", "what:N", alt.Tooltip("t:Q", title="ms", format=".4g"),
                          alt.Tooltip("response:Q", title="response time (ms)", format=".4g")]))
         resp = [{"app": a["name"], "t": a["response_time_ms"]} for a in e["apps"] if a.get("response_time_ms") is not None]
         if resp:
             layers.append(alt.Chart(alt.Data(values=resp)).mark_point(shape="triangle-down", size=90, filled=True,
                                                                       yOffset=-6).encode(
-                x="t:Q", y=alt.value(0), color=alt.Color("app:N", scale=app_colour, legend=None),
+                x="t:Q", y=alt.value(0), color=alt.Color("app:N", scale=app_colour, legend=app_legend),
                 tooltip=["app:N", alt.Tooltip("t:Q", title="worst-case response time (ms)", format=".4g")]))
         loads = ", ".join(f"{pl['pe']} {100 * pl['utilisation']:.0f}%" for pl in e["pe_loads"])
         charts.append(alt.layer(*layers).properties(
@@ -419,6 +421,7 @@ def deployment_figure(name: str, rows: list[DeploymentPoint | dict], *, width: i
     measured = [{**d, "series": "measured"} for d in data if d.get("measured_ms") is not None]
     predicted = [{**d, "series": "predicted"} for d in data]
     series = alt.Scale(domain=["predicted", "measured"], range=["#1f77b4", "#ff7f0e"])
+    series_legend = alt.Legend(title=None, orient="bottom")
     x = alt.X("time:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=alt.Axis(format="%Y-%m-%d %H:%M"))
     tip = [alt.Tooltip("label:N", title="revision"), "plan:N", alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"),
            alt.Tooltip("predicted_ms:Q", title="predicted (ms)", format=".4g"),
@@ -427,13 +430,13 @@ def deployment_figure(name: str, rows: list[DeploymentPoint | dict], *, width: i
     layers: list[alt.Chart] = [
         p.mark_line(interpolate="step-after").encode(x=x, y=alt.Y("predicted_ms:Q", title="latency (ms)",
                                                                   scale=alt.Scale(zero=False, nice=True)),
-                                                      color=alt.Color("series:N", scale=series, legend=alt.Legend(title=None, orient="bottom"))),
-        p.mark_point(filled=True, size=70).encode(x=x, y="predicted_ms:Q", color=alt.Color("series:N", scale=series), tooltip=tip),
+                                                      color=alt.Color("series:N", scale=series, legend=series_legend)),
+        p.mark_point(filled=True, size=70).encode(x=x, y="predicted_ms:Q", color=alt.Color("series:N", scale=series, legend=series_legend), tooltip=tip),
         p.mark_text(dy=-12, fontSize=10).encode(x=x, y="predicted_ms:Q", text="label:N"),
     ]
     if measured:
         layers.append(alt.Chart(alt.Data(values=measured)).mark_point(shape="diamond", filled=True, size=60).encode(
-            x=x, y="measured_ms:Q", color=alt.Color("series:N", scale=series), tooltip=tip))
+            x=x, y="measured_ms:Q", color=alt.Color("series:N", scale=series, legend=series_legend), tooltip=tip))
     note = ("predicted (step line, one point per revision) vs measured by executors (diamonds)" if measured else
             "no telemetry yet: revisions and their predicted latency only")
     return alt.layer(*layers).properties(width=width, height=220, title=_title(
