@@ -317,7 +317,7 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
             yOffset=alt.YOffset("app:N", sort=apps),
             color=alt.Color("app:N", scale=app_colour, legend=app_legend),
             stroke=alt.Stroke("late:N", scale=alt.Scale(domain=["ok", "slack < 0"], range=["#ffffff", "#d62728"]),
-                              legend=alt.Legend(title="layer", orient="right")),
+                              legend=alt.Legend(title="layer", orient="right", symbolFillColor="#dddddd", symbolStrokeWidth=2)),
             strokeWidth=alt.condition("datum.late != 'ok'", alt.value(2), alt.value(0.4)),
             tooltip=tip)
         layers: list[alt.Chart] = [bars]
