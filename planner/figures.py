@@ -24,7 +24,7 @@ from typing import Any, Iterable, Literal
 import altair as alt
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.schema import Plan, Schedule
+from planner.core.schema import Plan, Schedule
 
 # The Vega-Lite version Altair writes; the renderer and the browser bundle use the same.
 VL_VERSION = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])

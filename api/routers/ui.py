@@ -30,8 +30,8 @@ from api.problems import ApiError, validation_issues
 from api.schemas import PlanSubmission
 from api.service import Service
 from planner import figures
-from planner.errors import Issue, PlannerError
-from planner.schema import ModelProfile, Plan, Platform, Schedule
+from planner.core.errors import Issue, PlannerError
+from planner.core.schema import ModelProfile, Plan, Platform, Schedule
 
 HERE = Path(__file__).resolve().parent.parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -303,7 +303,7 @@ async def plan_form(request: Request) -> HTMLResponse:
 
 
 async def _plan_form(request: Request, values: dict, errors: list[str], status: int = 200) -> HTMLResponse:
-    from planner.solver import registry
+    from planner.registry import registry
 
     s = svc(request)
     platforms = (await run_in_threadpool(s.list_documents, "platform", 500, 0))[1]

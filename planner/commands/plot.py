@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from planner.errors import InputError, Issue
-from planner.io import parse, read_json
+from planner.core.errors import InputError, Issue
+from planner.core.io import parse, read_json
 
 FORMATS = (".svg", ".png")
 
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def figure(doc: dict, entry: int = 0, energy_cap_mj: float | None = None):  # noqa: ANN201 - an Altair chart
     """The chart of a document, after checking it against its schema (one-line errors)."""
     from planner import figures
-    from planner.schema import Plan, Schedule
+    from planner.core.schema import Plan, Schedule
 
     try:
         kind = figures.document_kind(doc)
