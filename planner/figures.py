@@ -143,9 +143,10 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
                      "saving": f"{c['saving_pct']:.1f}%"}
         alts.append(same[key])
     verdicts = ["this plan", VALID, VIOLATES]
+    dom_l, dom_e = _declutter(alts)
     base = alt.Chart(alt.Data(values=alts)).encode(
-        x=alt.X("latency_ms:Q", title="latency (ms)", scale=alt.Scale(zero=False, padding=14)),
-        y=alt.Y("energy_mj:Q", title="energy (mJ)", scale=alt.Scale(zero=False, padding=14)),
+        x=alt.X("latency_ms:Q", title="latency (ms)", scale=alt.Scale(domain=dom_l, nice=False, zero=False)),
+        y=alt.Y("energy_mj:Q", title="energy (mJ)", scale=alt.Scale(domain=dom_e, nice=False, zero=False)),
         tooltip=["name:N", "notation:N", alt.Tooltip("latency_ms:Q", format=".4g"), alt.Tooltip("energy_mj:Q", format=".4g"),
                  alt.Tooltip("saving:N", title=f"plan saves ({p['objective']})"), alt.Tooltip("why:N", title="breaks")])
     points = base.mark_point(size=110, filled=True).encode(
@@ -153,7 +154,10 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
                         legend=alt.Legend(title="alternative", orient="right")),
         color=alt.Color("verdict:N", scale=alt.Scale(domain=verdicts, range=["#111111", "#2a9d3a", "#d62728"]),
                         legend=alt.Legend(title="alternative", orient="right")))
-    names = base.mark_text(align="left", dx=8, dy=-4, fontSize=10).encode(text="name:N")
+    names = alt.layer(*[
+        base.transform_filter((alt.datum.align == align) & (alt.datum.dy == dy))
+        .mark_text(align=align, fontSize=10, dx=dx, dy=dy).encode(text="label:N")
+        for align, dx, dy in sorted({(a["align"], a["dx"], a["dy"]) for a in alts if a["label"]})])
     right = (points + names).properties(width=260, height=230, title=alt.TitleParams(
         "the plan and its alternatives", subtitle=["baselines scored by the same evaluator"], fontSize=12, anchor="start"))
 
@@ -169,6 +173,55 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
     ]
     return alt.hconcat(left, right, spacing=30).resolve_scale(color="independent", shape="independent").properties(
         title=_title(f"{p['model']} on {p['platform']}: {p['notation']}", subtitle))
+
+
+def _declutter(points: list[dict], width: float = 260, height: float = 230,
+               near: float = 0.02) -> tuple[list[float], list[float]]:
+    """Sets each point's `label` and where it goes (`dx`, `dy`, `align`): points closer
+    than `near` of the axes' spans share one label listing every name, and each label
+    takes the first of right / left / below / above where its box (estimated at 5.5 px a
+    character) overlaps no label placed before it. Returns the axes' domains it assumed."""
+    lat = [p["latency_ms"] for p in points]
+    en = [p["energy_mj"] for p in points]
+    span_l = (max(lat) - min(lat)) or max(lat) or 1.0
+    span_e = (max(en) - min(en)) or max(en) or 1.0
+    heads: list[dict] = []
+    for p in points:
+        head = next((h for h in heads if abs(h["latency_ms"] - p["latency_ms"]) / span_l < near
+                     and abs(h["energy_mj"] - p["energy_mj"]) / span_e < near), None)
+        if head is None:
+            p["label"] = p["name"]
+            heads.append(p)
+        else:
+            head["label"] += f", {p['name']}"
+            p["label"] = ""
+    # the axes' domains, 8% wider than the data: the chart uses these, so pixels are known
+    lo_l, lo_e = min(lat) - 0.08 * span_l, min(en) - 0.08 * span_e
+    dom_l, dom_e = [lo_l, lo_l + 1.16 * span_l], [lo_e, lo_e + 1.16 * span_e]
+    span_l, span_e = 1.16 * span_l, 1.16 * span_e
+
+    def px(p: dict) -> tuple[float, float]:
+        return (p["latency_ms"] - lo_l) / span_l * width, (1 - (p["energy_mj"] - lo_e) / span_e) * height
+
+    boxes = [(x - 6, y - 6, x + 6, y + 6) for x, y in map(px, points)]  # labels keep off the points too
+    for p in points:
+        p.update(dx=8, dy=-4, align="left")
+        if not p["label"]:
+            continue
+        x, y = px(p)
+        w, h = 5.5 * len(p["label"]), 12.0
+        options = [(8, -4, "left", x + 8, y - 10), (-8, -4, "right", x - 8 - w, y - 10),
+                   (6, -13, "left", x + 6, y - 22), (6, 14, "left", x + 6, y + 4),
+                   (0, 14, "center", x - w / 2, y + 6), (0, -14, "center", x - w / 2, y - 22)]
+        for dx, dy, align, bx, by in options:
+            inside = bx >= 0 and by >= -6 and by + h <= height + 6  # not over the axes
+            if inside and not any(bx < b[2] and b[0] < bx + w and by < b[3] and b[1] < by + h for b in boxes):
+                break
+        else:
+            dx, dy, align, bx, by = options[0]
+        boxes.append((bx, by, bx + w, by + h))
+        p.update(dx=dx, dy=dy, align=align)
+    return dom_l, dom_e
 
 
 # --------------------------------------------------------------------------- frontier
