@@ -187,6 +187,39 @@ def test_frontier_page(site):
     b.screenshot(site["shots"] / "frontier.png")
 
 
+def children() -> set[int]:
+    """Live direct child processes of this one (the LiveServer runs in this process)."""
+    me, out = os.getpid(), set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != "Z":
+                out.add(int(d.name))
+    return out
+
+
+def test_frontier_past_its_time_limit_is_stopped(site, monkeypatch):
+    """A frontier that takes too long is killed and the page says what to change."""
+    import time
+
+    from api.routers import ui
+
+    monkeypatch.setattr(ui, "FRONTIER_TIMEOUT_S", 0.05)
+    before = children()
+    b = logged_in(site)
+    ids = site["ids"]
+    b.goto(f"{site['url']}/ui/frontier?platform_id={ids['xavier']}&profile_id={ids['vgg']}&max_transitions=8")
+    text = b.eval("document.body.innerText")
+    assert "took longer than the UI's 0.05 s" in text and "max_transitions" in text
+    deadline = time.monotonic() + 20
+    while children() - before:
+        assert time.monotonic() < deadline, f"the frontier process outlived its time limit: {children() - before}"
+        time.sleep(0.2)
+
+
 def test_job_progress_then_schedule_page(site):
     b = logged_in(site)
     job = site["ids"]["schedule_job"]

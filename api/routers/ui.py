@@ -9,11 +9,14 @@ kept in the session."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import hmac
 import json
+import multiprocessing
 import secrets
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -21,6 +24,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from pebble import concurrent
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
@@ -37,8 +41,9 @@ HERE = Path(__file__).resolve().parent.parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 router = APIRouter(prefix="/ui", include_in_schema=False)
 PAGE = 50
-MAX_FRONTIER_CELLS = 200_000  # layers x targets the UI computes a frontier for (in a thread; ~10 ms at 43 x 25)
+MAX_FRONTIER_CELLS = 200_000  # layers x targets the UI computes a frontier for
 MAX_FRONTIER_TRANSITIONS = 8
+FRONTIER_TIMEOUT_S = 20.0  # the frontier process is killed after this (215 layers x 3 targets, K=8: 12.6 s)
 STATIC = HERE / "static"
 
 
@@ -386,6 +391,17 @@ async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
     return render(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
 
 
+@concurrent.process(mp_context=multiprocessing.get_context("spawn"))
+def _frontier_process(platform_json: str, profile_json: str, k: int, devices: list[str] | None) -> dict:
+    """The frontier in a process of its own, cancelled (killed) at FRONTIER_TIMEOUT_S: its
+    size (and time) grows with layers and transitions; spawned, as the server is
+    multi-threaded."""
+    from planner.frontier import frontier_report
+
+    return frontier_report(Platform.model_validate_json(platform_json), ModelProfile.model_validate_json(profile_json),
+                           max_transitions=k, devices=devices).as_dict()
+
+
 @router.get("/frontier")
 @ui_errors
 async def frontier(request: Request, platform_id: str = "", profile_id: str = "", max_transitions: str = "3",
@@ -418,14 +434,17 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
         raise ApiError(422, f"{len(profile.layers)} layers x {cells // len(profile.layers)} targets = {cells} cells exceed "
                             f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
                        title="Too large")
-    from planner.frontier import frontier_report
-
+    wanted = [d.strip() for d in devices.split(",") if d.strip()] or None
+    future = _frontier_process(platform.model_dump_json(), profile.model_dump_json(), k, wanted)
     try:
-        report = await run_in_threadpool(lambda: frontier_report(
-            platform, profile, max_transitions=k, devices=[d.strip() for d in devices.split(",") if d.strip()] or None))
+        data = await asyncio.wait_for(asyncio.wrap_future(future), FRONTIER_TIMEOUT_S)
     except PlannerError as exc:
         raise ApiError(422, exc.one_line(), errors=exc.issues, title="No frontier") from None
-    data = report.as_dict()
+    except (asyncio.TimeoutError, FutureTimeout):
+        future.cancel()  # pebble stops the process
+        raise ApiError(422, f"the frontier took longer than the UI's {FRONTIER_TIMEOUT_S:g} s (its size grows with layers "
+                            "and transitions): lower max transitions, or run `planner frontier`",
+                       errors=[Issue("max_transitions", "too many plans to enumerate here")], title="Too large") from None
     chart = await run_in_threadpool(lambda: figures.frontier_figure(data, energy_cap_mj=cap))
     return render(request, "frontier.html", report=data, spec=spec_json(chart), platform_id=platform_id,
                   profile_id=profile_id, max_transitions=k, energy_cap_mj=energy_cap_mj, devices=devices,
