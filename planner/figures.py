@@ -389,7 +389,9 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
         charts.append(alt.layer(*layers).properties(
             width=width, height=max(140, min(22 * len(pes) * len(apps), 600)),
             title=alt.TitleParams(f"entry {entry}: per-PE timeline ({'schedulable' if e['schedulable'] else 'NOT schedulable'})",
-                                  subtitle=[("dashed rule: pipeline period; " if throughput else
+                                  subtitle=["bars: each network's layers in its own schedule from its release (ASAP); "
+                                            "networks sharing a PE are served by priority",
+                                            ("dashed rule: pipeline period; " if throughput else
                                              "dashed rule: period = deadline; triangle: worst-case response time; ")
                                             + "red outline: a layer's interference + blocking exceeds its slack",
                                             f"PE utilisation: {loads}"],
