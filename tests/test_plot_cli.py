@@ -54,9 +54,12 @@ def texts(root) -> str:
     return " ".join("".join(t.itertext()) for t in root.iter(f"{SVG}text"))  # multi-line titles are <tspan>s
 
 
-def marks(root, role: str) -> int:
-    """Vega's SVG renderer tags every mark group with its type (class="mark-rect ...")."""
-    return sum(1 for g in root.iter(f"{SVG}g") if role in (g.get("class") or "").split())
+def marks(root, kind: str) -> int:
+    """Data marks of a kind: Vega's SVG renderer tags each mark group with its type and
+    role (class="mark-rect role-mark ..."; axes and legends have other roles); one child
+    element per mark."""
+    return sum(len(list(g)) for g in root.iter(f"{SVG}g")
+               if {kind, "role-mark"} <= set((g.get("class") or "").split()))
 
 
 def test_plan_svg_and_png(docs, tmp_path, capsys):
@@ -73,10 +76,10 @@ def test_plan_svg_and_png(docs, tmp_path, capsys):
     broken = [c for c in plan["comparisons"] if c["violations"]]
     assert broken and any(not c["violations"] for c in plan["comparisons"])
     assert "breaks the request" in words and "meets the request" in words
-    assert marks(root, "mark-rect") >= 3 and marks(root, "mark-symbol") >= 1
-    cells = [p for g in root.iter(f"{SVG}g") if "mark-rect" in (g.get("class") or "")
-             for p in g.iter(f"{SVG}path")]
-    assert len(cells) >= len(plan["layers"])  # one cell per layer in the strip
+    # a cell per layer in the strip, an outline and two bars per slice; the plan and its alternatives
+    assert marks(root, "mark-rect") == len(plan["layers"]) + 3 * len(plan["slices"])
+    distinct = {(c["notation"], c["latency_ms"], c["energy_mj"]) for c in plan["comparisons"]}
+    assert marks(root, "mark-symbol") == 1 + len(distinct)
     code, out, err = run(capsys, "plot", str(docs / "plan.json"), "--out", str(tmp_path / "plan.png"))
     assert code == 0, err
     data = (tmp_path / "plan.png").read_bytes()
@@ -112,9 +115,8 @@ def test_schedule_svg_and_png(docs, tmp_path, capsys):
         assert pe in words  # every PE has a row of the Gantt chart
     assert "per-PE timeline" in words and f"Pareto set: {len(sched['entries'])} entries" in words
     assert "period = deadline" in words
-    bars = [p for g in root.iter(f"{SVG}g") if "mark-rect" in (g.get("class") or "") for p in g.iter(f"{SVG}path")]
-    assert len(bars) >= sum(len(items) for items in e["timeline"].values())
-    assert marks(root, "mark-rule") >= 1  # the deadlines
+    assert marks(root, "mark-rect") == sum(len(items) for items in e["timeline"].values())  # a bar per layer
+    assert marks(root, "mark-rule") == len(e["apps"])  # each network's deadline
     code, _, err = run(capsys, "plot", str(docs / "schedule.json"), "--out", str(tmp_path / "s.png"))
     assert code == 0, err
     assert (tmp_path / "s.png").read_bytes()[:8] == PNG_MAGIC
