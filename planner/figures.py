@@ -73,21 +73,24 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
     p = _dump(plan)
     slices, layers, m = p["slices"], p["layers"], p["metrics"]
     n_layers = len(layers)
-    devices = list(dict.fromkeys(s["device"] for s in slices))
+    # legend entries read "N = npu": the letter the notation uses (the target's prefix) and the device id
+    letter = {s["device"]: s["target"].split("@")[0].split("/")[0] for s in slices}
+    label = {d: f"{letter[d]} = {d}" if letter[d] and letter[d] != d else d for d in letter}
+    devices = [label[d] for d in dict.fromkeys(s["device"] for s in slices)]
     colour = _device_colour(devices)
-    device_legend = alt.Legend(title="device", orient="right")  # one legend: the panels share the scale
+    device_legend = alt.Legend(title="device (letter)", orient="right")  # one legend: the panels share the scale
     x = alt.Scale(domain=[0, max(n_layers, 1)], nice=False, zero=True)
     # a layer is the cell [i, i+1): ticks at cell centres, labelled 1-based as in the notation
     centres = {"values": [i + 0.5 for i in range(n_layers)]} if n_layers <= 40 else {}
     x_axis = alt.Axis(title="layer (1-based: the number in the notation)", tickMinStep=1,
                       labelExpr="floor(datum.value) + 1", grid=False, **centres)
 
-    layer_rows = [{"index": i, "end": i + 1, "layer": r["layer"], "device": r["device"], "target": r["target"],
+    layer_rows = [{"index": i, "end": i + 1, "layer": r["layer"], "device": label.get(r["device"], r["device"]), "target": r["target"],
                    "slice": r["slice"], "freq_mhz": r["freq_mhz"], "time_ms": r["time_ms"], "energy_mj": r["energy_mj"]}
                   for i, r in enumerate(layers)]
     min_label_layers = max(1, n_layers * 46 / width)  # a label needs ~46 px
     slice_rows = [{"slice": s["index"], "start": s["first_index"], "end": s["last_index"] + 1,
-                   "mid": (s["first_index"] + s["last_index"] + 1) / 2, "device": s["device"], "target": s["target"],
+                   "mid": (s["first_index"] + s["last_index"] + 1) / 2, "device": label[s["device"]], "target": s["target"],
                    "layers": f"{s['first_layer']} .. {s['last_layer']}", "n": s["last_index"] - s["first_index"] + 1,
                    "time_ms": s["time_ms"], "energy_mj": s["energy_mj"],
                    "comm_ms": s["comm_in_time_ms"] + s["comm_out_time_ms"],
