@@ -153,6 +153,8 @@ def test_plan_requested_from_the_form(site):
     assert "exceeds max_energy_mj = 170" in text
     plan_id = b.eval("location.pathname.split('/').pop()")
     site["form_plan"] = plan_id
+    doc = b.eval("fetch(location.pathname + '/json').then(r => r.json())")  # the JSON link, with the session
+    assert doc["id"] == plan_id and doc["request"]["constraints"]["max_energy_mj"] == 170
     b.screenshot(site["shots"] / "plan.png")
 
 

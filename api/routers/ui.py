@@ -372,6 +372,15 @@ async def plan_page(request: Request, plan_id: str) -> HTMLResponse:
                   request_json=json.dumps(res["request"], indent=2))
 
 
+@router.get("/plans/{plan_id}/json")
+@ui_errors
+async def plan_document(request: Request, plan_id: str) -> Response:
+    """The API's PlanResource, for the browser session (the JSON API wants a bearer header)."""
+    principal(request)
+    body = await run_in_threadpool(svc(request).plan_json, plan_id)
+    return Response(body, media_type="application/json")
+
+
 @router.get("/compare")
 @ui_errors
 async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
