@@ -247,6 +247,7 @@ def test_compare_two_plans(site):
         assert drawn(b, fig)["rect"] >= 18
     text = b.eval("document.body.innerText")
     assert "latency (ms)" in text and "energy (mJ)" in text and "b vs a" in text
+    b.screenshot(site["shots"] / "compare.png")
 
 
 def test_deployment_page(site):
