@@ -650,6 +650,9 @@ class Comparison(BaseModel):
     latency_ms: float
     energy_mj: float
     saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent")
+    violations: list[str] = Field(
+        default_factory=list, description="The request's constraints this alternative breaks; empty = it would be admissible"
+    )
 
 
 class Provenance(BaseModel):
