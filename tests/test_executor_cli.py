@@ -139,6 +139,12 @@ def test_api_refuses_energy_on_time_only_profile(tmp_path):
         assert r.status_code == 422, r.text
         body = r.json()
         assert body["errors"][0]["path"] == "objective" and "no energy data" in body["errors"][0]["reason"]
+        # a latency plan is stored and listed with its energy unknown (null), never invented
+        r = api.client.post("/v1/plans", json=ids, headers=api.h())
+        assert r.status_code == 201, r.text
+        assert r.json()["plan"]["metrics"]["energy_mj"] is None
+        listed = api.client.get("/v1/plans", headers=api.h()).json()["items"]
+        assert [p["energy_mj"] for p in listed] == [None]
     finally:
         api.client.__exit__(None, None, None)
 
