@@ -97,7 +97,7 @@ class PlanSummary(BaseModel):
     status: str
     notation: str
     latency_ms: float
-    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
+    energy_mj: float | None
     created_at: dt.datetime
 
 

@@ -10,8 +10,14 @@ Weights: the light models compute their weights with ConstantOfShape (one value 
 tensor); they are materialised with seeded random values (same shapes, same cost) so
 the int8 check against fp32 means something.
 
-    .venv/bin/python bench/fidelity.py                       # default subset
+    .venv/bin/python bench/fidelity.py --clock thread        # default subset, single-threaded devices
     .venv/bin/python bench/fidelity.py --models all --runs 20 --exec-runs 50
+
+Clocks: `wall` is latency as a user sees it, on this shared 2-core machine mostly the
+other jobs' share of the cores; `thread` is the calling thread's CPU time (every device
+threads=1, so ORT runs the whole slice on it): what the devices would take without the
+other processes, apart from their cache pollution. Each statistic (median, mean, min)
+makes its own profile and plan and is compared with the same statistic measured.
 """
 
 from __future__ import annotations

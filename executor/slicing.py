@@ -361,7 +361,7 @@ def random_inputs(lm: LayeredModel, seed: int = 0) -> dict[str, np.ndarray]:
     for name in lm.graph_inputs:
         shape = lm.shapes.get(name)
         if shape is None:
-            raise SlicingError(f"input '{name}' has no static shape; give inputs explicitly")
+            raise SlicingError(f"input '{name}' has no static shape; export the model with fixed input shapes (batch size included)")
         dt = onnx.helper.tensor_dtype_to_np_dtype(lm.dtypes.get(name, onnx.TensorProto.FLOAT))
         out[name] = rng.standard_normal(shape).astype(dt) if np.issubdtype(dt, np.floating) else np.zeros(shape, dt)
     return out

@@ -99,6 +99,8 @@ def test_profile_solve_execute_end_to_end(capsys, tmp_path):
     plan.write_text(out)
     doc = json.loads(out)
     assert doc["metrics"]["energy_mj"] is None and doc["metrics"]["latency_ms"] > 0
+    code, out, err = run(capsys, "plot", str(plan), "--out", str(tmp_path / "plan.svg"))
+    assert code == 0 and (tmp_path / "plan.svg").stat().st_size > 1000, err  # drawn without an energy panel
     # an energy objective on a time-only profile: one line naming the reason
     code, out, err = run(capsys, "solve", "--platform", str(plat), "--profile", str(prof), "--objective", "energy")
     assert code == 2 and err.count("\n") == 1 and "no energy data" in err and "energy_source: none" in err, err
@@ -139,6 +141,21 @@ def test_api_refuses_energy_on_time_only_profile(tmp_path):
         assert r.status_code == 422, r.text
         body = r.json()
         assert body["errors"][0]["path"] == "objective" and "no energy data" in body["errors"][0]["reason"]
+        # a latency plan is stored and listed with its energy unknown (null), never invented
+        r = api.client.post("/v1/plans", json=ids, headers=api.h())
+        assert r.status_code == 201, r.text
+        assert r.json()["plan"]["metrics"]["energy_mj"] is None
+        plan_id = r.json()["id"]
+        listed = api.client.get("/v1/plans", headers=api.h()).json()["items"]
+        assert [p["energy_mj"] for p in listed] == [None]
+        # the web UI shows it, energy "not measured"
+        import re
+
+        page = api.client.get("/ui/login").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+        api.client.post("/ui/login", data={"csrf": csrf, "token": api.tokens["pipeline"], "next": "/ui"}, follow_redirects=False)
+        r = api.client.get(f"/ui/plans/{plan_id}")
+        assert r.status_code == 200 and "not measured" in r.text, r.text[:500]
     finally:
         api.client.__exit__(None, None, None)
 

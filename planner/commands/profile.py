@@ -337,6 +337,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         prof = profile_model(lm, devices, runs=args.runs, warmup=args.warmup, calibration_count=args.calibration,
                              progress=bar, seed=args.seed, power=power, clock=args.clock)
+    except SlicingError as exc:
+        raise InputError("MODEL", str(exc)) from None
     finally:
         bar.close()
         if power is not None:

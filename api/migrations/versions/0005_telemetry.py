@@ -1,15 +1,14 @@
 """telemetry batches: what on-device agents measured per deployment and plan (unique
-per deployment and batch id, so a retried POST is stored once); plans.energy_mj
-nullable (a plan made from a time-only profile has no energy figure)
+per deployment and batch id, so a retried POST is stored once)
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 """
 from alembic import op
 import sqlalchemy as sa
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
@@ -37,16 +36,9 @@ def upgrade() -> None:
         batch.create_index(batch.f("ix_telemetry_batches_deployment_id"), ["deployment_id"], unique=False)
         batch.create_index(batch.f("ix_telemetry_batches_plan_id"), ["plan_id"], unique=False)
         batch.create_index(batch.f("ix_telemetry_batches_received_at"), ["received_at"], unique=False)
-    with op.batch_alter_table("plans") as batch:
-        batch.alter_column("energy_mj", existing_type=sa.Float(), nullable=True)
 
 
 def downgrade() -> None:
-    n = op.get_bind().execute(sa.text("SELECT COUNT(*) FROM plans WHERE energy_mj IS NULL")).scalar()
-    if n:
-        raise RuntimeError(f"{n} plan(s) made from time-only profiles have no energy; revision 0003 cannot hold them")
-    with op.batch_alter_table("plans") as batch:
-        batch.alter_column("energy_mj", existing_type=sa.Float(), nullable=False)
     with op.batch_alter_table("telemetry_batches") as batch:
         batch.drop_index(batch.f("ix_telemetry_batches_received_at"))
         batch.drop_index(batch.f("ix_telemetry_batches_plan_id"))
