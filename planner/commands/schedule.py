@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-calibration", action="store_true", help="do not scale CPU times to the all-cores-busy frequency")
     p.add_argument("--window", choices=("period", "mobility"), default="period",
                    help="interval of the higher-priority demand bound (eq. 10-11): period as printed, or mobility")
-    p.add_argument("--time-limit", type=float, default=60.0, metavar="S")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds the solver may run in all")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the GA; same seed, same schedule")
     p.add_argument("--generations", type=int, help="GA generations per CPU configuration")
     p.add_argument("--population", type=int, help="GA population")
     p.add_argument("--selection", choices=("spea2", "spea2-deap", "nsga2"), help="GA selection")

@@ -10,6 +10,11 @@ from pathlib import Path
 
 from planner.core.errors import InputError
 
+TOKEN_DOC = """`planner token`: create, list and revoke the service's API tokens (bearer tokens with
+scopes admin, pipeline, executor; stored hashed, a secret is printed once). It reads the
+database `planner serve` uses: --data-dir, else $PLANNER_DATA_DIR, else ./data (DATABASE_URL
+overrides both). `planner token list`, then `planner token revoke TOKEN_ID`."""
+
 BANNER = """
 ############################################################################
 #  INSECURE DEV MODE: authentication is OFF. Every caller is admin.        #
@@ -21,14 +26,14 @@ BANNER = """
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the planning service (REST API, Swagger UI at /docs)", description=__doc__)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: localhost only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="TCP port to listen on")
     p.add_argument("--data-dir", default=None, metavar="DIR", help="where the SQLite database lives (default: ./data)")
     p.add_argument("--insecure-dev", action="store_true", help="no authentication: every caller is admin (development only)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="solver worker processes (default 1)")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     p.set_defaults(func=run_serve)
 
-    t = sub.add_parser("token", help="create, list or revoke API tokens", description=__doc__)
+    t = sub.add_parser("token", help="create, list or revoke API tokens", description=TOKEN_DOC)
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--data-dir", default=None, metavar="DIR",
                        help="the service's data directory (default: ./data; DATABASE_URL overrides)")
