@@ -12,6 +12,7 @@ from planner.commands.solve import parse_options
 from planner.core.errors import InputError
 from planner.core.io import load, parse
 from planner.core.schema import ModelProfile, Platform, Schedule, ScheduleRequest
+from planner.progress import Bar
 from planner.scheduling import make_schedule
 
 
@@ -168,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
     platform = load(Platform, args.platform, "platform")
     profiles, apps = _apps(args)
     request = request_from_args(args, apps)
-    schedule = make_schedule(platform, profiles, request)
+    with Bar(f"schedule ({request.solver})", delay_s=0.5) as bar:
+        schedule = make_schedule(platform, profiles, request, progress=bar)
     doc = schedule.model_dump_json(indent=1)
     if args.out:
         try:

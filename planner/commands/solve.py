@@ -9,6 +9,7 @@ import json
 from planner.core.errors import InputError
 from planner.core.io import load, parse
 from planner.plan import make_plan
+from planner.progress import Bar
 from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform
 
 
@@ -181,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
     platform = load(platform_doc, args.platform, "platform")
     profile = load(profile_doc, args.profile, "profile")
     request = request_from_args(args)
-    plan = make_plan(platform, profile, request)
+    with Bar(f"solve ({request.solver})", delay_s=0.5) as bar:  # appears only if the solve takes a while
+        plan = make_plan(platform, profile, request, progress=bar)
     print(plan.model_dump_json(indent=2) if args.json else render(plan))
     return 0
