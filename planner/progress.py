@@ -7,6 +7,7 @@ or with PLANNER_PROGRESS=0. Solvers report through `planner.core.solver.Progress
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from typing import IO, Iterable, Iterator, TypeVar
@@ -31,6 +32,14 @@ def enabled(stream: IO[str] | None = None) -> bool:
         return False
 
 
+def _width(stream: IO[str]) -> int:
+    """The terminal's columns; 0 when it reports none (a pseudo-terminal without a size)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return 0
+
+
 class Bar:
     """`Bar("GA")` is a Progress callback (fraction 0..1, message); `Bar("plans",
     total=N)` counts items with `advance()`. `delay_s`: appear only when the work has
@@ -41,9 +50,11 @@ class Bar:
         self.fraction_mode = total is None
         stream = stream or sys.stderr
         self.bar = tqdm(total=STEPS if self.fraction_mode else total, desc=desc, unit=unit, file=stream,
-                        disable=not enabled(stream), delay=delay_s, leave=False, dynamic_ncols=True,
+                        disable=not enabled(stream), delay=delay_s, leave=False,
+                        # a terminal that reports no size (0 x 0) would hide the bar
+                        **({"dynamic_ncols": True} if _width(stream) > 0 else {"ncols": 100, "nrows": 40}),
                         mininterval=MIN_INTERVAL_S, miniters=1,
-                        bar_format=("{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining} {postfix}"
+                        bar_format=("{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}{postfix}"
                                     if self.fraction_mode else None))
 
     @property
