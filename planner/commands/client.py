@@ -138,18 +138,19 @@ def _doc_id(client: Client, value: str, kind: str) -> str:
 
 
 def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
-    with Bar(f"job {job['id']}") as bar:
-        try:
+    """Poll until the job ends, with a bar on a terminal; Ctrl-C (at any moment after
+    the job exists) cancels it on the service."""
+    try:
+        with Bar(f"job {job['id']}") as bar:
             while job["state"] in ("queued", "running"):
                 bar(float(job.get("progress") or 0.0), f"{job['state']}: {job.get('message', '')}")
                 time.sleep(interval_s)
                 job = client.call("GET", f"/v1/jobs/{job['id']}").json()
             bar(float(job.get("progress") or 0.0), job["state"])
-        except KeyboardInterrupt:
-            bar.close()
-            client.call("DELETE", f"/v1/jobs/{job['id']}")
-            print(f"planner: cancelled job {job['id']}", file=sys.stderr)
-            raise
+    except KeyboardInterrupt:
+        client.call("DELETE", f"/v1/jobs/{job['id']}")
+        print(f"planner: cancelled job {job['id']}", file=sys.stderr)
+        raise
     print(f"planner: job {job['id']} {job['state']}", file=sys.stderr)
     return job
 
