@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from planner.core.errors import InputError
 from planner.core.io import load, parse
@@ -88,12 +89,13 @@ def legend(plan: Plan) -> list[str]:
     tokens = [plan.notation, *(c.notation for c in plan.comparisons)]
     if any(_repeats(t) for t in tokens):
         lines.append("          a letter repeated in a row (N1 N17) is a new slice on the same device: the previous "
-                     "slice reached the device's memory_limit_bytes, or they differ in data type, share or branch (column target)")
+                     "slice reached the device's memory_limit_bytes, or they differ in frequency, data type, share or branch (column target)")
     return lines
 
 
 def _repeats(notation: str) -> bool:
-    letters = [tok.rstrip("0123456789@.").split("@")[0].rstrip("0123456789") for tok in notation.split()]
+    """Two slices in a row on one device (`N1 N17`, `L10@1018 L11@509`)."""
+    letters = [re.match(r"\D*", tok).group(0).split("@")[0] for tok in notation.split()]
     return any(a == b for a, b in zip(letters, letters[1:]))
 
 
