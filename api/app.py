@@ -1,5 +1,5 @@
 """The app factory: `create_app(settings)` wires storage, auth, jobs, routers, the
-problem+json error format, body limits, idempotency and the offline docs."""
+problem+json error format, body limits, idempotency, the offline docs and the web UI."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from api.executors import Executor
 from fastapi.middleware.gzip import GZipMiddleware
 
 from api.middleware import BodyLimit, Idempotency, JsonBody
-from api.routers import deployments, documents, meta, plans, schedules, tokens
+from api.routers import deployments, documents, meta, plans, schedules, tokens, ui
 from api.service import Service
 from api.settings import Settings
 from planner import __version__
@@ -52,9 +52,10 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, tokens.router):
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
-    # Added innermost first: gzip, then the body limit runs before idempotency reads the
-    # body, and JSON is checked last. Large answers (a schedule's Pareto set, a plan's
-    # layers) are compressed for clients that accept gzip.
+    ui.install(app)  # the web UI at /ui (session cookie, login redirect)
+    # Added innermost first; outermost: gzip, then the body limit runs before idempotency
+    # reads the body, and JSON (for /v1, not the UI's forms) is checked last. Large answers
+    # (a schedule's Pareto set, a plan's layers) are compressed for clients that accept gzip.
     app.add_middleware(JsonBody)
     app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes)

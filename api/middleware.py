@@ -92,8 +92,8 @@ class JsonBody:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
-            return await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS or not scope["path"].startswith("/v1/"):
+            return await self.app(scope, receive, send)  # the web UI (/ui) posts forms
         headers = dict(scope["headers"])
         length = headers.get(b"content-length", b"0").strip()
         has_body = b"transfer-encoding" in headers or (length.isdigit() and int(length) > 0)

@@ -65,7 +65,7 @@ def test_schedule_shows_the_solvers_progress_on_a_terminal(monkeypatch, capsys):
     err = _as_terminal(monkeypatch)
     code = __import__("planner.cli", fromlist=["main"]).main(
         ["schedule", "--platform", S9, "--devices", "cpu,gpu", "--app", f"{SQ}:33:0", "--app", f"{V1}:40:1",
-         "--cpu-config", "cpu=2,2", "--generations", "20", "--population", "16", "--seed", "1"])
+         "--cpu-config", "cpu=2,2", "--solver", "ga", "--generations", "20", "--population", "16", "--seed", "1"])
     assert code in (0, 3)
     text = err.getvalue()
     assert "schedule (ga):" in text and "generation 20/20" in text and "%|" in text
