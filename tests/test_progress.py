@@ -53,7 +53,12 @@ def test_bar_is_silent_in_ci_off_a_terminal_or_when_switched_off(monkeypatch, en
 
 
 def _as_terminal(monkeypatch) -> Tty:
+    """stderr is a terminal, every update is drawn, and no bar waits for its delay (a
+    quick run would otherwise finish before the bar appears)."""
     monkeypatch.setattr(progress, "MIN_INTERVAL_S", 0.0)
+    orig = Bar.__init__
+    monkeypatch.setattr(Bar, "__init__", lambda self, desc, total=None, unit="it", delay_s=0.0, stream=None:
+                        orig(self, desc, total, unit, 0.0, stream))
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("PLANNER_PROGRESS", raising=False)
     err = Tty()
@@ -73,11 +78,6 @@ def test_schedule_shows_the_solvers_progress_on_a_terminal(monkeypatch, capsys):
 
 def test_frontier_and_quiet_commands(monkeypatch, capsys):
     err = _as_terminal(monkeypatch)
-    monkeypatch.setattr(progress, "STEPS", 1000)
-    # a frontier drawn at once (no delay) to see the per-layer reports
-    orig = Bar.__init__
-    monkeypatch.setattr(Bar, "__init__", lambda self, desc, total=None, unit="it", delay_s=0.0, stream=None:
-                        orig(self, desc, total, unit, 0.0, stream))
     code = __import__("planner.cli", fromlist=["main"]).main(
         ["frontier", "--platform", XAVIER, "--profile", VGG19, "--max-transitions", "3"])
     assert code == 0
