@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run a deployment's active plan on this board and report telemetry",
                        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--server", default=os.environ.get("PLANNER_SERVER"), help="service URL (env PLANNER_SERVER)")
-    p.add_argument("--deployment", required=True, metavar="NAME")
+    p.add_argument("--deployment", required=True, metavar="NAME", help="deployment (name or id) whose active plan to run")
     p.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
                    help="executor token bound to the deployment (env PLANNER_TOKEN)")
     p.add_argument("--model", required=True, metavar="MODEL.onnx", help="the model the deployment's profile was made from")

@@ -20,8 +20,8 @@ from planner.plan import canonical_json, content_hash
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("refit", help="correct a profile from measured slice latencies (telemetry)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--platform", required=True, metavar="P.json")
-    p.add_argument("--profile", required=True, metavar="M.json")
+    p.add_argument("--platform", required=True, metavar="P.json", help="the platform the plans were made for")
+    p.add_argument("--profile", required=True, metavar="M.json", help="the profile to correct")
     p.add_argument("--telemetry", metavar="FILE", default=None,
                    help="the JSON of GET /v1/deployments/{name}/telemetry")
     p.add_argument("--server", metavar="URL", default=os.environ.get("PLANNER_SERVER"),
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="slices with fewer samples are not used")
     p.add_argument("--max-scale", type=float, default=RefitOptions.max_scale,
                    help="a slice's execution is scaled by at most this factor either way")
-    p.add_argument("--out", required=True, metavar="M2.json")
+    p.add_argument("--out", required=True, metavar="M2.json", help="where to write the corrected profile")
     p.set_defaults(func=run)
 
 
