@@ -28,9 +28,11 @@ paper's plain GA), record_history (bool: per-generation fronts for benchmarks).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import random
+import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable
 
@@ -41,7 +43,11 @@ from planner.scheduling import Candidate, ScheduleSolution, check_options, optio
 from planner.solver import Capabilities, Progress, Stopwatch
 
 OPTIONS = ["population", "generations", "selection", "crossover", "mutation", "workers", "chunks", "record_history",
-           "local_search"]
+           "local_search", "strategy", "patience", "restarts", "network_moves"]
+
+ALONE_ENUMERATION_LIMIT = 50_000  # a network whose own mapping space is this small is enumerated for seeds
+SEEDS_PER_NETWORK = 24  # members of a network's own front kept for joint seeds
+JOINT_SEEDS = 6  # x population: joint seeds scored up front
 
 
 def _score(problem, genes: np.ndarray) -> np.ndarray:
@@ -63,9 +69,10 @@ class _Evaluator:
         self.problem, self.map_fn, self.chunks = problem, map_fn, chunks
         self.count = 0
 
-    def __call__(self, genes: np.ndarray) -> np.ndarray:
+    def __call__(self, genes: np.ndarray, problem=None) -> np.ndarray:
+        """Objectives of genes on self.problem (or on `problem`, e.g. one network alone)."""
         self.count += len(genes)
-        score = functools.partial(_score, self.problem)
+        score = functools.partial(_score, self.problem if problem is None else problem)
         if self.map_fn is None or self.chunks <= 1 or len(genes) < 2 * self.chunks:
             return score(genes)
         return np.concatenate(list(self.map_fn(score, np.array_split(genes, self.chunks))))
@@ -94,6 +101,96 @@ def _initial(mp, n: int, rng: np.random.Generator, gen: "_Genome") -> np.ndarray
     return np.concatenate([np.array(seeds, dtype=np.intp).reshape(-1, G), rand])[:n]
 
 
+def _alone(mp, a: int):
+    """Network a by itself on this configuration (no other network to interfere)."""
+    return mp if len(mp.apps) == 1 else dataclasses.replace(mp, apps=(mp.apps[a],))
+
+
+def _spread(rows: np.ndarray, k: int) -> np.ndarray:
+    """At most k rows, evenly spaced (rows are sorted by the first objective)."""
+    return rows if len(rows) <= k else rows[np.unique(np.linspace(0, len(rows) - 1, k).round().astype(int))]
+
+
+def _network_front(mp, a: int, evaluate_alone) -> np.ndarray:
+    """Network a's own front (response time or period, energy) on this configuration:
+    exact by enumeration when its space is small, else over structured mappings (each
+    layer on its fastest / least-energy PE, everything that can on one PE, two stages
+    p -> q at every cut), each run through the evaluator alone."""
+    from solvers.exhaustive import count_mappings, decode
+
+    app = mp.apps[a]
+    feas = app.feasible
+    L, P = feas.shape
+    choices = [np.flatnonzero(r) for r in feas]
+    n = count_mappings(choices)
+    if n <= ALONE_ENUMERATION_LIMIT:
+        rows = decode(choices, np.arange(n, dtype=np.int64))
+    else:
+        fast = np.argmin(app.exec_time_ms, axis=1)
+        green = np.argmin(np.where(feas, app.exec_energy_mj, np.inf), axis=1)
+        rows = [fast, green]
+        for p in range(P):
+            rows += [np.where(feas[:, p], p, fast), np.where(feas[:, p], p, green)]
+            for q in range(P):
+                if q != p:
+                    for c in range(1, L):
+                        r = np.where(feas[:, p], p, fast)
+                        r[c:] = np.where(feas[c:, q], q, fast[c:])
+                        rows.append(r)
+        rows = np.unique(np.array(rows, dtype=np.intp), axis=0)
+    objs = evaluate_alone(_alone(mp, a), rows)
+    ok = np.isfinite(objs).all(axis=1)
+    rows, objs = rows[ok], objs[ok]
+    keep = pareto_mask(objs)
+    rows, objs = rows[keep], objs[keep]
+    return rows[np.lexsort(objs.T[::-1])]
+
+
+def _seeds(mp, gen: "_Genome", rng: np.random.Generator, n: int, evaluate_alone) -> np.ndarray:
+    """Joint mappings built from what each network does best by itself: combinations of
+    the networks' own fronts (every one when few, else n at random, plus quantile-aligned
+    ones), each also with the networks spread over twin CPU PEs (network a's twins
+    rotated by a, so networks that would share a core use different ones), and every
+    network wholly on one PE (each combination of PEs, or n at random). Robust to the
+    cost shape: whichever region of the joint front a network's extremes lead to is
+    seeded, for every CPU configuration (the GA runs once per configuration)."""
+    A = len(mp.apps)
+    fronts = [_spread(_network_front(mp, a, evaluate_alone), SEEDS_PER_NETWORK) for a in range(A)]
+    sizes = [len(f) for f in fronts]
+    out = []
+    if min(sizes) > 0:
+        total = int(np.prod(sizes))
+        if total <= n:
+            idx = np.array(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij")).reshape(A, -1).T
+        else:
+            q = np.linspace(0, 1, min(max(sizes), n // 4 + 1))
+            aligned = np.stack([np.round(q * (k - 1)).astype(int) for k in sizes], axis=1)
+            idx = np.concatenate([aligned, np.stack([rng.integers(0, k, size=n) for k in sizes], axis=1)])
+        out.append(np.concatenate([fronts[a][idx[:, a]] for a in range(A)], axis=1))
+    feas = gen.feasible
+    fast = np.concatenate([np.argmin(app.exec_time_ms, axis=1) for app in mp.apps])
+    one = np.stack([np.where(feas[:, p], p, fast) for p in range(mp.n_pes)])  # (P, G)
+    combos = mp.n_pes ** A
+    pick = (np.array(np.meshgrid(*[np.arange(mp.n_pes)] * A, indexing="ij")).reshape(A, -1).T if combos <= n
+            else rng.integers(0, mp.n_pes, size=(n, A)))
+    rows = np.empty((len(pick), mp.n_genes), dtype=np.intp)
+    for a, (lo, hi) in enumerate(gen.spans):
+        rows[:, lo:hi] = one[pick[:, a], lo:hi]
+    out.append(rows)
+    seeds = np.concatenate(out)
+    if gen.twin_groups and A > 1:
+        spread = seeds.copy()
+        for a, (lo, hi) in enumerate(gen.spans):
+            perm = np.arange(mp.n_pes)
+            for g in gen.twin_groups:
+                perm[g] = np.roll(g, -a)
+            block = perm[seeds[:, lo:hi]]
+            ok = feas[np.arange(lo, hi)[None, :], block]
+            spread[:, lo:hi] = np.where(ok, block, seeds[:, lo:hi])
+        seeds = np.concatenate([seeds, spread])
+    return np.unique(seeds, axis=0)
+
+
 class _Genome:
     """What variation needs to know about the chromosome: the PEs each gene may take, its
     DAG neighbours (their PEs make contiguous clusters, Fig. 3/8) and the networks' spans."""
@@ -116,17 +213,35 @@ class _Genome:
             self.nb_table[g, :len(x)] = x
         self.spans = [(int(mp.offsets[a]), int(mp.offsets[a + 1])) for a in range(len(mp.apps))]
         self.n_pes = mp.n_pes
+        groups: dict[tuple, list[int]] = {}
+        for p, pe in enumerate(mp.pes):  # interchangeable logical PEs: same cluster, same core count
+            groups.setdefault((pe.device_id, pe.cores, pe.is_cpu), []).append(p)
+        self.twins = np.arange(mp.n_pes)
+        self.twin_groups = [g for g in groups.values() if len(g) > 1]
+        for g in self.twin_groups:
+            self.twins[g] = g[0]
 
 
-def _vary(parents: np.ndarray, rng: np.random.Generator, cxpb: float, mutpb: float, gen: _Genome) -> np.ndarray:
+def _vary(parents: np.ndarray, rng: np.random.Generator, cxpb: float, mutpb: float, gen: _Genome,
+          network_moves: bool = False) -> np.ndarray:
     """Two-point crossover, then three mutations: a gene to a random PE that can run it, a
     gene to the PE of one of its DAG neighbours, and (one child in four) a run of layers of
-    one network moved to one PE."""
+    one network moved to one PE. network_moves adds the multi-network operators: half the
+    crossovers swap whole networks' mappings (a good mapping of one network combines with
+    a good one of another), and one child in four has one network's use of two PEs
+    swapped (for twin CPU PEs this changes only who interferes with whom)."""
     n, G = parents.shape
     kids = parents.copy()
+    A = len(gen.spans)
     if G > 1:
         for k in range(0, n - 1, 2):
             if rng.random() < cxpb:
+                if network_moves and A > 1 and rng.random() < 0.5:
+                    take = rng.random(A) < 0.5
+                    for a in np.flatnonzero(take):
+                        lo, hi = gen.spans[a]
+                        kids[k, lo:hi], kids[k + 1, lo:hi] = parents[k + 1, lo:hi], parents[k, lo:hi]
+                    continue
                 a, b = sorted(rng.choice(G + 1, size=2, replace=False))
                 kids[k, a:b], kids[k + 1, a:b] = parents[k + 1, a:b], parents[k, a:b]
     cols = np.arange(G)[None, :]
@@ -146,6 +261,18 @@ def _vary(parents: np.ndarray, rng: np.random.Generator, cxpb: float, mutpb: flo
         seg = np.arange(a, b)
         seg = seg[gen.feasible[seg, p]]
         kids[k, seg] = p
+    if network_moves:
+        for k in np.flatnonzero(rng.random(n) < 0.25):
+            lo, hi = gen.spans[int(rng.integers(A))]
+            row = kids[k, lo:hi]
+            p = int(row[int(rng.integers(hi - lo))])
+            twins = [q for q in range(gen.n_pes) if q != p and gen.twins[q] == gen.twins[p]]
+            q = int(rng.choice(twins)) if twins and rng.random() < 0.5 else int(rng.integers(gen.n_pes))
+            if q == p:
+                continue
+            feas = gen.feasible[lo:hi]
+            on_p, on_q = (row == p) & feas[:, q], (row == q) & feas[:, p]
+            row[on_p], row[on_q] = q, p
     return kids
 
 
@@ -179,22 +306,23 @@ def _cluster_moves(genes: np.ndarray, gen: _Genome) -> np.ndarray:
     return np.array(out, dtype=genes.dtype).reshape(-1, len(genes))
 
 
-def _climb(genes, objs, gen: _Genome, evaluate, first_only: bool, steps: int = 8):
+def _climb(genes, objs, gen: _Genome, evaluate, target: int | None, steps: int = 8):
     """Steepest descent over cut shifts and cluster moves: while a neighbour dominates (or,
-    first_only, has a lower first objective), move to the best one. None if none does."""
+    with a target objective, has a lower value of it), move to the best one. None if none does."""
     moved = False
     for _ in range(steps):
         cand = np.concatenate([_boundary_moves(genes, gen), _cluster_moves(genes, gen)])
         if not len(cand):
             break
         co = evaluate(cand)
-        if first_only:
-            better = co[:, 0] < objs[0] - 1e-12
+        if target is not None:
+            better = co[:, target] < objs[target] - 1e-12
         else:
             better = (co <= objs).all(axis=1) & (co < objs).any(axis=1)
         if not better.any():
             break
-        j = np.flatnonzero(better)[np.lexsort(co[better].T[::-1])[0]]
+        keys = co[better].T[::-1] if target is None else np.vstack([co[better].T[::-1], co[better][:, target]])
+        j = np.flatnonzero(better)[np.lexsort(keys)[0]]
         genes, objs, moved = cand[j], co[j], True
     return (genes, objs) if moved else (None, None)
 
@@ -266,6 +394,11 @@ class GaScheduler:
         chunks = option(request, "chunks", int, workers, lambda v: 1 <= v <= 4096, "an integer 1..4096")
         record = option(request, "record_history", bool, False)
         local = option(request, "local_search", int, 2, lambda v: 0 <= v <= 1000, "an integer 0..1000")
+        strategy = option(request, "strategy", str, "seeded", lambda v: v in ("seeded", "classic"), "'seeded' or 'classic'")
+        seeded = strategy == "seeded"
+        patience = option(request, "patience", int, 20 if seeded else 0, lambda v: 0 <= v <= 1_000_000, "an integer >= 0")
+        restarts = option(request, "restarts", int, 2, lambda v: 0 <= v <= 1000, "an integer 0..1000")
+        network_moves = option(request, "network_moves", bool, False)
         if selection == "nsga2" and pop_n % 4:
             pop_n += 4 - pop_n % 4  # NSGA-II's tournament pairs by fours
 
@@ -283,8 +416,9 @@ class GaScheduler:
                 budget_s = (request.time_limit_s - clock.ms / 1e3) / (n_cfg - ci)
                 rng = np.random.default_rng([request.seed, ci])
                 ev = _Evaluator(mp, map_fn, chunks)
-                genes, objs, hist, hit = self._run(mp, rng, ev, pop_n, gens, selection, cxpb, mutpb_opt, local,
-                                                   budget_s, record, clock, progress, (ci, n_cfg))
+                genes, objs, hist, hit, info = self._run(mp, rng, ev, pop_n, gens, selection, cxpb, mutpb_opt, local,
+                                                         budget_s, record, clock, progress, (ci, n_cfg), seeded,
+                                                         patience, restarts, network_moves)
                 evals += ev.count
                 stopped |= hit
                 cands += [Candidate(ci, tuple(int(x) for x in row)) for row in genes]
@@ -295,6 +429,7 @@ class GaScheduler:
                     "schedulable": int(ok.sum()),
                     "best_first_objective": float(objs[ok, 0].min()) if ok.any() else None,
                     "evaluations": ev.count,
+                    **info,
                 })
                 for h in hist:
                     h["config"] = ci
@@ -312,12 +447,19 @@ class GaScheduler:
             notes.append("no schedulable mapping found (not a proof that none exists)")
         return ScheduleSolution(
             cands, status, objective=min(best) if best else None, wall_time_ms=clock.ms, evaluations=evals,
-            notes=notes, details={"per_config": per_config, "selection": selection, "population": pop_n, "generations": gens},
+            notes=notes, details={"per_config": per_config, "selection": selection, "population": pop_n, "generations": gens,
+                     "strategy": strategy, "patience": patience, "restarts": restarts, "network_moves": network_moves},
             history=history if record else None,
         )
 
     def _run(self, mp, rng, evaluate, pop_n, gens, selection, cxpb, mutpb_opt, local, budget_s, record, clock, progress,
-             where):
+             where, seeded=False, patience=0, restarts=0, network_moves=False):
+        """One configuration. seeded: the population starts from _seeds (every seed scored and
+        kept in the front) and the first hill-climb cycles through the objectives (each
+        network's response time in turn, then energy: every extreme of the front is pushed). patience: after that many
+        generations without a new non-dominated mapping the population restarts from the
+        front and fresh random mappings; after `restarts` fruitless restarts in a row the
+        search stops (it has converged; budgets are in generations, so this is deterministic)."""
         from deap import tools
 
         n_obj = 2 if mp.mode == "throughput" else len(mp.apps) + 1
@@ -335,15 +477,30 @@ class GaScheduler:
                 out.append(ind)
             return out
 
+        c0 = time.process_time()
         pop_g = _initial(mp, pop_n, rng, genome)
         pop_o = evaluate(pop_g)
         keep = pareto_mask(pop_o)
         front_g, front_o = pop_g[keep], pop_o[keep]
+        n_seeds = 0
+        if seeded:
+            seeds = _seeds(mp, genome, rng, JOINT_SEEDS * pop_n, lambda sub, g: evaluate(g, sub))
+            seed_o = evaluate(seeds)
+            n_seeds = len(seeds)
+            kf, kk = merge_front(front_o, seed_o)
+            front_g = np.concatenate([front_g[kf], seeds[kk]])
+            front_o = np.concatenate([front_o[kf], seed_o[kk]])
+            # half the first population: seeds spread along the front's first objective
+            order = np.lexsort(front_o.T[::-1])
+            take = _spread(order, pop_n // 2)
+            pop_g = np.concatenate([front_g[take], pop_g[: pop_n - len(take)]])
+            pop_o = np.concatenate([front_o[take], pop_o[: pop_n - len(take)]])
         arch_g, arch_o = pop_g[:0], pop_o[:0]
         if selection == "nsga2":
             population = tools.selNSGA2(wrap(pop_g, pop_o), pop_n)
         history = []
         hit = False
+        quiet, fruitless, n_restarts, improved = 0, 0, 0, False
         for gen in range(gens):
             if selection == "nsga2":
                 parents = np.array(tools.selTournamentDCD(population, pop_n), dtype=np.intp)
@@ -358,13 +515,14 @@ class GaScheduler:
                     sel = [pos[id(ind)] for ind in tools.selSPEA2(inds, pop_n)]
                 arch_g, arch_o = union_g[sel], union_o[sel]
                 parents = arch_g[rng.integers(0, len(arch_g), size=pop_n)]
-            kids = _vary(parents, rng, cxpb, mutpb, genome)
+            kids = _vary(parents, rng, cxpb, mutpb, genome, network_moves=network_moves)
             kid_o = evaluate(kids)
             if local > 0 and len(front_g):  # hill-climb a few front members with cut shifts and cluster moves
                 best = int(np.argmin(front_o[:, 0]))
                 picks = [best] + [int(i) for i in rng.integers(0, len(front_g), size=local - 1)]
                 for k, i in enumerate(picks):
-                    g, o = _climb(front_g[i], front_o[i], genome, evaluate, first_only=(k == 0))
+                    target = (gen % n_obj if seeded else 0) if k == 0 else None
+                    g, o = _climb(front_g[i], front_o[i], genome, evaluate, target)
                     if g is not None:
                         kids = np.concatenate([kids, g[None, :]])
                         kid_o = np.concatenate([kid_o, o[None, :]])
@@ -375,8 +533,14 @@ class GaScheduler:
                 population = tools.selNSGA2(population + wrap(kids, kid_o), pop_n)
             else:
                 pop_g, pop_o = kids, kid_o
+            quiet = 0 if kk.any() else quiet + 1
+            improved |= bool(kk.any())
+            restart = patience > 0 and quiet >= patience
+            if restart:  # a restart is fruitless when nothing new was found after it
+                fruitless = fruitless + 1 if n_restarts and not improved else 0
             if record:
-                history.append({"generation": gen, "elapsed_s": (clock.ms - t0) / 1e3, "evaluations": evaluate.count,
+                history.append({"generation": gen, "elapsed_s": (clock.ms - t0) / 1e3,
+                                "cpu_s": time.process_time() - c0, "evaluations": evaluate.count,
                                 "front": front_o.copy()})
             if progress is not None:
                 ci, n = where
@@ -384,8 +548,21 @@ class GaScheduler:
             if (clock.ms - t0) / 1e3 > budget_s and gen < gens - 1:
                 hit = True
                 break
+            if restart:
+                if fruitless >= restarts:
+                    break  # converged: `restarts` restarts in a row found nothing new
+                n_restarts += 1
+                quiet, improved = 0, False
+                fresh = _initial(mp, pop_n - pop_n // 2, rng, genome)
+                old = front_g[rng.integers(0, len(front_g), size=pop_n // 2)]
+                pop_g = np.concatenate([old, fresh])
+                pop_o = evaluate(pop_g)
+                arch_g, arch_o = pop_g[:0], pop_o[:0]
+                if selection == "nsga2":
+                    population = tools.selNSGA2(wrap(pop_g, pop_o), pop_n)
         fin = np.isfinite(front_o).all(axis=1)
-        return front_g[fin], front_o[fin], history, hit
+        info = {"seeds": n_seeds, "restarts": n_restarts, "generations_run": gen + 1 if gens else 0}
+        return front_g[fin], front_o[fin], history, hit, info
 
 
 SOLVERS = [GaScheduler()]
