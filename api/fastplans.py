@@ -36,11 +36,11 @@ from api.jobs import new_id
 from api.problems import ApiError, from_planner_error, invalid
 from api.rows import PlanRow, utcnow
 from api.settings import Limits
-from planner.asymo_schema import AsymoCpu, AsymoNetwork
-from planner.errors import Issue, PlannerError
+from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
+from planner.core.errors import Issue, PlannerError
 from planner.plan import make_plan, problem_for, select_view
-from planner.schema import ModelProfile, PlanRequest, Platform
-from planner.solver import document_types, get_solver
+from planner.core.schema import ModelProfile, PlanRequest, Platform
+from planner.registry import document_types, get_solver
 
 log = logging.getLogger("planner.api")
 KINDS: dict[str, type] = {"platform": Platform, "profile": ModelProfile,
@@ -234,7 +234,7 @@ class Planner:
         profile = self.parsed(profile_kind, profile_id, "profile_id")
         if isinstance(profile, ModelProfile) and len(profile.layers) > self.limits.max_layers:
             raise invalid("profile_id", f"{len(profile.layers)} layers exceed the limit of {self.limits.max_layers}")
-        own_compile = getattr(solver, "compile", None) is not None  # muLayer's split targets, AsyMo's cost model
+        own_compile = getattr(solver, "problem_kind", "chain") != "chain"  # muLayer's split targets, AsyMo's cost model
         problem = None if own_compile else self.problem(platform_id, profile_id, platform, profile)
         return platform, profile, problem
 

@@ -26,7 +26,7 @@ def new_id(prefix: str) -> str:
 
 def plan_row(plan_id: str, plan_json: str, request_json: str, platform_id: str, profile_id: str,
              job_id: str | None, request_key: str | None = None) -> PlanRow:
-    from planner.schema import Plan
+    from planner.core.schema import Plan
 
     plan = Plan.model_validate_json(plan_json)
     return PlanRow(id=plan_id, job_id=job_id, platform_id=platform_id, profile_id=profile_id, solver=plan.report.solver,
@@ -36,7 +36,7 @@ def plan_row(plan_id: str, plan_json: str, request_json: str, platform_id: str, 
 
 
 def schedule_row(schedule_id: str, schedule_json: str, submission_json: str, job_id: str | None) -> ScheduleRow:
-    from planner.schema import Schedule
+    from planner.core.schema import Schedule
 
     sched = Schedule.model_validate_json(schedule_json)
     sub = json.loads(submission_json)

@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.problems import problem_body
 from api.rows import IdempotencyRow, utcnow
-from planner.errors import Issue
+from planner.core.errors import Issue
 
 KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
 BODY_METHODS = {"POST", "PUT", "PATCH"}

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from planner.errors import (
+from planner.core.errors import (
     InfeasibleError,
     InputError,
     Issue,

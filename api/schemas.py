@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from planner.schema import AppSpec, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
+from planner.core.schema import AppSpec, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="Content id: sha256 of the canonical JSON")]
 ResourceId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]

@@ -27,10 +27,11 @@ from api.schemas import ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSub
 from api.settings import Settings
 from api.worker import load_solver_modules
 from planner import __version__
-from planner.errors import Issue, PlannerError
+from planner.core.errors import Issue, PlannerError
 from planner.plan import canonical_json
-from planner.schema import ModelProfile, Plan, PlanRequest, Platform, ScheduleRequest
-from planner.solver import Solver, check_supported, get_solver
+from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform, ScheduleRequest
+from planner.core.solver import Solver
+from planner.registry import check_supported, get_solver
 
 log = logging.getLogger("planner.api")
 

@@ -15,7 +15,7 @@ from api.schemas import (
     ScheduleSubmission,
     ScheduleSummary,
 )
-from planner.schema import PlanRequest
+from planner.core.schema import PlanRequest
 
 
 def aware(t: dt.datetime | None) -> dt.datetime | None:

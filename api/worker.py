@@ -44,7 +44,7 @@ def failure(title: str, path: str, reason: str, kind: str) -> JobOutcome:
 
 def load_solver_modules(names: tuple[str, ...] | list[str]) -> None:
     """Register solvers from extra modules (plug-ins; tests' slow solver) next to solvers/."""
-    from planner.solver import registry
+    from planner.registry import registry
 
     reg = registry()
     for name in names:
@@ -92,8 +92,8 @@ def _progress_fn(job_id: str):  # noqa: ANN202
 def run_schedule_job(spec: JobSpec) -> JobOutcome:
     """make_schedule, exactly as the CLI calls it: the same documents, request and seed
     give the same Schedule."""
-    from planner.errors import PlannerError
-    from planner.schema import ModelProfile, Platform, ScheduleRequest
+    from planner.core.errors import PlannerError
+    from planner.core.schema import ModelProfile, Platform, ScheduleRequest
     from planner.scheduling import make_schedule
 
     _emit("started", spec.job_id)
@@ -110,10 +110,10 @@ def run_schedule_job(spec: JobSpec) -> JobOutcome:
 def run_job(spec: JobSpec) -> JobOutcome:
     if spec.kind == "schedule":
         return run_schedule_job(spec)
-    from planner.errors import PlannerError
+    from planner.core.errors import PlannerError
     from planner.plan import make_plan, problem_for
-    from planner.schema import PlanRequest
-    from planner.solver import document_types, get_solver
+    from planner.core.schema import PlanRequest
+    from planner.registry import document_types, get_solver
 
     _emit("started", spec.job_id)
     progress = _progress_fn(spec.job_id)
@@ -124,7 +124,7 @@ def run_job(spec: JobSpec) -> JobOutcome:
         platform = platform_type.model_validate_json(spec.platform_json)
         profile = profile_type.model_validate_json(spec.profile_json)
         # a solver with its own compile depends on the request too: key by it
-        key = (spec.platform_id, spec.profile_id, spec.request_json if hasattr(solver, "compile") else "")
+        key = (spec.platform_id, spec.profile_id, spec.request_json if getattr(solver, "problem_kind", "chain") != "chain" else "")
         problem = _problems.get(key)
         if problem is None:
             problem = problem_for(solver, platform, profile, request)

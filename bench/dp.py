@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from models.compile import compile_problem  # noqa: E402
-from planner.io import load  # noqa: E402
-from planner.problem import Problem  # noqa: E402
-from planner.schema import ModelProfile, Platform  # noqa: E402
-from planner.synthetic import random_problem  # noqa: E402
+from planner.core.io import load  # noqa: E402
+from planner.core.problem import Problem  # noqa: E402
+from planner.core.schema import ModelProfile, Platform  # noqa: E402
+from tests.support.synthetic import random_problem  # noqa: E402
 from solvers.dp import solve_fast, solve_reference  # noqa: E402
 
 

@@ -31,10 +31,10 @@ sys.path.insert(0, str(ROOT))
 
 from models.compile import compile_problem  # noqa: E402
 from models.transitions import fit_report  # noqa: E402
-from planner.evaluate import constraint_violations, evaluate  # noqa: E402
-from planner.io import load  # noqa: E402
+from planner.core.evaluate import constraint_violations, evaluate  # noqa: E402
+from planner.core.io import load  # noqa: E402
 from planner.plan import notation, select_view  # noqa: E402
-from planner.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
+from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from solvers.pareto import ParetoSolver, compute_frontier  # noqa: E402
 from solvers.smt import Z3Solver  # noqa: E402
 

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from models.compile import compile_problem  # noqa: E402
-from planner.io import load  # noqa: E402
+from planner.core.io import load  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
-from planner.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
+from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from profiles.generate import WORKLOADS  # noqa: E402
 
 PAPER = {  # MOSAIC's reported savings (large models), for the reader's comparison

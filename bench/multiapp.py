@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from models.multiapp import compile_schedule  # noqa: E402
-from planner.io import load  # noqa: E402
-from planner.multiapp import PENALTY, evaluate_batch, evaluate_mapping, pareto_mask  # noqa: E402
-from planner.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
-from planner.solver import get_solver  # noqa: E402
+from planner.core.io import load  # noqa: E402
+from planner.core.multiapp import PENALTY, evaluate_batch, evaluate_mapping, pareto_mask  # noqa: E402
+from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
+from planner.registry import get_solver  # noqa: E402
 
 NETS = [("SqueezeNet", "squeezenet_s9", 33.0), ("MobileNet-v1", "mobilenet_v1_s9", 40.0), ("MobileNet-v2", "mobilenet_v2_s9", 50.0)]
 

@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.asymo_schema import AsymoCpu, AsymoNetwork  # noqa: E402
-from planner.io import load  # noqa: E402
+from planner.core.asymo_schema import AsymoCpu, AsymoNetwork  # noqa: E402
+from planner.core.io import load  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
-from planner.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
+from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 
 MUL = ROOT / "profiles" / "mulayer"
 ASY = ROOT / "profiles" / "asymo"

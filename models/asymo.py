@@ -24,11 +24,11 @@ from functools import lru_cache
 from typing import Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from planner.asymo_schema import AsymoCpu, AsymoNetwork, Cluster
-from planner.errors import InputError, from_pydantic
-from planner.problem import Problem, Target
+from planner.core.asymo_schema import AsymoCpu, AsymoNetwork, Cluster
+from planner.core.options import AsymoOptions
+from planner.core.errors import InputError
+from planner.core.problem import Problem, Target
 
 P_MAX = 8.0
 MAX_CANDIDATES = 512
@@ -273,30 +273,6 @@ def least_energy_frequency(cluster: Cluster, intensity: Intensity) -> float:
 
 
 # --------------------------------------------------------------------------- options
-
-
-class AsymoOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
-    mode: Literal["auto", "latency-first", "energy-first"] = Field(
-        "auto", description="latency-first: highest frequencies; energy-first: least-energy frequency. auto: by objective"
-    )
-    intensity: Literal["auto", "computation", "memory"] = Field(
-        "auto", description="Which energy curve: auto = by the network's data reuse (eq. 2) against each cluster's ridge"
-    )
-    split_by: Literal["measured", "peak", "balanced"] = Field(
-        "measured",
-        description="Processor-level split: measured = in proportion to each cluster's capability on this multiply "
-        "(the inverse of its time for the whole multiply, by the fitted cost model); peak = cores x peak_gflops x "
-        "f / f_max (Table 3); balanced = the split (of 32 steps, a cluster may get nothing) with the least "
-        "predicted time, two clusters only",
-    )
-
-
-def parse_options(options: dict) -> AsymoOptions:
-    try:
-        return AsymoOptions.model_validate(options)
-    except ValidationError as exc:
-        raise from_pydantic(exc, prefix=("options",)) from None
 
 
 # --------------------------------------------------------------------------- compile

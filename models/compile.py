@@ -18,9 +18,9 @@ import numpy as np
 from models.communication import LinearCommModel, PolynomialCommModel
 from models.dvfs import PerformanceModel, PowerModel
 from models.transitions import has_transition_model, transition_arrays
-from planner.errors import InputError, Issue, format_path
-from planner.problem import Problem, Target
-from planner.schema import (
+from planner.core.errors import InputError, Issue, format_path
+from planner.core.problem import Problem, Target
+from planner.core.schema import (
     Device,
     LinearComm,
     Measurement,

@@ -27,21 +27,19 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from models.communication import LinearCommModel
 from models.compile import _runs, comm_models, compile_problem
-from planner.branches import BRANCH_MODE, find_branch_regions
-from planner.errors import InputError, Issue, UnsupportedRequest, from_pydantic
-from planner.problem import Problem, Target
-from planner.schema import ModelProfile, Platform
+from planner.core.branches import BRANCH_MODE, find_branch_regions
+from planner.core.errors import InputError, Issue, UnsupportedRequest
+from planner.core.problem import Problem, Target
+from planner.core.options import DEFAULT_RATIOS, MuLayerOptions, SplitKind  # noqa: F401 - DEFAULT_RATIOS re-exported
+from planner.core.schema import ModelProfile, Platform
 
 NATIVE_DTYPE = "f32"
-DEFAULT_RATIOS = (0.25, 0.5, 0.75)
-SplitKind = Literal["filter", "input", "none"]
 # How a layer is divided channel-wise (section 3.2): "filter" = the filters (output
 # channels) are divided and the input shared; "input" = the input channels are divided.
 SPLIT_KINDS: dict[str, SplitKind] = {
@@ -51,53 +49,6 @@ SPLIT_KINDS: dict[str, SplitKind] = {
 
 
 # --------------------------------------------------------------------------- options
-
-
-class _Opts(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
-
-
-class SyncSample(_Opts):
-    bytes: Annotated[int, Field(ge=0)] = Field(description="Input plus output bytes of the synchronised layer")
-    time_ms: Annotated[float, Field(ge=0)]
-
-
-class MuLayerOptions(_Opts):
-    """`options` of a request to the mulayer solver."""
-
-    ratios: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
-        default_factory=lambda: list(DEFAULT_RATIOS), min_length=1, max_length=19,
-        description="Shares p of the output channels the first device of a pair computes (the paper: 0.25, 0.5, 0.75)",
-    )
-    dtypes: list[Annotated[str, Field(min_length=1, max_length=16)]] | None = Field(
-        None, min_length=1, description="Only these data types (default: every type the profile measured)"
-    )
-    cooperative: bool = Field(True, description="Offer channel-wise split targets (section 3.2)")
-    branch_distribution: bool = Field(True, description="Offer branch-to-processor mappings (section 5)")
-    predictor: Literal["anchored", "regression"] = "anchored"
-    sync_scale: Annotated[float, Field(ge=0)] = Field(1.0, description="Multiplier of the synchronisation overhead (0: free)")
-    sync_samples: list[SyncSample] | None = Field(
-        None, min_length=2,
-        description="Measured per-layer synchronisation/merge overheads to fit (bytes, ms); default: the pair's "
-        "communication models (a cooperative layer maps and unmaps its input and output once)",
-    )
-    split_kinds: dict[str, SplitKind] = Field(default_factory=dict, description="op_type -> filter | input | none")
-
-    @model_validator(mode="after")
-    def _check(self) -> "MuLayerOptions":
-        seen: dict[float, int] = {}
-        for i, r in enumerate(self.ratios):
-            if r in seen:
-                raise ValueError(f"ratios[{i}]: {r:g} is listed twice")
-            seen[r] = i
-        return self
-
-
-def parse_options(options: dict) -> MuLayerOptions:
-    try:
-        return MuLayerOptions.model_validate(options)
-    except ValidationError as exc:
-        raise from_pydantic(exc, prefix=("options",)) from None
 
 
 # --------------------------------------------------------------------------- predictor

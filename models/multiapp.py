@@ -18,115 +18,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from models.communication import PolynomialCommModel
 from models.compile import _runs, comm_models
-from planner.errors import InfeasibleError, InputError, Issue
-from planner.schema import Device, Measurement, ModelProfile, Platform, ScheduleRequest
-
-Mode = Literal["throughput", "response_time"]
-
-
-@dataclass(frozen=True)
-class LogicalPE:
-    name: str
-    device_id: str
-    kind: str
-    cores: int
-    is_cpu: bool
-    preemptive: bool  # Kang VI.A: GPU and NPU cannot be preempted
-
-    @property
-    def label(self) -> str:
-        return f"{self.name}({self.cores}c)" if self.is_cpu and self.cores > 1 else self.name
-
-
-@dataclass(frozen=True, eq=False)
-class AppGraph:
-    """One network on one PE set: dense costs over layers x PEs and edges x PE pairs."""
-
-    name: str
-    profile_name: str
-    layer_ids: tuple[str, ...]
-    period_ms: float
-    priority: int
-    preds: tuple[tuple[int, ...], ...]
-    succs: tuple[tuple[int, ...], ...]
-    edges: np.ndarray  # (E, 2) producer, consumer
-    exec_time_ms: np.ndarray  # (L, P), inf where the layer cannot run
-    exec_energy_mj: np.ndarray
-    edge_time_ms: np.ndarray  # (E, P, P), 0 on the diagonal
-    edge_energy_mj: np.ndarray
-    memory_bytes: np.ndarray  # (L,)
-
-    @property
-    def n_layers(self) -> int:
-        return len(self.layer_ids)
-
-    @property
-    def feasible(self) -> np.ndarray:
-        return np.isfinite(self.exec_time_ms)
-
-
-@dataclass(frozen=True, eq=False)
-class MappingProblem:
-    """All networks on one CPU configuration: what one chromosome (Fig. 5) maps onto."""
-
-    platform_name: str
-    mode: Mode
-    cpu_config: tuple[tuple[str, tuple[int, ...]], ...]
-    pes: tuple[LogicalPE, ...]
-    apps: tuple[AppGraph, ...]  # in request order
-    pe_device: np.ndarray  # (P,) index into device_memory_limit_bytes
-    device_ids: tuple[str, ...]
-    device_memory_limit_bytes: np.ndarray  # (D,) inf = none
-    pe_cores: np.ndarray  # (P,)
-    pe_is_cpu: np.ndarray  # (P,) bool
-    pe_preemptive: np.ndarray  # (P,) bool
-    total_cpu_cores: int
-    utilisation_cap: float
-    interference_window: Literal["period", "mobility"] = "period"
-
-    @property
-    def n_pes(self) -> int:
-        return len(self.pes)
-
-    @property
-    def offsets(self) -> np.ndarray:
-        """Start of each app's genes in a joint chromosome."""
-        return np.cumsum([0] + [a.n_layers for a in self.apps])
-
-    @property
-    def n_genes(self) -> int:
-        return int(self.offsets[-1])
-
-    @property
-    def priority_rank(self) -> list[int]:
-        """App indices from highest priority (lowest number) to lowest."""
-        return sorted(range(len(self.apps)), key=lambda a: self.apps[a].priority)
-
-    def config_dict(self) -> dict[str, list[int]]:
-        return {d: list(p) for d, p in self.cpu_config}
-
-    def split(self, genes: Sequence[int] | np.ndarray) -> list[np.ndarray]:
-        g = np.asarray(genes, dtype=np.intp)
-        o = self.offsets
-        return [g[..., o[a]:o[a + 1]] for a in range(len(self.apps))]
-
-    def gene_choices(self) -> list[np.ndarray]:
-        """Per gene, the PEs that can run that layer."""
-        return [np.flatnonzero(row) for app in self.apps for row in app.feasible]
-
-
-@dataclass(frozen=True, eq=False)
-class ScheduleProblem:
-    mode: Mode
-    configs: tuple[MappingProblem, ...]
-    notes: tuple[str, ...] = field(default=())
+from planner.core.errors import InfeasibleError, InputError, Issue
+from planner.core.mapping import AppGraph, LogicalPE, MappingProblem, ScheduleProblem
+from planner.core.schema import Device, Measurement, ModelProfile, Platform, ScheduleRequest
 
 
 def partitions(n: int, max_part: int | None = None) -> list[tuple[int, ...]]:

@@ -41,7 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
-from planner.errors import InputError, Issue, format_path
+from planner.core.errors import InputError, Issue, format_path
 
 CANDIDATES = ("linear", "poly2", "poly3", "pwl1", "pwl2")
 N_PARAMS = {"constant": 1, "linear": 2, "poly2": 3, "poly3": 4, "pwl1": 4, "pwl2": 6}  # knots count as parameters

@@ -12,7 +12,7 @@ import pkgutil
 import sys
 
 from planner import __version__
-from planner.errors import PlannerError
+from planner.core.errors import PlannerError
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3

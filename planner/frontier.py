@@ -13,11 +13,11 @@ import numpy as np
 
 from models.compile import compile_problem
 from models.transitions import fit_report
-from planner.errors import InfeasibleError
-from planner.evaluate import evaluate
+from planner.core.errors import InfeasibleError
+from planner.core.evaluate import evaluate
 from planner.plan import notation, select_view
-from planner.schema import ModelProfile, PlanRequest, Platform
-from planner.solver import Stopwatch
+from planner.core.schema import ModelProfile, PlanRequest, Platform
+from planner.core.solver import Stopwatch
 from solvers.baselines import preferred_plan
 from solvers.pareto import compute_frontier
 

@@ -12,12 +12,12 @@ from collections import OrderedDict
 
 from pydantic import BaseModel
 
-from models.compile import compile_problem
+from models.compilers import compile_for
 from planner import __version__
-from planner.errors import InfeasibleError, InputError, Issue, NoPlanFound
-from planner.evaluate import Evaluation, constraint_violations, evaluate
-from planner.problem import Assignment, Problem
-from planner.schema import (
+from planner.core.errors import InfeasibleError, InputError, Issue, NoPlanFound
+from planner.core.evaluate import Evaluation, constraint_violations, evaluate
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import (
     Comparison,
     Metrics,
     ModelProfile,
@@ -25,7 +25,8 @@ from planner.schema import (
     PlanRequest,
     Platform,
 )
-from planner.solver import Progress, Solution, check_supported, get_solver
+from planner.core.solver import Progress, Solution
+from planner.registry import check_supported, get_solver
 
 MAX_WARNINGS = 50
 
@@ -259,13 +260,12 @@ def assemble(
 
 
 def problem_for(solver, platform, profile, request: PlanRequest, problem: Problem | None = None) -> Problem:
-    """The compiled problem a solver plans over: its own when it has a `compile(platform,
-    profile, request)` hook (muLayer's cooperative targets, AsyMo's cost model), else the
-    shared compile (`problem`, if the caller already has it)."""
-    build = getattr(solver, "compile", None)
-    if build is not None:
-        return build(platform, profile, request)
-    return problem if problem is not None else compile_problem(platform, profile)
+    """The compiled problem a solver plans over: its own kind when it declares one
+    (muLayer's cooperative targets, AsyMo's cost model; models.compilers), else the
+    shared chain compile (`problem`, if the caller already has it)."""
+    if getattr(solver, "problem_kind", "chain") != "chain" or problem is None:
+        return compile_for(solver, platform, profile, request)
+    return problem
 
 
 def make_plan(

@@ -1,21 +1,21 @@
 """Documents in, Schedule out, for several networks (or one pipelined) on shared PEs
 (Kang et al.): compile, solve with a schedule solver from the registry, evaluate every
-returned mapping with planner.multiapp (the one evaluator), keep the Pareto set,
+returned mapping with planner.core.multiapp (the one evaluator), keep the Pareto set,
 stamp provenance. The CLI (`planner schedule`) and the service call this."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from models.multiapp import MappingProblem, ScheduleProblem, compile_schedule
+from planner.core.mapping import MappingProblem, ScheduleProblem
+from models.multiapp import compile_schedule
 from planner import __version__
-from planner.errors import InputError, UnsupportedRequest
-from planner.multiapp import evaluate_batch, objective_names, pareto_mask
-from planner.schema import (
+from planner.core.errors import UnsupportedRequest
+from planner.core.multiapp import evaluate_batch, objective_names, pareto_mask
+from planner.core.schema import (
     AppResult,
     ModelProfile,
     PeLoad,
@@ -27,28 +27,10 @@ from planner.schema import (
     SolverReport,
     TimelineItem,
 )
-from planner.solver import Progress, Status, get_solver, registry
+from planner.core.solver import Candidate, Progress, ScheduleSolution
+from planner.registry import get_solver, registry
 
 MapFn = Callable[[Callable, Iterable], Iterable]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    config: int  # index into ScheduleProblem.configs
-    genes: tuple[int, ...]  # Fig. 5 chromosome: PE per layer, networks concatenated in request order
-
-
-@dataclass
-class ScheduleSolution:
-    candidates: list[Candidate]
-    status: Status
-    objective: float | None = None  # the solver's own value of the first objective of its best candidate
-    bound: float | None = None
-    wall_time_ms: float = 0.0
-    evaluations: int | None = None
-    notes: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    history: list[dict] | None = None  # per-generation traces for benchmarks; never serialised
 
 
 def schedule_solvers() -> list[str]:
@@ -62,25 +44,6 @@ def get_schedule_solver(name: str):
             "solver", f"'{name}' is a single-chain plan solver (planner solve); schedule solvers: {', '.join(schedule_solvers())}"
         )
     return solver
-
-
-def option(request: ScheduleRequest, key: str, kind: type, default, check: Callable[[Any], bool] | None = None, what: str = ""):
-    """A solver option, type-checked, with a one-line error naming options.<key>."""
-    if key not in request.options:
-        return default
-    value = request.options[key]
-    ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value, ok = float(value), True
-    if not ok or (check is not None and not check(value)):
-        raise InputError(f"options.{key}", f"expected {what or kind.__name__}, got {value!r}")
-    return value
-
-
-def check_options(request: ScheduleRequest, known: Sequence[str], solver: str) -> None:
-    unknown = sorted(set(request.options) - set(known))
-    if unknown:
-        raise InputError(f"options.{unknown[0]}", f"unknown option for solver '{solver}' (known: {', '.join(known) or 'none'})")
 
 
 def entries_of(problem: MappingProblem, genes_list: Sequence[Sequence[int]], with_timeline: Sequence[bool]) -> list[ScheduleEntry]:

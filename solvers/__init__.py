@@ -1,1 +1,1 @@
-"""Solver families. Each module exposes SOLVERS = [...]; see planner.solver."""
+"""Solver families. Each module exposes SOLVERS = [...]; see planner.core.solver (protocol) and planner.registry."""

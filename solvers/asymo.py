@@ -18,17 +18,17 @@ import math
 
 import numpy as np
 
-from planner.errors import UnsupportedRequest
-from planner.evaluate import evaluate
-from planner.problem import Assignment, Problem
-from planner.schema import PlanRequest
-from planner.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
+from planner.core.errors import UnsupportedRequest
+from planner.core.options import parse_asymo_options
+from planner.core.evaluate import evaluate
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import PlanRequest
+from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
 
 
 def _mode(request: PlanRequest) -> str:
-    from models.asymo import parse_options
-
-    mode = parse_options(request.options).mode
+    mode = parse_asymo_options(request.options).mode
     if mode == "auto":
         return "latency-first" if request.objective == "latency" else "energy-first"
     return mode
@@ -104,22 +104,8 @@ class AsymoSolver:
         "least-energy frequency from data reuse; reads AsyMo CPU/network documents",
     )
 
-    @property
-    def documents(self):
-        from planner.asymo_schema import AsymoCpu, AsymoNetwork
-
-        return AsymoCpu, AsymoNetwork
-
-    def compile(self, platform, profile, request: PlanRequest) -> Problem:
-        from models.asymo import compile_asymo, parse_options
-        from planner.asymo_schema import AsymoCpu, AsymoNetwork
-
-        if not isinstance(platform, AsymoCpu) or not isinstance(profile, AsymoNetwork):
-            raise UnsupportedRequest(
-                "solver", "asymo plans an AsyMo CPU description and a network of multiplies "
-                "(documents asymo-cpu and asymo-network, see `planner schema`), not a platform/profile pair"
-            )
-        return compile_asymo(platform, profile, parse_options(request.options))
+    documents = (AsymoCpu, AsymoNetwork)
+    problem_kind = "asymo"  # compiled by models.asymo (models.compilers)
 
     def solve(self, problem: Problem, request: PlanRequest, progress: Progress | None = None) -> Solution:
         clock = Stopwatch()

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.errors import UnsupportedRequest
-from planner.evaluate import evaluate, evaluate_batch
-from planner.problem import Assignment, Problem
-from planner.schema import PlanRequest
-from planner.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.errors import UnsupportedRequest
+from planner.core.evaluate import evaluate, evaluate_batch
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import PlanRequest
+from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
 from solvers.dp import solve_fast
 
 

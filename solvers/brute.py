@@ -13,11 +13,11 @@ import itertools
 import math
 from typing import Iterator
 
-from planner.errors import UnsupportedRequest
-from planner.evaluate import constraint_violations, evaluate
-from planner.problem import Assignment, Problem
-from planner.schema import PlanRequest
-from planner.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.errors import UnsupportedRequest
+from planner.core.evaluate import constraint_violations, evaluate
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import PlanRequest
+from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
 
 MAX_PLANS = 2_000_000
 

@@ -20,9 +20,9 @@ from collections import deque
 
 import numpy as np
 
-from planner.problem import Assignment, Problem
-from planner.schema import PlanRequest
-from planner.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import PlanRequest
+from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
 
 
 def _pair_diag(pair: np.ndarray | None, L: int, T: int) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Exhaustive enumeration of joint mappings: the true Pareto front on small instances,
 the ground truth the GA and the task-clustering ILP are tested against. Every mapping
-is scored by planner.multiapp's batch evaluator (which agrees with the reference one).
+is scored by planner.core.multiapp's batch evaluator (which agrees with the reference one).
 
 Options: space = "all" (every mapping) or "clustering" (throughput mode: only the
 task-clustering mappings of eq. 2-4, the ILP's space)."""
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.errors import UnsupportedRequest
-from planner.multiapp import PENALTY, evaluate_batch, is_task_clustering, pareto_mask
-from planner.scheduling import Candidate, ScheduleSolution, check_options, option
-from planner.solver import Capabilities, Progress, Stopwatch
+from planner.core.errors import UnsupportedRequest
+from planner.core.multiapp import PENALTY, evaluate_batch, is_task_clustering, pareto_mask
+from planner.core.solver import Candidate, ScheduleSolution, check_options, option
+from planner.core.solver import Capabilities, Progress, Stopwatch
 
 MAX_MAPPINGS = 2_000_000
 CHUNK = 20_000

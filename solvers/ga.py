@@ -1,7 +1,7 @@
 """Kang et al.'s GA scheduler (V.B, VI.B) on DEAP: the chromosome of Fig. 5 (the PE of
 every layer, all networks concatenated) run once per CPU configuration; SPEA2
 environmental selection as in the paper (NSGA-II as an option); the fitness is
-planner.multiapp's objectives (1/throughput with the utilisation penalty, and energy;
+planner.core.multiapp's objectives (1/throughput with the utilisation penalty, and energy;
 or every network's response time and the energy, unschedulable mappings penalised).
 
 The whole offspring population is scored by one vectorised call of the evaluator; with
@@ -38,9 +38,9 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from planner.multiapp import PENALTY, evaluate_batch, merge_front, pareto_mask
-from planner.scheduling import Candidate, ScheduleSolution, check_options, option
-from planner.solver import Capabilities, Progress, Stopwatch
+from planner.core.multiapp import PENALTY, evaluate_batch, merge_front, pareto_mask
+from planner.core.solver import Candidate, ScheduleSolution, check_options, option
+from planner.core.solver import Capabilities, Progress, Stopwatch
 
 OPTIONS = ["population", "generations", "selection", "crossover", "mutation", "workers", "chunks", "record_history",
            "local_search", "strategy", "patience", "restarts", "network_moves"]

@@ -7,7 +7,7 @@ layer; at most one cluster per PE except that one (eq. 4, read as <= 1 so a PE m
 unused). Transfers are linearised exactly with z[e,p,q] = M[u,p] AND M[v,q] through
 the flow equalities sum_q z = M[u,p], sum_p z = M[v,q]. CT[p] is eq. 7, the objective
 the period >= every CT (eq. 8); the CPU utilisation cap adds
-period * cores * cap >= sum over CPU PEs of cores_p * CT[p] (planner.multiapp explains
+period * cores * cap >= sum over CPU PEs of cores_p * CT[p] (planner.core.multiapp explains
 why the cap stretches the period). Eq. 5-6 (start/end times) never bind the period, so
 they are added only with option timing=true.
 
@@ -25,10 +25,10 @@ import warnings
 
 import numpy as np
 
-from planner.errors import UnsupportedRequest
-from planner.multiapp import evaluate_mapping
-from planner.scheduling import Candidate, ScheduleSolution, check_options, option
-from planner.solver import Capabilities, Progress, Stopwatch
+from planner.core.errors import UnsupportedRequest
+from planner.core.multiapp import evaluate_mapping
+from planner.core.solver import Candidate, ScheduleSolution, check_options, option
+from planner.core.solver import Capabilities, Progress, Stopwatch
 
 CPSAT_SCALE = 1e5  # CP-SAT units per ms (10 ns)
 

@@ -19,12 +19,12 @@ import math
 
 import numpy as np
 
-from planner.branches import BranchRegion, branch_target_mask, find_branch_regions
-from planner.errors import UnsupportedRequest
-from planner.evaluate import evaluate
-from planner.problem import Assignment, Problem
-from planner.schema import ModelProfile, PlanRequest, Platform
-from planner.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.branches import BranchRegion, branch_target_mask, find_branch_regions
+from planner.core.errors import UnsupportedRequest
+from planner.core.evaluate import evaluate
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import PlanRequest
+from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
 
 MAX_MAPPINGS = 2_000_000
 
@@ -201,12 +201,7 @@ class MuLayerSolver:
         "branch distribution; exact DP over those choices",
     )
 
-    def compile(self, platform, profile, request: PlanRequest) -> Problem:
-        from models.mulayer import build_problem, parse_options
-
-        if not isinstance(platform, Platform) or not isinstance(profile, ModelProfile):
-            raise UnsupportedRequest("solver", "mulayer plans a platform and a model profile")
-        return build_problem(platform, profile, parse_options(request.options))
+    problem_kind = "mulayer"  # compiled by models.mulayer (models.compilers)
 
     def solve(self, problem: Problem, request: PlanRequest, progress: Progress | None = None) -> Solution:
         clock = Stopwatch()

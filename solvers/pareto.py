@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.evaluate import cap_limit, constraint_violations, evaluate, evaluate_batch
-from planner.problem import Assignment, Problem
-from planner.schema import PlanRequest
-from planner.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.evaluate import cap_limit, constraint_violations, evaluate, evaluate_batch
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import PlanRequest
+from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
 
 MAX_DETAIL_POINTS = 2000
 

@@ -57,11 +57,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from planner.errors import UnsupportedRequest
-from planner.evaluate import cap_limit
-from planner.problem import Assignment, Problem
-from planner.schema import PlanRequest
-from planner.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.errors import UnsupportedRequest
+from planner.core.evaluate import cap_limit
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import PlanRequest
+from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
 
 ENCODINGS = ("pb", "lagrange", "onehot", "axonn")
 PB_LIMIT = 2**24  # grid: any plan's floored sum stays below this (measured: 2^20-2^28 all work, 2^30 stalls)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from planner.synthetic import make_problem, random_problem  # noqa: F401 - re-exported for tests
+from tests.support.synthetic import make_problem, random_problem  # noqa: F401 - re-exported for tests
 
 
 @st.composite

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.schema import ModelProfile, Platform, ScheduleRequest
+from planner.core.schema import ModelProfile, Platform, ScheduleRequest
 
 
 def platform(rng: np.random.Generator, *, npu: bool = False, cores: int = 2, gpu_limit: int | None = None) -> Platform:

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from planner.schema import ModelProfile, Platform, Schedule, ScheduleRequest
+from planner.core.schema import ModelProfile, Platform, Schedule, ScheduleRequest
 from planner.scheduling import make_schedule
 from tests import schedule_instances as si
 from tests.support.api import start

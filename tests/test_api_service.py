@@ -9,7 +9,7 @@ import time
 import pytest
 
 from planner.plan import make_plan
-from planner.schema import ModelProfile, PlanRequest, Platform
+from planner.core.schema import ModelProfile, PlanRequest, Platform
 from tests.support import docs
 from tests.support.api import start
 

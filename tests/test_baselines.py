@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from gen_problems import make_problem, random_problem
 
-from planner.evaluate import evaluate
-from planner.schema import PlanRequest
+from planner.core.evaluate import evaluate
+from planner.core.schema import PlanRequest
 from solvers.baselines import baseline_plans, hca_plan, preferred_plan, random_plans
 from solvers.dp import solve_fast
-from planner.solver import get_solver
+from planner.registry import get_solver
 
 INF = math.inf
 
@@ -72,7 +72,7 @@ def test_random_plans_are_valid_and_reproducible():
     t1, s1 = random_plans(p, 100, np.random.default_rng(11))
     t2, s2 = random_plans(p, 100, np.random.default_rng(11))
     assert (t1 == t2).all() and (s1 == s2).all()
-    from planner.problem import Assignment
+    from planner.core.problem import Assignment
     for i in range(100):
         assert evaluate(p, Assignment.from_targets(t1[i], np.flatnonzero(s1[i]))).feasible
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from planner.cli import main
-from planner.schema import Plan
+from planner.core.schema import Plan
 from tests.support.cli import run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,9 +10,9 @@ import pytest
 from gen_problems import make_problem, problems, random_problem
 from hypothesis import HealthCheck, given, settings
 
-from planner.evaluate import evaluate
-from planner.problem import Assignment
-from planner.schema import PlanRequest
+from planner.core.evaluate import evaluate
+from planner.core.problem import Assignment
+from planner.core.schema import PlanRequest
 from solvers.brute import all_assignments, count_plans
 from solvers.dp import SOLVERS, solve_fast, solve_reference
 

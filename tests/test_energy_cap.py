@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from models.compile import compile_problem
-from planner.errors import InfeasibleError, NoPlanFound
-from planner.evaluate import cap_limit, constraint_violations, evaluate
-from planner.io import load
+from planner.core.errors import InfeasibleError, NoPlanFound
+from planner.core.evaluate import cap_limit, constraint_violations, evaluate
+from planner.core.io import load
 from planner.plan import make_plan, select_view
-from planner.problem import Assignment, Problem, Target
-from planner.schema import ModelProfile, PlanRequest, Platform
+from planner.core.problem import Assignment, Problem, Target
+from planner.core.schema import ModelProfile, PlanRequest, Platform
 from solvers.brute import BruteForceSolver, feasible_assignments
 from solvers.pareto import ParetoSolver, compute_frontier
 from solvers.smt import Z3Solver

@@ -8,9 +8,9 @@ from docs import platform_dict, profile_dict
 from gen_problems import random_problem
 
 from models.compile import compile_problem
-from planner.evaluate import evaluate, evaluate_batch
-from planner.problem import Assignment
-from planner.schema import ModelProfile, Platform
+from planner.core.evaluate import evaluate, evaluate_batch
+from planner.core.problem import Assignment
+from planner.core.schema import ModelProfile, Platform
 from solvers.baselines import random_plans
 
 

@@ -11,8 +11,8 @@ from docs import platform_dict, profile_dict, with_change
 from models.communication import LinearCommModel, PolynomialCommModel
 from models.compile import compile_problem
 from models.dvfs import PerformanceModel, PowerModel
-from planner.errors import InputError
-from planner.schema import ModelProfile, Platform
+from planner.core.errors import InputError
+from planner.core.schema import ModelProfile, Platform
 
 
 def compiled(platform=None, profile=None):

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from models.compile import compile_problem
-from planner.evaluate import evaluate
-from planner.io import load
-from planner.problem import Assignment
-from planner.schema import ModelProfile, Platform
+from planner.core.evaluate import evaluate
+from planner.core.io import load
+from planner.core.problem import Assignment
+from planner.core.schema import ModelProfile, Platform
 from profiles import generate
 
 ROOT = Path(__file__).resolve().parents[1] / "profiles"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from planner.cli import main
-from planner.schema import Schedule
+from planner.core.schema import Schedule
 
 S9 = "profiles/platforms/galaxy_s9.json"
 SQ, V1 = "profiles/models/squeezenet_s9.json", "profiles/models/mobilenet_v1_s9.json"

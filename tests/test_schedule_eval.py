@@ -1,4 +1,4 @@
-"""The multi-network evaluator (planner.multiapp) against hand-worked examples of Kang
+"""The multi-network evaluator (planner.core.multiapp) against hand-worked examples of Kang
 et al.'s pipelined throughput (eq. 7-8), task clustering (eq. 2-4) and schedule-based
 schedulability (VI.A, eq. 10-11), and batch == reference on random instances."""
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models.multiapp import compile_schedule
-from planner.multiapp import (
+from planner.core.multiapp import (
     _batch_dbf,
     demand_bound,
     evaluate_batch,
@@ -16,7 +16,7 @@ from planner.multiapp import (
     merge_front,
     pareto_mask,
 )
-from planner.schema import ModelProfile, Platform, ScheduleRequest
+from planner.core.schema import ModelProfile, Platform, ScheduleRequest
 from schedule_instances import platform as rand_platform, profile as rand_profile, request as rand_request
 
 

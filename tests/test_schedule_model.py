@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from models.multiapp import compile_schedule, partitions
-from planner.errors import InfeasibleError, InputError
-from planner.io import load
-from planner.schema import ModelProfile, Platform, ScheduleRequest
+from planner.core.errors import InfeasibleError, InputError
+from planner.core.io import load
+from planner.core.schema import ModelProfile, Platform, ScheduleRequest
 from profiles import generate_s9
 
 S9 = "profiles/platforms/galaxy_s9.json"

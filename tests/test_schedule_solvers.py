@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models.multiapp import compile_schedule
-from planner.errors import InputError, UnsupportedRequest
-from planner.multiapp import PENALTY, evaluate_batch, evaluate_mapping
+from planner.core.errors import InputError, UnsupportedRequest
+from planner.core.multiapp import PENALTY, evaluate_batch, evaluate_mapping
 from planner.plan import make_plan
-from planner.schema import PlanRequest
+from planner.core.schema import PlanRequest
 from planner.scheduling import make_schedule
-from planner.solver import get_solver
+from planner.registry import get_solver
 from schedule_instances import platform, profile, request
 from solvers.ga import _classes, spea2_select
 
@@ -104,8 +104,8 @@ def test_ilp_refuses_several_networks_and_unknown_options():
 
 
 def test_plan_command_refuses_schedule_solvers():
-    from planner.io import load
-    from planner.schema import ModelProfile, Platform
+    from planner.core.io import load
+    from planner.core.schema import ModelProfile, Platform
 
     plat = load(Platform, "profiles/platforms/hikey970.json", "platform")
     prof = load(ModelProfile, "profiles/models/squeezenet.json", "profile")

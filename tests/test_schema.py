@@ -8,10 +8,10 @@ import math
 import pytest
 from docs import DELETE, platform_dict, profile_dict, with_change
 
-from planner.errors import InfeasibleError, InputError
-from planner.io import parse
+from planner.core.errors import InfeasibleError, InputError
+from planner.core.io import parse
 from planner.plan import make_plan
-from planner.schema import DOCUMENTS, ModelProfile, PlanRequest, Platform
+from planner.core.schema import DOCUMENTS, ModelProfile, PlanRequest, Platform
 
 
 def refused(model, doc) -> str:

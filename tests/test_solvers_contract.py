@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from gen_problems import random_problem
 
-from planner.errors import UnsupportedRequest
-from planner.evaluate import evaluate
-from planner.schema import PlanRequest
-from planner.solver import check_supported, get_solver, registry
+from planner.core.errors import UnsupportedRequest
+from planner.core.evaluate import evaluate
+from planner.core.schema import PlanRequest
+from planner.registry import check_supported, get_solver, registry
 
 PLAN_SOLVERS = sorted(n for n, s in registry().items() if getattr(s.capabilities, "kind", "plan") == "plan")
 

@@ -13,11 +13,11 @@ from pydantic import ValidationError
 
 from models.compile import compile_problem
 from models.transitions import fit_curve, fit_platform, fit_report
-from planner.errors import InputError
-from planner.evaluate import evaluate
-from planner.io import load
-from planner.problem import Assignment
-from planner.schema import ModelProfile, Platform
+from planner.core.errors import InputError
+from planner.core.evaluate import evaluate
+from planner.core.io import load
+from planner.core.problem import Assignment
+from planner.core.schema import ModelProfile, Platform
 from profiles import generate_xavier
 
 ROOT = Path(__file__).resolve().parents[1]

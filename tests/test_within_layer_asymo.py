@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner.core.options import AsymoOptions
 from models.asymo import (
-    AsymoOptions,
     MMCostModel,
     best_blocks,
     block_candidates,
@@ -27,12 +27,12 @@ from models.asymo import (
     ridge_point,
     split_sizes,
 )
-from planner.asymo_schema import AsymoCpu, AsymoNetwork, Cluster, MMSample
-from planner.errors import InputError, UnsupportedRequest
-from planner.evaluate import evaluate
-from planner.io import parse
+from planner.core.asymo_schema import AsymoCpu, AsymoNetwork, Cluster, MMSample
+from planner.core.errors import InputError, UnsupportedRequest
+from planner.core.evaluate import evaluate
+from planner.core.io import parse
 from planner.plan import make_plan
-from planner.schema import PlanRequest
+from planner.core.schema import PlanRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 ASY = ROOT / "profiles" / "asymo"
@@ -243,7 +243,7 @@ def test_documents_report_the_json_path(kirin):
 
 
 def test_asymo_and_mulayer_refuse_each_others_documents(kirin):
-    from planner.schema import ModelProfile, Platform
+    from planner.core.schema import ModelProfile, Platform
 
     mul = ROOT / "profiles" / "mulayer"
     plat = Platform.model_validate_json((mul / "exynos7420.json").read_text())

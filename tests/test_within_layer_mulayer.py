@@ -14,13 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.mulayer import LogLinearFit, MuLayerOptions, build_problem, features, parse_options
-from planner.branches import BRANCH_MODE, find_branch_regions
-from planner.errors import InputError, UnsupportedRequest
-from planner.evaluate import evaluate, evaluate_batch
+from models.mulayer import LogLinearFit, build_problem, features
+from planner.core.options import MuLayerOptions, parse_mulayer_options as parse_options
+from planner.core.branches import BRANCH_MODE, find_branch_regions
+from planner.core.errors import InputError, UnsupportedRequest
+from planner.core.evaluate import evaluate, evaluate_batch
 from planner.plan import make_plan
-from planner.problem import Assignment, Problem, Target
-from planner.schema import ModelProfile, PlanRequest, Platform
+from planner.core.problem import Assignment, Problem, Target
+from planner.core.schema import ModelProfile, PlanRequest, Platform
 from solvers.brute import all_assignments
 from solvers.mulayer import branch_search, mulayer_baselines, solve_mulayer
 

@@ -14,8 +14,8 @@ from api.problems import responses
 from api.routers.deps import Paging, paging, service
 from api.schemas import DocumentInfo, DocumentList
 from api.service import Service
-from planner.asymo_schema import AsymoCpu, AsymoNetwork
-from planner.schema import ModelProfile, Platform
+from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
+from planner.core.schema import ModelProfile, Platform
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 DocId = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="sha256 content id")]

@@ -16,7 +16,7 @@ from api.routers.deps import service
 from api.schemas import ServiceInfo, SolverInfo
 from api.service import Service
 from planner import __version__
-from planner.solver import registry
+from planner.registry import registry
 
 router = APIRouter(tags=["service"])
 STATIC_URL = "/static/docs"

@@ -14,7 +14,7 @@ from api.problems import ApiError, responses
 from api.routers.deps import Paging, paging, service
 from api.schemas import ExecutorPlan, JobList, JobResource, PlanList, PlanResource, PlanSubmission, ScheduleResource
 from api.service import Service
-from planner.errors import Issue
+from planner.core.errors import Issue
 
 router = APIRouter(prefix="/v1")
 PIPELINE = Depends(require("pipeline"))

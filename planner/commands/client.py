@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from planner.commands.solve import add_request_arguments
-from planner.errors import InfeasibleError, InputError, Issue, PlannerError
+from planner.core.errors import InfeasibleError, InputError, Issue, PlannerError
 
 SHA = re.compile(r"^[0-9a-f]{64}$")
 
@@ -94,7 +94,7 @@ def problem_error(r) -> PlannerError:  # noqa: ANN001
 
 
 def _read(path: str) -> tuple[dict, str]:
-    from planner.io import read_json
+    from planner.core.io import read_json
 
     data = read_json(path, "file")
     if not isinstance(data, dict):
@@ -178,7 +178,7 @@ def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
 
 def run_plan(args: argparse.Namespace) -> int:
     from planner.commands.solve import render, request_from_args
-    from planner.schema import Plan
+    from planner.core.schema import Plan
 
     client = Client(args.server, args.token)
     request = request_from_args(args)

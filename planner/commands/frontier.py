@@ -9,8 +9,8 @@ import io
 import json
 
 from planner.frontier import FrontierReport, frontier_report
-from planner.io import load
-from planner.schema import ModelProfile, Platform
+from planner.core.io import load
+from planner.core.schema import ModelProfile, Platform
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +74,7 @@ def to_csv(r: FrontierReport) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.errors import InputError
+    from planner.core.errors import InputError
 
     if args.max_transitions is not None and args.max_transitions < 0:
         raise InputError("--max-transitions", "must be 0 or more")

@@ -8,9 +8,9 @@ import argparse
 import numpy as np
 
 from models.compile import compile_problem
-from planner.io import load
-from planner.schema import ModelProfile, Platform
-from planner.solver import registry
+from planner.core.io import load
+from planner.core.schema import ModelProfile, Platform
+from planner.registry import registry
 
 
 def register(sub: argparse._SubParsersAction) -> None:

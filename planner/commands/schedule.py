@@ -9,9 +9,9 @@ from pathlib import Path
 
 from planner.cli import EXIT_INFEASIBLE
 from planner.commands.solve import parse_options
-from planner.errors import InputError
-from planner.io import load, parse
-from planner.schema import ModelProfile, Platform, Schedule, ScheduleRequest
+from planner.core.errors import InputError
+from planner.core.io import load, parse
+from planner.core.schema import ModelProfile, Platform, Schedule, ScheduleRequest
 from planner.scheduling import make_schedule
 
 

@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from planner.asymo_schema import DOCUMENTS as ASYMO_DOCUMENTS
-from planner.schema import DOCUMENTS as CORE_DOCUMENTS
+from planner.core.asymo_schema import DOCUMENTS as ASYMO_DOCUMENTS
+from planner.core.schema import DOCUMENTS as CORE_DOCUMENTS
 
 DOCUMENTS = {**CORE_DOCUMENTS, **ASYMO_DOCUMENTS}
 

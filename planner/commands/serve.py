@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from planner.errors import InputError
+from planner.core.errors import InputError
 
 BANNER = """
 ############################################################################

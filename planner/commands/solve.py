@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from planner.errors import InputError
-from planner.io import load, parse
+from planner.core.errors import InputError
+from planner.core.io import load, parse
 from planner.plan import make_plan
-from planner.schema import ModelProfile, Plan, PlanRequest, Platform
+from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -126,7 +126,7 @@ def _is_number(text: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.solver import get_solver
+    from planner.registry import get_solver
 
     platform_doc, profile_doc = getattr(get_solver(args.solver), "documents", (Platform, ModelProfile))
     platform = load(platform_doc, args.platform, "platform")

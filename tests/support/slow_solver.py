@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import time
 
-from planner.errors import UnsupportedRequest
-from planner.solver import Capabilities, get_solver
+from planner.core.errors import UnsupportedRequest
+from planner.core.solver import Capabilities
+from planner.registry import get_solver
 
 
 class SlowSolver:

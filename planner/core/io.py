@@ -8,7 +8,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from planner.errors import InputError, Issue, from_pydantic
+from planner.core.errors import InputError, Issue, from_pydantic
 
 M = TypeVar("M", bound=BaseModel)
 

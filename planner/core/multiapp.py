@@ -40,7 +40,7 @@ from typing import Sequence
 
 import numpy as np
 
-from models.multiapp import AppGraph, MappingProblem
+from planner.core.mapping import AppGraph, MappingProblem
 
 PENALTY = 1e6
 EPS = 1e-9

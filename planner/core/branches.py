@@ -7,7 +7,7 @@ on a *branch target* (a target whose `extra` has ("mode", "branch")). Each branc
 runs whole on one processor as its own slice, and the module takes as long as its
 busiest processor: the sum of the branch slices mapped there, which is the estimate
 the paper's exhaustive mapping search uses. Everything else runs as the chain
-evaluator says. `planner.evaluate.evaluate` calls `branch_parallel` whenever a plan
+evaluator says. `planner.core.evaluate.evaluate` calls `branch_parallel` whenever a plan
 uses branch targets, so every number a plan reports still comes from one evaluator.
 Energy is unchanged: every layer still runs once.
 """
@@ -16,13 +16,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
-if TYPE_CHECKING:  # evaluate imports this module lazily; no cycle at run time
-    from planner.evaluate import Evaluation
-    from planner.problem import Assignment, Problem, Target
+from planner.core.evaluation import Evaluation
+from planner.core.problem import Assignment, Problem, Target
 
 BRANCH_MODE = ("mode", "branch")
 

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from planner.schema import Id, NonNegFloat, PosFloat, Strict, _duplicates, _fail
+from planner.core.schema import Id, NonNegFloat, PosFloat, Strict, _duplicates, _fail
 
 PosInt = Annotated[int, Field(ge=1)]
 MIN_SAMPLES = 10  # 10-fold cross-validation (section 5)

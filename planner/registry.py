@@ -1,71 +1,16 @@
-"""The small protocol every solver implements, and the registry the shells use.
-
-A solver module in the `solvers` package exposes `SOLVERS = [instance, ...]`; the
-registry discovers them, so adding a solver touches no shared file. Modules must
-import heavy libraries (z3, ortools, deap) inside `solve`, not at import time.
+"""The solver registry the shells use: a solver module in the `solvers` package exposes
+`SOLVERS = [instance, ...]`; the registry discovers them, so adding a solver touches no
+shared file. The protocol itself is planner.core.solver.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
-from planner.errors import UnsupportedRequest
-from planner.problem import Assignment, Problem
-from planner.schema import PlanRequest
-
-Status = Literal["optimal", "feasible", "not_proven", "infeasible"]
-Progress = Callable[[float, str], None]
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    objectives: frozenset[str] = frozenset({"latency", "energy"})
-    constraints: frozenset[str] = frozenset({"devices"})
-    exact: bool = True
-    graph: Literal["chain", "dag"] = "chain"
-    fast: bool = True  # answers in well under a second at product sizes (API answers at once)
-    description: str = ""
-    # "plan": solve(Problem, PlanRequest) -> Solution (chain slicing, `planner solve`);
-    # "schedule": solve(ScheduleProblem, ScheduleRequest) -> ScheduleSolution (several
-    # networks / pipelining over logical PEs, `planner schedule`, planner.scheduling).
-    kind: Literal["plan", "schedule"] = "plan"
-
-
-@dataclass
-class Solution:
-    """What a solver returns; the Plan's numbers come from the evaluator, not from here."""
-
-    assignment: Assignment | None
-    status: Status
-    objective: float | None = None  # the solver's own value, tested against the evaluator
-    bound: float | None = None
-    wall_time_ms: float = 0.0
-    evaluations: int | None = None
-    notes: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    alternatives: list[Assignment] = field(default_factory=list)
-
-
-@runtime_checkable
-class Solver(Protocol):
-    name: str
-    capabilities: Capabilities
-
-    def solve(self, problem: Problem, request: PlanRequest, progress: Progress | None = None) -> Solution: ...
-
-
-class Stopwatch:
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-
-    @property
-    def ms(self) -> float:
-        return (time.perf_counter() - self.t0) * 1e3
-
+from planner.core.errors import UnsupportedRequest
+from planner.core.schema import PlanRequest
+from planner.core.solver import Solver
 
 _REGISTRY: dict[str, Solver] | None = None
 
@@ -102,7 +47,7 @@ def get_solver(name: str) -> Solver:
 def document_types(solver: Solver) -> tuple[type, type]:
     """The (platform-like, profile-like) documents a solver plans over: Platform and
     ModelProfile unless it declares its own (AsyMo's CPU and network documents)."""
-    from planner.schema import ModelProfile, Platform
+    from planner.core.schema import ModelProfile, Platform
 
     return getattr(solver, "documents", None) or (Platform, ModelProfile)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.problem import Problem, Target
+from planner.core.problem import Problem, Target
 
 
 def make_problem(

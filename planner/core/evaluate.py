@@ -8,64 +8,19 @@ sharing code with any solver's recurrence, so agreement means something.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.problem import Assignment, Objective, Problem
-
-
-@dataclass(frozen=True)
-class SliceCost:
-    first: int
-    last: int
-    target: int
-    exec_time_ms: float
-    exec_energy_mj: float
-    comm_in_time_ms: float
-    comm_out_time_ms: float
-    comm_in_energy_mj: float
-    comm_out_energy_mj: float
-    memory_bytes: int
-
-    @property
-    def time_ms(self) -> float:
-        return self.exec_time_ms + self.comm_in_time_ms + self.comm_out_time_ms
-
-    @property
-    def energy_mj(self) -> float:
-        return self.exec_energy_mj + self.comm_in_energy_mj + self.comm_out_energy_mj
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    latency_ms: float
-    energy_mj: float
-    execution_time_ms: float
-    communication_time_ms: float  # slice in/out plus pair transitions
-    execution_energy_mj: float
-    communication_energy_mj: float
-    transition_time_ms: float
-    transition_energy_mj: float
-    slices: tuple[SliceCost, ...]
-    n_transitions: int
-    violations: tuple[str, ...] = field(default=())
-
-    @property
-    def feasible(self) -> bool:
-        return not self.violations
-
-    def objective(self, objective: Objective) -> float:
-        if not self.feasible:
-            return math.inf
-        return self.latency_ms if objective == "latency" else self.energy_mj
+from planner.core.branches import branch_parallel, has_branch_targets
+from planner.core.evaluation import Evaluation, SliceCost
+from planner.core.problem import Assignment, Problem
 
 
 def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
     """Latency and energy of a chain-executed plan (layers run one after another in
     profile order), execution plus communication at every slice boundary, the
     model's input and output included. Modules whose branches the plan runs on
-    branch targets run them in parallel (planner.branches, muLayer section 5)."""
+    branch targets run them in parallel (planner.core.branches, muLayer section 5)."""
     if len(assignment.targets) != problem.n_layers:
         raise ValueError(f"assignment has {len(assignment.targets)} layers, problem has {problem.n_layers}")
     violations: list[str] = []
@@ -124,11 +79,8 @@ def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
         n_transitions=assignment.n_transitions,
         violations=tuple(violations),
     )
-    if any(t.extra for t in problem.targets):
-        from planner.branches import branch_parallel, has_branch_targets
-
-        if has_branch_targets(problem):
-            ev = branch_parallel(problem, assignment, ev)
+    if any(t.extra for t in problem.targets) and has_branch_targets(problem):
+        ev = branch_parallel(problem, assignment, ev)
     return ev
 
 
@@ -138,14 +90,11 @@ def evaluate_batch(problem: Problem, targets: np.ndarray, starts: np.ndarray) ->
     population-based solvers. Infeasible plans get +inf. Agrees with `evaluate`."""
     targets = np.asarray(targets, dtype=np.intp)
     starts = np.asarray(starts, dtype=bool).copy()
-    if any(t.extra for t in problem.targets):
-        from planner.branches import has_branch_targets
-
-        if has_branch_targets(problem):  # branch-parallel modules: not a per-slice sum
-            starts[:, 0] = True
-            evs = [evaluate(problem, Assignment.from_targets(tg, np.flatnonzero(st))) for tg, st in zip(targets, starts)]
-            lat = np.array([e.latency_ms if e.feasible else np.inf for e in evs])
-            return lat, np.array([e.energy_mj if e.feasible else np.inf for e in evs])
+    if any(t.extra for t in problem.targets) and has_branch_targets(problem):  # branch-parallel modules: not a per-slice sum
+        starts[:, 0] = True
+        evs = [evaluate(problem, Assignment.from_targets(tg, np.flatnonzero(st))) for tg, st in zip(targets, starts)]
+        lat = np.array([e.latency_ms if e.feasible else np.inf for e in evs])
+        return lat, np.array([e.energy_mj if e.feasible else np.inf for e in evs])
     n, L = targets.shape
     if L != problem.n_layers:
         raise ValueError("layer count mismatch")
