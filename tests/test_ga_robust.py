@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from models.multiapp import compile_schedule
-from planner.multiapp import PENALTY, evaluate_batch, pareto_mask
-from planner.solver import get_solver
+from planner.core.multiapp import PENALTY, evaluate_batch, pareto_mask
+from planner.registry import get_solver
 from schedule_instances import varied_instance
 
 EXH = get_solver("exhaustive")
