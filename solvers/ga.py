@@ -16,6 +16,17 @@ both). All randomness comes from numpy Generators seeded by the request (and DEA
 module RNG, seeded and restored): the same seed and options give the same front. The
 returned set is every non-dominated mapping seen.
 
+Strategy "seeded" (default; issue 15: >= 99% of the exact front for every seed on any
+cost shape) starts each configuration from structured joint mappings (_seeds): each
+network's own front per set of PE classes (exact by enumeration when its space is small,
+else a chain DP and structured mappings), combined network by network in priority order
+keeping the schedulable non-dominated partial mappings (_beam), and every network wholly
+on one PE; its first hill-climb cycles through the objectives; after `patience`
+generations without a new non-dominated mapping the population restarts (half from the
+front, half fresh), and after `restarts` fruitless restarts in a row the configuration
+stops early (deterministic: counted in generations). "classic" is the previous GA
+exactly (no seeds, no restarts), kept for comparison (bench/multiapp.py).
+
 SPEA2 is DEAP's selSPEA2 semantics vectorised (spea2_select, tested index-for-index
 against the library); "spea2-deap" calls the library itself (~10x slower per generation).
 
@@ -23,7 +34,11 @@ Options: population (int, 100), generations (int, 150), selection ("spea2" | "sp
 "nsga2"), crossover (prob., 0.9), mutation (per-gene prob., default 1.5 / chromosome
 length), workers (int, 1), chunks (int, default workers), local_search (int, 2: front
 members hill-climbed per generation, the best by the first objective first; 0 = the
-paper's plain GA), record_history (bool: per-generation fronts for benchmarks).
+paper's plain GA), strategy ("seeded" | "classic"), patience (int, 20 seeded / 0 classic:
+generations without progress before a restart; 0 = never restart or stop early), restarts
+(int, 2), network_moves (bool, false: whole-network crossover and PE swaps within one
+network; measured no better on the Galaxy S9 benchmark), record_history (bool:
+per-generation fronts for benchmarks).
 """
 
 from __future__ import annotations
@@ -46,8 +61,9 @@ OPTIONS = ["population", "generations", "selection", "crossover", "mutation", "w
            "local_search", "strategy", "patience", "restarts", "network_moves"]
 
 ALONE_ENUMERATION_LIMIT = 50_000  # a network whose own mapping space is this small is enumerated for seeds
-SEEDS_PER_NETWORK = 24  # members of a network's own front kept for joint seeds
-JOINT_SEEDS = 6  # x population: joint seeds scored up front
+SEEDS_PER_SUBSET = 8  # members of a network's own front per set of PE classes kept for joint seeds
+JOINT_SEEDS = 6  # x population: most all-on-one-PE joint seeds sampled
+BEAM_WIDTH = 16  # partial joint mappings kept per network placed (_beam)
 
 
 def _score(problem, genes: np.ndarray) -> np.ndarray:
@@ -111,11 +127,65 @@ def _spread(rows: np.ndarray, k: int) -> np.ndarray:
     return rows if len(rows) <= k else rows[np.unique(np.linspace(0, len(rows) - 1, k).round().astype(int))]
 
 
+def _pe_classes(mp) -> np.ndarray:
+    """(P,) class of each PE: interchangeable PEs (same cluster, same core count) share one."""
+    keys: dict[tuple, int] = {}
+    return np.array([keys.setdefault((pe.device_id, pe.cores, pe.is_cpu), len(keys)) for pe in mp.pes], dtype=np.intp)
+
+
+def _chain_front(mp, a: int, k: int = 64, classes: frozenset | None = None) -> np.ndarray:
+    """Network a's (time, energy) trade-offs as a chain in layer order: a bi-objective
+    shortest path over (layer, PE class) with Pareto label sets (thinned to k per state),
+    one representative PE per class of interchangeable PEs. Exact for a chain on one PE
+    of each class; for a DAG the transfers of edges that skip a layer are left out, so
+    these are candidates, each scored exactly by the caller."""
+    app = mp.apps[a]
+    L = app.n_layers
+    cls = _pe_classes(mp)
+    reps = [int(np.flatnonzero(cls == c)[0]) for c in range(cls.max() + 1) if classes is None or c in classes]
+    edge = {(int(u), int(v)): e for e, (u, v) in enumerate(app.edges)}
+    t_x, e_x = app.exec_time_ms, app.exec_energy_mj
+    labels = {}  # PE -> (time (n,), energy (n,), genes (n, i+1))
+    for p in reps:
+        if np.isfinite(t_x[0, p]):
+            labels[p] = (np.array([t_x[0, p]]), np.array([e_x[0, p]]), np.array([[p]], dtype=np.intp))
+    for i in range(1, L):
+        e = edge.get((i - 1, i))
+        nxt = {}
+        for q in reps:
+            if not np.isfinite(t_x[i, q]):
+                continue
+            ts, es, gs = [], [], []
+            for p, (t, en, g) in labels.items():
+                tt = t + t_x[i, q] + (app.edge_time_ms[e, p, q] if e is not None else 0.0)
+                ee = en + e_x[i, q] + (app.edge_energy_mj[e, p, q] if e is not None else 0.0)
+                ts.append(tt)
+                es.append(ee)
+                gs.append(np.concatenate([g, np.full((len(g), 1), q, dtype=np.intp)], axis=1))
+            if not ts:
+                continue
+            t, en, g = np.concatenate(ts), np.concatenate(es), np.concatenate(gs)
+            order = np.lexsort((en, t))
+            t, en, g = t[order], en[order], g[order]
+            keep = en < np.concatenate([[np.inf], np.minimum.accumulate(en)[:-1]])  # 2-D Pareto filter
+            t, en, g = t[keep], en[keep], g[keep]
+            idx = _spread(np.arange(len(t)), k)
+            nxt[q] = (t[idx], en[idx], g[idx])
+        labels = nxt
+    if not labels:
+        return np.empty((0, L), dtype=np.intp)
+    return np.concatenate([g for _, _, g in labels.values()])
+
+
 def _network_front(mp, a: int, evaluate_alone) -> np.ndarray:
     """Network a's own front (response time or period, energy) on this configuration:
     exact by enumeration when its space is small, else over structured mappings (each
     layer on its fastest / least-energy PE, everything that can on one PE, two stages
-    p -> q at every cut), each run through the evaluator alone."""
+    p -> q at every cut, the chain DP's trade-offs on each set of PE classes), each run
+    through the evaluator alone. Kept: the front within each set of PE classes (the
+    network on the CPU alone, on the GPU alone, on both...), since what is best alone is
+    often unschedulable beside the others (a low-priority network on a shared
+    non-preemptive GPU) while a dominated alone mapping fits."""
     from solvers.exhaustive import count_mappings, decode
 
     app = mp.apps[a]
@@ -137,36 +207,94 @@ def _network_front(mp, a: int, evaluate_alone) -> np.ndarray:
                         r = np.where(feas[:, p], p, fast)
                         r[c:] = np.where(feas[c:, q], q, fast[c:])
                         rows.append(r)
-        rows = np.unique(np.array(rows, dtype=np.intp), axis=0)
+        cls = _pe_classes(mp)
+        subsets = _class_subsets(int(cls.max()) + 1)
+        rows = np.unique(np.concatenate([np.array(rows, dtype=np.intp)] + [_chain_front(mp, a, classes=c) for c in subsets]),
+                         axis=0)
     objs = evaluate_alone(_alone(mp, a), rows)
     ok = np.isfinite(objs).all(axis=1)
     rows, objs = rows[ok], objs[ok]
-    keep = pareto_mask(objs)
-    rows, objs = rows[keep], objs[keep]
-    return rows[np.lexsort(objs.T[::-1])]
-
-
-def _seeds(mp, gen: "_Genome", rng: np.random.Generator, n: int, evaluate_alone) -> np.ndarray:
-    """Joint mappings built from what each network does best by itself: combinations of
-    the networks' own fronts (every one when few, else n at random, plus quantile-aligned
-    ones), each also with the networks spread over twin CPU PEs (network a's twins
-    rotated by a, so networks that would share a core use different ones), and every
-    network wholly on one PE (each combination of PEs, or n at random). Robust to the
-    cost shape: whichever region of the joint front a network's extremes lead to is
-    seeded, for every CPU configuration (the GA runs once per configuration)."""
-    A = len(mp.apps)
-    fronts = [_spread(_network_front(mp, a, evaluate_alone), SEEDS_PER_NETWORK) for a in range(A)]
-    sizes = [len(f) for f in fronts]
+    cls = _pe_classes(mp)
+    used = np.zeros((len(rows), int(cls.max()) + 1), dtype=bool)  # which PE classes each mapping uses
+    used[np.repeat(np.arange(len(rows)), L), cls[rows].ravel()] = True
     out = []
-    if min(sizes) > 0:
-        total = int(np.prod(sizes))
-        if total <= n:
-            idx = np.array(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij")).reshape(A, -1).T
-        else:
-            q = np.linspace(0, 1, min(max(sizes), n // 4 + 1))
-            aligned = np.stack([np.round(q * (k - 1)).astype(int) for k in sizes], axis=1)
-            idx = np.concatenate([aligned, np.stack([rng.integers(0, k, size=n) for k in sizes], axis=1)])
-        out.append(np.concatenate([fronts[a][idx[:, a]] for a in range(A)], axis=1))
+    for sub in _class_subsets(used.shape[1]):  # the front within each set of PE classes
+        inside = np.flatnonzero(~used[:, [c for c in range(used.shape[1]) if c not in sub]].any(axis=1))
+        if len(inside):
+            f = inside[pareto_mask(objs[inside])]
+            out.append(_spread(f[np.lexsort(objs[f].T[::-1])], SEEDS_PER_SUBSET))
+    keep = np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.intp)
+    return rows[keep[np.lexsort(objs[keep].T[::-1])]]
+
+
+def _class_subsets(n: int) -> list[frozenset]:
+    """Non-empty sets of PE classes (all of them up to 4 classes; else singletons and all)."""
+    if n <= 4:
+        return [frozenset(c for c in range(n) if m >> c & 1) for m in range(1, 2 ** n)]
+    return [frozenset([c]) for c in range(n)] + [frozenset(range(n))]
+
+
+def _relabel(rows: np.ndarray, gen: "_Genome", lo: int, hi: int) -> np.ndarray:
+    """rows (one network's genes) with their twin PEs rotated every way: the same own
+    costs, different neighbours (which other network shares which core)."""
+    out = [rows]
+    size = max((len(g) for g in gen.twin_groups), default=1)
+    cols = np.arange(hi - lo)[None, :]
+    for r in range(1, size):
+        perm = np.arange(gen.n_pes)
+        for g in gen.twin_groups:
+            perm[g] = np.roll(g, -r)
+        block = perm[rows]
+        out.append(np.where(gen.feasible[lo:hi][cols, block], block, rows))
+    return np.unique(np.concatenate(out), axis=0)
+
+
+def _beam(mp, gen: "_Genome", fronts: list[np.ndarray], evaluate, width: int) -> np.ndarray:
+    """Networks added one at a time, highest priority first: every kept partial mapping
+    x every (relabelled) member of the next network's own front, scored exactly on the
+    networks placed so far (a lower-priority network cannot delay a higher one except by
+    blocking a non-preemptive PE, which the score includes); the non-dominated partial
+    mappings (thinned to `width` along energy, each objective's best kept) go on. Own
+    fronts ignore interference, so most of their raw combinations miss a deadline; this
+    keeps the schedulable ones. Returns the last level's non-dominated joint mappings."""
+    order = mp.priority_rank
+    beam = np.empty((1, 0), dtype=np.intp)
+    placed: list[int] = []
+    rows = beam
+    for a in order:
+        lo, hi = gen.spans[a]
+        cand = _relabel(fronts[a], gen, lo, hi)
+        rows = np.concatenate([np.repeat(beam, len(cand), axis=0), np.tile(cand, (len(beam), 1))], axis=1)
+        placed.append(a)
+        sub = dataclasses.replace(mp, apps=tuple(mp.apps[i] for i in placed))
+        objs = evaluate(sub, rows)
+        ok = np.isfinite(objs).all(axis=1)
+        rows, objs = rows[ok], objs[ok]
+        if not len(rows):
+            return np.empty((0, mp.n_genes), dtype=np.intp)
+        keep = np.flatnonzero(pareto_mask(objs))
+        rows, objs = rows[keep], objs[keep]
+        pick = set(_spread(np.argsort(objs[:, -1], kind="stable"), width).tolist())
+        pick |= {int(np.argmin(objs[:, j])) for j in range(objs.shape[1])}
+        beam = rows[sorted(pick)]
+    # columns are in priority order; back to the request's order
+    starts = np.cumsum([0] + [mp.apps[a].n_layers for a in placed])
+    cols = np.concatenate([np.arange(starts[placed.index(a)], starts[placed.index(a) + 1]) for a in range(len(mp.apps))])
+    return rows[:, cols]
+
+
+def _seeds(mp, gen: "_Genome", rng: np.random.Generator, n: int, evaluate) -> np.ndarray:
+    """Joint mappings built from what each network does best by itself: each network's
+    own front (_network_front), combined network by network in priority order (_beam),
+    and every network wholly on one PE (each combination of PEs, or n at random), also
+    with the networks spread over twin CPU PEs (network a's twins rotated by a). Robust
+    to the cost shape: whichever region of the joint front a network's extremes lead to
+    is seeded, for every CPU configuration (the GA runs once per configuration)."""
+    A = len(mp.apps)
+    fronts = [_network_front(mp, a, evaluate) for a in range(A)]
+    out = []
+    if min(len(f) for f in fronts) > 0:
+        out.append(_beam(mp, gen, fronts, evaluate, BEAM_WIDTH))
     feas = gen.feasible
     fast = np.concatenate([np.argmin(app.exec_time_ms, axis=1) for app in mp.apps])
     one = np.stack([np.where(feas[:, p], p, fast) for p in range(mp.n_pes)])  # (P, G)
@@ -176,19 +304,18 @@ def _seeds(mp, gen: "_Genome", rng: np.random.Generator, n: int, evaluate_alone)
     rows = np.empty((len(pick), mp.n_genes), dtype=np.intp)
     for a, (lo, hi) in enumerate(gen.spans):
         rows[:, lo:hi] = one[pick[:, a], lo:hi]
-    out.append(rows)
-    seeds = np.concatenate(out)
     if gen.twin_groups and A > 1:
-        spread = seeds.copy()
+        spread = rows.copy()
         for a, (lo, hi) in enumerate(gen.spans):
             perm = np.arange(mp.n_pes)
             for g in gen.twin_groups:
                 perm[g] = np.roll(g, -a)
-            block = perm[seeds[:, lo:hi]]
+            block = perm[rows[:, lo:hi]]
             ok = feas[np.arange(lo, hi)[None, :], block]
-            spread[:, lo:hi] = np.where(ok, block, seeds[:, lo:hi])
-        seeds = np.concatenate([seeds, spread])
-    return np.unique(seeds, axis=0)
+            spread[:, lo:hi] = np.where(ok, block, rows[:, lo:hi])
+        rows = np.concatenate([rows, spread])
+    out.append(rows)
+    return np.unique(np.concatenate(out), axis=0)
 
 
 class _Genome:
