@@ -66,19 +66,20 @@ def request(apps, **kw) -> ScheduleRequest:
 OPS = ("conv", "dw", "add", "pool", "fc")
 
 
-def varied_instance(rng: np.random.Generator, *, max_mappings: int = 1_000_000):
+def varied_instance(rng: np.random.Generator, *, max_mappings: int = 1_000_000, networks: int = 2,
+                    layers: tuple[int, int] = (4, 7)):
     """A small instance of a random cost shape (issue 15), as documents: (platform,
     profiles, request). Varies per op type the GPU/CPU speed ratio (GPU from 5x faster
     to 5x slower), how a layer scales with cores (4 cores may be slower than 1 on small
     layers), transfers from free to dominant and costing energy, an NPU (estimated from
     the CPU, refusing some op types), a GPU refusing an op type, a GPU memory limit, a
     utilisation cap, periods from tight to loose and priorities that are not
-    rate-monotonic. Two networks of 4-7 layers; sizes are drawn again until every CPU
+    rate-monotonic. `networks` networks of `layers` layers each; sizes are drawn again until every CPU
     configuration's mapping space sums to <= max_mappings, so enumeration stays cheap."""
     while True:
         cores = int(rng.choice([2, 3, 4]))
         npu = bool(rng.random() < 0.4)
-        n_layers = [int(rng.integers(4, 8)) for _ in range(2)]
+        n_layers = [int(rng.integers(layers[0], layers[1] + 1)) for _ in range(networks)]
         parts = None if cores < 4 else [[2, 2], [1, 1, 1, 1]] if rng.random() < 0.5 else [[4], [2, 1, 1]]
         from models.multiapp import partitions as all_parts
 
@@ -136,7 +137,7 @@ def varied_instance(rng: np.random.Generator, *, max_mappings: int = 1_000_000):
     plat = Platform.model_validate({"name": "varied", "devices": devices, "transitions": trans})
     periods = [sum(max(min(m["time_ms"] for m in lay.model_dump()["measurements"]), 1e-3) for lay in p.layers)
                * float(rng.uniform(1.5, 5.0)) for p in profiles]
-    prio = [int(x) for x in rng.permutation(2)]
+    prio = [int(x) for x in rng.permutation(networks)]
     req = request([(p.name, round(t, 3), r) for p, t, r in zip(profiles, periods, prio)],
                   cpu_utilisation_cap=float(rng.choice([0.5, 0.7, 1.0])),
                   interference_window=str(rng.choice(["period", "mobility"])),
