@@ -274,7 +274,7 @@ def main() -> None:
                 for p in (90, 95, 99))
             print(f"  {r['strategy']:<7} {r['selection']:<5} seed {r['seed']:>2} x{r['generations']:>4} ({r['generations_run']:>4} run): "
                   f"{r['wall_s']:6.1f} s wall {r['cpu_s']:6.1f} s CPU, front {r['front_size']:5d}, final HV {100 * (r['final_hv_ratio'] or 0):6.2f}% | {reach}")
-        if "min_relative_response" in g:
+        if g.get("min_relative_response"):
             rel = ", ".join(f"{n} {g['min_response_ms'][n]:.2f} ms ({g['min_relative_response'][n]:.2f}x)" for n in alone)
             print(f"  min response (relative to alone): {rel}")
 

@@ -67,7 +67,7 @@ OPS = ("conv", "dw", "add", "pool", "fc")
 
 
 def varied_instance(rng: np.random.Generator, *, max_mappings: int = 1_000_000, networks: int = 2,
-                    layers: tuple[int, int] = (4, 7)):
+                    layers: tuple[int, int] = (4, 7), cores: int | None = None, npu: bool | None = None):
     """A small instance of a random cost shape (issue 15), as documents: (platform,
     profiles, request). Varies per op type the GPU/CPU speed ratio (GPU from 5x faster
     to 5x slower), how a layer scales with cores (4 cores may be slower than 1 on small
@@ -76,16 +76,19 @@ def varied_instance(rng: np.random.Generator, *, max_mappings: int = 1_000_000, 
     utilisation cap, periods from tight to loose and priorities that are not
     rate-monotonic. `networks` networks of `layers` layers each; sizes are drawn again until every CPU
     configuration's mapping space sums to <= max_mappings, so enumeration stays cheap."""
-    while True:
-        cores = int(rng.choice([2, 3, 4]))
-        npu = bool(rng.random() < 0.4)
+    fixed_cores, fixed_npu = cores, npu
+    for _ in range(10_000):
+        cores = int(rng.choice([2, 3, 4])) if fixed_cores is None else fixed_cores
+        npu = bool(rng.random() < 0.4) if fixed_npu is None else fixed_npu
         n_layers = [int(rng.integers(layers[0], layers[1] + 1)) for _ in range(networks)]
-        parts = None if cores < 4 else [[2, 2], [1, 1, 1, 1]] if rng.random() < 0.5 else [[4], [2, 1, 1]]
+        parts = None if cores < 4 or fixed_cores else [[2, 2], [1, 1, 1, 1]] if rng.random() < 0.5 else [[4], [2, 1, 1]]
         from models.multiapp import partitions as all_parts
 
         pes = [len(p) + 1 + npu for p in (parts or all_parts(cores))]
         if sum(p ** sum(n_layers) for p in pes) <= max_mappings:
             break
+    else:
+        raise ValueError(f"no instance of these sizes has <= {max_mappings} mappings")
     gpu_ratio = {op: float(np.exp(rng.uniform(np.log(0.2), np.log(5.0)))) for op in OPS}
     scaling = {op: float(rng.uniform(-0.4, 1.0)) for op in OPS}  # t(k cores) = t(1) / k^scaling
     gpu_refuses = [str(rng.choice(OPS))] if rng.random() < 0.35 else []
