@@ -45,6 +45,7 @@ class Settings:
     solver_modules: tuple[str, ...] = ()  # extra modules exposing SOLVERS = [...] (plug-ins, tests)
     timeout_grace_s: float = 2.0  # a solver past time_limit_s + grace is killed
     poll_interval_s: float = 1.0  # long-poll re-checks the database this often (other processes)
+    session_secret: str | None = None  # signs the web UI's session cookie; None = random per process (log in again after a restart)
 
     @property
     def url(self) -> str:
@@ -72,5 +73,6 @@ class Settings:
             limits=limits,
             token_cache_s=_env_float("PLANNER_TOKEN_CACHE_S", 5.0),
             solver_modules=modules,
+            session_secret=os.environ.get("PLANNER_SESSION_SECRET") or None,
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})
