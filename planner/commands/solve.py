@@ -128,7 +128,7 @@ def render(plan: Plan) -> str:
     for s, span in zip(plan.slices, spans):
         row = (f"{s.index:>5}  {span:<{lw}} {s.target:<{tw}} {s.time_ms:>10.3f} {_mj(s.energy_mj):>10} "
                f"{s.comm_in_time_ms + s.comm_out_time_ms:>9.3f}")
-        row += f" {s.transition_time_ms:>9.3f} {s.transition_energy_mj:>9.3f}" if trans else ""
+        row += f" {s.transition_time_ms:>9.3f} {_mj(s.transition_energy_mj if s.energy_mj is not None else None):>9}" if trans else ""
         lines.append(row + f" {s.memory_bytes / 1e6:>9.1f}")
     lines.append("(time_ms, energy_mj: execution + tensor in/out (comm_ms)"
                  + (" + transition into the slice (trans_ms, OUT of the previous device + IN of this one)" if trans else "") + ")")

@@ -640,7 +640,7 @@ class SliceOut(BaseModel):
     target: str = Field(description="Paper notation, e.g. G@667; solver details follow as /key=value (p=share, dtype, mode=branch)")
     time_ms: float = Field(description="Execution plus the slice's tensor in/out plus the transition paid entering it")
     energy_mj: float | None = Field(description="Execution plus tensor in/out plus transition energy, as time_ms; "
-                                      "None: the profile has no energy measurements")
+                                     "None: the profile has no energy measurements")
     comm_in_time_ms: float = Field(description="Moving the slice's input tensor to its device (MOSAIC eq. 1)")
     comm_out_time_ms: float = Field(description="Moving the slice's output tensor back (MOSAIC eq. 2)")
     transition_time_ms: float = Field(
@@ -669,7 +669,7 @@ class Metrics(BaseModel):
 
     latency_ms: float = Field(description="Wall-clock time of one inference: the critical path")
     energy_mj: float | None = Field(description="Energy of one inference: execution plus communication; None: the "
-                                    "profile has no energy measurements (energy_source)")
+                                     "profile has no energy measurements (energy_source)")
     execution_time_ms: float = Field(description="Processor time computing layers, summed over processors (overlaps count twice)")
     communication_time_ms: float = Field(description="Tensor in/out of every slice plus device-pair transitions, summed")
     execution_energy_mj: float | None
