@@ -76,7 +76,8 @@ def render(plan: Plan) -> str:
         f"({plan.report.status}, {plan.report.wall_time_ms:.3f} ms)",
         f"plan      {plan.notation}",
         f"latency   {m.latency_ms:10.3f} ms   (execution {m.execution_time_ms:.3f}, communication {m.communication_time_ms:.3f})",
-        f"energy    {m.energy_mj:10.3f} mJ   (execution {m.execution_energy_mj:.3f}, communication {m.communication_energy_mj:.3f})",
+        (f"energy    {m.energy_mj:10.3f} mJ   (execution {m.execution_energy_mj:.3f}, communication {m.communication_energy_mj:.3f})"
+         if m.energy_mj is not None else "energy        not measured (the profile has no power data)"),
         "",
     ]
     tw = max([10, *(len(s.target) for s in plan.slices)])
@@ -84,7 +85,7 @@ def render(plan: Plan) -> str:
     for s in plan.slices:
         span = s.first_layer if s.first_layer == s.last_layer else f"{s.first_layer}..{s.last_layer}"
         lines.append(
-            f"{s.index:>5}  {span[:24]:<24} {s.target:<{tw}} {s.time_ms:>10.3f} {s.energy_mj:>10.3f} "
+            f"{s.index:>5}  {span[:24]:<24} {s.target:<{tw}} {s.time_ms:>10.3f} {_mj(s.energy_mj):>10} "
             f"{s.comm_in_time_ms + s.comm_out_time_ms:>9.3f} {s.memory_bytes / 1e6:>9.1f}"
         )
     if plan.comparisons:
@@ -93,7 +94,7 @@ def render(plan: Plan) -> str:
         lines += ["", f"{'compared with':<{nw}} {'latency_ms':>10} {'energy_mj':>10} {'saving':>8}  plan"]
         for c in plan.comparisons:
             lines.append(
-                f"{c.name:<{nw}} {c.latency_ms:>10.3f} {c.energy_mj:>10.3f} {c.saving_pct:>7.1f}%  {c.notation}"
+                f"{c.name:<{nw}} {c.latency_ms:>10.3f} {_mj(c.energy_mj):>10} {c.saving_pct:>7.1f}%  {c.notation}"
             )
         lines.append(f"(saving: how much lower this plan's {plan.objective} in {unit} is than each alternative's)")
     for table in plan.report.details.get("tables", []):
@@ -101,6 +102,10 @@ def render(plan: Plan) -> str:
     for w in plan.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def _mj(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def render_table(table: dict) -> list[str]:

@@ -388,10 +388,15 @@ class Measurement(Strict):
         description="Data type the layer ran in (quint8, f16, f32, ...); omitted = the model's native type (F32)",
     )
 
+    time_spread_ms: NonNegFloat | None = Field(
+        None, description="Spread of the profiled runs (p90 - p10); time_ms is their median"
+    )
+    runs: Annotated[int, Field(ge=1)] | None = Field(None, description="How many timed runs time_ms summarises")
+
     @model_validator(mode="after")
     def _check(self) -> "Measurement":
-        if self.power_w is None and self.energy_mj is None:
-            _fail("Measurement", [(("power_w",), "give power_w or energy_mj")], None)
+        # Neither power_w nor energy_mj: a time-only measurement (no power source on the
+        # board). Its energy is unknown, never guessed; energy requests are refused.
         if self.power_w is not None and self.energy_mj is not None:
             implied = self.power_w * self.time_ms
             if not math.isclose(implied, self.energy_mj, rel_tol=0.01, abs_tol=1e-9):
@@ -404,7 +409,10 @@ class Measurement(Strict):
 
     @property
     def avg_power_w(self) -> float:
-        return self.power_w if self.power_w is not None else self.energy_mj / self.time_ms  # type: ignore[operator]
+        """Average power; NaN for a time-only measurement (energy unknown)."""
+        if self.power_w is not None:
+            return self.power_w
+        return self.energy_mj / self.time_ms if self.energy_mj is not None else math.nan
 
 
 class LayerTransition(Strict):
@@ -460,6 +468,12 @@ class ModelProfile(Strict):
     name: str = Field(min_length=1, max_length=200)
     platform: str | None = Field(None, description="Name of the platform it was profiled on")
     source: str = ""
+    energy_source: str | None = Field(
+        None, max_length=500,
+        description="What measured power/energy (e.g. 'rapl:/sys/class/powercap/intel-rapl:0', 'ina3221', "
+        "'csv:meter.csv'), or why there is none; measurements without power_w/energy_mj are time-only and "
+        "an energy objective or cap on them is refused",
+    )
     layers: list[Layer] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -521,6 +535,15 @@ class ModelProfile(Strict):
                         )
                     )
         return out
+
+    def time_only_measurements(self) -> list[tuple[int, int]]:
+        """(layer, measurement) indices of measurements with no power or energy."""
+        return [
+            (i, j)
+            for i, layer in enumerate(self.layers)
+            for j, m in enumerate(layer.measurements)
+            if m.power_w is None and m.energy_mj is None
+        ]
 
     def predecessor_indices(self) -> list[list[int]]:
         position = {layer.id: i for i, layer in enumerate(self.layers)}
@@ -589,7 +612,7 @@ class SliceOut(BaseModel):
     freq_mhz: float
     target: str = Field(description="Paper notation, e.g. G@667")
     time_ms: float = Field(description="Execution plus the slice's tensor in/out")
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
     comm_in_time_ms: float
     comm_out_time_ms: float
     memory_bytes: int
@@ -603,16 +626,16 @@ class LayerOut(BaseModel):
     freq_mhz: float
     target: str
     time_ms: float
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
 
 
 class Metrics(BaseModel):
     latency_ms: float
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements (energy_source)")
     execution_time_ms: float
     communication_time_ms: float
-    execution_energy_mj: float
-    communication_energy_mj: float
+    execution_energy_mj: float | None
+    communication_energy_mj: float | None
     slices: int
     transitions: int
 
@@ -634,7 +657,7 @@ class Comparison(BaseModel):
     name: str
     notation: str
     latency_ms: float
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
     saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent")
 
 
