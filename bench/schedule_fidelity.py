@@ -37,26 +37,10 @@ from executor.pe_profile import profile_for_schedule  # noqa: E402
 from executor.pipeline import run_schedule_entry  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
 from planner.pe_documents import schedule_documents  # noqa: E402
+from planner.progress import Bar  # noqa: E402
 from planner.scheduling import make_schedule  # noqa: E402
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
-
-
-class progress_bar:
-    """Placeholder until the shared progress helper lands: one line per step on stderr."""
-
-    def __init__(self, total: int, label: str):
-        self.total, self.label, self.done = total, label, 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, n: int, what: str = "") -> None:
-        self.done += n
-        print(f"{self.label}: {self.done}/{self.total} {what}", file=sys.stderr, flush=True)
 
 
 def load(name: str):
@@ -94,7 +78,7 @@ def main() -> int:
     lms = {}
     rows = []
     t_all = time.perf_counter()
-    with progress_bar(len(set(names) | set(pair)), "profile for scheduling") as bar:
+    with Bar("profile for scheduling", total=len(set(names) | set(pair))) as bar:
         for m in dict.fromkeys(names + pair):
             t0 = time.perf_counter()
             lms[m] = load(m)
@@ -102,10 +86,10 @@ def main() -> int:
             plat, profile, lines = schedule_documents(lms[m], prof, name=m, platform_name="this-machine", model_path=m)
             docs[m] = (plat, profile)
             rows.append({"model": m, "profiling_s": round(time.perf_counter() - t0, 2), "summary": lines})
-            bar.update(1, m)
+            bar.advance(1, m)
     devices = {"cpu": cluster}
     pipelined = []
-    with progress_bar(len(names) * len(configs), "pipelined schedules") as bar:
+    with Bar("pipelined schedules", total=len(names) * len(configs)) as bar:
         for m in names:
             plat, profile = docs[m]
             platform, prof = Platform.model_validate(plat), ModelProfile.model_validate(profile)
@@ -121,7 +105,7 @@ def main() -> int:
                     "predicted_fps": n["predicted_fps"], "measured_fps": n["measured_fps"], "error_pct": n["error_pct"],
                     "frames_in_order": n["frames_in_order"],
                 })
-                bar.update(1, f"{m} {cfg}")
+                bar.advance(1, f"{m} {cfg}")
     # two networks, periods and priorities
     two = []
     if len(pair) == 2:
