@@ -14,7 +14,6 @@ calibration feeds of their own inputs, obtained by running the fp32 model.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 

@@ -1,6 +1,12 @@
 """`planner execute --plan PLAN.json --model MODEL.onnx --device SPEC ...`: run a plan on
 ONNX Runtime, one session per slice on its device, check the outputs against the unsplit
-model, and print measured latency per slice and in total beside the plan's prediction."""
+model, and print measured latency per slice and in total beside the plan's prediction.
+
+`planner execute --schedule S.json --model NAME=FILE.onnx ... --device SPEC ...`: run one
+entry of a multi-network Schedule (Kang et al. VII): one pinned thread per logical PE,
+double-buffered tensors between PEs, each network released at its period with its
+priority; measured throughput (one network pipelined) or response times and deadline
+misses beside the schedule's prediction."""
 
 from __future__ import annotations
 
@@ -19,8 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "execute", help="run a plan on ONNX Runtime; measured vs predicted latency",
         description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--plan", required=True, metavar="PLAN.json", help="Plan document (planner solve --json)")
-    p.add_argument("--model", required=True, metavar="MODEL.onnx", help="the model the plan's profile was measured from")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--plan", metavar="PLAN.json", help="Plan document (planner solve --json)")
+    what.add_argument("--schedule", metavar="SCHEDULE.json", help="Schedule document (planner schedule --out)")
+    p.add_argument("--model", required=True, action="append", metavar="MODEL.onnx | NAME=MODEL.onnx",
+                   help="the model the profile was measured from; with --schedule one NAME=FILE per network")
     p.add_argument("--device", action="append", required=True, metavar="ID=PROVIDER[:k=v,...]",
                    help="runtime device for each device id the plan uses (as given to planner profile), repeatable")
     p.add_argument("--runs", type=int, default=RUNS, help="timed runs (median and p90 reported)")
@@ -32,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clock", choices=("wall", "thread"), default="wall",
                    help="wall: elapsed time; thread: the calling thread's CPU time (a shared machine; every device threads=1); "
                         "use the clock the profile was measured with")
+    p.add_argument("--entry", type=int, default=0, help="--schedule: which Pareto entry to run (0 = best first)")
+    p.add_argument("--frames", type=int, default=200, help="--schedule: frames released per network")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="--schedule: stop the run after this long")
     p.add_argument("--out", metavar="FILE.json", help="write the report as JSON")
     p.set_defaults(func=run)
 
@@ -57,8 +69,85 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def render_schedule(report: dict) -> str:
+    def pct(v):
+        return "   n/a" if v is None else f"{v:+6.1f}%"
+
+    cfg = " ".join(f"{d}=({','.join(map(str, p))})" for d, p in report["cpu_config"].items()) or "-"
+    pes = ", ".join(f"{p['pe']} [{p['threads'] or '-'} thread(s), cores {p['affinity'] or 'any'}]" for p in report["pes"])
+    lines = [f"schedule entry {report['entry']} ({report['mode']}, cpu {cfg}): {report['frames']} frames per network; "
+             f"PEs {pes}", ""]
+    if report["mode"] == "throughput":
+        lines.append(f"{'network':<16} {'segments':>8} {'pred_fps':>9} {'meas_fps':>9} {'error':>8} {'in order':>8}")
+        for n in report["networks"]:
+            lines.append(f"{n['name']:<16} {n['segments']:>8} {n['predicted_fps']:>9.1f} {(n['measured_fps'] or 0):>9.1f} "
+                         f"{pct(n['error_pct']):>8} {'yes' if n['frames_in_order'] else 'NO':>8}")
+        lines.append("(error: (measured - predicted) / predicted throughput)")
+    else:
+        lines.append(f"{'network':<16} {'period':>8} {'pred_R':>8} {'max_R':>8} {'p50_R':>8} {'misses':>7} {'error':>8}")
+        for n in report["networks"]:
+            lines.append(f"{n['name']:<16} {n['period_ms']:>8.2f} {n['predicted_response_ms']:>8.2f} "
+                         f"{n.get('response_max_ms', float('nan')):>8.2f} {n.get('response_p50_ms', float('nan')):>8.2f} "
+                         f"{n['deadline_misses']:>7} {pct(n['error_pct']):>8}")
+        verdict = "schedulable" if report["schedulable"] else "not schedulable"
+        misses = sum(n["deadline_misses"] for n in report["networks"])
+        lines.append(f"(R: response time in ms; pred_R is the worst case the analysis bounds; the schedule was called "
+                     f"{verdict}, the run missed {misses} deadline(s)"
+                     f"{' -- THE VERDICT IS CONTRADICTED' if report['schedulable'] and misses else ''})")
+    return "\n".join(lines)
+
+
+def run_schedule(args: argparse.Namespace) -> int:
+    from executor.pipeline import PipelineError, run_schedule_entry
+    from executor.runtime import DeviceSpecError, parse_devices
+    from executor.slicing import SlicingError, layers, load_model, materialise
+    from planner.core.io import load
+    from planner.core.schema import Schedule
+
+    problems = []
+    models: dict[str, str] = {}
+    for item in args.model:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            problems.append(f"--model: expected NAME=FILE.onnx with --schedule, got '{item}'")
+        elif not Path(path).is_file():
+            problems.append(f"--model: no such file: {path}")
+        else:
+            models[name] = path
+    if args.frames < 1:
+        problems.append(f"--frames: must be >= 1, got {args.frames}")
+    devices = []
+    try:
+        devices = parse_devices(args.device)
+    except DeviceSpecError as exc:
+        problems.append(f"--device: {exc}")
+    if problems:
+        raise InputError("arguments", "; ".join(problems))
+    schedule = load(Schedule, args.schedule, "schedule")
+    try:
+        lms = {n: layers(materialise(load_model(f), args.weights, args.seed), materialised=True) for n, f in models.items()}
+        report = run_schedule_entry(schedule, lms, {d.id: d for d in devices}, entry=args.entry, frames=args.frames,
+                                    timeout_s=args.timeout)
+    except SlicingError as exc:
+        raise InputError("--model", str(exc)) from None
+    except PipelineError as exc:
+        raise InputError("--schedule", str(exc)) from None
+    report.pop("outputs", None)
+    print(render_schedule(report))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
+
+    if args.schedule:
+        return run_schedule(args)
+    if len(args.model) != 1:
+        raise InputError("--model", f"a plan runs one model; got {len(args.model)}")
+    args.model = args.model[0]
 
     from executor.execute import run_plan
     from executor.runtime import DeviceSpecError, clock_ns, parse_devices

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -35,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("model", metavar="MODEL.onnx", help="ONNX model (computed weights are materialised first)")
-    p.add_argument("--device", action="append", required=True, metavar="ID=PROVIDER[:k=v,...]",
+    p.add_argument("--device", action="append", default=[], metavar="ID=PROVIDER[:k=v,...]",
                    help="runtime device, repeatable: e.g. cpu1=CPUExecutionProvider:threads=1,affinity=0, "
                         "q8=CPUExecutionProvider:threads=2,precision=int8; keys other than threads, inter_threads, "
                         "affinity, precision, opt and session.* go to the provider as provider options")
@@ -57,29 +56,74 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="wall: elapsed time; thread: the calling thread's CPU time, without the time other processes "
                         "held the core (a shared machine; every device threads=1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--pe-cluster", metavar="ID=PROVIDER[:affinity=CORES]",
+                   help="profile for multi-network scheduling (planner schedule, Kang et al.): this CPU cluster's "
+                        "logical PEs, every layer with k = 1..n threads pinned to k of its cores, and the PE-to-PE "
+                        "handoff; --device then adds other PEs (GPU, NPU ...)")
     p.set_defaults(func=run)
 
 
-class Bar:
-    """A progress bar on stderr when it is a terminal and CI is not set; silent otherwise."""
+def _progress(desc: str):
+    """planner.progress's bar, fed the profiler's (done, total, what) reports."""
+    from planner.progress import Bar
 
-    def __init__(self, label: str):
-        self.on = sys.stderr.isatty() and os.environ.get("CI", "").lower() not in ("1", "true", "yes")
-        self.label = label
-        self.t0 = time.perf_counter()
+    bar = Bar(desc)
+    report = lambda done, total, what: bar(done / max(total, 1), what)  # noqa: E731
+    return bar, report
 
-    def __call__(self, done: int, total: int, what: str) -> None:
-        if not self.on:
-            return
-        width = 30
-        fill = int(width * done / max(total, 1))
-        sys.stderr.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {done}/{total} "
-                         f"{time.perf_counter() - self.t0:5.1f}s {what[:30]:<30}")
-        sys.stderr.flush()
 
-    def close(self) -> None:
-        if self.on:
-            sys.stderr.write("\n")
+def run_pe_cluster(args: argparse.Namespace) -> int:
+    """`--pe-cluster`: Kang-style documents for `planner schedule` / `planner execute --schedule`."""
+    from executor.pe_profile import profile_for_schedule
+    from executor.runtime import DeviceSpecError, parse_device, parse_devices
+    from executor.slicing import SlicingError, layers, load_model, materialise
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, Platform
+    from planner.pe_documents import schedule_documents
+
+    problems = []
+    if args.runs < 1:
+        problems.append(f"--runs: must be >= 1, got {args.runs}")
+    cluster, others = None, []
+    try:
+        cluster = parse_device(args.pe_cluster)
+    except DeviceSpecError as exc:
+        problems.append(f"--pe-cluster: {exc}")
+    try:
+        others = parse_devices(args.device) if args.device else []
+    except DeviceSpecError as exc:
+        problems.append(f"--device: {exc}")
+    if cluster is not None and (cluster.threads is not None or cluster.precision != "fp32"):
+        problems.append("--pe-cluster: give the cluster's cores (affinity=...), not threads or precision: "
+                        "every core count 1..n is measured, fp32")
+    if not Path(args.model).is_file():
+        problems.append(f"MODEL: no such file: {args.model}")
+    if problems:
+        raise InputError("arguments", "; ".join(problems))
+    t0 = time.perf_counter()
+    try:
+        lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
+    except SlicingError as exc:
+        raise InputError("MODEL", str(exc)) from None
+    bar, report = _progress(f"profiling {Path(args.model).name} for scheduling")
+    try:
+        prof = profile_for_schedule(lm, cluster, others, runs=args.runs, warmup=args.warmup, progress=report, seed=args.seed)
+    except (SlicingError, ValueError) as exc:
+        raise InputError("arguments", str(exc)) from None
+    finally:
+        bar.close()
+    name = args.name or Path(args.model).stem
+    platform_name = args.platform_name or f"{os.uname().nodename}-onnxruntime"
+    platform, profile, lines = schedule_documents(lm, prof, name=name, platform_name=platform_name, model_path=args.model)
+    parse(Platform, platform, "platform")
+    parse(ModelProfile, profile, "profile")
+    Path(args.out_platform).write_text(json.dumps(platform, indent=2) + "\n")
+    Path(args.out_profile).write_text(json.dumps(profile, indent=2) + "\n")
+    print(f"profiled {name} for scheduling: {len(lm.layers)} layers, {time.perf_counter() - t0:.1f} s")
+    for line in lines:
+        print(line)
+    print(f"wrote {args.out_platform}, {args.out_profile}")
+    return 0
 
 
 def device_kind(provider: str) -> str:
@@ -308,7 +352,11 @@ def run(args: argparse.Namespace) -> int:
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, Platform
 
+    if args.pe_cluster:
+        return run_pe_cluster(args)
     problems = []
+    if not args.device:
+        problems.append("--device: give at least one runtime device (or --pe-cluster)")
     if args.runs < 1:
         problems.append(f"--runs: must be >= 1, got {args.runs}")
     if args.warmup < 0:
@@ -333,10 +381,10 @@ def run(args: argparse.Namespace) -> int:
         lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
     except SlicingError as exc:
         raise InputError("MODEL", str(exc)) from None
-    bar = Bar(f"profiling {Path(args.model).name}")
+    bar, report = _progress(f"profiling {Path(args.model).name}")
     try:
         prof = profile_model(lm, devices, runs=args.runs, warmup=args.warmup, calibration_count=args.calibration,
-                             progress=bar, seed=args.seed, power=power, clock=args.clock)
+                             progress=report, seed=args.seed, power=power, clock=args.clock)
     except SlicingError as exc:
         raise InputError("MODEL", str(exc)) from None
     finally:

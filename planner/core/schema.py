@@ -833,12 +833,13 @@ class PeLoad(BaseModel):
 class AppResult(BaseModel):
     name: str
     period_ms: float = Field(description="Requested period (= deadline)")
+    priority: int | None = Field(None, description="Requested priority (lower number = higher); what an executor releases by")
     latency_ms: float = Field(description="One iteration alone, ASAP (its own schedule only)")
     response_time_ms: float | None = Field(None, description="Worst case with interference and blocking (VI.A)")
     pipeline_period_ms: float | None = Field(None, description="Throughput mode: longest cluster time (eq. 8)")
     effective_period_ms: float | None = Field(None, description="Throughput mode: eq. 8 stretched to meet the CPU utilisation cap")
     throughput_fps: float | None = None
-    energy_mj: float = Field(description="One inference")
+    energy_mj: float | None = Field(description="One inference; None: time-only profile (no power source)")
     meets_deadline: bool
     mapping: list[str] = Field(description="Logical PE of each layer, in the profile's layer order")
 
@@ -847,7 +848,7 @@ class ScheduleEntry(BaseModel):
     cpu_config: dict[str, list[int]]
     pes: list[str]
     objectives: list[float] = Field(description="What the solver minimised, as the evaluator computes it")
-    energy_mj: float = Field(description="One inference of every network")
+    energy_mj: float | None = Field(description="One inference of every network; None: a time-only profile")
     average_power_w: float | None = Field(None, description="Response-time mode: sum of energy_mj / period_ms")
     cpu_utilisation: float
     schedulable: bool
