@@ -14,7 +14,7 @@ from api.executors import Executor
 from fastapi.middleware.gzip import GZipMiddleware
 
 from api.middleware import BodyLimit, Idempotency, JsonBody
-from api.routers import deployments, documents, meta, plans, schedules, tokens, ui
+from api.routers import deployments, documents, meta, plans, refit, schedules, telemetry, tokens, ui
 from api.service import Service
 from api.settings import Settings
 from planner import __version__
@@ -49,7 +49,8 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.state.service = svc
     app.state.settings = settings
     problems.install(app)
-    for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, tokens.router):
+    for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, tokens.router,
+              telemetry.router, refit.router):
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
     ui.install(app)  # the web UI at /ui (session cookie, login redirect)

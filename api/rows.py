@@ -150,3 +150,24 @@ class IdempotencyRow(Base):
 
 
 Index("ix_plans_platform_profile", PlanRow.platform_id, PlanRow.profile_id)
+
+
+class TelemetryBatchRow(Base):
+    """One batch of on-device measurements an agent posted for a deployment; unique per
+    (deployment, batch id), so a retried POST is stored once. Samples live in a deferred
+    JSON column, read only when the predicted-vs-measured summary is computed."""
+
+    __tablename__ = "telemetry_batches"
+    __table_args__ = (UniqueConstraint("deployment_id", "batch_id", name="uq_telemetry_batch"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    deployment_id: Mapped[str] = mapped_column(String(40), ForeignKey("deployments.id"), index=True)
+    batch_id: Mapped[str] = mapped_column(String(64))
+    digest: Mapped[str] = mapped_column(String(64))  # sha256 of the batch's canonical JSON
+    agent: Mapped[str] = mapped_column(String(200), default="")
+    token_id: Mapped[str] = mapped_column(String(40), default="")
+    plan_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    revision: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    samples: Mapped[int] = mapped_column(Integer, default=0)
+    errors: Mapped[int] = mapped_column(Integer, default=0)
+    body: Mapped[str] = mapped_column(Text, deferred=True)  # {"latency_ms": [...], "slice_ms": [[...]], "errors": [...]}
+    received_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)

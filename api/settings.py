@@ -29,6 +29,7 @@ class Limits:
     max_time_limit_s: float = 3600.0
     max_wait_s: float = 60.0  # longest long-poll an executor may ask for
     max_schedule_configs: int = 256  # CPU configurations (core partitions) one schedule request may span
+    max_telemetry_bytes: int = 1024 * 1024  # one telemetry batch from an agent
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class Settings:
             max_time_limit_s=_env_float("PLANNER_MAX_TIME_LIMIT_S", Limits.max_time_limit_s),
             max_wait_s=_env_float("PLANNER_MAX_WAIT_S", Limits.max_wait_s),
             max_schedule_configs=_env_int("PLANNER_MAX_SCHEDULE_CONFIGS", Limits.max_schedule_configs),
+            max_telemetry_bytes=_env_int("PLANNER_MAX_TELEMETRY_BYTES", Limits.max_telemetry_bytes),
         )
         modules = tuple(m for m in os.environ.get("PLANNER_SOLVER_MODULES", "").split(",") if m.strip())
         base = cls(

@@ -1,0 +1,253 @@
+"""What every importer yields, and how several devices' traces become one ModelProfile.
+
+A profiler trace (ONNX Runtime, trtexec, TFLite benchmark_model, PyTorch) is reduced to
+`OpRecord`s: a name as the tool printed it, the graph node names it stands for
+(`parts`: trtexec fuses `conv1 + relu1`, TFLite prints `[a, b]:7`), an op type, and
+its time per run. `build_profile` matches those parts to layers and writes one
+measurement per (layer, device): the median over runs, the p90 - p10 spread and the
+number of runs. The match is reported per trace (matched records, the names of the
+unmatched ones, the layers left without a time on that device) so a user sees what
+the import did rather than trusting it.
+
+Light on purpose (stdlib, numpy, planner.core): a board can convert its own traces.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from planner.core.errors import InputError, Issue
+from planner.core.io import parse
+from planner.core.schema import ModelProfile
+
+# ONNX / numpy / TensorRT / TFLite element type names -> bytes
+ELEMENT_BYTES = {
+    "float": 4, "float32": 4, "fp32": 4, "float16": 2, "fp16": 2, "half": 2, "bfloat16": 2, "double": 8,
+    "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
+    "uint64": 8, "bool": 1, "int4": 1, "uint4": 1, "fp8": 1,
+}
+_ID_OK = re.compile(r"[^A-Za-z0-9_.:/+-]")
+
+
+def layer_id(name: str) -> str:
+    """A name made a valid planner Id (as executor.slicing names layers)."""
+    lid = _ID_OK.sub("_", name.strip())[:64] or "layer"
+    return lid if (lid[0].isalnum() or lid[0] == "_") else "_" + lid[:63]
+
+
+def tensor_bytes(shape: Sequence[int], element: str) -> int | None:
+    size = ELEMENT_BYTES.get(element.lower())
+    if size is None or any(int(d) < 0 for d in shape):
+        return None
+    return int(np.prod([int(d) for d in shape], dtype=np.int64)) * size
+
+
+@dataclass
+class OpRecord:
+    """One operator or fused layer as the profiler reported it."""
+
+    name: str
+    op_type: str = "op"
+    parts: tuple[str, ...] = ()  # graph node names it covers; default (name,)
+    samples_ms: list[float] = field(default_factory=list)  # one per run (or one summary figure)
+    runs: int | None = None  # runs a summary figure stands for, when samples are not per run
+    input_bytes: int | None = None
+    output_bytes: int | None = None
+    weight_bytes: int | None = None
+    feeds: str | None = None  # a reformat/copy record: the node whose input it prepares
+
+    def node_names(self) -> tuple[str, ...]:
+        return self.parts or (self.name,)
+
+
+@dataclass
+class Trace:
+    """One profiler output file for one device."""
+
+    format: str
+    source: str
+    device: str
+    records: list[OpRecord]
+    runs: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TraceMatch:
+    source: str
+    format: str
+    device: str
+    records: int
+    matched: int
+    unmatched: list[str]
+    spanning: list[str]
+    layers_without_time: list[str]
+    runs: int | None
+
+    def summary(self) -> str:
+        def names(xs: list[str]) -> str:
+            return ", ".join(xs[:8]) + (f" (+{len(xs) - 8} more)" if len(xs) > 8 else "")
+
+        out = f"{self.source} ({self.format}) -> {self.device}: matched {self.matched}/{self.records} records"
+        if self.runs:
+            out += f" over {self.runs} runs"
+        if self.unmatched:
+            out += f"; unmatched: {names(self.unmatched)}"
+        if self.spanning:
+            out += f"; fused across layers (time given to the first): {names(self.spanning)}"
+        if self.layers_without_time:
+            out += f"; layers with no time on {self.device}: {names(self.layers_without_time)}"
+        return out
+
+
+@dataclass
+class ImportReport:
+    layers: int
+    traces: list[TraceMatch]
+
+    def as_dict(self) -> dict:
+        return {"layers": self.layers, "traces": [t.__dict__ for t in self.traces]}
+
+
+def _summarise(samples: list[float]) -> tuple[float, float | None]:
+    a = np.asarray(samples, dtype=float)
+    if a.size == 1:
+        return float(a[0]), None
+    p10, med, p90 = np.percentile(a, [10, 50, 90])
+    return float(med), float(p90 - p10)
+
+
+class _Resolver:
+    """Node name -> layer index: the model's node grouping first, then the layer ids,
+    then the ids as executor.slicing sanitises names."""
+
+    def __init__(self, layer_ids: Sequence[str], node_layers: Mapping[str, str] | None):
+        self.index = {lid: i for i, lid in enumerate(layer_ids)}
+        self.node_layers = dict(node_layers or {})
+
+    def __call__(self, node: str) -> int | None:
+        for cand in (self.node_layers.get(node), node, layer_id(node)):
+            if cand is not None and cand in self.index:
+                return self.index[cand]
+        lid = self.node_layers.get(layer_id(node))
+        return self.index.get(lid) if lid is not None else None
+
+    def record(self, rec: OpRecord) -> list[int]:
+        hits = [self(n) for n in rec.node_names()]
+        found = sorted({h for h in hits if h is not None})
+        if not found and rec.feeds is not None:
+            target = self(rec.feeds)
+            found = [target] if target is not None else []
+        return found
+
+
+def _reference_layers(trace: Trace) -> list[dict]:
+    """Layers when there is no base profile: the first trace's records in order."""
+    layers, seen = [], set()
+    for rec in trace.records:
+        if rec.feeds is not None:
+            continue  # a copy/reformat is charged to the layer it feeds, not a layer of its own
+        lid = layer_id(rec.node_names()[0])
+        if lid in seen:
+            continue
+        seen.add(lid)
+        layers.append({"id": lid, "op_type": (rec.op_type or "op")[:64], "input_bytes": rec.input_bytes or 0,
+                       "output_bytes": rec.output_bytes or 0, "weight_bytes": rec.weight_bytes or 0,
+                       "measurements": []})
+    return layers
+
+
+def build_profile(
+    traces: Sequence[Trace],
+    name: str,
+    base: ModelProfile | None = None,
+    node_layers: Mapping[str, str] | None = None,
+    freq_mhz: Mapping[str, float] | None = None,
+    source: str | None = None,
+) -> tuple[ModelProfile, ImportReport]:
+    """One ModelProfile from several devices' traces.
+
+    Layers come from `base` (an existing profile: its layers, bytes and DAG are kept,
+    and measurements on the imported devices are replaced) or, without it, from the
+    first trace's records as a chain. `node_layers` maps graph node names to layer ids
+    (from the ONNX model: several nodes fused into one layer). A record whose parts
+    fall in several layers (a runtime fused across the planner's cut) is charged to
+    the first and reported. Per (layer, device): sum over the layer's records of each
+    run's time, then median and p90 - p10 over runs."""
+    if not traces:
+        raise InputError("FILES", "no profiler output to import")
+    if base is not None:
+        layers = [layer.model_dump(exclude_none=True) for layer in base.layers]
+    else:
+        layers = _reference_layers(traces[0])
+        if not layers:
+            raise InputError(traces[0].source, "no operator timings found in this file")
+    resolve = _Resolver([l["id"] for l in layers], node_layers)
+    freq_mhz = dict(freq_mhz or {})
+    devices_done: set[str] = set()
+    matches: list[TraceMatch] = []
+    per_device: dict[str, dict[int, list[OpRecord]]] = {}
+    for tr in traces:
+        got = per_device.setdefault(tr.device, {})
+        unmatched, spanning, matched = [], [], 0
+        for rec in tr.records:
+            hits = resolve.record(rec)
+            if not hits:
+                unmatched.append(rec.name)
+                continue
+            matched += 1
+            if len(hits) > 1:
+                spanning.append(f"{rec.name} ({', '.join(layers[h]['id'] for h in hits)})")
+            got.setdefault(hits[0], []).append(rec)
+        matches.append(TraceMatch(tr.source, tr.format, tr.device, len(tr.records), matched, unmatched, spanning, [],
+                                  tr.runs))
+    issues: list[Issue] = []
+    for dev, got in per_device.items():
+        if not got:
+            srcs = ", ".join(t.source for t in traces if t.device == dev)
+            issues.append(Issue(srcs, f"no record matched a layer for device '{dev}'; give --model or --profile "
+                                      "whose layer names the profiler used"))
+            continue
+        for i, layer in enumerate(layers):
+            recs = got.get(i)
+            keep = [m for m in layer.get("measurements", []) if m["device"] != dev]
+            if not recs:
+                layer["measurements"] = keep
+                continue
+            counts = {len(r.samples_ms) for r in recs}
+            if len(counts) == 1 and counts != {0}:
+                per_run = np.sum([r.samples_ms for r in recs], axis=0).tolist()
+                time_ms, spread = _summarise(per_run)
+                runs = max([r.runs or 0 for r in recs]) or len(per_run)
+            else:  # different sample counts: sum of each record's median
+                time_ms = float(sum(_summarise(r.samples_ms)[0] for r in recs if r.samples_ms))
+                spread, runs = None, max([r.runs or len(r.samples_ms) for r in recs])
+            if time_ms <= 0:
+                time_ms = 1e-6  # a profiler's 0 us (below its resolution); the schema needs > 0
+            m = {"device": dev, "time_ms": time_ms, "includes_communication": True, "runs": max(1, runs)}
+            if spread is not None:
+                m["time_spread_ms"] = spread
+            if dev in freq_mhz:
+                m["freq_mhz"] = freq_mhz[dev]
+            layer["measurements"] = keep + [m]
+        devices_done.add(dev)
+    if issues:
+        raise InputError(issues)
+    for tm in matches:
+        tm.layers_without_time = [l["id"] for i, l in enumerate(layers) if i not in per_device[tm.device]]
+    doc = {
+        "name": name,
+        "source": source or "imported: " + "; ".join(f"{t.format} {t.source} on {t.device}" for t in traces),
+        "energy_source": "none: profiler traces carry time only (no power source); energy objectives are refused",
+        "layers": layers,
+    }
+    if base is not None:
+        kept = base.model_dump(exclude_none=True, exclude={"layers", "name", "source", "energy_source"})
+        doc = {**kept, **doc}
+        if base.energy_source is not None:
+            doc["energy_source"] = base.energy_source + "; imported devices " + ", ".join(sorted(devices_done)) + ": time only"
+    return parse(ModelProfile, doc, "imported profile"), ImportReport(len(layers), matches)

@@ -1,0 +1,139 @@
+"""TensorRT `trtexec` exports: `--exportProfile=P.json` (per-layer times) and
+`--exportLayerInfo=L.json` (layer types and tensors; detailed with
+`--profilingVerbosity=detailed`). Formats as documented for TensorRT 8.x and 10.x
+(NVIDIA TensorRT Developer Guide, "trtexec" and "Engine Inspector"):
+
+- profile: a JSON array whose first element is `{"count": N}` (profiled iterations),
+  then one object per engine layer: `name`, `timeMs` (total over N), `averageMs`,
+  `medianMs` (TensorRT >= 8.4) and `percentage`;
+- layer info: `{"Layers": [...], "Bindings": [...]}`; each layer a name string
+  (`kLAYER_NAMES_ONLY`) or an object with `Name`, `LayerType`, `Inputs`/`Outputs`
+  (`Name`, `Dimensions`, `Format/Datatype`), `Weights` (`Type`, `Count`) and, since
+  TensorRT 8.6, `Metadata` holding `[ONNX Layer: NAME]` for each ONNX node it covers.
+
+Engine layer names join fused nodes with ` + ` and horizontally merged ones with
+` || `; `PWN(a, b)` wraps pointwise fusions; reformat layers (`X input reformatter 0`,
+`Reformatting CopyNode for Input Tensor 0 to X`) are charged to the layer X they feed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from executor.importers.common import load_json_file
+from executor.importers.records import ELEMENT_BYTES, OpRecord, Trace
+from planner.core.errors import InputError
+
+_REFORMATTER = re.compile(r"^(?P<layer>.+?) (?:input|output) reformatter \d+$")
+_COPYNODE = re.compile(r"^Reformatting CopyNode for (?:Input|Output) Tensor \d+ to (?P<layer>.+)$")
+_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
+_DTYPES = (("int8", 1), ("fp16", 2), ("half", 2), ("bf16", 2), ("fp8", 1), ("int32", 4), ("int64", 8), ("bool", 1),
+           ("fp32", 4), ("float", 4))
+
+
+def split_name(name: str) -> tuple[str, ...]:
+    """Node names inside an engine layer name: `a + b || c`, `PWN(a, b)`, `ForeignNode[a...b]`."""
+    parts: list[str] = []
+    for piece in re.split(r" \+ | \|\| ", name):
+        piece = piece.strip()
+        m = re.fullmatch(r"(?:PWN|ForeignNode)[(\[](.*)[)\]]", piece)
+        if m:
+            parts.extend(p.strip() for p in re.split(r", |\.\.\.", m.group(1)) if p.strip())
+        elif piece:
+            parts.append(piece)
+    return tuple(dict.fromkeys(parts))
+
+
+def _element_bytes(fmt: str) -> int | None:
+    low = fmt.lower()
+    for key, size in _DTYPES:
+        if key in low:
+            return size
+    return None
+
+
+def _tensor_bytes(tensors) -> int | None:  # noqa: ANN001
+    total = 0
+    for t in tensors or []:
+        if not isinstance(t, dict):
+            return None
+        dims, size = t.get("Dimensions"), _element_bytes(str(t.get("Format/Datatype", "")))
+        if not isinstance(dims, list) or size is None or any((not isinstance(d, int)) or d < 0 for d in dims):
+            return None
+        n = 1
+        for d in dims:
+            n *= d
+        total += n * size
+    return total
+
+
+def _layer_info(data: dict, path: str) -> dict[str, dict]:
+    layers = data.get("Layers")
+    if not isinstance(layers, list):
+        raise InputError(path, "not a trtexec --exportLayerInfo file: no `Layers` list")
+    info: dict[str, dict] = {}
+    for i, layer in enumerate(layers):
+        if isinstance(layer, str):
+            info[layer] = {}
+        elif isinstance(layer, dict) and isinstance(layer.get("Name"), str):
+            info[layer["Name"]] = layer
+        else:
+            raise InputError(f"{path}: Layers[{i}]", "expected a layer name or an object with `Name`")
+    return info
+
+
+def _profile(data: list, path: str) -> tuple[int | None, list[tuple[str, float, float | None]]]:
+    count, rows = None, []
+    for i, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: [{i}]", "expected an object")
+        if "count" in row and "name" not in row:
+            count = int(row["count"])
+            continue
+        name = row.get("name")
+        ms = row.get("medianMs", row.get("averageMs"))
+        if not isinstance(name, str) or not isinstance(ms, (int, float)) or ms < 0:
+            raise InputError(f"{path}: [{i}]", "expected `name` and `averageMs` (or `medianMs`) >= 0")
+        rows.append((name, float(ms), row.get("averageMs")))
+    return count, rows
+
+
+def parse(paths: list[str], device: str) -> Trace:
+    """One device's trtexec output: one profile file, and optionally its layer-info file."""
+    profile, info, sources = None, {}, []
+    for path in paths:
+        data = load_json_file(path)
+        if isinstance(data, list):
+            if profile is not None:
+                raise InputError(path, "a second --exportProfile file for the same device; import one per device")
+            profile = _profile(data, path)
+        elif isinstance(data, dict):
+            info.update(_layer_info(data, path))
+        else:
+            raise InputError(path, "neither a trtexec profile (JSON array) nor layer info (object with `Layers`)")
+        sources.append(path)
+    if profile is None:
+        raise InputError(paths[0], "no trtexec --exportProfile file (a JSON array starting with {\"count\": N})")
+    count, rows = profile
+    if not rows:
+        raise InputError(sources[0], "the profile lists no layers")
+    records = []
+    for name, ms, _avg in rows:
+        layer = info.get(name, {})
+        parts = tuple(_ONNX_LAYER.findall(str(layer.get("Metadata", "")))) or split_name(name)
+        feeds = None
+        m = _REFORMATTER.match(name) or _COPYNODE.match(name)
+        if m or layer.get("LayerType") == "Reformat":
+            target = m.group("layer") if m else name
+            feeds, parts = split_name(target)[0], ()
+        weights = layer.get("Weights")
+        wbytes = None
+        if isinstance(weights, dict) and isinstance(weights.get("Count"), int):
+            wbytes = weights["Count"] * (_element_bytes(str(weights.get("Type", ""))) or ELEMENT_BYTES["float"])
+        records.append(OpRecord(
+            name=name, op_type=str(layer.get("LayerType") or "trt_layer"), parts=parts, samples_ms=[ms], runs=count,
+            input_bytes=_tensor_bytes(layer.get("Inputs")), output_bytes=_tensor_bytes(layer.get("Outputs")),
+            weight_bytes=wbytes, feeds=feeds,
+        ))
+    notes = [] if info else ["no layer-info file: op types and tensor bytes unknown"]
+    return Trace("trtexec", " + ".join(sources), device, records, count, notes)

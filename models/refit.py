@@ -1,0 +1,155 @@
+"""Refit a model profile from what boards measured (telemetry), so the next plan stands
+on what the device did rather than on the profiler's isolated per-layer runs.
+
+The estimator (models/compile.py) predicts a slice as the execution of its layers
+(fitted from the per-layer measurements) plus an overhead O it models separately
+(tensor in/out of the slice, transitions). A board measures the slice's wall time m.
+The measured/predicted ratio of the *execution* part,
+
+    r = (m - O) / E_slice,      O = predicted slice time - E_slice,
+
+is what the per-layer measurements got wrong (runtime fusion across layers, cache
+effects, a busier board). It is distributed uniformly over the slice's layers on that
+device and frequency: each layer's modelled execution E becomes r * E, realised in its
+measurement as T' = T + (r - 1) * E (T' = r * T when the measurement excludes
+communication; exact for one that includes it, since the estimator subtracts its own
+communication estimate). Robustly:
+
+- m is the median over the slice's samples (the service summarises them), and a slice
+  with fewer than `min_samples` samples is not used;
+- r is bounded to [1 / max_scale, max_scale] (a misread or a cold start never turns a
+  layer 100x slower), and reported as clamped;
+- a (layer, device, frequency) covered by slices of several plans takes the median of
+  their ratios.
+
+Only the measurements on the measured targets change; power stays, so energy follows
+time (energy_mj scaled with T when it is given instead of power). Nothing is refit
+from a plan made for another profile (its layer ids disagree; reported).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from models.compile import compile_problem
+from planner.core.errors import InputError
+from planner.core.schema import ModelProfile, Platform
+from planner.core.telemetry import PlanTelemetry
+
+
+@dataclass(frozen=True)
+class RefitOptions:
+    min_samples: int = 5
+    max_scale: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.min_samples < 1:
+            raise InputError("min_samples", "must be at least 1")
+        if not (self.max_scale > 1.0 and math.isfinite(self.max_scale)):
+            raise InputError("max_scale", "must be a finite number above 1")
+
+
+@dataclass
+class SliceFit:
+    plan_id: str
+    index: int
+    target: str
+    layers: str
+    samples: int
+    predicted_ms: float
+    measured_ms: float
+    ratio: float
+    clamped: bool
+
+
+@dataclass
+class RefitReport:
+    slices: list[SliceFit] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    measurements_changed: int = 0
+
+    def lines(self) -> list[str]:
+        out = [f"{s.plan_id} slice {s.index} {s.target} ({s.layers}): predicted {s.predicted_ms:.3f} ms, measured "
+               f"{s.measured_ms:.3f} ms over {s.samples} samples -> execution x{s.ratio:.3f}"
+               + (" (clamped)" if s.clamped else "") for s in self.slices]
+        out += [f"skipped: {s}" for s in self.skipped]
+        out.append(f"{self.measurements_changed} measurement(s) changed")
+        return out
+
+
+def _target_index(problem, device: str, freq_mhz: float) -> int | None:  # noqa: ANN001
+    for i, t in enumerate(problem.targets):
+        if t.device_id == device and math.isclose(t.freq_mhz, freq_mhz, rel_tol=1e-9) and not t.extra:
+            return i
+    return None
+
+
+def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemetry],
+          options: RefitOptions = RefitOptions()) -> tuple[ModelProfile, RefitReport]:
+    """A new profile whose predictions for the measured slices meet the measurements."""
+    problem = compile_problem(platform, profile)
+    ids = [layer.id for layer in profile.layers]
+    report = RefitReport()
+    ratios: dict[tuple[int, str, float], list[float]] = {}
+    used_plans: set[str] = set()
+    for plan in plans:
+        for sl in plan.slices:
+            where = f"{plan.plan_id} slice {sl.index}"
+            if sl.median_ms is None or sl.samples < options.min_samples:
+                report.skipped.append(f"{where}: {sl.samples} sample(s), fewer than {options.min_samples}")
+                continue
+            if not (0 <= sl.first_index <= sl.last_index < len(ids)) or ids[sl.first_index] != sl.first_layer \
+                    or ids[sl.last_index] != sl.last_layer:
+                report.skipped.append(f"{where}: layers {sl.first_layer}..{sl.last_layer} are not this profile's")
+                continue
+            t = _target_index(problem, sl.device, sl.freq_mhz)
+            if t is None:
+                report.skipped.append(f"{where}: {sl.device}@{sl.freq_mhz:g} is not a target of the platform")
+                continue
+            layers = range(sl.first_index, sl.last_index + 1)
+            exec_ms = float(np.sum(problem.exec_time_ms[list(layers), t]))
+            if not (math.isfinite(exec_ms) and exec_ms > 0):
+                report.skipped.append(f"{where}: no finite execution estimate on {sl.device}@{sl.freq_mhz:g}")
+                continue
+            overhead = max(0.0, sl.predicted_ms - exec_ms)
+            raw = (sl.median_ms - overhead) / exec_ms
+            ratio = min(max(raw, 1.0 / options.max_scale), options.max_scale)
+            report.slices.append(SliceFit(plan.plan_id, sl.index, f"{sl.device}@{sl.freq_mhz:g}",
+                                          f"{sl.first_layer}..{sl.last_layer}", sl.samples, sl.predicted_ms,
+                                          sl.median_ms, ratio, ratio != raw))
+            used_plans.add(plan.plan_id)
+            for k in layers:
+                ratios.setdefault((k, sl.device, float(problem.targets[t].freq_mhz)), []).append(ratio)
+    if not ratios:
+        raise InputError("telemetry", "no slice with enough samples matches this profile and platform"
+                         + (f" ({report.skipped[0]}{' ...' if len(report.skipped) > 1 else ''})" if report.skipped else ""))
+    doc = profile.model_dump(exclude_none=True)
+    for (k, device, freq), rs in ratios.items():
+        r = float(np.median(rs))
+        t = _target_index(problem, device, freq)
+        exec_ms = float(problem.exec_time_ms[k, t])
+        dev = platform.device(device)
+        single_level = len(dev.dvfs_levels) == 1
+        for m in doc["layers"][k]["measurements"]:
+            if m["device"] != device:
+                continue
+            mf = m.get("freq_mhz")
+            if not ((mf is not None and math.isclose(mf, freq, rel_tol=1e-9)) or (mf is None and single_level)):
+                continue
+            old = m["time_ms"]
+            new = max(old + (r - 1.0) * exec_ms, old / options.max_scale)
+            m["time_ms"] = new
+            if "time_spread_ms" in m:
+                m["time_spread_ms"] *= new / old
+            if "energy_mj" in m:
+                m["energy_mj"] *= new / old
+            report.measurements_changed += 1
+    note = (f"refit from telemetry of {len(used_plans)} plan(s), {len(report.slices)} slice(s): execution scaled by the "
+            f"median measured/predicted ratio per slice, bounded to [1/{options.max_scale:g}, {options.max_scale:g}]")
+    doc["source"] = (doc.get("source", "") + "; " if doc.get("source") else "") + note
+    doc["source"] = doc["source"][-2000:]
+    return ModelProfile.model_validate(doc), report

@@ -1,0 +1,98 @@
+"""`planner agent --server URL --deployment NAME --token T --model MODEL.onnx --device SPEC ...`:
+the on-device agent (executor/agent.py). It follows its deployment's active plan
+(long-poll, ETag), runs inference at `--rate` on the plan's slice sessions, swaps to a
+new plan between two frames once built, keeps the previous plan when a new one cannot
+be built, and posts telemetry; it keeps inferring while the service is away."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+from pathlib import Path
+
+from planner.core.errors import InputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("agent", help="run a deployment's active plan on this board and report telemetry",
+                       description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--server", default=os.environ.get("PLANNER_SERVER"), help="service URL (env PLANNER_SERVER)")
+    p.add_argument("--deployment", required=True, metavar="NAME", help="deployment (name or id) whose active plan to run")
+    p.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
+                   help="executor token bound to the deployment (env PLANNER_TOKEN)")
+    p.add_argument("--model", required=True, metavar="MODEL.onnx", help="the model the deployment's profile was made from")
+    p.add_argument("--device", action="append", required=True, metavar="ID=PROVIDER[:k=v,...]",
+                   help="runtime device for each device id plans may use (as given to planner profile), repeatable")
+    p.add_argument("--rate", type=float, default=10.0, help="inferences per second")
+    p.add_argument("--inputs", metavar="FILE.npz", help="model inputs by name (default: seeded random inputs)")
+    p.add_argument("--frames", type=int, default=None, help="stop after this many inferences")
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--weights", choices=("computed", "random"), default="computed", help="as given to planner profile")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and random weights")
+    p.add_argument("--batch-s", type=float, default=2.0, help="seconds between telemetry batches")
+    p.add_argument("--poll-wait", type=float, default=30.0, help="long-poll wait for a plan change, seconds")
+    p.add_argument("--name", default=None, help="agent name in telemetry (default: agent-<random>)")
+    p.add_argument("--json", action="store_true", help="print the final counters as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from executor.agent import Agent
+    from executor.runtime import DeviceSpecError, parse_devices
+    from executor.slicing import SlicingError, layers, load_model, materialise, random_inputs
+
+    problems = []
+    if not args.server:
+        problems.append("--server: give the service URL (or set PLANNER_SERVER)")
+    for flag, value, low in (("--rate", args.rate, 0.0), ("--batch-s", args.batch_s, 0.0), ("--poll-wait", args.poll_wait, 0.0)):
+        if not value > low:
+            problems.append(f"{flag}: must be > {low:g}, got {value:g}")
+    if args.frames is not None and args.frames < 1:
+        problems.append(f"--frames: must be >= 1, got {args.frames}")
+    if args.duration is not None and not args.duration > 0:
+        problems.append(f"--duration: must be > 0, got {args.duration:g}")
+    devices = []
+    try:
+        devices = parse_devices(args.device)
+    except DeviceSpecError as exc:
+        problems.append(f"--device: {exc}")
+    if not Path(args.model).is_file():
+        problems.append(f"--model: no such file: {args.model}")
+    if problems:
+        raise InputError("arguments", "; ".join(problems))
+    try:
+        lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
+    except SlicingError as exc:
+        raise InputError("--model", str(exc)) from None
+    if args.inputs:
+        try:
+            with np.load(args.inputs) as data:
+                inputs = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise InputError("--inputs", f"cannot read {args.inputs}: {exc}") from None
+        absent = [n for n in lm.graph_inputs if n not in inputs]
+        if absent:
+            raise InputError("--inputs", f"missing input(s) {', '.join(absent)} (the model takes {', '.join(lm.graph_inputs)})")
+    else:
+        inputs = random_inputs(lm, args.seed)
+    agent = Agent(args.server, args.deployment, args.token or "", lm, devices, inputs, rate_hz=args.rate,
+                  batch_s=args.batch_s, poll_wait_s=args.poll_wait, name=args.name or "")
+    previous = signal.signal(signal.SIGTERM, lambda *_: agent.stop())
+    try:
+        stats = agent.run(frames=args.frames, duration_s=args.duration)
+    except KeyboardInterrupt:
+        agent.stop()
+        stats = agent.stats
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if args.json:
+        print(json.dumps(stats.as_dict()))
+    else:
+        print(f"agent {agent.name}: {stats.frames} frames ({stats.unplanned_frames} before the first plan, "
+              f"{stats.failed_frames} failed), {stats.swaps} plan swap(s), {stats.build_failures} plan(s) not buildable, "
+              f"{stats.batches_sent} telemetry batches sent, {stats.batches_dropped} dropped")
+    return 0

@@ -1,0 +1,89 @@
+"""`planner import FORMAT FILES... --device ID --out M.json`: a ModelProfile from real
+profiler output (ONNX Runtime, trtexec, TFLite benchmark_model, PyTorch). Several
+devices merge into one profile: give `--device` once per file (in order), or once for
+all, and add further devices/formats to an existing profile with `--profile`. The
+match of the tool's layer names to the profile's layers is printed, unmatched names
+listed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from executor.importers import FORMATS, build_profile, model_layers, read
+from planner.core.errors import InputError
+from planner.core.io import load
+from planner.core.schema import ModelProfile
+from planner.plan import canonical_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    formats = "; ".join(f"{k}: {v[0]}" for k, v in FORMATS.items())
+    p = sub.add_parser(
+        "import", help="make a model profile from profiler output (onnxruntime, trtexec, tflite, pytorch)",
+        description=f"Formats: {formats}.", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("format", metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
+    p.add_argument("files", nargs="+", metavar="FILE", help="profiler output files")
+    p.add_argument("--device", action="append", required=True, metavar="ID",
+                   help="planner device id the files were measured on: once for all files, or once per file in order "
+                        "(trtexec: its profile and layer-info files are one device's)")
+    p.add_argument("--out", required=True, metavar="M.json", help="where to write the profile")
+    p.add_argument("--profile", metavar="BASE.json", default=None,
+                   help="existing profile: keep its layers, bytes and DAG, replace measurements on these devices")
+    p.add_argument("--model", metavar="MODEL.onnx", default=None,
+                   help="ONNX model: group node-level timings into the planner's fused layers (as `planner profile`)")
+    p.add_argument("--name", default=None, help="profile name (default: the base profile's, else the first file's stem)")
+    p.add_argument("--freq-mhz", action="append", default=[], metavar="ID=MHZ",
+                   help="DVFS level a device ran at, e.g. gpu=1300 (omit for single-level devices)")
+    p.add_argument("--json", action="store_true", help="print the match report as JSON")
+    p.set_defaults(func=run)
+
+
+def _freqs(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        dev, _, mhz = item.partition("=")
+        try:
+            out[dev] = float(mhz)
+            if not dev or out[dev] <= 0:
+                raise ValueError
+        except ValueError:
+            raise InputError("--freq-mhz", f"expected ID=MHZ with MHZ > 0, got '{item}'") from None
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    devices = args.device
+    if len(devices) not in (1, len(args.files)) and args.format not in ("trtexec", "trt", "tensorrt"):
+        raise InputError("--device", f"give one --device for all files or one per file ({len(args.files)} files, "
+                                     f"{len(devices)} devices)")
+    traces = []
+    if len(devices) == 1:
+        traces = read(args.format, args.files, devices[0])
+    elif args.format in ("trtexec", "trt", "tensorrt"):
+        raise InputError("--device", "trtexec: import one device per command (its profile and layer-info files), "
+                                     "then add the next device with --profile")
+    else:
+        for path, dev in zip(args.files, devices):
+            traces += read(args.format, [path], dev)
+    base = load(ModelProfile, args.profile, "profile") if args.profile else None
+    name = args.name or (base.name if base else Path(args.files[0]).stem)
+    groups = None
+    if args.model:
+        skeleton, groups = model_layers(args.model, name)
+        base = base or skeleton
+    profile, report = build_profile(traces, name, base=base, node_layers=groups, freq_mhz=_freqs(args.freq_mhz))
+    Path(args.out).write_bytes(canonical_json(profile) + b"\n")
+    if args.json:
+        json.dump({**report.as_dict(), "out": args.out}, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"profile '{profile.name}': {report.layers} layers -> {args.out}")
+    for tm, tr in zip(report.traces, traces):
+        print("  " + tm.summary())
+        for note in tr.notes:
+            print(f"    note: {note}")
+    return 0

@@ -1,0 +1,195 @@
+"""The on-device agent against a real `planner serve` process: it follows the deployment's
+plan (long-poll, ETag), swaps plans between frames, keeps serving when a plan cannot be
+built (and reports why), and keeps inferring while the service is killed and restarted,
+posting what it measured once the service is back."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import httpx
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from executor.importers import model_layers
+from tests.support.server import PLANNER, ROOT, Server
+
+DEVICES = ("cpu1", "cpu2", "cpu3")  # the board declares cpu1 and cpu2 only: a cpu3 plan cannot be built
+
+
+def tiny_model(path) -> None:  # noqa: ANN001
+    """conv-relu, conv-relu, global pool, fc: four planner layers, a few ms on one core."""
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.2, "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1, "w2")
+    wf = numpy_helper.from_array(rng.standard_normal((32, 10)).astype(np.float32) * 0.1, "wf")
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flat"),
+        helper.make_node("MatMul", ["f", "wf"], ["y"], name="fc"),
+    ]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 64, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [w1, w2, wf])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def documents(model_path) -> tuple[dict, dict]:  # noqa: ANN001
+    """A platform of three CPU 'devices' and the model's layers with made-up
+    time-only measurements, as profiles made on this machine are (no power source; this test
+    is about the agent, not the estimates)."""
+    skeleton, _ = model_layers(str(model_path), "tiny")
+    profile = skeleton.model_dump(exclude_none=True)
+    for i, layer in enumerate(profile["layers"]):
+        layer["measurements"] = [{"device": d, "time_ms": 0.5 + 0.1 * i + 0.05 * k}
+                                for k, d in enumerate(DEVICES)]
+    platform = {"name": "board", "source": "tests/test_agent.py (made up)", "devices": [
+        {"id": d, "kind": "cpu", "symbol": s, "dvfs_levels": [{"freq_mhz": 1000}]} for d, s in zip(DEVICES, "ABC")]}
+    return platform, profile
+
+
+def tokens(server: Server) -> tuple[str, str]:
+    env = {**server.env}
+    data = ["--data-dir", str(server.data_dir)]
+
+    def make(*args: str) -> str:
+        out = subprocess.run([str(PLANNER), "token", "create", *args, *data], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+
+    return make("--name", "ci", "--scope", "pipeline"), make("--name", "board", "--scope", "executor", "--deployment", "cam")
+
+
+def wait_for(predicate, timeout_s: float, what: str):  # noqa: ANN001
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def test_agent_keeps_inferring_without_a_service(tmp_path):
+    """No service at all: the unsplit model runs on the first device, every frame."""
+    from executor.agent import Agent
+    from executor.runtime import parse_devices
+    from executor.slicing import layers, load_model, random_inputs
+    from tests.support.server import free_port
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    lm = layers(load_model(model))
+    lines: list[str] = []
+    agent = Agent(f"http://127.0.0.1:{free_port()}", "cam", "t", lm, parse_devices(["cpu1=CPUExecutionProvider:threads=1"]),
+                  random_inputs(lm), rate_hz=200, batch_s=0.05, poll_wait_s=1, backoff_s=(0.01, 0.05), log=lines.append)
+    stats = agent.run(duration_s=1.5, drain_s=0.2)
+    assert stats.frames == stats.unplanned_frames > 0 and stats.failed_frames == 0
+    assert stats.reconnects == 1 and stats.swaps == 0
+    assert any("cannot fetch the plan" in line for line in lines)
+
+
+def test_agent_swaps_plans_survives_bad_plans_and_service_restarts(tmp_path):
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    platform, profile = documents(model)
+    server = Server(tmp_path / "data", env={"PLANNER_MAX_WAIT_S": "2"}).start()
+    agent = None
+    try:
+        ci, board = tokens(server)
+        pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
+        pid = pipe.post("/v1/platforms", json=platform).json()["id"]
+        mid = pipe.post("/v1/profiles", json=profile).json()["id"]
+        plans = {}
+        for dev in DEVICES:
+            r = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "constraints": {"devices": [dev]}})
+            assert r.status_code in (200, 201), r.text
+            plans[dev] = r.json()["id"]
+        two = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "objective": "latency",
+                                           "constraints": {"devices": ["cpu1", "cpu2"]}, "compare_baselines": False,
+                                           "seed": 1})
+        assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201
+        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plans["cpu1"]}).status_code == 200
+
+        def telemetry() -> dict:
+            try:
+                r = pipe.get("/v1/deployments/cam/telemetry")
+            except httpx.HTTPError:
+                return {}
+            return {p["plan_id"]: p for p in r.json()["plans"]} if r.status_code == 200 else {}
+
+        def samples(plan: str) -> int:
+            return telemetry().get(plan, {}).get("samples", 0)
+
+        env = {**server.env, "PLANNER_TOKEN": board}
+        agent = subprocess.Popen(
+            [str(PLANNER), "agent", "--server", server.url, "--deployment", "cam", "--model", str(model),
+             "--device", "cpu1=CPUExecutionProvider:threads=1", "--device", "cpu2=CPUExecutionProvider:threads=1",
+             "--rate", "40", "--duration", "90", "--batch-s", "0.3", "--poll-wait", "2", "--name", "board-17", "--json"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+        wait_for(lambda: samples(plans["cpu1"]) >= 10, 60, "samples on the first plan")
+        # a new plan: built off the hot path, swapped between two frames
+        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plans["cpu2"]}).status_code == 200
+        wait_for(lambda: samples(plans["cpu2"]) >= 10, 30, "samples on the second plan")
+        # a plan for a device the board does not have: reported, the board stays on cpu2
+        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plans["cpu3"]}).status_code == 200
+        wait_for(lambda: telemetry().get(plans["cpu3"], {}).get("errors", 0) >= 1, 30, "the build failure report")
+        errors = pipe.get("/v1/deployments/cam/telemetry").json()["errors"]
+        failed = next(e for e in errors if e["kind"] == "build_failed")
+        assert "cpu3" in failed["message"] and failed["plan_id"] == plans["cpu3"] and failed["agent"] == "board-17"
+        before = samples(plans["cpu2"])
+        wait_for(lambda: samples(plans["cpu2"]) >= before + 10, 30, "the board serving the previous plan")
+        assert samples(plans["cpu3"]) == 0
+
+        # the service dies; the agent keeps inferring and buffers its telemetry
+        at_kill = samples(plans["cpu2"])
+        server.kill()
+        down_s = 3.0
+        time.sleep(down_s)
+        assert agent.poll() is None, agent.communicate()
+        server.start()
+        # everything measured while the service was away arrives: ~40 frames/s for down_s
+        wait_for(lambda: samples(plans["cpu2"]) >= at_kill + 0.5 * 40 * down_s, 60, "telemetry from the downtime")
+        # and the agent follows plan changes again after reconnecting
+        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": two.json()["id"]}).status_code == 200
+        wait_for(lambda: samples(two.json()["id"]) >= 5, 60, "samples on the plan set after the restart")
+
+        agent.send_signal(signal.SIGTERM)
+        out, err = agent.communicate(timeout=60)
+        assert agent.returncode == 0, err
+        stats = json.loads(out.strip().splitlines()[-1])
+        assert stats["build_failures"] == 1 and stats["failed_frames"] == 0
+        assert stats["plans"][:2] == [plans["cpu1"], plans["cpu2"]] and stats["swaps"] == 3
+        assert stats["reconnects"] >= 1 and stats["batches_dropped"] == 0
+        summary = telemetry()
+        assert sum(p["samples"] for p in summary.values()) == stats["frames"] - stats["unplanned_frames"]
+        for p in summary.values():
+            if p["samples"]:
+                assert p["median_ms"] > 0 and p["p90_ms"] >= p["median_ms"] and len(p["slices"]) >= 1
+
+        # the loop closes: a profile refit from what the board measured, fetched from the service
+        (tmp_path / "p.json").write_text(json.dumps(platform))
+        (tmp_path / "m.json").write_text(json.dumps(profile))
+        out = subprocess.run([str(PLANNER), "refit", "--platform", str(tmp_path / "p.json"), "--profile",
+                              str(tmp_path / "m.json"), "--server", server.url, "--deployment", "cam", "--token", ci,
+                              "--out", str(tmp_path / "m2.json")], cwd=ROOT, env=server.env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        refit = json.loads((tmp_path / "m2.json").read_text())
+        assert refit["layers"] != profile["layers"] and "refit from telemetry" in refit["source"]
+    finally:
+        if agent is not None and agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+            agent.wait(10)
+        server.stop()

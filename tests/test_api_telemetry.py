@@ -1,0 +1,163 @@
+"""Telemetry endpoints (in-process service, real SQLite): scopes of executor tokens,
+idempotent batches, bounded bodies, predicted vs measured per plan."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from models.compile import compile_problem
+from planner.core.evaluate import evaluate
+from planner.core.problem import Assignment
+from planner.core.schema import ModelProfile, Platform
+from tests.support import docs
+from tests.support.api import make_settings, start
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tel")
+    limits = replace(make_settings(d).limits, max_telemetry_bytes=64_000)
+    a = start(d, limits=limits)
+    yield a
+    a.client.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def dep(api):
+    ids = {"platform_id": api.upload("platform", docs.platform()), "profile_id": api.upload("profile", docs.profile())}
+    plans = []
+    for objective in ("latency", "energy"):
+        r = api.client.post("/v1/plans", json={**ids, "objective": objective}, headers=api.h())
+        assert r.status_code in (200, 201), r.text
+        plans.append(r.json())
+    for name in ("cam", "other"):
+        r = api.client.post("/v1/deployments", json={"name": name, **ids}, headers=api.h())
+        assert r.status_code == 201, r.text
+    r = api.client.put("/v1/deployments/cam/active", json={"plan_id": plans[0]["id"]}, headers=api.h())
+    assert r.status_code == 200
+    api.token("board", ["executor"], ["cam"])
+    return {"plans": plans, **ids}
+
+
+def _batch(plan: dict, batch_id: str, scale: float = 1.0, n: int = 20, revision: int = 1) -> dict:
+    slices = plan["plan"]["slices"]
+    rng = np.random.default_rng(len(batch_id))
+    samples = []
+    for _ in range(n):
+        per = [s["time_ms"] * scale * float(rng.uniform(0.98, 1.02)) for s in slices]
+        samples.append({"latency_ms": sum(per) * 1.01, "slice_ms": per})
+    return {"batch_id": batch_id, "agent": "board-17", "plan_id": plan["id"], "revision": revision, "samples": samples}
+
+
+def test_executor_token_posts_only_to_its_deployment(api, dep):
+    body = _batch(dep["plans"][0], "b-scope")
+    for name in ("other", "no-such-deployment"):
+        r = api.client.post(f"/v1/deployments/{name}/telemetry", json=body, headers=api.h("board"))
+        assert r.status_code == 403, r.text
+        problem = {k: v for k, v in r.json().items() if k != "instance"}  # instance: the caller's own URL
+        assert name not in json.dumps(problem)
+    # the same answer whether or not the deployment exists: nothing is revealed
+    a = api.client.post("/v1/deployments/other/telemetry", json=body, headers=api.h("board")).json()
+    b = api.client.post("/v1/deployments/no-such-deployment/telemetry", json=body, headers=api.h("board")).json()
+    assert (a["detail"], a["title"]) == (b["detail"], b["title"])
+    # even a malformed batch is refused on scope first
+    assert api.client.post("/v1/deployments/other/telemetry", json={"x": 1}, headers=api.h("board")).status_code == 403
+    # an unbound executor token, and a read-only pipeline token, may not post
+    assert api.client.post("/v1/deployments/cam/telemetry", json=body, headers=api.h("executor")).status_code == 403
+    assert api.client.post("/v1/deployments/cam/telemetry", json=body, headers=api.h("pipeline")).status_code == 403
+    assert api.client.get("/v1/deployments/other/telemetry", headers=api.h("board")).status_code == 403
+    assert api.client.post("/v1/deployments/cam/telemetry", json=body).status_code == 401
+
+
+def test_batches_are_idempotent(api, dep):
+    body = _batch(dep["plans"][0], "b-idem", n=5)
+    first = api.client.post("/v1/deployments/cam/telemetry", json=body, headers=api.h("board"))
+    assert first.status_code == 201, first.text
+    again = api.client.post("/v1/deployments/cam/telemetry", json=body, headers=api.h("board"))
+    assert again.status_code == 200 and again.json() == first.json()
+    summary = api.client.get("/v1/deployments/cam/telemetry?plan_id=" + dep["plans"][0]["id"], headers=api.h()).json()
+    assert summary["batches"] == 1 and summary["samples"] == 5
+    other = {**body, "samples": body["samples"][:2]}
+    r = api.client.post("/v1/deployments/cam/telemetry", json=other, headers=api.h("board"))
+    assert r.status_code == 409 and "b-idem" in r.json()["detail"]
+
+
+def test_bounded_and_validated_bodies(api, dep):
+    big = _batch(dep["plans"][0], "b-big", n=2000)
+    assert len(json.dumps(big)) > 64_000
+    r = api.client.post("/v1/deployments/cam/telemetry", json=big, headers=api.h("board"))
+    assert r.status_code == 413 and r.headers["content-type"].startswith("application/problem+json")
+    bad = _batch(dep["plans"][0], "b-bad", n=3)
+    bad["samples"][1]["latency_ms"] = -1
+    bad["samples"][2]["slice_ms"] = [1.0]
+    r = api.client.post("/v1/deployments/cam/telemetry", json=bad, headers=api.h("board"))
+    assert r.status_code == 422
+    paths = {e["path"] for e in r.json()["errors"]}
+    assert any("samples[1].latency_ms" in p for p in paths), paths
+    foreign = _batch(dep["plans"][1], "b-foreign", n=2)  # a plan that was never active there
+    r = api.client.post("/v1/deployments/cam/telemetry", json=foreign, headers=api.h("board"))
+    assert r.status_code == 422 and "plan_id" in r.text
+
+
+def test_predicted_vs_measured_per_plan(api, dep):
+    p0, p1 = dep["plans"]
+    assert api.client.post("/v1/deployments/cam/telemetry", json=_batch(p0, "m-1", scale=1.25, n=30),
+                           headers=api.h("board")).status_code == 201
+    api.client.put("/v1/deployments/cam/active", json={"plan_id": p1["id"]}, headers=api.h())
+    errors = {"batch_id": "m-err", "plan_id": None, "errors": [
+        {"kind": "build_failed", "message": "CUDAExecutionProvider is not available", "plan_id": p1["id"], "revision": 2}]}
+    assert api.client.post("/v1/deployments/cam/telemetry", json=errors, headers=api.h("board")).status_code == 201
+    r = api.client.get("/v1/deployments/cam/telemetry", headers=api.h("board"))
+    assert r.status_code == 200, r.text
+    s = r.json()
+    by_plan = {p["plan_id"]: p for p in s["plans"]}
+    m = by_plan[p0["id"]]
+    posted = _batch(p0, "m-1", scale=1.25, n=30)["samples"] + _batch(p0, "b-idem", n=5)["samples"]  # and the earlier test's
+    latencies = [x["latency_ms"] for x in posted]
+    assert m["median_ms"] == pytest.approx(float(np.median(latencies)))
+    assert m["p90_ms"] == pytest.approx(float(np.percentile(latencies, 90)))
+    assert m["predicted_latency_ms"] == pytest.approx(p0["plan"]["metrics"]["latency_ms"])
+    assert m["error_pct"] == pytest.approx(100 * (m["median_ms"] / m["predicted_latency_ms"] - 1))
+    for sl in m["slices"]:
+        assert sl["error_pct"] == pytest.approx(25.0, abs=3.0)  # 30 of the 35 samples ran 25% slow
+        assert sl["samples"] == 35
+    assert by_plan[p1["id"]]["errors"] == 1 and by_plan[p1["id"]]["samples"] == 0
+    assert s["errors"][0]["kind"] == "build_failed" and "CUDA" in s["errors"][0]["message"]
+
+
+def test_refit_a_profile_from_the_deployments_telemetry(api, dep):
+    p0 = dep["plans"][0]
+    url = f"/v1/profiles/{dep['profile_id']}/refit"
+    assert api.client.post(url, json={"deployment": "cam"}, headers=api.h("board")).status_code == 403
+    r = api.client.post(url, json={"deployment": "cam"}, headers=api.h())
+    assert r.status_code == 201, r.text
+    res = r.json()
+    new_id = res["profile"]["id"]
+    assert new_id != dep["profile_id"] and res["measurements_changed"] > 0 and res["slices"] >= 1
+    again = api.client.post(url, json={"deployment": "cam"}, headers=api.h())
+    assert again.status_code == 200 and again.json()["profile"]["id"] == new_id  # content-addressed
+    # the next plan stands on what the board did: the same slicing is now predicted near the measurement
+    summary = api.client.get("/v1/deployments/cam/telemetry?plan_id=" + p0["id"], headers=api.h()).json()
+    measured = summary["plans"][0]["median_ms"]
+    new_profile = ModelProfile.model_validate(api.client.get(f"/v1/profiles/{new_id}", headers=api.h()).json())
+    platform = Platform.model_validate(api.client.get(f"/v1/platforms/{dep['platform_id']}", headers=api.h()).json())
+    problem = compile_problem(platform, new_profile)
+    index = {(t.device_id, t.freq_mhz): i for i, t in enumerate(problem.targets)}
+    slices = p0["plan"]["slices"]
+    old_plan = Assignment.from_slices([(s["first_index"], s["last_index"], index[(s["device"], s["freq_mhz"])]) for s in slices])
+    now = evaluate(problem, old_plan).latency_ms
+    old_err = abs(p0["plan"]["metrics"]["latency_ms"] - measured)
+    assert abs(now - measured) < 0.2 * old_err  # the same slicing is now predicted near what the board measured
+    r = api.client.post("/v1/plans", json={"platform_id": dep["platform_id"], "profile_id": new_id,
+                                           "objective": "latency"}, headers=api.h())
+    assert r.status_code in (200, 201), r.text  # and the next plan stands on it
+    for body, status, needle in [({"deployment": "other", "min_samples": 1}, 422, "no slice with enough samples"),
+                                 ({"deployment": "cam", "max_scale": 0.5}, 422, "max_scale"),
+                                 ({"deployment": "nope"}, 404, "nope")]:
+        r = api.client.post(url, json=body, headers=api.h())
+        assert r.status_code == status and needle in r.text, r.text
+    assert api.client.post(f"/v1/profiles/{'0' * 64}/refit", json={"deployment": "cam"}, headers=api.h()).status_code == 404
