@@ -23,7 +23,7 @@ from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, iso, plan_resour
 from api.jobs import JobManager, new_id
 from api.problems import ApiError, from_planner_error, invalid, validation_issues
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
-from api.schemas import ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSubmission
+from api.schemas import DEPLOYMENT_ID_PREFIX, ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSubmission
 from api.settings import Settings
 from api.worker import load_solver_modules
 from planner import __version__
@@ -31,7 +31,7 @@ from planner.core.errors import Issue, PlannerError
 from planner.plan import canonical_json
 from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform, ScheduleRequest
 from planner.core.solver import Solver
-from planner.registry import check_supported, get_solver
+from planner.registry import check_supported, get_solver, solver_options
 
 log = logging.getLogger("planner.api")
 
@@ -263,16 +263,15 @@ class Service:
     def checked_schedule(self, sub: ScheduleSubmission) -> ScheduleRequest:
         """Everything that can be refused before a schedule job is accepted (422 naming
         the field): the time limit, the solver, the documents, the request the core
-        would get, and its compilation (devices, CPU partitions, feasibility). Solver
-        options are checked by the solver itself: a bad one fails the job with the
-        same problem body."""
+        would get, its solver options (the solver's declared options model), and its
+        compilation (devices, CPU partitions, feasibility)."""
         if sub.time_limit_s > self.limits.max_time_limit_s:
             raise invalid("time_limit_s", f"{sub.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
         from models.multiapp import compile_schedule
         from planner.scheduling import get_schedule_solver
 
         try:
-            get_schedule_solver(sub.solver)
+            solver_options(get_schedule_solver(sub.solver), sub.options)
         except PlannerError as exc:
             raise from_planner_error(exc) from None
         platform = self.planner.parsed("platform", sub.platform_id, "platform_id")
@@ -357,15 +356,20 @@ class Service:
             s.add(row)
         return row
 
-    def deployment(self, dep_id: str, principal: Principal | None = None) -> DeploymentRow:
+    def deployment(self, dep_ref: str, principal: Principal | None = None) -> DeploymentRow:
+        """By id (dep_...) or by name; ids and names never collide (names may not take
+        the prefix). An executor token learns nothing of deployments it is not bound to:
+        the same 403 whether the deployment exists or not, naming only what it asked for."""
         with self.db.session() as s:
-            row = s.get(DeploymentRow, dep_id)
-            if row is None:
-                row = s.scalars(select(DeploymentRow).where(DeploymentRow.name == dep_id)).first()
+            if dep_ref.startswith(DEPLOYMENT_ID_PREFIX):
+                row = s.get(DeploymentRow, dep_ref)
+            else:
+                row = s.scalars(select(DeploymentRow).where(DeploymentRow.name == dep_ref)).first()
+        if principal is not None and not principal.has("pipeline") and (row is None or not principal.may_read_deployment(row.id)):
+            raise ApiError(403, "this executor token is not bound to the deployment it asked for",
+                           errors=[Issue("deployment_id", "not bound to this executor token")])
         if row is None:
-            raise ApiError(404, f"no deployment with id or name {dep_id}")
-        if principal is not None and not principal.may_read_deployment(row.id, row.name):
-            raise ApiError(403, f"this executor token is not bound to deployment {row.id}")
+            raise ApiError(404, f"no deployment with id or name {dep_ref}")
         return row
 
     def list_deployments(self, limit: int, offset: int) -> tuple[int, list[DeploymentRow]]:

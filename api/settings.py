@@ -29,6 +29,8 @@ class Limits:
     max_time_limit_s: float = 3600.0
     max_wait_s: float = 60.0  # longest long-poll an executor may ask for
     max_schedule_configs: int = 256  # CPU configurations (core partitions) one schedule request may span
+    max_json_depth: int = 64  # nesting of any JSON body (documents need about 8)
+    max_string_bytes: int = 65536  # any one JSON string of a body
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class Settings:
             max_time_limit_s=_env_float("PLANNER_MAX_TIME_LIMIT_S", Limits.max_time_limit_s),
             max_wait_s=_env_float("PLANNER_MAX_WAIT_S", Limits.max_wait_s),
             max_schedule_configs=_env_int("PLANNER_MAX_SCHEDULE_CONFIGS", Limits.max_schedule_configs),
+            max_json_depth=_env_int("PLANNER_MAX_JSON_DEPTH", Limits.max_json_depth),
+            max_string_bytes=_env_int("PLANNER_MAX_STRING_BYTES", Limits.max_string_bytes),
         )
         modules = tuple(m for m in os.environ.get("PLANNER_SOLVER_MODULES", "").split(",") if m.strip())
         base = cls(

@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response
 
 from api import views
+from api.bodies import JsonRoute
 from api.auth import Principal, require
 from api.problems import responses
 from api.routers.deps import Paging, paging, service
@@ -17,7 +18,7 @@ from api.service import Service
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
 from planner.core.schema import ModelProfile, Platform
 
-router = APIRouter(prefix="/v1", tags=["documents"])
+router = APIRouter(prefix="/v1", tags=["documents"], route_class=JsonRoute)
 DocId = Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="sha256 content id")]
 WRITE = Depends(require("pipeline"))
 READ = Depends(require("pipeline"))
