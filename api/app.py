@@ -50,6 +50,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
     # Outermost first: the body limit runs before idempotency reads the body.
-    app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s)
+    app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s,
+                       lease_s=settings.idempotency_lease_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes)
     return app

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import importlib
 import itertools
 import json
 import logging
@@ -189,13 +190,28 @@ class LRU:
         return value
 
 
+class TooSlow(Exception):
+    """A fast-path request still planning at the plan worker's deadline."""
+
+
+class _Deadline(BaseException):  # BaseException: no solver's `except Exception` swallows it
+    pass
+
+
+def _on_alarm(signum, frame) -> None:  # noqa: ANN001
+    raise _Deadline()
+
+
 class Planner:
     """Documents and compiled problems by content id, and the plan store's hot path.
-    One per process: the service uses it for job requests, a plan worker for fast ones."""
+    One per process: the service uses it for job requests, a plan worker for fast ones
+    (there with a per-request deadline, `deadline_s`, and the worker's memory cap)."""
 
-    def __init__(self, db: Database, limits: Limits):
+    def __init__(self, db: Database, limits: Limits, deadline_s: float | None = None, memory_mb: int | None = None):
         self.db = db
         self.limits = limits
+        self.deadline_s = deadline_s
+        self.memory_mb = memory_mb
         self.docs = LRU(64)  # content id -> parsed document
         self.problems = LRU(32)  # (platform id, profile id) -> compiled Problem
 
@@ -262,6 +278,16 @@ class Planner:
                    request_key=key, body=plan_json, created_at=utcnow())
         return row, plan_resource_json(row, plan_json)
 
+    def _bounded(self, fn: Callable, *args):  # noqa: ANN202
+        """fn(*args) under the deadline (SIGALRM: only a plan worker's main thread sets one)."""
+        if not self.deadline_s:
+            return fn(*args)
+        signal.setitimer(signal.ITIMER_REAL, self.deadline_s)
+        try:
+            return fn(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
     def handle(self, store: PlanStore, items: list[tuple]) -> list[tuple]:
         """Plan a batch of requests (req id, platform id, profile id, request JSON, key,
         reuse) and store the new plans in one transaction. Answers, per request:
@@ -283,10 +309,17 @@ class Planner:
                         out.append((req_id, "plan", hit[0], hit[1], False))
                         continue
                 request = PlanRequest.model_validate_json(request_json)
-                row, body = self.plan(platform_id, profile_id, request, request_json, key)
+                row, body = self._bounded(self.plan, platform_id, profile_id, request, request_json, key)
                 rows.append(row)
                 stored[key] = (row["id"], body)  # an identical request later in this batch reuses it
                 out.append((req_id, "plan", row["id"], body, True))
+            except _Deadline:
+                out.append((req_id, "slow", f"still planning after the fast path's {self.deadline_s:g} s"))
+            except MemoryError:
+                reason = (f"the request needed more memory than a plan worker may take ({self.memory_mb} MiB, "
+                          "PLANNER_WORKER_MEMORY_MB); ask for less (fewer samples, a smaller profile)")
+                out.append((req_id, "error", 422, "Over the memory limit", f"<request>: {reason}",
+                            [("<request>", reason)], "memory-limit"))
             except ApiError as exc:
                 out.append((req_id, "error", exc.status, exc.title, exc.detail,
                             [(i.path, i.reason) for i in exc.errors], exc.kind))
@@ -307,16 +340,37 @@ class Planner:
 
 # ---------------------------------------------------------------------- the worker process
 
-def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...]) -> None:  # noqa: ANN001
+def cap_memory(memory_mb: int | None) -> None:
+    """RLIMIT_AS for this process: an allocation past it is a MemoryError here, not the
+    whole machine swapping (issue 12: one request peaked near 22.5 GB)."""
+    if memory_mb:
+        import resource
+
+        cap = int(memory_mb) * 1024 * 1024
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...], deadline_s: float | None = None,  # noqa: ANN001
+                memory_mb: int | None = None, parent_pid: int | None = None) -> None:
     """A plan worker: reads batches of requests from `conn`, answers each batch with one
-    message after its commit. Stops when the service closes the connection."""
+    message after its commit. Stops when the service closes the connection, and dies
+    with the service (parent-death signal) even when it is killed with SIGKILL."""
+    from planner.core.procs import die_with_parent
+
+    die_with_parent(parent_pid, own_group=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the service, which then closes the pipe
+    signal.signal(signal.SIGALRM, _on_alarm)
     from api.worker import load_solver_modules
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     load_solver_modules(solver_modules)
+    importlib.import_module("planner.plan")  # every import before the cap: it bounds planning, not start-up
+    cap_memory(memory_mb)
     db = Database(url, run_migrations=False)
-    planner = Planner(db, limits)
+    planner = Planner(db, limits, deadline_s, memory_mb)
     store = PlanStore(db)
     try:
         while True:
@@ -452,11 +506,13 @@ class _Worker:
 class PlanWorkers:
     """The plan worker processes, seen from the event loop: `await plan(...)`."""
 
-    def __init__(self, url: str, limits: Limits, solver_modules: tuple[str, ...], processes: int = 1):
+    def __init__(self, url: str, limits: Limits, solver_modules: tuple[str, ...], processes: int = 1,
+                 deadline_s: float | None = None, memory_mb: int | None = None):
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")  # the service is multi-threaded: never fork it
-        self.workers = [_Worker(ctx, (url, limits, tuple(solver_modules))) for _ in range(max(1, processes))]
+        args = (url, limits, tuple(solver_modules), deadline_s, memory_mb, os.getpid())
+        self.workers = [_Worker(ctx, args) for _ in range(max(1, processes))]
         self._ids = itertools.count(1)
 
     def start(self) -> None:
@@ -490,6 +546,8 @@ class PlanWorkers:
         if answer[1] == "error":
             _, _, status, title, detail, issues, kind = answer
             raise ApiError(status, detail, errors=[Issue(p, r) for p, r in issues], title=title, kind=kind)
+        if answer[1] == "slow":
+            raise TooSlow(answer[2])
         raise RuntimeError(answer[2])
 
     def stop(self) -> None:

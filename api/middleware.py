@@ -4,17 +4,23 @@
   it (Content-Length checked first, streamed bodies counted);
 - Idempotency: a POST carrying `Idempotency-Key` is answered once; a retry with the
   same key and the same request gets the stored response (never a duplicate), the
-  same key with a different request gets 422, one still in progress 409.
+  same key with a different request gets 422, one still in progress 409. A request in
+  progress holds its key by a lease (owner, expiry) that it renews while it runs; a key
+  whose request died with its server is free again once the lease ran out, so the
+  retry runs once instead of answering 409 for a day.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import json
+import logging
 import re
+import secrets
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,6 +29,7 @@ from api.problems import problem_body
 from api.rows import IdempotencyRow, utcnow
 from planner.core.errors import Issue
 
+log = logging.getLogger("planner.api")
 KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 
@@ -84,10 +91,11 @@ class BodyLimit:
 
 
 class Idempotency:
-    def __init__(self, app: ASGIApp, service_of, ttl_s: float):  # noqa: ANN001
+    def __init__(self, app: ASGIApp, service_of, ttl_s: float, lease_s: float = 30.0):  # noqa: ANN001
         self.app = app
         self.service_of = service_of
         self.ttl = dt.timedelta(seconds=ttl_s)
+        self.lease_s = lease_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -109,7 +117,8 @@ class Idempotency:
         path = scope["path"] + ("?" + scope["query_string"].decode("latin-1") if scope.get("query_string") else "")
         fingerprint = hashlib.sha256(b"POST " + path.encode() + b"\n" + body).hexdigest()
         db = self.service_of(scope).db
-        state, row = await run_in_threadpool(self._claim, db, principal, key, path, fingerprint)
+        owner = secrets.token_hex(16)
+        state, row = await run_in_threadpool(self._claim, db, principal, key, path, fingerprint, owner)
         if state == "replay":
             hdrs = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in json.loads(row["headers"])]
             hdrs.append((b"idempotent-replayed", b"true"))
@@ -134,18 +143,39 @@ class Idempotency:
                 captured["body"] += message.get("body", b"")
             await send(message)
 
+        renew = asyncio.get_running_loop().create_task(self._renew(db, principal, key, owner))
         try:
             await self.app(scope, _replay(body), capture)
         finally:
+            renew.cancel()
             status = captured["status"]
             keep = status is not None and status < 500 and status not in (401, 403, 409, 429)
-            await run_in_threadpool(self._finish, db, principal, key, captured if keep else None)
+            await run_in_threadpool(self._finish, db, principal, key, owner, captured if keep else None)
 
-    def _claim(self, db, principal: str, key: str, path: str, fingerprint: str):  # noqa: ANN001
+    def _lease_until(self) -> dt.datetime:
+        return utcnow() + dt.timedelta(seconds=self.lease_s)
+
+    async def _renew(self, db, principal: str, key: str, owner: str) -> None:  # noqa: ANN001
+        """Extend this request's lease every third of it while the request runs."""
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                await run_in_threadpool(self._extend, db, principal, key, owner)
+            except Exception:  # noqa: BLE001 - the next renewal retries; the lease bounds the harm
+                log.warning("renewing the idempotency lease of %s failed", key, exc_info=True)
+
+    def _extend(self, db, principal: str, key: str, owner: str) -> None:  # noqa: ANN001
+        with db.session() as s:
+            s.execute(update(IdempotencyRow).where(IdempotencyRow.principal == principal, IdempotencyRow.key == key,
+                                                   IdempotencyRow.owner == owner, IdempotencyRow.status_code.is_(None))
+                      .values(lease_expires_at=self._lease_until()))
+
+    def _claim(self, db, principal: str, key: str, path: str, fingerprint: str, owner: str):  # noqa: ANN001
         for _ in range(3):
             with db.session() as s:
                 row = s.get(IdempotencyRow, (principal, key))
-                if row is not None and row.created_at < utcnow() - self.ttl:
+                now = utcnow()
+                if row is not None and row.created_at < now - self.ttl:
                     s.delete(row)
                     s.flush()
                     row = None
@@ -153,26 +183,43 @@ class Idempotency:
                     if row.fingerprint != fingerprint:
                         return "mismatch", None
                     if row.status_code is None:
-                        return "busy", None
+                        # rows from before leases: held for one lease from their creation
+                        expires = row.lease_expires_at or row.created_at + dt.timedelta(seconds=self.lease_s)
+                        if expires > now:
+                            return "busy", None
+                        # its request died (the server with it): take the key over, fenced on
+                        # the old holder so two retries cannot both take it
+                        res = s.execute(update(IdempotencyRow).where(
+                            IdempotencyRow.principal == principal, IdempotencyRow.key == key,
+                            IdempotencyRow.status_code.is_(None),
+                            IdempotencyRow.owner.is_(None) if row.owner is None else IdempotencyRow.owner == row.owner)
+                            .values(owner=owner, lease_expires_at=self._lease_until())
+                            .execution_options(synchronize_session=False))
+                        if res.rowcount == 1:
+                            log.warning("idempotency key %s: its request died (lease expired); running the retry", key)
+                            return "claimed", None
+                        continue
                     body = s.scalar(select(IdempotencyRow.body).where(IdempotencyRow.principal == principal, IdempotencyRow.key == key))
                     return "replay", {"status": row.status_code, "headers": row.headers, "body": body or ""}
             try:
                 with db.session() as s:
                     s.add(IdempotencyRow(principal=principal, key=key, method="POST", path=path, fingerprint=fingerprint,
-                                         status_code=None, headers="[]", body=None, created_at=utcnow()))
+                                         status_code=None, headers="[]", body=None, created_at=utcnow(), owner=owner,
+                                         lease_expires_at=self._lease_until()))
                 return "claimed", None
             except IntegrityError:
                 continue  # claimed concurrently: look again
         return "busy", None
 
-    def _finish(self, db, principal: str, key: str, captured: dict | None) -> None:  # noqa: ANN001
+    def _finish(self, db, principal: str, key: str, owner: str, captured: dict | None) -> None:  # noqa: ANN001
+        mine = (IdempotencyRow.principal == principal, IdempotencyRow.key == key, IdempotencyRow.owner == owner)
         with db.session() as s:
             if captured is None:
-                s.execute(delete(IdempotencyRow).where(IdempotencyRow.principal == principal, IdempotencyRow.key == key))
+                s.execute(delete(IdempotencyRow).where(*mine))
                 return
-            row = s.get(IdempotencyRow, (principal, key))
+            row = s.scalars(select(IdempotencyRow).where(*mine)).first()
             if row is None:
-                return
+                return  # the lease was taken over (this request was presumed dead): the holder answers
             keep = {b"content-type", b"location", b"etag"}
             row.status_code = captured["status"]
             row.headers = json.dumps([(k.decode("latin-1"), v.decode("latin-1")) for k, v in captured["headers"] if k.lower() in keep])

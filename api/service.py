@@ -19,7 +19,8 @@ from starlette.concurrency import run_in_threadpool
 from api.auth import Authenticator, Principal
 from api.db import Database
 from api.executors import Executor, PebbleExecutor
-from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, iso, plan_resource_json, spliced_json
+from api import admission
+from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, TooSlow, iso, plan_resource_json, spliced_json
 from api.jobs import JobManager, new_id
 from api.problems import ApiError, from_planner_error, invalid, validation_issues
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
@@ -81,13 +82,16 @@ class Service:
     def __init__(self, settings: Settings, executor: Executor | None = None):
         self.settings = settings
         self.limits = settings.limits
-        self.executor = executor or PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s)
+        self.executor = executor or PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s,
+                                                   settings.worker_memory_mb)
         self.notifier = Notifier()
         self.executor_views = LRU(256)  # plan id -> ExecutorPlan JSON bytes (plans are immutable)
         self.reused = LRU(1024)  # request key -> (plan id, PlanResource JSON bytes)
+        self.sizes = LRU(1024)  # (platform id, profile id) -> (layers, targets), for admission
         self.db: Database | None = None
         self.planner: Planner | None = None
-        self.plan_workers = PlanWorkers(settings.url, settings.limits, settings.solver_modules, settings.plan_workers)
+        self.plan_workers = PlanWorkers(settings.url, settings.limits, settings.solver_modules, settings.plan_workers,
+                                        deadline_s=settings.fast_deadline_s, memory_mb=settings.worker_memory_mb)
 
     def start(self) -> None:
         load_solver_modules(self.settings.solver_modules)
@@ -193,12 +197,31 @@ class Service:
             if hit is not None:
                 return "plan", hit, False
         solver = self.checked_solver(request)
-        if not solver.capabilities.fast:
+        sizes = self.sizes.get((sub.platform_id, sub.profile_id))
+        if sizes is None:
+            sizes = await run_in_threadpool(self.doc_sizes, sub.platform_id, sub.profile_id)
+        at_once = admission.admit(admission.estimate(solver.name, request, *sizes), self.limits)
+        if not solver.capabilities.fast or not at_once:
             return await run_in_threadpool(self.submit_job, sub, request, key, solver)
-        plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id, request.model_dump_json(),
-                                                              key, sub.reuse)
+        try:
+            plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id,
+                                                                  request.model_dump_json(), key, sub.reuse)
+        except TooSlow:  # past the fast path's deadline: a job plans it, with its own time limit
+            return await run_in_threadpool(self.submit_job, sub, request, key, solver)
         self.reused.put(key, (plan_id, body))
         return "plan", (plan_id, body), created
+
+    def doc_sizes(self, platform_id: str, profile_id: str) -> tuple[int, int]:
+        """(layers, targets) of two stored documents, from their summaries (cached: content
+        ids never change); (1, 1) for a missing one, which planning then refuses by name."""
+        with self.db.session() as s:
+            rows = dict(s.execute(select(DocumentRow.id, DocumentRow.summary)
+                                  .where(DocumentRow.id.in_([platform_id, profile_id]))).all())
+        plat, prof = json.loads(rows.get(platform_id, "{}")), json.loads(rows.get(profile_id, "{}"))
+        sizes = (int(prof.get("layers") or prof.get("ops") or 1), int(plat.get("targets") or plat.get("clusters") or 1))
+        if platform_id in rows and profile_id in rows:
+            self.sizes.put((platform_id, profile_id), sizes)
+        return sizes
 
     def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver) -> tuple[str, Any, bool]:
         if sub.reuse:

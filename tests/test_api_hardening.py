@@ -168,3 +168,251 @@ def test_a_row_that_does_not_read_back_is_answered_not_a_500(api, ids):
     got = api.client.get(f"/v1/jobs/{job_id}", headers=api.h())
     assert got.status_code == 200 and "stored request unreadable" in got.json()["message"]
     assert got.json()["request"]["options"] == {}
+
+
+# ----------------------------------------------------------------- finding 1: bounded, admitted work
+
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory):
+    """Small limits: 2 plan workers, a 1 s fast-path deadline, a work limit and a
+    fast-path work limit low enough for a 400-layer profile to cross both."""
+    from api.settings import Limits
+
+    limits = Limits(max_body_bytes=2_000_000, max_layers=400, max_devices=8, max_targets=64, max_time_limit_s=120.0,
+                    max_wait_s=10.0, max_work=5e7, max_fast_work=2e6)
+    a = start(tmp_path_factory.mktemp("bounded"), limits=limits, plan_workers=2, fast_deadline_s=1.0,
+              worker_memory_mb=1536)
+    a.client = TestClient(a.client.app, raise_server_exceptions=False)
+    a.client.__enter__()
+    a.ids = {"platform": a.upload("platform", docs.platform()), "profile": a.upload("profile", docs.profile(400))}
+    yield a
+    a.client.__exit__(None, None, None)
+
+
+def _plan(api, **kw):
+    return api.client.post("/v1/plans", json={"platform_id": api.ids["platform"], "profile_id": api.ids["profile"],
+                                              "compare_baselines": False, **kw}, headers=api.h())
+
+
+def test_work_over_the_limit_is_refused_naming_it(bounded):
+    r = _plan(bounded, solver="random", options={"samples": 1_000_000})
+    err = problem_of(r, 422)["errors"][0]
+    assert err["path"] == "options.samples" and "PLANNER_MAX_WORK" in err["reason"], err
+
+
+def test_work_over_the_fast_path_becomes_a_job(bounded):
+    r = _plan(bounded, solver="random", options={"samples": 20_000})
+    assert r.status_code == 202, r.text
+    done = bounded.wait_job(r.json()["id"])
+    assert done["state"] == "succeeded" and done["solver"] == "random"
+    assert _plan(bounded, solver="random", options={"samples": 200}).status_code == 201  # small: answered at once
+
+
+def test_a_request_past_the_fast_deadline_becomes_a_job_and_blocks_no_one(bounded):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        busy = pool.submit(_plan, bounded, solver="test-busy", options={"duration_s": 30})
+        import time
+
+        time.sleep(0.3)  # the busy request holds one plan worker now
+        small = _plan(bounded, solver="dp", seed=7)
+        assert small.status_code == 201, small.text
+        assert not busy.done(), "the small plan was answered while the busy one still ran on the other worker"
+        r = busy.result(timeout=60)
+    assert r.status_code == 202, r.text  # the deadline stopped it on the fast path; a job finishes it
+    assert r.json()["solver"] == "test-busy"
+    assert bounded.client.delete(f"/v1/jobs/{r.json()['id']}", headers=bounded.h()).status_code == 200
+
+
+def test_a_request_over_the_memory_cap_is_refused_and_the_worker_lives(bounded):
+    # under the work limits (raised for this request only), over the worker's memory cap
+    limits = bounded.service.limits
+    object.__setattr__(limits, "max_work", 1e12)
+    object.__setattr__(limits, "max_fast_work", 1e12)
+    try:
+        r = _plan(bounded, solver="random", options={"samples": 1_000_000}, seed=3)
+    finally:
+        object.__setattr__(limits, "max_work", 5e7)
+        object.__setattr__(limits, "max_fast_work", 2e6)
+    err = problem_of(r, 422)["errors"][0]
+    assert "PLANNER_WORKER_MEMORY_MB" in err["reason"], err
+    for seed in range(4):  # both workers still answer
+        assert _plan(bounded, solver="dp", seed=100 + seed).status_code == 201
+
+
+# ----------------------------------------------------------------- finding 4: no orphans
+
+def _children_map() -> dict[int, list[int]]:
+    import os
+
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc: no extra dependency)."""
+    children = _children_map()
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def grandchildren(pid: int) -> set[int]:
+    children = _children_map()
+    return {g for c in children.get(pid, ()) for g in children.get(c, ())}
+
+
+def alive(pids: set[int]) -> set[int]:
+    import os
+
+    left = set()
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    left.add(p)
+        except OSError:
+            pass
+    return left
+
+
+def wait_until(cond, timeout_s: float = 30.0, every_s: float = 0.1):  # noqa: ANN001
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(every_s)
+    return cond()
+
+
+def test_cancelling_a_multiprocess_ga_job_leaves_no_process(tmp_path):
+    """Issue 12: the 8 evaluation processes of a cancelled GA job ran on under PID 1."""
+    import os
+
+    import numpy as np
+
+    from tests import schedule_instances as si
+
+    api = start(tmp_path)
+    try:
+        rng = np.random.default_rng(7)
+        p = api.upload("platform", si.platform(rng).model_dump(mode="json", exclude_none=True))
+        a, b = (api.upload("profile", si.profile(rng, n, 3).model_dump(mode="json", exclude_none=True)) for n in "AB")
+        apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
+        before = grandchildren(os.getpid())
+        r = api.client.post("/v1/schedules", json={"platform_id": p, "solver": "ga", "time_limit_s": 60, "apps": apps,
+                                                   "options": {"generations": 1_000_000, "population": 8, "workers": 2}},
+                            headers=api.h())
+        assert r.status_code == 202, r.text
+        api.wait_job(r.json()["id"], states=("running",), timeout_s=30)
+        # the GA's evaluation processes: children of the job's worker process
+        pool = wait_until(lambda: (grandchildren(os.getpid()) - before) if len(grandchildren(os.getpid()) - before) >= 2
+                          else None)
+        assert pool and len(pool) >= 2, "the GA's two evaluation processes did not start"
+        assert api.client.delete(f"/v1/jobs/{r.json()['id']}", headers=api.h()).json()["state"] == "cancelled"
+        wait_until(lambda: not alive(pool), timeout_s=20)
+        assert not alive(pool), f"evaluation processes left after the cancel: {alive(pool)}"
+    finally:
+        api.client.__exit__(None, None, None)
+
+
+def test_kill_9_of_the_server_leaves_no_process(tmp_path):
+    """Issue 12: after kill -9 of the server its plan and job workers ran on (one
+    committed a plan 22 s later)."""
+    import os
+    import signal
+
+    import httpx
+
+    from tests.support.server import Server
+
+    srv = Server(tmp_path / "srv", insecure=True, env={"PLANNER_PLAN_WORKERS": "2"}).start()
+    try:
+        url = srv.url
+        p = httpx.post(f"{url}/v1/platforms", json=docs.platform(), timeout=30).json()["id"]
+        m = httpx.post(f"{url}/v1/profiles", json=docs.profile(), timeout=30).json()["id"]
+        assert httpx.post(f"{url}/v1/plans", json={"platform_id": p, "profile_id": m}, timeout=30).status_code == 201
+        job = httpx.post(f"{url}/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                                  "options": {"duration_s": 60}}, timeout=30).json()
+        wait_until(lambda: httpx.get(f"{url}/v1/jobs/{job['id']}", timeout=30).json()["state"] == "running")
+        workers = descendants(srv.proc.pid)
+        assert len(workers) >= 3, workers  # two plan workers, a job worker (and helpers)
+        os.kill(srv.proc.pid, signal.SIGKILL)  # the server alone, as the OOM killer or a crash would
+        srv.proc.wait(10)
+        wait_until(lambda: not alive(workers), timeout_s=20)
+        assert not alive(workers), f"processes left after kill -9 of the server: {alive(workers)}"
+    finally:
+        srv.stop()
+
+
+# ----------------------------------------------------------------- finding 6: idempotency after a crash
+
+def test_an_idempotency_key_whose_request_died_is_released(api, ids):
+    import datetime as dt
+
+    from sqlalchemy import update
+
+    from api.rows import IdempotencyRow
+
+    body = {"platform_id": ids["platform"], "profile_id": ids["profile"], "seed": 606}
+    h = api.h(**{"Idempotency-Key": "crash-1"})
+    first = api.client.post("/v1/plans", json=body, headers=h)
+    assert first.status_code == 201
+    # as a server killed mid-request leaves it: in progress, its holder gone, the lease run out
+    past = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=5)
+    with api.service.db.session() as s:
+        s.execute(update(IdempotencyRow).where(IdempotencyRow.key == "crash-1").values(
+            status_code=None, body=None, headers="[]", owner="dead-server", lease_expires_at=past))
+    retry = api.client.post("/v1/plans", json=body, headers=h)
+    assert retry.status_code in (200, 201), retry.text  # run (once), not 409 for a day
+    assert retry.json()["id"] == first.json()["id"]
+    again = api.client.post("/v1/plans", json=body, headers=h)
+    assert again.status_code == retry.status_code and again.headers.get("idempotent-replayed") == "true"
+    # a live holder's key stays busy
+    future = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(seconds=60)
+    with api.service.db.session() as s:
+        s.execute(update(IdempotencyRow).where(IdempotencyRow.key == "crash-1").values(
+            status_code=None, owner="live-server", lease_expires_at=future))
+    assert api.client.post("/v1/plans", json=body, headers=h).status_code == 409
+
+
+def test_a_long_request_keeps_its_idempotency_lease(tmp_path):
+    """The lease is renewed while the request runs: a retry during a request longer than
+    the lease is still a 409, never a second run."""
+    import threading
+    import time
+
+    a = start(tmp_path, idempotency_lease_s=0.5)
+    try:
+        p, m = a.upload("platform", docs.platform()), a.upload("profile", docs.profile())
+        body = {"platform_id": p, "profile_id": m, "solver": "test-busy", "options": {"duration_s": 2.0}}
+        h = a.h(**{"Idempotency-Key": "long-1"})
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("r", a.client.post("/v1/plans", json=body, headers=h)))
+        t.start()
+        time.sleep(1.3)  # past the lease: only renewal keeps the key
+        assert a.client.post("/v1/plans", json=body, headers=h).status_code == 409
+        t.join(30)
+        assert out["r"].status_code == 201
+        replay = a.client.post("/v1/plans", json=body, headers=h)
+        assert replay.headers.get("idempotent-replayed") == "true" and replay.json()["id"] == out["r"].json()["id"]
+    finally:
+        a.client.__exit__(None, None, None)

@@ -47,7 +47,7 @@ class Api:
 
 
 def make_settings(data_dir: Path, **kw) -> Settings:
-    base = Settings(data_dir=data_dir, token_cache_s=0.0, timeout_grace_s=0.5,
+    base = Settings(data_dir=data_dir, token_cache_s=0.0, timeout_grace_s=0.5, plan_workers=1,
                     solver_modules=("tests.support.slow_solver",), poll_interval_s=0.2,
                     limits=Limits(max_body_bytes=2_000_000, max_layers=400, max_devices=8, max_targets=64,
                                   max_time_limit_s=120.0, max_wait_s=10.0))

@@ -52,4 +52,17 @@ class CrashingSolver:
         os._exit(3)
 
 
-SOLVERS = [SlowSolver(), CrashingSolver()]
+class BusySolver:
+    """A *fast* solver that takes options.duration_s anyway (a request the estimate let
+    through that overruns the fast path): the plan worker's deadline must stop it and
+    turn the request into a job, without holding up the other workers' requests."""
+
+    name = "test-busy"
+    options_model = SlowOptions
+    capabilities = Capabilities(exact=True, fast=True, description="TEST ONLY: a fast solver that is not")
+
+    def solve(self, problem, request, progress=None):  # noqa: ANN001
+        return SlowSolver().solve(problem, request, progress)
+
+
+SOLVERS = [SlowSolver(), CrashingSolver(), BusySolver()]
