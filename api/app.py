@@ -11,7 +11,7 @@ from fastapi.staticfiles import StaticFiles
 
 from api import problems
 from api.executors import Executor
-from api.middleware import BodyLimit, Idempotency
+from api.middleware import BodyLimit, Gate, Idempotency
 from api.routers import deployments, documents, meta, plans, schedules
 from api.service import Service
 from api.settings import Settings
@@ -49,8 +49,12 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router):
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
-    # Outermost first: the body limit runs before idempotency reads the body.
+    # Added innermost first: Gate (token, rate) runs before a byte of the body is read,
+    # then the body limit, then idempotency (which reads the body).
     app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s,
                        lease_s=settings.idempotency_lease_s)
-    app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes,
+                       max_request_bytes=settings.limits.max_request_bytes)
+    app.add_middleware(Gate, service_of=lambda scope: scope["app"].state.service, rate_per_s=settings.rate_per_s,
+                       burst=settings.rate_burst, max_in_flight=settings.max_in_flight)
     return app

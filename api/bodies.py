@@ -157,6 +157,8 @@ class JsonRoute(APIRoute):
 
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
+        if self.body_field is None:  # no body model (document uploads read their body themselves)
+            return handler
 
         async def checked(request: Request) -> Response:
             if request.method in BODY_METHODS and _is_json(request):

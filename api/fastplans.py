@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import importlib
 import itertools
 import json
@@ -190,6 +191,33 @@ class LRU:
         return value
 
 
+def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
+    if kind == "platform":
+        return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices)}
+    if kind == "profile":
+        return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers)}
+    if kind == "asymo-cpu":
+        return {"clusters": len(doc.clusters), "samples": sum(len(c.samples) for c in doc.clusters)}
+    return {"ops": len(doc.ops)}
+
+
+def check_limits(kind: str, doc, lim: Limits) -> None:  # noqa: ANN001
+    if kind == "asymo-cpu":
+        if len(doc.clusters) > lim.max_devices:
+            raise invalid("clusters", f"{len(doc.clusters)} clusters exceed the limit of {lim.max_devices}")
+    elif kind == "asymo-network":
+        if len(doc.ops) > lim.max_layers:
+            raise invalid("ops", f"{len(doc.ops)} ops exceed the limit of {lim.max_layers}")
+    elif kind == "platform":
+        if len(doc.devices) > lim.max_devices:
+            raise invalid("devices", f"{len(doc.devices)} devices exceed the limit of {lim.max_devices}")
+        targets = sum(len(d.dvfs_levels) for d in doc.devices)
+        if targets > lim.max_targets:
+            raise invalid("devices", f"{targets} (device, DVFS level) targets exceed the limit of {lim.max_targets}")
+    elif len(doc.layers) > lim.max_layers:
+        raise invalid("layers", f"{len(doc.layers)} layers exceed the limit of {lim.max_layers}")
+
+
 class TooSlow(Exception):
     """A fast-path request still planning at the plan worker's deadline."""
 
@@ -228,6 +256,66 @@ class Planner:
         doc = KINDS[kind].model_validate_json(body)
         self.docs.put(doc_id, doc)
         return doc
+
+    def document(self, kind: str, body: bytes) -> tuple[dict, bool]:
+        """Parse, check (depth, strings, NaN, NUL, surrogates), validate, limit and store
+        an uploaded document: (row fields, created). Content-addressed: the same document
+        again is the same id. Raises ApiError (422 naming the field)."""
+        from pydantic import ValidationError
+        from sqlalchemy.exc import IntegrityError
+
+        from api.bodies import parse_json
+        from api.problems import validation_issues
+        from api.rows import DocumentRow
+        from planner.plan import canonical_json
+
+        value = parse_json(body, self.limits.max_json_depth, self.limits.max_string_bytes)
+        try:
+            doc = KINDS[kind].model_validate(value)
+        except ValidationError as exc:
+            issues = validation_issues(exc.errors())
+            more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
+            raise ApiError(422, f"{issues[0]}{more}", errors=issues, title="Invalid input", kind="invalid-input") from None
+        check_limits(kind, doc, self.limits)
+        text = canonical_json(doc)
+        doc_id = hashlib.sha256(text).hexdigest()
+        self.docs.put(doc_id, doc)
+        fields = ("id", "kind", "name", "summary", "size_bytes", "created_at")
+        with self.db.session() as s:
+            row = s.get(DocumentRow, doc_id)
+            if row is not None:
+                if row.kind != kind:
+                    raise invalid("<body>", f"this document is already stored as a {row.kind}")
+                return {f: getattr(row, f) for f in fields}, False
+        row = DocumentRow(id=doc_id, kind=kind, name=getattr(doc, "name", ""), summary=json.dumps(_summary(kind, doc)),
+                          size_bytes=len(text), body=text.decode(), created_at=utcnow())
+        info = {f: getattr(row, f) for f in fields}
+        try:
+            with self.db.session() as s:
+                s.add(row)
+        except IntegrityError:  # the same document uploaded concurrently
+            with self.db.session() as s:
+                row = s.get(DocumentRow, doc_id)
+                return {f: getattr(row, f) for f in fields}, False
+        return info, True
+
+    def handle_document(self, item: tuple) -> tuple:
+        """One ("doc", req id, kind, body) message: its answer (see handle)."""
+        _, req_id, kind, body = item
+        try:
+            info, created = self._bounded(self.document, kind, body)
+            return (req_id, "doc", info, created)
+        except _Deadline:
+            reason = f"checking the document took longer than {self.deadline_s:g} s (PLANNER_FAST_DEADLINE_S)"
+            return (req_id, "error", 422, "Invalid input", f"<body>: {reason}", [("<body>", reason)], "deadline")
+        except MemoryError:
+            reason = f"the document needed more memory than a worker may take ({self.memory_mb} MiB, PLANNER_WORKER_MEMORY_MB)"
+            return (req_id, "error", 422, "Over the memory limit", f"<body>: {reason}", [("<body>", reason)], "memory-limit")
+        except ApiError as exc:
+            return (req_id, "error", exc.status, exc.title, exc.detail, [(i.path, i.reason) for i in exc.errors], exc.kind)
+        except Exception as exc:  # noqa: BLE001 - a bug: the service answers 500 and logs it
+            log.exception("storing a %s failed", kind)
+            return (req_id, "internal", f"{type(exc).__name__}: {exc}")
 
     def problem(self, platform_id: str, profile_id: str, platform: Platform, profile: ModelProfile):  # noqa: ANN201
         from models.compile import compile_problem
@@ -380,7 +468,11 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...],
                     msgs.append(conn.recv_bytes())
             except (EOFError, OSError):
                 return
-            answers = planner.handle(store, [pickle.loads(m) for m in msgs])
+            items = [pickle.loads(m) for m in msgs]
+            answers = [planner.handle_document(it) for it in items if it[0] == "doc"]
+            plans = [it for it in items if it[0] != "doc"]
+            if plans:
+                answers += planner.handle(store, plans)
             try:
                 conn.send_bytes(pickle.dumps(answers, protocol=pickle.HIGHEST_PROTOCOL))
             except (BrokenPipeError, OSError):
@@ -519,10 +611,33 @@ class PlanWorkers:
         for w in self.workers:
             w.spawn()
 
+    async def document(self, kind: str, body: bytes) -> tuple[dict, bool]:
+        """(document row fields, created) once it is stored; ApiError (422) otherwise."""
+        answer = await self._ask(lambda req_id: ("doc", req_id, kind, body))
+        if answer[1] == "doc":
+            return answer[2], answer[3]
+        return self._raise(answer)
+
     async def plan(self, platform_id: str, profile_id: str, request_json: str, key: str,
                    reuse: bool) -> tuple[str, bytes, bool]:
         """(plan id, PlanResource JSON, created) once the plan is stored; ApiError as the
         request's answer otherwise."""
+        answer = await self._ask(lambda req_id: (req_id, platform_id, profile_id, request_json, key, reuse))
+        if answer[1] == "plan":
+            return answer[2], answer[3], answer[4]
+        return self._raise(answer)
+
+    @staticmethod
+    def _raise(answer: tuple):  # noqa: ANN205
+        if answer[1] == "error":
+            _, _, status, title, detail, issues, kind = answer
+            raise ApiError(status, detail, errors=[Issue(p, r) for p, r in issues], title=title, kind=kind)
+        if answer[1] == "slow":
+            raise TooSlow(answer[2])
+        raise RuntimeError(answer[2])
+
+    async def _ask(self, message: Callable[[int], tuple]) -> tuple:
+        """Send message(req id) to the least busy worker; its answer."""
         w = min(self.workers, key=lambda w: len(w.pending))
         if not w.alive:
             if w.process is not None:
@@ -539,16 +654,8 @@ class PlanWorkers:
         req_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         w.pending[req_id] = fut
-        w.send(pickle.dumps((req_id, platform_id, profile_id, request_json, key, reuse), protocol=pickle.HIGHEST_PROTOCOL))
-        answer = await fut
-        if answer[1] == "plan":
-            return answer[2], answer[3], answer[4]
-        if answer[1] == "error":
-            _, _, status, title, detail, issues, kind = answer
-            raise ApiError(status, detail, errors=[Issue(p, r) for p, r in issues], title=title, kind=kind)
-        if answer[1] == "slow":
-            raise TooSlow(answer[2])
-        raise RuntimeError(answer[2])
+        w.send(pickle.dumps(message(req_id), protocol=pickle.HIGHEST_PROTOCOL))
+        return await fut
 
     def stop(self) -> None:
         for w in self.workers:

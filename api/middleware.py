@@ -1,7 +1,12 @@
-"""Two ASGI middlewares in front of the routers:
+"""Three ASGI middlewares in front of the routers, outermost first:
 
-- BodyLimit: a body over max_body_bytes is refused with 413 before anything parses
-  it (Content-Length checked first, streamed bodies counted);
+- Gate: the bearer token is checked against the token store before a byte of the body
+  is read (an unauthenticated 16 MB upload costs a header parse, not a JSON parse);
+  per token, a request rate (token bucket) and a number of requests in flight are
+  capped (429 with Retry-After);
+- BodyLimit: a body over the route's limit is refused with 413 before anything parses
+  it (Content-Length checked first, streamed bodies counted): documents may be up to
+  max_body_bytes, every other request up to max_request_bytes;
 - Idempotency: a POST carrying `Idempotency-Key` is answered once; a retry with the
   same key and the same request gets the stored response (never a duplicate), the
   same key with a different request gets 422, one still in progress 409. A request in
@@ -17,8 +22,10 @@ import datetime as dt
 import hashlib
 import json
 import logging
+import math
 import re
 import secrets
+import time
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
@@ -34,10 +41,12 @@ KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 
 
-async def send_problem(send: Send, status: int, title: str, detail: str, issues=(), kind=None, instance=None) -> None:  # noqa: ANN001
+async def send_problem(send: Send, status: int, title: str, detail: str, issues=(), kind=None, instance=None,  # noqa: ANN001
+                       headers: list[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps(problem_body(status, title, detail, issues, kind, instance)).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/problem+json"), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", b"application/problem+json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -54,24 +63,103 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-class BodyLimit:
-    def __init__(self, app: ASGIApp, max_body_bytes: int):
+PUBLIC_PATHS = {"/v1/health", "/v1", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+PUBLIC_PREFIXES = ("/static/",)
+DOCUMENT_UPLOADS = {"/v1/platforms", "/v1/profiles", "/v1/asymo-cpus", "/v1/asymo-networks"}
+
+
+class _Bucket:
+    __slots__ = ("tokens", "stamp", "in_flight")
+
+    def __init__(self, burst: float, now: float):
+        self.tokens, self.stamp, self.in_flight = burst, now, 0
+
+
+class Gate:
+    """Authentication before the body, then per-token rate and concurrency caps."""
+
+    def __init__(self, app: ASGIApp, service_of, rate_per_s: float, burst: float, max_in_flight: int):  # noqa: ANN001
         self.app = app
-        self.max = max_body_bytes
+        self.service_of = service_of
+        self.rate = rate_per_s
+        self.burst = max(burst, 1.0)
+        self.max_in_flight = max_in_flight
+        self.buckets: dict[str, _Bucket] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        path = scope["path"]
+        if path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES):
+            return await self.app(scope, receive, send)
+        auth = self.service_of(scope).auth
+        if auth.insecure:
+            return await self.app(scope, receive, send)
+        header = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, secret = header.decode("latin-1").partition(" ")
+        principal = auth.lookup(secret.strip()) if scheme.lower() == "bearer" and secret.strip() else None
+        if principal is None:
+            detail = ("this operation needs a bearer token (Authorization: Bearer <token>)" if not header
+                      else "the bearer token is unknown or revoked")
+            return await send_problem(send, 401, "Unauthorized", detail, [Issue("header.authorization", detail)],
+                                      "unauthorized", path,
+                                      headers=[(b"www-authenticate", b'Bearer realm="planner"')])
+        bucket = self._bucket(principal.token_id)
+        if bucket.in_flight >= self.max_in_flight:
+            return await self._too_many(send, path, f"{bucket.in_flight} requests of this token are in flight; the "
+                                                    f"service's limit is {self.max_in_flight} (PLANNER_MAX_IN_FLIGHT)", 1.0)
+        if self.rate > 0:
+            now = time.monotonic()
+            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.stamp) * self.rate)
+            bucket.stamp = now
+            if bucket.tokens < 1.0:
+                wait = (1.0 - bucket.tokens) / self.rate
+                return await self._too_many(send, path, f"over this token's rate of {self.rate:g} requests/s "
+                                                        f"(burst {self.burst:g}; PLANNER_RATE_PER_S)", wait)
+            bucket.tokens -= 1.0
+        scope.setdefault("state", {})["principal"] = principal
+        bucket.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            bucket.in_flight -= 1
+
+    def _bucket(self, token_id: str) -> _Bucket:
+        bucket = self.buckets.get(token_id)
+        if bucket is None:
+            if len(self.buckets) > 100_000:  # idle ones are full: forgetting them changes nothing
+                self.buckets = {k: b for k, b in self.buckets.items() if b.in_flight}
+            bucket = self.buckets[token_id] = _Bucket(self.burst, time.monotonic())
+        return bucket
+
+    @staticmethod
+    async def _too_many(send: Send, path: str, reason: str, retry_after_s: float) -> None:
+        await send_problem(send, 429, "Too Many Requests", reason, [Issue("header.authorization", reason)],
+                           "rate-limited", path, headers=[(b"retry-after", str(max(1, math.ceil(retry_after_s))).encode())])
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, max_request_bytes: int | None = None):
+        self.app = app
+        self.max_document = max_body_bytes
+        self.max_request = min(max_body_bytes, max_request_bytes or max_body_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in BODY_METHODS:
             return await self.app(scope, receive, send)
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
-        too_big = f"the request body is over the limit of {self.max} bytes"
+        document = scope["method"] == "POST" and scope["path"] in DOCUMENT_UPLOADS
+        self_max = self.max_document if document else self.max_request
+        too_big = f"the request body is over the limit of {self_max} bytes" + (
+            "" if document else " (PLANNER_MAX_REQUEST_BYTES; documents: PLANNER_MAX_BODY_BYTES)")
         if length is not None:
             try:
                 n = int(length)
             except ValueError:
                 return await send_problem(send, 400, "Bad Request", "Content-Length is not a number",
                                           [Issue("header.content-length", "not a number")])
-            if n > self.max:
+            if n > self_max:
                 return await send_problem(send, 413, "Content Too Large", too_big, [Issue("<body>", too_big)],
                                           "body-too-large", scope["path"])
         chunks, size = [], 0
@@ -81,7 +169,7 @@ class BodyLimit:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max:
+            if size > self_max:
                 return await send_problem(send, 413, "Content Too Large", too_big, [Issue("<body>", too_big)],
                                           "body-too-large", scope["path"])
             chunks.append(chunk)

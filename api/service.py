@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Authenticator, Principal
@@ -30,7 +29,7 @@ from api.worker import load_solver_modules
 from planner import __version__
 from planner.core.errors import Issue, PlannerError
 from planner.plan import canonical_json
-from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform, ScheduleRequest
+from planner.core.schema import ModelProfile, Plan, PlanRequest, ScheduleRequest
 from planner.core.solver import Solver
 from planner.registry import check_supported, get_solver, solver_options
 
@@ -68,16 +67,6 @@ class Notifier:
                         self._waiters.pop(key, None)
 
 
-def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
-    if kind == "platform":
-        return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices)}
-    if kind == "profile":
-        return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers)}
-    if kind == "asymo-cpu":
-        return {"clusters": len(doc.clusters), "samples": sum(len(c.samples) for c in doc.clusters)}
-    return {"ops": len(doc.ops)}
-
-
 class Service:
     def __init__(self, settings: Settings, executor: Executor | None = None):
         self.settings = settings
@@ -110,43 +99,12 @@ class Service:
             self.db.dispose()
 
     # ------------------------------------------------------------------ documents
-    def check_limits(self, kind: str, doc) -> None:  # noqa: ANN001
-        lim = self.limits
-        if kind == "asymo-cpu":
-            if len(doc.clusters) > lim.max_devices:
-                raise invalid("clusters", f"{len(doc.clusters)} clusters exceed the limit of {lim.max_devices}")
-        elif kind == "asymo-network":
-            if len(doc.ops) > lim.max_layers:
-                raise invalid("ops", f"{len(doc.ops)} ops exceed the limit of {lim.max_layers}")
-        elif kind == "platform":
-            if len(doc.devices) > lim.max_devices:
-                raise invalid("devices", f"{len(doc.devices)} devices exceed the limit of {lim.max_devices}")
-            targets = sum(len(d.dvfs_levels) for d in doc.devices)
-            if targets > lim.max_targets:
-                raise invalid("devices", f"{targets} (device, DVFS level) targets exceed the limit of {lim.max_targets}")
-        elif len(doc.layers) > lim.max_layers:
-            raise invalid("layers", f"{len(doc.layers)} layers exceed the limit of {lim.max_layers}")
-
-    def put_document(self, kind: str, doc: Platform | ModelProfile) -> tuple[DocumentRow, bool]:
-        self.check_limits(kind, doc)
-        body = canonical_json(doc)
-        doc_id = hashlib.sha256(body).hexdigest()
-        self.planner.docs.put(doc_id, doc)
-        with self.db.session() as s:
-            row = s.get(DocumentRow, doc_id)
-            if row is not None:
-                if row.kind != kind:
-                    raise invalid("<body>", f"this document is already stored as a {row.kind}")
-                return row, False
-        row = DocumentRow(id=doc_id, kind=kind, name=getattr(doc, "name", ""), summary=json.dumps(_summary(kind, doc)),
-                          size_bytes=len(body), body=body.decode(), created_at=utcnow())
-        try:
-            with self.db.session() as s:
-                s.add(row)
-        except IntegrityError:  # the same document uploaded concurrently
-            with self.db.session() as s:
-                return s.get(DocumentRow, doc_id), False
-        return row, True
+    async def upload_document(self, kind: str, body: bytes) -> tuple[DocumentRow, bool]:
+        """(row, created) of an uploaded document: parsed, checked, validated and stored by
+        a plan worker process (off the event loop and its GIL); 422 naming the field."""
+        info, created = await self.plan_workers.document(kind, body)
+        row = DocumentRow(**{**info, "created_at": info["created_at"]})
+        return row, created
 
     def _page(self, row_cls, limit: int, offset: int, newest_first: bool = True, **equal) -> tuple[int, list]:  # noqa: ANN001
         """(total, one page of rows) of a listing; `equal` filters columns whose value is

@@ -31,7 +31,8 @@ def default_worker_memory_mb() -> int:
 class Limits:
     """What one request may ask of the service; over a limit is a 413 (body) or 422."""
 
-    max_body_bytes: int = 16 * 1024 * 1024
+    max_body_bytes: int = 16 * 1024 * 1024  # a document upload (platform, profile, AsyMo documents)
+    max_request_bytes: int = 1024 * 1024  # any other body (plan, schedule, deployment requests)
     max_layers: int = 5000
     max_devices: int = 64
     max_targets: int = 1024  # (device, DVFS level) pairs of a platform
@@ -59,6 +60,9 @@ class Settings:
     token_cache_s: float = 5.0  # a revoked token stops working within this
     idempotency_ttl_s: float = 24 * 3600.0
     idempotency_lease_s: float = 30.0  # an in-progress key is held this long, renewed while its request runs
+    rate_per_s: float = 5000.0  # requests per second per token (token bucket; 0: no rate limit)
+    rate_burst: float = 10000.0
+    max_in_flight: int = 64  # requests of one token being served at once (long-polls included)
     max_attempts: int = 2  # runs of a job interrupted by restarts before it is failed
     solver_modules: tuple[str, ...] = ()  # extra modules exposing SOLVERS = [...] (plug-ins, tests)
     timeout_grace_s: float = 2.0  # a solver past time_limit_s + grace is killed
@@ -74,6 +78,7 @@ class Settings:
     def from_env(cls, **overrides) -> "Settings":
         limits = Limits(
             max_body_bytes=_env_int("PLANNER_MAX_BODY_BYTES", Limits.max_body_bytes),
+            max_request_bytes=_env_int("PLANNER_MAX_REQUEST_BYTES", Limits.max_request_bytes),
             max_layers=_env_int("PLANNER_MAX_LAYERS", Limits.max_layers),
             max_devices=_env_int("PLANNER_MAX_DEVICES", Limits.max_devices),
             max_targets=_env_int("PLANNER_MAX_TARGETS", Limits.max_targets),
@@ -96,6 +101,9 @@ class Settings:
             limits=limits,
             token_cache_s=_env_float("PLANNER_TOKEN_CACHE_S", 5.0),
             idempotency_lease_s=_env_float("PLANNER_IDEMPOTENCY_LEASE_S", 30.0),
+            rate_per_s=_env_float("PLANNER_RATE_PER_S", 5000.0),
+            rate_burst=_env_float("PLANNER_RATE_BURST", 10000.0),
+            max_in_flight=_env_int("PLANNER_MAX_IN_FLIGHT", 64),
             solver_modules=modules,
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

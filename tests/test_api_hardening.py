@@ -278,8 +278,6 @@ def grandchildren(pid: int) -> set[int]:
 
 
 def alive(pids: set[int]) -> set[int]:
-    import os
-
     left = set()
     for p in pids:
         try:

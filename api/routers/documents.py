@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 
 from api import views
 from api.bodies import JsonRoute
@@ -28,13 +28,13 @@ def _routes(kind: str, model: type, title: str, note: str = "") -> None:
     """POST /v1/{kind}s, GET /v1/{kind}s and GET /v1/{kind}s/{id} for one document type."""
     collection = f"/{kind}s"
 
-    def upload(doc, response: Response, svc: Service = Depends(service), _: Principal = WRITE):  # noqa: ANN001
-        row, created = svc.put_document(kind, doc)
+    async def upload(request: Request, response: Response, svc: Service = Depends(service), _: Principal = WRITE):
+        # the body (the model, see openapi_extra) is parsed, validated and stored by a plan
+        # worker process: never on the event loop nor under its GIL (16 MB parse for a second)
+        row, created = await svc.upload_document(kind, await request.body())
         response.status_code = 201 if created else 200
         response.headers["Location"] = f"/v1{collection}/{row.id}"
         return views.document(row, created)
-
-    upload.__annotations__["doc"] = model  # a real type: this module's annotations are strings
 
     def listing(page: Paging = Depends(paging), svc: Service = Depends(service), _: Principal = READ):
         total, rows = svc.list_documents(kind, page.limit, page.offset)
@@ -46,6 +46,8 @@ def _routes(kind: str, model: type, title: str, note: str = "") -> None:
     name = kind.replace("-", "_")
     router.add_api_route(
         collection, upload, methods=["POST"], status_code=201, response_model=DocumentInfo,
+        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}},  # the fetch route's response model
         summary=f"Upload {title}", description=note, operation_id=f"upload_{name}",
         responses={200: {"model": DocumentInfo, "description": "Already stored (same content, same id)"},
                    **responses(401, 403, 409, 413, 422)})
