@@ -414,3 +414,82 @@ def test_a_long_request_keeps_its_idempotency_lease(tmp_path):
         assert replay.headers.get("idempotent-replayed") == "true" and replay.json()["id"] == out["r"].json()["id"]
     finally:
         a.client.__exit__(None, None, None)
+
+
+# ----------------------------------------------------------------- finding 2: abuse
+
+def _asgi(app, method: str, path: str, headers: list[tuple[bytes, bytes]], chunks: list[bytes]):  # noqa: ANN001
+    """Call the ASGI app directly; (status, number of body chunks the app read)."""
+    import asyncio
+
+    read = [0]
+    out = {}
+
+    async def receive():  # noqa: ANN202
+        if read[0] < len(chunks):
+            read[0] += 1
+            return {"type": "http.request", "body": chunks[read[0] - 1], "more_body": read[0] < len(chunks)}
+        return {"type": "http.disconnect"}
+
+    async def send(message):  # noqa: ANN001, ANN202
+        if message["type"] == "http.response.start":
+            out["status"] = message["status"]
+            out["headers"] = dict(message.get("headers", []))
+
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": headers, "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80), "scheme": "http",
+             "http_version": "1.1", "root_path": "", "app": app}
+    asyncio.run(app(scope, receive, send))
+    return out["status"], read[0]
+
+
+def test_no_token_no_body_read(api):
+    chunks = [b"{" + b" " * 65536] * 16  # a 1 MB body, streamed
+    for headers in ([], [(b"authorization", b"Bearer hp_not-a-token")]):
+        status, read = _asgi(api.client.app, "POST", "/v1/profiles", [(b"content-type", b"application/json"), *headers],
+                             chunks)
+        assert status == 401 and read == 0, (status, read)
+    status, read = _asgi(api.client.app, "POST", "/v1/profiles",
+                         [(b"content-type", b"application/json"), (b"authorization", f"Bearer {api.tokens['pipeline']}".encode())],
+                         [json.dumps(docs.profile(name="gate")).encode()])
+    assert status in (200, 201) and read == 1
+
+
+def test_plan_bodies_have_their_own_smaller_limit(api, ids):
+    pad = "x" * 1_100_000  # over max_request_bytes (1 MiB), under max_body_bytes (2 MB in these tests)
+    r = api.client.post("/v1/plans", json={"platform_id": ids["platform"], "profile_id": ids["profile"], "pad": pad},
+                        headers=api.h())
+    assert problem_of(r, 413)["errors"][0]["path"] == "<body>" and "PLANNER_MAX_REQUEST_BYTES" in r.text
+    prof = docs.profile(name="big-but-allowed")
+    prof["source"] = "y" * 60_000
+    many = {**prof, "layers": prof["layers"] * 1}
+    assert api.client.post("/v1/profiles", json=many, headers=api.h()).status_code in (200, 201)
+
+
+def test_per_token_rate_and_in_flight_caps(tmp_path):
+    import threading
+
+    a = start(tmp_path, rate_per_s=2.0, rate_burst=3.0, max_in_flight=1)
+    try:
+        codes = [a.client.get("/v1/solvers", headers=a.h()).status_code for _ in range(6)]
+        assert codes[:3] == [200, 200, 200] and 429 in codes[3:], codes
+        r = next(r for r in (a.client.get("/v1/solvers", headers=a.h()) for _ in range(3)) if r.status_code == 429)
+        assert int(r.headers["retry-after"]) >= 1 and problem_of(r, 429)["errors"][0]["reason"]
+        assert a.client.get("/v1/health").status_code == 200  # never limited
+        # one request in flight per token: a second one waits for nothing, it gets 429
+        import time
+
+        time.sleep(2.0)  # the bucket refills
+        dep_body = {"platform_id": a.upload("platform", docs.platform()), "profile_id": a.upload("profile", docs.profile())}
+        time.sleep(2.0)
+        dep = a.client.post("/v1/deployments", json={"name": "flight", **dep_body}, headers=a.h()).json()
+        time.sleep(1.0)
+        poll = threading.Thread(target=lambda: a.client.get(f"/v1/deployments/{dep['id']}/plan?wait=2", headers=a.h()))
+        poll.start()
+        time.sleep(0.5)
+        r = a.client.get("/v1/solvers", headers=a.h())
+        poll.join()
+        assert problem_of(r, 429)["errors"][0]["reason"].startswith("1 requests of this token are in flight")
+        assert a.client.get("/v1/solvers", headers=a.h("admin")).status_code == 200  # another token is not held up
+    finally:
+        a.client.__exit__(None, None, None)
