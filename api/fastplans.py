@@ -461,6 +461,7 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...],
     planner = Planner(db, limits, deadline_s, memory_mb)
     store = PlanStore(db)
     try:
+        conn.send_bytes(pickle.dumps([]))  # ready: an empty batch of answers
         while True:
             try:
                 msgs = [conn.recv_bytes()]
@@ -497,11 +498,29 @@ class _Worker:
         self.outbox: list[bytes] = []
         self.pending: dict[int, asyncio.Future] = {}
 
-    def spawn(self) -> None:
+    def spawn(self, wait: bool = False) -> None:
+        """Start the process. wait: keep our end for `ready` (service start-up)."""
         ours, theirs = self.ctx.Pipe(duplex=True)  # a socket pair: asyncio reads our end
         self.process = self.ctx.Process(target=worker_main, args=(theirs, *self.args), name="plan-worker", daemon=True)
         self.process.start()
         theirs.close()
+        if wait:
+            self._starting = ours
+            return
+        self._attach(ours)
+
+    def ready(self, timeout_s: float) -> None:
+        """Block until the worker said it is ready (at start-up: the first upload or plan
+        then finds it working, not importing)."""
+        ours, self._starting = self._starting, None
+        if ours.poll(timeout_s):
+            try:
+                ours.recv_bytes()  # its ready message
+            except (EOFError, OSError):
+                pass  # it died starting: the first request finds it gone and starts another
+        self._attach(ours)
+
+    def _attach(self, ours) -> None:  # noqa: ANN001
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=os.dup(ours.fileno()))
         ours.close()
         self.reader = self.writer = self.task = self.connecting = None
@@ -609,7 +628,9 @@ class PlanWorkers:
 
     def start(self) -> None:
         for w in self.workers:
-            w.spawn()
+            w.spawn(wait=True)
+        for w in self.workers:
+            w.ready(timeout_s=120.0)
 
     async def document(self, kind: str, body: bytes) -> tuple[dict, bool]:
         """(document row fields, created) once it is stored; ApiError (422) otherwise."""
