@@ -146,7 +146,9 @@ def require(*scopes: str):
 
     async def dependency(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Principal:
         # async: no thread-pool hop per request; a cache miss runs one indexed SELECT
-        principal = request.app.state.service.auth.authenticate(credentials)
+        principal = request.scope.get("state", {}).get("principal")  # checked by the Gate already
+        if principal is None:
+            principal = request.app.state.service.auth.authenticate(credentials)
         if not principal.has(*scopes):
             raise ApiError(403, f"this operation needs the {' or '.join(scopes)} scope; the token has {', '.join(sorted(principal.scopes))}",
                            headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}"'})

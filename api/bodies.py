@@ -3,9 +3,10 @@ sizes, NaN/Infinity (Python's json accepts them; JSON does not), NUL characters
 (PostgreSQL text cannot hold them) and lone UTF-16 surrogates (not Unicode: they
 break every encoder downstream). Each refusal is a 422 naming the JSON path.
 
-`JsonRoute` is the route class of every router: it parses the body once with these
-checks — off the event loop when the body is large — and hands FastAPI the parsed
-value, so FastAPI's own `request.json()` never runs a big parse on the loop."""
+`JsonRoute` is the route class of every router: it parses a request body (at most
+PLANNER_MAX_REQUEST_BYTES) once with these checks and hands FastAPI the parsed value.
+Uploaded documents (up to PLANNER_MAX_BODY_BYTES) are parsed with the same checks by a
+plan worker process (api.fastplans.Planner.document), never on the event loop."""
 
 from __future__ import annotations
 

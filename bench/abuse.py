@@ -120,6 +120,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=6.0, help="length of each phase (default 6)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/abuse.json"), help="where to write the JSON")
+    ap.add_argument("--phases", default="baseline,unauth,upload,heavy,bad",
+                    help="which phases, comma-separated (default: all: baseline,unauth,upload,heavy,bad)")
     args = ap.parse_args()
 
     import httpx
@@ -179,12 +181,15 @@ def main() -> int:
             return "POST", "/v1/profiles", auth_json, json.dumps(doc).encode()
 
         phases = [
-            ("baseline", 0, None),
-            ("unauthenticated 16 MB bodies x8", 8, lambda: ("POST", "/v1/profiles", {"Content-Type": "application/json"}, junk)),
-            (f"5000-layer profile uploads ({len(big_body) / 1e6:.1f} MB) x4", 4, upload),
-            ("heavy random plans (422 / job) x4", 4, heavy),
-            ("bad input x4", 4, bad),
+            ("baseline", "baseline", 0, None),
+            ("unauth", "unauthenticated 16 MB bodies x8", 8,
+             lambda: ("POST", "/v1/profiles", {"Content-Type": "application/json"}, junk)),
+            ("upload", f"5000-layer profile uploads ({len(big_body) / 1e6:.1f} MB) x4", 4, upload),
+            ("heavy", "heavy random plans (422 / job) x4", 4, heavy),
+            ("bad", "bad input x4", 4, bad),
         ]
+        wanted = set(args.phases.split(","))
+        phases = [(name, senders, make) for key, name, senders, make in phases if key in wanted]
         results = {}
         for i, (name, senders, make) in enumerate(phases):
             results[name] = asyncio.run(phase(url, args.seconds, senders, make, headers, plan_body, i * 1_000_000))

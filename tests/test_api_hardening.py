@@ -419,7 +419,8 @@ def test_a_long_request_keeps_its_idempotency_lease(tmp_path):
 # ----------------------------------------------------------------- finding 2: abuse
 
 def _asgi(app, method: str, path: str, headers: list[tuple[bytes, bytes]], chunks: list[bytes]):  # noqa: ANN001
-    """Call the ASGI app directly; (status, number of body chunks the app read)."""
+    """Call the ASGI app directly, on a loop of its own (only for requests that never reach
+    the app's workers); (status, number of body chunks the app read)."""
     import asyncio
 
     read = [0]
@@ -449,10 +450,8 @@ def test_no_token_no_body_read(api):
         status, read = _asgi(api.client.app, "POST", "/v1/profiles", [(b"content-type", b"application/json"), *headers],
                              chunks)
         assert status == 401 and read == 0, (status, read)
-    status, read = _asgi(api.client.app, "POST", "/v1/profiles",
-                         [(b"content-type", b"application/json"), (b"authorization", f"Bearer {api.tokens['pipeline']}".encode())],
-                         [json.dumps(docs.profile(name="gate")).encode()])
-    assert status in (200, 201) and read == 1
+    # with a token the same upload is read and stored (through the client: the app's loop owns its workers)
+    assert api.client.post("/v1/profiles", json=docs.profile(name="gate"), headers=api.h()).status_code in (200, 201)
 
 
 def test_plan_bodies_have_their_own_smaller_limit(api, ids):
