@@ -68,6 +68,13 @@ PUBLIC_PREFIXES = ("/static/",)
 DOCUMENT_UPLOADS = {"/v1/platforms", "/v1/profiles", "/v1/asymo-cpus", "/v1/asymo-networks"}
 
 
+def _close_unread(scope: Scope) -> list[tuple[bytes, bytes]]:
+    """`Connection: close` for a refusal sent before its body was read: the server then
+    drops the connection instead of reading (and discarding) the rest of a 16 MB body to
+    reach the next request on it."""
+    return [(b"connection", b"close")] if scope["method"] in BODY_METHODS else []
+
+
 class _Bucket:
     __slots__ = ("tokens", "stamp", "in_flight")
 
@@ -102,8 +109,8 @@ class Gate:
             detail = ("this operation needs a bearer token (Authorization: Bearer <token>)" if not header
                       else "the bearer token is unknown or revoked")
             return await send_problem(send, 401, "Unauthorized", detail, [Issue("header.authorization", detail)],
-                                      "unauthorized", path,
-                                      headers=[(b"www-authenticate", b'Bearer realm="planner"')])
+                                      "unauthorized", path, headers=[(b"www-authenticate", b'Bearer realm="planner"'),
+                                                                     *_close_unread(scope)])
         bucket = self._bucket(principal.token_id)
         if bucket.in_flight >= self.max_in_flight:
             return await self._too_many(send, path, f"{bucket.in_flight} requests of this token are in flight; the "
@@ -161,7 +168,7 @@ class BodyLimit:
                                           [Issue("header.content-length", "not a number")])
             if n > self_max:
                 return await send_problem(send, 413, "Content Too Large", too_big, [Issue("<body>", too_big)],
-                                          "body-too-large", scope["path"])
+                                          "body-too-large", scope["path"], headers=_close_unread(scope))
         chunks, size = [], 0
         while True:
             message = await receive()
@@ -171,7 +178,7 @@ class BodyLimit:
             size += len(chunk)
             if size > self_max:
                 return await send_problem(send, 413, "Content Too Large", too_big, [Issue("<body>", too_big)],
-                                          "body-too-large", scope["path"])
+                                          "body-too-large", scope["path"], headers=_close_unread(scope))
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
