@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 
 from tests.support import bad_inputs, docs
 from tests.support.api import start
@@ -15,9 +14,7 @@ from tests.support.api import start
 
 @pytest.fixture(scope="module")
 def api(tmp_path_factory):
-    a = start(tmp_path_factory.mktemp("hard"))
-    a.client = TestClient(a.client.app, raise_server_exceptions=False)  # a 500 is an answer here, not an exception
-    a.client.__enter__()
+    a = start(tmp_path_factory.mktemp("hard"), raise_server_exceptions=False)
     yield a
     a.client.__exit__(None, None, None)
 
@@ -180,10 +177,8 @@ def bounded(tmp_path_factory):
 
     limits = Limits(max_body_bytes=2_000_000, max_layers=400, max_devices=8, max_targets=64, max_time_limit_s=120.0,
                     max_wait_s=10.0, max_work=5e7, max_fast_work=2e6)
-    a = start(tmp_path_factory.mktemp("bounded"), limits=limits, plan_workers=2, fast_deadline_s=1.0,
-              worker_memory_mb=1536)
-    a.client = TestClient(a.client.app, raise_server_exceptions=False)
-    a.client.__enter__()
+    a = start(tmp_path_factory.mktemp("bounded"), raise_server_exceptions=False, limits=limits, plan_workers=2,
+              fast_deadline_s=1.0, worker_memory_mb=1536)
     a.ids = {"platform": a.upload("platform", docs.platform()), "profile": a.upload("profile", docs.profile(400))}
     yield a
     a.client.__exit__(None, None, None)

@@ -54,9 +54,10 @@ def make_settings(data_dir: Path, **kw) -> Settings:
     return replace(base, **kw)
 
 
-def start(data_dir: Path, **kw) -> Api:
+def start(data_dir: Path, raise_server_exceptions: bool = True, **kw) -> Api:
+    """raise_server_exceptions=False: a 500 is an answer to check, not an exception."""
     settings = make_settings(data_dir, **kw)
-    client = TestClient(create_app(settings))
+    client = TestClient(create_app(settings), raise_server_exceptions=raise_server_exceptions)
     client.__enter__()
     api = Api(client, settings, {})
     for scope in ("admin", "pipeline"):
