@@ -67,6 +67,7 @@ class Settings:
     solver_modules: tuple[str, ...] = ()  # extra modules exposing SOLVERS = [...] (plug-ins, tests)
     timeout_grace_s: float = 2.0  # a solver past time_limit_s + grace is killed
     poll_interval_s: float = 1.0  # long-poll re-checks the database this often (other processes)
+    session_secret: str | None = None  # signs the web UI's session cookie; None = random per process (log in again after a restart)
 
     @property
     def url(self) -> str:
@@ -105,5 +106,6 @@ class Settings:
             rate_burst=_env_float("PLANNER_RATE_BURST", 10000.0),
             max_in_flight=_env_int("PLANNER_MAX_IN_FLIGHT", 64),
             solver_modules=modules,
+            session_secret=os.environ.get("PLANNER_SESSION_SECRET") or None,
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

@@ -13,9 +13,9 @@ from api import views
 from api.bodies import JsonRoute
 from api.auth import Principal, require
 from api.problems import responses
-from api.routers.deps import Paging, paging, service
+from api.routers.deps import Paging, paging, schedule_shape, service
 from api.schemas import JobResource, ScheduleList, ScheduleResource, ScheduleSubmission
-from api.service import Service
+from api.service import ScheduleShape, Service
 
 router = APIRouter(prefix="/v1", tags=["schedules"], route_class=JsonRoute)
 PIPELINE = Depends(require("pipeline"))
@@ -26,8 +26,12 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
 @router.post("/schedules", status_code=202, response_model=JobResource, summary="Request a multi-network schedule",
              description="Names an uploaded platform and, per network (app), an uploaded profile with its period "
                          "(= deadline, ms) and priority (lower = higher); the other fields are `planner schedule`'s "
-                         "request (solver `ga`, `ilp`, `cpsat` or `exhaustive`, CPU partitions, utilisation cap, "
-                         "time limit, seed, options). The request is checked in full first (422 naming the field), "
+                         "request (solver `auto` by default: exhaustive enumeration where the mapping space is under "
+                         "the measured break-even with the GA, else `ga`; or `ga`, `ilp`, `cpsat`, `exhaustive`; CPU "
+                         "partitions, utilisation cap, time limit, seed, options; `front_epsilon` and "
+                         "`front_max_points` to deduplicate and thin the Pareto set). The Schedule says which solver "
+                         "ran and why (`solver_choice`) and whether its front is exact (`front_exact`). "
+                         "The request is checked in full first (422 naming the field), "
                          "then answered 202 with a job; when it succeeds the job's `schedule_id` names the Schedule "
                          "at `/v1/schedules/{id}`. Send `Idempotency-Key` to retry safely.",
              responses={**responses(401, 403, 409, 413, 422)})
@@ -44,9 +48,13 @@ def list_schedules(page: Paging = Depends(paging), platform_id: Sha = None, svc:
     return ScheduleList(total=total, limit=page.limit, offset=page.offset, items=[views.schedule_summary(r) for r in rows])
 
 
-@router.get("/schedules/{schedule_id}", response_model=ScheduleResource, summary="The full Schedule document",
+@router.get("/schedules/{schedule_id}", response_model=ScheduleResource, summary="A schedule: summary or a page of entries",
             description="The Pareto set of joint mappings: per network its response time, energy and deadline "
-                        "verdict, per entry the schedulability verdict and the per-PE timeline.",
+                        "verdict, per entry the schedulability verdict and the per-PE timeline. By default a summary "
+                        "(`summary`: objectives by name, the best entry per objective, counts; `schedule.entries`: "
+                        "those best entries); `view=entries&offset=&limit=` pages through the set, `timelines=true` "
+                        "adds the per-PE timelines. Send `Accept-Encoding: gzip` for large answers.",
             responses=responses(401, 403, 404, 422))
-def get_schedule(schedule_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
-    return Response(svc.schedule_json(schedule_id), media_type="application/json")
+def get_schedule(schedule_id: ResId, shape: ScheduleShape = Depends(schedule_shape), svc: Service = Depends(service),
+                 _: Principal = PIPELINE):
+    return Response(svc.schedule_json(schedule_id, shape), media_type="application/json")

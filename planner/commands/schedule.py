@@ -12,6 +12,7 @@ from planner.commands.solve import parse_options
 from planner.core.errors import InputError
 from planner.core.io import load, parse
 from planner.core.schema import ModelProfile, Platform, Schedule, ScheduleRequest
+from planner.progress import Bar
 from planner.scheduling import make_schedule
 
 
@@ -20,7 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--platform", required=True, metavar="FILE", help="platform JSON")
     p.add_argument("--app", action="append", required=True, metavar="PROFILE:PERIOD_MS:PRIORITY",
                    help="a network: profile JSON, period (= deadline) in ms, priority (lower = higher); repeatable")
-    p.add_argument("--solver", default="ga", help="ga | ilp | cpsat | exhaustive (planner solvers lists them)")
+    p.add_argument("--solver", default="auto",
+                   help="auto | ga | ilp | cpsat | exhaustive (default auto: exhaustive where the mapping space is "
+                        "small enough to be faster than the GA, a measured threshold, else ga)")
     p.add_argument("--mode", choices=("auto", "throughput", "response_time"), default="auto",
                    help="auto: throughput (pipelined) for one network, response_time for several")
     p.add_argument("--devices", help="comma-separated device ids allowed to run layers")
@@ -30,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-calibration", action="store_true", help="do not scale CPU times to the all-cores-busy frequency")
     p.add_argument("--window", choices=("period", "mobility"), default="period",
                    help="interval of the higher-priority demand bound (eq. 10-11): period as printed, or mobility")
-    p.add_argument("--time-limit", type=float, default=60.0, metavar="S")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds the solver may run in all")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the GA; same seed, same schedule")
     p.add_argument("--generations", type=int, help="GA generations per CPU configuration")
     p.add_argument("--population", type=int, help="GA population")
     p.add_argument("--selection", choices=("spea2", "spea2-deap", "nsga2"), help="GA selection")
@@ -39,6 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="solver option, repeatable")
     p.add_argument("--timelines", choices=("all", "first", "none"), default="all", help="entries that carry their per-PE timeline")
     p.add_argument("--max-entries", type=int, metavar="N", help="keep at most N entries of the Pareto set")
+    p.add_argument("--front-epsilon", type=float, default=0.0, metavar="EPS",
+                   help="merge Pareto entries whose objectives all differ by <= EPS x the front's range "
+                        "(relative, 0..1; default 0: exact duplicates only, always merged)")
+    p.add_argument("--front-max-points", type=int, metavar="K",
+                   help="thin the Pareto set to K entries by hypervolume contribution, extremes kept (default: all)")
     p.add_argument("--json", action="store_true", help="print the Schedule document instead of the table")
     p.add_argument("--out", metavar="FILE", help="also write the Schedule document here")
     p.add_argument("--timeline", action="store_true", help="print the per-PE timeline of the first entry")
@@ -92,6 +100,8 @@ def request_from_args(args, apps: list[dict]) -> ScheduleRequest:
         "interference_window": args.window,
         "timelines": args.timelines,
         "max_entries": args.max_entries,
+        "front_epsilon": args.front_epsilon,
+        "front_max_points": args.front_max_points,
         "time_limit_s": args.time_limit,
         "seed": args.seed,
         "options": options,
@@ -115,7 +125,17 @@ def render(s: Schedule, rows: int = 30, timeline: bool = False) -> str:
     head = (f"{', '.join(a.name for a in s.entries[0].apps) if s.entries else '-'} on {s.platform}: {s.mode} with "
             f"'{r.solver}' ({r.status}, {r.wall_time_ms / 1e3:.2f} s, {r.evaluations or 0} evaluations)")
     shown = f" ({len(s.entries)} kept)" if len(s.entries) < s.front_size else ""
-    lines = [head, f"Pareto set: {s.front_size} mapping(s){shown}; objectives {', '.join(s.objective_names)}"]
+    lines = [head]
+    if s.solver_choice is not None and s.solver_choice.requested != s.solver_choice.ran:
+        lines.append(f"solver {s.solver_choice.requested} -> {s.solver_choice.ran}: {s.solver_choice.reason}")
+    exact = "exact front" if s.front_exact else "approximate front (heuristic)" if not r.exact else "proven optimum"
+    c = s.compaction
+    compact = ""
+    if c is not None and (c.duplicates_merged or c.thinned_to):
+        compact = f", from {c.found} found: {c.duplicates_merged} duplicate(s) merged" + \
+            (f" (epsilon {c.epsilon:g})" if c.epsilon else "") + \
+            (f", thinned to {c.thinned_to} keeping {100 * c.hypervolume_kept:.1f}% of the hypervolume" if c.thinned_to else "")
+    lines.append(f"Pareto set: {s.front_size} mapping(s){shown} ({exact}{compact}); objectives {', '.join(s.objective_names)}")
     if not s.entries:
         return "\n".join(lines + [f"warning: {w}" for w in s.warnings])
     cfg = lambda e: " ".join(f"{d}=({','.join(map(str, p))})" for d, p in e.cpu_config.items()) or "-"  # noqa: E731
@@ -168,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     platform = load(Platform, args.platform, "platform")
     profiles, apps = _apps(args)
     request = request_from_args(args, apps)
-    schedule = make_schedule(platform, profiles, request)
+    with Bar(f"schedule ({request.solver})", delay_s=0.5) as bar:
+        schedule = make_schedule(platform, profiles, request, progress=bar)
     doc = schedule.model_dump_json(indent=1)
     if args.out:
         try:

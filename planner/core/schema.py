@@ -212,6 +212,15 @@ class PairTransition(Strict):
     energy_coeffs_mj: list[float] = Field(default_factory=lambda: [0.0], min_length=1, max_length=6)
 
 
+class DefaultTransition(Strict):
+    """The cost of a device pair that `transitions` does not list, declared explicitly
+    (`{"time_coeffs_ms": [0]}` says such transfers are free). Without it, scheduling
+    refuses a mapping space that needs an unlisted pair instead of assuming one."""
+
+    time_coeffs_ms: list[float] = Field(min_length=1, max_length=6)
+    energy_coeffs_mj: list[float] = Field(default_factory=lambda: [0.0], min_length=1, max_length=6)
+
+
 class TransitionPoint(Strict):
     """One measured transition: the cost when a tensor of `bytes` crosses."""
 
@@ -378,6 +387,11 @@ class Platform(Strict):
         "(MOSAIC VI.A: NPU, GPU, big CPU). Default: npu/dla, gpu, then CPUs by max frequency.",
     )
     transitions: list[PairTransition] = Field(default_factory=list)
+    default_transition: DefaultTransition | None = Field(
+        None,
+        description="Multi-network scheduling (Kang: transfers costed by PE pair only): the cost of a device pair "
+        "`transitions` does not list. Omitted = an unlisted pair the mapping space needs is an error naming it",
+    )
     transition_costs: list[TransitionCurve] = Field(
         default_factory=list, description="AxoNN OUT/IN transition costs per device and layer type (eq. 3, 6)"
     )
@@ -656,6 +670,19 @@ class PlanRequest(Strict):
         return "all_levels"
 
 
+NOTATION_LEGEND = (
+    "Plan notation (MOSAIC Tables III and IV): one token per slice, in execution order. A token is the "
+    "letter of the device running the slice (the platform's `symbol`: B big CPU cluster, L little cluster, "
+    "G GPU, N NPU, D and E the Xavier DLAs, C CPU; two letters = both devices at once: CG a layer split "
+    "between CPU and GPU (muLayer), BL AsyMo's big+little), then the 1-based index of the slice's first "
+    "layer, then `@MHz`, the DVFS frequency (energy plans and capped plans). Example: `N1@960 G3@332 "
+    "L17@509` runs layers 1-2 on the NPU at 960 MHz, 3-16 on the GPU at 332 MHz, 17 to the end on the "
+    "little cluster at 509 MHz. The same letter twice in a row (`N1 N17`) is a new slice on the same "
+    "device: the previous slice filled the device's memory_limit_bytes, or the two differ in what the "
+    "letters do not show (data type, share, parallel branch: see each slice's `target`)."
+)
+
+
 # --------------------------------------------------------------------------- plan
 
 Status = Literal["optimal", "feasible", "not_proven", "infeasible"]
@@ -665,15 +692,19 @@ class SliceOut(BaseModel):
     index: int
     first_layer: str
     last_layer: str
-    first_index: int = Field(description="0-based index of the slice's first layer")
+    first_index: int = Field(description="0-based index of the slice's first layer (the notation shows it 1-based)")
     last_index: int
     device: str
     freq_mhz: float
-    target: str = Field(description="Paper notation, e.g. G@667")
-    time_ms: float = Field(description="Execution plus the slice's tensor in/out")
-    energy_mj: float
-    comm_in_time_ms: float
-    comm_out_time_ms: float
+    target: str = Field(description="Paper notation, e.g. G@667; solver details follow as /key=value (p=share, dtype, mode=branch)")
+    time_ms: float = Field(description="Execution plus the slice's tensor in/out plus the transition paid entering it")
+    energy_mj: float = Field(description="Execution plus tensor in/out plus transition energy, as time_ms")
+    comm_in_time_ms: float = Field(description="Moving the slice's input tensor to its device (MOSAIC eq. 1)")
+    comm_out_time_ms: float = Field(description="Moving the slice's output tensor back (MOSAIC eq. 2)")
+    transition_time_ms: float = Field(
+        0.0, description="Device-pair transition paid at the boundary into this slice (AxoNN OUT of the previous "
+        "device + IN of this one, pipeline break; Kang transfer models); 0 when the platform has none")
+    transition_energy_mj: float = Field(0.0, description="Energy of that transition")
     memory_bytes: int
     extra: dict[str, Any] = Field(default_factory=dict, description="What later solvers add (cores, dtype, split)")
 
@@ -689,14 +720,19 @@ class LayerOut(BaseModel):
 
 
 class Metrics(BaseModel):
-    latency_ms: float
-    energy_mj: float
-    execution_time_ms: float
-    communication_time_ms: float
+    """Latency is the wall-clock time of one inference (the critical path); execution and
+    communication are processor time summed over layers. For a chain they add up to the
+    latency; where branches or split shares run on several processors at once (muLayer),
+    execution + communication exceeds the latency by the overlap."""
+
+    latency_ms: float = Field(description="Wall-clock time of one inference: the critical path")
+    energy_mj: float = Field(description="Energy of one inference: execution plus communication")
+    execution_time_ms: float = Field(description="Processor time computing layers, summed over processors (overlaps count twice)")
+    communication_time_ms: float = Field(description="Tensor in/out of every slice plus device-pair transitions, summed")
     execution_energy_mj: float
     communication_energy_mj: float
     slices: int
-    transitions: int
+    transitions: int = Field(description="Target changes between adjacent layers (a DVFS change counts)")
 
 
 class SolverReport(BaseModel):
@@ -713,11 +749,17 @@ class SolverReport(BaseModel):
 
 
 class Comparison(BaseModel):
+    """A plan users would otherwise run, scored by the same evaluator."""
+
     name: str
     notation: str
     latency_ms: float
     energy_mj: float
-    saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent")
+    saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent; "
+                              "meaningless when `violations` is not empty")
+    violations: list[str] = Field(default_factory=list, description="The request's constraints (energy cap, "
+                                  "latency cap, max transitions) this alternative breaks; empty = admissible")
+    note: str | None = Field(None, description="Why an admissible alternative beats the plan on the objective, if it does")
 
 
 class Provenance(BaseModel):
@@ -728,11 +770,15 @@ class Provenance(BaseModel):
 
 
 class Plan(BaseModel):
+    __doc__ = "A plan: which consecutive layers form a slice and which target runs each.\n\n" + NOTATION_LEGEND
+
     schema_version: Literal[1] = SCHEMA_VERSION
     platform: str
     model: str
     objective: Literal["latency", "energy"]
-    notation: str = Field(description="Papers' notation: device letter + first layer (1-based), @MHz for energy plans")
+    notation: str = Field(description=NOTATION_LEGEND)
+    symbols: dict[str, str] = Field(default_factory=dict, description="Letter(s) in the notation -> device id, "
+                                    "for every target the plan and its comparisons could use")
     slices: list[SliceOut]
     layers: list[LayerOut]
     metrics: Metrics
@@ -763,7 +809,11 @@ class ScheduleRequest(Strict):
         description="throughput: one network pipelined over the PEs (Kang V, eq. 7-9); response_time: networks "
         "released every period, schedulability by VI.A. auto: throughput for one network, else response_time",
     )
-    solver: str = Field("ga", min_length=1, max_length=64)
+    solver: str = Field(
+        "auto", min_length=1, max_length=64,
+        description="auto (default): exhaustive enumeration where the mapping space is small enough to be faster "
+        "than the GA (a measured threshold), else ga; or ga, exhaustive, ilp, cpsat (`planner solvers`)",
+    )
     devices: list[Id] | None = Field(None, description="Only these devices may run layers")
     cpu_partitions: dict[Id, list[list[Annotated[int, Field(ge=1)]]]] = Field(
         default_factory=dict,
@@ -784,6 +834,17 @@ class ScheduleRequest(Strict):
     )
     max_entries: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
         None, description="Keep at most this many entries of the Pareto set (best first by the first objective)"
+    )
+    front_epsilon: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.0,
+        description="Deduplicate the Pareto set within this relative tolerance: two entries whose objectives all "
+        "differ by at most epsilon x the front's range of that objective count as one (0 = exact duplicates only, "
+        "which are always merged)",
+    )
+    front_max_points: Annotated[int, Field(ge=2, le=100_000)] | None = Field(
+        None,
+        description="Thin the Pareto set to this many representative entries, chosen greedily by hypervolume "
+        "contribution (the extremes of every objective are kept first); omitted = every entry",
     )
     time_limit_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
     seed: Seed = 0
@@ -862,13 +923,40 @@ class ScheduleProvenance(BaseModel):
     planner_version: str
 
 
+class SolverChoice(BaseModel):
+    """Which schedule solver ran and why (the request may say `auto`)."""
+
+    requested: str
+    ran: str
+    reason: str = Field(description="Why this solver ran: the mapping space against the measured threshold, or 'requested'")
+
+
+class FrontCompaction(BaseModel):
+    """How the Pareto set was made small (ScheduleRequest.front_epsilon / front_max_points)."""
+
+    found: int = Field(description="Non-dominated mappings the solver's candidates gave")
+    duplicates_merged: int = Field(description="Entries dropped because another has the same objectives (within epsilon)")
+    epsilon: float = Field(description="Relative tolerance per objective (0 = exact duplicates only)")
+    thinned_to: int | None = Field(None, description="front_max_points, when the set was thinned by hypervolume contribution")
+    hypervolume_kept: float | None = Field(
+        None, description="When thinned: hypervolume of the kept entries / that of the deduplicated set (normalised objectives)"
+    )
+
+
 class Schedule(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     platform: str
     mode: Literal["throughput", "response_time"]
     objective_names: list[str]
     entries: list[ScheduleEntry] = Field(description="The Pareto set, best first by the first objective")
-    front_size: int = Field(description="Entries in the Pareto set before max_entries")
+    front_size: int = Field(description="Entries in the Pareto set (after deduplication and thinning) before max_entries")
+    front_exact: bool = Field(
+        False,
+        description="The entries come from the true Pareto front of the mapping space (exhaustive enumeration "
+        "completed); false for a heuristic's (GA) approximation or a single-objective optimum",
+    )
+    solver_choice: SolverChoice | None = Field(None, description="The solver requested, the one that ran, and why")
+    compaction: FrontCompaction | None = None
     report: SolverReport
     warnings: list[str] = Field(default_factory=list)
     provenance: ScheduleProvenance
