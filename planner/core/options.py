@@ -144,6 +144,13 @@ class ExhaustiveOptions(StrictOptions):
     space: Literal["all", "clustering"] = Field("all", description="Every mapping, or the task-clustering space")
 
 
+class AutoOptions(GaOptions, ExhaustiveOptions):
+    """`auto` takes every option of `ga` and of `exhaustive` (each gets its own) and its own threshold."""
+
+    max_exhaustive_mappings_per_config: Annotated[int, Field(ge=0, le=2**48)] | None = Field(
+        None, description="Enumerate (exhaustive) up to this many mappings per CPU configuration; default: measured")
+
+
 def parse_options(model: type[BaseModel], options: dict[str, Any]) -> Any:
     """`options` as `model`, or InputError naming options.<key> and the reason."""
     try:
