@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) bench/energy_cap.py
 	$(PY) bench/multiapp.py
 	$(PY) bench/within_layer.py
+	$(PY) bench/fidelity.py --clock thread
 
 profiles: $(STAMP)
 	$(PY) -m profiles.generate

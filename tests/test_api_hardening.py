@@ -122,7 +122,7 @@ def _old_rows(url: str, deep_request: str) -> dict:
     return {}
 
 
-def test_migration_0004_repairs_rows_older_versions_stored(tmp_path):
+def test_migration_0005_repairs_rows_older_versions_stored(tmp_path):
     from api.auth import list_tokens
     from tests.support.migrations import database_at
 
@@ -135,7 +135,7 @@ def test_migration_0004_repairs_rows_older_versions_stored(tmp_path):
         r = api.client.get("/v1/jobs", headers=api.h())
         assert r.status_code == 200, r.text
         jobs = {j["id"]: j for j in r.json()["items"]}
-        assert jobs["job_old1"]["request"]["options"] == {} and "0004" in jobs["job_old1"]["message"]
+        assert jobs["job_old1"]["request"]["options"] == {} and "0005" in jobs["job_old1"]["message"]
         assert jobs["job_old1"]["state"] == "succeeded"
         assert jobs["job_old2"]["state"] == "failed" and jobs["job_old2"]["error"]["errors"][0]["path"] == "request"
         assert api.client.get("/v1/jobs/job_old2", headers=api.h()).status_code == 200

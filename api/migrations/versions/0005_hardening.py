@@ -10,8 +10,8 @@ key whose request died with its server is released
 - a token bound to a deployment *name* is bound to that deployment's id;
 - a deployment named like an id (dep_...) is renamed named-dep_... (the rename is logged).
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 """
 import datetime as dt
 import json
@@ -20,8 +20,8 @@ import logging
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
@@ -64,7 +64,7 @@ def _repair_requests(conn) -> None:  # noqa: ANN001
         why = _unreadable(model, row.request)
         if why is None:
             continue
-        note = f"repaired by migration 0004: the stored request did not read back ({why}); its options were dropped"
+        note = f"repaired by migration 0005: the stored request did not read back ({why}); its options were dropped"
         values = {"request": _without_options(row.request), "message": f"{row.message} [{note}]"[:2000]}
         if row.state in ("queued", "running"):
             values.update(state="failed", finished_at=now, error=json.dumps({
