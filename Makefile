@@ -36,6 +36,8 @@ bench: $(STAMP)
 	$(PY) bench/multiapp.py
 	$(PY) bench/within_layer.py
 	$(PY) bench/fidelity.py --clock thread
+	$(PY) bench/schedule_fidelity.py
+	$(PY) bench/schedule_auto.py
 
 profiles: $(STAMP)
 	$(PY) -m profiles.generate

@@ -3,7 +3,11 @@ CPU cluster's k-core logical PEs (k threads pinned to k cores, k = 1..n) and on 
 other devices, and the cost of handing a tensor from one PE's thread to another's.
 
 The per-layer figures come from executor.profiler (each layer its own session, devices
-taking turns); what one session run costs on top of its layers (beta) is read off the
+taking turns). A k-core PE is measured while the cluster's other cores are busy running
+the model (threads pinned there): Kang IV.A calibrates CPU times to the all-cores-busy
+state, and on a real chip cores share caches, memory bandwidth and (on SMT or a VM)
+execution units, so a pipeline's PEs, all busy at once, run slower than one alone.
+What one session run costs on top of its layers (beta) is read off the
 same run as (sum of the single-layer times - the whole model's time) / (L - 1), so a
 layer's cost *inside* a segment is its single-layer time minus beta, and the first
 layer keeps it (every frame pays one session). The PE-pair cost is measured with the
@@ -14,7 +18,9 @@ layers in one session, per tensor size; the difference is what a cut there costs
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -24,8 +30,8 @@ from onnx import helper
 
 from executor.pipeline import Network, PipelineExecutor
 from executor.profiler import ProfileRun, profile_model
-from executor.runtime import RuntimeDevice
-from executor.slicing import LayeredModel, layers
+from executor.runtime import RuntimeDevice, build_session, pinned, unpin
+from executor.slicing import LayeredModel, layers, random_inputs
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
 Progress = Callable[[int, int, str], None]
@@ -73,6 +79,40 @@ def measure_handoff(src: RuntimeDevice, dst: RuntimeDevice, sizes: Sequence[int]
     return out
 
 
+@contextlib.contextmanager
+def busy_cores(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int]):
+    """The model running in a loop on each of `cores` (one pinned single-threaded session
+    each) for as long as the block lasts: the neighbours a PE has in a pipelined run."""
+    stop = threading.Event()
+    ready = threading.Barrier(len(cores) + 1) if cores else None
+
+    def loop(core: int) -> None:
+        dev = replace(cluster, id=f"busy{core}", threads=1, affinity=(core,))
+        try:
+            with pinned(dev):
+                sess = build_session(lm.model, dev)
+                feed = random_inputs(lm, core)
+                outs = [o.name for o in sess.get_outputs()]
+                sess.run(outs, feed)
+                ready.wait(timeout=60)
+                while not stop.is_set():
+                    sess.run(outs, feed)
+        finally:
+            unpin()
+
+    threads = [threading.Thread(target=loop, args=(c,), name=f"busy-core-{c}", daemon=True) for c in cores]
+    for t in threads:
+        t.start()
+    try:
+        if ready is not None:
+            ready.wait(timeout=60)
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+
 def profile_for_schedule(
     lm: LayeredModel,
     cluster: RuntimeDevice,
@@ -90,8 +130,16 @@ def profile_for_schedule(
         raise ValueError("schedules run fp32 sessions: give fp32 devices")
     k_devices = [replace(cluster, id=f"{cluster.id}@{k}", threads=k, affinity=cores[:k]) for k in range(1, len(cores) + 1)]
     devices = k_devices + list(others)
-    run = profile_model(lm, devices, runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,), progress=progress,
-                        seed=seed)
+    parts = []
+    for k, dev in enumerate(k_devices, start=1):
+        with busy_cores(lm, cluster, cores[k:]):  # Kang IV.A: calibrated to the all-cores-busy state
+            parts.append(profile_model(lm, [dev], runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
+                                       progress=progress, seed=seed))
+    if others:
+        parts.append(profile_model(lm, list(others), runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
+                                   progress=progress, seed=seed))
+    run = ProfileRun(devices, {d: t for part in parts for d, t in part.times.items()}, runs, warmup,
+                     sum(part.wall_s for part in parts))
     L = len(lm.layers)
     beta, cost, spread = {}, {}, {}
     for d in devices:

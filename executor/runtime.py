@@ -139,7 +139,7 @@ def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDe
                 values[key] = int(value)
             elif key == "affinity":
                 cores = _parse_cores(value)
-                allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+                allowed = PROCESS_CORES
                 bad = [c for c in cores if c not in allowed]
                 if bad:
                     raise ValueError(f"core(s) {bad} are not available to this process (allowed: {sorted(allowed)})")
@@ -189,6 +189,9 @@ def parse_devices(specs: Iterable[str]) -> list[RuntimeDevice]:
 
 
 _PIN = threading.local()
+# the cores the process was given, read once at import: a thread that `pinned` moved
+# must still be able to declare devices on the other cores
+PROCESS_CORES = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset(range(os.cpu_count() or 1))
 
 
 class pinned:
@@ -205,7 +208,7 @@ class pinned:
         if not hasattr(os, "sched_setaffinity"):
             return self
         if not hasattr(_PIN, "all"):
-            _PIN.all = frozenset(os.sched_getaffinity(0))
+            _PIN.all = PROCESS_CORES
             _PIN.current = _PIN.all
         want = self.cores if self.cores is not None else _PIN.all
         if want != _PIN.current:

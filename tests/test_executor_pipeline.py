@@ -168,3 +168,33 @@ def test_profile_schedule_execute_end_to_end(squeezenet):
         run_schedule_entry(s, {"sq": squeezenet}, {}, frames=2)
     with pytest.raises(PipelineError, match="no model for network"):
         run_schedule_entry(s, {}, {"cpu": cluster}, frames=2)
+
+
+def test_cli_profile_for_scheduling_schedule_execute(capsys, tmp_path):
+    """planner profile --pe-cluster -> planner schedule -> planner execute --schedule."""
+    import json
+
+    from tests.support.cli import run
+
+    model = str(LIGHT / "light_squeezenet.onnx")
+    p, m, s, out = (str(tmp_path / f) for f in ("p.json", "m.json", "s.json", "r.json"))
+    code, text, err = run(capsys, "profile", model, "--pe-cluster", "cpu=CPUExecutionProvider", "--out-platform", p,
+                          "--out-profile", m, "--runs", "2", "--warmup", "1", "--name", "sq")
+    assert code == 0, err
+    assert "k = 1.." in text and "handoff" in text or len(CORES) == 1
+    cfg = ",".join("1" * len(CORES))
+    code, text, err = run(capsys, "schedule", "--platform", p, "--app", f"{m}:1000:0", "--solver", "cpsat",
+                          "--cpu-config", f"cpu={cfg}", "--out", s)
+    assert code == 0, err
+    code, text, err = run(capsys, "execute", "--schedule", s, "--model", f"sq={model}", "--device", "cpu=CPUExecutionProvider",
+                          "--frames", "8", "--out", out)
+    assert code == 0, err
+    assert "pred_fps" in text and "meas_fps" in text
+    rep = json.loads(open(out).read())
+    assert rep["networks"][0]["frames_done"] == 8 and rep["networks"][0]["frames_in_order"]
+    # every problem in one line
+    code, _, err = run(capsys, "execute", "--schedule", s, "--model", "sq", "--device", "cpu=NoSuchProvider", "--frames", "0")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--model: expected NAME=FILE.onnx" in err and "--frames" in err and "--device" in err
+    code, _, err = run(capsys, "execute", "--schedule", s, "--model", f"other={model}", "--device", "cpu=CPUExecutionProvider")
+    assert code == 2 and "no model for network 'sq'" in err
