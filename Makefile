@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) bench/dp.py
 	$(PY) bench/mosaic.py
 	$(PY) bench/service.py
+	$(PY) bench/abuse.py
 	$(PY) bench/energy_cap.py
 	$(PY) bench/multiapp.py
 	$(PY) bench/within_layer.py

@@ -13,7 +13,7 @@ from api import problems
 from api.executors import Executor
 from fastapi.middleware.gzip import GZipMiddleware
 
-from api.middleware import BodyLimit, Idempotency, JsonBody
+from api.middleware import BodyLimit, Gate, Idempotency, JsonBody
 from api.routers import deployments, documents, meta, plans, refit, schedules, telemetry, tokens, ui
 from api.service import Service
 from api.settings import Settings
@@ -54,11 +54,17 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
     ui.install(app)  # the web UI at /ui (session cookie, login redirect)
-    # Added innermost first; outermost: gzip, then the body limit runs before idempotency
-    # reads the body, and JSON (for /v1, not the UI's forms) is checked last. Large answers
-    # (a schedule's Pareto set, a plan's layers) are compressed for clients that accept gzip.
+    # Added innermost first; outermost: gzip, then the Gate (bearer token, rate and
+    # in-flight caps) before a byte of the body is read, then the body limit, then
+    # idempotency (which reads the body), and JSON (for /v1, not the UI's forms) is
+    # checked last. Large answers (a schedule's Pareto set, a plan's layers) are
+    # compressed for clients that accept gzip.
     app.add_middleware(JsonBody)
-    app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s)
-    app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s,
+                       lease_s=settings.idempotency_lease_s)
+    app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes,
+                       max_request_bytes=settings.limits.max_request_bytes)
+    app.add_middleware(Gate, service_of=lambda scope: scope["app"].state.service, rate_per_s=settings.rate_per_s,
+                       burst=settings.rate_burst, max_in_flight=settings.max_in_flight)
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
     return app

@@ -21,7 +21,8 @@ from sqlalchemy import select, update
 
 from api.db import Database
 from api.problems import ApiError
-from api.rows import TokenRow, utcnow
+from api.rows import DeploymentRow, TokenRow, utcnow
+from api.schemas import DEPLOYMENT_ID_PREFIX
 
 SCOPES = ("admin", "pipeline", "executor")
 TOKEN_PREFIX = "hp_"
@@ -37,10 +38,12 @@ class Principal:
     def has(self, *scopes: str) -> bool:
         return "admin" in self.scopes or bool(self.scopes & set(scopes))
 
-    def may_read_deployment(self, deployment_id: str, deployment_name: str) -> bool:
+    def may_read_deployment(self, deployment_id: str) -> bool:
+        """Executor tokens are bound to deployment ids only (names are resolved when the
+        token is created): a deployment named like another's id reads nothing."""
         if self.has("pipeline"):
             return True
-        return "executor" in self.scopes and bool({deployment_id, deployment_name} & self.deployments)
+        return "executor" in self.scopes and deployment_id in self.deployments
 
 
 INSECURE = Principal("insecure-dev", "insecure-dev", frozenset({"admin"}))
@@ -61,7 +64,8 @@ class TokenInfo:
 
 
 def create_token(db: Database, name: str, scopes: list[str], deployments: list[str] = ()) -> tuple[str, str]:
-    """Returns (token id, secret). The secret is shown once and never stored."""
+    """Returns (token id, secret). The secret is shown once and never stored. Deployments
+    may be given by id or name; the token is bound to their ids."""
     bad = [s for s in scopes if s not in SCOPES]
     if bad or not scopes:
         raise ValueError(f"scopes must be among {', '.join(SCOPES)} (got {', '.join(scopes) or 'none'})")
@@ -70,8 +74,16 @@ def create_token(db: Database, name: str, scopes: list[str], deployments: list[s
     token_id = "tok_" + secrets.token_hex(6)
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     with db.session() as s:
+        bound = set()
+        for ref in deployments:
+            dep_id = s.scalar(select(DeploymentRow.id).where(
+                DeploymentRow.id == ref if ref.startswith(DEPLOYMENT_ID_PREFIX) else DeploymentRow.name == ref))
+            if dep_id is None:
+                raise ValueError(f"no deployment with id or name '{ref}' (deployments must exist before a token "
+                                 "is bound to them)")
+            bound.add(dep_id)
         s.add(TokenRow(id=token_id, name=name, secret_sha256=hash_secret(secret), scopes=",".join(sorted(set(scopes))),
-                       deployments=json.dumps(sorted(set(deployments)))))
+                       deployments=json.dumps(sorted(bound))))
     return token_id, secret
 
 
@@ -157,7 +169,9 @@ def require(*scopes: str):
 
     async def dependency(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Principal:
         # async: no thread-pool hop per request; a cache miss runs one indexed SELECT
-        principal = request.app.state.service.auth.authenticate(credentials)
+        principal = request.scope.get("state", {}).get("principal")  # checked by the Gate already
+        if principal is None:
+            principal = request.app.state.service.auth.authenticate(credentials)
         if not principal.has(*scopes):
             raise ApiError(403, f"this operation needs the {' or '.join(scopes)} scope; the token has {', '.join(sorted(principal.scopes))}",
                            headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{" ".join(scopes)}"'})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import queue as queue_mod
 import threading
 from abc import ABC, abstractmethod
@@ -43,8 +44,10 @@ class Executor(ABC):
 
 
 class PebbleExecutor(Executor):
-    def __init__(self, workers: int = 1, solver_modules: tuple[str, ...] = (), grace_s: float = 2.0):
+    def __init__(self, workers: int = 1, solver_modules: tuple[str, ...] = (), grace_s: float = 2.0,
+                 memory_mb: int | None = None):
         self.workers = max(1, workers)
+        self.memory_mb = memory_mb
         self.solver_modules = tuple(solver_modules)
         self.grace_s = grace_s
         self._futures: dict[str, object] = {}
@@ -61,9 +64,13 @@ class PebbleExecutor(Executor):
         ctx = multiprocessing.get_context("spawn")  # the server is multi-threaded: never fork it
         self._queue = ctx.Queue()
         self._pool = ProcessPool(max_workers=self.workers, initializer=init_worker,
-                                 initargs=(self._queue, self.solver_modules), context=ctx)
+                                 initargs=(self._queue, self.solver_modules, self.memory_mb, os.getpid()), context=ctx)
         self._drain = threading.Thread(target=self._drain_progress, name="job-progress", daemon=True)
         self._drain.start()
+        # Start the workers now, from this long-lived thread: a worker's parent-death signal
+        # fires when the *thread* that started it ends, and pebble starts the first workers
+        # from the first schedule()'s caller (a request's short-lived pool thread otherwise).
+        self._pool.schedule(os.getpid)
 
     def _drain_progress(self) -> None:
         while not self._stopping.is_set():

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
+import importlib
 import itertools
 import json
 import logging
@@ -189,13 +191,55 @@ class LRU:
         return value
 
 
+def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
+    if kind == "platform":
+        return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices)}
+    if kind == "profile":
+        return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers)}
+    if kind == "asymo-cpu":
+        return {"clusters": len(doc.clusters), "samples": sum(len(c.samples) for c in doc.clusters)}
+    return {"ops": len(doc.ops)}
+
+
+def check_limits(kind: str, doc, lim: Limits) -> None:  # noqa: ANN001
+    if kind == "asymo-cpu":
+        if len(doc.clusters) > lim.max_devices:
+            raise invalid("clusters", f"{len(doc.clusters)} clusters exceed the limit of {lim.max_devices}")
+    elif kind == "asymo-network":
+        if len(doc.ops) > lim.max_layers:
+            raise invalid("ops", f"{len(doc.ops)} ops exceed the limit of {lim.max_layers}")
+    elif kind == "platform":
+        if len(doc.devices) > lim.max_devices:
+            raise invalid("devices", f"{len(doc.devices)} devices exceed the limit of {lim.max_devices}")
+        targets = sum(len(d.dvfs_levels) for d in doc.devices)
+        if targets > lim.max_targets:
+            raise invalid("devices", f"{targets} (device, DVFS level) targets exceed the limit of {lim.max_targets}")
+    elif len(doc.layers) > lim.max_layers:
+        raise invalid("layers", f"{len(doc.layers)} layers exceed the limit of {lim.max_layers}")
+
+
+class TooSlow(Exception):
+    """A fast-path request still planning at the plan worker's deadline."""
+
+
+class _Deadline(BaseException):  # BaseException: no solver's `except Exception` swallows it
+    pass
+
+
+def _on_alarm(signum, frame) -> None:  # noqa: ANN001
+    raise _Deadline()
+
+
 class Planner:
     """Documents and compiled problems by content id, and the plan store's hot path.
-    One per process: the service uses it for job requests, a plan worker for fast ones."""
+    One per process: the service uses it for job requests, a plan worker for fast ones
+    (there with a per-request deadline, `deadline_s`, and the worker's memory cap)."""
 
-    def __init__(self, db: Database, limits: Limits):
+    def __init__(self, db: Database, limits: Limits, deadline_s: float | None = None, memory_mb: int | None = None):
         self.db = db
         self.limits = limits
+        self.deadline_s = deadline_s
+        self.memory_mb = memory_mb
         self.docs = LRU(64)  # content id -> parsed document
         self.problems = LRU(32)  # (platform id, profile id) -> compiled Problem
 
@@ -212,6 +256,66 @@ class Planner:
         doc = KINDS[kind].model_validate_json(body)
         self.docs.put(doc_id, doc)
         return doc
+
+    def document(self, kind: str, body: bytes) -> tuple[dict, bool]:
+        """Parse, check (depth, strings, NaN, NUL, surrogates), validate, limit and store
+        an uploaded document: (row fields, created). Content-addressed: the same document
+        again is the same id. Raises ApiError (422 naming the field)."""
+        from pydantic import ValidationError
+        from sqlalchemy.exc import IntegrityError
+
+        from api.bodies import parse_json
+        from api.problems import validation_issues
+        from api.rows import DocumentRow
+        from planner.plan import canonical_json
+
+        value = parse_json(body, self.limits.max_json_depth, self.limits.max_string_bytes)
+        try:
+            doc = KINDS[kind].model_validate(value)
+        except ValidationError as exc:
+            issues = validation_issues(exc.errors())
+            more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
+            raise ApiError(422, f"{issues[0]}{more}", errors=issues, title="Invalid input", kind="invalid-input") from None
+        check_limits(kind, doc, self.limits)
+        text = canonical_json(doc)
+        doc_id = hashlib.sha256(text).hexdigest()
+        self.docs.put(doc_id, doc)
+        fields = ("id", "kind", "name", "summary", "size_bytes", "created_at")
+        with self.db.session() as s:
+            row = s.get(DocumentRow, doc_id)
+            if row is not None:
+                if row.kind != kind:
+                    raise invalid("<body>", f"this document is already stored as a {row.kind}")
+                return {f: getattr(row, f) for f in fields}, False
+        row = DocumentRow(id=doc_id, kind=kind, name=getattr(doc, "name", ""), summary=json.dumps(_summary(kind, doc)),
+                          size_bytes=len(text), body=text.decode(), created_at=utcnow())
+        info = {f: getattr(row, f) for f in fields}
+        try:
+            with self.db.session() as s:
+                s.add(row)
+        except IntegrityError:  # the same document uploaded concurrently
+            with self.db.session() as s:
+                row = s.get(DocumentRow, doc_id)
+                return {f: getattr(row, f) for f in fields}, False
+        return info, True
+
+    def handle_document(self, item: tuple) -> tuple:
+        """One ("doc", req id, kind, body) message: its answer (see handle)."""
+        _, req_id, kind, body = item
+        try:
+            info, created = self._bounded(self.document, kind, body)
+            return (req_id, "doc", info, created)
+        except _Deadline:
+            reason = f"checking the document took longer than {self.deadline_s:g} s (PLANNER_FAST_DEADLINE_S)"
+            return (req_id, "error", 422, "Invalid input", f"<body>: {reason}", [("<body>", reason)], "deadline")
+        except MemoryError:
+            reason = f"the document needed more memory than a worker may take ({self.memory_mb} MiB, PLANNER_WORKER_MEMORY_MB)"
+            return (req_id, "error", 422, "Over the memory limit", f"<body>: {reason}", [("<body>", reason)], "memory-limit")
+        except ApiError as exc:
+            return (req_id, "error", exc.status, exc.title, exc.detail, [(i.path, i.reason) for i in exc.errors], exc.kind)
+        except Exception as exc:  # noqa: BLE001 - a bug: the service answers 500 and logs it
+            log.exception("storing a %s failed", kind)
+            return (req_id, "internal", f"{type(exc).__name__}: {exc}")
 
     def problem(self, platform_id: str, profile_id: str, platform: Platform, profile: ModelProfile):  # noqa: ANN201
         from models.compile import compile_problem
@@ -262,6 +366,16 @@ class Planner:
                    request_key=key, body=plan_json, created_at=utcnow())
         return row, plan_resource_json(row, plan_json)
 
+    def _bounded(self, fn: Callable, *args):  # noqa: ANN202
+        """fn(*args) under the deadline (SIGALRM: only a plan worker's main thread sets one)."""
+        if not self.deadline_s:
+            return fn(*args)
+        signal.setitimer(signal.ITIMER_REAL, self.deadline_s)
+        try:
+            return fn(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
     def handle(self, store: PlanStore, items: list[tuple]) -> list[tuple]:
         """Plan a batch of requests (req id, platform id, profile id, request JSON, key,
         reuse) and store the new plans in one transaction. Answers, per request:
@@ -283,10 +397,17 @@ class Planner:
                         out.append((req_id, "plan", hit[0], hit[1], False))
                         continue
                 request = PlanRequest.model_validate_json(request_json)
-                row, body = self.plan(platform_id, profile_id, request, request_json, key)
+                row, body = self._bounded(self.plan, platform_id, profile_id, request, request_json, key)
                 rows.append(row)
                 stored[key] = (row["id"], body)  # an identical request later in this batch reuses it
                 out.append((req_id, "plan", row["id"], body, True))
+            except _Deadline:
+                out.append((req_id, "slow", f"still planning after the fast path's {self.deadline_s:g} s"))
+            except MemoryError:
+                reason = (f"the request needed more memory than a plan worker may take ({self.memory_mb} MiB, "
+                          "PLANNER_WORKER_MEMORY_MB); ask for less (fewer samples, a smaller profile)")
+                out.append((req_id, "error", 422, "Over the memory limit", f"<request>: {reason}",
+                            [("<request>", reason)], "memory-limit"))
             except ApiError as exc:
                 out.append((req_id, "error", exc.status, exc.title, exc.detail,
                             [(i.path, i.reason) for i in exc.errors], exc.kind))
@@ -307,18 +428,40 @@ class Planner:
 
 # ---------------------------------------------------------------------- the worker process
 
-def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...]) -> None:  # noqa: ANN001
+def cap_memory(memory_mb: int | None) -> None:
+    """RLIMIT_AS for this process: an allocation past it is a MemoryError here, not the
+    whole machine swapping (issue 12: one request peaked near 22.5 GB)."""
+    if memory_mb:
+        import resource
+
+        cap = int(memory_mb) * 1024 * 1024
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+
+
+def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...], deadline_s: float | None = None,  # noqa: ANN001
+                memory_mb: int | None = None, parent_pid: int | None = None) -> None:
     """A plan worker: reads batches of requests from `conn`, answers each batch with one
-    message after its commit. Stops when the service closes the connection."""
+    message after its commit. Stops when the service closes the connection, and dies
+    with the service (parent-death signal) even when it is killed with SIGKILL."""
+    from planner.core.procs import die_with_parent
+
+    die_with_parent(parent_pid, own_group=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the service, which then closes the pipe
+    signal.signal(signal.SIGALRM, _on_alarm)
     from api.worker import load_solver_modules
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     load_solver_modules(solver_modules)
+    importlib.import_module("planner.plan")  # every import before the cap: it bounds planning, not start-up
+    cap_memory(memory_mb)
     db = Database(url, run_migrations=False)
-    planner = Planner(db, limits)
+    planner = Planner(db, limits, deadline_s, memory_mb)
     store = PlanStore(db)
     try:
+        conn.send_bytes(pickle.dumps([]))  # ready: an empty batch of answers
         while True:
             try:
                 msgs = [conn.recv_bytes()]
@@ -326,7 +469,11 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...])
                     msgs.append(conn.recv_bytes())
             except (EOFError, OSError):
                 return
-            answers = planner.handle(store, [pickle.loads(m) for m in msgs])
+            items = [pickle.loads(m) for m in msgs]
+            answers = [planner.handle_document(it) for it in items if it[0] == "doc"]
+            plans = [it for it in items if it[0] != "doc"]
+            if plans:
+                answers += planner.handle(store, plans)
             try:
                 conn.send_bytes(pickle.dumps(answers, protocol=pickle.HIGHEST_PROTOCOL))
             except (BrokenPipeError, OSError):
@@ -351,11 +498,29 @@ class _Worker:
         self.outbox: list[bytes] = []
         self.pending: dict[int, asyncio.Future] = {}
 
-    def spawn(self) -> None:
+    def spawn(self, wait: bool = False) -> None:
+        """Start the process. wait: keep our end for `ready` (service start-up)."""
         ours, theirs = self.ctx.Pipe(duplex=True)  # a socket pair: asyncio reads our end
         self.process = self.ctx.Process(target=worker_main, args=(theirs, *self.args), name="plan-worker", daemon=True)
         self.process.start()
         theirs.close()
+        if wait:
+            self._starting = ours
+            return
+        self._attach(ours)
+
+    def ready(self, timeout_s: float) -> None:
+        """Block until the worker said it is ready (at start-up: the first upload or plan
+        then finds it working, not importing)."""
+        ours, self._starting = self._starting, None
+        if ours.poll(timeout_s):
+            try:
+                ours.recv_bytes()  # its ready message
+            except (EOFError, OSError):
+                pass  # it died starting: the first request finds it gone and starts another
+        self._attach(ours)
+
+    def _attach(self, ours) -> None:  # noqa: ANN001
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=os.dup(ours.fileno()))
         ours.close()
         self.reader = self.writer = self.task = self.connecting = None
@@ -452,21 +617,48 @@ class _Worker:
 class PlanWorkers:
     """The plan worker processes, seen from the event loop: `await plan(...)`."""
 
-    def __init__(self, url: str, limits: Limits, solver_modules: tuple[str, ...], processes: int = 1):
+    def __init__(self, url: str, limits: Limits, solver_modules: tuple[str, ...], processes: int = 1,
+                 deadline_s: float | None = None, memory_mb: int | None = None):
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")  # the service is multi-threaded: never fork it
-        self.workers = [_Worker(ctx, (url, limits, tuple(solver_modules))) for _ in range(max(1, processes))]
+        args = (url, limits, tuple(solver_modules), deadline_s, memory_mb, os.getpid())
+        self.workers = [_Worker(ctx, args) for _ in range(max(1, processes))]
         self._ids = itertools.count(1)
 
     def start(self) -> None:
         for w in self.workers:
-            w.spawn()
+            w.spawn(wait=True)
+        for w in self.workers:
+            w.ready(timeout_s=120.0)
+
+    async def document(self, kind: str, body: bytes) -> tuple[dict, bool]:
+        """(document row fields, created) once it is stored; ApiError (422) otherwise."""
+        answer = await self._ask(lambda req_id: ("doc", req_id, kind, body))
+        if answer[1] == "doc":
+            return answer[2], answer[3]
+        return self._raise(answer)
 
     async def plan(self, platform_id: str, profile_id: str, request_json: str, key: str,
                    reuse: bool) -> tuple[str, bytes, bool]:
         """(plan id, PlanResource JSON, created) once the plan is stored; ApiError as the
         request's answer otherwise."""
+        answer = await self._ask(lambda req_id: (req_id, platform_id, profile_id, request_json, key, reuse))
+        if answer[1] == "plan":
+            return answer[2], answer[3], answer[4]
+        return self._raise(answer)
+
+    @staticmethod
+    def _raise(answer: tuple):  # noqa: ANN205
+        if answer[1] == "error":
+            _, _, status, title, detail, issues, kind = answer
+            raise ApiError(status, detail, errors=[Issue(p, r) for p, r in issues], title=title, kind=kind)
+        if answer[1] == "slow":
+            raise TooSlow(answer[2])
+        raise RuntimeError(answer[2])
+
+    async def _ask(self, message: Callable[[int], tuple]) -> tuple:
+        """Send message(req id) to the least busy worker; its answer."""
         w = min(self.workers, key=lambda w: len(w.pending))
         if not w.alive:
             if w.process is not None:
@@ -483,14 +675,8 @@ class PlanWorkers:
         req_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
         w.pending[req_id] = fut
-        w.send(pickle.dumps((req_id, platform_id, profile_id, request_json, key, reuse), protocol=pickle.HIGHEST_PROTOCOL))
-        answer = await fut
-        if answer[1] == "plan":
-            return answer[2], answer[3], answer[4]
-        if answer[1] == "error":
-            _, _, status, title, detail, issues, kind = answer
-            raise ApiError(status, detail, errors=[Issue(p, r) for p, r in issues], title=title, kind=kind)
-        raise RuntimeError(answer[2])
+        w.send(pickle.dumps(message(req_id), protocol=pickle.HIGHEST_PROTOCOL))
+        return await fut
 
     def stop(self) -> None:
         for w in self.workers:

@@ -61,6 +61,22 @@ def schedule_inputs(s, submission_json: str):  # noqa: ANN001, ANN201
     return request, bodies[sub.platform_id], profiles
 
 
+def readable(job: JobRow) -> None:
+    """Store only what reads back exactly as it will be answered (a row that cannot be
+    answered would break GET /v1/jobs for everyone): 422 otherwise."""
+    from pydantic import ValidationError
+
+    from api import views
+    from api.problems import ApiError, validation_issues
+
+    try:
+        views.job(job, strict=True)
+    except ValidationError as exc:
+        issues = validation_issues(exc.errors())
+        raise ApiError(422, f"the request does not read back as stored: {issues[0]}", errors=issues,
+                       title="Invalid input", kind="invalid-input") from None
+
+
 class JobManager:
     def __init__(self, db: Database, executor: Executor, max_attempts: int):
         self.db = db
@@ -78,6 +94,7 @@ class JobManager:
         job = JobRow(id=new_id("job"), platform_id=platform_id, profile_id=profile_id, solver=solver,
                      request=request_json, request_key=request_key, state="queued", progress=0.0, message="queued", attempts=0,
                      created_at=utcnow())
+        readable(job)
         with self.db.session() as s:
             s.add(job)
         self.submit(job.id)
@@ -87,6 +104,7 @@ class JobManager:
         job = JobRow(id=new_id("job"), kind="schedule", platform_id=platform_id, profile_id=None, solver=solver,
                      request=submission_json, state="queued", progress=0.0, message="queued", attempts=0,
                      created_at=utcnow())
+        readable(job)
         with self.db.session() as s:
             s.add(job)
         self.submit(job.id)

@@ -144,6 +144,10 @@ class IdempotencyRow(Base):
     path: Mapped[str] = mapped_column(Text)
     fingerprint: Mapped[str] = mapped_column(String(64))
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: in progress
+    # in progress: the request that holds the key (owner) until lease_expires_at, renewed while it
+    # runs; a key whose request died with its server is free again once the lease expired
+    owner: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    lease_expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
     headers: Mapped[str] = mapped_column(Text, default="[]")
     body: Mapped[str | None] = mapped_column(Text, nullable=True, deferred=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)

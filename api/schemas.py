@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from planner.core.schema import AppSpec, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
 
@@ -211,11 +211,22 @@ class JobList(Page):
     items: list[JobResource]
 
 
+DEPLOYMENT_ID_PREFIX = "dep_"  # ids have it, names may not: a name never reads as another deployment's id
+
+
 class DeploymentCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$")
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$",
+                      description=f"Unique; may not start with '{DEPLOYMENT_ID_PREFIX}' (the prefix of deployment ids)")
     platform_id: Sha256
     profile_id: Sha256
+
+    @field_validator("name")
+    @classmethod
+    def _not_an_id(cls, name: str) -> str:
+        if name.startswith(DEPLOYMENT_ID_PREFIX):
+            raise ValueError(f"may not start with '{DEPLOYMENT_ID_PREFIX}': that prefix is for deployment ids")
+        return name
 
 
 class Deployment(BaseModel):

@@ -15,25 +15,25 @@ from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import Authenticator, Principal
 from api.db import Database
 from api.executors import Executor, PebbleExecutor
-from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, iso, plan_resource_json, spliced_json
+from api import admission
+from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, TooSlow, iso, plan_resource_json, spliced_json
 from api.jobs import JobManager, new_id
 from api.problems import ApiError, from_planner_error, invalid, validation_issues
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
-from api.schemas import ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSubmission
+from api.schemas import DEPLOYMENT_ID_PREFIX, ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSubmission
 from api.settings import Settings
 from api.worker import load_solver_modules
 from planner import __version__
 from planner.core.errors import Issue, PlannerError
 from planner.plan import canonical_json
-from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform, ScheduleRequest
+from planner.core.schema import ModelProfile, Plan, PlanRequest, ScheduleRequest
 from planner.core.solver import Solver
-from planner.registry import check_supported, get_solver
+from planner.registry import check_supported, get_solver, solver_options
 
 log = logging.getLogger("planner.api")
 
@@ -67,16 +67,6 @@ class Notifier:
                     ws.discard(entry)
                     if not ws:
                         self._waiters.pop(key, None)
-
-
-def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
-    if kind == "platform":
-        return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices)}
-    if kind == "profile":
-        return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers)}
-    if kind == "asymo-cpu":
-        return {"clusters": len(doc.clusters), "samples": sum(len(c.samples) for c in doc.clusters)}
-    return {"ops": len(doc.ops)}
 
 
 @dataclass(frozen=True)
@@ -119,13 +109,16 @@ class Service:
     def __init__(self, settings: Settings, executor: Executor | None = None):
         self.settings = settings
         self.limits = settings.limits
-        self.executor = executor or PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s)
+        self.executor = executor or PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s,
+                                                   settings.worker_memory_mb)
         self.notifier = Notifier()
         self.executor_views = LRU(256)  # plan id -> ExecutorPlan JSON bytes (plans are immutable)
         self.reused = LRU(1024)  # request key -> (plan id, PlanResource JSON bytes)
+        self.sizes = LRU(1024)  # (platform id, profile id) -> (layers, targets), for admission
         self.db: Database | None = None
         self.planner: Planner | None = None
-        self.plan_workers = PlanWorkers(settings.url, settings.limits, settings.solver_modules, settings.plan_workers)
+        self.plan_workers = PlanWorkers(settings.url, settings.limits, settings.solver_modules, settings.plan_workers,
+                                        deadline_s=settings.fast_deadline_s, memory_mb=settings.worker_memory_mb)
 
     def start(self) -> None:
         load_solver_modules(self.settings.solver_modules)
@@ -144,43 +137,12 @@ class Service:
             self.db.dispose()
 
     # ------------------------------------------------------------------ documents
-    def check_limits(self, kind: str, doc) -> None:  # noqa: ANN001
-        lim = self.limits
-        if kind == "asymo-cpu":
-            if len(doc.clusters) > lim.max_devices:
-                raise invalid("clusters", f"{len(doc.clusters)} clusters exceed the limit of {lim.max_devices}")
-        elif kind == "asymo-network":
-            if len(doc.ops) > lim.max_layers:
-                raise invalid("ops", f"{len(doc.ops)} ops exceed the limit of {lim.max_layers}")
-        elif kind == "platform":
-            if len(doc.devices) > lim.max_devices:
-                raise invalid("devices", f"{len(doc.devices)} devices exceed the limit of {lim.max_devices}")
-            targets = sum(len(d.dvfs_levels) for d in doc.devices)
-            if targets > lim.max_targets:
-                raise invalid("devices", f"{targets} (device, DVFS level) targets exceed the limit of {lim.max_targets}")
-        elif len(doc.layers) > lim.max_layers:
-            raise invalid("layers", f"{len(doc.layers)} layers exceed the limit of {lim.max_layers}")
-
-    def put_document(self, kind: str, doc: Platform | ModelProfile) -> tuple[DocumentRow, bool]:
-        self.check_limits(kind, doc)
-        body = canonical_json(doc)
-        doc_id = hashlib.sha256(body).hexdigest()
-        self.planner.docs.put(doc_id, doc)
-        with self.db.session() as s:
-            row = s.get(DocumentRow, doc_id)
-            if row is not None:
-                if row.kind != kind:
-                    raise invalid("<body>", f"this document is already stored as a {row.kind}")
-                return row, False
-        row = DocumentRow(id=doc_id, kind=kind, name=getattr(doc, "name", ""), summary=json.dumps(_summary(kind, doc)),
-                          size_bytes=len(body), body=body.decode(), created_at=utcnow())
-        try:
-            with self.db.session() as s:
-                s.add(row)
-        except IntegrityError:  # the same document uploaded concurrently
-            with self.db.session() as s:
-                return s.get(DocumentRow, doc_id), False
-        return row, True
+    async def upload_document(self, kind: str, body: bytes) -> tuple[DocumentRow, bool]:
+        """(row, created) of an uploaded document: parsed, checked, validated and stored by
+        a plan worker process (off the event loop and its GIL); 422 naming the field."""
+        info, created = await self.plan_workers.document(kind, body)
+        row = DocumentRow(**{**info, "created_at": info["created_at"]})
+        return row, created
 
     def _page(self, row_cls, limit: int, offset: int, newest_first: bool = True, **equal) -> tuple[int, list]:  # noqa: ANN001
         """(total, one page of rows) of a listing; `equal` filters columns whose value is
@@ -231,12 +193,31 @@ class Service:
             if hit is not None:
                 return "plan", hit, False
         solver = self.checked_solver(request)
-        if not solver.capabilities.fast:
+        sizes = self.sizes.get((sub.platform_id, sub.profile_id))
+        if sizes is None:
+            sizes = await run_in_threadpool(self.doc_sizes, sub.platform_id, sub.profile_id)
+        at_once = admission.admit(admission.estimate(solver.name, request, *sizes), self.limits)
+        if not solver.capabilities.fast or not at_once:
             return await run_in_threadpool(self.submit_job, sub, request, key, solver)
-        plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id, request.model_dump_json(),
-                                                              key, sub.reuse)
+        try:
+            plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id,
+                                                                  request.model_dump_json(), key, sub.reuse)
+        except TooSlow:  # past the fast path's deadline: a job plans it, with its own time limit
+            return await run_in_threadpool(self.submit_job, sub, request, key, solver)
         self.reused.put(key, (plan_id, body))
         return "plan", (plan_id, body), created
+
+    def doc_sizes(self, platform_id: str, profile_id: str) -> tuple[int, int]:
+        """(layers, targets) of two stored documents, from their summaries (cached: content
+        ids never change); (1, 1) for a missing one, which planning then refuses by name."""
+        with self.db.session() as s:
+            rows = dict(s.execute(select(DocumentRow.id, DocumentRow.summary)
+                                  .where(DocumentRow.id.in_([platform_id, profile_id]))).all())
+        plat, prof = json.loads(rows.get(platform_id, "{}")), json.loads(rows.get(profile_id, "{}"))
+        sizes = (int(prof.get("layers") or prof.get("ops") or 1), int(plat.get("targets") or plat.get("clusters") or 1))
+        if platform_id in rows and profile_id in rows:
+            self.sizes.put((platform_id, profile_id), sizes)
+        return sizes
 
     def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver) -> tuple[str, Any, bool]:
         if sub.reuse:
@@ -301,16 +282,15 @@ class Service:
     def checked_schedule(self, sub: ScheduleSubmission) -> ScheduleRequest:
         """Everything that can be refused before a schedule job is accepted (422 naming
         the field): the time limit, the solver, the documents, the request the core
-        would get, and its compilation (devices, CPU partitions, feasibility). Solver
-        options are checked by the solver itself: a bad one fails the job with the
-        same problem body."""
+        would get, its solver options (the solver's declared options model), and its
+        compilation (devices, CPU partitions, feasibility)."""
         if sub.time_limit_s > self.limits.max_time_limit_s:
             raise invalid("time_limit_s", f"{sub.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
         from models.multiapp import compile_schedule
         from planner.scheduling import get_schedule_solver
 
         try:
-            get_schedule_solver(sub.solver)
+            solver_options(get_schedule_solver(sub.solver), sub.options)
         except PlannerError as exc:
             raise from_planner_error(exc) from None
         platform = self.planner.parsed("platform", sub.platform_id, "platform_id")
@@ -401,15 +381,20 @@ class Service:
             s.add(row)
         return row
 
-    def deployment(self, dep_id: str, principal: Principal | None = None) -> DeploymentRow:
+    def deployment(self, dep_ref: str, principal: Principal | None = None) -> DeploymentRow:
+        """By id (dep_...) or by name; ids and names never collide (names may not take
+        the prefix). An executor token learns nothing of deployments it is not bound to:
+        the same 403 whether the deployment exists or not, naming only what it asked for."""
         with self.db.session() as s:
-            row = s.get(DeploymentRow, dep_id)
-            if row is None:
-                row = s.scalars(select(DeploymentRow).where(DeploymentRow.name == dep_id)).first()
+            if dep_ref.startswith(DEPLOYMENT_ID_PREFIX):
+                row = s.get(DeploymentRow, dep_ref)
+            else:
+                row = s.scalars(select(DeploymentRow).where(DeploymentRow.name == dep_ref)).first()
+        if principal is not None and not principal.has("pipeline") and (row is None or not principal.may_read_deployment(row.id)):
+            raise ApiError(403, "this executor token is not bound to the deployment it asked for",
+                           errors=[Issue("deployment_id", "not bound to this executor token")])
         if row is None:
-            raise ApiError(404, f"no deployment with id or name {dep_id}")
-        if principal is not None and not principal.may_read_deployment(row.id, row.name):
-            raise ApiError(403, f"this executor token is not bound to deployment {row.id}")
+            raise ApiError(404, f"no deployment with id or name {dep_ref}")
         return row
 
     def list_deployments(self, limit: int, offset: int) -> tuple[int, list[DeploymentRow]]:

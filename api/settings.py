@@ -18,11 +18,21 @@ def _env_float(name: str, default: float) -> float:
     return float(value) if value not in (None, "") else default
 
 
+def default_worker_memory_mb() -> int:
+    """Half the machine's memory, at least 2 GiB: one request may not take it all."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
+    except (ValueError, OSError, AttributeError):
+        return 4096
+    return max(2048, total // 2)
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one request may ask of the service; over a limit is a 413 (body) or 422."""
 
-    max_body_bytes: int = 16 * 1024 * 1024
+    max_body_bytes: int = 16 * 1024 * 1024  # a document upload (platform, profile, AsyMo documents)
+    max_request_bytes: int = 1024 * 1024  # any other body (plan, schedule, deployment requests)
     max_layers: int = 5000
     max_devices: int = 64
     max_targets: int = 1024  # (device, DVFS level) pairs of a platform
@@ -30,6 +40,12 @@ class Limits:
     max_wait_s: float = 60.0  # longest long-poll an executor may ask for
     max_schedule_configs: int = 256  # CPU configurations (core partitions) one schedule request may span
     max_telemetry_bytes: int = 1024 * 1024  # one telemetry batch from an agent
+    # estimated evaluations of one plan request (api.admission): over max_work it is refused
+    # (422 naming the limit), over max_fast_work it runs as a job instead of at once
+    max_work: float = 2e8
+    max_fast_work: float = 2e7
+    max_json_depth: int = 64  # nesting of any JSON body (documents need about 8)
+    max_string_bytes: int = 65536  # any one JSON string of a body
 
 
 @dataclass(frozen=True)
@@ -38,10 +54,16 @@ class Settings:
     database_url: str | None = None  # default: SQLite (WAL) under data_dir
     insecure_dev: bool = False
     workers: int = 1  # solver worker processes
-    plan_workers: int = 1  # processes that answer fast-solver plan requests (api.fastplans)
+    plan_workers: int = field(default_factory=lambda: os.cpu_count() or 1)  # processes answering fast-solver requests
+    fast_deadline_s: float = 10.0  # a fast-solver request still planning after this becomes a job
+    worker_memory_mb: int = field(default_factory=lambda: default_worker_memory_mb())  # address-space cap per worker
     limits: Limits = field(default_factory=Limits)
     token_cache_s: float = 5.0  # a revoked token stops working within this
     idempotency_ttl_s: float = 24 * 3600.0
+    idempotency_lease_s: float = 30.0  # an in-progress key is held this long, renewed while its request runs
+    rate_per_s: float = 5000.0  # requests per second per token (token bucket; 0: no rate limit)
+    rate_burst: float = 10000.0
+    max_in_flight: int = 64  # requests of one token being served at once (long-polls included)
     max_attempts: int = 2  # runs of a job interrupted by restarts before it is failed
     solver_modules: tuple[str, ...] = ()  # extra modules exposing SOLVERS = [...] (plug-ins, tests)
     timeout_grace_s: float = 2.0  # a solver past time_limit_s + grace is killed
@@ -58,6 +80,7 @@ class Settings:
     def from_env(cls, **overrides) -> "Settings":
         limits = Limits(
             max_body_bytes=_env_int("PLANNER_MAX_BODY_BYTES", Limits.max_body_bytes),
+            max_request_bytes=_env_int("PLANNER_MAX_REQUEST_BYTES", Limits.max_request_bytes),
             max_layers=_env_int("PLANNER_MAX_LAYERS", Limits.max_layers),
             max_devices=_env_int("PLANNER_MAX_DEVICES", Limits.max_devices),
             max_targets=_env_int("PLANNER_MAX_TARGETS", Limits.max_targets),
@@ -65,15 +88,25 @@ class Settings:
             max_wait_s=_env_float("PLANNER_MAX_WAIT_S", Limits.max_wait_s),
             max_schedule_configs=_env_int("PLANNER_MAX_SCHEDULE_CONFIGS", Limits.max_schedule_configs),
             max_telemetry_bytes=_env_int("PLANNER_MAX_TELEMETRY_BYTES", Limits.max_telemetry_bytes),
+            max_work=_env_float("PLANNER_MAX_WORK", Limits.max_work),
+            max_fast_work=_env_float("PLANNER_MAX_FAST_WORK", Limits.max_fast_work),
+            max_json_depth=_env_int("PLANNER_MAX_JSON_DEPTH", Limits.max_json_depth),
+            max_string_bytes=_env_int("PLANNER_MAX_STRING_BYTES", Limits.max_string_bytes),
         )
         modules = tuple(m for m in os.environ.get("PLANNER_SOLVER_MODULES", "").split(",") if m.strip())
         base = cls(
             data_dir=Path(os.environ.get("PLANNER_DATA_DIR", "data")),
             database_url=os.environ.get("DATABASE_URL") or None,
             workers=_env_int("PLANNER_WORKERS", 1),
-            plan_workers=_env_int("PLANNER_PLAN_WORKERS", 1),
+            plan_workers=_env_int("PLANNER_PLAN_WORKERS", os.cpu_count() or 1),
+            fast_deadline_s=_env_float("PLANNER_FAST_DEADLINE_S", 10.0),
+            worker_memory_mb=_env_int("PLANNER_WORKER_MEMORY_MB", default_worker_memory_mb()),
             limits=limits,
             token_cache_s=_env_float("PLANNER_TOKEN_CACHE_S", 5.0),
+            idempotency_lease_s=_env_float("PLANNER_IDEMPOTENCY_LEASE_S", 30.0),
+            rate_per_s=_env_float("PLANNER_RATE_PER_S", 5000.0),
+            rate_burst=_env_float("PLANNER_RATE_BURST", 10000.0),
+            max_in_flight=_env_int("PLANNER_MAX_IN_FLIGHT", 64),
             solver_modules=modules,
             session_secret=os.environ.get("PLANNER_SESSION_SECRET") or None,
         )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+from pydantic import ValidationError
+
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow
 from api.schemas import (
     Deployment,
@@ -28,14 +30,49 @@ def document(row: DocumentRow, created: bool = False) -> DocumentInfo:
                         summary=json.loads(row.summary), created_at=aware(row.created_at), created=created)
 
 
-def job(row: JobRow) -> JobResource:
+def job(row: JobRow, strict: bool = False) -> JobResource:
+    """The job as answered. `strict`: raise if the stored request does not read back
+    (checked before a job is stored); otherwise a row an older version stored badly is
+    answered with its options dropped and the reason in `message`, never a 500 that
+    would break the listing for everyone."""
     kind = row.kind or "plan"
-    request = (ScheduleSubmission if kind == "schedule" else PlanRequest).model_validate_json(row.request)
-    return JobResource(id=row.id, kind=kind, state=row.state, progress=row.progress, message=row.message, solver=row.solver,
+    model = ScheduleSubmission if kind == "schedule" else PlanRequest
+    message = row.message
+    try:
+        request = model.model_validate_json(row.request)
+    except (ValidationError, ValueError) as exc:
+        if strict:
+            raise
+        request, message = _readable_request(model, row.request), f"{row.message} [stored request unreadable: {_reason(exc)}]"
+    return JobResource(id=row.id, kind=kind, state=row.state, progress=row.progress, message=message, solver=row.solver,
                        platform_id=row.platform_id, profile_id=row.profile_id,
                        request=request, attempts=row.attempts, plan_id=row.plan_id, schedule_id=row.schedule_id,
                        error=json.loads(row.error) if row.error else None, created_at=aware(row.created_at),
                        started_at=aware(row.started_at), finished_at=aware(row.finished_at))
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        e = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in e.get('loc', ())) or '<request>'}: {e.get('msg', 'invalid')}"[:300]
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _readable_request(model: type, text: str):  # noqa: ANN202
+    """What can be read of a stored request: its fields without options, else the defaults
+    (a schedule submission keeps its platform and apps when they read)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    data["options"] = {}
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        if model is PlanRequest:
+            return PlanRequest()
+        return model.model_construct(**{k: v for k, v in data.items() if k in model.model_fields})
 
 
 def plan_summary(row: PlanRow) -> PlanSummary:

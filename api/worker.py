@@ -53,11 +53,19 @@ def load_solver_modules(names: tuple[str, ...] | list[str]) -> None:
             reg.setdefault(solver.name, solver)
 
 
-def init_worker(queue, solver_modules: tuple[str, ...]) -> None:  # noqa: ANN001
+def init_worker(queue, solver_modules: tuple[str, ...], memory_mb: int | None = None,  # noqa: ANN001
+                parent_pid: int | None = None) -> None:
+    """A job worker process: dies with the service (parent-death signal; its own
+    process group), plans under a memory cap (RLIMIT_AS)."""
     global _progress_queue
+    from api.fastplans import cap_memory
+    from planner.core.procs import die_with_parent
+
+    die_with_parent(parent_pid, own_group=True)
     _progress_queue = queue
     load_solver_modules(solver_modules)
     importlib.import_module("planner.plan")  # warm imports before the first job
+    cap_memory(memory_mb)
 
 
 def _emit(*event) -> None:  # noqa: ANN002
@@ -108,6 +116,14 @@ def run_schedule_job(spec: JobSpec) -> JobOutcome:
 
 
 def run_job(spec: JobSpec) -> JobOutcome:
+    try:
+        return _run_job(spec)
+    except MemoryError:
+        return failure("Over the memory limit", "<request>", "the job needed more memory than a worker may take "
+                       "(PLANNER_WORKER_MEMORY_MB); ask for less (fewer samples, a smaller profile)", "memory-limit")
+
+
+def _run_job(spec: JobSpec) -> JobOutcome:
     if spec.kind == "schedule":
         return run_schedule_job(spec)
     from planner.core.errors import PlannerError

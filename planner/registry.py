@@ -8,7 +8,10 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from typing import Any
+
 from planner.core.errors import UnsupportedRequest
+from planner.core.options import NoOptions, parse_options
 from planner.core.schema import PlanRequest
 from planner.core.solver import Solver
 
@@ -52,6 +55,13 @@ def document_types(solver: Solver) -> tuple[type, type]:
     return getattr(solver, "documents", None) or (Platform, ModelProfile)
 
 
+def solver_options(solver: Solver, options: dict[str, Any]) -> Any:
+    """The request's options as the solver's declared options model (a solver that
+    declares none takes none); InputError naming options.<key> otherwise. Called before
+    any work starts (the service's POST, make_plan, make_schedule), never mid-solve."""
+    return parse_options(getattr(solver, "options_model", None) or NoOptions, options)
+
+
 def check_supported(solver: Solver, request: PlanRequest) -> None:
     """Refuse, with the reason, what the solver cannot honour: never approximate silently.
 
@@ -73,3 +83,4 @@ def check_supported(solver: Solver, request: PlanRequest) -> None:
         others = sorted(n for n, s in registry().items() if name in s.capabilities.constraints)
         hint = f"; solvers that do: {', '.join(others)}" if others else ""
         raise UnsupportedRequest(f"constraints.{name}", f"solver '{solver.name}' does not support this constraint{hint}")
+    solver_options(solver, request.options)

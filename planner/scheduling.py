@@ -31,7 +31,7 @@ from planner.core.schema import (
     TimelineItem,
 )
 from planner.core.solver import Candidate, Progress, ScheduleSolution
-from planner.registry import get_solver, registry
+from planner.registry import get_solver, registry, solver_options
 
 MapFn = Callable[[Callable, Iterable], Iterable]
 
@@ -249,6 +249,7 @@ def make_schedule(
     from planner.plan import content_hash
 
     solver = get_schedule_solver(request.solver)
+    solver_options(solver, request.options)
     if problem is None:
         problem = compile_schedule(platform, profiles, request)
     kwargs = {"map_fn": map_fn} if map_fn is not None else {}

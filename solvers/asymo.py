@@ -20,7 +20,7 @@ import numpy as np
 
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
 from planner.core.errors import UnsupportedRequest
-from planner.core.options import parse_asymo_options
+from planner.core.options import AsymoOptions, parse_asymo_options
 from planner.core.evaluate import evaluate
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
@@ -96,6 +96,7 @@ def op_table(problem: Problem, t: int) -> dict:
 
 class AsymoSolver:
     name = "asymo"
+    options_model = AsymoOptions
     capabilities = Capabilities(
         objectives=frozenset({"latency", "energy"}),
         constraints=frozenset({"devices"}),

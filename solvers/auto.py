@@ -13,7 +13,8 @@ own), and `max_exhaustive_mappings_per_config` (int) to move the threshold."""
 
 from __future__ import annotations
 
-from planner.core.solver import Capabilities, Progress, ScheduleSolution, check_options, option
+from planner.core.options import AutoOptions, parse_options
+from planner.core.solver import Capabilities, Progress, ScheduleSolution
 from solvers import exhaustive as exhaustive_mod
 from solvers import ga as ga_mod
 
@@ -50,6 +51,7 @@ def choose(problem, threshold_per_config: int = THRESHOLD_MAPPINGS_PER_CONFIG) -
 
 class AutoScheduler:
     name = "auto"
+    options_model = AutoOptions
     capabilities = Capabilities(
         objectives=frozenset({"throughput", "response_time"}),
         constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
@@ -62,9 +64,8 @@ class AutoScheduler:
     )
 
     def solve(self, problem, request, progress: Progress | None = None, map_fn=None) -> ScheduleSolution:
-        check_options(request, sorted({*EXHAUSTIVE_OPTIONS, *ga_mod.OPTIONS, *OWN_OPTIONS}), self.name)
-        threshold = option(request, "max_exhaustive_mappings_per_config", int, THRESHOLD_MAPPINGS_PER_CONFIG,
-                           lambda v: 0 <= v <= exhaustive_mod.MAX_MAPPINGS, f"an integer 0..{exhaustive_mod.MAX_MAPPINGS}")
+        own = parse_options(self.options_model, request.options).max_exhaustive_mappings_per_config
+        threshold = THRESHOLD_MAPPINGS_PER_CONFIG if own is None else min(own, exhaustive_mod.MAX_MAPPINGS)
         name, reason, _ = choose(problem, threshold)
         known = EXHAUSTIVE_OPTIONS if name == "exhaustive" else ga_mod.OPTIONS
         ignored = sorted(k for k in request.options if k not in known and k not in OWN_OPTIONS)

@@ -22,6 +22,7 @@ import numpy as np
 
 from planner.core.errors import UnsupportedRequest
 from planner.core.evaluate import evaluate, evaluate_batch
+from planner.core.options import NoOptions, PreferredOptions, RandomOptions, parse_options
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
 from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
@@ -124,6 +125,8 @@ def baseline_plans(problem: Problem, objective: str) -> dict[str, Assignment]:
 
 
 class BaselineSolver:
+    options_model: type = NoOptions
+
     def __init__(self, name: str, description: str):
         self.name = name
         self.capabilities = Capabilities(exact=False, description=description)
@@ -141,12 +144,14 @@ class BaselineSolver:
 
 
 class Preferred(BaselineSolver):
+    options_model = PreferredOptions
+
     def __init__(self) -> None:
         super().__init__("preferred", "One preferred device (options.device) at max frequency, with MOSAIC's fallback rule")
 
     def plan(self, problem, request):
-        device = request.options.get("device")
-        if not isinstance(device, str):
+        device = parse_options(self.options_model, request.options).device
+        if device is None:
             raise UnsupportedRequest("options.device", "the preferred baseline needs the id of the device to prefer")
         devices = [t.device_id for t in problem.targets]
         fallback = [d for d in problem.fallback_order if d in devices] or devices
@@ -192,13 +197,12 @@ class RandomSearch:
     """Random plans over the request's whole target set (all levels for energy)."""
 
     name = "random"
+    options_model = RandomOptions
     capabilities = Capabilities(exact=False, description="N random valid plans plus the other baselines, best kept (MOSAIC's 'exhaustive')")
 
     def solve(self, problem: Problem, request: PlanRequest, progress: Progress | None = None) -> Solution:
         clock = Stopwatch()
-        n = request.options.get("samples", 1000)
-        if not isinstance(n, int) or not 1 <= n <= 1_000_000:
-            raise UnsupportedRequest("options.samples", "must be an integer between 1 and 1000000")
+        n = parse_options(self.options_model, request.options).samples
         best, value, details = random_search(problem, request.objective, n, request.seed,
                                              baseline_plans(problem, request.objective))
         sampled = np.hstack([details.pop("targets"), details.pop("starts")])

@@ -15,6 +15,7 @@ from typing import Iterator
 
 from planner.core.errors import UnsupportedRequest
 from planner.core.evaluate import constraint_violations, evaluate
+from planner.core.options import NoOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
 from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
@@ -50,6 +51,7 @@ def feasible_assignments(problem: Problem, request: PlanRequest) -> Iterator[tup
 
 class BruteForceSolver:
     name = "brute"
+    options_model = NoOptions
     capabilities = Capabilities(
         constraints=frozenset({"devices", "max_latency_ms", "max_energy_mj", "max_transitions"}),
         exact=True,

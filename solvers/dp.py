@@ -20,6 +20,7 @@ from collections import deque
 
 import numpy as np
 
+from planner.core.options import NoOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
 from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
@@ -182,6 +183,8 @@ def solve_fast(problem: Problem, objective: str) -> tuple[float, Assignment | No
 
 
 class DPSolver:
+    options_model = NoOptions
+
     def __init__(self, name: str, fn, description: str):
         self.name = name
         self._fn = fn

@@ -11,7 +11,8 @@ import numpy as np
 
 from planner.core.errors import UnsupportedRequest
 from planner.core.multiapp import PENALTY, evaluate_batch, is_task_clustering, pareto_mask
-from planner.core.solver import Candidate, ScheduleSolution, check_options, option
+from planner.core.options import ExhaustiveOptions, parse_options
+from planner.core.solver import Candidate, ScheduleSolution
 from planner.core.solver import Capabilities, Progress, Stopwatch
 
 MAX_MAPPINGS = 2_000_000
@@ -38,6 +39,7 @@ def decode(choices: list[np.ndarray], index: np.ndarray) -> np.ndarray:
 
 class ExhaustiveScheduler:
     name = "exhaustive"
+    options_model = ExhaustiveOptions
     capabilities = Capabilities(
         objectives=frozenset({"throughput", "response_time"}),
         constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms"}),
@@ -49,8 +51,7 @@ class ExhaustiveScheduler:
     )
 
     def solve(self, problem, request, progress: Progress | None = None, map_fn=None) -> ScheduleSolution:
-        check_options(request, ["space"], self.name)
-        space = option(request, "space", str, "all", lambda v: v in ("all", "clustering"), "'all' or 'clustering'")
+        space = parse_options(self.options_model, request.options).space
         if space == "clustering" and problem.mode != "throughput":
             raise UnsupportedRequest("options.space", "the task-clustering space is defined for one pipelined network (throughput mode)")
         total = sum(count_mappings(mp.gene_choices()) for mp in problem.configs)

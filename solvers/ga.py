@@ -54,7 +54,9 @@ from typing import Callable, Iterable
 import numpy as np
 
 from planner.core.multiapp import PENALTY, evaluate_batch, merge_front, pareto_mask
-from planner.core.solver import Candidate, ScheduleSolution, check_options, option
+from planner.core.options import GaOptions, parse_options
+from planner.core.procs import die_with_parent
+from planner.core.solver import Candidate, ScheduleSolution
 from planner.core.solver import Capabilities, Progress, Stopwatch
 
 OPTIONS = ["population", "generations", "selection", "crossover", "mutation", "workers", "chunks", "record_history",
@@ -499,6 +501,7 @@ def spea2_select(objs: np.ndarray, k: int) -> list[int]:
 
 class GaScheduler:
     name = "ga"
+    options_model = GaOptions
     capabilities = Capabilities(
         objectives=frozenset({"throughput", "response_time"}),
         constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
@@ -510,29 +513,22 @@ class GaScheduler:
     )
 
     def solve(self, problem, request, progress: Progress | None = None, map_fn=None) -> ScheduleSolution:
-        check_options(request, OPTIONS, self.name)
-        pop_n = option(request, "population", int, 100, lambda v: 4 <= v <= 10000, "an integer 4..10000")
-        gens = option(request, "generations", int, 150, lambda v: 1 <= v <= 1_000_000, "an integer >= 1")
-        selection = option(request, "selection", str, "spea2", lambda v: v in ("spea2", "spea2-deap", "nsga2"),
-                           "'spea2', 'spea2-deap' or 'nsga2'")
-        cxpb = option(request, "crossover", float, 0.9, lambda v: 0 <= v <= 1, "a probability")
-        mutpb_opt = option(request, "mutation", float, -1.0, lambda v: 0 <= v <= 1, "a probability")
-        workers = option(request, "workers", int, 1, lambda v: 1 <= v <= 256, "an integer 1..256")
-        chunks = option(request, "chunks", int, workers, lambda v: 1 <= v <= 4096, "an integer 1..4096")
-        record = option(request, "record_history", bool, False)
-        local = option(request, "local_search", int, 2, lambda v: 0 <= v <= 1000, "an integer 0..1000")
-        strategy = option(request, "strategy", str, "seeded", lambda v: v in ("seeded", "classic"), "'seeded' or 'classic'")
+        opts = parse_options(self.options_model, request.options)
+        pop_n, gens, selection, cxpb = opts.population, opts.generations, opts.selection, opts.crossover
+        mutpb_opt = -1.0 if opts.mutation is None else opts.mutation
+        workers, record, local = opts.workers, opts.record_history, opts.local_search
+        chunks = opts.chunks or workers
+        strategy = opts.strategy
         seeded = strategy == "seeded"
-        patience = option(request, "patience", int, 20 if seeded else 0, lambda v: 0 <= v <= 1_000_000, "an integer >= 0")
-        restarts = option(request, "restarts", int, 2, lambda v: 0 <= v <= 1000, "an integer 0..1000")
-        network_moves = option(request, "network_moves", bool, False)
+        patience = opts.patience if opts.patience is not None else (20 if seeded else 0)
+        restarts, network_moves = opts.restarts, opts.network_moves
         if selection == "nsga2" and pop_n % 4:
             pop_n += 4 - pop_n % 4  # NSGA-II's tournament pairs by fours
 
         clock = Stopwatch()
         pool = None
         if map_fn is None and workers > 1:
-            pool = ProcessPoolExecutor(max_workers=workers)
+            pool = ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent)  # no orphan on cancel
             map_fn = pool.map
         py_state = random.getstate()
         random.seed(request.seed)  # DEAP's helpers draw from the module RNG

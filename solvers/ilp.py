@@ -27,7 +27,8 @@ import numpy as np
 
 from planner.core.errors import UnsupportedRequest
 from planner.core.multiapp import evaluate_mapping
-from planner.core.solver import Candidate, ScheduleSolution, check_options, option
+from planner.core.options import CpSatOptions, IlpOptions, parse_options
+from planner.core.solver import Candidate, ScheduleSolution
 from planner.core.solver import Capabilities, Progress, Stopwatch
 
 CPSAT_SCALE = 1e5  # CP-SAT units per ms (10 ns)
@@ -281,9 +282,8 @@ class _TaskClusteringILP:
         raise NotImplementedError
 
     def solve(self, problem, request, progress: Progress | None = None, map_fn=None) -> ScheduleSolution:
-        known = ["timing", "workers"] if self.name == "cpsat" else ["timing"]
-        check_options(request, known, self.name)
-        timing = option(request, "timing", bool, False)
+        opts = parse_options(self.options_model, request.options)
+        timing = opts.timing
         if problem.mode != "throughput":
             raise UnsupportedRequest(
                 "solver", f"'{self.name}' solves the single-network task-clustering ILP (Kang eq. 1-8); several networks need 'ga' or 'exhaustive'"
@@ -334,6 +334,7 @@ class _TaskClusteringILP:
 
 class PulpTaskClustering(_TaskClusteringILP):
     name = "ilp"
+    options_model = IlpOptions
     capabilities = Capabilities(
         objectives=frozenset({"throughput"}),
         constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
@@ -347,6 +348,7 @@ class PulpTaskClustering(_TaskClusteringILP):
 
 class CpSatTaskClustering(_TaskClusteringILP):
     name = "cpsat"
+    options_model = CpSatOptions
     capabilities = Capabilities(
         objectives=frozenset({"throughput"}),
         constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
@@ -355,8 +357,7 @@ class CpSatTaskClustering(_TaskClusteringILP):
     )
 
     def _run(self, mp, time_limit_s, timing, request):
-        workers = option(request, "workers", int, 1, lambda v: 1 <= v <= 64, "an integer 1..64")
-        return _solve_cpsat(mp, time_limit_s, timing, workers)
+        return _solve_cpsat(mp, time_limit_s, timing, parse_options(self.options_model, request.options).workers)
 
 
 SOLVERS = [PulpTaskClustering(), CpSatTaskClustering()]

@@ -22,6 +22,7 @@ import numpy as np
 from planner.core.branches import BranchRegion, branch_target_mask, find_branch_regions
 from planner.core.errors import UnsupportedRequest
 from planner.core.evaluate import evaluate
+from planner.core.options import MuLayerOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
 from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
@@ -192,6 +193,7 @@ def module_table(problem: Problem, modules: list[dict], objective: str) -> dict:
 
 class MuLayerSolver:
     name = "mulayer"
+    options_model = MuLayerOptions
     capabilities = Capabilities(
         objectives=frozenset({"latency", "energy"}),
         constraints=frozenset({"devices"}),

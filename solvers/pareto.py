@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.core.evaluate import cap_limit, constraint_violations, evaluate, evaluate_batch
+from planner.core.options import NoOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
 from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
@@ -235,6 +236,7 @@ def frontier_points(problem: Problem, front: Frontier, limit: int = MAX_DETAIL_P
 
 class ParetoSolver:
     name = "pareto"
+    options_model = NoOptions
     capabilities = Capabilities(
         objectives=frozenset({"latency", "energy"}),
         constraints=frozenset({"devices", "max_latency_ms", "max_energy_mj", "max_transitions"}),

@@ -59,6 +59,7 @@ import numpy as np
 
 from planner.core.errors import UnsupportedRequest
 from planner.core.evaluate import cap_limit
+from planner.core.options import Z3Options, parse_options
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
 from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
@@ -525,6 +526,7 @@ class _LRA:
 
 class Z3Solver:
     name = "z3"
+    options_model = Z3Options
     capabilities = Capabilities(
         objectives=frozenset({"latency", "energy"}),
         constraints=frozenset({"devices", "max_latency_ms", "max_energy_mj", "max_transitions"}),
@@ -538,9 +540,8 @@ class Z3Solver:
         import z3
 
         clock = Stopwatch()
-        encoding = request.options.get("encoding", "pb")
-        if encoding not in ENCODINGS:
-            raise UnsupportedRequest("options.encoding", f"unknown encoding '{encoding}' (choose from {', '.join(ENCODINGS)})")
+        opts = parse_options(self.options_model, request.options)
+        encoding = opts.encoding
         deadline = time.perf_counter() + request.time_limit_s
         c = _Costs(problem, request)
         if any(not f for f in c.F):
@@ -574,9 +575,7 @@ class Z3Solver:
                             bound=None if lo is None else float(lo), wall_time_ms=clock.ms,
                             evaluations=checks, details=details, notes=notes)
 
-        max_checks = request.options.get("max_checks")
-        if max_checks is not None and not (isinstance(max_checks, int) and max_checks >= 1):
-            raise UnsupportedRequest("options.max_checks", "must be a positive integer")
+        max_checks = opts.max_checks
         while True:
             left_ms = int((deadline - time.perf_counter()) * 1e3)
             if max_checks is not None and checks >= max_checks:

@@ -66,3 +66,16 @@ def test_schedule_job_on_postgres(pg_api):
     assert res["profile_ids"] == [a, b] and res["schedule"]["entries"]
     listed = api.client.get("/v1/schedules", headers=api.h()).json()
     assert listed["total"] == 1 and listed["items"][0]["id"] == done["schedule_id"]
+
+
+def test_bad_input_is_a_422_on_postgres_too(pg_api):
+    """Issue 12: NUL in a name was a 500 on PostgreSQL only; every bad input is a 422
+    naming the field on both engines."""
+    from tests.support import bad_inputs
+
+    api = pg_api
+    client = api.client  # one client: the app's workers belong to its event loop
+    p, m = api.upload("platform", docs.platform("pg-bad")), api.upload("profile", docs.profile(name="pg-bad"))
+    wrong = bad_inputs.check(client, api.h(), bad_inputs.plan_cases(p, m) + bad_inputs.document_cases())
+    assert not wrong, "\n".join(wrong)
+    assert client.get("/v1/jobs?limit=500", headers=api.h()).status_code == 200

@@ -129,13 +129,13 @@ def test_two_profiles_with_one_name_are_refused(api, docs, ids):
     assert err["errors"][0]["path"] == "apps[1].profile_id" and "another profile named 'A'" in err["errors"][0]["reason"]
 
 
-def test_bad_solver_option_fails_the_job_with_the_problem(api, ids):
-    job = api.client.post("/v1/schedules", json=body(ids, options={"space": "nope"}), headers=api.h()).json()
-    done = api.wait_job(job["id"])
-    assert done["state"] == "failed" and done["schedule_id"] is None
-    assert done["error"]["status"] == 422 and done["error"]["errors"][0]["path"] == "options.space"
-    r = api.client.get(f"/v1/jobs/{job['id']}/result", headers=api.h())
-    assert problem_of(r, 409)["errors"][0]["path"] == "options.space"
+def test_bad_solver_option_is_refused_at_the_post(api, ids):
+    """Checked against the solver's options schema before any job exists (issue 12)."""
+    err = problem_of(api.client.post("/v1/schedules", json=body(ids, options={"space": "nope"}), headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "options.space"
+    err = problem_of(api.client.post("/v1/schedules", json=body(ids, solver="ga", options={"workers": True}),
+                                     headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "options.workers"
 
 
 def test_cancel_a_running_schedule_job(api, ids):

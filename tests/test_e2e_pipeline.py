@@ -48,12 +48,13 @@ def server(tmp_path):
 def test_pipeline_session(server, tmp_path):
     data = ["--data-dir", str(server.data_dir)]
     ci = cli(server, "token", "create", "--name", "ci", "--scope", "pipeline", *data).stdout.strip()
-    board = cli(server, "token", "create", "--name", "board-17", "--scope", "executor", "--deployment", "camera", *data).stdout.strip()
-    assert ci.startswith("hp_") and board.startswith("hp_")
-    assert "board-17" in cli(server, "token", "list", *data).stdout
+    assert ci.startswith("hp_")
     assert ci not in (server.data_dir / "planner.sqlite").read_bytes().decode("latin-1")  # stored hashed
     pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
-    exe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {board}"}, timeout=60)
+    # an executor token is bound to a deployment's id: the deployment must exist first
+    r = cli(server, "token", "create", "--name", "board-0", "--scope", "executor", "--deployment", "camera", *data,
+            check=False)
+    assert r.returncode == 2 and "--deployment: no deployment with id or name 'camera'" in r.stderr
 
     # upload (content-addressed: twice gives the same ids)
     up = cli(server, "upload", PLATFORM, PROFILE, "--json", token=ci).stdout.splitlines()
@@ -67,6 +68,9 @@ def test_pipeline_session(server, tmp_path):
     assert plan1["plan"]["report"]["solver"] == "dp" and plan1["plan"]["objective"] == "energy"
     out = cli(server, "deploy", "--deployment", "camera", "--plan", plan1["id"], token=ci).stdout
     assert "revision 1" in out and plan1["id"] in out
+    board = cli(server, "token", "create", "--name", "board-17", "--scope", "executor", "--deployment", "camera", *data).stdout.strip()
+    assert board.startswith("hp_") and "board-17" in cli(server, "token", "list", *data).stdout
+    exe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {board}"}, timeout=60)
 
     # executor pull: 200 + ETag, then 304 with If-None-Match
     r = exe.get("/v1/deployments/camera/plan")

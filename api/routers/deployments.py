@@ -10,13 +10,14 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from api import views
+from api.bodies import JsonRoute
 from api.auth import Principal, require
 from api.problems import ApiError, responses
 from api.routers.deps import Paging, paging, service
 from api.schemas import ActivatePlan, DeployedPlan, Deployment, DeploymentCreate, DeploymentHistory, DeploymentList, Rollback
 from api.service import Service
 
-router = APIRouter(prefix="/v1/deployments", tags=["deployments"])
+router = APIRouter(prefix="/v1/deployments", tags=["deployments"], route_class=JsonRoute)
 PIPELINE = Depends(require("pipeline"))
 READER = Depends(require("pipeline", "executor"))
 DepId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$",

@@ -4,6 +4,7 @@ because a CDN-based /docs is a blank page on a factory or lab network."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, Request
@@ -39,10 +40,7 @@ def info(svc: Service = Depends(service)):
     lim = svc.limits
     return ServiceInfo(service="hetero-planner", version=__version__,
                        auth="insecure-dev" if svc.settings.insecure_dev else "bearer",
-                       limits={"max_body_bytes": lim.max_body_bytes, "max_layers": lim.max_layers,
-                               "max_devices": lim.max_devices, "max_targets": lim.max_targets,
-                               "max_time_limit_s": lim.max_time_limit_s, "max_wait_s": lim.max_wait_s,
-                               "max_schedule_configs": lim.max_schedule_configs},
+                       limits=dataclasses.asdict(lim),
                        docs={"swagger_ui": "/docs", "redoc": "/redoc", "openapi": "/openapi.json"})
 
 

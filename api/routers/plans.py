@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from api import views
+from api.bodies import JsonRoute
 from api.auth import Principal, require
 from api.problems import ApiError, responses
 from api.routers.deps import Paging, paging, schedule_shape, service
@@ -16,7 +17,7 @@ from api.schemas import ExecutorPlan, JobList, JobResource, PlanList, PlanResour
 from api.service import ScheduleShape, Service
 from planner.core.errors import Issue
 
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", route_class=JsonRoute)
 PIPELINE = Depends(require("pipeline"))
 ResId = Annotated[str, Path(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
 Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]

@@ -10,13 +10,14 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from api import views
+from api.bodies import JsonRoute
 from api.auth import Principal, require
 from api.problems import responses
 from api.routers.deps import Paging, paging, schedule_shape, service
 from api.schemas import JobResource, ScheduleList, ScheduleResource, ScheduleSubmission
 from api.service import ScheduleShape, Service
 
-router = APIRouter(prefix="/v1", tags=["schedules"])
+router = APIRouter(prefix="/v1", tags=["schedules"], route_class=JsonRoute)
 PIPELINE = Depends(require("pipeline"))
 ResId = Annotated[str, Path(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
 Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]

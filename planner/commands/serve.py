@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--scope", action="append", required=True, choices=("admin", "pipeline", "executor"),
                    help="repeatable: admin, pipeline (writes profiles, plans, deployments), executor (reads its deployments' plans)")
     c.add_argument("--deployment", action="append", default=[], metavar="ID_OR_NAME",
-                   help="repeatable: deployment an executor token may read")
+                   help="repeatable: deployment an executor token may read (bound to its id; the deployment must exist)")
     c.set_defaults(func=run_token_create)
     ls = tsub.add_parser("list", parents=[where], help="list tokens (never their secrets)")
     ls.set_defaults(func=run_token_list)
@@ -125,7 +125,7 @@ def run_token_create(args: argparse.Namespace) -> int:
     try:
         token_id, secret = create_token(_db(args), args.name, args.scope, args.deployment)
     except ValueError as exc:
-        raise InputError("--scope", str(exc)) from None
+        raise InputError("--deployment" if "no deployment" in str(exc) else "--scope", str(exc)) from None
     print(f"created token {token_id} ({','.join(sorted(set(args.scope)))}) for '{args.name}'; its secret is shown once:",
           file=sys.stderr)
     print(secret)

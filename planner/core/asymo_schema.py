@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from planner.core.schema import Id, NonNegFloat, PosFloat, Strict, _duplicates, _fail
 
-PosInt = Annotated[int, Field(ge=1)]
+PosInt = Annotated[int, Field(ge=1, le=2**48)]  # bounded: any value fits int64 (numpy)
 MIN_SAMPLES = 10  # 10-fold cross-validation (section 5)
 
 

@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    AfterValidator,
     ValidationError,
     model_validator,
 )
@@ -33,7 +34,88 @@ Id = Annotated[
 ]
 NonNegFloat = Annotated[float, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0)]
-NonNegInt = Annotated[int, Field(ge=0)]
+# Byte counts, MACs and other counts: bounded so that sums over a profile stay exact
+# in int64 and float64 (numpy); 2^48 bytes is 256 TiB, far beyond any SoC's tensors.
+MAX_COUNT = 2**48
+NonNegInt = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+# A seed any RNG of the project accepts (numpy, random, DEAP) and any store holds (int64).
+Seed = Annotated[int, Field(ge=0, le=2**63 - 1, description="Random seed, 0 .. 2^63-1")]
+
+# Solver options are free-form JSON at this layer (each solver's options model narrows
+# them); these bounds keep any of them storable and re-readable exactly as accepted.
+MAX_OPTIONS_DEPTH = 8
+MAX_OPTIONS_NODES = 10_000
+MAX_OPTION_STRING_CHARS = 4096
+MAX_OPTION_INT = 2**63 - 1
+
+
+def text_issue(s: str) -> str | None:
+    """Why a string cannot be stored and answered as sent (None when it can): NUL has no
+    place in PostgreSQL text; a lone surrogate is not Unicode that UTF-8 can carry."""
+    if "\x00" in s:
+        return "contains a NUL character (\\u0000)"
+    if not s.isascii():
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            return "contains a lone UTF-16 surrogate (not Unicode text)"
+    return None
+
+
+def json_value_issues(value: Any, loc: tuple = ()) -> list[tuple[tuple, str]]:
+    """What makes `value` other than plain, finite, bounded JSON: (path, reason) pairs."""
+    issues: list[tuple[tuple, str]] = []
+    stack = [(value, loc, 0)]
+    nodes = 0
+    while stack and len(issues) < 20:
+        v, at, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_OPTIONS_NODES:
+            issues.append((loc, f"more than {MAX_OPTIONS_NODES} values"))
+            break
+        if isinstance(v, bool) or v is None:
+            continue
+        if isinstance(v, str):
+            why = text_issue(v)
+            if why is None and len(v) > MAX_OPTION_STRING_CHARS:
+                why = f"a string longer than {MAX_OPTION_STRING_CHARS} characters"
+            if why:
+                issues.append((at, why))
+        elif isinstance(v, int):
+            if abs(v) > MAX_OPTION_INT:
+                issues.append((at, f"an integer beyond +-(2^63-1) ({v:.3e})"))
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                issues.append((at, f"{v} is not a number JSON carries; give a finite number"))
+        elif isinstance(v, (dict, list, tuple)):
+            if depth >= MAX_OPTIONS_DEPTH:
+                issues.append((at, f"nested deeper than {MAX_OPTIONS_DEPTH} levels"))
+                continue
+            if isinstance(v, dict):
+                for k, item in v.items():
+                    why = text_issue(k) if isinstance(k, str) else "keys must be strings"
+                    if why:
+                        issues.append((at, f"a key {why}"))
+                        continue
+                    stack.append((item, (*at, k), depth + 1))
+            else:
+                stack.extend((item, (*at, i), depth + 1) for i, item in enumerate(v))
+        else:
+            issues.append((at, f"not a JSON value ({type(v).__name__})"))
+    return issues
+
+
+def _check_options(options: dict[str, Any]) -> dict[str, Any]:
+    _fail("options", json_value_issues(options), options)
+    return options
+
+
+Options = Annotated[
+    dict[str, Any],
+    AfterValidator(_check_options),
+    Field(description="Solver-specific options (see the solver's options schema): plain JSON, "
+                      f"at most {MAX_OPTIONS_DEPTH} levels deep"),
+]
 
 
 class Strict(BaseModel):
@@ -596,9 +678,9 @@ class PlanRequest(Strict):
         "or for latency under an energy cap",
     )
     time_limit_s: Annotated[float, Field(gt=0, le=86400)] = 30.0
-    seed: int = 0
+    seed: Seed = 0
     compare_baselines: bool = True
-    options: dict[str, Any] = Field(default_factory=dict, description="Solver-specific options")
+    options: Options = Field(default_factory=dict)
 
     def target_set(self) -> str:
         """auto: max frequency for an unconstrained latency request (eq. 6: a lower level
@@ -790,8 +872,8 @@ class ScheduleRequest(Strict):
         "contribution (the extremes of every objective are kept first); omitted = every entry",
     )
     time_limit_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
-    seed: int = 0
-    options: dict[str, Any] = Field(default_factory=dict, description="Solver-specific options")
+    seed: Seed = 0
+    options: Options = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> "ScheduleRequest":

@@ -47,16 +47,17 @@ class Api:
 
 
 def make_settings(data_dir: Path, **kw) -> Settings:
-    base = Settings(data_dir=data_dir, token_cache_s=0.0, timeout_grace_s=0.5,
+    base = Settings(data_dir=data_dir, token_cache_s=0.0, timeout_grace_s=0.5, plan_workers=1,
                     solver_modules=("tests.support.slow_solver",), poll_interval_s=0.2,
                     limits=Limits(max_body_bytes=2_000_000, max_layers=400, max_devices=8, max_targets=64,
                                   max_time_limit_s=120.0, max_wait_s=10.0))
     return replace(base, **kw)
 
 
-def start(data_dir: Path, **kw) -> Api:
+def start(data_dir: Path, raise_server_exceptions: bool = True, **kw) -> Api:
+    """raise_server_exceptions=False: a 500 is an answer to check, not an exception."""
     settings = make_settings(data_dir, **kw)
-    client = TestClient(create_app(settings))
+    client = TestClient(create_app(settings), raise_server_exceptions=raise_server_exceptions)
     client.__enter__()
     api = Api(client, settings, {})
     for scope in ("admin", "pipeline"):

@@ -6,19 +6,26 @@ from __future__ import annotations
 
 import time
 
-from planner.core.errors import UnsupportedRequest
+from typing import Annotated
+
+from pydantic import Field
+
+from planner.core.options import NoOptions, StrictOptions
 from planner.core.solver import Capabilities
 from planner.registry import get_solver
 
 
+class SlowOptions(StrictOptions):
+    duration_s: Annotated[float, Field(ge=0, le=600)] = Field(5.0, description="Seconds to wait before planning")
+
+
 class SlowSolver:
     name = "test-slow"
+    options_model = SlowOptions
     capabilities = Capabilities(exact=True, fast=False, description="TEST ONLY: waits options.duration_s, then runs dp")
 
     def solve(self, problem, request, progress=None):  # noqa: ANN001
-        duration = request.options.get("duration_s", 5.0)
-        if not isinstance(duration, (int, float)) or not 0 <= duration <= 600:
-            raise UnsupportedRequest("options.duration_s", "a number of seconds between 0 and 600")
+        duration = SlowOptions.model_validate(request.options).duration_s
         steps = max(1, int(duration / 0.05))
         for i in range(steps):
             time.sleep(duration / steps)
@@ -33,6 +40,7 @@ class CrashingSolver:
     service must answer 503 and plan the next request in a new worker process."""
 
     name = "test-crash"
+    options_model = NoOptions
     capabilities = Capabilities(exact=True, fast=True, description="TEST ONLY: its worker process exits while solving")
 
     def solve(self, problem, request, progress=None):  # noqa: ANN001
@@ -44,4 +52,17 @@ class CrashingSolver:
         os._exit(3)
 
 
-SOLVERS = [SlowSolver(), CrashingSolver()]
+class BusySolver:
+    """A *fast* solver that takes options.duration_s anyway (a request the estimate let
+    through that overruns the fast path): the plan worker's deadline must stop it and
+    turn the request into a job, without holding up the other workers' requests."""
+
+    name = "test-busy"
+    options_model = SlowOptions
+    capabilities = Capabilities(exact=True, fast=True, description="TEST ONLY: a fast solver that is not")
+
+    def solve(self, problem, request, progress=None):  # noqa: ANN001
+        return SlowSolver().solve(problem, request, progress)
+
+
+SOLVERS = [SlowSolver(), CrashingSolver(), BusySolver()]

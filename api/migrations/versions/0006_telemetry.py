@@ -1,14 +1,14 @@
 """telemetry batches: what on-device agents measured per deployment and plan (unique
 per deployment and batch id, so a retried POST is stored once)
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,219 @@
+"""`GET /v1/health` latency while the service is abused (issue 12), on loopback: a
+probe sends one health request every 10 ms and records its latency, first alone, then
+while each attack of the issue runs, and a legitimate client keeps asking for small DP
+plans (its plans per second are reported beside). Goal: health p99 under 50 ms in every
+phase. Every loop is bounded (phase length, sender count); nothing leaves 127.0.0.1.
+
+Attacks (one phase each):
+- unauthenticated 16 MB bodies (8 senders): refused before the body is read (401);
+- authenticated uploads of a 5000-layer profile (4 senders): parsed by plan workers;
+- heavy plan requests: `random` with 100000 samples on that profile (over the work
+  limit: 422) and with 4000 samples (over the fast path: a job), 4 senders;
+- bad input (4 senders): options nested 250 deep, NaN, lone surrogates, NUL, 2^63.
+
+    .venv/bin/python bench/abuse.py [--seconds 6]      # writes bench/results/abuse.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def big_profile(layers: int) -> dict:
+    from tests.support import docs
+
+    return docs.profile(layers, name=f"abuse-{layers}")
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def probe(url: str, stop: float, out: list[float], client) -> None:  # noqa: ANN001
+    while time.perf_counter() < stop:
+        t = time.perf_counter()
+        r = await client.get(f"{url}/v1/health")
+        out.append((time.perf_counter() - t) * 1e3)
+        assert r.status_code == 200
+        await asyncio.sleep(0.01)
+
+
+async def legit(url: str, stop: float, headers: dict, body: dict, counts: dict, client) -> None:  # noqa: ANN001
+    i = 0
+    while time.perf_counter() < stop:
+        i += 1
+        r = await client.post(f"{url}/v1/plans", json={**body, "seed": 1_000_000 + i + counts.get("base", 0)},
+                              headers=headers)
+        key = "plans" if r.status_code in (200, 201) else f"status_{r.status_code}"
+        counts[key] = counts.get(key, 0) + 1
+
+
+async def attacker(url: str, stop: float, make, counts: dict) -> None:  # noqa: ANN001
+    import httpx
+
+    async with httpx.AsyncClient(timeout=60) as client:
+        while time.perf_counter() < stop:
+            method, path, headers, content = make()
+            try:
+                r = await client.request(method, f"{url}{path}", headers=headers, content=content)
+                key = str(r.status_code)
+            except httpx.HTTPError as exc:  # the server closed an unauthenticated upload early
+                key = type(exc).__name__
+            counts[key] = counts.get(key, 0) + 1
+
+
+def attack_process(url: str, seconds: float, senders: int, make, queue) -> None:  # noqa: ANN001
+    """The attackers run in a process of their own: the probe measures the server, not
+    this benchmark's own event loop busy sending 16 MB bodies."""
+    counts: dict = {}
+
+    async def run() -> None:
+        stop = time.perf_counter() + seconds
+        await asyncio.gather(*(attacker(url, stop, make, counts) for _ in range(senders)))
+
+    asyncio.run(run())
+    queue.put(counts)
+
+
+async def phase(url: str, seconds: float, senders: int, make, headers: dict, plan_body: dict, base: int) -> dict:  # noqa: ANN001
+    import multiprocessing
+
+    import httpx
+
+    ctx = multiprocessing.get_context("fork")  # `make` closes over this run's ids
+    queue = ctx.Queue()
+    proc = ctx.Process(target=attack_process, args=(url, seconds, senders, make, queue)) if make else None
+    if proc is not None:
+        proc.start()
+    stop = time.perf_counter() + seconds
+    lat: list[float] = []
+    legit_counts: dict = {"base": base}
+    async with httpx.AsyncClient(timeout=60) as probe_client, httpx.AsyncClient(timeout=60) as legit_client:
+        await asyncio.gather(probe(url, stop, lat, probe_client),
+                             legit(url, stop, headers, plan_body, legit_counts, legit_client))
+    attack = {}
+    if proc is not None:
+        attack = queue.get(timeout=seconds + 120)
+        proc.join(30)
+    legit_counts.pop("base")
+    return {"health_requests": len(lat), "health_p50_ms": statistics.median(lat), "health_p99_ms": pct(lat, 0.99),
+            "health_max_ms": max(lat), "legit_plans_per_s": legit_counts.get("plans", 0) / seconds,
+            "legit_other": {k: v for k, v in legit_counts.items() if k != "plans"}, "attack_answers": attack}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=6.0, help="length of each phase (default 6)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/abuse.json"), help="where to write the JSON")
+    ap.add_argument("--phases", default="baseline,unauth,upload,heavy,bad",
+                    help="which phases, comma-separated (default: all: baseline,unauth,upload,heavy,bad)")
+    args = ap.parse_args()
+
+    import httpx
+
+    from tests.support.server import Server
+
+    data = Path(tempfile.mkdtemp(prefix="bench-abuse-"))
+    server = Server(data / "data", env={"PLANNER_TOKEN_CACHE_S": "5"}).start()
+    try:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "abuse",
+                                "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=env,
+                               capture_output=True, text=True, check=True).stdout.strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        url = server.url
+        platform_doc = json.loads((ROOT / "profiles/platforms/hikey970.json").read_text())
+        profile_doc = json.loads((ROOT / "profiles/models/mobilenet_v2_1.4.json").read_text())
+        p = httpx.post(f"{url}/v1/platforms", json=platform_doc, headers=headers, timeout=60).json()["id"]
+        m = httpx.post(f"{url}/v1/profiles", json=profile_doc, headers=headers, timeout=60).json()["id"]
+        from tests.support import docs
+
+        tp = httpx.post(f"{url}/v1/platforms", json=docs.platform("abuse"), headers=headers, timeout=60).json()["id"]
+        big = big_profile(5000)
+        big_body = json.dumps(big).encode()
+        bp = httpx.post(f"{url}/v1/profiles", content=big_body, headers={**headers, "Content-Type": "application/json"},
+                        timeout=120).json()["id"]
+        plan_body = {"platform_id": p, "profile_id": m, "objective": "energy", "compare_baselines": False}
+        junk = b"{" + b" " * (16 * 1024 * 1024 - 2) + b"}"
+        auth_json = {**headers, "Content-Type": "application/json"}
+        deep: object = 1
+        for _ in range(250):
+            deep = [deep]
+        bad_bodies = [json.dumps({"platform_id": p, "profile_id": m, "options": {"x": deep}}).encode(),
+                      json.dumps({"platform_id": p, "profile_id": m, "solver": "random", "options": {"samples": 5}})
+                      .replace("5}", "NaN}").encode(),
+                      json.dumps({**docs.platform(), "source": "\ud800"}).encode(),
+                      json.dumps({**docs.platform(), "name": "a\x00"}).encode(),
+                      json.dumps({**docs.profile(), "layers": [{**docs.profile()["layers"][0], "input_bytes": 2**63}]}).encode()]
+        bad_paths = ["/v1/plans", "/v1/plans", "/v1/platforms", "/v1/platforms", "/v1/profiles"]
+        counter = {"i": 0}
+
+        def bad():  # noqa: ANN202
+            counter["i"] += 1
+            k = counter["i"] % len(bad_bodies)
+            return "POST", bad_paths[k], auth_json, bad_bodies[k]
+
+        def heavy():  # noqa: ANN202
+            counter["i"] += 1
+            samples = 100_000 if counter["i"] % 2 else 4000
+            body = {"platform_id": tp, "profile_id": bp, "solver": "random", "seed": counter["i"],
+                    "compare_baselines": False, "options": {"samples": samples}}
+            return "POST", "/v1/plans", auth_json, json.dumps(body).encode()
+
+        def upload():  # noqa: ANN202
+            counter["i"] += 1
+            doc = {**big, "name": f"abuse-{counter['i']}"}  # a new document each time: parsed and stored
+            return "POST", "/v1/profiles", auth_json, json.dumps(doc).encode()
+
+        phases = [
+            ("baseline", "baseline", 0, None),
+            ("unauth", "unauthenticated 16 MB bodies x8", 8,
+             lambda: ("POST", "/v1/profiles", {"Content-Type": "application/json"}, junk)),
+            ("upload", f"5000-layer profile uploads ({len(big_body) / 1e6:.1f} MB) x4", 4, upload),
+            ("heavy", "heavy random plans (422 / job) x4", 4, heavy),
+            ("bad", "bad input x4", 4, bad),
+        ]
+        wanted = set(args.phases.split(","))
+        phases = [(name, senders, make) for key, name, senders, make in phases if key in wanted]
+        results = {}
+        for i, (name, senders, make) in enumerate(phases):
+            results[name] = asyncio.run(phase(url, args.seconds, senders, make, headers, plan_body, i * 1_000_000))
+            # jobs the heavy phase queued are cancelled so the next phase starts quiet
+            for job in httpx.get(f"{url}/v1/jobs?state=queued&limit=500", headers=headers).json()["items"] + \
+                    httpx.get(f"{url}/v1/jobs?state=running&limit=500", headers=headers).json()["items"]:
+                httpx.delete(f"{url}/v1/jobs/{job['id']}", headers=headers)
+    finally:
+        server.stop()
+
+    print(f"GET /v1/health under abuse, loopback, {args.seconds:g} s per phase ({os.cpu_count()} cores shared by "
+          "server, attackers and probe); goal: p99 < 50 ms")
+    print(f"{'phase':<44} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'plans/s':>8}  attack answers")
+    for name, r in results.items():
+        print(f"{name:<44} {r['health_p50_ms']:>8.2f} {r['health_p99_ms']:>8.2f} {r['health_max_ms']:>8.1f} "
+              f"{r['legit_plans_per_s']:>8.1f}  {r['attack_answers']}")
+    worst = max(r["health_p99_ms"] for r in results.values())
+    out = {"benchmark": "abuse", "seconds_per_phase": args.seconds, "cores": os.cpu_count(), "goal_health_p99_ms": 50,
+           "worst_health_p99_ms": worst, "goal_met": worst < 50, "phases": results}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    print(f"worst health p99 {worst:.1f} ms: goal {'met' if worst < 50 else 'NOT met'}; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
