@@ -162,8 +162,8 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
 
 def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, limit: int,  # noqa: ANN001
                   plan_ids: list[str] | None = None):  # noqa: ANN201
-    """(stored row, created, report): the profile refit from the deployment's telemetry,
-    stored as a new content-addressed document."""
+    """(refit profile, report): the profile refit from the deployment's telemetry; the
+    caller stores it as a new content-addressed document."""
     from models.refit import refit
 
     svc.document_body("profile", profile_id)  # 404 for an unknown profile
@@ -178,5 +178,4 @@ def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, li
         new, report = refit(platform, profile, plans, options)
     except PlannerError as exc:
         raise from_planner_error(exc) from None
-    row, created = svc.put_document("profile", new)
-    return row, created, report
+    return new, report

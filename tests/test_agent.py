@@ -57,17 +57,13 @@ def documents(model_path) -> tuple[dict, dict]:  # noqa: ANN001
     return platform, profile
 
 
-def tokens(server: Server) -> tuple[str, str]:
-    env = {**server.env}
-    data = ["--data-dir", str(server.data_dir)]
-
-    def make(*args: str) -> str:
-        out = subprocess.run([str(PLANNER), "token", "create", *args, *data], cwd=ROOT, env=env, capture_output=True,
-                             text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        return out.stdout.strip()
-
-    return make("--name", "ci", "--scope", "pipeline"), make("--name", "board", "--scope", "executor", "--deployment", "cam")
+def token(server: Server, *args: str) -> str:
+    """`planner token create ARGS` on the server's data directory (an executor token needs
+    its deployment to exist first)."""
+    out = subprocess.run([str(PLANNER), "token", "create", *args, "--data-dir", str(server.data_dir)], cwd=ROOT,
+                         env={**server.env}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
 
 
 def wait_for(predicate, timeout_s: float, what: str):  # noqa: ANN001
@@ -106,7 +102,7 @@ def test_agent_swaps_plans_survives_bad_plans_and_service_restarts(tmp_path):
     server = Server(tmp_path / "data", env={"PLANNER_MAX_WAIT_S": "2"}).start()
     agent = None
     try:
-        ci, board = tokens(server)
+        ci = token(server, "--name", "ci", "--scope", "pipeline")
         pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
         pid = pipe.post("/v1/platforms", json=platform).json()["id"]
         mid = pipe.post("/v1/profiles", json=profile).json()["id"]
@@ -120,6 +116,7 @@ def test_agent_swaps_plans_survives_bad_plans_and_service_restarts(tmp_path):
                                            "seed": 1})
         assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201
         assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plans["cpu1"]}).status_code == 200
+        board = token(server, "--name", "board", "--scope", "executor", "--deployment", "cam")
 
         def telemetry() -> dict:
             try:

@@ -16,6 +16,7 @@ from api.routers.deps import service
 from api.schemas import DocumentInfo
 from api.service import Service
 from planner.core.errors import PlannerError
+from planner.plan import canonical_json
 from planner.core.schema import Strict
 
 router = APIRouter(prefix="/v1/profiles", tags=["documents"])
@@ -53,8 +54,10 @@ async def refit_profile(doc_id: DocId, body: RefitRequest, response: Response,
         options = RefitOptions(body.min_samples, body.max_scale)
     except PlannerError as exc:
         raise invalid(exc.issues[0].path, exc.issues[0].reason) from None
-    row, created, report = await run_in_threadpool(telemetry.refit_profile, svc, doc_id, body.deployment, who, options,
-                                                   body.batches, body.plan_ids)
+    new, report = await run_in_threadpool(telemetry.refit_profile, svc, doc_id, body.deployment, who, options,
+                                          body.batches, body.plan_ids)
+    # stored as any upload is: checked, validated and written by a plan worker
+    row, created = await svc.upload_document("profile", canonical_json(new))
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/profiles/{row.id}"
     return RefitResult(profile=views.document(row, created), slices=len(report.slices),
