@@ -44,7 +44,10 @@ class Settings:
     max_attempts: int = 2  # runs of a job interrupted by restarts before it is failed
     solver_modules: tuple[str, ...] = ()  # extra modules exposing SOLVERS = [...] (plug-ins, tests)
     timeout_grace_s: float = 2.0  # a solver past time_limit_s + grace is killed
-    poll_interval_s: float = 1.0  # long-poll re-checks the database this often (other processes)
+    poll_interval_s: float = 1.0  # long-polls and the job claimer re-check the database this often
+    executor: str = "local"  # where jobs run: "local" (a process pool) or "dask://HOST:PORT"
+    job_lease_s: float = 20.0  # a replica's claim on a job attempt holds this long unless renewed
+    replica_id: str | None = None  # lease owner name; default: host-pid-random (stable: take back own jobs at restart)
 
     @property
     def url(self) -> str:
@@ -72,5 +75,9 @@ class Settings:
             limits=limits,
             token_cache_s=_env_float("PLANNER_TOKEN_CACHE_S", 5.0),
             solver_modules=modules,
+            executor=os.environ.get("PLANNER_EXECUTOR") or "local",
+            job_lease_s=_env_float("PLANNER_JOB_LEASE_S", 20.0),
+            replica_id=os.environ.get("PLANNER_REPLICA_ID") or None,
+            poll_interval_s=_env_float("PLANNER_POLL_INTERVAL_S", 1.0),
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

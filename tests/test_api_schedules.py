@@ -176,7 +176,7 @@ def test_migration_upgrades_a_database_with_plan_jobs(tmp_path):
     from sqlalchemy import text
 
     from api.db import Database
-    from tests.support.migrations import database_at
+    from tests.support.migrations import database_at, head_revision
 
     url, engine = database_at(tmp_path / "old.sqlite", "0002")
     with engine.begin() as conn:
@@ -192,7 +192,7 @@ def test_migration_upgrades_a_database_with_plan_jobs(tmp_path):
         row = conn.execute(text("SELECT kind, schedule_id, profile_id FROM jobs WHERE id = 'job_old'")).one()
         assert tuple(row) == ("plan", None, "m" * 64)
         assert conn.execute(text("SELECT count(*) FROM schedules")).scalar() == 0
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0003"
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == head_revision()
     db.dispose()
 
 
