@@ -8,8 +8,10 @@ cancellation Event, which kills the solve, and cancel the future."""
 from __future__ import annotations
 
 import logging
+import queue as queue_mod
 import secrets
 import threading
+import time
 
 from api.executors import Executor, JobEvents
 from api.worker import JobOutcome, JobSpec, failure
@@ -31,34 +33,48 @@ class DaskExecutor(Executor):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.client = None
+        self._events: queue_mod.Queue = queue_mod.Queue()
+        self._relay: threading.Thread | None = None
+        self._threads = (0.0, 1)  # (when asked, the cluster's worker threads)
 
     @property
     def capacity(self) -> int:
-        """Attempts this replica runs at once: the cluster's worker threads (or as configured)."""
+        """Attempts this replica runs at once: the cluster's worker threads (or as configured),
+        asked of the scheduler at most every 2 s."""
         if self._capacity:
             return self._capacity
-        try:
-            return max(1, sum(self.client.nthreads().values()))
-        except Exception:  # noqa: BLE001 - the scheduler unreachable: claim nothing new
-            return 1
+        asked, n = self._threads
+        if time.monotonic() - asked > 2.0:
+            try:
+                n = max(1, sum(self.client.nthreads().values()))
+            except Exception:  # noqa: BLE001 - the scheduler unreachable: claim no more than one
+                n = 1
+            self._threads = (time.monotonic(), n)
+        return n
 
     def start(self, events: JobEvents) -> None:
         from distributed import Client
 
         self.events = events
         self.client = Client(self.address, timeout=f"{self.connect_timeout_s}s", set_as_default=False)
-        self.client.subscribe_topic(self.topic, self._on_event)
+        self._relay = threading.Thread(target=self._relay_events, name="dask-job-events", daemon=True)
+        self._relay.start()
+        self.client.subscribe_topic(self.topic, lambda event: self._events.put(event[1]))
         log.info("jobs run on the Dask cluster at %s (%d worker threads)", self.address, self.capacity)
 
-    def _on_event(self, event) -> None:  # noqa: ANN001 - (timestamp, msg)
-        msg = event[1]
-        try:
-            if msg[0] == "started":
-                self.events.started(msg[1])
-            elif msg[0] == "progress":
-                self.events.progress(msg[1], float(msg[2]), str(msg[3]))
-        except Exception:  # noqa: BLE001
-            log.exception("job event %r failed", msg[:2])
+    def _relay_events(self) -> None:
+        """Workers' events, recorded off the Dask client's event loop (they write the database)."""
+        while True:
+            msg = self._events.get()
+            if msg is None:
+                return
+            try:
+                if msg[0] == "started":
+                    self.events.started(msg[1])
+                elif msg[0] == "progress":
+                    self.events.progress(msg[1], float(msg[2]), str(msg[3]))
+            except Exception:  # noqa: BLE001
+                log.exception("job event %r failed", msg[:2])
 
     def submit(self, spec: JobSpec) -> None:
         from api.dask_task import run_attempt
@@ -139,6 +155,7 @@ class DaskExecutor(Executor):
                 future.cancel()
             except Exception:  # noqa: BLE001
                 pass
+        self._events.put(None)
         if self.client is not None:
             try:
                 self.client.close(timeout=5)

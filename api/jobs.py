@@ -255,8 +255,9 @@ class JobManager:
         them to the executor. Exactly once across replicas: the rows are locked and
         skipped by the others (PostgreSQL), and the update is conditional on the attempt
         read, so a claim can only ever succeed once per attempt."""
+        capacity = self.capacity()  # may ask a remote engine: never under the lock
         with self._lock:
-            free = self.capacity() - len(self.local)
+            free = capacity - len(self.local)
             busy = set(self.local)
         if free <= 0:
             return []
