@@ -127,3 +127,11 @@ def test_a_worker_killed_mid_job_gets_the_job_retried(api, cluster, plan_docs, t
     events = runs(log)
     assert [e["event"] for e in events] == ["start", "start", "end"], events
     assert events[1]["ppid"] != worker and events[1]["ppid"] in cluster.worker_pids()
+
+
+def test_serve_refuses_an_unknown_executor_in_one_line(capsys):
+    from tests.support.cli import run
+
+    code, out, err = run(capsys, "serve", "--port", "1", "--executor", "ray://somewhere")
+    assert code != 0 and "--executor" in err and "dask://HOST:PORT" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
