@@ -77,8 +77,12 @@ class DaskExecutor(Executor):
                 log.exception("job event %r failed", msg[:2])
 
     def submit(self, spec: JobSpec) -> None:
-        from api.dask_task import run_attempt
+        from distributed import Event
 
+        from api.dask_task import cancel_name, run_attempt
+
+        for earlier in range(1, spec.attempt):  # a dead replica's run may still go on in the cluster: stop it
+            Event(cancel_name(spec, earlier), client=self.client).set()
         future = self.client.submit(run_attempt, spec, self.topic, self.solver_modules, self.address,
                                     key=f"planner-job-{spec.job_id}-a{spec.attempt}", pure=False)
         timer = threading.Timer(spec.time_limit_s + self.grace_s + 5.0, self._time_out, args=(spec.job_id,))

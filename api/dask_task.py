@@ -27,8 +27,8 @@ from api.worker import JobOutcome, JobSpec
 CANCEL_CHECK_S = 0.25
 
 
-def cancel_name(spec: JobSpec) -> str:
-    return f"planner-cancel-{spec.job_id}-a{spec.attempt}"
+def cancel_name(spec: JobSpec, attempt: int | None = None) -> str:
+    return f"planner-cancel-{spec.job_id}-a{spec.attempt if attempt is None else attempt}"
 
 
 def run_attempt(spec: JobSpec, topic: str, solver_modules: tuple[str, ...], scheduler: str) -> dict:

@@ -135,3 +135,55 @@ def test_serve_refuses_an_unknown_executor_in_one_line(capsys):
     code, out, err = run(capsys, "serve", "--port", "1", "--executor", "ray://somewhere")
     assert code != 0 and "--executor" in err and "dask://HOST:PORT" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_killed_replica_s_dask_task_is_stopped_when_another_takes_the_job(cluster, tmp_path):
+    """Replica A dies (kill -9) while its job's task runs on the cluster; B claims the next
+    attempt after A's lease ran out, and A's task, orphaned in the cluster, is stopped: the
+    job's solve never runs twice at once, and only B's result is stored."""
+    pytest.importorskip("psycopg")
+    import httpx
+    from sqlalchemy import select
+
+    from api.auth import create_token
+    from api.db import Database
+    from api.rows import JobRow
+    from tests.support.postgres import Postgres
+    from tests.support.server import Server
+
+    pg = Postgres()
+    url = pg.start()
+    servers = []
+    try:
+        db = Database(url)
+        _, token = create_token(db, "ci", ["pipeline"], [])
+        env = {"DATABASE_URL": url, "PLANNER_JOB_LEASE_S": "2", "PLANNER_POLL_INTERVAL_S": "0.5"}
+        servers = [Server(tmp_path / n, env={**env, "PLANNER_REPLICA_ID": n}, extra_args=("--executor", cluster.url))
+                   for n in ("dask-a", "dask-b")]
+        for s in servers:
+            s.start()
+        c = httpx.Client(base_url=servers[0].url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        p = c.post("/v1/platforms", json=docs.platform()).json()["id"]
+        m = c.post("/v1/profiles", json=docs.profile()).json()["id"]
+        log = tmp_path / "orphan.jsonl"
+        job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                           "options": {"duration_s": 8, "log": str(log)}}).json()["id"]
+        first = wait_for(lambda: runs(log), what="the first run to start")[0]
+        with db.session() as sess:
+            owner = sess.scalar(select(JobRow.owner).where(JobRow.id == job_id))
+        victim, survivor = (servers[0], servers[1]) if owner == "dask-a" else (servers[1], servers[0])
+        victim.kill()
+        cs = httpx.Client(base_url=survivor.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        wait_for(lambda: len(runs(log)) >= 2, what="the second attempt to start")
+        wait_for(lambda: not alive(first["pid"]), timeout_s=10, what="the orphaned first run to be stopped")
+        job = wait_for(lambda: (j := cs.get(f"/v1/jobs/{job_id}").json())["state"] in ("succeeded", "failed") and j,
+                       what="the job")
+        assert job["state"] == "succeeded" and job["attempts"] == 2, job
+        events = runs(log)
+        assert [e["event"] for e in events] == ["start", "start", "end"], events  # the orphan never finished
+        assert events[2]["pid"] == events[1]["pid"]
+        db.dispose()
+    finally:
+        for s in servers:
+            s.stop()
+        pg.stop()
