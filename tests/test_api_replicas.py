@@ -248,7 +248,13 @@ def test_postgres_restart_mid_session_loses_no_accepted_request(tmp_path, pg):
         job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
                                            "options": {"duration_s": 3}, "seed": 5}).json()["id"]
         wait_for(lambda: c.get(f"/v1/jobs/{job_id}").json()["state"] == "running", what="the job to run")
-        pg.restart(down_s=1.0)  # every connection cut mid-job, the LISTEN one too
+        pg.halt()  # every connection cut mid-job, the LISTEN one too
+        try:
+            down = c.get(f"/v1/jobs/{job_id}")
+            assert down.status_code == 503 and down.headers["retry-after"] == "1", down.text
+            assert down.json()["type"].endswith("database-unavailable")
+        finally:
+            pg.resume()
         job = wait_for(lambda: (j := c.get(f"/v1/jobs/{job_id}").json())["state"] in ("succeeded", "failed") and j,
                        what="the job after the restart")
         assert job["state"] == "succeeded", job
