@@ -30,6 +30,7 @@ class DaskExecutor(Executor):
         self.topic = f"planner-events-{secrets.token_hex(6)}"
         self._futures: dict[str, tuple[object, JobSpec, threading.Timer]] = {}
         self._timed_out: set[str] = set()
+        self._cancelling: set[str] = set()  # cancels this executor asked for (others: the cluster lost the task)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.client = None
@@ -41,6 +42,8 @@ class DaskExecutor(Executor):
     def capacity(self) -> int:
         """Attempts this replica runs at once: the cluster's worker threads (or as configured),
         asked of the scheduler at most every 2 s."""
+        if self.client is None or self.client.status != "running":
+            return 0  # the scheduler is away: claim nothing (another replica may)
         if self._capacity:
             return self._capacity
         asked, n = self._threads
@@ -70,6 +73,7 @@ class DaskExecutor(Executor):
                 return
             try:
                 if msg[0] == "started":
+                    self._start_clock(msg[1])
                     self.events.started(msg[1])
                 elif msg[0] == "progress":
                     self.events.progress(msg[1], float(msg[2]), str(msg[3]))
@@ -85,12 +89,23 @@ class DaskExecutor(Executor):
             Event(cancel_name(spec, earlier), client=self.client).set()
         future = self.client.submit(run_attempt, spec, self.topic, self.solver_modules, self.address,
                                     key=f"planner-job-{spec.job_id}-a{spec.attempt}", pure=False)
-        timer = threading.Timer(spec.time_limit_s + self.grace_s + 5.0, self._time_out, args=(spec.job_id,))
-        timer.daemon = True
         with self._lock:
-            self._futures[spec.job_id] = (future, spec, timer)
-        timer.start()
+            self._futures[spec.job_id] = (future, spec, None)  # the time limit starts when a worker starts it
         future.add_done_callback(lambda f, s=spec: self._done(s, f))
+
+    def _start_clock(self, job_id: str) -> None:
+        """(Re)start the job's time limit: a worker began a run (again, after a lost worker)."""
+        with self._lock:
+            entry = self._futures.get(job_id)
+            if entry is None:
+                return
+            future, spec, old = entry
+            if old is not None:
+                old.cancel()
+            timer = threading.Timer(spec.time_limit_s + self.grace_s + 1.0, self._time_out, args=(job_id,))
+            timer.daemon = True
+            self._futures[job_id] = (future, spec, timer)
+        timer.start()
 
     def _flag(self, spec: JobSpec):  # noqa: ANN202
         from distributed import Event
@@ -110,11 +125,20 @@ class DaskExecutor(Executor):
         with self._lock:
             entry = self._futures.pop(spec.job_id, None)
             timed_out = spec.job_id in self._timed_out
+            asked = spec.job_id in self._cancelling
             self._timed_out.discard(spec.job_id)
-        if entry is not None:
+            self._cancelling.discard(spec.job_id)
+        if entry is not None and entry[2] is not None:
             entry[2].cancel()
         try:
-            if future.status == "cancelled":
+            if future.status == "cancelled" and not asked and not self._stopping.is_set():
+                requeue = getattr(self.events, "requeue", None)
+                if requeue is not None:
+                    requeue(spec.job_id, "re-queued: the Dask cluster lost the task (its scheduler went away)")
+                    return
+                outcome = failure("Solver failed", "solver", "the Dask cluster lost the task (its scheduler went away)",
+                                  "solver-failed")
+            elif future.status == "cancelled":
                 outcome = JobOutcome("cancelled")
             else:
                 outcome = outcome_of(future.result(timeout=30))
@@ -141,6 +165,8 @@ class DaskExecutor(Executor):
         if entry is None:
             return False
         future, spec, _ = entry
+        with self._lock:
+            self._cancelling.add(job_id)
         try:
             self._flag(spec).set()  # a running task kills its solve
         except Exception:  # noqa: BLE001
@@ -153,7 +179,8 @@ class DaskExecutor(Executor):
         with self._lock:
             entries = list(self._futures.values())
         for future, spec, timer in entries:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
             try:
                 self._flag(spec).set()
                 future.cancel()

@@ -22,7 +22,7 @@ import threading
 import time
 
 from sqlalchemy import and_, or_, select, update
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from api.db import Database
 from api.events import LocalBus
@@ -108,7 +108,7 @@ class JobManager:
 
     def capacity(self) -> int:
         """Jobs this replica runs at once: the executor's (read each time: a cluster grows)."""
-        return max(1, int(getattr(self.executor, "capacity", 1) or 1))
+        return max(0, int(getattr(self.executor, "capacity", 1)))
 
     def _notify(self) -> None:
         with self.changed:
@@ -354,6 +354,22 @@ class JobManager:
             s.execute(update(JobRow).where(where).values(progress=fraction, message=message))
         self._notify()
 
+    def requeue(self, job_id: str, reason: str) -> None:
+        """The engine lost this run through no fault of the job (a Dask scheduler restart):
+        the attempt is given back and counts, as an interrupted one does."""
+        where = self._current(job_id)
+        try:
+            if where is not None:
+                with self.db.session() as s:
+                    s.execute(update(JobRow).where(where).values(state="queued", owner=None, lease_expires_at=None,
+                                                                 message=reason[:2000]))
+                log.warning("job %s re-queued: %s", job_id, reason)
+        finally:
+            with self._lock:
+                self.local.pop(job_id, None)
+            self._wake.set()
+        self._notify()
+
     def finished(self, job_id: str, outcome: JobOutcome) -> None:
         """Record the outcome if this run's attempt is still the current one; retried
         while the database is unreachable (a PostgreSQL restart) for up to a lease, after
@@ -366,6 +382,8 @@ class JobManager:
                     self._record(job_id, outcome)
                     break
                 except DBAPIError as exc:
+                    if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
+                        raise  # not the database being away: a bug, retrying will not help
                     if time.monotonic() > deadline:
                         log.error("job %s: the outcome could not be recorded (%s); the job will be re-run", job_id, exc)
                         break

@@ -187,3 +187,33 @@ def test_a_killed_replica_s_dask_task_is_stopped_when_another_takes_the_job(clus
         for s in servers:
             s.stop()
         pg.stop()
+
+
+def test_a_job_whose_scheduler_went_away_is_re_queued_not_cancelled(tmp_path):
+    """The Dask scheduler dies mid-job and comes back (same address): the lost attempt is
+    given back to the queue (not recorded as cancelled) and the job is re-run."""
+    import signal
+
+    with DaskCluster(tmp_path / "dask", workers=1) as own:
+        api = start(tmp_path / "svc", executor=own.url)
+        try:
+            p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+            log = tmp_path / "lost.jsonl"
+            job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                                        "options": {"duration_s": 3, "log": str(log)}},
+                                     headers=api.h()).json()["id"]
+            wait_for(lambda: runs(log), what="the first run to start")
+            os.killpg(own.scheduler.pid, signal.SIGKILL)
+            own.scheduler.wait(10)
+            job = wait_for(lambda: (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())["state"] != "running"
+                           and j, what="the lost attempt to be given back")
+            assert job["state"] == "queued" and "lost the task" in job["message"], job
+            own.scheduler = own._spawn("scheduler2", "scheduler", "--host", "127.0.0.1", "--port", str(own.port),
+                                       "--no-dashboard", "--no-show")
+            own.add_worker("w-new")  # a worker without a nanny leaves with its scheduler; its supervisor starts another
+            done = api.wait_job(job_id, timeout_s=90)
+            assert done["state"] == "succeeded" and done["attempts"] == 2, (done["message"], done["attempts"])
+            events = runs(log)
+            assert [e["event"] for e in events][-2:] == ["start", "end"] and events[-1]["ppid"] == own.workers[-1].pid
+        finally:
+            api.client.__exit__(None, None, None)
