@@ -287,7 +287,16 @@ class JobManager:
                     .execution_options(synchronize_session=False))
                 if res.rowcount != 1:
                     continue  # another replica took this attempt
-                specs.append(self.spec(job, s, job.attempts + 1))
+                try:
+                    specs.append(self.spec(job, s, job.attempts + 1))
+                except DBAPIError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a stored request that no longer reads: fail it, stated
+                    reason = f"the stored job could not be read: {type(exc).__name__}: {str(exc)[:500]}"
+                    err = {"type": "/problems/unreadable-job", "title": "Unreadable job", "status": 422, "detail": reason,
+                           "errors": [{"path": "<job>", "reason": reason}]}
+                    s.execute(update(JobRow).where(JobRow.id == job.id, JobRow.attempts == job.attempts + 1).values(
+                        state="failed", finished_at=now, message=reason, error=json.dumps(err), lease_expires_at=None))
         for spec in specs:
             with self._lock:
                 self.local[spec.job_id] = spec.attempt
