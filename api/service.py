@@ -115,13 +115,13 @@ class Service:
         self.bus.start()
 
     def stop(self) -> None:
-        self.plan_workers.stop()
         jobs = getattr(self, "jobs", None)
         if jobs is not None:
             jobs.stop_claiming()
-        self.executor.shutdown()
+        self.executor.shutdown()  # first: a job still running is given back, not finished during shutdown
         if jobs is not None:
             jobs.release()
+        self.plan_workers.stop()
         self.bus.stop()
         if self.db is not None:
             self.db.dispose()
