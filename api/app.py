@@ -1,5 +1,5 @@
 """The app factory: `create_app(settings)` wires storage, auth, jobs, routers, the
-problem+json error format, body limits, idempotency and the offline docs."""
+problem+json error format, body limits, idempotency, the offline docs and the web UI."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from api import problems
 from api.executors import Executor
 from api.middleware import BodyLimit, Idempotency
-from api.routers import deployments, documents, meta, plans, schedules
+from api.routers import deployments, documents, meta, plans, schedules, ui
 from api.service import Service
 from api.settings import Settings
 from planner import __version__
@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router):
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
+    ui.install(app)  # the web UI at /ui (session cookie, login redirect)
     # Outermost first: the body limit runs before idempotency reads the body.
     app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes)

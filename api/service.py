@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 import threading
 from typing import Any
 
@@ -325,7 +326,8 @@ class Service:
                                             "name the partitions to consider")
         try:
             compile_schedule(platform, profiles, request)
-        except PlannerError as exc:
+        except PlannerError as exc:  # the core names apps[i].profile; the submission's field is profile_id
+            exc.issues = [Issue(re.sub(r"^(apps\[\d+\])\.profile$", r"\1.profile_id", i.path), i.reason) for i in exc.issues]
             raise from_planner_error(exc) from None
         return request
 

@@ -103,6 +103,7 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
     for ti, tgt in enumerate(targets):
         by_device_targets[tgt.device_index].append(ti)
 
+    variants: dict[tuple[str, str], int] = defaultdict(int)
     for li, layer in enumerate(profile.layers):
         per_device: dict[int, list[tuple[int, Measurement]]] = defaultdict(list)
         for mi, m in enumerate(layer.measurements):
@@ -123,7 +124,9 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
                 )
                 continue
             if m.cores is not None or m.dtype is not None:
-                continue  # core-count / data-type variants are compiled by the solvers that use them
+                # core-count / data-type variants are compiled by the solvers that use them; said below
+                variants[(m.device, "cores" if m.cores is not None else "dtype")] += 1
+                continue
             per_device[dev_index[m.device]].append((mi, m))
 
         for di, ms in per_device.items():
@@ -188,6 +191,13 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
                     "no usable measurement on a device that supports the op",
                 )
             )
+    for (dev_id, kind), n in sorted(variants.items()):
+        notes.append(
+            f"{n} measurement(s) on '{dev_id}' carry `cores` (per-core-count CPU runs: `planner schedule` uses them "
+            "for logical PEs); chain plans cannot use them" if kind == "cores" else
+            f"{n} measurement(s) on '{dev_id}' carry a `dtype` (typed runs: the mulayer solver uses them); "
+            "chain plans cannot use them"
+        )
     if issues:
         raise InputError(issues)
 

@@ -85,11 +85,19 @@ def _measured_cost(dev: Device, dev_index: int, layer, cores: int, calibrate: bo
 
 
 def _device_costs(platform: Platform, profile: ModelProfile, dev_index: int, cores: int, calibrate: bool,
-                  notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+                  notes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per layer on `cores` cores of a device: (time_ms, energy_mj, missing, estimated).
+    inf where the layer cannot run there; `missing` marks the layers whose op the device
+    supports but that have no usable measurement (nor an estimate): the PE is lost to
+    them for want of data, which the schedule states; `estimated` marks costs taken from
+    the device's `estimate`. The one definition of what runs where: compile_schedule and
+    `planner validate` both read it."""
     dev = platform.devices[dev_index]
     L = len(profile.layers)
     t = np.full(L, np.inf)
     e = np.full(L, np.inf)
+    missing = np.zeros(L, dtype=bool)
+    estimated = np.zeros(L, dtype=bool)
     ref_costs = None
     for li, layer in enumerate(profile.layers):
         if not _runs(dev, layer.op_type):
@@ -103,9 +111,69 @@ def _device_costs(platform: Platform, profile: ModelProfile, dev_index: int, cor
             if math.isfinite(ref_costs[0][li]):
                 tt = float(ref_costs[0][li]) / dev.estimate.speedup
                 got = (tt, tt * dev.estimate.power_w)
+                estimated[li] = True
         if got is not None:
             t[li], e[li] = got
-    return t, e
+        else:
+            missing[li] = True
+    return t, e, missing, estimated
+
+
+def measurement_issues(platform: Platform, profile: ModelProfile, where: str) -> list[Issue]:
+    """Devices and frequencies a profile is measured on that the platform lacks: the
+    profile was made for another platform (an S9 profile on the HiKey 970), so its costs
+    would be read against the wrong hardware. Refused, naming what is missing."""
+    by_id = {d.id: d for d in platform.devices}
+    unknown: dict[str, int] = {}
+    bad_freq: dict[str, set[float]] = {}
+    no_freq: dict[str, int] = {}
+    for layer in profile.layers:
+        for m in layer.measurements:
+            d = by_id.get(m.device)
+            if d is None:
+                unknown[m.device] = unknown.get(m.device, 0) + 1
+            elif m.freq_mhz is not None and m.freq_mhz not in d.level_freqs():
+                bad_freq.setdefault(d.id, set()).add(m.freq_mhz)
+            elif m.freq_mhz is None and len(d.dvfs_levels) > 1:
+                no_freq[d.id] = no_freq.get(d.id, 0) + 1
+    issues = []
+    if unknown:
+        what = ", ".join(f"'{d}' ({n} measurement{'s' if n > 1 else ''})" for d, n in sorted(unknown.items()))
+        issues.append(Issue(where, f"profile '{profile.name}' is measured on device(s) {what} that platform "
+                                   f"'{platform.name}' lacks (it has {', '.join(by_id)})"))
+    for d, fs in sorted(bad_freq.items()):
+        levels = ", ".join(f"{f:g}" for f in by_id[d].level_freqs())
+        issues.append(Issue(where, f"profile '{profile.name}' measures '{d}' at {', '.join(f'{f:g}' for f in sorted(fs))} MHz, "
+                                   f"not a DVFS level of platform '{platform.name}''s '{d}' ({levels} MHz)"))
+    for d, n in sorted(no_freq.items()):
+        issues.append(Issue(where, f"profile '{profile.name}' has {n} measurement(s) on '{d}' without `freq_mhz`, but "
+                                   f"platform '{platform.name}''s '{d}' has {len(by_id[d].dvfs_levels)} DVFS levels: "
+                                   "say which one each ran at"))
+    return issues
+
+
+def unusable_measurements(platform: Platform, profile: ModelProfile) -> list[str]:
+    """Measurements scheduling cannot use, stated (never dropped in silence): per-core-count
+    measurements on a device that is not a CPU cluster with `cores`, core counts above the
+    cluster's, and typed (dtype) runs, which only muLayer prices."""
+    by_id = {d.id: d for d in platform.devices}
+    counts: dict[tuple[str, str], int] = {}
+    for layer in profile.layers:
+        for m in layer.measurements:
+            d = by_id.get(m.device)
+            if d is None:
+                continue
+            why = None
+            if m.dtype is not None:
+                why = "carry a `dtype` (typed runs: only muLayer uses them)"
+            elif m.cores is not None and d.cores is None and m.cores != 1:
+                why = "carry `cores` but the device has no `cores` (not a CPU cluster split into logical PEs)"
+            elif m.cores is not None and d.cores is not None and m.cores > d.cores:
+                why = f"carry `cores` above the cluster's {d.cores}"
+            if why:
+                counts[(d.id, why)] = counts.get((d.id, why), 0) + 1
+    return [f"{n} measurement(s) of profile '{profile.name}' on '{d}' {why}: not used"
+            for (d, why), n in sorted(counts.items())]
 
 
 # ------------------------------------------------------------------ compile
@@ -162,14 +230,20 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
         for i, d in enumerate(request.devices):
             if d not in dev_ids:
                 issues.append(Issue(f"devices[{i}]", f"unknown device '{d}' (platform has {', '.join(dev_ids)})"))
+    for i, prof in enumerate(app_profiles):
+        issues += measurement_issues(platform, prof, f"apps[{i}].profile")
     if issues:
         raise InputError(issues)
     allowed = [i for i, d in enumerate(platform.devices) if request.devices is None or d.id in request.devices]
     configs = _resolve_configs(platform, request, allowed)
     mode = request.resolved_mode()
-    notes: list[str] = []
+    notes: list[str] = [w for prof in {p.name: p for p in app_profiles}.values() for w in unusable_measurements(platform, prof)]
     trans = _transition_models(platform)
-    cost_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+    default = platform.default_transition
+    default_models = None if default is None else (
+        PolynomialCommModel(tuple(default.time_coeffs_ms)), PolynomialCommModel(tuple(default.energy_coeffs_mj)))
+    missing_pairs: dict[tuple[str, str], str] = {}
+    cost_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def costs(ai: int, di: int, cores: int):
         key = (ai, di, cores)
@@ -197,13 +271,25 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
         P = len(pes)
         apps: list[AppGraph] = []
         bad = None
+        lost: list[str] = []  # PEs layers cannot use for want of a measurement
+        n_ok, n_full = 1, 1  # mapping space as compiled / had every measurement been there
         for ai, (spec, prof) in enumerate(zip(request.apps, app_profiles)):
             L = len(prof.layers)
             et = np.full((L, P), np.inf)
             ee = np.full((L, P), np.inf)
+            miss = np.zeros((L, P), dtype=bool)
             for p, pe in enumerate(pes):
-                t, e = costs(ai, pe_dev[p], pe.cores)
-                et[:, p], ee[:, p] = t, e
+                t, e, m, _ = costs(ai, pe_dev[p], pe.cores)
+                et[:, p], ee[:, p], miss[:, p] = t, e, m
+                if m.any():
+                    ids = [prof.layers[i].id for i in np.flatnonzero(m)]
+                    shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
+                    what = f"{pe.cores}-core measurement" if pe.is_cpu and platform.devices[pe_dev[p]].cores else "measurement"
+                    lost.append(f"{len(ids)} layer(s) of '{spec.name or spec.profile}' ({shown}) have no {what} on "
+                                f"'{pe.device_id}' and cannot use PE {pe.label}")
+            for i in range(L):
+                n_ok *= int(np.isfinite(et[i]).sum())
+                n_full *= int((np.isfinite(et[i]) | miss[i]).sum())
             runnable = np.isfinite(et).any(axis=1)
             if not runnable.all() and bad is None:
                 li = int(np.flatnonzero(~runnable)[0])
@@ -222,8 +308,16 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
                 for q in range(P):
                     if p == q:
                         continue
-                    m = trans.get((pes[p].device_id, pes[q].device_id))
-                    if m is None or E == 0:
+                    if E == 0:
+                        continue
+                    pair = (pes[p].device_id, pes[q].device_id)
+                    m = trans.get(pair, default_models)
+                    if m is None:
+                        used = np.isfinite(et[edges[:, 0], p]) & np.isfinite(et[edges[:, 1], q])
+                        if used.any() and pair not in missing_pairs:
+                            u, v = edges[int(np.flatnonzero(used)[0])]
+                            missing_pairs[pair] = (f"'{prof.layers[u].id}' of '{spec.name or spec.profile}' may run on "
+                                                   f"{pes[p].label} and its successor '{prof.layers[v].id}' on {pes[q].label}")
                         continue
                     tt[:, p, q] = m[0].predict_ms(out_b[edges[:, 0]])
                     te[:, p, q] = m[1].predict_ms(out_b[edges[:, 0]])
@@ -235,6 +329,9 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
                 memory_bytes=np.array([layer.footprint_bytes for layer in prof.layers], dtype=float),
             ))
         label = ", ".join(f"{d}={p}" for d, p in cfg) or "no CPU cluster"
+        if lost and bad is None:
+            notes.append(f"configuration {label}: " + "; ".join(lost) +
+                         f" -- {n_full - n_ok:,} of {n_full:,} mappings removed ({n_ok:,} remain)")
         if bad is not None:
             ai, li = bad
             dropped.append(f"layer '{app_profiles[ai].layers[li].id}' of '{apps[ai].name}' runs on no PE of configuration {label}")
@@ -247,9 +344,35 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             total_cpu_cores=total_cpu_cores, utilisation_cap=request.cpu_utilisation_cap,
             interference_window=request.interference_window,
         ))
+    if missing_pairs:
+        raise InputError([Issue("transitions", f"no transition {a} -> {b} (needed: {why}); add it to the platform's "
+                                               "`transitions`, or declare `default_transition` (e.g. "
+                                               "{\"time_coeffs_ms\": [0]} for free transfers)")
+                          for (a, b), why in sorted(missing_pairs.items())])
     if not out:
         raise InfeasibleError("devices", dropped[0] if dropped else "no processing element is allowed")
     notes.extend(f"configuration skipped: {d}" for d in dropped)
     if any(platform.devices[i].communication is not None for i in allowed):
         notes.append("per-device tensor in/out costs (`communication`) are not used here: Kang's model costs transfers by PE pair (`transitions`)")
     return ScheduleProblem(mode=mode, configs=tuple(out), notes=tuple(dict.fromkeys(notes)))
+
+
+# ------------------------------------------------------------------ what runs where (validate)
+
+
+def schedule_usability(platform: Platform, profile: ModelProfile) -> tuple[ScheduleProblem, list[tuple[str, int | None, int, int, int]]]:
+    """What the schedule solvers can do with one profile, from the functions scheduling
+    itself uses (compile_schedule and _device_costs), so `planner validate` and
+    `planner schedule` never disagree: the compiled problem of the network alone (raises
+    as scheduling would) and, per device and core count, (device, cores or None, layers
+    runnable, layers without a measurement, layers estimated)."""
+    request = ScheduleRequest.model_validate({"apps": [{"profile": profile.name, "period_ms": 1000.0, "priority": 0}]})
+    problem = compile_schedule(platform, [profile], request)
+    rows = []
+    notes: list[str] = []
+    for di, d in enumerate(platform.devices):
+        for k in (range(1, d.cores + 1) if d.cores else [d.cores or 1]):
+            t, _, missing, est = _device_costs(platform, profile, di, k, request.dvfs_calibration, notes)
+            rows.append((d.id, k if d.cores else None, int(np.isfinite(t).sum()), int(missing.sum()), int(est.sum())))
+    return problem, rows
+

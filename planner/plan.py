@@ -165,6 +165,7 @@ def comparisons(view: Problem, request: PlanRequest, value: float) -> list[Compa
                 latency_ms=ev.latency_ms,
                 energy_mj=ev.energy_mj,
                 saving_pct=100.0 * (base - value) / base if base > 0 else 0.0,
+                violations=constraint_violations(ev, request.constraints),
             )
         )
     return out

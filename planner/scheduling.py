@@ -5,6 +5,7 @@ stamp provenance. The CLI (`planner schedule`) and the service call this."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from typing import Callable, Iterable, Sequence
 
@@ -25,6 +26,8 @@ from planner.core.schema import (
     ScheduleProvenance,
     ScheduleRequest,
     SolverReport,
+    FrontCompaction,
+    SolverChoice,
     TimelineItem,
 )
 from planner.core.solver import Candidate, Progress, ScheduleSolution
@@ -40,8 +43,10 @@ def schedule_solvers() -> list[str]:
 def get_schedule_solver(name: str):
     solver = get_solver(name)
     if solver.capabilities.kind != "schedule":
+        concrete = [n for n in schedule_solvers() if n != "auto"]
         raise UnsupportedRequest(
-            "solver", f"'{name}' is a single-chain plan solver (planner solve); schedule solvers: {', '.join(schedule_solvers())}"
+            "solver", f"'{name}' is a single-chain plan solver (planner solve); schedule solvers: {', '.join(concrete)} "
+                      "(or auto, the default, which picks exhaustive or ga)"
         )
     return solver
 
@@ -130,6 +135,97 @@ def select_front(problem: ScheduleProblem, candidates: Sequence[Candidate]) -> l
     return kept
 
 
+def _normalised(objs: np.ndarray) -> np.ndarray:
+    """Objectives scaled to [0, 1] by the front's range per objective (a flat one -> 0)."""
+    lo, hi = objs.min(axis=0), objs.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    return (objs - lo) / span
+
+
+def dedup_front(objs: np.ndarray, epsilon: float = 0.0) -> list[int]:
+    """Indices of the rows kept, in order: a row is dropped when an earlier kept row has
+    the same objectives, each within epsilon x the front's range of that objective
+    (epsilon 0: exact duplicates only). Rows are expected sorted best-first."""
+    objs = np.asarray(objs, dtype=float)
+    if len(objs) == 0:
+        return []
+    if epsilon <= 0:
+        first: dict[tuple[float, ...], int] = {}
+        for i, row in enumerate(map(tuple, objs.tolist())):
+            first.setdefault(row, i)
+        return sorted(first.values())
+    norm = _normalised(objs)
+    kept: list[int] = []
+    for i in range(len(objs)):
+        if kept and (np.abs(norm[kept] - norm[i]).max(axis=1) <= epsilon).any():
+            continue
+        kept.append(i)
+    return kept
+
+
+def front_hypervolume(objs: np.ndarray, ref: np.ndarray | None = None) -> float:
+    """Hypervolume (moocore) of a set of normalised points against `ref` (default 1.1 each)."""
+    import moocore
+
+    objs = np.asarray(objs, dtype=float)
+    if len(objs) == 0:
+        return 0.0
+    ref = np.full(objs.shape[1], 1.1) if ref is None else ref
+    return float(moocore.hypervolume(objs, ref=ref))
+
+
+def thin_front(objs: np.ndarray, k: int, swap_passes: int = 4) -> list[int]:
+    """k representative rows of a Pareto set by greedy hypervolume subset selection: the
+    extreme of every objective first (best value, so the front's span is kept), then
+    repeatedly the row that adds the most hypervolume (normalised objectives, reference
+    point 1.1 per objective), then single swaps that add hypervolume. Returns indices in
+    input order."""
+    import moocore
+
+    objs = np.asarray(objs, dtype=float)
+    n = len(objs)
+    if n <= k:
+        return list(range(n))
+    norm = _normalised(objs)
+    ref = np.full(objs.shape[1], 1.1)
+    chosen: list[int] = []
+    for m in range(objs.shape[1]):
+        order = [m, *[x for x in range(objs.shape[1]) if x != m]]  # ties broken by the other objectives
+        best = int(np.lexsort(tuple(norm[:, j] for j in reversed(order)))[0])
+        if best not in chosen and len(chosen) < k:
+            chosen.append(best)
+    fixed = len(chosen)
+    rest = [i for i in range(n) if i not in chosen]
+    current = float(moocore.hypervolume(norm[chosen], ref=ref))
+    # lazy greedy: hypervolume is submodular, so a row's gain only shrinks as rows are
+    # chosen; a stale gain is an upper bound, and a row whose fresh gain still tops
+    # every other bound is the greedy choice (ties: the earlier row)
+    heap = [(-(float(moocore.hypervolume(norm[chosen + [i]], ref=ref)) - current), i) for i in rest]
+    heapq.heapify(heap)
+    while len(chosen) < k and heap:
+        _, i = heapq.heappop(heap)
+        gain = float(moocore.hypervolume(norm[chosen + [i]], ref=ref)) - current
+        if heap and gain < -heap[0][0] - 1e-15:
+            heapq.heappush(heap, (-gain, i))
+            continue
+        chosen.append(i)
+        current += gain
+    rest = sorted(i for _, i in heap)
+    # then swaps (a chosen non-extreme for an unchosen row) while one adds hypervolume:
+    # greedy alone can be beaten by a plain subset; bounded to keep large fronts quick
+    for _ in range(swap_passes if n * k <= 20_000 else 0):
+        improved = False
+        for pos in range(fixed, len(chosen)):
+            for r, i in enumerate(rest):
+                trial = chosen[:pos] + [i] + chosen[pos + 1:]
+                hv = float(moocore.hypervolume(norm[trial], ref=ref))
+                if hv > current * (1 + 1e-12):
+                    rest[r], chosen[pos], current, improved = chosen[pos], i, hv, True
+        if not improved:
+            break
+    return sorted(chosen)
+
+
 def make_schedule(
     platform: Platform,
     profiles: Sequence[ModelProfile],
@@ -147,7 +243,25 @@ def make_schedule(
         problem = compile_schedule(platform, profiles, request)
     kwargs = {"map_fn": map_fn} if map_fn is not None else {}
     solution: ScheduleSolution = solver.solve(problem, request, progress, **kwargs)
+    ran = solution.ran or request.solver
+    ran_solver = get_schedule_solver(ran) if ran != request.solver else solver
     front = select_front(problem, solution.candidates)
+    found = len(front)
+    objs = np.array([o for _, o in front], dtype=float).reshape(len(front), -1)
+    keep = dedup_front(objs, request.front_epsilon)
+    merged = found - len(keep)
+    hv_kept = None
+    if request.front_max_points is not None and len(keep) > request.front_max_points:
+        sub = thin_front(objs[keep], request.front_max_points)
+        norm = _normalised(objs[keep])
+        whole = front_hypervolume(norm)
+        hv_kept = front_hypervolume(norm[sub]) / whole if whole > 0 else 1.0
+        keep = [keep[i] for i in sub]
+    front = [front[i] for i in keep]
+    compaction = FrontCompaction(found=found, duplicates_merged=merged,
+                                 epsilon=request.front_epsilon,
+                                 thinned_to=request.front_max_points if hv_kept is not None else None,
+                                 hypervolume_kept=hv_kept)
     front_size = len(front)
     if request.max_entries is not None:
         front = front[: request.max_entries]
@@ -173,10 +287,13 @@ def make_schedule(
         objective_names=objective_names(problem.configs[0]),
         entries=entries,  # type: ignore[arg-type]
         front_size=front_size,
+        front_exact=bool(solution.exact_front),
+        solver_choice=SolverChoice(requested=request.solver, ran=ran, reason=solution.choice_reason or "requested"),
+        compaction=compaction,
         report=SolverReport(
-            solver=request.solver,
+            solver=ran,
             status=solution.status,
-            exact=solver.capabilities.exact,
+            exact=ran_solver.capabilities.exact,
             objective=solution.objective,
             bound=solution.bound,
             gap=gap,

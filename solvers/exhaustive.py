@@ -102,6 +102,7 @@ class ExhaustiveScheduler:
             evaluations=total,
             notes=[] if schedulable else ["no mapping meets every period and the utilisation cap (proven by enumeration)"],
             details={"per_config": per_config, "space": space},
+            exact_front=space == "all",
         )
 
 

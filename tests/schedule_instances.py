@@ -27,7 +27,9 @@ def platform(rng: np.random.Generator, *, npu: bool = False, cores: int = 2, gpu
                         "estimate": {"reference_device": "cpu", "speedup": float(rng.uniform(2, 6)), "power_w": 2.0}})
         trans += [{"from_device": "cpu", "to_device": "npu", "time_coeffs_ms": poly()},
                   {"from_device": "npu", "to_device": "cpu", "time_coeffs_ms": poly()}]
-    return Platform.model_validate({"name": "tiny", "devices": devices, "transitions": trans})
+    # GPU <-> NPU transfers are declared free (explicitly: an unlisted pair is an error)
+    return Platform.model_validate({"name": "tiny", "devices": devices, "transitions": trans,
+                                    "default_transition": {"time_coeffs_ms": [0.0]}})
 
 
 def profile(rng: np.random.Generator, name: str, n_layers: int, cores: int = 2, dag: bool = True,

@@ -213,3 +213,31 @@ def test_restart_reruns_a_schedule_job_in_flight(tmp_path, ids, docs):
         assert sched["report"]["solver"] == "ga" and sched["entries"]
     finally:
         second.client.__exit__(None, None, None)
+
+
+def test_default_solver_is_auto_and_the_front_can_be_thinned(api, ids):
+    b = body(ids, seed=4, front_max_points=3)
+    del b["solver"]
+    r = api.client.post("/v1/schedules", json=b, headers=api.h())
+    assert r.status_code == 202, r.text
+    assert r.json()["request"]["solver"] == "auto"
+    done = api.wait_job(r.json()["id"])
+    assert done["state"] == "succeeded", done
+    got = Schedule.model_validate(api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()["schedule"])
+    assert got.solver_choice.requested == "auto" and got.solver_choice.ran == "exhaustive" and got.front_exact
+    assert got.report.solver == "exhaustive" and len(got.entries) == got.front_size == 3
+    assert got.compaction.thinned_to == 3 and got.compaction.found >= 3
+    err = problem_of(api.client.post("/v1/schedules", json=body(ids, front_max_points=1), headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "front_max_points"
+
+
+def test_a_profile_measured_on_devices_the_platform_lacks_is_422_naming_them(api, ids, docs):
+    doc = docs["a"].model_dump(mode="json", exclude_none=True)
+    doc["name"] = "A-tpu"
+    doc["layers"][0]["measurements"].append({"device": "tpu", "time_ms": 1.0, "power_w": 1.0})
+    tpu = api.upload("profile", doc)
+    b = body(ids)
+    b["apps"][1]["profile_id"] = tpu
+    err = problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "apps[1].profile_id"
+    assert "device(s) 'tpu' (1 measurement) that platform 'tiny' lacks" in err["errors"][0]["reason"]

@@ -28,6 +28,7 @@ def plat(transitions=()):
             {"id": "gpu", "kind": "gpu", "dvfs_levels": [{"freq_mhz": 500.0}]},
         ],
         "transitions": [{"from_device": a, "to_device": b, "time_coeffs_ms": [t]} for a, b, t in transitions],
+        "default_transition": {"time_coeffs_ms": [0.0]},  # pairs not listed: free, declared
     })
 
 

@@ -25,8 +25,12 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
 @router.post("/schedules", status_code=202, response_model=JobResource, summary="Request a multi-network schedule",
              description="Names an uploaded platform and, per network (app), an uploaded profile with its period "
                          "(= deadline, ms) and priority (lower = higher); the other fields are `planner schedule`'s "
-                         "request (solver `ga`, `ilp`, `cpsat` or `exhaustive`, CPU partitions, utilisation cap, "
-                         "time limit, seed, options). The request is checked in full first (422 naming the field), "
+                         "request (solver `auto` by default: exhaustive enumeration where the mapping space is under "
+                         "the measured break-even with the GA, else `ga`; or `ga`, `ilp`, `cpsat`, `exhaustive`; CPU "
+                         "partitions, utilisation cap, time limit, seed, options; `front_epsilon` and "
+                         "`front_max_points` to deduplicate and thin the Pareto set). The Schedule says which solver "
+                         "ran and why (`solver_choice`) and whether its front is exact (`front_exact`). "
+                         "The request is checked in full first (422 naming the field), "
                          "then answered 202 with a job; when it succeeds the job's `schedule_id` names the Schedule "
                          "at `/v1/schedules/{id}`. Send `Idempotency-Key` to retry safely.",
              responses={**responses(401, 403, 409, 413, 422)})

@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--platform", required=True, metavar="FILE", help="platform JSON")
     p.add_argument("--app", action="append", required=True, metavar="PROFILE:PERIOD_MS:PRIORITY",
                    help="a network: profile JSON, period (= deadline) in ms, priority (lower = higher); repeatable")
-    p.add_argument("--solver", default="ga", help="ga | ilp | cpsat | exhaustive (planner solvers lists them)")
+    p.add_argument("--solver", default="auto",
+                   help="auto | ga | ilp | cpsat | exhaustive (default auto: exhaustive where the mapping space is "
+                        "small enough to be faster than the GA, a measured threshold, else ga)")
     p.add_argument("--mode", choices=("auto", "throughput", "response_time"), default="auto",
                    help="auto: throughput (pipelined) for one network, response_time for several")
     p.add_argument("--devices", help="comma-separated device ids allowed to run layers")
@@ -39,6 +41,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="solver option, repeatable")
     p.add_argument("--timelines", choices=("all", "first", "none"), default="all", help="entries that carry their per-PE timeline")
     p.add_argument("--max-entries", type=int, metavar="N", help="keep at most N entries of the Pareto set")
+    p.add_argument("--front-epsilon", type=float, default=0.0, metavar="EPS",
+                   help="merge Pareto entries whose objectives all differ by <= EPS x the front's range "
+                        "(relative, 0..1; default 0: exact duplicates only, always merged)")
+    p.add_argument("--front-max-points", type=int, metavar="K",
+                   help="thin the Pareto set to K entries by hypervolume contribution, extremes kept (default: all)")
     p.add_argument("--json", action="store_true", help="print the Schedule document instead of the table")
     p.add_argument("--out", metavar="FILE", help="also write the Schedule document here")
     p.add_argument("--timeline", action="store_true", help="print the per-PE timeline of the first entry")
@@ -92,6 +99,8 @@ def request_from_args(args, apps: list[dict]) -> ScheduleRequest:
         "interference_window": args.window,
         "timelines": args.timelines,
         "max_entries": args.max_entries,
+        "front_epsilon": args.front_epsilon,
+        "front_max_points": args.front_max_points,
         "time_limit_s": args.time_limit,
         "seed": args.seed,
         "options": options,
@@ -115,7 +124,17 @@ def render(s: Schedule, rows: int = 30, timeline: bool = False) -> str:
     head = (f"{', '.join(a.name for a in s.entries[0].apps) if s.entries else '-'} on {s.platform}: {s.mode} with "
             f"'{r.solver}' ({r.status}, {r.wall_time_ms / 1e3:.2f} s, {r.evaluations or 0} evaluations)")
     shown = f" ({len(s.entries)} kept)" if len(s.entries) < s.front_size else ""
-    lines = [head, f"Pareto set: {s.front_size} mapping(s){shown}; objectives {', '.join(s.objective_names)}"]
+    lines = [head]
+    if s.solver_choice is not None and s.solver_choice.requested != s.solver_choice.ran:
+        lines.append(f"solver {s.solver_choice.requested} -> {s.solver_choice.ran}: {s.solver_choice.reason}")
+    exact = "exact front" if s.front_exact else "approximate front (heuristic)" if not r.exact else "proven optimum"
+    c = s.compaction
+    compact = ""
+    if c is not None and (c.duplicates_merged or c.thinned_to):
+        compact = f", from {c.found} found: {c.duplicates_merged} duplicate(s) merged" + \
+            (f" (epsilon {c.epsilon:g})" if c.epsilon else "") + \
+            (f", thinned to {c.thinned_to} keeping {100 * c.hypervolume_kept:.1f}% of the hypervolume" if c.thinned_to else "")
+    lines.append(f"Pareto set: {s.front_size} mapping(s){shown} ({exact}{compact}); objectives {', '.join(s.objective_names)}")
     if not s.entries:
         return "\n".join(lines + [f"warning: {w}" for w in s.warnings])
     cfg = lambda e: " ".join(f"{d}=({','.join(map(str, p))})" for d, p in e.cpu_config.items()) or "-"  # noqa: E731

@@ -82,6 +82,12 @@ class MappingEval:
     objectives: tuple[float, ...]
 
 
+def _ms(x: float) -> str:
+    """A time in a message: rounded to the nanosecond first, so that the reference and the
+    batch evaluator (whose sums differ in the last bits) never print it differently."""
+    return f"{round(float(x), 6):.4g}"
+
+
 def objective_names(problem: MappingProblem) -> list[str]:
     if problem.mode == "throughput":
         return ["period_ms", "energy_mj"]
@@ -181,7 +187,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         util = cpu_busy / (problem.total_cpu_cores * eff) if problem.total_cpu_cores and eff > 0 else 0.0
         meets = eff <= app.period_ms * (1 + EPS)
         if not meets:
-            violations.append(f"{app.name}: period {eff:.4g} ms exceeds the required {app.period_ms:g} ms")
+            violations.append(f"{app.name}: period {_ms(eff)} ms exceeds the required {app.period_ms:g} ms")
         start, finish = asap[0]
         ev_app = AppEval(app.name, tuple(c), tuple(start), tuple(finish), max(finish), energy[0],
                          pipeline_period_ms=period, effective_period_ms=eff, meets_deadline=meets)
@@ -239,7 +245,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             worst = max(worst, r0 + interference - (alap0[i] - start[i]))
         meets = worst <= app.period_ms * (1 + EPS) + EPS
         if not meets:
-            violations.append(f"{app.name}: response time {worst:.4g} ms exceeds the period {app.period_ms:g} ms")
+            violations.append(f"{app.name}: response time {_ms(worst)} ms exceeds the period {app.period_ms:g} ms")
             lateness += worst - app.period_ms
         apps_out.append((a, AppEval(app.name, tuple(c), tuple(start), tuple(finish), r0, energy[a], tuple(alap_d),
                                     tuple(inter), tuple(slack), worst, meets_deadline=meets)))
@@ -303,12 +309,12 @@ class BatchEval:
         if problem.mode == "throughput":
             app = problem.apps[0]
             if not self.meets[n, 0]:
-                out.append(f"{app.name}: period {self.value_ms[n, 0]:.4g} ms exceeds the required {app.period_ms:g} ms")
+                out.append(f"{app.name}: period {_ms(self.value_ms[n, 0])} ms exceeds the required {app.period_ms:g} ms")
             return out
         for a in problem.priority_rank:
             app = problem.apps[a]
             if not self.meets[n, a]:
-                out.append(f"{app.name}: response time {self.value_ms[n, a]:.4g} ms exceeds the period {app.period_ms:g} ms")
+                out.append(f"{app.name}: response time {_ms(self.value_ms[n, a])} ms exceeds the period {app.period_ms:g} ms")
         for p in range(problem.n_pes):
             if self.pe_utilisation[n, p] > 1 + EPS:
                 out.append(f"{problem.pes[p].name} is overloaded: utilisation {self.pe_utilisation[n, p]:.3f}")

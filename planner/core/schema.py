@@ -130,6 +130,15 @@ class PairTransition(Strict):
     energy_coeffs_mj: list[float] = Field(default_factory=lambda: [0.0], min_length=1, max_length=6)
 
 
+class DefaultTransition(Strict):
+    """The cost of a device pair that `transitions` does not list, declared explicitly
+    (`{"time_coeffs_ms": [0]}` says such transfers are free). Without it, scheduling
+    refuses a mapping space that needs an unlisted pair instead of assuming one."""
+
+    time_coeffs_ms: list[float] = Field(min_length=1, max_length=6)
+    energy_coeffs_mj: list[float] = Field(default_factory=lambda: [0.0], min_length=1, max_length=6)
+
+
 class TransitionPoint(Strict):
     """One measured transition: the cost when a tensor of `bytes` crosses."""
 
@@ -296,6 +305,11 @@ class Platform(Strict):
         "(MOSAIC VI.A: NPU, GPU, big CPU). Default: npu/dla, gpu, then CPUs by max frequency.",
     )
     transitions: list[PairTransition] = Field(default_factory=list)
+    default_transition: DefaultTransition | None = Field(
+        None,
+        description="Multi-network scheduling (Kang: transfers costed by PE pair only): the cost of a device pair "
+        "`transitions` does not list. Omitted = an unlisted pair the mapping space needs is an error naming it",
+    )
     transition_costs: list[TransitionCurve] = Field(
         default_factory=list, description="AxoNN OUT/IN transition costs per device and layer type (eq. 3, 6)"
     )
@@ -636,6 +650,9 @@ class Comparison(BaseModel):
     latency_ms: float
     energy_mj: float
     saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent")
+    violations: list[str] = Field(
+        default_factory=list, description="The request's constraints this alternative breaks; empty = it would be admissible"
+    )
 
 
 class Provenance(BaseModel):
@@ -681,7 +698,11 @@ class ScheduleRequest(Strict):
         description="throughput: one network pipelined over the PEs (Kang V, eq. 7-9); response_time: networks "
         "released every period, schedulability by VI.A. auto: throughput for one network, else response_time",
     )
-    solver: str = Field("ga", min_length=1, max_length=64)
+    solver: str = Field(
+        "auto", min_length=1, max_length=64,
+        description="auto (default): exhaustive enumeration where the mapping space is small enough to be faster "
+        "than the GA (a measured threshold), else ga; or ga, exhaustive, ilp, cpsat (`planner solvers`)",
+    )
     devices: list[Id] | None = Field(None, description="Only these devices may run layers")
     cpu_partitions: dict[Id, list[list[Annotated[int, Field(ge=1)]]]] = Field(
         default_factory=dict,
@@ -702,6 +723,17 @@ class ScheduleRequest(Strict):
     )
     max_entries: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
         None, description="Keep at most this many entries of the Pareto set (best first by the first objective)"
+    )
+    front_epsilon: Annotated[float, Field(ge=0, le=1)] = Field(
+        0.0,
+        description="Deduplicate the Pareto set within this relative tolerance: two entries whose objectives all "
+        "differ by at most epsilon x the front's range of that objective count as one (0 = exact duplicates only, "
+        "which are always merged)",
+    )
+    front_max_points: Annotated[int, Field(ge=2, le=100_000)] | None = Field(
+        None,
+        description="Thin the Pareto set to this many representative entries, chosen greedily by hypervolume "
+        "contribution (the extremes of every objective are kept first); omitted = every entry",
     )
     time_limit_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
     seed: int = 0
@@ -780,13 +812,40 @@ class ScheduleProvenance(BaseModel):
     planner_version: str
 
 
+class SolverChoice(BaseModel):
+    """Which schedule solver ran and why (the request may say `auto`)."""
+
+    requested: str
+    ran: str
+    reason: str = Field(description="Why this solver ran: the mapping space against the measured threshold, or 'requested'")
+
+
+class FrontCompaction(BaseModel):
+    """How the Pareto set was made small (ScheduleRequest.front_epsilon / front_max_points)."""
+
+    found: int = Field(description="Non-dominated mappings the solver's candidates gave")
+    duplicates_merged: int = Field(description="Entries dropped because another has the same objectives (within epsilon)")
+    epsilon: float = Field(description="Relative tolerance per objective (0 = exact duplicates only)")
+    thinned_to: int | None = Field(None, description="front_max_points, when the set was thinned by hypervolume contribution")
+    hypervolume_kept: float | None = Field(
+        None, description="When thinned: hypervolume of the kept entries / that of the deduplicated set (normalised objectives)"
+    )
+
+
 class Schedule(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     platform: str
     mode: Literal["throughput", "response_time"]
     objective_names: list[str]
     entries: list[ScheduleEntry] = Field(description="The Pareto set, best first by the first objective")
-    front_size: int = Field(description="Entries in the Pareto set before max_entries")
+    front_size: int = Field(description="Entries in the Pareto set (after deduplication and thinning) before max_entries")
+    front_exact: bool = Field(
+        False,
+        description="The entries come from the true Pareto front of the mapping space (exhaustive enumeration "
+        "completed); false for a heuristic's (GA) approximation or a single-objective optimum",
+    )
+    solver_choice: SolverChoice | None = Field(None, description="The solver requested, the one that ran, and why")
+    compaction: FrontCompaction | None = None
     report: SolverReport
     warnings: list[str] = Field(default_factory=list)
     provenance: ScheduleProvenance

@@ -83,6 +83,9 @@ class ScheduleSolution:
     notes: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
     history: list[dict] | None = None  # per-generation traces for benchmarks; never serialised
+    exact_front: bool = False  # the candidates hold the true Pareto front of the space (completed enumeration)
+    ran: str | None = None  # a solver that delegates (auto) names the one that ran ...
+    choice_reason: str | None = None  # ... and why
 
 
 def option(request: ScheduleRequest, key: str, kind: type, default, check: Callable[[Any], bool] | None = None, what: str = ""):

@@ -1,0 +1,568 @@
+"""The web UI at /ui: server-rendered pages (Jinja2) over the same service operations
+the JSON routers call, each page with its figure from planner.figures, drawn in the
+browser by vega-embed served from the installed vl-convert package (no CDN).
+
+The bearer token is entered once and kept in the session: a signed, httponly,
+SameSite=Lax cookie (Starlette's SessionMiddleware). Every page re-checks it like
+the JSON API does, so a revoked token logs the browser out. Forms carry a CSRF token
+kept in the session."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import hmac
+import json
+import multiprocessing
+import secrets
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from pebble import concurrent
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from api import views
+from api.auth import INSECURE, Principal
+from api.problems import ApiError, validation_issues
+from api.schemas import PlanSubmission
+from api.service import Service
+from planner import figures
+from planner.core.errors import Issue, PlannerError
+from planner.core.schema import ModelProfile, Plan, Platform, Schedule
+
+HERE = Path(__file__).resolve().parent.parent
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+router = APIRouter(prefix="/ui", include_in_schema=False)
+PAGE = 50
+MAX_FRONTIER_CELLS = 200_000  # layers x targets the UI computes a frontier for
+MAX_FRONTIER_TRANSITIONS = 8
+FRONTIER_TIMEOUT_S = 20.0  # the frontier process is killed after this (215 layers x 3 targets, K=8: 12.6 s)
+STATIC = HERE / "static"
+
+
+class LoginRequired(Exception):
+    def __init__(self, next_url: str, reason: str = ""):
+        self.next_url = next_url
+        self.reason = reason
+
+
+def install(app) -> None:  # noqa: ANN001
+    """Session cookie, the login redirect, the router."""
+    from starlette.middleware.sessions import SessionMiddleware
+
+    secret = app.state.settings.session_secret or secrets.token_urlsafe(32)
+    app.add_middleware(SessionMiddleware, secret_key=secret, session_cookie="planner_ui", same_site="lax",
+                       https_only=False, max_age=12 * 3600, path="/ui")
+
+    @app.exception_handler(LoginRequired)
+    async def _login(request: Request, exc: LoginRequired):  # noqa: ANN202
+        return RedirectResponse(f"/ui/login?{urlencode({'next': exc.next_url, 'reason': exc.reason})}", status_code=303)
+
+    app.include_router(router)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def svc(request: Request) -> Service:
+    return request.app.state.service
+
+
+def principal(request: Request) -> Principal:
+    """The session's principal, which must hold the pipeline scope (or admin)."""
+    s = svc(request)
+    if s.settings.insecure_dev:
+        return INSECURE
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    token = request.session.get("token")
+    if not token:
+        raise LoginRequired(here)
+    who = s.auth.lookup(token)
+    if who is None:
+        request.session.clear()
+        raise LoginRequired(here, "the token is unknown or was revoked")
+    if not who.has("pipeline"):
+        request.session.clear()
+        raise LoginRequired(here, f"the UI needs a pipeline or admin token; this one has {', '.join(sorted(who.scopes))}")
+    return who
+
+
+def csrf(request: Request) -> str:
+    tok = request.session.get("csrf")
+    if not tok:
+        tok = request.session["csrf"] = secrets.token_urlsafe(16)
+    return tok
+
+
+def check_csrf(request: Request, form) -> None:  # noqa: ANN001
+    if not hmac.compare_digest(str(form.get("csrf", "")), request.session.get("csrf", "") or "-"):
+        raise ApiError(403, "the form is stale or came from another site: reload the page and submit again")
+
+
+def spec_json(chart) -> str:  # noqa: ANN001
+    """A figure's Vega-Lite spec, safe inside <script type="application/json">."""
+    return json.dumps(figures.spec(chart), separators=(",", ":")).replace("</", "<\\/")
+
+
+def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+    ctx.setdefault("insecure", svc(request).settings.insecure_dev)
+    ctx.setdefault("logged_in", bool(request.session.get("token")))
+    ctx.setdefault("csrf", csrf(request))
+    return templates.TemplateResponse(request, name, ctx, status_code=status)
+
+
+def pages(total: int, offset: int) -> dict:
+    return {"total": total, "offset": offset, "prev": max(0, offset - PAGE) if offset > 0 else None,
+            "next": offset + PAGE if offset + PAGE < total else None}
+
+
+def ui_errors(fn):  # noqa: ANN001, ANN201
+    """A service error (404, 422, ...) on a page is an HTML page saying so, not problem+json."""
+
+    @functools.wraps(fn)
+    async def wrapper(request: Request, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        try:
+            return await fn(request, *args, **kwargs)
+        except ApiError as exc:
+            return render(request, "error.html", status=exc.status, title=exc.title, detail=exc.detail,
+                          errors=[str(e) for e in exc.errors])
+
+    return wrapper
+
+
+def offset_of(request: Request) -> int:
+    try:
+        return max(0, min(int(request.query_params.get("offset", 0)), 1_000_000_000))
+    except ValueError:
+        return 0
+
+
+def doc(s: Service, kind: str, doc_id: str, model: type):  # noqa: ANN201
+    return model.model_validate_json(s.document_body(kind, doc_id))
+
+
+def names_of(s: Service, ids: set[str]) -> dict[str, str]:
+    """Document id -> name, for listings that show ids."""
+    from sqlalchemy import select
+
+    from api.rows import DocumentRow
+
+    if not ids:
+        return {}
+    with s.db.session() as sess:
+        return dict(sess.execute(select(DocumentRow.id, DocumentRow.name).where(DocumentRow.id.in_(ids))).all())
+
+
+# --------------------------------------------------------------------------- static
+
+
+@functools.lru_cache(maxsize=1)
+def _bundle() -> tuple[bytes, str]:
+    body = figures.javascript_bundle().encode()
+    return body, '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+
+
+@router.get("/static/vega.js")
+async def vega_bundle(request: Request) -> Response:
+    """vega + vega-lite + vega-embed (one script, from vl_convert; made once per process)."""
+    body, etag = await run_in_threadpool(_bundle)
+    headers = {"ETag": etag, "Cache-Control": "public, max-age=86400"}
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="text/javascript", headers=headers)
+
+
+@router.get("/static/{name}")
+async def static(name: str) -> Response:
+    path = STATIC / name
+    if name not in ("ui.css", "ui.js") or not path.is_file():
+        return Response("not found", status_code=404, media_type="text/plain")
+    media = "text/css" if name.endswith(".css") else "text/javascript"
+    return Response(path.read_bytes(), media_type=media, headers={"Cache-Control": "no-cache"})
+
+
+# --------------------------------------------------------------------------- login
+
+
+@router.get("/login")
+@ui_errors
+async def login_form(request: Request, next: str = "/ui", reason: str = "") -> HTMLResponse:  # noqa: A002
+    return render(request, "login.html", next=_local(next), reason=reason)
+
+
+def _local(url: str) -> str:
+    """Only redirect within the UI (no open redirect)."""
+    return url if url.startswith("/ui") and not url.startswith("//") else "/ui"
+
+
+@router.post("/login")
+@ui_errors
+async def login(request: Request):  # noqa: ANN201
+    form = await request.form()
+    check_csrf(request, form)
+    token = str(form.get("token", "")).strip()
+    nxt = _local(str(form.get("next", "/ui")))
+    who = svc(request).auth.lookup(token) if token else None
+    if who is None or not who.has("pipeline"):
+        reason = ("enter a token" if not token else "the token is unknown or revoked" if who is None
+                  else "the UI needs a pipeline or admin token")
+        return render(request, "login.html", status=401, next=nxt, reason=reason)
+    request.session["token"] = token
+    request.session["who"] = who.name
+    return RedirectResponse(nxt, status_code=303)
+
+
+@router.post("/logout")
+@ui_errors
+async def logout(request: Request):  # noqa: ANN201
+    form = await request.form()
+    check_csrf(request, form)
+    request.session.clear()
+    return RedirectResponse("/ui/login", status_code=303)
+
+
+# --------------------------------------------------------------------------- pages
+
+
+@router.get("")
+@ui_errors
+async def home(request: Request) -> HTMLResponse:
+    principal(request)
+    s = svc(request)
+
+    def counts() -> dict[str, int]:
+        return {"platforms": s.list_documents("platform", 1, 0)[0], "profiles": s.list_documents("profile", 1, 0)[0],
+                "plans": s.list_plans(1, 0, None, None)[0], "schedules": s.list_schedules(1, 0, None)[0],
+                "jobs": s.list_jobs(1, 0, None)[0], "deployments": s.list_deployments(1, 0)[0]}
+
+    return render(request, "home.html", counts=await run_in_threadpool(counts))
+
+
+@router.get("/platforms")
+@router.get("/profiles")
+@ui_errors
+async def documents(request: Request) -> HTMLResponse:
+    principal(request)
+    kind = "platform" if request.url.path.endswith("platforms") else "profile"
+    off = offset_of(request)
+    total, rows = await run_in_threadpool(svc(request).list_documents, kind, PAGE, off)
+    return render(request, "documents.html", kind=kind, items=[views.document(r) for r in rows], page=pages(total, off))
+
+
+@router.get("/platforms/{doc_id}")
+@ui_errors
+async def platform_page(request: Request, doc_id: str) -> HTMLResponse:
+    principal(request)
+    s = svc(request)
+    p = await run_in_threadpool(doc, s, "platform", doc_id, Platform)
+    total, rows = await run_in_threadpool(s.list_plans, PAGE, 0, doc_id, None)
+    profiles = await run_in_threadpool(s.list_documents, "profile", 200, 0)
+    return render(request, "platform.html", id=doc_id, platform=p, plans=[views.plan_summary(r) for r in rows],
+                  plan_total=total, profiles=profiles[1])
+
+
+@router.get("/profiles/{doc_id}")
+@ui_errors
+async def profile_page(request: Request, doc_id: str) -> HTMLResponse:
+    principal(request)
+    s = svc(request)
+    p = await run_in_threadpool(doc, s, "profile", doc_id, ModelProfile)
+    total, rows = await run_in_threadpool(s.list_plans, PAGE, 0, None, doc_id)
+    platforms = await run_in_threadpool(s.list_documents, "platform", 200, 0)
+    devices = sorted({m.device for layer in p.layers for m in layer.measurements})
+    return render(request, "profile.html", id=doc_id, profile=p, devices=devices,
+                  plans=[views.plan_summary(r) for r in rows], plan_total=total, platforms=platforms[1])
+
+
+@router.get("/plans")
+@ui_errors
+async def plans(request: Request) -> HTMLResponse:
+    principal(request)
+    s = svc(request)
+    off = offset_of(request)
+    total, rows = await run_in_threadpool(s.list_plans, PAGE, off, None, None)
+    items = [views.plan_summary(r) for r in rows]
+    names = await run_in_threadpool(names_of, s, {i.platform_id for i in items} | {i.profile_id for i in items})
+    return render(request, "plans.html", items=items, names=names, page=pages(total, off))
+
+
+async def _plan(request: Request, plan_id: str) -> dict:
+    body = await run_in_threadpool(svc(request).plan_json, plan_id)
+    res = json.loads(body)
+    res["doc"] = Plan.model_validate(res["plan"])
+    return res
+
+
+@router.get("/plans/new")
+@ui_errors
+async def plan_form(request: Request) -> HTMLResponse:
+    principal(request)
+    return await _plan_form(request, {k: v for k, v in request.query_params.items()}, [])
+
+
+async def _plan_form(request: Request, values: dict, errors: list[str], status: int = 200) -> HTMLResponse:
+    from planner.registry import registry
+
+    s = svc(request)
+    platforms = (await run_in_threadpool(s.list_documents, "platform", 500, 0))[1]
+    profiles = (await run_in_threadpool(s.list_documents, "profile", 500, 0))[1]
+    solvers = sorted((n, sv.capabilities) for n, sv in registry().items())
+    return render(request, "plan_new.html", status=status, platforms=platforms, profiles=profiles, solvers=solvers,
+                  values=values, errors=errors)
+
+
+FORM_FIELDS = ("platform_id", "profile_id", "objective", "solver", "targets", "max_latency_ms", "max_energy_mj",
+               "max_transitions", "devices", "time_limit_s", "seed")
+
+
+def submission_of(values: dict) -> PlanSubmission:
+    """The form's fields as a PlanSubmission (empty = the default); pydantic names what is wrong."""
+    body: dict[str, Any] = {k: values[k] for k in ("platform_id", "profile_id", "objective", "solver", "targets")
+                            if values.get(k)}
+    constraints: dict[str, Any] = {}
+    for k in ("max_latency_ms", "max_energy_mj", "max_transitions"):
+        if values.get(k, "").strip():
+            constraints[k] = values[k].strip()
+    if values.get("devices", "").strip():
+        constraints["devices"] = [d.strip() for d in values["devices"].split(",") if d.strip()]
+    if constraints:
+        body["constraints"] = constraints
+    for k in ("time_limit_s", "seed"):
+        if values.get(k, "").strip():
+            body[k] = values[k].strip()
+    return PlanSubmission.model_validate(body)
+
+
+@router.post("/plans")
+@ui_errors
+async def plan_submit(request: Request):  # noqa: ANN201
+    principal(request)
+    form = await request.form()
+    check_csrf(request, form)
+    values = {k: str(form.get(k, "")) for k in FORM_FIELDS}
+    try:
+        sub = submission_of(values)
+        kind, result, _ = await svc(request).submit_plan(sub)
+    except ValidationError as exc:
+        return await _plan_form(request, values, [str(i) for i in validation_issues(exc.errors())], 422)
+    except ApiError as exc:
+        return await _plan_form(request, values, [str(e) for e in exc.errors] or [exc.detail], exc.status)
+    except PlannerError as exc:
+        return await _plan_form(request, values, [str(i) for i in exc.issues], 422)
+    if kind == "plan":
+        return RedirectResponse(f"/ui/plans/{quote(result[0])}", status_code=303)
+    return RedirectResponse(f"/ui/jobs/{quote(result.id)}", status_code=303)
+
+
+@router.get("/plans/{plan_id}")
+@ui_errors
+async def plan_page(request: Request, plan_id: str) -> HTMLResponse:
+    principal(request)
+    res = await _plan(request, plan_id)
+    names = await run_in_threadpool(names_of, svc(request), {res["platform_id"], res["profile_id"]})
+    chart = await run_in_threadpool(figures.plan_figure, res["doc"])
+    return render(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec_json(chart),
+                  request_json=json.dumps(res["request"], indent=2))
+
+
+@router.get("/plans/{plan_id}/json")
+@ui_errors
+async def plan_document(request: Request, plan_id: str) -> Response:
+    """The API's PlanResource, for the browser session (the JSON API wants a bearer header)."""
+    principal(request)
+    body = await run_in_threadpool(svc(request).plan_json, plan_id)
+    return Response(body, media_type="application/json")
+
+
+@router.get("/compare")
+@ui_errors
+async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
+    principal(request)
+    if not a or not b:
+        raise ApiError(422, "pick two plans to compare (a and b)", errors=[Issue("a" if not a else "b", "missing")])
+    left, right = await _plan(request, a), await _plan(request, b)
+    rows = []
+    for label, get, unit in (("latency", lambda p: p.metrics.latency_ms, "ms"), ("energy", lambda p: p.metrics.energy_mj, "mJ"),
+                             ("execution time", lambda p: p.metrics.execution_time_ms, "ms"),
+                             ("communication time", lambda p: p.metrics.communication_time_ms, "ms"),
+                             ("slices", lambda p: p.metrics.slices, ""), ("transitions", lambda p: p.metrics.transitions, "")):
+        va, vb = get(left["doc"]), get(right["doc"])
+        rows.append({"label": label, "unit": unit, "a": va, "b": vb,
+                     "diff_pct": (100.0 * (vb - va) / va) if va else None})
+    specs = [spec_json(await run_in_threadpool(figures.plan_figure, r["doc"], width=420)) for r in (left, right)]
+    return render(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
+
+
+@concurrent.process(mp_context=multiprocessing.get_context("spawn"))
+def _frontier_process(platform_json: str, profile_json: str, k: int, devices: list[str] | None) -> dict:
+    """The frontier in a process of its own, cancelled (killed) at FRONTIER_TIMEOUT_S: its
+    size (and time) grows with layers and transitions; spawned, as the server is
+    multi-threaded."""
+    from planner.frontier import frontier_report
+
+    return frontier_report(Platform.model_validate_json(platform_json), ModelProfile.model_validate_json(profile_json),
+                           max_transitions=k, devices=devices).as_dict()
+
+
+@router.get("/frontier")
+@ui_errors
+async def frontier(request: Request, platform_id: str = "", profile_id: str = "", max_transitions: str = "3",
+                   energy_cap_mj: str = "", devices: str = "") -> HTMLResponse:
+    principal(request)
+    s = svc(request)
+    issues = []
+    k = cap = None
+    try:
+        k = int(max_transitions)
+        if not 0 <= k <= MAX_FRONTIER_TRANSITIONS:
+            issues.append(Issue("max_transitions", f"must be between 0 and {MAX_FRONTIER_TRANSITIONS}"))
+    except ValueError:
+        issues.append(Issue("max_transitions", "must be a whole number"))
+    if energy_cap_mj.strip():
+        try:
+            cap = float(energy_cap_mj)
+            if not cap > 0:
+                raise ValueError
+        except ValueError:
+            issues.append(Issue("energy_cap_mj", "must be a positive number of mJ"))
+    if not platform_id or not profile_id:
+        issues.append(Issue("platform_id" if not platform_id else "profile_id", "pick a platform and a profile"))
+    if issues:
+        raise ApiError(422, str(issues[0]), errors=issues, title="Invalid input")
+    platform = await run_in_threadpool(doc, s, "platform", platform_id, Platform)
+    profile = await run_in_threadpool(doc, s, "profile", profile_id, ModelProfile)
+    cells = len(profile.layers) * sum(len(d.dvfs_levels) for d in platform.devices)
+    if cells > MAX_FRONTIER_CELLS:
+        raise ApiError(422, f"{len(profile.layers)} layers x {cells // len(profile.layers)} targets = {cells} cells exceed "
+                            f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
+                       title="Too large")
+    wanted = [d.strip() for d in devices.split(",") if d.strip()] or None
+    future = _frontier_process(platform.model_dump_json(), profile.model_dump_json(), k, wanted)
+    try:
+        data = await asyncio.wait_for(asyncio.wrap_future(future), FRONTIER_TIMEOUT_S)
+    except PlannerError as exc:
+        raise ApiError(422, exc.one_line(), errors=exc.issues, title="No frontier") from None
+    except (asyncio.TimeoutError, FutureTimeout):
+        future.cancel()  # pebble stops the process
+        raise ApiError(422, f"the frontier took longer than the UI's {FRONTIER_TIMEOUT_S:g} s (its size grows with layers "
+                            "and transitions): lower max transitions, or run `planner frontier`",
+                       errors=[Issue("max_transitions", "too many plans to enumerate here")], title="Too large") from None
+    chart = await run_in_threadpool(lambda: figures.frontier_figure(data, energy_cap_mj=cap))
+    return render(request, "frontier.html", report=data, spec=spec_json(chart), platform_id=platform_id,
+                  profile_id=profile_id, max_transitions=k, energy_cap_mj=energy_cap_mj, devices=devices,
+                  chosen=figures.chosen_point(data, cap))
+
+
+@router.get("/schedules")
+@ui_errors
+async def schedules(request: Request) -> HTMLResponse:
+    principal(request)
+    s = svc(request)
+    off = offset_of(request)
+    total, rows = await run_in_threadpool(s.list_schedules, PAGE, off, None)
+    items = [views.schedule_summary(r) for r in rows]
+    names = await run_in_threadpool(names_of, s, {i.platform_id for i in items})
+    return render(request, "schedules.html", items=items, names=names, page=pages(total, off))
+
+
+@router.get("/schedules/{schedule_id}")
+@ui_errors
+async def schedule_page(request: Request, schedule_id: str, entry: int = 0) -> HTMLResponse:
+    principal(request)
+    body = await run_in_threadpool(svc(request).schedule_json, schedule_id)
+    res = json.loads(body)
+    sched = Schedule.model_validate(res["schedule"])
+    if sched.entries and not 0 <= entry < len(sched.entries):
+        raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
+                       errors=[Issue("entry", "out of range")])
+    spec = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=entry)) if sched.entries else None
+    with_timeline = [i for i, e in enumerate(sched.entries) if e.timeline is not None]
+    return render(request, "schedule.html", res=res, schedule=sched, entry=entry, spec=spec,
+                  with_timeline=with_timeline, rows=list(enumerate(sched.entries))[:PAGE])
+
+
+@router.get("/jobs")
+@ui_errors
+async def jobs(request: Request) -> HTMLResponse:
+    principal(request)
+    off = offset_of(request)
+    total, rows = await run_in_threadpool(svc(request).list_jobs, PAGE, off, None)
+    return render(request, "jobs.html", items=[views.job(r) for r in rows], page=pages(total, off))
+
+
+@router.get("/jobs/{job_id}")
+@ui_errors
+async def job_page(request: Request, job_id: str) -> HTMLResponse:
+    principal(request)
+    job = views.job(await run_in_threadpool(svc(request).job, job_id))
+    return render(request, "job.html", job=job, job_json=job.model_dump_json())
+
+
+@router.get("/jobs/{job_id}/status")
+async def job_status(request: Request, job_id: str) -> Response:
+    """The job's JSON (the API's JobResource) for the page's polling, authenticated by the session."""
+    try:
+        principal(request)
+    except LoginRequired:
+        return JSONResponse({"detail": "log in again"}, status_code=401)
+    try:
+        job = views.job(await run_in_threadpool(svc(request).job, job_id))
+    except ApiError as exc:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+    return Response(job.model_dump_json(), media_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+@router.post("/jobs/{job_id}/cancel")
+@ui_errors
+async def job_cancel(request: Request, job_id: str):  # noqa: ANN201
+    principal(request)
+    check_csrf(request, await request.form())
+    await run_in_threadpool(svc(request).cancel_job, job_id)
+    return RedirectResponse(f"/ui/jobs/{quote(job_id)}", status_code=303)
+
+
+@router.get("/deployments")
+@ui_errors
+async def deployments(request: Request) -> HTMLResponse:
+    principal(request)
+    s = svc(request)
+    off = offset_of(request)
+    total, rows = await run_in_threadpool(s.list_deployments, PAGE, off)
+    items = [views.deployment(r) for r in rows]
+    names = await run_in_threadpool(names_of, s, {i.platform_id for i in items} | {i.profile_id for i in items})
+    return render(request, "deployments.html", items=items, names=names, page=pages(total, off))
+
+
+def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, list[figures.DeploymentPoint]]:
+    """The deployment, its events and one figure row per revision (predicted latency from
+    the plan; measured stays empty until executors report telemetry)."""
+    from sqlalchemy import select
+
+    from api.rows import PlanRow
+
+    dep = s.deployment(dep_id)
+    events = s.history(dep.id)
+    with s.db.session() as sess:
+        latency = dict(sess.execute(select(PlanRow.id, PlanRow.latency_ms)
+                                    .where(PlanRow.id.in_({e.plan_id for e in events}))).all())
+    points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
+                                      predicted_ms=latency[e.plan_id]) for e in events if e.plan_id in latency]
+    return dep, events, points
+
+
+@router.get("/deployments/{dep_id}")
+@ui_errors
+async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
+    principal(request)
+    s = svc(request)
+    dep, events, points = await run_in_threadpool(deployment_rows, s, dep_id)
+    spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
+    return render(request, "deployment.html", dep=views.deployment(dep), events=[views.event(e) for e in events],
+                  spec=spec, points=points)
