@@ -66,6 +66,7 @@ class Stats:
         self.plan_ms: list[float] = []
         self.health_ms: list[float] = []
         self.wake_ms: list[float] = []
+        self.wake_by: dict[int, list[float]] = {}  # replica index -> wake-ups of its executors
         self.polls = {"200": 0, "304": 0}
         self.abuse: dict[str, int] = {}
         self.errors: list[str] = []
@@ -123,6 +124,7 @@ async def run_load(urls: list[str], token: str, exec_token: str, ids: dict, args
                     rev = r.json()["revision"]
                     if etag is not None and rev in flipped_at:
                         stats.wake_ms.append((time.monotonic() - flipped_at[rev]) * 1e3)
+                        stats.wake_by.setdefault(i % len(urls), []).append(stats.wake_ms[-1])
                     etag = r.headers["etag"]
                 elif r.status_code == 304:
                     stats.polls["304"] += 1
@@ -135,7 +137,7 @@ async def run_load(urls: list[str], token: str, exec_token: str, ids: dict, args
             while time.monotonic() + 1.0 < stop_at:
                 await asyncio.sleep(1.0)
                 k += 1
-                t = time.monotonic()
+                flipped_at[1 + k] = time.monotonic()  # the revision this flip makes (one writer; setup made 1)
                 try:
                     r = await c.put(f"/v1/deployments/{ids['deployment']}/active", json={"plan_id": ids["plans"][k % 2]})
                 except httpx.HTTPError as exc:
@@ -144,7 +146,8 @@ async def run_load(urls: list[str], token: str, exec_token: str, ids: dict, args
                 if r.status_code != 200:
                     stats.error(f"activate: {r.status_code} {r.text[:200]}")
                     continue
-                flipped_at[r.json()["revision"]] = t
+                if r.json()["revision"] != 1 + k:
+                    stats.error(f"activate: revision {r.json()['revision']}, expected {1 + k}")
                 stats.flips += 1
 
     async def health() -> None:
@@ -268,6 +271,8 @@ def phase(name: str, args, work: Path) -> dict:  # noqa: ANN001
         "wakeups": len(stats.wake_ms),
         "wake_p50_ms": round(percentile(stats.wake_ms, 50) or 0, 1),
         "wake_p99_ms": round(percentile(stats.wake_ms, 99) or 0, 1),
+        "wake_p50_ms_by_replica": {f"replica{k}": round(percentile(v, 50) or 0, 1) for k, v in sorted(stats.wake_by.items())},
+        "wakeups_by_replica": {f"replica{k}": len(v) for k, v in sorted(stats.wake_by.items())},
         "abuser_answers": stats.abuse,
         "errors": len(stats.errors) + sum(unexpected_abuse.values()),
         "error_samples": stats.errors[:10] + [f"abuser {k}: {v}" for k, v in unexpected_abuse.items()],
@@ -305,6 +310,7 @@ def main() -> int:
         print(f"{name:<9} {r['replicas']:>3} {r['plans_per_s']:>8.1f} {r['plan_p50_ms']:>7.1f}ms {r['plan_p99_ms']:>7.1f}ms "
               f"{r['health_p50_ms']:>9.1f}ms {r['health_p99_ms']:>9.1f}ms {r['wakeups']:>6} {r['wake_p99_ms']:>7.1f}ms "
               f"{r['errors']:>6} {rss:>22}")
+        print(f"{'':<9} wake-ups by the executors' replica {r['wakeups_by_replica']}, p50 ms {r['wake_p50_ms_by_replica']}")
         print(f"{'':<9} abuser answers {r['abuser_answers']}; long-polls {r['long_polls']}; flips {r['flips']}; "
               f"RSS growth {r['rss_growth_mb']} MB (bound {r['rss_bound_mb']:g} MB: "
               f"{'ok' if r['rss_within_bound'] else 'EXCEEDED'})")
