@@ -11,8 +11,10 @@ from fastapi.staticfiles import StaticFiles
 
 from api import problems
 from api.executors import Executor
-from api.middleware import BodyLimit, Idempotency
-from api.routers import deployments, documents, meta, plans, schedules, ui
+from fastapi.middleware.gzip import GZipMiddleware
+
+from api.middleware import BodyLimit, Idempotency, JsonBody
+from api.routers import deployments, documents, meta, plans, schedules, tokens, ui
 from api.service import Service
 from api.settings import Settings
 from planner import __version__
@@ -23,7 +25,8 @@ DESCRIPTION = """Plans DNN inference on heterogeneous SoCs (which consecutive la
 which device and DVFS level runs each slice). Upload a platform and a model profile,
 request a plan, point a deployment at it; on-device executors pull the active plan.
 
-Authenticate with `Authorization: Bearer <token>` (create one with `planner token create`).
+Authenticate with `Authorization: Bearer <token>`. The first start of an empty service prints an admin
+token (and writes it to DATA_DIR/admin-token); admins make others at `POST /v1/tokens` or with `planner token create`.
 Errors are `application/problem+json` with the JSON path and reason of each issue."""
 
 
@@ -46,11 +49,15 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.state.service = svc
     app.state.settings = settings
     problems.install(app)
-    for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router):
+    for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, tokens.router):
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
     ui.install(app)  # the web UI at /ui (session cookie, login redirect)
-    # Outermost first: the body limit runs before idempotency reads the body.
+    # Added innermost first; outermost: gzip, then the body limit runs before idempotency
+    # reads the body, and JSON (for /v1, not the UI's forms) is checked last. Large answers
+    # (a schedule's Pareto set, a plan's layers) are compressed for clients that accept gzip.
+    app.add_middleware(JsonBody)
     app.add_middleware(Idempotency, service_of=lambda scope: scope["app"].state.service, ttl_s=settings.idempotency_ttl_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
     return app

@@ -8,10 +8,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import secrets
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -83,6 +85,26 @@ def list_tokens(db: Database) -> list[TokenInfo]:
     with db.session() as s:
         rows = s.scalars(select(TokenRow).order_by(TokenRow.created_at)).all()
         return [TokenInfo(r.id, r.name, r.scopes.split(","), json.loads(r.deployments), r.created_at, r.revoked_at) for r in rows]
+
+
+FIRST_ADMIN_FILE = "admin-token"
+
+
+def ensure_first_admin(db: Database, data_dir: Path) -> tuple[str, str, Path] | None:
+    """A service with no token at all gets one admin token, once: its secret is
+    returned to be printed and written (mode 0600) to data_dir/admin-token, so a
+    first-time user can authenticate. A store that has ever had a token (even a
+    revoked one) gets none: a restart never mints another."""
+    with db.session() as s:
+        if s.scalar(select(TokenRow.id).limit(1)) is not None:
+            return None
+    token_id, secret = create_token(db, "first-admin", ["admin"])
+    path = Path(data_dir).resolve() / FIRST_ADMIN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    return token_id, secret, path
 
 
 class Authenticator:

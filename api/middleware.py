@@ -1,10 +1,12 @@
-"""Two ASGI middlewares in front of the routers:
+"""Three ASGI middlewares in front of the routers:
 
 - BodyLimit: a body over max_body_bytes is refused with 413 before anything parses
   it (Content-Length checked first, streamed bodies counted);
 - Idempotency: a POST carrying `Idempotency-Key` is answered once; a retry with the
   same key and the same request gets the stored response (never a duplicate), the
-  same key with a different request gets 422, one still in progress 409.
+  same key with a different request gets 422, one still in progress 409;
+- JsonBody: a body sent as anything but JSON (curl -d sends a form) gets 415 saying
+  what to send, not a validator's "Input should be a valid dictionary".
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 
 
-async def send_problem(send: Send, status: int, title: str, detail: str, issues=(), kind=None, instance=None) -> None:  # noqa: ANN001
+async def send_problem(send: Send, status: int, title: str, detail: str, issues=(), kind=None, instance=None,  # noqa: ANN001
+                       headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     body = json.dumps(problem_body(status, title, detail, issues, kind, instance)).encode()
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/problem+json"), (b"content-length", str(len(body)).encode())]})
+                "headers": [(b"content-type", b"application/problem+json"), (b"content-length", str(len(body)).encode()),
+                            *headers]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -81,6 +85,25 @@ class BodyLimit:
             if not message.get("more_body", False):
                 break
         await self.app(scope, _replay(b"".join(chunks)), send)
+
+
+class JsonBody:
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in BODY_METHODS or not scope["path"].startswith("/v1/"):
+            return await self.app(scope, receive, send)  # the web UI (/ui) posts forms
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length", b"0").strip()
+        has_body = b"transfer-encoding" in headers or (length.isdigit() and int(length) > 0)
+        media = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+        if has_body and not (media == "application/json" or (media.startswith("application/") and media.endswith("+json"))):
+            got = f"Content-Type '{media}'" if media else "no Content-Type"
+            reason = f"the body must be JSON: send it with Content-Type: application/json (got {got})"
+            return await send_problem(send, 415, "Unsupported Media Type", reason, [Issue("header.content-type", reason)],
+                                      "unsupported-media-type", scope["path"], ((b"accept", b"application/json"),))
+        return await self.app(scope, receive, send)
 
 
 class Idempotency:

@@ -149,7 +149,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
         issues = validation_issues(exc.errors())
-        detail = str(issues[0]) + (f" (and {len(issues) - 1} more)" if len(issues) > 1 else "") if issues else "invalid request"
+        detail = InputError(issues).one_line() if issues else "invalid request"
         return problem_response(422, "Invalid input", detail, issues, kind="invalid-input", instance=request.url.path)
 
     @app.exception_handler(PlannerError)

@@ -140,6 +140,26 @@ ScheduleSubmission = create_model(
 )
 
 
+class BestEntry(BaseModel):
+    objective: str = Field(description="One of objective_names")
+    value: float
+    entry: int = Field(description="0-based index of that entry in the stored Pareto set (?view=entries&offset=)")
+
+
+class ScheduleDigest(BaseModel):
+    """What a schedule found, small: its objectives by name, the best entry for each,
+    and how many entries the Pareto set holds."""
+
+    objective_names: list[str]
+    front_size: int = Field(description="Entries of the Pareto set before max_entries")
+    stored_entries: int = Field(description="Entries stored (at most max_entries)")
+    schedulable_entries: int = Field(description="Stored entries that meet every deadline")
+    best: list[BestEntry] = Field(description="Per objective, the stored entry that minimises it")
+    view: Literal["summary", "entries"]
+    offset: int = Field(description="view=entries: index of schedule.entries[0] in the stored set")
+    timelines: bool = Field(description="Whether schedule.entries carry their per-PE timelines")
+
+
 class ScheduleResource(BaseModel):
     id: str
     job_id: str | None = None
@@ -147,7 +167,9 @@ class ScheduleResource(BaseModel):
     profile_ids: list[Sha256] = Field(description="Per app, in request order")
     created_at: dt.datetime
     request: ScheduleSubmission
-    schedule: Schedule
+    summary: ScheduleDigest | None = None
+    schedule: Schedule = Field(description="view=summary: `entries` holds the best entry per objective (see "
+                               "summary.best); view=entries: the page offset..offset+limit of the Pareto set")
 
 
 class ScheduleSummary(BaseModel):
@@ -254,9 +276,44 @@ class SolverInfo(BaseModel):
     description: str
 
 
+class Health(BaseModel):
+    """The service answers: the process is up and its event loop is serving."""
+
+    model_config = {"json_schema_extra": {"examples": [{"status": "ok"}]}}
+
+    status: Literal["ok"] = Field(description="Always ok when the service answers")
+
+
 class ServiceInfo(BaseModel):
     service: str
     version: str
     auth: Literal["bearer", "insecure-dev"]
     limits: dict[str, float]
     docs: dict[str, str]
+
+
+class TokenRequest(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(min_length=1, max_length=100, description="Who or what uses it (ci, board-17)")
+    scopes: list[Literal["admin", "pipeline", "executor"]] = Field(
+        min_length=1, description="admin: everything; pipeline: documents, plans, schedules, deployments; "
+        "executor: reads its deployments' active plan")
+    deployments: list[str] = Field(default_factory=list, description="Executor tokens: the deployments (ids or names) it may read")
+
+
+class TokenResource(BaseModel):
+    id: str
+    name: str
+    scopes: list[str]
+    deployments: list[str]
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None = None
+
+
+class TokenCreated(TokenResource):
+    secret: str = Field(description="The bearer secret: shown in this answer only, stored hashed")
+
+
+class TokenList(BaseModel):
+    items: list[TokenResource]

@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -87,6 +88,42 @@ def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
     if kind == "asymo-cpu":
         return {"clusters": len(doc.clusters), "samples": sum(len(c.samples) for c in doc.clusters)}
     return {"ops": len(doc.ops)}
+
+
+@dataclass(frozen=True)
+class ScheduleShape:
+    """How much of a stored schedule an answer carries (query parameters of the GETs)."""
+
+    view: str = "summary"  # summary | entries
+    offset: int = 0
+    limit: int = 20
+    timelines: bool = False
+
+    def apply(self, doc: dict) -> tuple[dict, dict]:
+        entries = doc.get("entries", [])
+        names = doc.get("objective_names", [])
+        best = []
+        for k, name in enumerate(names):
+            scored = [(e["objectives"][k], i) for i, e in enumerate(entries) if k < len(e.get("objectives", []))]
+            if scored:
+                value, i = min(scored)
+                best.append({"objective": name, "value": value, "entry": i})
+        if self.view == "summary":
+            picked = sorted({b["entry"] for b in best})
+            offset = 0
+        else:
+            picked = list(range(self.offset, min(len(entries), self.offset + self.limit)))
+            offset = self.offset
+        shown = []
+        for i in picked:
+            e = dict(entries[i])
+            if not self.timelines:
+                e["timeline"] = None
+            shown.append(e)
+        digest = {"objective_names": names, "front_size": doc.get("front_size", len(entries)),
+                  "stored_entries": len(entries), "schedulable_entries": sum(bool(e.get("schedulable")) for e in entries),
+                  "best": best, "view": self.view, "offset": offset, "timelines": self.timelines}
+        return {**doc, "entries": shown}, digest
 
 
 class Service:
@@ -336,15 +373,20 @@ class Service:
         request = self.checked_schedule(sub)
         return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json())
 
-    def schedule_json(self, schedule_id: str) -> bytes:
+    def schedule_json(self, schedule_id: str, shape: "ScheduleShape | None" = None) -> bytes:
+        """The ScheduleResource; `shape` (None = the whole document) cuts a Pareto set of
+        thousands of entries with timelines (20 MB) to the summary or one page."""
         with self.db.session() as s:
             row = s.get(ScheduleRow, schedule_id)
             if row is None:
                 raise ApiError(404, f"no schedule with id {schedule_id}")
             body = row.body
-        return spliced_json({"id": row.id, "job_id": row.job_id, "platform_id": row.platform_id,
-                             "profile_ids": json.loads(row.profile_ids), "created_at": iso(row.created_at)},
-                            request=row.request, schedule=body)
+        head = {"id": row.id, "job_id": row.job_id, "platform_id": row.platform_id,
+                "profile_ids": json.loads(row.profile_ids), "created_at": iso(row.created_at)}
+        if shape is None:
+            return spliced_json(head, request=row.request, schedule=body)
+        schedule, digest = shape.apply(json.loads(body))
+        return spliced_json({**head, "summary": digest}, request=row.request, schedule=json.dumps(schedule))
 
     def list_schedules(self, limit: int, offset: int, platform_id: str | None) -> tuple[int, list[ScheduleRow]]:
         return self._page(ScheduleRow, limit, offset, platform_id=platform_id or None)

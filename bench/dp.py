@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from models.compile import compile_problem  # noqa: E402
 from planner.core.io import load  # noqa: E402
+from planner.progress import track  # noqa: E402
 from planner.core.problem import Problem  # noqa: E402
 from planner.core.schema import ModelProfile, Platform  # noqa: E402
 from tests.support.synthetic import random_problem  # noqa: E402
@@ -75,7 +76,7 @@ def main() -> int:
     ]
     rows = []
     print(f"{'case':<12} {'objective':<8} {'L':>5} {'T':>3} {'limited':>7} {'fast_ms':>9} {'ref_ms':>10} {'ref/fast':>8}  same optimum")
-    for name, p, objective in cases:
+    for name, p, objective in track(cases, "dp cases"):
         small = p.n_layers <= 100
         reps_fast = args.repeats or (200 if small else 20)
         reps_ref = args.repeats or (50 if small else 3)

@@ -33,6 +33,7 @@ from models.compile import compile_problem  # noqa: E402
 from models.transitions import fit_report  # noqa: E402
 from planner.core.evaluate import constraint_violations, evaluate  # noqa: E402
 from planner.core.io import load  # noqa: E402
+from planner.progress import track  # noqa: E402
 from planner.plan import notation, select_view  # noqa: E402
 from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from solvers.pareto import ParetoSolver, compute_frontier  # noqa: E402
@@ -81,7 +82,7 @@ def main() -> int:
     for stem in ("vgg19_fused", "vgg19_unfused"):
         plat, view = view_of(stem)
         e_gpu = all_gpu_energy(view)
-        for K in (1, 3):
+        for K in track((1, 3), f"frontier {stem}"):
             dp_med, dp_min, front = timed(lambda: compute_frontier(view, K), args.repeats)
             rows = []
             for frac in CAPS:
@@ -128,7 +129,7 @@ def main() -> int:
         print()
         print(f"Z3 encodings (time limit {args.time_limit:g} s; 'pb' is the default):")
         subset = [("vgg19_fused", 1), ("vgg19_fused", 3), ("vgg19_unfused", 1), ("vgg19_unfused", 3)]
-        for stem, K in subset:
+        for stem, K in track(subset, "z3 encodings"):
             _, view = view_of(stem)
             e_gpu = all_gpu_energy(view)
             for enc in ("pb", "lagrange", "onehot", "axonn"):

@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from models.compile import compile_problem  # noqa: E402
 from planner.core.io import load  # noqa: E402
+from planner.progress import track  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
 from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from profiles.generate import WORKLOADS  # noqa: E402
@@ -43,7 +44,7 @@ def main() -> int:
         ratios: dict[str, list[float]] = {}
         print(f"\n== {objective} ==")
         header = None
-        for stem, name, *_ in WORKLOADS:
+        for stem, name, *_ in track(WORKLOADS, f"mosaic {objective}"):
             profile = load(ModelProfile, ROOT / f"profiles/models/{stem}.json", "profile")
             problem = compile_problem(platform, profile)
             t0 = time.perf_counter()

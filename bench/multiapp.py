@@ -32,6 +32,7 @@ from models.multiapp import compile_schedule  # noqa: E402
 from planner.core.io import load  # noqa: E402
 from planner.core.multiapp import PENALTY, evaluate_batch, evaluate_mapping, pareto_mask  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
+from planner.progress import Bar  # noqa: E402
 from planner.registry import get_solver  # noqa: E402
 
 NETS = [("SqueezeNet", "squeezenet_s9", 33.0), ("MobileNet-v1", "mobilenet_v1_s9", 40.0), ("MobileNet-v2", "mobilenet_v2_s9", 50.0)]
@@ -103,7 +104,8 @@ def bench_ga(plat, profs, seeds, generations, window):
                                     "record_history": True})
         sp = compile_schedule(plat, profs, req)
         t = time.perf_counter()
-        sol = ga.solve(sp, req)
+        with Bar(f"GA {selection} seed {seed} ({gens} generations)") as bar:
+            sol = ga.solve(sp, req, bar)
         wall = time.perf_counter() - t
         runs.append({"selection": selection, "seed": seed, "generations": gens, "wall_s": wall, "solution": sol})
     fronts = [r["solution"].history[-1]["front"] for r in runs]
@@ -162,12 +164,14 @@ def bench_fig6(plat, profs, caps, ilp_limit_s, ga_generations):
                                                       "options": {"workers": 1}})
             sp = compile_schedule(plat, profs, req_ilp)
             t = time.perf_counter()
-            ilp = cpsat.solve(sp, req_ilp)
+            with Bar(f"CP-SAT {name} cap {cap:.1f}") as bar:
+                ilp = cpsat.solve(sp, req_ilp, bar)
             t_ilp = time.perf_counter() - t
             req_ga = ScheduleRequest.model_validate({**base, "seed": 0, "time_limit_s": 3600,
                                                      "options": {"generations": ga_generations, "population": 100}})
             t = time.perf_counter()
-            g = ga.solve(sp, req_ga)
+            with Bar(f"GA {name} cap {cap:.1f}") as bar:
+                g = ga.solve(sp, req_ga, bar)
             t_ga = time.perf_counter() - t
             for ci, mp in enumerate(sp.configs):
                 il = ilp.details["per_config"][ci]

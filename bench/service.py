@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from planner.progress import track  # noqa: E402
+
 
 def cpu_s(pid: int) -> tuple[float, float] | None:
     """(CPU seconds of the process, of its child processes) from /proc; None elsewhere."""
@@ -174,7 +176,7 @@ def main() -> int:
                                                            "objective": "energy"}, headers=headers)
         assert first.status_code == 201, first.text
         best: dict[str, dict] = {}
-        for _ in range(args.rounds):
+        for _ in track(range(args.rounds), "service rounds"):
             for name, make in (("trivial", trivial_request), ("dp_plan", plan_request(False)),
                                ("dp_plan_compare", plan_request(True)), ("dp_plan_repeat", plan_request(True, True))):
                 res = asyncio.run(load("127.0.0.1", server.port, make, args.clients, args.seconds, server.proc.pid))

@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork  # noqa: E402
 from planner.core.io import load  # noqa: E402
+from planner.progress import track  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
 from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 
@@ -49,7 +50,7 @@ def geomean(xs):
 def mulayer_figures() -> list[dict]:
     plat = load(Platform, MUL / "exynos7420.json", "platform")
     rows = []
-    for stem in MULAYER_NETS:
+    for stem in track(MULAYER_NETS, "muLayer networks"):
         prof = load(ModelProfile, MUL / f"{stem}.json", "profile")
         t0 = time.perf_counter()
         plan = make_plan(plat, prof, PlanRequest(solver="mulayer"))
@@ -91,7 +92,7 @@ def mulayer_figures() -> list[dict]:
 def asymo_figures() -> list[dict]:
     cpu = load(AsymoCpu, ASY / "kirin970_cpu.json", "platform")
     rows = []
-    for stem in ASYMO_NETS:
+    for stem in track(ASYMO_NETS, "AsyMo networks"):
         net = load(AsymoNetwork, ASY / f"{stem}.json", "profile")
         row: dict = {"network": net.name, "ops": len(net.ops)}
         for split in ("measured", "balanced"):

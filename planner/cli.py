@@ -19,8 +19,25 @@ EXIT_INFEASIBLE = 3
 EXIT_INTERNAL = 1
 
 
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, unless it has none (None, off, empty)
+    or the help already states it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        d = action.default
+        if "default" in text or d is None or d is False or d == [] or d == argparse.SUPPRESS or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """Usage errors in one line too (argparse prints the whole usage by default)."""
+    """Usage errors in one line too (argparse prints the whole usage by default); help
+    shows every option's default (subcommands are built with this class too)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -34,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Plan DNN inference on heterogeneous SoCs: slicing, device and frequency per slice.",
     )
     parser.add_argument("--version", action="version", version=f"planner {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not mod.name.startswith("_"):
             importlib.import_module(f"planner.commands.{mod.name}").register(sub)

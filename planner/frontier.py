@@ -17,7 +17,7 @@ from planner.core.errors import InfeasibleError
 from planner.core.evaluate import evaluate
 from planner.plan import notation, select_view
 from planner.core.schema import ModelProfile, PlanRequest, Platform
-from planner.core.solver import Stopwatch
+from planner.core.solver import Progress, Stopwatch
 from solvers.baselines import preferred_plan
 from solvers.pareto import compute_frontier
 
@@ -68,6 +68,7 @@ def frontier_report(
     devices: list[str] | None = None,
     targets: str = "all_levels",
     steps: int = 10,
+    progress: Progress | None = None,
 ) -> FrontierReport:
     clock = Stopwatch()
     request = PlanRequest(objective="energy", targets=targets, constraints={"devices": devices, "max_transitions": max_transitions})
@@ -76,7 +77,7 @@ def frontier_report(
         sum(1 for u in view.targets if u.device_id == t.device_id) > 1 for t in view.targets
     )
     t0 = Stopwatch()
-    front = compute_frontier(view, max_transitions)
+    front = compute_frontier(view, max_transitions, progress)
     solve_ms = t0.ms
     if len(front) == 0:
         raise InfeasibleError("constraints", "no plan satisfies the operator, memory and transition constraints")

@@ -140,24 +140,38 @@ def metrics_of(ev: Evaluation) -> Metrics:
     )
 
 
-def comparisons(view: Problem, request: PlanRequest, value: float) -> list[Comparison]:
+def comparisons(view: Problem, request: PlanRequest, value: float, plan_ev: Evaluation | None = None) -> list[Comparison]:
     """The plans users would otherwise run, scored by the same evaluator. A solver
     with a `comparison_plans(view, request)` hook names its own (muLayer: the
-    single-processor and layer-to-processor mechanisms of its Fig. 16)."""
+    single-processor and layer-to-processor mechanisms of its Fig. 16). Each carries
+    the request's constraints it breaks (an alternative over the energy cap is no
+    alternative), and an admissible one that beats the plan says why (`scope_note`:
+    what the solver does not trade, e.g. AsyMo energy-first keeps its cluster set)."""
     from solvers.baselines import baseline_plans, random_search
 
     out = []
-    hook = getattr(get_solver(request.solver), "comparison_plans", None)
+    solver = get_solver(request.solver)
+    hook = getattr(solver, "comparison_plans", None)
     if hook is not None:
         cands = hook(view, request)
     else:
         cands = baseline_plans(view, request.objective)
         cands["random-1000"] = random_search(view, request.objective, 1000, request.seed, dict(cands))[0]
+    other = "energy" if request.objective == "latency" else "latency"
     for name, a in cands.items():
         ev = evaluate(view, a)
         base = ev.objective(request.objective)
         if not math.isfinite(base):
             continue
+        broken = constraint_violations(ev, request.constraints)
+        note = None
+        if not broken and base < value * (1 - 1e-9):
+            mine = plan_ev.objective(other) if plan_ev is not None else math.nan
+            theirs = ev.objective(other)
+            trade = (f" at {theirs / mine:.2f}x this plan's {other}" if mine > 0 and math.isfinite(mine) else "")
+            why = getattr(solver, "scope_note", None) or (
+                f"'{solver.name}' is not exact for this request" if not solver.capabilities.exact else "")
+            note = f"lower {request.objective}{trade}" + (f": {why}" if why else "")
         out.append(
             Comparison(
                 name=name,
@@ -165,7 +179,8 @@ def comparisons(view: Problem, request: PlanRequest, value: float) -> list[Compa
                 latency_ms=ev.latency_ms,
                 energy_mj=ev.energy_mj,
                 saving_pct=100.0 * (base - value) / base if base > 0 else 0.0,
-                violations=constraint_violations(ev, request.constraints),
+                violations=broken,
+                note=note,
             )
         )
     return out
@@ -204,10 +219,12 @@ def assemble(
             "device": tg.device_id,
             "freq_mhz": tg.freq_mhz,
             "target": label,
-            "time_ms": sc.time_ms,
-            "energy_mj": sc.energy_mj,
+            "time_ms": sc.time_ms + sc.transition_time_ms,
+            "energy_mj": sc.energy_mj + sc.transition_energy_mj,
             "comm_in_time_ms": sc.comm_in_time_ms,
             "comm_out_time_ms": sc.comm_out_time_ms,
+            "transition_time_ms": sc.transition_time_ms,
+            "transition_energy_mj": sc.transition_energy_mj,
             "memory_bytes": sc.memory_bytes,
             "extra": dict(tg.extra),
         })
@@ -234,6 +251,7 @@ def assemble(
         "model": profile.name,
         "objective": request.objective,
         "notation": notation(view, a, with_freq),
+        "symbols": {tg.symbol: tg.device_id for tg in view.targets},
         "slices": slices,
         "layers": layers,
         "metrics": metrics_of(ev),
@@ -249,7 +267,7 @@ def assemble(
             "notes": solution.notes,
             "details": solution.details,
         },
-        "comparisons": comparisons(view, request, value) if request.compare_baselines else [],
+        "comparisons": comparisons(view, request, value, ev) if request.compare_baselines else [],
         "warnings": warnings,
         "provenance": {
             "platform_sha256": content_hash(platform),

@@ -105,6 +105,10 @@ class AsymoSolver:
     )
 
     documents = (AsymoCpu, AsymoNetwork)
+    # Why an alternative (little@max) can use less energy than energy-first's plan.
+    scope_note = ("AsyMo's energy-first mode (section 4.4) keeps latency-first's cluster set and "
+                  "lowers it to the least-energy frequency; it does not trade latency for energy by "
+                  "dropping clusters")
     problem_kind = "asymo"  # compiled by models.asymo (models.compilers)
 
     def solve(self, problem: Problem, request: PlanRequest, progress: Progress | None = None) -> Solution:

@@ -109,7 +109,7 @@ def _filter_3d(lat, en, mem):
     return order[keep]
 
 
-def compute_frontier(problem: Problem, max_transitions: int | None = None) -> Frontier:
+def compute_frontier(problem: Problem, max_transitions: int | None = None, progress: Progress | None = None) -> Frontier:
     L, T = problem.n_layers, problem.n_targets
     KK = 1 if max_transitions is None else min(max_transitions, max(L - 1, 0)) + 1
     counted = max_transitions is not None
@@ -138,6 +138,8 @@ def compute_frontier(problem: Problem, max_transitions: int | None = None) -> Fr
         n = lat.size
         if n == 0:
             break
+        if progress is not None:
+            progress(i / L, f"layer {i + 1}/{L}, {n} labels")
         fb = feas[i]
         p_t = pt[i - 1] if pt is not None else None
         p_e = pe[i - 1] if pe is not None else None

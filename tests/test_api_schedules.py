@@ -63,7 +63,8 @@ def test_schedule_job_stores_what_make_schedule_returns(api, docs, ids):
     done = api.wait_job(job["id"])
     assert done["state"] == "succeeded", done
     sid = done["schedule_id"]
-    res = api.client.get(f"/v1/schedules/{sid}", headers=api.h()).json()
+    full = "?view=entries&limit=1000&timelines=true"
+    res = api.client.get(f"/v1/schedules/{sid}{full}", headers=api.h()).json()
     assert res["id"] == sid and res["job_id"] == job["id"] and res["profile_ids"] == [ids["a"], ids["b"]]
     assert res["request"] == job["request"]
     got = Schedule.model_validate(res["schedule"])
@@ -78,7 +79,7 @@ def test_schedule_job_stores_what_make_schedule_returns(api, docs, ids):
     assert got.entries and got.entries[0].timeline is not None
     assert got.provenance.profile_sha256 == want.provenance.profile_sha256
     # the job's result link and the listing point at the same document
-    assert api.client.get(f"/v1/jobs/{job['id']}/result", headers=api.h()).json() == res
+    assert api.client.get(f"/v1/jobs/{job['id']}/result{full}", headers=api.h()).json() == res
     listed = api.client.get(f"/v1/schedules?platform_id={ids['platform']}", headers=api.h()).json()
     item = next(i for i in listed["items"] if i["id"] == sid)
     assert item["front_size"] == got.front_size and item["schedulable"] == got.entries[0].schedulable
@@ -152,7 +153,7 @@ def test_cancel_a_running_schedule_job(api, ids):
     # the worker pool is usable after the kill
     done = api.wait_job(api.client.post("/v1/schedules", json=body(ids, max_entries=1), headers=api.h()).json()["id"])
     assert done["state"] == "succeeded"
-    sched = api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()["schedule"]
+    sched = api.client.get(f"/v1/schedules/{done['schedule_id']}?view=entries", headers=api.h()).json()["schedule"]
     assert len(sched["entries"]) == 1
 
 
@@ -223,7 +224,7 @@ def test_default_solver_is_auto_and_the_front_can_be_thinned(api, ids):
     assert r.json()["request"]["solver"] == "auto"
     done = api.wait_job(r.json()["id"])
     assert done["state"] == "succeeded", done
-    got = Schedule.model_validate(api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()["schedule"])
+    got = Schedule.model_validate(api.client.get(f"/v1/schedules/{done['schedule_id']}?view=entries", headers=api.h()).json()["schedule"])
     assert got.solver_choice.requested == "auto" and got.solver_choice.ran == "exhaustive" and got.front_exact
     assert got.report.solver == "exhaustive" and len(got.entries) == got.front_size == 3
     assert got.compaction.thinned_to == 3 and got.compaction.found >= 3

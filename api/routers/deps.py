@@ -4,9 +4,11 @@ not block."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import Query, Request
 
-from api.service import Service
+from api.service import ScheduleShape, Service
 
 
 async def service(request: Request) -> Service:
@@ -21,3 +23,14 @@ class Paging:
 
 async def paging(limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=1_000_000_000)) -> Paging:
     return Paging(limit, offset)
+
+
+async def schedule_shape(
+    view: Literal["summary", "entries"] = Query(
+        "summary", description="summary: the objectives by name, the best entry per objective and the counts; "
+        "entries: a page of the Pareto set (offset, limit)"),
+    offset: int = Query(0, ge=0, le=1_000_000, description="view=entries: first entry of the page (0-based)"),
+    limit: int = Query(20, ge=1, le=1000, description="view=entries: entries per page"),
+    timelines: bool = Query(False, description="Include each shown entry's per-PE timeline (large)"),
+) -> ScheduleShape:
+    return ScheduleShape(view, offset, limit, timelines)

@@ -23,7 +23,7 @@ WRITE = Depends(require("pipeline"))
 READ = Depends(require("pipeline"))
 
 
-def _routes(kind: str, model: type, title: str, note: str = "") -> None:
+def _routes(kind: str, model: type, title: str, plural: str, note: str = "") -> None:
     """POST /v1/{kind}s, GET /v1/{kind}s and GET /v1/{kind}s/{id} for one document type."""
     collection = f"/{kind}s"
 
@@ -49,15 +49,15 @@ def _routes(kind: str, model: type, title: str, note: str = "") -> None:
         responses={200: {"model": DocumentInfo, "description": "Already stored (same content, same id)"},
                    **responses(401, 403, 409, 413, 422)})
     router.add_api_route(collection, listing, methods=["GET"], response_model=DocumentList,
-                         summary=f"List {title}s", operation_id=f"list_{name}s", responses=responses(401, 403, 422))
+                         summary=f"List {plural}", operation_id=f"list_{name}s", responses=responses(401, 403, 422))
     router.add_api_route(f"{collection}/{{doc_id}}", fetch, methods=["GET"], response_model=model,
                          summary=f"Fetch {title}", operation_id=f"get_{name}", responses=responses(401, 403, 404, 422))
 
 
-_routes("platform", Platform, "a platform")
-_routes("profile", ModelProfile, "a model profile")
-_routes("asymo-cpu", AsymoCpu, "an AsyMo CPU description",
+_routes("platform", Platform, "a platform", "platforms")
+_routes("profile", ModelProfile, "a model profile", "model profiles")
+_routes("asymo-cpu", AsymoCpu, "an AsyMo CPU description", "AsyMo CPU descriptions",
         "Clusters of an asymmetric CPU with their measured multiply rows; name it as platform_id in a plan request "
         "with solver `asymo`.")
-_routes("asymo-network", AsymoNetwork, "an AsyMo network",
+_routes("asymo-network", AsymoNetwork, "an AsyMo network", "AsyMo networks",
         "A network's matrix multiplies in execution order; name it as profile_id in a plan request with solver `asymo`.")

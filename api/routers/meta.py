@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse, Response
 from api.auth import Principal, require
 from api.problems import responses
 from api.routers.deps import service
-from api.schemas import ServiceInfo, SolverInfo
+from api.schemas import Health, ServiceInfo, SolverInfo
 from api.service import Service
 from planner import __version__
 from planner.registry import registry
@@ -29,7 +29,7 @@ def docs_assets_dir() -> Path:
     return Path(fastapi_offline.__file__).parent / "static"
 
 
-@router.get("/v1/health", summary="Liveness (no auth)", response_model=dict[str, str])
+@router.get("/v1/health", summary="Liveness (no auth)", response_model=Health)
 async def health():
     return Response(_HEALTH, media_type="application/json")
 

@@ -11,9 +11,9 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from api import views
 from api.auth import Principal, require
 from api.problems import ApiError, responses
-from api.routers.deps import Paging, paging, service
+from api.routers.deps import Paging, paging, schedule_shape, service
 from api.schemas import ExecutorPlan, JobList, JobResource, PlanList, PlanResource, PlanSubmission, ScheduleResource
-from api.service import Service
+from api.service import ScheduleShape, Service
 from planner.core.errors import Issue
 
 router = APIRouter(prefix="/v1")
@@ -79,15 +79,17 @@ def get_job(job_id: ResId, svc: Service = Depends(service), _: Principal = PIPEL
 
 @router.get("/jobs/{job_id}/result", response_model=PlanResource | ScheduleResource,
             summary="The plan (or schedule) a finished job made", tags=["jobs"],
-            description="A plan job's PlanResource, a schedule job's ScheduleResource. 409 while the job is queued "
+            description="A plan job's PlanResource, a schedule job's ScheduleResource (a summary by default; the "
+                        "query parameters view, offset, limit and timelines as for GET /v1/schedules/{id}). 409 while the job is queued "
                         "or running, or when it failed or was cancelled (with the reason).",
             responses=responses(401, 403, 404, 409, 422))
-def get_job_result(job_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
+def get_job_result(job_id: ResId, shape: ScheduleShape = Depends(schedule_shape), svc: Service = Depends(service),
+                   _: Principal = PIPELINE):
     job = svc.job(job_id)
     if job.state == "succeeded" and job.plan_id:
         return Response(svc.plan_json(job.plan_id), media_type="application/json")
     if job.state == "succeeded" and job.schedule_id:
-        return Response(svc.schedule_json(job.schedule_id), media_type="application/json")
+        return Response(svc.schedule_json(job.schedule_id, shape), media_type="application/json")
     if job.state == "failed":
         err = json.loads(job.error or "{}")
         issues = [Issue(e.get("path", ""), e.get("reason", "")) for e in err.get("errors", [])]

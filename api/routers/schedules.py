@@ -12,9 +12,9 @@ from starlette.concurrency import run_in_threadpool
 from api import views
 from api.auth import Principal, require
 from api.problems import responses
-from api.routers.deps import Paging, paging, service
+from api.routers.deps import Paging, paging, schedule_shape, service
 from api.schemas import JobResource, ScheduleList, ScheduleResource, ScheduleSubmission
-from api.service import Service
+from api.service import ScheduleShape, Service
 
 router = APIRouter(prefix="/v1", tags=["schedules"])
 PIPELINE = Depends(require("pipeline"))
@@ -47,9 +47,13 @@ def list_schedules(page: Paging = Depends(paging), platform_id: Sha = None, svc:
     return ScheduleList(total=total, limit=page.limit, offset=page.offset, items=[views.schedule_summary(r) for r in rows])
 
 
-@router.get("/schedules/{schedule_id}", response_model=ScheduleResource, summary="The full Schedule document",
+@router.get("/schedules/{schedule_id}", response_model=ScheduleResource, summary="A schedule: summary or a page of entries",
             description="The Pareto set of joint mappings: per network its response time, energy and deadline "
-                        "verdict, per entry the schedulability verdict and the per-PE timeline.",
+                        "verdict, per entry the schedulability verdict and the per-PE timeline. By default a summary "
+                        "(`summary`: objectives by name, the best entry per objective, counts; `schedule.entries`: "
+                        "those best entries); `view=entries&offset=&limit=` pages through the set, `timelines=true` "
+                        "adds the per-PE timelines. Send `Accept-Encoding: gzip` for large answers.",
             responses=responses(401, 403, 404, 422))
-def get_schedule(schedule_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
-    return Response(svc.schedule_json(schedule_id), media_type="application/json")
+def get_schedule(schedule_id: ResId, shape: ScheduleShape = Depends(schedule_shape), svc: Service = Depends(service),
+                 _: Principal = PIPELINE):
+    return Response(svc.schedule_json(schedule_id, shape), media_type="application/json")

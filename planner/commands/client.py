@@ -15,6 +15,7 @@ from pathlib import Path
 
 from planner.commands.solve import add_request_arguments
 from planner.core.errors import InfeasibleError, InputError, Issue, PlannerError
+from planner.progress import Bar
 
 SHA = re.compile(r"^[0-9a-f]{64}$")
 
@@ -136,43 +137,21 @@ def _doc_id(client: Client, value: str, kind: str) -> str:
     return upload(client, value, kind)["id"]
 
 
-class ProgressBar:
-    def __init__(self, stream=sys.stderr):  # noqa: ANN001
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.last = None
-
-    def show(self, job: dict) -> None:
-        frac = float(job.get("progress") or 0.0)
-        line = f"job {job['id']} {job['state']:<9} [{'#' * int(frac * 30):<30}] {frac:4.0%}  {job.get('message', '')[:60]}"
-        if self.tty:
-            self.stream.write("\r" + line.ljust(120)[:120])
-            self.stream.flush()
-        elif (job["state"], int(frac * 10)) != self.last:
-            self.stream.write(line + "\n")
-            self.stream.flush()
-        self.last = (job["state"], int(frac * 10))
-
-    def end(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
 def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
-    bar = ProgressBar()
+    """Poll until the job ends, with a bar on a terminal; Ctrl-C (at any moment after
+    the job exists) cancels it on the service."""
     try:
-        while job["state"] in ("queued", "running"):
-            bar.show(job)
-            time.sleep(interval_s)
-            job = client.call("GET", f"/v1/jobs/{job['id']}").json()
-        bar.show(job)
+        with Bar(f"job {job['id']}") as bar:
+            while job["state"] in ("queued", "running"):
+                bar(float(job.get("progress") or 0.0), f"{job['state']}: {job.get('message', '')}")
+                time.sleep(interval_s)
+                job = client.call("GET", f"/v1/jobs/{job['id']}").json()
+            bar(float(job.get("progress") or 0.0), job["state"])
     except KeyboardInterrupt:
-        bar.end()
         client.call("DELETE", f"/v1/jobs/{job['id']}")
         print(f"planner: cancelled job {job['id']}", file=sys.stderr)
         raise
-    bar.end()
+    print(f"planner: job {job['id']} {job['state']}", file=sys.stderr)
     return job
 
 

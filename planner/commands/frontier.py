@@ -9,6 +9,7 @@ import io
 import json
 
 from planner.frontier import FrontierReport, frontier_report
+from planner.progress import Bar
 from planner.core.io import load
 from planner.core.schema import ModelProfile, Platform
 
@@ -82,10 +83,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--steps", "must be between 0 and 1000")
     platform = load(Platform, args.platform, "platform")
     profile = load(ModelProfile, args.profile, "profile")
-    report = frontier_report(
-        platform, profile, max_transitions=args.max_transitions,
-        devices=args.devices.split(",") if args.devices else None, targets=args.targets, steps=args.steps,
-    )
+    with Bar("frontier", delay_s=0.5) as bar:  # seconds on large inputs (thousands of layers, many levels)
+        report = frontier_report(
+            platform, profile, max_transitions=args.max_transitions,
+            devices=args.devices.split(",") if args.devices else None, targets=args.targets, steps=args.steps,
+            progress=bar,
+        )
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     elif args.csv:

@@ -18,8 +18,8 @@ from planner.registry import get_solver, registry
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a platform/profile pair and summarise the compiled problem")
-    p.add_argument("--platform", required=True, metavar="FILE")
-    p.add_argument("--profile", metavar="FILE")
+    p.add_argument("--platform", required=True, metavar="FILE", help="platform JSON")
+    p.add_argument("--profile", metavar="FILE", help="model profile JSON (default: the platform alone)")
     p.set_defaults(func=run_validate)
     s = sub.add_parser("solvers", help="list the solvers and what they support")
     s.set_defaults(func=run_solvers)

@@ -12,6 +12,7 @@ from planner.commands.solve import parse_options
 from planner.core.errors import InputError
 from planner.core.io import load, parse
 from planner.core.schema import ModelProfile, Platform, Schedule, ScheduleRequest
+from planner.progress import Bar
 from planner.scheduling import make_schedule
 
 
@@ -32,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-calibration", action="store_true", help="do not scale CPU times to the all-cores-busy frequency")
     p.add_argument("--window", choices=("period", "mobility"), default="period",
                    help="interval of the higher-priority demand bound (eq. 10-11): period as printed, or mobility")
-    p.add_argument("--time-limit", type=float, default=60.0, metavar="S")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds the solver may run in all")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the GA; same seed, same schedule")
     p.add_argument("--generations", type=int, help="GA generations per CPU configuration")
     p.add_argument("--population", type=int, help="GA population")
     p.add_argument("--selection", choices=("spea2", "spea2-deap", "nsga2"), help="GA selection")
@@ -187,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     platform = load(Platform, args.platform, "platform")
     profiles, apps = _apps(args)
     request = request_from_args(args, apps)
-    schedule = make_schedule(platform, profiles, request)
+    with Bar(f"schedule ({request.solver})", delay_s=0.5) as bar:
+        schedule = make_schedule(platform, profiles, request, progress=bar)
     doc = schedule.model_dump_json(indent=1)
     if args.out:
         try:

@@ -10,6 +10,11 @@ from pathlib import Path
 
 from planner.core.errors import InputError
 
+TOKEN_DOC = """`planner token`: create, list and revoke the service's API tokens (bearer tokens with
+scopes admin, pipeline, executor; stored hashed, a secret is printed once). It reads the
+database `planner serve` uses: --data-dir, else $PLANNER_DATA_DIR, else ./data (DATABASE_URL
+overrides both). `planner token list`, then `planner token revoke TOKEN_ID`."""
+
 BANNER = """
 ############################################################################
 #  INSECURE DEV MODE: authentication is OFF. Every caller is admin.        #
@@ -21,8 +26,8 @@ BANNER = """
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the planning service (REST API, Swagger UI at /docs)", description=__doc__)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: localhost only)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--data-dir", default=None, metavar="DIR", help="where the SQLite database lives (default: ./data)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port to listen on")
+    p.add_argument("--data-dir", default=None, metavar="DIR", help="where the SQLite database lives (default: $PLANNER_DATA_DIR, else ./data)")
     p.add_argument("--insecure-dev", action="store_true", help="no authentication: every caller is admin (development only)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="solver worker processes (default 1)")
     p.add_argument("--executor", default=None, metavar="WHERE",
@@ -34,10 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     p.set_defaults(func=run_serve)
 
-    t = sub.add_parser("token", help="create, list or revoke API tokens", description=__doc__)
+    t = sub.add_parser("token", help="create, list or revoke API tokens", description=TOKEN_DOC)
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--data-dir", default=None, metavar="DIR",
-                       help="the service's data directory (default: ./data; DATABASE_URL overrides)")
+                       help="the service's data directory, as given to planner serve (default: $PLANNER_DATA_DIR, else ./data; DATABASE_URL overrides)")
     tsub = t.add_subparsers(dest="token_command", metavar="ACTION", required=True)
     c = tsub.add_parser("create", parents=[where], help="create a token and print its secret (shown once)")
     c.add_argument("--name", required=True, help="who or what uses it (e.g. ci, board-17)")
@@ -60,9 +65,18 @@ def _settings(args: argparse.Namespace, **extra):
 
 
 def _db(args: argparse.Namespace):
+    """The database `planner serve` uses (same flags, same environment, same default).
+    A token command never creates one: a token in a fresh ./data of the wrong folder
+    would leave the server answering 401."""
     from api.db import Database
 
-    return Database(_settings(args).url)
+    settings = _settings(args)
+    if not settings.database_url:
+        path = Path(settings.data_dir).resolve() / "planner.sqlite"
+        if not path.exists():
+            raise InputError("--data-dir", f"no service database at {path}: start the service once (make run / "
+                             "planner serve), or name its data directory with --data-dir DIR or PLANNER_DATA_DIR")
+    return Database(settings.url)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -85,12 +99,35 @@ def run_serve(args: argparse.Namespace) -> int:
     if settings.insecure_dev:
         print(BANNER, file=sys.stderr, flush=True)
     where = settings.database_url and "DATABASE_URL" or str(Path(settings.data_dir).resolve())
+    if not settings.insecure_dev:
+        first_admin(settings)
     print(f"planner: serving on http://{args.host}:{args.port} (docs at /docs), data in {where}, jobs run "
           f"{'in local worker processes' if settings.executor == 'local' else 'on ' + settings.executor}",
           file=sys.stderr, flush=True)
     uvicorn.run(create_app(settings), host=args.host, port=args.port, access_log=not args.no_access_log,
                 timeout_graceful_shutdown=5, log_level="info")
     return 0
+
+
+def first_admin(settings) -> None:  # noqa: ANN001
+    """First run: an empty store gets an admin token, printed once with where it is kept."""
+    from api.auth import ensure_first_admin
+    from api.db import Database
+
+    db = Database(settings.url)
+    try:
+        made = ensure_first_admin(db, Path(settings.data_dir))
+    finally:
+        db.dispose()
+    if made is None:
+        return
+    token_id, secret, path = made
+    data = "" if Path(settings.data_dir).resolve() == Path("data").resolve() else f" --data-dir {Path(settings.data_dir).resolve()}"
+    print(f"planner: first run: created admin token {token_id}; its secret (shown this once, also in {path}, mode 0600):\n"
+          f"\n    {secret}\n\n"
+          f"planner: use it as 'Authorization: Bearer <secret>' (export PLANNER_TOKEN=$(cat {path})); make narrower tokens "
+          f"with 'planner token create{data} --name ci --scope pipeline', then delete {path}",
+          file=sys.stderr, flush=True)
 
 
 def run_token_create(args: argparse.Namespace) -> int:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 from planner.core.errors import InputError
 from planner.core.io import load, parse
 from planner.plan import make_plan
+from planner.progress import Bar
 from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform
 
 
@@ -17,22 +19,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--platform", required=True, metavar="FILE", help="platform JSON")
     p.add_argument("--profile", required=True, metavar="FILE", help="model profile JSON")
     add_request_arguments(p)
-    p.add_argument("--json", action="store_true", help="print the Plan document")
+    p.add_argument("--json", action="store_true", help="print the Plan document (JSON) instead of the table")
     p.set_defaults(func=run)
 
 
 def add_request_arguments(p: argparse.ArgumentParser) -> None:
     """The PlanRequest flags, shared by `solve` and the service client's `plan`."""
-    p.add_argument("--objective", choices=("latency", "energy"), default="latency")
+    p.add_argument("--objective", choices=("latency", "energy"), default="latency",
+                   help="what the plan minimises: latency (ms per inference) or energy (mJ per inference)")
     p.add_argument("--solver", default="dp", help="solver name (planner solvers lists them)")
-    p.add_argument("--targets", choices=("auto", "max_frequency", "all_levels"), default="auto")
-    p.add_argument("--devices", help="comma-separated device ids allowed to run layers")
-    p.add_argument("--max-latency", type=float, metavar="MS", dest="max_latency_ms")
-    p.add_argument("--energy-cap", type=float, metavar="MJ", dest="max_energy_mj")
-    p.add_argument("--max-transitions", type=int, metavar="K")
-    p.add_argument("--time-limit", type=float, default=30.0, metavar="S")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--option", action="append", default=[], metavar="KEY=JSON", help="solver option, repeatable")
+    p.add_argument("--targets", choices=("auto", "max_frequency", "all_levels"), default="auto",
+                   help="DVFS levels planned over: auto = each device at max frequency for latency, every level "
+                   "for energy or under an energy cap")
+    p.add_argument("--devices", help="comma-separated device ids allowed to run layers (default: all)")
+    p.add_argument("--max-latency", type=float, metavar="MS", dest="max_latency_ms",
+                   help="latency cap in ms per inference (default: none)")
+    p.add_argument("--energy-cap", type=float, metavar="MJ", dest="max_energy_mj",
+                   help="energy cap in mJ per inference, AxoNN (default: none)")
+    p.add_argument("--max-transitions", type=int, metavar="K",
+                   help="at most K target changes between adjacent layers, AxoNN eq. 5 (default: unlimited)")
+    p.add_argument("--time-limit", type=float, default=30.0, metavar="S",
+                   help="seconds the solver may run; a slow solver then returns its best plan, not proven")
+    p.add_argument("--seed", type=int, default=0, help="random seed (random baseline, randomised solvers); same seed, same plan")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=JSON",
+                   help="solver option, repeatable (e.g. ratios=[0.25,0.5]; default: none)")
     p.add_argument("--no-compare", action="store_true", help="skip the baseline comparison")
 
 
@@ -69,33 +79,75 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
     return parse(PlanRequest, data, "request")
 
 
+def legend(plan: Plan) -> list[str]:
+    """What the notation's letters and numbers mean, for this plan (NOTATION_LEGEND in full)."""
+    letters = ", ".join(f"{sym} = {dev}" for sym, dev in sorted(plan.symbols.items()))
+    freq = "; @MHz = DVFS frequency" if "@" in plan.notation else ""
+    lines = [f"legend    one token per slice: device letter + 1-based index of its first layer{freq}"]
+    if letters:
+        lines.append(f"          {letters}")
+    tokens = [plan.notation, *(c.notation for c in plan.comparisons)]
+    if any(_repeats(t) for t in tokens):
+        lines.append("          a letter repeated in a row (N1 N17) is a new slice on the same device: the previous "
+                     "slice reached the device's memory_limit_bytes, or they differ in frequency, data type, share or branch (column target)")
+    return lines
+
+
+def _repeats(notation: str) -> bool:
+    """Two slices in a row on one device (`N1 N17`, `L10@1018 L11@509`)."""
+    letters = [re.match(r"\D*", tok).group(0).split("@")[0] for tok in notation.split()]
+    return any(a == b for a, b in zip(letters, letters[1:]))
+
+
 def render(plan: Plan) -> str:
     m = plan.metrics
+    processor_ms = m.execution_time_ms + m.communication_time_ms
+    if abs(processor_ms - m.latency_ms) > 1e-6 * max(1.0, m.latency_ms):
+        # branches or split shares run on several processors at once: the latency is the critical path
+        timing = (f"critical path; processor time {processor_ms:.3f} = execution {m.execution_time_ms:.3f} + "
+                  f"communication {m.communication_time_ms:.3f}, summed over processors running in parallel")
+    else:
+        timing = f"execution {m.execution_time_ms:.3f} + communication {m.communication_time_ms:.3f}"
     lines = [
         f"{plan.model} on {plan.platform}: minimise {plan.objective} with '{plan.report.solver}' "
         f"({plan.report.status}, {plan.report.wall_time_ms:.3f} ms)",
         f"plan      {plan.notation}",
-        f"latency   {m.latency_ms:10.3f} ms   (execution {m.execution_time_ms:.3f}, communication {m.communication_time_ms:.3f})",
-        f"energy    {m.energy_mj:10.3f} mJ   (execution {m.execution_energy_mj:.3f}, communication {m.communication_energy_mj:.3f})",
+        *legend(plan),
+        f"latency   {m.latency_ms:10.3f} ms   ({timing})",
+        f"energy    {m.energy_mj:10.3f} mJ   (execution {m.execution_energy_mj:.3f} + communication {m.communication_energy_mj:.3f})",
         "",
     ]
     tw = max([10, *(len(s.target) for s in plan.slices)])
-    lines.append(f"{'slice':>5}  {'layers':<24} {'target':<{tw}} {'time_ms':>10} {'energy_mj':>10} {'comm_ms':>9} {'memory_MB':>9}")
-    for s in plan.slices:
-        span = s.first_layer if s.first_layer == s.last_layer else f"{s.first_layer}..{s.last_layer}"
-        lines.append(
-            f"{s.index:>5}  {span[:24]:<24} {s.target:<{tw}} {s.time_ms:>10.3f} {s.energy_mj:>10.3f} "
-            f"{s.comm_in_time_ms + s.comm_out_time_ms:>9.3f} {s.memory_bytes / 1e6:>9.1f}"
-        )
-    if plan.comparisons:
-        unit = "ms" if plan.objective == "latency" else "mJ"
-        nw = max([18, *(len(c.name) for c in plan.comparisons)])
+    spans = [s.first_layer if s.first_layer == s.last_layer else f"{s.first_layer}..{s.last_layer}" for s in plan.slices]
+    lw = max([6, *(len(x) for x in spans)])
+    trans = any(s.transition_time_ms or s.transition_energy_mj for s in plan.slices)
+    head = f"{'slice':>5}  {'layers':<{lw}} {'target':<{tw}} {'time_ms':>10} {'energy_mj':>10} {'comm_ms':>9}"
+    head += f" {'trans_ms':>9} {'trans_mj':>9}" if trans else ""
+    lines.append(head + f" {'memory_MB':>9}")
+    for s, span in zip(plan.slices, spans):
+        row = (f"{s.index:>5}  {span:<{lw}} {s.target:<{tw}} {s.time_ms:>10.3f} {s.energy_mj:>10.3f} "
+               f"{s.comm_in_time_ms + s.comm_out_time_ms:>9.3f}")
+        row += f" {s.transition_time_ms:>9.3f} {s.transition_energy_mj:>9.3f}" if trans else ""
+        lines.append(row + f" {s.memory_bytes / 1e6:>9.1f}")
+    lines.append("(time_ms, energy_mj: execution + tensor in/out (comm_ms)"
+                 + (" + transition into the slice (trans_ms, OUT of the previous device + IN of this one)" if trans else "") + ")")
+    unit = "ms" if plan.objective == "latency" else "mJ"
+    valid = [c for c in plan.comparisons if not c.violations]
+    broken = [c for c in plan.comparisons if c.violations]
+    nw = max([18, *(len(c.name) for c in plan.comparisons)])
+    if valid:
         lines += ["", f"{'compared with':<{nw}} {'latency_ms':>10} {'energy_mj':>10} {'saving':>8}  plan"]
-        for c in plan.comparisons:
-            lines.append(
-                f"{c.name:<{nw}} {c.latency_ms:>10.3f} {c.energy_mj:>10.3f} {c.saving_pct:>7.1f}%  {c.notation}"
-            )
+        for c in valid:
+            lines.append(f"{c.name:<{nw}} {c.latency_ms:>10.3f} {c.energy_mj:>10.3f} {c.saving_pct:>7.1f}%  {c.notation}")
         lines.append(f"(saving: how much lower this plan's {plan.objective} in {unit} is than each alternative's)")
+        for c in valid:
+            if c.note:
+                lines.append(f"note: {c.name}: {c.note}")
+    if broken:
+        lines += ["", f"{'breaks the request':<{nw}} {'latency_ms':>10} {'energy_mj':>10}  plan  (not admissible: why)"]
+        for c in broken:
+            lines.append(f"{c.name:<{nw}} {c.latency_ms:>10.3f} {c.energy_mj:>10.3f}  {c.notation}")
+            lines.append(f"{'':<{nw}}   breaks: {'; '.join(c.violations)}")
     for table in plan.report.details.get("tables", []):
         lines += ["", *render_table(table)]
     for w in plan.warnings:
@@ -132,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     platform = load(platform_doc, args.platform, "platform")
     profile = load(profile_doc, args.profile, "profile")
     request = request_from_args(args)
-    plan = make_plan(platform, profile, request)
+    with Bar(f"solve ({request.solver})", delay_s=0.5) as bar:  # appears only if the solve takes a while
+        plan = make_plan(platform, profile, request, progress=bar)
     print(plan.model_dump_json(indent=2) if args.json else render(plan))
     return 0

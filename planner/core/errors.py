@@ -42,11 +42,13 @@ class PlannerError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
+        """Every issue, `; `-separated: the second one is often the real clue (a
+        misspelled field), so none is held back."""
         if not self.issues:
             return "invalid input"
-        first = str(self.issues[0])
-        more = len(self.issues) - 1
-        return first + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
+        if len(self.issues) == 1:
+            return str(self.issues[0])
+        return f"{len(self.issues)} problems: " + "; ".join(str(i) for i in self.issues)
 
 
 class InputError(PlannerError):

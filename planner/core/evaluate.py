@@ -8,6 +8,7 @@ sharing code with any solver's recurrence, so agreement means something.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -59,9 +60,19 @@ def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
     trans_t = trans_e = 0.0
     if problem.pair_time_ms is not None:
         t = assignment.targets
+        per_slice_t = [0.0] * len(slices)
+        per_slice_e = [0.0] * len(slices)
+        si = 0
         for k in range(problem.n_layers - 1):
-            trans_t += float(problem.pair_time_ms[k, t[k], t[k + 1]])
-            trans_e += float(problem.pair_energy_mj[k, t[k], t[k + 1]])  # type: ignore[index]
+            while slices[si].last < k + 1:  # the slice holding layer k+1 pays the boundary into it
+                si += 1
+            pt = float(problem.pair_time_ms[k, t[k], t[k + 1]])
+            pe = float(problem.pair_energy_mj[k, t[k], t[k + 1]])  # type: ignore[index]
+            trans_t += pt
+            trans_e += pe
+            per_slice_t[si] += pt
+            per_slice_e[si] += pe
+        slices = [replace(s, transition_time_ms=a, transition_energy_mj=b) for s, a, b in zip(slices, per_slice_t, per_slice_e)]
     exec_t = sum(s.exec_time_ms for s in slices)
     exec_e = sum(s.exec_energy_mj for s in slices)
     comm_t = sum(s.comm_in_time_ms + s.comm_out_time_ms for s in slices) + trans_t

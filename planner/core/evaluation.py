@@ -22,6 +22,10 @@ class SliceCost:
     comm_in_energy_mj: float
     comm_out_energy_mj: float
     memory_bytes: int
+    # Device-pair transition (AxoNN OUT + IN, pipeline break) paid at the boundaries
+    # that enter this slice's layers: where the cost is paid, so slices sum to the total.
+    transition_time_ms: float = 0.0
+    transition_energy_mj: float = 0.0
 
     @property
     def time_ms(self) -> float:

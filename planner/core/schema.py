@@ -588,6 +588,19 @@ class PlanRequest(Strict):
         return "all_levels"
 
 
+NOTATION_LEGEND = (
+    "Plan notation (MOSAIC Tables III and IV): one token per slice, in execution order. A token is the "
+    "letter of the device running the slice (the platform's `symbol`: B big CPU cluster, L little cluster, "
+    "G GPU, N NPU, D and E the Xavier DLAs, C CPU; two letters = both devices at once: CG a layer split "
+    "between CPU and GPU (muLayer), BL AsyMo's big+little), then the 1-based index of the slice's first "
+    "layer, then `@MHz`, the DVFS frequency (energy plans and capped plans). Example: `N1@960 G3@332 "
+    "L17@509` runs layers 1-2 on the NPU at 960 MHz, 3-16 on the GPU at 332 MHz, 17 to the end on the "
+    "little cluster at 509 MHz. The same letter twice in a row (`N1 N17`) is a new slice on the same "
+    "device: the previous slice filled the device's memory_limit_bytes, or the two differ in what the "
+    "letters do not show (data type, share, parallel branch: see each slice's `target`)."
+)
+
+
 # --------------------------------------------------------------------------- plan
 
 Status = Literal["optimal", "feasible", "not_proven", "infeasible"]
@@ -597,15 +610,19 @@ class SliceOut(BaseModel):
     index: int
     first_layer: str
     last_layer: str
-    first_index: int = Field(description="0-based index of the slice's first layer")
+    first_index: int = Field(description="0-based index of the slice's first layer (the notation shows it 1-based)")
     last_index: int
     device: str
     freq_mhz: float
-    target: str = Field(description="Paper notation, e.g. G@667")
-    time_ms: float = Field(description="Execution plus the slice's tensor in/out")
-    energy_mj: float
-    comm_in_time_ms: float
-    comm_out_time_ms: float
+    target: str = Field(description="Paper notation, e.g. G@667; solver details follow as /key=value (p=share, dtype, mode=branch)")
+    time_ms: float = Field(description="Execution plus the slice's tensor in/out plus the transition paid entering it")
+    energy_mj: float = Field(description="Execution plus tensor in/out plus transition energy, as time_ms")
+    comm_in_time_ms: float = Field(description="Moving the slice's input tensor to its device (MOSAIC eq. 1)")
+    comm_out_time_ms: float = Field(description="Moving the slice's output tensor back (MOSAIC eq. 2)")
+    transition_time_ms: float = Field(
+        0.0, description="Device-pair transition paid at the boundary into this slice (AxoNN OUT of the previous "
+        "device + IN of this one, pipeline break; Kang transfer models); 0 when the platform has none")
+    transition_energy_mj: float = Field(0.0, description="Energy of that transition")
     memory_bytes: int
     extra: dict[str, Any] = Field(default_factory=dict, description="What later solvers add (cores, dtype, split)")
 
@@ -621,14 +638,19 @@ class LayerOut(BaseModel):
 
 
 class Metrics(BaseModel):
-    latency_ms: float
-    energy_mj: float
-    execution_time_ms: float
-    communication_time_ms: float
+    """Latency is the wall-clock time of one inference (the critical path); execution and
+    communication are processor time summed over layers. For a chain they add up to the
+    latency; where branches or split shares run on several processors at once (muLayer),
+    execution + communication exceeds the latency by the overlap."""
+
+    latency_ms: float = Field(description="Wall-clock time of one inference: the critical path")
+    energy_mj: float = Field(description="Energy of one inference: execution plus communication")
+    execution_time_ms: float = Field(description="Processor time computing layers, summed over processors (overlaps count twice)")
+    communication_time_ms: float = Field(description="Tensor in/out of every slice plus device-pair transitions, summed")
     execution_energy_mj: float
     communication_energy_mj: float
     slices: int
-    transitions: int
+    transitions: int = Field(description="Target changes between adjacent layers (a DVFS change counts)")
 
 
 class SolverReport(BaseModel):
@@ -645,14 +667,17 @@ class SolverReport(BaseModel):
 
 
 class Comparison(BaseModel):
+    """A plan users would otherwise run, scored by the same evaluator."""
+
     name: str
     notation: str
     latency_ms: float
     energy_mj: float
-    saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent")
-    violations: list[str] = Field(
-        default_factory=list, description="The request's constraints this alternative breaks; empty = it would be admissible"
-    )
+    saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent; "
+                              "meaningless when `violations` is not empty")
+    violations: list[str] = Field(default_factory=list, description="The request's constraints (energy cap, "
+                                  "latency cap, max transitions) this alternative breaks; empty = admissible")
+    note: str | None = Field(None, description="Why an admissible alternative beats the plan on the objective, if it does")
 
 
 class Provenance(BaseModel):
@@ -663,11 +688,15 @@ class Provenance(BaseModel):
 
 
 class Plan(BaseModel):
+    __doc__ = "A plan: which consecutive layers form a slice and which target runs each.\n\n" + NOTATION_LEGEND
+
     schema_version: Literal[1] = SCHEMA_VERSION
     platform: str
     model: str
     objective: Literal["latency", "energy"]
-    notation: str = Field(description="Papers' notation: device letter + first layer (1-based), @MHz for energy plans")
+    notation: str = Field(description=NOTATION_LEGEND)
+    symbols: dict[str, str] = Field(default_factory=dict, description="Letter(s) in the notation -> device id, "
+                                    "for every target the plan and its comparisons could use")
     slices: list[SliceOut]
     layers: list[LayerOut]
     metrics: Metrics
