@@ -118,7 +118,9 @@ def test_idempotency_key_holds_across_replicas(two, pg):
         r1, r2 = pool.map(lambda c: c.post("/v1/plans", json=body, headers={"Idempotency-Key": "same-key"}), (ca, cb))
     assert sorted((r1.status_code, r2.status_code)) in ([202, 202], [202, 409]), (r1.text, r2.text)
     first = r1 if r1.status_code == 202 else r2
-    again = cb.post("/v1/plans", json=body, headers={"Idempotency-Key": "same-key"})
+    # the answer reaches the client just before its replica records it: "in progress" (409) until then
+    again = wait_for(lambda: (r := cb.post("/v1/plans", json=body, headers={"Idempotency-Key": "same-key"})).status_code
+                     != 409 and r, timeout_s=10, what="the first request to be recorded")
     assert again.status_code == 202 and again.json()["id"] == first.json()["id"]
     assert again.headers.get("idempotent-replayed") == "true"
 
