@@ -16,6 +16,17 @@ both). All randomness comes from numpy Generators seeded by the request (and DEA
 module RNG, seeded and restored): the same seed and options give the same front. The
 returned set is every non-dominated mapping seen.
 
+Strategy "seeded" (default; issue 15: >= 99% of the exact front for every seed on any
+cost shape) starts each configuration from structured joint mappings (_seeds): each
+network's own front per set of PE classes (exact by enumeration when its space is small,
+else a chain DP and structured mappings), combined network by network in priority order
+keeping the schedulable non-dominated partial mappings (_beam), and every network wholly
+on one PE; its first hill-climb cycles through the objectives; after `patience`
+generations without a new non-dominated mapping the population restarts (half from the
+front, half fresh), and after `restarts` fruitless restarts in a row the configuration
+stops early (deterministic: counted in generations). "classic" is the previous GA
+exactly (no seeds, no restarts), kept for comparison (bench/multiapp.py).
+
 SPEA2 is DEAP's selSPEA2 semantics vectorised (spea2_select, tested index-for-index
 against the library); "spea2-deap" calls the library itself (~10x slower per generation).
 
@@ -23,14 +34,20 @@ Options: population (int, 100), generations (int, 150), selection ("spea2" | "sp
 "nsga2"), crossover (prob., 0.9), mutation (per-gene prob., default 1.5 / chromosome
 length), workers (int, 1), chunks (int, default workers), local_search (int, 2: front
 members hill-climbed per generation, the best by the first objective first; 0 = the
-paper's plain GA), record_history (bool: per-generation fronts for benchmarks).
+paper's plain GA), strategy ("seeded" | "classic"), patience (int, 20 seeded / 0 classic:
+generations without progress before a restart; 0 = never restart or stop early), restarts
+(int, 2), network_moves (bool, false: whole-network crossover and PE swaps within one
+network; measured no better on the Galaxy S9 benchmark), record_history (bool:
+per-generation fronts for benchmarks).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import random
+import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable
 
@@ -41,7 +58,12 @@ from planner.core.solver import Candidate, ScheduleSolution, check_options, opti
 from planner.core.solver import Capabilities, Progress, Stopwatch
 
 OPTIONS = ["population", "generations", "selection", "crossover", "mutation", "workers", "chunks", "record_history",
-           "local_search"]
+           "local_search", "strategy", "patience", "restarts", "network_moves"]
+
+ALONE_ENUMERATION_LIMIT = 50_000  # a network whose own mapping space is this small is enumerated for seeds
+SEEDS_PER_SUBSET = 8  # members of a network's own front per set of PE classes kept for joint seeds
+JOINT_SEEDS = 6  # x population: most all-on-one-PE joint seeds sampled
+BEAM_WIDTH = 16  # partial joint mappings kept per network placed (_beam)
 
 
 def _score(problem, genes: np.ndarray) -> np.ndarray:
@@ -63,9 +85,10 @@ class _Evaluator:
         self.problem, self.map_fn, self.chunks = problem, map_fn, chunks
         self.count = 0
 
-    def __call__(self, genes: np.ndarray) -> np.ndarray:
+    def __call__(self, genes: np.ndarray, problem=None) -> np.ndarray:
+        """Objectives of genes on self.problem (or on `problem`, e.g. one network alone)."""
         self.count += len(genes)
-        score = functools.partial(_score, self.problem)
+        score = functools.partial(_score, self.problem if problem is None else problem)
         if self.map_fn is None or self.chunks <= 1 or len(genes) < 2 * self.chunks:
             return score(genes)
         return np.concatenate(list(self.map_fn(score, np.array_split(genes, self.chunks))))
@@ -94,6 +117,207 @@ def _initial(mp, n: int, rng: np.random.Generator, gen: "_Genome") -> np.ndarray
     return np.concatenate([np.array(seeds, dtype=np.intp).reshape(-1, G), rand])[:n]
 
 
+def _alone(mp, a: int):
+    """Network a by itself on this configuration (no other network to interfere)."""
+    return mp if len(mp.apps) == 1 else dataclasses.replace(mp, apps=(mp.apps[a],))
+
+
+def _spread(rows: np.ndarray, k: int) -> np.ndarray:
+    """At most k rows, evenly spaced (rows are sorted by the first objective)."""
+    return rows if len(rows) <= k else rows[np.unique(np.linspace(0, len(rows) - 1, k).round().astype(int))]
+
+
+def _pe_classes(mp) -> np.ndarray:
+    """(P,) class of each PE: interchangeable PEs (same cluster, same core count) share one."""
+    keys: dict[tuple, int] = {}
+    return np.array([keys.setdefault((pe.device_id, pe.cores, pe.is_cpu), len(keys)) for pe in mp.pes], dtype=np.intp)
+
+
+def _chain_front(mp, a: int, k: int = 64, classes: frozenset | None = None) -> np.ndarray:
+    """Network a's (time, energy) trade-offs as a chain in layer order: a bi-objective
+    shortest path over (layer, PE class) with Pareto label sets (thinned to k per state),
+    one representative PE per class of interchangeable PEs. Exact for a chain on one PE
+    of each class; for a DAG the transfers of edges that skip a layer are left out, so
+    these are candidates, each scored exactly by the caller."""
+    app = mp.apps[a]
+    L = app.n_layers
+    cls = _pe_classes(mp)
+    reps = [int(np.flatnonzero(cls == c)[0]) for c in range(cls.max() + 1) if classes is None or c in classes]
+    edge = {(int(u), int(v)): e for e, (u, v) in enumerate(app.edges)}
+    t_x, e_x = app.exec_time_ms, app.exec_energy_mj
+    labels = {}  # PE -> (time (n,), energy (n,), genes (n, i+1))
+    for p in reps:
+        if np.isfinite(t_x[0, p]):
+            labels[p] = (np.array([t_x[0, p]]), np.array([e_x[0, p]]), np.array([[p]], dtype=np.intp))
+    for i in range(1, L):
+        e = edge.get((i - 1, i))
+        nxt = {}
+        for q in reps:
+            if not np.isfinite(t_x[i, q]):
+                continue
+            ts, es, gs = [], [], []
+            for p, (t, en, g) in labels.items():
+                tt = t + t_x[i, q] + (app.edge_time_ms[e, p, q] if e is not None else 0.0)
+                ee = en + e_x[i, q] + (app.edge_energy_mj[e, p, q] if e is not None else 0.0)
+                ts.append(tt)
+                es.append(ee)
+                gs.append(np.concatenate([g, np.full((len(g), 1), q, dtype=np.intp)], axis=1))
+            if not ts:
+                continue
+            t, en, g = np.concatenate(ts), np.concatenate(es), np.concatenate(gs)
+            order = np.lexsort((en, t))
+            t, en, g = t[order], en[order], g[order]
+            keep = en < np.concatenate([[np.inf], np.minimum.accumulate(en)[:-1]])  # 2-D Pareto filter
+            t, en, g = t[keep], en[keep], g[keep]
+            idx = _spread(np.arange(len(t)), k)
+            nxt[q] = (t[idx], en[idx], g[idx])
+        labels = nxt
+    if not labels:
+        return np.empty((0, L), dtype=np.intp)
+    return np.concatenate([g for _, _, g in labels.values()])
+
+
+def _network_front(mp, a: int, evaluate_alone) -> np.ndarray:
+    """Network a's own front (response time or period, energy) on this configuration:
+    exact by enumeration when its space is small, else over structured mappings (each
+    layer on its fastest / least-energy PE, everything that can on one PE, two stages
+    p -> q at every cut, the chain DP's trade-offs on each set of PE classes), each run
+    through the evaluator alone. Kept: the front within each set of PE classes (the
+    network on the CPU alone, on the GPU alone, on both...), since what is best alone is
+    often unschedulable beside the others (a low-priority network on a shared
+    non-preemptive GPU) while a dominated alone mapping fits."""
+    from solvers.exhaustive import count_mappings, decode
+
+    app = mp.apps[a]
+    feas = app.feasible
+    L, P = feas.shape
+    choices = [np.flatnonzero(r) for r in feas]
+    n = count_mappings(choices)
+    if n <= ALONE_ENUMERATION_LIMIT:
+        rows = decode(choices, np.arange(n, dtype=np.int64))
+    else:
+        fast = np.argmin(app.exec_time_ms, axis=1)
+        green = np.argmin(np.where(feas, app.exec_energy_mj, np.inf), axis=1)
+        rows = [fast, green]
+        for p in range(P):
+            rows += [np.where(feas[:, p], p, fast), np.where(feas[:, p], p, green)]
+            for q in range(P):
+                if q != p:
+                    for c in range(1, L):
+                        r = np.where(feas[:, p], p, fast)
+                        r[c:] = np.where(feas[c:, q], q, fast[c:])
+                        rows.append(r)
+        cls = _pe_classes(mp)
+        subsets = _class_subsets(int(cls.max()) + 1)
+        rows = np.unique(np.concatenate([np.array(rows, dtype=np.intp)] + [_chain_front(mp, a, classes=c) for c in subsets]),
+                         axis=0)
+    objs = evaluate_alone(_alone(mp, a), rows)
+    ok = np.isfinite(objs).all(axis=1)
+    rows, objs = rows[ok], objs[ok]
+    cls = _pe_classes(mp)
+    used = np.zeros((len(rows), int(cls.max()) + 1), dtype=bool)  # which PE classes each mapping uses
+    used[np.repeat(np.arange(len(rows)), L), cls[rows].ravel()] = True
+    out = []
+    for sub in _class_subsets(used.shape[1]):  # the front within each set of PE classes
+        inside = np.flatnonzero(~used[:, [c for c in range(used.shape[1]) if c not in sub]].any(axis=1))
+        if len(inside):
+            f = inside[pareto_mask(objs[inside])]
+            out.append(_spread(f[np.lexsort(objs[f].T[::-1])], SEEDS_PER_SUBSET))
+    keep = np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.intp)
+    return rows[keep[np.lexsort(objs[keep].T[::-1])]]
+
+
+def _class_subsets(n: int) -> list[frozenset]:
+    """Non-empty sets of PE classes (all of them up to 4 classes; else singletons and all)."""
+    if n <= 4:
+        return [frozenset(c for c in range(n) if m >> c & 1) for m in range(1, 2 ** n)]
+    return [frozenset([c]) for c in range(n)] + [frozenset(range(n))]
+
+
+def _relabel(rows: np.ndarray, gen: "_Genome", lo: int, hi: int) -> np.ndarray:
+    """rows (one network's genes) with their twin PEs rotated every way: the same own
+    costs, different neighbours (which other network shares which core)."""
+    out = [rows]
+    size = max((len(g) for g in gen.twin_groups), default=1)
+    cols = np.arange(hi - lo)[None, :]
+    for r in range(1, size):
+        perm = np.arange(gen.n_pes)
+        for g in gen.twin_groups:
+            perm[g] = np.roll(g, -r)
+        block = perm[rows]
+        out.append(np.where(gen.feasible[lo:hi][cols, block], block, rows))
+    return np.unique(np.concatenate(out), axis=0)
+
+
+def _beam(mp, gen: "_Genome", fronts: list[np.ndarray], evaluate, width: int) -> np.ndarray:
+    """Networks added one at a time, highest priority first: every kept partial mapping
+    x every (relabelled) member of the next network's own front, scored exactly on the
+    networks placed so far (a lower-priority network cannot delay a higher one except by
+    blocking a non-preemptive PE, which the score includes); the non-dominated partial
+    mappings (thinned to `width` along energy, each objective's best kept) go on. Own
+    fronts ignore interference, so most of their raw combinations miss a deadline; this
+    keeps the schedulable ones. Returns the last level's non-dominated joint mappings."""
+    order = mp.priority_rank
+    beam = np.empty((1, 0), dtype=np.intp)
+    placed: list[int] = []
+    rows = beam
+    for a in order:
+        lo, hi = gen.spans[a]
+        cand = _relabel(fronts[a], gen, lo, hi)
+        rows = np.concatenate([np.repeat(beam, len(cand), axis=0), np.tile(cand, (len(beam), 1))], axis=1)
+        placed.append(a)
+        sub = dataclasses.replace(mp, apps=tuple(mp.apps[i] for i in placed))
+        objs = evaluate(sub, rows)
+        ok = np.isfinite(objs).all(axis=1)
+        rows, objs = rows[ok], objs[ok]
+        if not len(rows):
+            return np.empty((0, mp.n_genes), dtype=np.intp)
+        keep = np.flatnonzero(pareto_mask(objs))
+        rows, objs = rows[keep], objs[keep]
+        pick = set(_spread(np.argsort(objs[:, -1], kind="stable"), width).tolist())
+        pick |= {int(np.argmin(objs[:, j])) for j in range(objs.shape[1])}
+        beam = rows[sorted(pick)]
+    # columns are in priority order; back to the request's order
+    starts = np.cumsum([0] + [mp.apps[a].n_layers for a in placed])
+    cols = np.concatenate([np.arange(starts[placed.index(a)], starts[placed.index(a) + 1]) for a in range(len(mp.apps))])
+    return rows[:, cols]
+
+
+def _seeds(mp, gen: "_Genome", rng: np.random.Generator, n: int, evaluate) -> np.ndarray:
+    """Joint mappings built from what each network does best by itself: each network's
+    own front (_network_front), combined network by network in priority order (_beam),
+    and every network wholly on one PE (each combination of PEs, or n at random), also
+    with the networks spread over twin CPU PEs (network a's twins rotated by a). Robust
+    to the cost shape: whichever region of the joint front a network's extremes lead to
+    is seeded, for every CPU configuration (the GA runs once per configuration)."""
+    A = len(mp.apps)
+    fronts = [_network_front(mp, a, evaluate) for a in range(A)]
+    out = []
+    if min(len(f) for f in fronts) > 0:
+        out.append(_beam(mp, gen, fronts, evaluate, BEAM_WIDTH))
+    feas = gen.feasible
+    fast = np.concatenate([np.argmin(app.exec_time_ms, axis=1) for app in mp.apps])
+    one = np.stack([np.where(feas[:, p], p, fast) for p in range(mp.n_pes)])  # (P, G)
+    combos = mp.n_pes ** A
+    pick = (np.array(np.meshgrid(*[np.arange(mp.n_pes)] * A, indexing="ij")).reshape(A, -1).T if combos <= n
+            else rng.integers(0, mp.n_pes, size=(n, A)))
+    rows = np.empty((len(pick), mp.n_genes), dtype=np.intp)
+    for a, (lo, hi) in enumerate(gen.spans):
+        rows[:, lo:hi] = one[pick[:, a], lo:hi]
+    if gen.twin_groups and A > 1:
+        spread = rows.copy()
+        for a, (lo, hi) in enumerate(gen.spans):
+            perm = np.arange(mp.n_pes)
+            for g in gen.twin_groups:
+                perm[g] = np.roll(g, -a)
+            block = perm[rows[:, lo:hi]]
+            ok = feas[np.arange(lo, hi)[None, :], block]
+            spread[:, lo:hi] = np.where(ok, block, rows[:, lo:hi])
+        rows = np.concatenate([rows, spread])
+    out.append(rows)
+    return np.unique(np.concatenate(out), axis=0)
+
+
 class _Genome:
     """What variation needs to know about the chromosome: the PEs each gene may take, its
     DAG neighbours (their PEs make contiguous clusters, Fig. 3/8) and the networks' spans."""
@@ -116,17 +340,35 @@ class _Genome:
             self.nb_table[g, :len(x)] = x
         self.spans = [(int(mp.offsets[a]), int(mp.offsets[a + 1])) for a in range(len(mp.apps))]
         self.n_pes = mp.n_pes
+        groups: dict[tuple, list[int]] = {}
+        for p, pe in enumerate(mp.pes):  # interchangeable logical PEs: same cluster, same core count
+            groups.setdefault((pe.device_id, pe.cores, pe.is_cpu), []).append(p)
+        self.twins = np.arange(mp.n_pes)
+        self.twin_groups = [g for g in groups.values() if len(g) > 1]
+        for g in self.twin_groups:
+            self.twins[g] = g[0]
 
 
-def _vary(parents: np.ndarray, rng: np.random.Generator, cxpb: float, mutpb: float, gen: _Genome) -> np.ndarray:
+def _vary(parents: np.ndarray, rng: np.random.Generator, cxpb: float, mutpb: float, gen: _Genome,
+          network_moves: bool = False) -> np.ndarray:
     """Two-point crossover, then three mutations: a gene to a random PE that can run it, a
     gene to the PE of one of its DAG neighbours, and (one child in four) a run of layers of
-    one network moved to one PE."""
+    one network moved to one PE. network_moves adds the multi-network operators: half the
+    crossovers swap whole networks' mappings (a good mapping of one network combines with
+    a good one of another), and one child in four has one network's use of two PEs
+    swapped (for twin CPU PEs this changes only who interferes with whom)."""
     n, G = parents.shape
     kids = parents.copy()
+    A = len(gen.spans)
     if G > 1:
         for k in range(0, n - 1, 2):
             if rng.random() < cxpb:
+                if network_moves and A > 1 and rng.random() < 0.5:
+                    take = rng.random(A) < 0.5
+                    for a in np.flatnonzero(take):
+                        lo, hi = gen.spans[a]
+                        kids[k, lo:hi], kids[k + 1, lo:hi] = parents[k + 1, lo:hi], parents[k, lo:hi]
+                    continue
                 a, b = sorted(rng.choice(G + 1, size=2, replace=False))
                 kids[k, a:b], kids[k + 1, a:b] = parents[k + 1, a:b], parents[k, a:b]
     cols = np.arange(G)[None, :]
@@ -146,6 +388,18 @@ def _vary(parents: np.ndarray, rng: np.random.Generator, cxpb: float, mutpb: flo
         seg = np.arange(a, b)
         seg = seg[gen.feasible[seg, p]]
         kids[k, seg] = p
+    if network_moves:
+        for k in np.flatnonzero(rng.random(n) < 0.25):
+            lo, hi = gen.spans[int(rng.integers(A))]
+            row = kids[k, lo:hi]
+            p = int(row[int(rng.integers(hi - lo))])
+            twins = [q for q in range(gen.n_pes) if q != p and gen.twins[q] == gen.twins[p]]
+            q = int(rng.choice(twins)) if twins and rng.random() < 0.5 else int(rng.integers(gen.n_pes))
+            if q == p:
+                continue
+            feas = gen.feasible[lo:hi]
+            on_p, on_q = (row == p) & feas[:, q], (row == q) & feas[:, p]
+            row[on_p], row[on_q] = q, p
     return kids
 
 
@@ -179,22 +433,23 @@ def _cluster_moves(genes: np.ndarray, gen: _Genome) -> np.ndarray:
     return np.array(out, dtype=genes.dtype).reshape(-1, len(genes))
 
 
-def _climb(genes, objs, gen: _Genome, evaluate, first_only: bool, steps: int = 8):
+def _climb(genes, objs, gen: _Genome, evaluate, target: int | None, steps: int = 8):
     """Steepest descent over cut shifts and cluster moves: while a neighbour dominates (or,
-    first_only, has a lower first objective), move to the best one. None if none does."""
+    with a target objective, has a lower value of it), move to the best one. None if none does."""
     moved = False
     for _ in range(steps):
         cand = np.concatenate([_boundary_moves(genes, gen), _cluster_moves(genes, gen)])
         if not len(cand):
             break
         co = evaluate(cand)
-        if first_only:
-            better = co[:, 0] < objs[0] - 1e-12
+        if target is not None:
+            better = co[:, target] < objs[target] - 1e-12
         else:
             better = (co <= objs).all(axis=1) & (co < objs).any(axis=1)
         if not better.any():
             break
-        j = np.flatnonzero(better)[np.lexsort(co[better].T[::-1])[0]]
+        keys = co[better].T[::-1] if target is None else np.vstack([co[better].T[::-1], co[better][:, target]])
+        j = np.flatnonzero(better)[np.lexsort(keys)[0]]
         genes, objs, moved = cand[j], co[j], True
     return (genes, objs) if moved else (None, None)
 
@@ -266,6 +521,11 @@ class GaScheduler:
         chunks = option(request, "chunks", int, workers, lambda v: 1 <= v <= 4096, "an integer 1..4096")
         record = option(request, "record_history", bool, False)
         local = option(request, "local_search", int, 2, lambda v: 0 <= v <= 1000, "an integer 0..1000")
+        strategy = option(request, "strategy", str, "seeded", lambda v: v in ("seeded", "classic"), "'seeded' or 'classic'")
+        seeded = strategy == "seeded"
+        patience = option(request, "patience", int, 20 if seeded else 0, lambda v: 0 <= v <= 1_000_000, "an integer >= 0")
+        restarts = option(request, "restarts", int, 2, lambda v: 0 <= v <= 1000, "an integer 0..1000")
+        network_moves = option(request, "network_moves", bool, False)
         if selection == "nsga2" and pop_n % 4:
             pop_n += 4 - pop_n % 4  # NSGA-II's tournament pairs by fours
 
@@ -283,8 +543,9 @@ class GaScheduler:
                 budget_s = (request.time_limit_s - clock.ms / 1e3) / (n_cfg - ci)
                 rng = np.random.default_rng([request.seed, ci])
                 ev = _Evaluator(mp, map_fn, chunks)
-                genes, objs, hist, hit = self._run(mp, rng, ev, pop_n, gens, selection, cxpb, mutpb_opt, local,
-                                                   budget_s, record, clock, progress, (ci, n_cfg))
+                genes, objs, hist, hit, info = self._run(mp, rng, ev, pop_n, gens, selection, cxpb, mutpb_opt, local,
+                                                         budget_s, record, clock, progress, (ci, n_cfg), seeded,
+                                                         patience, restarts, network_moves)
                 evals += ev.count
                 stopped |= hit
                 cands += [Candidate(ci, tuple(int(x) for x in row)) for row in genes]
@@ -295,6 +556,7 @@ class GaScheduler:
                     "schedulable": int(ok.sum()),
                     "best_first_objective": float(objs[ok, 0].min()) if ok.any() else None,
                     "evaluations": ev.count,
+                    **info,
                 })
                 for h in hist:
                     h["config"] = ci
@@ -312,12 +574,19 @@ class GaScheduler:
             notes.append("no schedulable mapping found (not a proof that none exists)")
         return ScheduleSolution(
             cands, status, objective=min(best) if best else None, wall_time_ms=clock.ms, evaluations=evals,
-            notes=notes, details={"per_config": per_config, "selection": selection, "population": pop_n, "generations": gens},
+            notes=notes, details={"per_config": per_config, "selection": selection, "population": pop_n, "generations": gens,
+                     "strategy": strategy, "patience": patience, "restarts": restarts, "network_moves": network_moves},
             history=history if record else None,
         )
 
     def _run(self, mp, rng, evaluate, pop_n, gens, selection, cxpb, mutpb_opt, local, budget_s, record, clock, progress,
-             where):
+             where, seeded=False, patience=0, restarts=0, network_moves=False):
+        """One configuration. seeded: the population starts from _seeds (every seed scored and
+        kept in the front) and the first hill-climb cycles through the objectives (each
+        network's response time in turn, then energy: every extreme of the front is pushed). patience: after that many
+        generations without a new non-dominated mapping the population restarts from the
+        front and fresh random mappings; after `restarts` fruitless restarts in a row the
+        search stops (it has converged; budgets are in generations, so this is deterministic)."""
         from deap import tools
 
         n_obj = 2 if mp.mode == "throughput" else len(mp.apps) + 1
@@ -335,15 +604,30 @@ class GaScheduler:
                 out.append(ind)
             return out
 
+        c0 = time.process_time()
         pop_g = _initial(mp, pop_n, rng, genome)
         pop_o = evaluate(pop_g)
         keep = pareto_mask(pop_o)
         front_g, front_o = pop_g[keep], pop_o[keep]
+        n_seeds = 0
+        if seeded:
+            seeds = _seeds(mp, genome, rng, JOINT_SEEDS * pop_n, lambda sub, g: evaluate(g, sub))
+            seed_o = evaluate(seeds)
+            n_seeds = len(seeds)
+            kf, kk = merge_front(front_o, seed_o)
+            front_g = np.concatenate([front_g[kf], seeds[kk]])
+            front_o = np.concatenate([front_o[kf], seed_o[kk]])
+            # half the first population: seeds spread along the front's first objective
+            order = np.lexsort(front_o.T[::-1])
+            take = _spread(order, pop_n // 2)
+            pop_g = np.concatenate([front_g[take], pop_g[: pop_n - len(take)]])
+            pop_o = np.concatenate([front_o[take], pop_o[: pop_n - len(take)]])
         arch_g, arch_o = pop_g[:0], pop_o[:0]
         if selection == "nsga2":
             population = tools.selNSGA2(wrap(pop_g, pop_o), pop_n)
         history = []
         hit = False
+        quiet, fruitless, n_restarts, improved = 0, 0, 0, False
         for gen in range(gens):
             if selection == "nsga2":
                 parents = np.array(tools.selTournamentDCD(population, pop_n), dtype=np.intp)
@@ -358,13 +642,14 @@ class GaScheduler:
                     sel = [pos[id(ind)] for ind in tools.selSPEA2(inds, pop_n)]
                 arch_g, arch_o = union_g[sel], union_o[sel]
                 parents = arch_g[rng.integers(0, len(arch_g), size=pop_n)]
-            kids = _vary(parents, rng, cxpb, mutpb, genome)
+            kids = _vary(parents, rng, cxpb, mutpb, genome, network_moves=network_moves)
             kid_o = evaluate(kids)
             if local > 0 and len(front_g):  # hill-climb a few front members with cut shifts and cluster moves
                 best = int(np.argmin(front_o[:, 0]))
                 picks = [best] + [int(i) for i in rng.integers(0, len(front_g), size=local - 1)]
                 for k, i in enumerate(picks):
-                    g, o = _climb(front_g[i], front_o[i], genome, evaluate, first_only=(k == 0))
+                    target = (gen % n_obj if seeded else 0) if k == 0 else None
+                    g, o = _climb(front_g[i], front_o[i], genome, evaluate, target)
                     if g is not None:
                         kids = np.concatenate([kids, g[None, :]])
                         kid_o = np.concatenate([kid_o, o[None, :]])
@@ -375,8 +660,14 @@ class GaScheduler:
                 population = tools.selNSGA2(population + wrap(kids, kid_o), pop_n)
             else:
                 pop_g, pop_o = kids, kid_o
+            quiet = 0 if kk.any() else quiet + 1
+            improved |= bool(kk.any())
+            restart = patience > 0 and quiet >= patience
+            if restart:  # a restart is fruitless when nothing new was found after it
+                fruitless = fruitless + 1 if n_restarts and not improved else 0
             if record:
-                history.append({"generation": gen, "elapsed_s": (clock.ms - t0) / 1e3, "evaluations": evaluate.count,
+                history.append({"generation": gen, "elapsed_s": (clock.ms - t0) / 1e3,
+                                "cpu_s": time.process_time() - c0, "evaluations": evaluate.count,
                                 "front": front_o.copy()})
             if progress is not None:
                 ci, n = where
@@ -384,8 +675,21 @@ class GaScheduler:
             if (clock.ms - t0) / 1e3 > budget_s and gen < gens - 1:
                 hit = True
                 break
+            if restart:
+                if fruitless >= restarts:
+                    break  # converged: `restarts` restarts in a row found nothing new
+                n_restarts += 1
+                quiet, improved = 0, False
+                fresh = _initial(mp, pop_n - pop_n // 2, rng, genome)
+                old = front_g[rng.integers(0, len(front_g), size=pop_n // 2)]
+                pop_g = np.concatenate([old, fresh])
+                pop_o = evaluate(pop_g)
+                arch_g, arch_o = pop_g[:0], pop_o[:0]
+                if selection == "nsga2":
+                    population = tools.selNSGA2(wrap(pop_g, pop_o), pop_n)
         fin = np.isfinite(front_o).all(axis=1)
-        return front_g[fin], front_o[fin], history, hit
+        info = {"seeds": n_seeds, "restarts": n_restarts, "generations_run": gen + 1 if gens else 0}
+        return front_g[fin], front_o[fin], history, hit, info
 
 
 SOLVERS = [GaScheduler()]
