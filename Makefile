@@ -34,6 +34,9 @@ bench: $(STAMP)
 	$(PY) bench/energy_cap.py
 	$(PY) bench/multiapp.py
 	$(PY) bench/within_layer.py
+	$(PY) bench/fidelity.py --clock thread
+	$(PY) bench/schedule_fidelity.py
+	$(PY) bench/schedule_auto.py
 
 profiles: $(STAMP)
 	$(PY) -m profiles.generate

@@ -69,7 +69,7 @@ class PlanRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     notation: Mapped[str] = mapped_column(Text)
     latency_ms: Mapped[float] = mapped_column(Float)
-    energy_mj: Mapped[float] = mapped_column(Float)
+    energy_mj: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: time-only profile
     request: Mapped[str] = mapped_column(Text)
     request_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)  # see api.service.request_key
     body: Mapped[str] = mapped_column(Text, deferred=True)  # Plan JSON

@@ -73,7 +73,7 @@ class ExecutorPlan(BaseModel):
     objective: str
     notation: str
     predicted_latency_ms: float
-    predicted_energy_mj: float
+    predicted_energy_mj: float | None = Field(description="None: the profile has no energy measurements")
     slices: list[ExecutorSlice]
 
 
@@ -97,7 +97,7 @@ class PlanSummary(BaseModel):
     status: str
     notation: str
     latency_ms: float
-    energy_mj: float
+    energy_mj: float | None
     created_at: dt.datetime
 
 

@@ -352,9 +352,16 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
     if not out:
         raise InfeasibleError("devices", dropped[0] if dropped else "no processing element is allowed")
     notes.extend(f"configuration skipped: {d}" for d in dropped)
+    unknown = sorted({a.name for mp in out for a in mp.apps if np.isnan(a.exec_energy_mj[np.isfinite(a.exec_time_ms)]).any()})
+    if unknown:
+        notes.append(f"energy unknown: {', '.join(unknown)} measured time only (no power source); "
+                     "schedules optimise time alone and report no energy")
+        for mp in out:
+            for a in mp.apps:
+                np.nan_to_num(a.exec_energy_mj, copy=False, nan=0.0)
     if any(platform.devices[i].communication is not None for i in allowed):
         notes.append("per-device tensor in/out costs (`communication`) are not used here: Kang's model costs transfers by PE pair (`transitions`)")
-    return ScheduleProblem(mode=mode, configs=tuple(out), notes=tuple(dict.fromkeys(notes)))
+    return ScheduleProblem(mode=mode, configs=tuple(out), notes=tuple(dict.fromkeys(notes)), energy_known=not unknown)
 
 
 # ------------------------------------------------------------------ what runs where (validate)

@@ -120,17 +120,24 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
         width=width, height=26, title=alt.TitleParams("layers, by slice (label: target = device @ MHz)", fontSize=12,
                                                       anchor="start", offset=22))
 
+    time_only = m["energy_mj"] is None  # a time-only profile (no power source): no energy to draw
+    bottom = "time_ms" if time_only else "energy_mj"
+
     def per_slice(field: str, title: str, fmt: str) -> alt.LayerChart:
         bars = alt.Chart(sl).mark_rect(stroke="black", strokeWidth=0.6, opacity=0.85).encode(
-            x=alt.X("start:Q", scale=x, axis=x_axis if field == "energy_mj" else alt.Axis(title=None, labels=False, ticks=False)),
+            x=alt.X("start:Q", scale=x, axis=x_axis if field == bottom else alt.Axis(title=None, labels=False, ticks=False)),
             x2="end:Q", y=alt.Y(f"{field}:Q", title=title), y2=alt.datum(0),
             color=alt.Color("device:N", scale=colour, legend=device_legend), tooltip=slice_tip)
         text = alt.Chart(sl).transform_filter("datum.label != ''").mark_text(dy=-6, fontSize=10).encode(
             x=alt.X("mid:Q", scale=x), y=alt.Y(f"{field}:Q"), text=alt.Text(f"{field}:Q", format=fmt))
         return (bars + text).properties(width=width, height=110)
 
-    left = alt.vconcat(strip_chart, per_slice("time_ms", "slice time (ms)", ".3g"),
-                       per_slice("energy_mj", "slice energy (mJ)", ".3g"), spacing=6)
+    panels = [strip_chart, per_slice("time_ms", "slice time (ms)", ".3g")]
+    if not time_only:
+        panels.append(per_slice("energy_mj", "slice energy (mJ)", ".3g"))
+    left = alt.vconcat(*panels, spacing=6)
+    if time_only:
+        return _time_only_plan(p, m, left)
 
     alts = [{"name": "this plan", "notation": p["notation"], "latency_ms": m["latency_ms"], "energy_mj": m["energy_mj"],
              "verdict": "this plan", "why": "", "saving": ""}]
@@ -175,6 +182,25 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
         "tensor transfers" + constraint,
     ]
     return alt.hconcat(left, right, spacing=30).resolve_scale(color="independent", shape="independent").properties(
+        title=_title(f"{p['model']} on {p['platform']}: {p['notation']}", subtitle))
+
+
+def _time_only_plan(p: dict, m: dict, left) -> alt.HConcatChart:
+    """A plan whose profile has no energy: its slices beside the alternatives' latency."""
+    alts = [{"name": "this plan", "notation": p["notation"], "latency_ms": m["latency_ms"]}]
+    alts += [{"name": c["name"], "notation": c["notation"], "latency_ms": c["latency_ms"]} for c in p.get("comparisons", [])]
+    right = alt.Chart(alt.Data(values=alts)).mark_bar().encode(
+        x=alt.X("latency_ms:Q", title="latency (ms)"), y=alt.Y("name:N", title=None, sort=None),
+        color=alt.condition(alt.datum.name == "this plan", alt.value("#111111"), alt.value("#2a9d3a")),
+        tooltip=["name:N", "notation:N", alt.Tooltip("latency_ms:Q", format=".4g")],
+    ).properties(width=260, height=max(60, 18 * len(alts)), title=alt.TitleParams(
+        "the plan and its alternatives", subtitle=["energy not measured (no power source)"], fontSize=12, anchor="start"))
+    subtitle = [
+        f"objective: {p['objective']}; solver {p['report']['solver']} ({p['report']['status']}); "
+        f"latency {_fmt(m['latency_ms'])} ms, energy not measured, {m['slices']} slices, {m['transitions']} transitions",
+        "notation: device letter + first layer of each slice (1-based); slice time includes its tensor transfers",
+    ]
+    return alt.hconcat(left, right, spacing=30).resolve_scale(color="independent").properties(
         title=_title(f"{p['model']} on {p['platform']}: {p['notation']}", subtitle))
 
 

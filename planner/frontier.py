@@ -72,6 +72,9 @@ def frontier_report(
 ) -> FrontierReport:
     clock = Stopwatch()
     request = PlanRequest(objective="energy", targets=targets, constraints={"devices": devices, "max_transitions": max_transitions})
+    from planner.plan import require_energy_data
+
+    require_energy_data(profile, request)
     view = select_view(compile_problem(platform, profile), request)
     with_freq = request.target_set() == "all_levels" and any(
         sum(1 for u in view.targets if u.device_id == t.device_id) > 1 for t in view.targets

@@ -127,14 +127,37 @@ def notation(problem: Problem, assignment: Assignment, with_freq: bool) -> str:
     return " ".join(parts)
 
 
+def known(value: float) -> float | None:
+    """An energy as reported: None where it is unknown (NaN: time-only measurements)."""
+    return None if math.isnan(value) else value
+
+
+def require_energy_data(profile, request: PlanRequest) -> None:
+    """An energy objective or cap needs measured power: refuse it, with the reason, on a
+    profile whose measurements are time-only (no power source on the board)."""
+    if request.objective != "energy" and request.constraints.max_energy_mj is None:
+        return
+    missing = getattr(profile, "time_only_measurements", lambda: [])()
+    if not missing:
+        return
+    field = "objective" if request.objective == "energy" else "constraints.max_energy_mj"
+    i, j = missing[0]
+    source = getattr(profile, "energy_source", None) or "not given"
+    raise InputError(
+        field,
+        f"profile '{profile.name}' has no energy data ({len(missing)} time-only measurements, first "
+        f"layers[{i}].measurements[{j}]; energy_source: {source}); plan for latency, or profile with a power source",
+    )
+
+
 def metrics_of(ev: Evaluation) -> Metrics:
     return Metrics(
         latency_ms=ev.latency_ms,
-        energy_mj=ev.energy_mj,
+        energy_mj=known(ev.energy_mj),
         execution_time_ms=ev.execution_time_ms,
         communication_time_ms=ev.communication_time_ms,
-        execution_energy_mj=ev.execution_energy_mj,
-        communication_energy_mj=ev.communication_energy_mj,
+        execution_energy_mj=known(ev.execution_energy_mj),
+        communication_energy_mj=known(ev.communication_energy_mj),
         slices=len(ev.slices),
         transitions=ev.n_transitions,
     )
@@ -177,7 +200,7 @@ def comparisons(view: Problem, request: PlanRequest, value: float, plan_ev: Eval
                 name=name,
                 notation=notation(view, a, with_freq=request.target_set() == "all_levels"),
                 latency_ms=ev.latency_ms,
-                energy_mj=ev.energy_mj,
+                energy_mj=known(ev.energy_mj),
                 saving_pct=100.0 * (base - value) / base if base > 0 else 0.0,
                 violations=broken,
                 note=note,
@@ -220,7 +243,7 @@ def assemble(
             "freq_mhz": tg.freq_mhz,
             "target": label,
             "time_ms": sc.time_ms + sc.transition_time_ms,
-            "energy_mj": sc.energy_mj + sc.transition_energy_mj,
+            "energy_mj": known(sc.energy_mj + sc.transition_energy_mj),
             "comm_in_time_ms": sc.comm_in_time_ms,
             "comm_out_time_ms": sc.comm_out_time_ms,
             "transition_time_ms": sc.transition_time_ms,
@@ -237,7 +260,7 @@ def assemble(
                 "freq_mhz": tg.freq_mhz,
                 "target": label,
                 "time_ms": float(exec_t[k, t]),
-                "energy_mj": float(exec_e[k, t]),
+                "energy_mj": known(float(exec_e[k, t])),
             })
     warnings = list(view.notes)
     if len(warnings) > MAX_WARNINGS:
@@ -299,6 +322,7 @@ def make_plan(
     (each naming the field and the reason); pass a compiled `problem` to skip compiling."""
     solver = get_solver(request.solver)
     check_supported(solver, request)
+    require_energy_data(profile, request)
     problem = problem_for(solver, platform, profile, request, problem)
     view = select_view(problem, request)
     solution = solver.solve(view, request, progress)

@@ -66,6 +66,7 @@ def entries_of(problem: MappingProblem, genes_list: Sequence[Sequence[int]], wit
             apps.append(AppResult(
                 name=app.name,
                 period_ms=app.period_ms,
+                priority=app.priority,
                 latency_ms=float(ev.latency_ms[n, a]),
                 response_time_ms=None if thr else float(ev.value_ms[n, a]),
                 pipeline_period_ms=float(ev.pipeline_period_ms[n]) if thr else None,
@@ -226,6 +227,15 @@ def thin_front(objs: np.ndarray, k: int, swap_passes: int = 4) -> list[int]:
     return sorted(chosen)
 
 
+def _without_energy(entry: ScheduleEntry) -> ScheduleEntry:
+    """A time-only profile's entry: energy unknown, not a (compiled) zero; the energy
+    objective, last of every objective vector, dropped."""
+    return entry.model_copy(update={
+        "energy_mj": None, "average_power_w": None, "objectives": entry.objectives[:-1],
+        "apps": [a.model_copy(update={"energy_mj": None}) for a in entry.apps],
+    })
+
+
 def make_schedule(
     platform: Platform,
     profiles: Sequence[ModelProfile],
@@ -280,11 +290,14 @@ def make_schedule(
     best = entries[0].objectives[0] if entries else None
     if solution.bound is not None and best is not None and math.isfinite(solution.bound) and best > 0:
         gap = max(0.0, (best - solution.bound) / best)
+    if not problem.energy_known:
+        entries = [_without_energy(e) for e in entries]  # type: ignore[arg-type]
     by_name = {p.name: p for p in profiles}
+    names = objective_names(problem.configs[0])
     return Schedule(
         platform=platform.name,
         mode=problem.mode,
-        objective_names=objective_names(problem.configs[0]),
+        objective_names=names if problem.energy_known else names[:-1],
         entries=entries,  # type: ignore[arg-type]
         front_size=front_size,
         front_exact=bool(solution.exact_front),

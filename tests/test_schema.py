@@ -35,7 +35,6 @@ def test_valid_documents_parse():
         ("layers.1.input_bytes", -5, "layers[1].input_bytes", "greater than or equal to 0"),
         ("layers.1.id", "l1", "layers[1].id", "duplicate layer id 'l1'"),
         ("layers.2.predecessors", ["nope"], "layers[2].predecessors[0]", "unknown layer 'nope'"),
-        ("layers.0.measurements.0.power_w", DELETE, "layers[0].measurements[0].power_w", "give power_w or energy_mj"),
         ("layers.0.measurements.0.energy_mj", 99.0, "layers[0].measurements[0].energy_mj", "disagrees"),
         ("layers.0.op_typo", "conv", "layers[0].op_typo", "Extra inputs are not permitted"),
         ("layers", [], "layers", "at least 1"),
@@ -44,6 +43,26 @@ def test_valid_documents_parse():
 def test_profile_rejections(path, value, where, why):
     msg = refused(ModelProfile, with_change(profile_dict(), path, value))
     assert where in msg and why in msg, msg
+
+
+def test_time_only_profile_plans_latency_and_refuses_energy():
+    """A measurement without power_w/energy_mj is time-only (no power source): latency
+    plans report energy as unknown, energy objectives and caps are refused with the reason."""
+    doc = profile_dict()
+    for layer in doc["layers"]:
+        for m in layer["measurements"]:
+            m.pop("power_w", None)
+            m.pop("energy_mj", None)
+    doc["energy_source"] = "none: no power sensor"
+    prof = ModelProfile.model_validate(doc)
+    plat = Platform.model_validate(platform_dict())
+    plan = make_plan(plat, prof, PlanRequest())
+    assert plan.metrics.energy_mj is None and all(s.energy_mj is None for s in plan.slices)
+    assert "null" in plan.model_dump_json() and "NaN" not in plan.model_dump_json()
+    for request in (PlanRequest(objective="energy"), PlanRequest(solver="pareto", constraints={"max_energy_mj": 5.0})):
+        with pytest.raises(InputError) as exc:
+            make_plan(plat, prof, request)
+        assert "no energy data" in str(exc.value) and "none: no power sensor" in str(exc.value), exc.value
 
 
 def test_cycle_is_named():

@@ -395,7 +395,7 @@ async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
                              ("slices", lambda p: p.metrics.slices, ""), ("transitions", lambda p: p.metrics.transitions, "")):
         va, vb = get(left["doc"]), get(right["doc"])
         rows.append({"label": label, "unit": unit, "a": va, "b": vb,
-                     "diff_pct": (100.0 * (vb - va) / va) if va else None})
+                     "diff_pct": (100.0 * (vb - va) / va) if va and vb is not None else None})
     specs = [spec_json(await run_in_threadpool(figures.plan_figure, r["doc"], width=420)) for r in (left, right)]
     return render(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
 

@@ -120,6 +120,10 @@ def _runs(names: list[str]) -> str:
     return " ".join(out)
 
 
+def _num(x: float | None, width: int, digits: int = 3) -> str:
+    return f"{'unknown':>{width}}" if x is None else f"{x:>{width}.{digits}f}"
+
+
 def render(s: Schedule, rows: int = 30, timeline: bool = False) -> str:
     r = s.report
     head = (f"{', '.join(a.name for a in s.entries[0].apps) if s.entries else '-'} on {s.platform}: {s.mode} with "
@@ -144,14 +148,14 @@ def render(s: Schedule, rows: int = 30, timeline: bool = False) -> str:
         for k, e in enumerate(s.entries[:rows]):
             a = e.apps[0]
             lines.append(f"{k:>3}  {cfg(e):<16} {a.effective_period_ms:>10.3f} {a.pipeline_period_ms:>9.3f} "
-                         f"{a.throughput_fps:>8.1f} {e.energy_mj:>10.3f} {e.cpu_utilisation:>8.2f}  {'yes' if e.schedulable else 'NO'}")
+                         f"{a.throughput_fps:>8.1f} {_num(e.energy_mj, 10)} {e.cpu_utilisation:>8.2f}  {'yes' if e.schedulable else 'NO'}")
     else:
         names = [a.name for a in s.entries[0].apps]
         heads = "".join(f" {('R ' + n)[:14]:>14}" for n in names)
         lines.append(f"{'#':>3}  {'cpu config':<16}{heads} {'energy_mj':>10} {'power_w':>8} {'cpu_util':>8}  ok")
         for k, e in enumerate(s.entries[:rows]):
             rs = "".join(f" {a.response_time_ms:>14.3f}" for a in e.apps)
-            lines.append(f"{k:>3}  {cfg(e):<16}{rs} {e.energy_mj:>10.3f} {e.average_power_w:>8.3f} "
+            lines.append(f"{k:>3}  {cfg(e):<16}{rs} {_num(e.energy_mj, 10)} {_num(e.average_power_w, 8)} "
                          f"{e.cpu_utilisation:>8.2f}  {'yes' if e.schedulable else 'NO'}")
         lines.append("(R: worst-case response time in ms with higher-priority interference and non-preemptive blocking)")
     if len(s.entries) > rows:

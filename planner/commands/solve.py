@@ -114,7 +114,8 @@ def render(plan: Plan) -> str:
         f"plan      {plan.notation}",
         *legend(plan),
         f"latency   {m.latency_ms:10.3f} ms   ({timing})",
-        f"energy    {m.energy_mj:10.3f} mJ   (execution {m.execution_energy_mj:.3f} + communication {m.communication_energy_mj:.3f})",
+        (f"energy    {m.energy_mj:10.3f} mJ   (execution {m.execution_energy_mj:.3f} + communication {m.communication_energy_mj:.3f})"
+         if m.energy_mj is not None else "energy        not measured (the profile has no power data)"),
         "",
     ]
     tw = max([10, *(len(s.target) for s in plan.slices)])
@@ -125,9 +126,9 @@ def render(plan: Plan) -> str:
     head += f" {'trans_ms':>9} {'trans_mj':>9}" if trans else ""
     lines.append(head + f" {'memory_MB':>9}")
     for s, span in zip(plan.slices, spans):
-        row = (f"{s.index:>5}  {span:<{lw}} {s.target:<{tw}} {s.time_ms:>10.3f} {s.energy_mj:>10.3f} "
+        row = (f"{s.index:>5}  {span:<{lw}} {s.target:<{tw}} {s.time_ms:>10.3f} {_mj(s.energy_mj):>10} "
                f"{s.comm_in_time_ms + s.comm_out_time_ms:>9.3f}")
-        row += f" {s.transition_time_ms:>9.3f} {s.transition_energy_mj:>9.3f}" if trans else ""
+        row += f" {s.transition_time_ms:>9.3f} {_mj(s.transition_energy_mj if s.energy_mj is not None else None):>9}" if trans else ""
         lines.append(row + f" {s.memory_bytes / 1e6:>9.1f}")
     lines.append("(time_ms, energy_mj: execution + tensor in/out (comm_ms)"
                  + (" + transition into the slice (trans_ms, OUT of the previous device + IN of this one)" if trans else "") + ")")
@@ -138,7 +139,7 @@ def render(plan: Plan) -> str:
     if valid:
         lines += ["", f"{'compared with':<{nw}} {'latency_ms':>10} {'energy_mj':>10} {'saving':>8}  plan"]
         for c in valid:
-            lines.append(f"{c.name:<{nw}} {c.latency_ms:>10.3f} {c.energy_mj:>10.3f} {c.saving_pct:>7.1f}%  {c.notation}")
+            lines.append(f"{c.name:<{nw}} {c.latency_ms:>10.3f} {_mj(c.energy_mj):>10} {c.saving_pct:>7.1f}%  {c.notation}")
         lines.append(f"(saving: how much lower this plan's {plan.objective} in {unit} is than each alternative's)")
         for c in valid:
             if c.note:
@@ -146,13 +147,17 @@ def render(plan: Plan) -> str:
     if broken:
         lines += ["", f"{'breaks the request':<{nw}} {'latency_ms':>10} {'energy_mj':>10}  plan  (not admissible: why)"]
         for c in broken:
-            lines.append(f"{c.name:<{nw}} {c.latency_ms:>10.3f} {c.energy_mj:>10.3f}  {c.notation}")
+            lines.append(f"{c.name:<{nw}} {c.latency_ms:>10.3f} {_mj(c.energy_mj):>10}  {c.notation}")
             lines.append(f"{'':<{nw}}   breaks: {'; '.join(c.violations)}")
     for table in plan.report.details.get("tables", []):
         lines += ["", *render_table(table)]
     for w in plan.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def _mj(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def render_table(table: dict) -> list[str]:

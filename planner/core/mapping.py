@@ -109,3 +109,6 @@ class ScheduleProblem:
     mode: Mode
     configs: tuple[MappingProblem, ...]
     notes: tuple[str, ...] = field(default=())
+    # False when a measurement the costs rest on has no power or energy (a time-only
+    # profile): energies are compiled as 0, never optimised and reported as unknown
+    energy_known: bool = True

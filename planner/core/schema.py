@@ -402,10 +402,15 @@ class Measurement(Strict):
         description="Data type the layer ran in (quint8, f16, f32, ...); omitted = the model's native type (F32)",
     )
 
+    time_spread_ms: NonNegFloat | None = Field(
+        None, description="Spread of the profiled runs (p90 - p10); time_ms is their median"
+    )
+    runs: Annotated[int, Field(ge=1)] | None = Field(None, description="How many timed runs time_ms summarises")
+
     @model_validator(mode="after")
     def _check(self) -> "Measurement":
-        if self.power_w is None and self.energy_mj is None:
-            _fail("Measurement", [(("power_w",), "give power_w or energy_mj")], None)
+        # Neither power_w nor energy_mj: a time-only measurement (no power source on the
+        # board). Its energy is unknown, never guessed; energy requests are refused.
         if self.power_w is not None and self.energy_mj is not None:
             implied = self.power_w * self.time_ms
             if not math.isclose(implied, self.energy_mj, rel_tol=0.01, abs_tol=1e-9):
@@ -418,7 +423,10 @@ class Measurement(Strict):
 
     @property
     def avg_power_w(self) -> float:
-        return self.power_w if self.power_w is not None else self.energy_mj / self.time_ms  # type: ignore[operator]
+        """Average power; NaN for a time-only measurement (energy unknown)."""
+        if self.power_w is not None:
+            return self.power_w
+        return self.energy_mj / self.time_ms if self.energy_mj is not None else math.nan
 
 
 class LayerTransition(Strict):
@@ -474,6 +482,12 @@ class ModelProfile(Strict):
     name: str = Field(min_length=1, max_length=200)
     platform: str | None = Field(None, description="Name of the platform it was profiled on")
     source: str = ""
+    energy_source: str | None = Field(
+        None, max_length=500,
+        description="What measured power/energy (e.g. 'rapl:/sys/class/powercap/intel-rapl:0', 'ina3221', "
+        "'csv:meter.csv'), or why there is none; measurements without power_w/energy_mj are time-only and "
+        "an energy objective or cap on them is refused",
+    )
     layers: list[Layer] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -535,6 +549,15 @@ class ModelProfile(Strict):
                         )
                     )
         return out
+
+    def time_only_measurements(self) -> list[tuple[int, int]]:
+        """(layer, measurement) indices of measurements with no power or energy."""
+        return [
+            (i, j)
+            for i, layer in enumerate(self.layers)
+            for j, m in enumerate(layer.measurements)
+            if m.power_w is None and m.energy_mj is None
+        ]
 
     def predecessor_indices(self) -> list[list[int]]:
         position = {layer.id: i for i, layer in enumerate(self.layers)}
@@ -616,7 +639,8 @@ class SliceOut(BaseModel):
     freq_mhz: float
     target: str = Field(description="Paper notation, e.g. G@667; solver details follow as /key=value (p=share, dtype, mode=branch)")
     time_ms: float = Field(description="Execution plus the slice's tensor in/out plus the transition paid entering it")
-    energy_mj: float = Field(description="Execution plus tensor in/out plus transition energy, as time_ms")
+    energy_mj: float | None = Field(description="Execution plus tensor in/out plus transition energy, as time_ms; "
+                                     "None: the profile has no energy measurements")
     comm_in_time_ms: float = Field(description="Moving the slice's input tensor to its device (MOSAIC eq. 1)")
     comm_out_time_ms: float = Field(description="Moving the slice's output tensor back (MOSAIC eq. 2)")
     transition_time_ms: float = Field(
@@ -634,7 +658,7 @@ class LayerOut(BaseModel):
     freq_mhz: float
     target: str
     time_ms: float
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
 
 
 class Metrics(BaseModel):
@@ -644,11 +668,12 @@ class Metrics(BaseModel):
     execution + communication exceeds the latency by the overlap."""
 
     latency_ms: float = Field(description="Wall-clock time of one inference: the critical path")
-    energy_mj: float = Field(description="Energy of one inference: execution plus communication")
+    energy_mj: float | None = Field(description="Energy of one inference: execution plus communication; None: the "
+                                     "profile has no energy measurements (energy_source)")
     execution_time_ms: float = Field(description="Processor time computing layers, summed over processors (overlaps count twice)")
     communication_time_ms: float = Field(description="Tensor in/out of every slice plus device-pair transitions, summed")
-    execution_energy_mj: float
-    communication_energy_mj: float
+    execution_energy_mj: float | None
+    communication_energy_mj: float | None
     slices: int
     transitions: int = Field(description="Target changes between adjacent layers (a DVFS change counts)")
 
@@ -672,7 +697,7 @@ class Comparison(BaseModel):
     name: str
     notation: str
     latency_ms: float
-    energy_mj: float
+    energy_mj: float | None = Field(description="None: the profile has no energy measurements")
     saving_pct: float = Field(description="How much lower the plan's objective is than this one's, in percent; "
                               "meaningless when `violations` is not empty")
     violations: list[str] = Field(default_factory=list, description="The request's constraints (energy cap, "
@@ -808,12 +833,13 @@ class PeLoad(BaseModel):
 class AppResult(BaseModel):
     name: str
     period_ms: float = Field(description="Requested period (= deadline)")
+    priority: int | None = Field(None, description="Requested priority (lower number = higher); what an executor releases by")
     latency_ms: float = Field(description="One iteration alone, ASAP (its own schedule only)")
     response_time_ms: float | None = Field(None, description="Worst case with interference and blocking (VI.A)")
     pipeline_period_ms: float | None = Field(None, description="Throughput mode: longest cluster time (eq. 8)")
     effective_period_ms: float | None = Field(None, description="Throughput mode: eq. 8 stretched to meet the CPU utilisation cap")
     throughput_fps: float | None = None
-    energy_mj: float = Field(description="One inference")
+    energy_mj: float | None = Field(description="One inference; None: time-only profile (no power source)")
     meets_deadline: bool
     mapping: list[str] = Field(description="Logical PE of each layer, in the profile's layer order")
 
@@ -822,7 +848,7 @@ class ScheduleEntry(BaseModel):
     cpu_config: dict[str, list[int]]
     pes: list[str]
     objectives: list[float] = Field(description="What the solver minimised, as the evaluator computes it")
-    energy_mj: float = Field(description="One inference of every network")
+    energy_mj: float | None = Field(description="One inference of every network; None: a time-only profile")
     average_power_w: float | None = Field(None, description="Response-time mode: sum of energy_mj / period_ms")
     cpu_utilisation: float
     schedulable: bool

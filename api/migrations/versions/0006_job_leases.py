@@ -4,13 +4,13 @@ attempt is the current one; a replica that finds an expired lease claims the job
 again as the next attempt. Running jobs of older versions have no lease (claimable).
 
 Revision ID: 0006
-Revises: 0003
+Revises: 0004
 """
 from alembic import op
 import sqlalchemy as sa
 
 revision = "0006"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,180 @@
+"""How good are the planner's predictions on a real runtime? For the real topologies in
+the onnx package's light test models, on this machine's ONNX Runtime devices: profile
+(`planner profile`'s code), plan for latency (dp), execute the plan, and compare the
+predicted latency with the measured one (MOSAIC reports 3.0% mean error, Kang et al.
+under 7%). Also the measured speed-up of the plan over the best single device (each
+device running the whole model, timed in turns with the plan so load hits them alike)
+and the profiling time. Writes bench/results/fidelity.json.
+
+Weights: the light models compute their weights with ConstantOfShape (one value per
+tensor); they are materialised with seeded random values (same shapes, same cost) so
+the int8 check against fp32 means something.
+
+    .venv/bin/python bench/fidelity.py --clock thread        # default subset, single-threaded devices
+    .venv/bin/python bench/fidelity.py --models all --runs 20 --exec-runs 50
+
+Clocks: `wall` is latency as a user sees it, on this shared 2-core machine mostly the
+other jobs' share of the cores; `thread` is the calling thread's CPU time (every device
+threads=1, so ORT runs the whole slice on it): what the devices would take without the
+other processes, apart from their cache pollution. Each statistic (median, mean, min)
+makes its own profile and plan and is compared with the same statistic measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from executor.execute import check_outputs, error_pct  # noqa: E402
+from executor.profiler import profile_model  # noqa: E402
+from executor.runtime import parse_devices, unpin  # noqa: E402
+from executor.sessions import SlicedModel, measure_interleaved  # noqa: E402
+from executor.slicing import layers, load_model, materialise, random_inputs  # noqa: E402
+from planner.commands.profile import build_documents  # noqa: E402
+from planner.core.io import parse  # noqa: E402
+from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
+from planner.plan import make_plan  # noqa: E402
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+ALL = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2", "densenet121",
+       "bvlc_alexnet", "zfnet512", "vgg19"]
+STATS = ("median", "mean", "min")  # each: the profile's statistic, the plan made from it, the same statistic measured
+DEFAULT = ["squeezenet", "shufflenet", "resnet50", "inception_v1"]
+DEVICES = [
+    "cpu1=CPUExecutionProvider:threads=1,affinity=0",
+    "cpu2=CPUExecutionProvider:threads=2",
+    "q8=CPUExecutionProvider:threads=1,affinity=1,precision=int8",
+]
+
+THREAD_DEVICES = [  # one thread each: thread CPU time is the device's whole work
+    "cpu1=CPUExecutionProvider:threads=1,affinity=0",
+    "cpu1b=CPUExecutionProvider:threads=1,affinity=1,opt=basic",
+    "q8=CPUExecutionProvider:threads=1,affinity=1,precision=int8",
+]
+
+
+def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: int, seed: int, clock: str) -> dict:
+    devices = parse_devices(specs)
+    path = LIGHT / f"light_{name}.onnx"
+    lm = layers(materialise(load_model(path), "random", seed), materialised=True)
+    t0 = time.perf_counter()
+    prof = profile_model(lm, devices, runs=runs, warmup=warmup, seed=seed, clock=clock)
+    profiling_s = time.perf_counter() - t0
+    x = random_inputs(lm, seed + 100)
+    L = len(lm.layers)
+    plans, fits = {}, {}
+    for stat in STATS:
+        plat_doc, prof_doc, fits[stat] = build_documents(
+            lm, prof, name=name, platform_name="fidelity", energy_source="none: benchmark", model_path=str(path),
+            statistic=stat)
+        platform, profile = parse(Platform, plat_doc, "platform"), parse(ModelProfile, prof_doc, "profile")
+        plans[stat] = make_plan(platform, profile, PlanRequest(objective="latency", solver="dp"))
+    runners = {f"plan-{stat}": SlicedModel.from_plan(lm, plan, devices, clock=clock) for stat, plan in plans.items()}
+    for d in devices:
+        runners[d.id] = SlicedModel(lm, [(0, L - 1, d.id)], devices, clock=clock)
+    check = check_outputs(runners["plan-median"], x)
+    timing = measure_interleaved(runners, x, runs=exec_runs, warmup=warmup)
+    unpin()
+    out = {
+        "layers": L,
+        "joins": sum(len(la.predecessors) > 1 for la in lm.layers),
+        "outputs": check,
+        "profiling_s": profiling_s,
+        "profile_runs": runs,
+        "exec_runs": exec_runs,
+    }
+    for stat, plan in plans.items():
+        key = f"{stat}_ms"
+        t = timing[f"plan-{stat}"]
+        measured = t["total"][key]
+        singles = {d.id: timing[d.id]["total"][key] for d in devices}
+        predicted_single = {c.name.removeprefix("preferred-"): c.latency_ms for c in plan.comparisons
+                            if c.name.startswith("preferred-")}
+        best = min(singles, key=singles.get)
+        out[stat] = {
+            "plan": plan.notation,
+            "slices": len(plan.slices),
+            "predicted_ms": plan.metrics.latency_ms,
+            "measured_ms": measured,
+            "measured_p90_ms": t["total"]["p90_ms"],
+            "error_pct": error_pct(plan.metrics.latency_ms, measured),
+            "slice_errors_pct": [error_pct(s.time_ms, m[key]) for s, m in zip(plan.slices, t["slices"])],
+            "single_device_measured_ms": singles,
+            "single_device_predicted_ms": predicted_single,
+            "single_device_error_pct": {d: error_pct(predicted_single.get(d), singles[d]) for d in singles},
+            "best_single_device": best,
+            "speedup_over_best_single": singles[best] / measured,
+            "fits": fits[stat],
+        }
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(DEFAULT), help=f"comma list or 'all' ({', '.join(ALL)}); default %(default)s")
+    ap.add_argument("--device", action="append", help="runtime device spec, repeatable (default: " + " ".join(DEVICES) + ")")
+    ap.add_argument("--runs", type=int, default=10, help="profiling rounds (default %(default)s)")
+    ap.add_argument("--warmup", type=int, default=2, help="warm-up runs (default %(default)s)")
+    ap.add_argument("--exec-runs", type=int, default=30, help="timed runs of the plan and of each single device (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                    help="wall: elapsed time; thread: the calling thread's CPU time, not counting other processes' "
+                         "turns on the core (needs every device threads=1; default devices then: --thread-devices)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/fidelity.json"))
+    args = ap.parse_args()
+    names = ALL if args.models == "all" else [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in names if m not in ALL]
+    if unknown:
+        ap.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(ALL)}")
+    present = [m for m in names if (LIGHT / f"light_{m}.onnx").exists()]
+    specs = args.device or (THREAD_DEVICES if args.clock == "thread" else DEVICES)
+    results = {}
+    print(f"{'model':<13} {'L':>4} {'stat':<6} {'plan':<22} {'pred_ms':>8} {'meas_ms':>8} {'error':>7} "
+          f"{'best single':>16} {'speedup':>7} {'profile_s':>9}  int8/fp32 check")
+    for m in present:
+        r = bench_model(m, specs, args.runs, args.warmup, args.exec_runs, args.seed, args.clock)
+        results[m] = r
+        for stat in STATS:
+            q = r[stat]
+            b = q["best_single_device"]
+            print(f"{m:<13} {r['layers']:>4} {stat:<6} {q['plan'][:22]:<22} {q['predicted_ms']:>8.2f} {q['measured_ms']:>8.2f} "
+                  f"{q['error_pct']:>+6.1f}% {b + ' ' + format(q['single_device_measured_ms'][b], '.2f'):>16} "
+                  f"{q['speedup_over_best_single']:>6.2f}x {r['profiling_s']:>9.1f}  "
+                  f"{'ok' if r['outputs']['ok'] else 'FAIL'} ({r['outputs']['error']:.3g})", flush=True)
+    summary = {"models": len(results), "clock": args.clock, "targets": {"mean_abs_error_pct": 3.0, "worst_abs_error_pct": 8.0},
+               "devices": specs, "host": {"cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()}}
+    for stat in STATS:
+        errs = [abs(r[stat]["error_pct"]) for r in results.values()]
+        single_errs = [abs(e) for r in results.values() for e in r[stat]["single_device_error_pct"].values() if e is not None]
+        summary[stat] = {
+            "mean_abs_error_pct": float(np.mean(errs)) if errs else None,
+            "worst_abs_error_pct": float(np.max(errs)) if errs else None,
+            "mean_abs_error_single_device_plans_pct": float(np.mean(single_errs)) if single_errs else None,
+            "plans_slower_than_best_single": [m for m, r in results.items() if r[stat]["speedup_over_best_single"] < 1.0],
+            "mean_speedup_over_best_single": float(np.mean([r[stat]["speedup_over_best_single"] for r in results.values()])) if results else None,
+        }
+        q = summary[stat]
+        if errs:
+            print(f"{stat:<6}: mean |error| {q['mean_abs_error_pct']:.1f}% (target 3.0), worst {q['worst_abs_error_pct']:.1f}% "
+                  f"(target 8.0); single-device plans mean |error| {q['mean_abs_error_single_device_plans_pct']:.1f}%; "
+                  f"mean speed-up over the best single device {q['mean_speedup_over_best_single']:.2f}x; "
+                  f"slower than it: {q['plans_slower_than_best_single'] or 'none'}")
+    print(f"load average at end {summary['host']['loadavg_at_end'][0]:.1f} on {os.cpu_count()} CPUs")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"summary": summary, "models": results}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""The device side of the planner: run a plan on ONNX Runtime.
+
+Light enough for a board: it imports the plan and profile documents from
+`planner.core` and otherwise only onnx, onnxruntime, numpy and httpx.
+
+- `executor.runtime`: `parse_device("cpu1=CPUExecutionProvider:threads=1,affinity=0")`
+  -> RuntimeDevice; `build_session(model, device)`.
+- `executor.slicing`: `materialise`, `layers(model)` (fused layers, DAG, bytes),
+  `split_model(layered, [(first, last), ...])`.
+- `executor.quantize`: int8 static QDQ quantisation with calibration data.
+- `executor.sessions`: `SlicedModel(layered, slices, devices).run(inputs)`,
+  `SlicedModel.from_plan(layered, plan, devices)`, timing helpers.
+- `executor.profiler`: `profile_model(layered, devices, runs=...)`: per-layer, per-slice,
+  device-switch and transfer samples (planner profile turns them into documents).
+- `executor.execute`: `run_plan(layered, plan, devices, inputs)`: outputs checked against
+  the unsplit fp32 model, per-slice and total latency beside the plan's prediction.
+- `executor.power`: energy readers (RAPL, hwmon, an external meter's CSV) or the reason
+  there is none.
+
+Timing takes a clock (`wall`, or `thread`: the calling thread's CPU time, for
+single-threaded devices on a shared machine).
+"""

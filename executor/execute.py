@@ -1,0 +1,102 @@
+"""Run a plan and say how good its prediction was: outputs checked against the unsplit
+fp32 model, latency per slice and end to end (median, p90) beside the plan's figures."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnxruntime as ort
+
+from executor.quantize import INT8_TOLERANCE, int8_error
+from executor.runtime import RuntimeDevice, unpin
+from executor.sessions import SlicedModel, measure
+from executor.slicing import LayeredModel
+
+FP32_RTOL = 1e-4  # split fp32 vs unsplit fp32: same kernels, fusion may reorder sums
+FP32_ATOL_REL = 1e-5  # absolute tolerance as a fraction of the output's largest magnitude
+
+
+def reference_outputs(lm: LayeredModel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The unsplit model in fp32 on ONNX Runtime's CPU provider."""
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(lm.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return dict(zip(lm.graph_outputs, sess.run(list(lm.graph_outputs), dict(inputs))))
+
+
+def check_outputs(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray] | None = None) -> dict:
+    """{'ok', 'mode', 'error', 'tolerance'}: fp32 plans must match allclose; plans with an
+    int8 slice must stay within INT8_TOLERANCE (relative L2) of the fp32 outputs."""
+    ref = reference if reference is not None else reference_outputs(sliced.lm, inputs)
+    got = sliced.run(inputs)
+    names = list(sliced.lm.graph_outputs)
+    if any(s.device.precision == "int8" for s in sliced.slices):
+        err = int8_error([ref[n] for n in names], [got[n] for n in names])
+        return {"ok": err <= INT8_TOLERANCE, "mode": "int8 vs fp32, relative L2", "error": err, "tolerance": INT8_TOLERANCE}
+    worst = 0.0
+    ok = True
+    for n in names:
+        a, b = np.asarray(ref[n]), np.asarray(got[n])
+        atol = FP32_ATOL_REL * (float(np.max(np.abs(a))) or 1.0)
+        ok &= a.shape == b.shape and bool(np.allclose(b, a, rtol=FP32_RTOL, atol=atol))
+        worst = max(worst, float(np.max(np.abs(a - b))) if a.shape == b.shape else float("inf"))
+    return {"ok": ok, "mode": f"fp32 allclose (rtol {FP32_RTOL}, atol {FP32_ATOL_REL} x max|output|)",
+            "error": worst, "tolerance": FP32_RTOL}
+
+
+def error_pct(predicted: float | None, measured: float) -> float | None:
+    """(predicted - measured) / measured in percent: positive = the plan was pessimistic."""
+    if predicted is None or measured <= 0:
+        return None
+    return 100.0 * (predicted - measured) / measured
+
+
+def run_plan(
+    lm: LayeredModel,
+    plan,
+    devices: Sequence[RuntimeDevice],
+    inputs: Mapping[str, np.ndarray],
+    runs: int = 20,
+    warmup: int = 3,
+    calibration_count: int = 8,
+    clock: str = "wall",
+) -> dict:
+    """Build the plan's slices, check the outputs, time it; a JSON-ready report."""
+    data = plan.model_dump() if hasattr(plan, "model_dump") else plan
+    sliced = SlicedModel.from_plan(lm, data, devices, calibration_count=calibration_count, clock=clock)
+    try:
+        check = check_outputs(sliced, inputs)
+        timing = measure(sliced, inputs, runs=runs, warmup=warmup)
+    finally:
+        unpin()
+    slices = []
+    for s, plan_slice, t in zip(sliced.slices, data["slices"], timing["slices"]):
+        slices.append({
+            "index": plan_slice["index"],
+            "first_layer": plan_slice["first_layer"],
+            "last_layer": plan_slice["last_layer"],
+            "device": s.device.id,
+            "predicted_ms": plan_slice["time_ms"],
+            "measured_median_ms": t["median_ms"],
+            "measured_p90_ms": t["p90_ms"],
+            "error_pct": error_pct(plan_slice["time_ms"], t["median_ms"]),
+        })
+    predicted = data["metrics"]["latency_ms"]
+    total = timing["total"]
+    return {
+        "model": data["model"],
+        "platform": data["platform"],
+        "notation": data["notation"],
+        "runs": runs,
+        "warmup": warmup,
+        "clock": clock,
+        "outputs": check,
+        "predicted_ms": predicted,
+        "measured_median_ms": total["median_ms"],
+        "measured_p90_ms": total["p90_ms"],
+        "sum_of_slices_median_ms": float(sum(s["measured_median_ms"] for s in slices)),
+        "error_pct": error_pct(predicted, total["median_ms"]),
+        "slices": slices,
+        "devices": {d.id: d.spec for d in devices},
+    }

@@ -1,0 +1,165 @@
+"""Measurements a multi-network schedule stands on (Kang et al. IV): every layer on a
+CPU cluster's k-core logical PEs (k threads pinned to k cores, k = 1..n) and on the
+other devices, and the cost of handing a tensor from one PE's thread to another's.
+
+The per-layer figures come from executor.profiler (each layer its own session, devices
+taking turns). A k-core PE is measured while the cluster's other cores are busy running
+the model (threads pinned there): Kang IV.A calibrates CPU times to the all-cores-busy
+state, and on a real chip cores share caches, memory bandwidth and (on SMT or a VM)
+execution units, so a pipeline's PEs, all busy at once, run slower than one alone.
+What one session run costs on top of its layers (beta) is read off the
+same run as (sum of the single-layer times - the whole model's time) / (L - 1), so a
+layer's cost *inside* a segment is its single-layer time minus beta, and the first
+layer keeps it (every frame pays one session). The PE-pair cost is measured with the
+pipeline runtime itself (executor.pipeline): two layers on two PEs against the same two
+layers in one session, per tensor size; the difference is what a cut there costs
+(handoff between threads, the second session run, the tensor crossing caches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from executor.pipeline import Network, PipelineExecutor
+from executor.profiler import ProfileRun, profile_model
+from executor.runtime import RuntimeDevice, build_session, pinned, unpin
+from executor.slicing import LayeredModel, layers, random_inputs
+
+HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class PEProfile:
+    """What `planner profile --pe-cluster` turns into Kang-style documents."""
+
+    cluster: RuntimeDevice
+    cores: tuple[int, ...]
+    k_devices: list[RuntimeDevice]  # k threads pinned to the first k cores, k = 1..n
+    others: list[RuntimeDevice]
+    run: ProfileRun
+    beta_ms: dict[str, float]  # per measured device: one session run's own cost
+    layer_ms: dict[str, list[float]]  # per measured device: each layer's cost inside a segment
+    layer_spread_ms: dict[str, list[float]]
+    handoff: dict[tuple[str, str], list[tuple[int, float]]] = field(default_factory=dict)  # (from, to) -> (bytes, ms)
+
+
+def _two_layer_model(size_bytes: int) -> LayeredModel:
+    n = max(1, size_bytes // 4)
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, n])
+    z = helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [1, n])
+    nodes = [helper.make_node("Neg", ["x"], ["y"]), helper.make_node("Neg", ["y"], ["z"])]
+    m = helper.make_model(helper.make_graph(nodes, "handoff", [x], [z]), opset_imports=[helper.make_opsetid("", 13)],
+                          ir_version=8)
+    return layers(m)
+
+
+def measure_handoff(src: RuntimeDevice, dst: RuntimeDevice, sizes: Sequence[int] = HANDOFF_SIZES_BYTES,
+                    frames: int = 30) -> list[tuple[int, float]]:
+    """(bytes, ms) per size: median frame latency with the two layers on src -> dst, minus
+    the median with both in one session on src."""
+    out = []
+    for size in sizes:
+        lm = _two_layer_model(size)
+        med = []
+        for pes, mapping in (([src, dst], [0, 1]), ([src], [0, 0])):
+            ex = PipelineExecutor([Network("handoff", lm, mapping, period_ms=2.0, priority=0)], pes, "response_time")
+            ex.run(3, timeout_s=30)  # warm
+            r = ex.run(frames, timeout_s=60)
+            med.append(float(np.median(r.networks[0].response_ms)))
+        out.append((int(size), max(0.0, med[0] - med[1])))
+    return out
+
+
+@contextlib.contextmanager
+def busy_cores(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int]):
+    """The model running in a loop on each of `cores` (one pinned single-threaded session
+    each) for as long as the block lasts: the neighbours a PE has in a pipelined run."""
+    stop = threading.Event()
+    ready = threading.Barrier(len(cores) + 1) if cores else None
+
+    def loop(core: int) -> None:
+        dev = replace(cluster, id=f"busy{core}", threads=1, affinity=(core,))
+        try:
+            with pinned(dev):
+                sess = build_session(lm.model, dev)
+                feed = random_inputs(lm, core)
+                outs = [o.name for o in sess.get_outputs()]
+                sess.run(outs, feed)
+                ready.wait(timeout=60)
+                while not stop.is_set():
+                    sess.run(outs, feed)
+        finally:
+            unpin()
+
+    threads = [threading.Thread(target=loop, args=(c,), name=f"busy-core-{c}", daemon=True) for c in cores]
+    for t in threads:
+        t.start()
+    try:
+        if ready is not None:
+            ready.wait(timeout=60)
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+
+def profile_for_schedule(
+    lm: LayeredModel,
+    cluster: RuntimeDevice,
+    others: Sequence[RuntimeDevice] = (),
+    *,
+    runs: int = 10,
+    warmup: int = 2,
+    handoff_sizes: Sequence[int] = HANDOFF_SIZES_BYTES,
+    handoff_frames: int = 30,
+    progress: Progress | None = None,
+    seed: int = 0,
+) -> PEProfile:
+    cores = tuple(cluster.affinity) if cluster.affinity is not None else tuple(sorted(os.sched_getaffinity(0)))
+    if cluster.precision != "fp32" or any(d.precision != "fp32" for d in others):
+        raise ValueError("schedules run fp32 sessions: give fp32 devices")
+    k_devices = [replace(cluster, id=f"{cluster.id}@{k}", threads=k, affinity=cores[:k]) for k in range(1, len(cores) + 1)]
+    devices = k_devices + list(others)
+    parts = []
+    for k, dev in enumerate(k_devices, start=1):
+        with busy_cores(lm, cluster, cores[k:]):  # Kang IV.A: calibrated to the all-cores-busy state
+            parts.append(profile_model(lm, [dev], runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
+                                       progress=progress, seed=seed))
+    if others:
+        parts.append(profile_model(lm, list(others), runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
+                                   progress=progress, seed=seed))
+    run = ProfileRun(devices, {d: t for part in parts for d, t in part.times.items()}, runs, warmup,
+                     sum(part.wall_s for part in parts))
+    L = len(lm.layers)
+    beta, cost, spread = {}, {}, {}
+    for d in devices:
+        t = run.times[d.id]
+        med = np.array([np.median(s) for s in t.layer_ms])
+        whole = float(np.median(t.whole_ms)) if t.whole_ms else float(med.sum())
+        b = max(0.0, (float(med.sum()) - whole) / (L - 1)) if L > 1 else 0.0
+        c = np.maximum(med - b, 0.1 * med)  # a layer inside a segment still costs something
+        c[0] += b
+        beta[d.id], cost[d.id] = b, [float(x) for x in c]
+        spread[d.id] = [float(np.percentile(s, 90) - np.percentile(s, 10)) for s in t.layer_ms]
+    prof = PEProfile(cluster, cores, k_devices, list(others), run, beta, cost, spread)
+    one = k_devices[0]
+    pairs: list[tuple[str, RuntimeDevice, str, RuntimeDevice]] = []
+    if len(cores) > 1:
+        pairs.append((cluster.id, one, cluster.id, replace(one, id=f"{cluster.id}@1b", affinity=cores[1:2])))
+    for o in others:
+        pairs += [(cluster.id, one, o.id, o), (o.id, o, cluster.id, one)]
+    for src_id, src, dst_id, dst in pairs:
+        prof.handoff[(src_id, dst_id)] = measure_handoff(src, dst, handoff_sizes, handoff_frames)
+        if progress:
+            progress(1, 1, f"handoff {src_id} -> {dst_id}")
+    return prof

@@ -1,0 +1,441 @@
+"""Run a multi-network schedule (Kang et al.) on real ONNX Runtime sessions.
+
+Section VII of the paper verified schedules by running them: one thread per logical PE,
+double buffering of every tensor that crosses PEs, condition-variable synchronisation.
+This is that runtime:
+
+- each network's layers are cut into *segments*, maximal runs of consecutive layers
+  (profile order = topological order) that the mapping puts on one PE; a segment is one
+  ONNX Runtime session on its PE's device (threads = the PE's cores, pinned to them);
+- one worker thread per logical PE, pinned to its cores, runs its ready segments
+  non-preemptively, highest network priority first (lower number = higher), then by
+  release time, frame and segment (so one network's frames stay in order);
+- a tensor that crosses PEs has two buffers: frame n's producer may not start until the
+  consumer of frame n - 2 has finished reading (double buffering);
+- `throughput` mode pipelines one network, releasing a frame whenever the double buffers
+  allow; `response_time` mode releases each network every period (its deadline) and
+  measures response times and deadline misses.
+
+All state sits behind one lock with a condition per PE; cancel (or the run's deadline)
+wakes every worker, and `run` joins them before it returns, so no thread outlives it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Sequence
+
+import numpy as np
+
+from executor.runtime import RuntimeDevice, build_session, pinned, unpin
+from executor.slicing import LayeredModel, boundary, slice_model
+
+Mode = Literal["throughput", "response_time"]
+BUFFERS = 2  # double buffering of every tensor that crosses PEs
+MAX_BACKLOG = 4  # response_time: frames of one network in flight before a release is dropped (a miss)
+
+
+class PipelineError(ValueError):
+    """A schedule that does not fit the models or the devices."""
+
+
+@dataclass
+class Segment:
+    app: int
+    index: int
+    first: int
+    last: int
+    pe: int
+    inputs: list[str]
+    outputs: list[str]
+    preds: list[int] = field(default_factory=list)  # segments of the same network it reads from
+    succs: list[int] = field(default_factory=list)
+    cross_succs: list[int] = field(default_factory=list)  # successors on another PE (buffer slots)
+    cross_preds: list[int] = field(default_factory=list)  # predecessors on another PE
+    session: object = None
+
+
+@dataclass
+class Network:
+    """One network of the schedule: its layered model, the PE of each layer, its release."""
+
+    name: str
+    model: LayeredModel
+    mapping: Sequence[int]  # PE index per layer
+    period_ms: float
+    priority: int
+    inputs: Mapping[str, np.ndarray] | None = None
+
+
+@dataclass
+class NetworkResult:
+    name: str
+    frames_released: int
+    frames_done: int
+    dropped: int
+    deadline_misses: int
+    response_ms: list[float]
+    finish_s: list[float]  # completion times (s from the run's start), in completion order
+    order_ok: bool  # frames completed in release order
+    segments: int
+
+    def summary(self) -> dict:
+        r = np.asarray(self.response_ms, dtype=float)
+        out = {
+            "name": self.name, "frames_released": self.frames_released, "frames_done": self.frames_done,
+            "dropped": self.dropped, "deadline_misses": self.deadline_misses, "segments": self.segments,
+            "frames_in_order": self.order_ok,
+        }
+        if r.size:
+            out.update(response_p50_ms=float(np.median(r)), response_p99_ms=float(np.percentile(r, 99)),
+                       response_max_ms=float(r.max()), response_min_ms=float(r.min()))
+        return out
+
+
+@dataclass
+class PipelineResult:
+    mode: Mode
+    networks: list[NetworkResult]
+    wall_s: float
+    cancelled: bool
+    outputs: dict[str, list[dict[str, np.ndarray]]]  # per network, the kept frames' outputs
+    pe_busy_s: list[float]
+
+    def throughput_fps(self, app: int = 0, warmup: int = 0) -> float | None:
+        """Steady-state frames per second of one network: completions after `warmup`."""
+        t = self.networks[app].finish_s
+        if len(t) - warmup < 2:
+            return None
+        span = t[-1] - t[warmup]
+        return (len(t) - 1 - warmup) / span if span > 0 else None
+
+
+def segments_of(lm: LayeredModel, mapping: Sequence[int], app: int = 0) -> list[Segment]:
+    """Maximal runs of consecutive layers on one PE, with their data dependencies."""
+    if len(mapping) != len(lm.layers):
+        raise PipelineError(f"mapping has {len(mapping)} layers, the model has {len(lm.layers)}")
+    segs: list[Segment] = []
+    start = 0
+    for i in range(1, len(mapping) + 1):
+        if i == len(mapping) or mapping[i] != mapping[start]:
+            ins, outs = boundary(lm, start, i - 1)
+            segs.append(Segment(app, len(segs), start, i - 1, int(mapping[start]), ins, outs))
+            start = i
+    producer = {x: s.index for s in segs for x in s.outputs}
+    for s in segs:
+        s.preds = sorted({producer[x] for x in s.inputs if x in producer})
+        for p in s.preds:
+            segs[p].succs.append(s.index)
+            if segs[p].pe != s.pe:
+                segs[p].cross_succs.append(s.index)
+                s.cross_preds.append(p)
+    return segs
+
+
+class PipelineExecutor:
+    """Sessions built once (`__init__`), then `run` as often as wanted."""
+
+    def __init__(self, networks: Sequence[Network], pes: Sequence[RuntimeDevice], mode: Mode):
+        if mode == "throughput" and len(networks) != 1:
+            raise PipelineError("throughput mode pipelines one network; several networks need response_time")
+        self.networks = list(networks)
+        self.pes = list(pes)
+        self.mode = mode
+        self.segments: list[list[Segment]] = []
+        for a, net in enumerate(self.networks):
+            bad = sorted({int(p) for p in net.mapping if not 0 <= int(p) < len(self.pes)})
+            if bad:
+                raise PipelineError(f"network '{net.name}' maps layers to PE(s) {bad}; there are {len(self.pes)} PEs")
+            segs = segments_of(net.model, net.mapping, a)
+            for s in segs:
+                dev = self.pes[s.pe]
+                if dev.precision != "fp32":
+                    raise PipelineError(f"PE device '{dev.id}' is {dev.precision}; schedules run fp32 sessions")
+                s.session = build_session(slice_model(net.model, s.first, s.last), dev)
+            self.segments.append(segs)
+        self._stop = threading.Event()
+
+    def cancel(self) -> None:
+        """Stop a run from another thread: workers finish the segment they are in and exit."""
+        self._stop.set()
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            with lock:
+                for c in self._conds:
+                    c.notify_all()
+
+    # ------------------------------------------------------------------ run
+
+    def run(self, frames: int, *, timeout_s: float = 60.0, keep_outputs: int = 0,
+            inputs: Sequence[Mapping[str, np.ndarray]] | None = None) -> PipelineResult:
+        """Release `frames` frames of every network (throughput: as fast as the pipeline
+        takes them); stop at `timeout_s` or on cancel. Keeps the first `keep_outputs`
+        frames' outputs per network (for checking them against the unsplit model)."""
+        if frames < 1:
+            raise PipelineError("frames must be >= 1")
+        from executor.slicing import random_inputs
+
+        feeds = [dict(inputs[a]) if inputs is not None else (dict(n.inputs) if n.inputs is not None else random_inputs(n.model, a))
+                 for a, n in enumerate(self.networks)]
+        self._stop.clear()
+        self._lock = threading.Lock()
+        self._conds = [threading.Condition(self._lock) for _ in self.pes]
+        ready: list[list] = [[] for _ in self.pes]
+        # per (app, frame): env, remaining deps per segment, finished flags, release time
+        frames_state: list[dict[int, dict]] = [{} for _ in self.networks]
+        done_seg: list[dict[int, set[int]]] = [{} for _ in self.networks]  # app -> frame -> finished segments
+        results = [NetworkResult(n.name, 0, 0, 0, 0, [], [], True, len(self.segments[a])) for a, n in enumerate(self.networks)]
+        last_done = [-1] * len(self.networks)
+        outputs: dict[str, list[dict[str, np.ndarray]]] = {n.name: [] for n in self.networks}
+        busy = [0.0] * len(self.pes)
+        errors: list[BaseException] = []
+        t0 = time.perf_counter()
+        in_flight = [0] * len(self.networks)
+
+        def deps_for(a: int, n: int, s: Segment) -> int:
+            """Producers of this frame, plus the consumers of frame n - BUFFERS still reading
+            the buffer this segment is about to write (a finished, forgotten frame holds none)."""
+            d = len(s.preds)
+            if (n - BUFFERS) in frames_state[a]:
+                old = done_seg[a][n - BUFFERS]
+                d += sum(1 for c in s.cross_succs if c not in old)
+            return d
+
+        def push(a: int, n: int, s: Segment) -> None:
+            st = frames_state[a][n]
+            key = (self.networks[a].priority, st["release"], n, s.index, a)
+            heapq.heappush(ready[s.pe], key)
+            self._conds[s.pe].notify()
+
+        def release(a: int, n: int, now: float) -> None:
+            segs = self.segments[a]
+            st = {"env": dict(feeds[a]), "release": now, "deps": {}, "left": len(segs)}
+            frames_state[a][n] = st
+            done_seg[a][n] = set()
+            results[a].frames_released += 1
+            in_flight[a] += 1
+            for s in segs:
+                st["deps"][s.index] = deps_for(a, n, s)
+            for s in segs:
+                if st["deps"][s.index] == 0:
+                    push(a, n, s)
+
+        def finish(a: int, n: int, s: Segment, values: dict) -> None:
+            st = frames_state[a][n]
+            st["env"].update(values)
+            done_seg[a][n].add(s.index)
+            for v in s.succs:
+                st["deps"][v] -= 1
+                if st["deps"][v] == 0:
+                    push(a, n, self.segments[a][v])
+            # buffer slots freed for frame n + BUFFERS's producers
+            later = frames_state[a].get(n + BUFFERS)
+            if later is not None:
+                for p in s.cross_preds:
+                    later["deps"][p] -= 1
+                    if later["deps"][p] == 0:
+                        push(a, n + BUFFERS, self.segments[a][p])
+            st["left"] -= 1
+            if st["left"] == 0:
+                end = time.perf_counter()
+                r = results[a]
+                r.frames_done += 1
+                r.response_ms.append((end - t0 - st["release"]) * 1e3)
+                r.finish_s.append(end - t0)
+                if n < last_done[a]:
+                    r.order_ok = False
+                last_done[a] = max(last_done[a], n)
+                if self.mode == "response_time" and (end - t0 - st["release"]) * 1e3 > self.networks[a].period_ms:
+                    r.deadline_misses += 1
+                if len(outputs[self.networks[a].name]) < keep_outputs and n < keep_outputs:
+                    outputs[self.networks[a].name].append({o: st["env"][o] for o in self.networks[a].model.graph_outputs})
+                in_flight[a] -= 1
+                st["env"] = {}
+                # frame n - BUFFERS's bookkeeping is needed by no later frame once both are done
+                old = frames_state[a].get(n - BUFFERS)
+                if old is not None and old["left"] == 0:
+                    del frames_state[a][n - BUFFERS]
+                    done_seg[a].pop(n - BUFFERS, None)
+                self._conds[0].notify_all()  # wake a release waiting in throughput mode
+
+        def worker(p: int) -> None:
+            dev = self.pes[p]
+            try:
+                with pinned(dev):
+                    while True:
+                        with self._lock:
+                            while not ready[p] and not self._stop.is_set():
+                                self._conds[p].wait()
+                            if self._stop.is_set():
+                                return
+                            _, _, n, si, a = heapq.heappop(ready[p])
+                            s = self.segments[a][si]
+                            env = frames_state[a][n]["env"]
+                            feed = {x: env[x] for x in s.inputs}
+                        t = time.perf_counter()
+                        out = s.session.run(s.outputs, feed)
+                        busy[p] += time.perf_counter() - t
+                        with self._lock:
+                            finish(a, n, s, dict(zip(s.outputs, out)))
+            except BaseException as exc:  # noqa: BLE001 - reported by run(), never lost
+                errors.append(exc)
+                self._stop.set()
+                with self._lock:
+                    for c in self._conds:
+                        c.notify_all()
+            finally:
+                unpin()
+
+        threads = [threading.Thread(target=worker, args=(p,), name=f"pe-{p}", daemon=True) for p in range(len(self.pes))]
+        for th in threads:
+            th.start()
+        deadline = t0 + timeout_s
+        try:
+            if self.mode == "throughput":
+                window = len(self.segments[0]) + BUFFERS
+                for n in range(frames):
+                    with self._lock:
+                        while in_flight[0] >= window and not self._stop.is_set():
+                            self._conds[0].wait(timeout=0.05)
+                            if time.perf_counter() > deadline:
+                                self._stop.set()
+                        if self._stop.is_set():
+                            break
+                        release(0, n, time.perf_counter() - t0)
+            else:
+                nxt = [0] * len(self.networks)
+                periods = [n.period_ms / 1e3 for n in self.networks]
+                while not self._stop.is_set() and any(k < frames for k in nxt):
+                    a = min((i for i in range(len(nxt)) if nxt[i] < frames), key=lambda i: nxt[i] * periods[i])
+                    due = t0 + nxt[a] * periods[a]
+                    while not self._stop.is_set():
+                        wait = due - time.perf_counter()
+                        if wait <= 0:
+                            break
+                        self._stop.wait(min(wait, 0.05))
+                    if self._stop.is_set() or time.perf_counter() > deadline:
+                        break
+                    with self._lock:
+                        if in_flight[a] >= MAX_BACKLOG:
+                            results[a].dropped += 1
+                            results[a].deadline_misses += 1
+                        else:
+                            release(a, nxt[a], due - t0)
+                    nxt[a] += 1
+            # wait for the frames in flight
+            while not self._stop.is_set():
+                with self._lock:
+                    if not any(in_flight):
+                        break
+                if time.perf_counter() > deadline:
+                    break
+                time.sleep(0.002)
+        finally:
+            cancelled = self._stop.is_set() and any(in_flight)
+            self._stop.set()
+            with self._lock:
+                for c in self._conds:
+                    c.notify_all()
+            for th in threads:
+                th.join()
+        if errors:
+            raise errors[0]
+        return PipelineResult(self.mode, results, time.perf_counter() - t0, cancelled or time.perf_counter() > deadline,
+                              outputs, busy)
+
+
+def cpu_cores_for(pes: Sequence[tuple[str, str, int]], available: Sequence[int]) -> dict[str, tuple[int, ...]]:
+    """Core sets for the logical PEs of CPU clusters, handed out in order: (cpu0, 1 core),
+    (cpu1, 1 core) -> {cpu0: (0,), cpu1: (1,)}. pes: (pe name, device id, cores)."""
+    free = list(available)
+    out = {}
+    for name, _, k in pes:
+        if k > len(free):
+            raise PipelineError(f"PE '{name}' needs {k} core(s); only {len(free)} left of {len(available)} "
+                                f"(cores this process may use: {sorted(available)})")
+        out[name] = tuple(free[:k])
+        del free[:k]
+    return out
+
+
+def percent_error(measured: float | None, predicted: float | None) -> float | None:
+    if measured is None or predicted is None or predicted == 0 or not math.isfinite(predicted):
+        return None
+    return (measured - predicted) / predicted * 100.0
+
+
+def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
+                       entry: int = 0, frames: int = 100, warmup_frames: int = 10, timeout_s: float = 120.0,
+                       keep_outputs: int = 0, available_cores: Sequence[int] | None = None,
+                       executor_out: list | None = None) -> dict:
+    """Run entry `entry` of a Schedule document (planner.core.schema.Schedule or its dict)
+    on real sessions and report, per network, the prediction beside the measurement.
+
+    `models`: network name -> layered model (its layers are the profile's, in order);
+    `devices`: schedule device id -> runtime device. A CPU cluster's logical PEs get
+    threads = their cores, pinned to cores handed out in order from `available_cores`
+    (default: the cores this process may use); other PEs run on their device as given."""
+    import os
+    from dataclasses import replace as _replace
+
+    data = schedule.model_dump() if hasattr(schedule, "model_dump") else schedule
+    if not 0 <= entry < len(data["entries"]):
+        raise PipelineError(f"entry {entry} out of range: the schedule has {len(data['entries'])} entries")
+    e = data["entries"][entry]
+    loads = e["pe_loads"]
+    missing = sorted({pl["device"] for pl in loads} - set(devices))
+    if missing:
+        raise PipelineError(f"no runtime device for schedule device(s) {', '.join(missing)} (given: {', '.join(devices) or 'none'})")
+    cpu_pes = [(pl["pe"], pl["device"], pl["cores"]) for pl in loads if pl["device"] in e["cpu_config"]]
+    cores = cpu_cores_for(cpu_pes, sorted(available_cores) if available_cores is not None else sorted(os.sched_getaffinity(0)))
+    pe_names = [pl["pe"] for pl in loads]
+    pes = []
+    for pl in loads:
+        base = devices[pl["device"]]
+        if pl["pe"] in cores:
+            pes.append(_replace(base, id=pl["pe"], threads=pl["cores"], affinity=cores[pl["pe"]]))
+        else:
+            pes.append(_replace(base, id=pl["pe"]))
+    nets = []
+    for a in e["apps"]:
+        if a["name"] not in models:
+            raise PipelineError(f"no model for network '{a['name']}' (given: {', '.join(models) or 'none'})")
+        lm = models[a["name"]]
+        if len(a["mapping"]) != len(lm.layers):
+            raise PipelineError(f"network '{a['name']}': the schedule maps {len(a['mapping'])} layers, the model has "
+                                f"{len(lm.layers)}; profile it with `planner profile` to get matching layers")
+        unknown = sorted(set(a["mapping"]) - set(pe_names))
+        if unknown:
+            raise PipelineError(f"network '{a['name']}' maps layers to unknown PE(s) {', '.join(unknown)}")
+        prio = a.get("priority")
+        nets.append(Network(a["name"], lm, [pe_names.index(p) for p in a["mapping"]], a["period_ms"],
+                            len(nets) if prio is None else prio))  # older documents: request order
+    mode = data["mode"]
+    ex = PipelineExecutor(nets, pes, mode)
+    if executor_out is not None:
+        executor_out.append(ex)
+    ex.run(min(warmup_frames, frames), timeout_s=timeout_s)  # warm: first runs allocate
+    res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs)
+    report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
+        {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
+         "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
+        "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": []}
+    for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
+        row = nr.summary()
+        row["period_ms"] = spec["period_ms"]
+        if mode == "throughput":
+            fps = res.throughput_fps(a, warmup=min(warmup_frames, max(0, nr.frames_done - 2)))
+            row.update(predicted_fps=spec["throughput_fps"], measured_fps=fps,
+                       error_pct=percent_error(fps, spec["throughput_fps"]),
+                       predicted_period_ms=spec["effective_period_ms"], measured_period_ms=1e3 / fps if fps else None)
+        else:
+            row.update(predicted_response_ms=spec["response_time_ms"], predicted_latency_ms=spec["latency_ms"],
+                       predicted_meets_deadline=spec["meets_deadline"],
+                       error_pct=percent_error(row.get("response_max_ms"), spec["response_time_ms"]))
+        report["networks"].append(row)
+    report["outputs"] = res.outputs
+    return report

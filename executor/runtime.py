@@ -1,0 +1,255 @@
+"""Runtime devices: `ID=PROVIDER[:key=value,...]` parsed into a `RuntimeDevice`, and the
+ONNX Runtime session options it stands for.
+
+A device is an execution provider plus options, so one physical CPU can be several
+planner devices (one thread pinned to core 0, two threads, int8). Nothing is special-
+cased per provider: the keys this module knows are about the *session* (threads,
+affinity, precision, graph optimisation, `session.*` config entries); every other key
+is handed to the provider as a provider option, verbatim, and the provider judges it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+import onnxruntime as ort
+
+SESSION_KEYS = {
+    "threads": "intra-op threads (SessionOptions.intra_op_num_threads); default: the provider's",
+    "inter_threads": "inter-op threads (SessionOptions.inter_op_num_threads)",
+    "affinity": "cores the device runs on, e.g. 0, 0-3 or 0+2 (0-based; calling thread and pool threads)",
+    "precision": "fp32 (default) or int8 (static QDQ quantisation with calibration data)",
+    "opt": "graph optimisation: disable, basic, extended, all (default all)",
+}
+PRECISIONS = ("fp32", "int8")
+OPT_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/+-]{0,63}$")
+
+
+class DeviceSpecError(ValueError):
+    """A device spec that cannot be used; the message names the spec and every problem."""
+
+
+@dataclass(frozen=True)
+class RuntimeDevice:
+    """One planner device realised on ONNX Runtime."""
+
+    id: str
+    provider: str
+    threads: int | None = None
+    inter_threads: int | None = None
+    affinity: tuple[int, ...] | None = None
+    precision: str = "fp32"
+    opt: str = "all"
+    session_config: tuple[tuple[str, str], ...] = ()
+    provider_options: tuple[tuple[str, str], ...] = ()
+    spec: str = ""
+
+    def session_options(self) -> ort.SessionOptions:
+        """SessionOptions for a session of this device. Spinning is off unless the spec
+        says otherwise: a sliced model holds several sessions whose idle pool threads
+        would otherwise busy-wait on the cores the running slice needs."""
+        so = ort.SessionOptions()
+        so.graph_optimization_level = OPT_LEVELS[self.opt]
+        so.log_severity_level = 3
+        if self.threads is not None:
+            so.intra_op_num_threads = self.threads
+        if self.inter_threads is not None:
+            so.inter_op_num_threads = self.inter_threads
+        config = dict(self.session_config)
+        config.setdefault("session.intra_op.allow_spinning", "0")
+        config.setdefault("session.inter_op.allow_spinning", "0")
+        if self.affinity is not None and (self.threads or 1) > 1:
+            cores = ",".join(str(c + 1) for c in self.affinity)  # ORT counts processors from 1
+            config.setdefault("session.intra_op_thread_affinities", ";".join([cores] * (self.threads - 1)))
+        for key, value in config.items():
+            so.add_session_config_entry(key, value)
+        return so
+
+    def providers(self) -> list:
+        return [(self.provider, dict(self.provider_options))]
+
+    def describe(self) -> str:
+        parts = [f"{self.provider}"]
+        if self.threads is not None:
+            parts.append(f"{self.threads} thread(s)")
+        if self.affinity is not None:
+            parts.append("cores " + ",".join(map(str, self.affinity)))
+        parts.append(self.precision)
+        return ", ".join(parts)
+
+
+def _parse_cores(text: str) -> tuple[int, ...]:
+    cores: list[int] = []
+    for part in text.split("+"):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"'{text}' is not a core list (e.g. 0, 0-3, 0+2)")
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if b < a:
+            raise ValueError(f"range '{part}' runs backwards")
+        cores.extend(range(a, b + 1))
+    return tuple(sorted(set(cores)))
+
+
+def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDevice:
+    """`ID=PROVIDER[:key=value,...]` -> RuntimeDevice. Raises DeviceSpecError listing
+    every problem (unknown provider with the installed ones, bad values, cores that
+    this process may not run on)."""
+    available = list(ort.get_available_providers() if available is None else available)
+    problems: list[str] = []
+    dev_id, eq, rest = spec.partition("=")
+    if not eq:
+        raise DeviceSpecError(f"device '{spec}': expected ID=PROVIDER[:key=value,...]")
+    dev_id = dev_id.strip()
+    if not _ID.match(dev_id):
+        problems.append(f"id '{dev_id}' must be 1-64 letters, digits or _ . : / + -")
+    provider, _, opts = rest.partition(":")
+    provider = provider.strip()
+    if provider not in available:
+        problems.append(f"provider '{provider}' is not available (onnxruntime.get_available_providers(): {', '.join(available)})")
+    values: dict = {}
+    config: list[tuple[str, str]] = []
+    provider_options: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for item in filter(None, (x.strip() for x in opts.split(","))) if opts else []:
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not key or not value:
+            problems.append(f"'{item}' is not key=value")
+            continue
+        if key in seen:
+            problems.append(f"'{key}' given twice")
+            continue
+        seen.add(key)
+        try:
+            if key in ("threads", "inter_threads"):
+                if not value.isdigit() or int(value) < 1:
+                    raise ValueError(f"{key} must be a positive integer, got '{value}'")
+                values[key] = int(value)
+            elif key == "affinity":
+                cores = _parse_cores(value)
+                allowed = PROCESS_CORES
+                bad = [c for c in cores if c not in allowed]
+                if bad:
+                    raise ValueError(f"core(s) {bad} are not available to this process (allowed: {sorted(allowed)})")
+                values[key] = cores
+            elif key == "precision":
+                if value not in PRECISIONS:
+                    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got '{value}'")
+                values[key] = value
+            elif key == "opt":
+                if value not in OPT_LEVELS:
+                    raise ValueError(f"opt must be one of {', '.join(OPT_LEVELS)}, got '{value}'")
+                values[key] = value
+            elif key.startswith("session."):
+                config.append((key, value))
+            else:
+                provider_options.append((key, value))
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise DeviceSpecError(f"device '{spec}': " + "; ".join(problems))
+    return RuntimeDevice(
+        id=dev_id,
+        provider=provider,
+        session_config=tuple(config),
+        provider_options=tuple(provider_options),
+        spec=spec,
+        **values,
+    )
+
+
+def parse_devices(specs: Iterable[str]) -> list[RuntimeDevice]:
+    """Several specs; every problem of every spec in one error, duplicate ids refused."""
+    out, problems = [], []
+    for spec in specs:
+        try:
+            out.append(parse_device(spec))
+        except DeviceSpecError as exc:
+            problems.append(str(exc))
+    ids = [d.id for d in out]
+    for d in sorted({i for i in ids if ids.count(i) > 1}):
+        problems.append(f"device id '{d}' declared twice")
+    if not out and not problems:
+        problems.append("no device given (--device ID=PROVIDER[:key=value,...])")
+    if problems:
+        raise DeviceSpecError("; ".join(problems))
+    return out
+
+
+_PIN = threading.local()
+# the cores the process was given, read once at import: a thread that `pinned` moved
+# must still be able to declare devices on the other cores
+PROCESS_CORES = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset(range(os.cpu_count() or 1))
+
+
+class pinned:
+    """Context manager running the calling thread on a device's cores (ORT pins only its
+    pool threads; the caller is the first intra-op thread). A device without affinity
+    runs on every core the process was given. The thread stays where it was put after
+    the block, so consecutive slices on one device make no system call; only a change
+    of device moves the thread."""
+
+    def __init__(self, device: RuntimeDevice):
+        self.cores = frozenset(device.affinity) if device.affinity is not None else None
+
+    def __enter__(self):
+        if not hasattr(os, "sched_setaffinity"):
+            return self
+        if not hasattr(_PIN, "all"):
+            _PIN.all = PROCESS_CORES
+            _PIN.current = _PIN.all
+        want = self.cores if self.cores is not None else _PIN.all
+        if want != _PIN.current:
+            os.sched_setaffinity(0, want)
+            _PIN.current = want
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def unpin() -> None:
+    """Put the calling thread back on every core it started with."""
+    if hasattr(_PIN, "all") and _PIN.current != _PIN.all:
+        os.sched_setaffinity(0, _PIN.all)
+        _PIN.current = _PIN.all
+
+
+CLOCKS = {"wall": time.perf_counter_ns, "thread": time.thread_time_ns}
+
+
+def clock_ns(name: str, devices: Iterable[RuntimeDevice] = ()):
+    """The timer of a measurement, in ns. "wall": elapsed time (what latency is).
+    "thread": the calling thread's CPU time, which does not count the time other
+    processes held the core (on a shared machine, the latency the device would have to
+    itself); valid only where the calling thread does all the work: every device
+    threads=1 on the CPU provider (ORT runs a one-thread session on the caller)."""
+    if name not in CLOCKS:
+        raise DeviceSpecError(f"clock must be one of {', '.join(CLOCKS)}, got '{name}'")
+    if name == "thread":
+        bad = [d.id for d in devices if d.threads != 1 or d.provider != "CPUExecutionProvider"]
+        if bad:
+            raise DeviceSpecError(
+                f"clock 'thread' counts the calling thread only: device(s) {', '.join(bad)} must be "
+                "CPUExecutionProvider with threads=1"
+            )
+    return CLOCKS[name]
+
+
+def build_session(model, device: RuntimeDevice) -> ort.InferenceSession:
+    """An InferenceSession for `model` (ModelProto, bytes or path) on `device`. The model
+    is expected to be in the device's precision already (see executor.quantize)."""
+    data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
+    return ort.InferenceSession(data, sess_options=device.session_options(), providers=device.providers())

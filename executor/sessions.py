@@ -1,0 +1,208 @@
+"""A model split into slices, one ONNX Runtime session per slice on its device.
+
+    lm = slicing.layers(onnx.load("model.onnx"))
+    devices = runtime.parse_devices(["cpu1=CPUExecutionProvider:threads=1,affinity=0",
+                                     "q8=CPUExecutionProvider:threads=2,precision=int8"])
+    sm = SlicedModel(lm, [(0, 20, "cpu1"), (21, 55, "q8")], devices)
+    outputs = sm.run(inputs)                  # dict name -> array, the whole model's outputs
+    outputs, slice_ms = sm.run_timed(inputs)  # and the wall time of each slice
+
+`SlicedModel.from_plan(lm, plan, devices)` takes a planner Plan document (its slices'
+first/last layer indices and devices). Slices on an int8 device are quantised on
+calibration feeds of their own inputs, obtained by running the fp32 model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from executor.quantize import quantize_int8
+from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned
+from executor.slicing import LayeredModel, SlicingError, boundary, random_inputs, split_model
+
+
+class PlanMismatch(ValueError):
+    """A plan that does not fit the model or the declared devices."""
+
+
+def with_outputs(lm: LayeredModel, names: Iterable[str]) -> onnx.ModelProto:
+    """The whole model with extra graph outputs (intermediate tensors to capture)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(lm.model)
+    have = {o.name for o in m.graph.output}
+    for n in names:
+        if n not in have and n not in lm.graph_inputs:
+            m.graph.output.append(helper.make_tensor_value_info(n, lm.dtypes.get(n, onnx.TensorProto.FLOAT), lm.shapes.get(n)))
+            have.add(n)
+    return m
+
+
+def capture(lm: LayeredModel, names: Sequence[str], feeds: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """Values of tensors `names` (intermediate or inputs) for each feed, from one fp32
+    CPU session of the whole model."""
+    import onnxruntime as ort
+
+    names = list(dict.fromkeys(names))
+    inner = [n for n in names if n not in lm.graph_inputs]
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC  # keep the captured tensors
+    sess = ort.InferenceSession(with_outputs(lm, inner).SerializeToString(), so, providers=["CPUExecutionProvider"])
+    out = []
+    for feed in feeds:
+        values = dict(zip(inner, sess.run(inner, dict(feed)))) if inner else {}
+        values.update({k: v for k, v in feed.items() if k in names})
+        out.append(values)
+    return out
+
+
+@dataclass
+class Slice:
+    first: int
+    last: int
+    device: RuntimeDevice
+    inputs: list[str]
+    outputs: list[str]
+    model: onnx.ModelProto
+    session: object = None
+
+
+class SlicedModel:
+    """Slices first..last (layer indices, consecutive, covering the model) each on a device."""
+
+    def __init__(
+        self,
+        lm: LayeredModel,
+        slices: Sequence[tuple[int, int, str]],
+        devices: Sequence[RuntimeDevice] | Mapping[str, RuntimeDevice],
+        calibration: Sequence[Mapping[str, np.ndarray]] | None = None,
+        calibration_count: int = 8,
+        seed: int = 0,
+        clock: str = "wall",
+    ):
+        by_id = dict(devices) if isinstance(devices, Mapping) else {d.id: d for d in devices}
+        unknown = sorted({dev for _, _, dev in slices if dev not in by_id})
+        if unknown:
+            raise PlanMismatch(f"slices use device(s) {', '.join(unknown)}, declared: {', '.join(by_id) or 'none'}")
+        self.lm = lm
+        self.clock_name = clock
+        self.clock = clock_ns(clock, by_id.values())
+        try:
+            models = split_model(lm, [(a, b) for a, b, _ in slices])
+        except SlicingError as exc:
+            raise PlanMismatch(str(exc)) from None
+        self.slices: list[Slice] = []
+        for (a, b, dev), m in zip(slices, models):
+            ins, outs = boundary(lm, a, b)
+            self.slices.append(Slice(a, b, by_id[dev], ins, outs, m))
+        int8 = [s for s in self.slices if s.device.precision == "int8"]
+        if int8:
+            feeds = list(calibration) if calibration else [random_inputs(lm, seed + i) for i in range(calibration_count)]
+            values = capture(lm, [x for s in int8 for x in s.inputs], feeds)
+            for s in int8:
+                s.model = quantize_int8(s.model, [{k: v[k] for k in s.inputs} for v in values])
+        for s in self.slices:
+            s.session = build_session(s.model, s.device)
+        # last slice that reads each tensor: free it after that
+        self._last_use: dict[str, int] = {}
+        for i, s in enumerate(self.slices):
+            for x in s.inputs:
+                self._last_use[x] = i
+        self._pins = [pinned(s.device) for s in self.slices]
+
+    @classmethod
+    def from_plan(cls, lm: LayeredModel, plan, devices, **kwargs) -> "SlicedModel":
+        """From a Plan document (planner.core.schema.Plan or its dict): the plan's layer
+        ids must be this model's layers, in order."""
+        data = plan.model_dump() if hasattr(plan, "model_dump") else plan
+        ids = [layer["layer"] for layer in data["layers"]]
+        mine = [layer.id for layer in lm.layers]
+        if ids != mine:
+            diff = next((i for i, (a, b) in enumerate(zip(ids, mine)) if a != b), min(len(ids), len(mine)))
+            raise PlanMismatch(
+                f"the plan's layers are not this model's: {len(ids)} vs {len(mine)} layers, first difference at "
+                f"index {diff} ({ids[diff] if diff < len(ids) else 'end'} vs {mine[diff] if diff < len(mine) else 'end'})"
+            )
+        slices = [(s["first_index"], s["last_index"], s["device"]) for s in data["slices"]]
+        return cls(lm, slices, devices, **kwargs)
+
+    def run_timed(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[float]]:
+        """The model's outputs and each slice's wall time in ms (session run, the tensors
+        it reads and writes, and pinning the calling thread to its device's cores)."""
+        env = dict(inputs)
+        missing = [n for n in self.lm.graph_inputs if n not in env]
+        if missing:
+            raise PlanMismatch(f"missing model input(s): {', '.join(missing)}")
+        times = []
+        outputs = set(self.lm.graph_outputs)
+        for i, (s, pin) in enumerate(zip(self.slices, self._pins)):
+            feed = {x: env[x] for x in s.inputs}
+            t0 = self.clock()
+            with pin:
+                values = s.session.run(s.outputs, feed)
+            times.append((self.clock() - t0) / 1e6)
+            env.update(zip(s.outputs, values))
+            for x in s.inputs:
+                if self._last_use.get(x) == i and x not in outputs:
+                    env.pop(x, None)
+        return {o: env[o] for o in self.lm.graph_outputs}, times
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.run_timed(inputs)[0]
+
+
+def summarise_ms(samples: Sequence[float]) -> dict[str, float]:
+    """Median, p10, p90, spread (p90 - p10) and minimum of timing samples in ms."""
+    a = np.asarray(samples, dtype=float)
+    p10, med, p90 = (float(x) for x in np.percentile(a, [10, 50, 90]))
+    return {"median_ms": med, "p10_ms": p10, "p90_ms": p90, "spread_ms": p90 - p10, "min_ms": float(a.min()),
+            "mean_ms": float(a.mean()), "runs": int(a.size)}
+
+
+# What a profile takes of a layer's runs. The mean is the one that adds up: on a loaded
+# machine the mean of a sliced run is the sum of its slices' means, which the median
+# (and the minimum) of skewed samples are not.
+STATISTICS = {"median": np.median, "mean": np.mean, "min": np.min}
+
+
+def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3) -> dict:
+    """Run `warmup` + `runs` times; per-slice and end-to-end timing summaries."""
+    for _ in range(warmup):
+        sliced.run(inputs)
+    per_slice: list[list[float]] = [[] for _ in sliced.slices]
+    total = []
+    for _ in range(runs):
+        t0 = sliced.clock()
+        _, ts = sliced.run_timed(inputs)
+        total.append((sliced.clock() - t0) / 1e6)
+        for k, t in enumerate(ts):
+            per_slice[k].append(t)
+    return {"total": summarise_ms(total), "slices": [summarise_ms(x) for x in per_slice]}
+
+
+def measure_interleaved(
+    runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3
+) -> dict[str, dict]:
+    """Several sliced models timed in turns, run by run, so that a noisy machine slows
+    them alike and their ratios mean something. name -> measure()'s summary."""
+    for sm in runners.values():
+        for _ in range(warmup):
+            sm.run(inputs)
+    totals: dict[str, list[float]] = {k: [] for k in runners}
+    per_slice: dict[str, list[list[float]]] = {k: [[] for _ in sm.slices] for k, sm in runners.items()}
+    for _ in range(runs):
+        for name, sm in runners.items():
+            t0 = sm.clock()
+            _, ts = sm.run_timed(inputs)
+            totals[name].append((sm.clock() - t0) / 1e6)
+            for k, t in enumerate(ts):
+                per_slice[name][k].append(t)
+    return {
+        name: {"total": summarise_ms(totals[name]), "slices": [summarise_ms(x) for x in per_slice[name]]}
+        for name in runners
+    }

@@ -1,0 +1,201 @@
+"""`planner execute --plan PLAN.json --model MODEL.onnx --device SPEC ...`: run a plan on
+ONNX Runtime, one session per slice on its device, check the outputs against the unsplit
+model, and print measured latency per slice and in total beside the plan's prediction.
+
+`planner execute --schedule S.json --model NAME=FILE.onnx ... --device SPEC ...`: run one
+entry of a multi-network Schedule (Kang et al. VII): one pinned thread per logical PE,
+double-buffered tensors between PEs, each network released at its period with its
+priority; measured throughput (one network pipelined) or response times and deadline
+misses beside the schedule's prediction."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from planner.core.errors import InputError
+
+RUNS = 20
+WARMUP = 3
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "execute", help="run a plan on ONNX Runtime; measured vs predicted latency",
+        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--plan", metavar="PLAN.json", help="Plan document (planner solve --json)")
+    what.add_argument("--schedule", metavar="SCHEDULE.json", help="Schedule document (planner schedule --out)")
+    p.add_argument("--model", required=True, action="append", metavar="MODEL.onnx | NAME=MODEL.onnx",
+                   help="the model the profile was measured from; with --schedule one NAME=FILE per network")
+    p.add_argument("--device", action="append", required=True, metavar="ID=PROVIDER[:k=v,...]",
+                   help="runtime device for each device id the plan uses (as given to planner profile), repeatable")
+    p.add_argument("--runs", type=int, default=RUNS, help="timed runs (median and p90 reported)")
+    p.add_argument("--warmup", type=int, default=WARMUP, help="untimed runs before them")
+    p.add_argument("--weights", choices=("computed", "random"), default="computed",
+                   help="as given to planner profile")
+    p.add_argument("--inputs", metavar="FILE.npz", help="model inputs by name (default: seeded random inputs)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and random weights")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall",
+                   help="wall: elapsed time; thread: the calling thread's CPU time (a shared machine; every device threads=1); "
+                        "use the clock the profile was measured with")
+    p.add_argument("--entry", type=int, default=0, help="--schedule: which Pareto entry to run (0 = best first)")
+    p.add_argument("--frames", type=int, default=200, help="--schedule: frames released per network")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="--schedule: stop the run after this long")
+    p.add_argument("--out", metavar="FILE.json", help="write the report as JSON")
+    p.set_defaults(func=run)
+
+
+def render(report: dict) -> str:
+    def pct(v):
+        return "   n/a" if v is None else f"{v:+6.1f}%"
+
+    lines = [
+        f"{report['model']} on {report['platform']}: plan {report['notation']}, {report['runs']} runs, {report['clock']} clock",
+        f"outputs   {'OK' if report['outputs']['ok'] else 'MISMATCH'} ({report['outputs']['mode']}: "
+        f"{report['outputs']['error']:.3g}, tolerance {report['outputs']['tolerance']:g})",
+        "",
+        f"{'slice':>5}  {'layers':<24} {'device':<8} {'predicted_ms':>12} {'median_ms':>10} {'p90_ms':>9} {'error':>8}",
+    ]
+    for s in report["slices"]:
+        span = s["first_layer"] if s["first_layer"] == s["last_layer"] else f"{s['first_layer']}..{s['last_layer']}"
+        lines.append(f"{s['index']:>5}  {span[:24]:<24} {s['device']:<8} {s['predicted_ms']:>12.3f} "
+                     f"{s['measured_median_ms']:>10.3f} {s['measured_p90_ms']:>9.3f} {pct(s['error_pct']):>8}")
+    lines.append(f"{'total':>5}  {'':<24} {'':<8} {report['predicted_ms']:>12.3f} {report['measured_median_ms']:>10.3f} "
+                 f"{report['measured_p90_ms']:>9.3f} {pct(report['error_pct']):>8}")
+    lines.append("(error: (predicted - measured median) / measured median)")
+    return "\n".join(lines)
+
+
+def render_schedule(report: dict) -> str:
+    def pct(v):
+        return "   n/a" if v is None else f"{v:+6.1f}%"
+
+    cfg = " ".join(f"{d}=({','.join(map(str, p))})" for d, p in report["cpu_config"].items()) or "-"
+    pes = ", ".join(f"{p['pe']} [{p['threads'] or '-'} thread(s), cores {p['affinity'] or 'any'}]" for p in report["pes"])
+    lines = [f"schedule entry {report['entry']} ({report['mode']}, cpu {cfg}): {report['frames']} frames per network; "
+             f"PEs {pes}", ""]
+    if report["mode"] == "throughput":
+        lines.append(f"{'network':<16} {'segments':>8} {'pred_fps':>9} {'meas_fps':>9} {'error':>8} {'in order':>8}")
+        for n in report["networks"]:
+            lines.append(f"{n['name']:<16} {n['segments']:>8} {n['predicted_fps']:>9.1f} {(n['measured_fps'] or 0):>9.1f} "
+                         f"{pct(n['error_pct']):>8} {'yes' if n['frames_in_order'] else 'NO':>8}")
+        lines.append("(error: (measured - predicted) / predicted throughput)")
+    else:
+        lines.append(f"{'network':<16} {'period':>8} {'pred_R':>8} {'max_R':>8} {'p50_R':>8} {'misses':>7} {'error':>8}")
+        for n in report["networks"]:
+            lines.append(f"{n['name']:<16} {n['period_ms']:>8.2f} {n['predicted_response_ms']:>8.2f} "
+                         f"{n.get('response_max_ms', float('nan')):>8.2f} {n.get('response_p50_ms', float('nan')):>8.2f} "
+                         f"{n['deadline_misses']:>7} {pct(n['error_pct']):>8}")
+        verdict = "schedulable" if report["schedulable"] else "not schedulable"
+        misses = sum(n["deadline_misses"] for n in report["networks"])
+        lines.append(f"(R: response time in ms; pred_R is the worst case the analysis bounds; the schedule was called "
+                     f"{verdict}, the run missed {misses} deadline(s)"
+                     f"{' -- THE VERDICT IS CONTRADICTED' if report['schedulable'] and misses else ''})")
+    return "\n".join(lines)
+
+
+def run_schedule(args: argparse.Namespace) -> int:
+    from executor.pipeline import PipelineError, run_schedule_entry
+    from executor.runtime import DeviceSpecError, parse_devices
+    from executor.slicing import SlicingError, layers, load_model, materialise
+    from planner.core.io import load
+    from planner.core.schema import Schedule
+
+    problems = []
+    models: dict[str, str] = {}
+    for item in args.model:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            problems.append(f"--model: expected NAME=FILE.onnx with --schedule, got '{item}'")
+        elif not Path(path).is_file():
+            problems.append(f"--model: no such file: {path}")
+        else:
+            models[name] = path
+    if args.frames < 1:
+        problems.append(f"--frames: must be >= 1, got {args.frames}")
+    devices = []
+    try:
+        devices = parse_devices(args.device)
+    except DeviceSpecError as exc:
+        problems.append(f"--device: {exc}")
+    if problems:
+        raise InputError("arguments", "; ".join(problems))
+    schedule = load(Schedule, args.schedule, "schedule")
+    try:
+        lms = {n: layers(materialise(load_model(f), args.weights, args.seed), materialised=True) for n, f in models.items()}
+        report = run_schedule_entry(schedule, lms, {d.id: d for d in devices}, entry=args.entry, frames=args.frames,
+                                    timeout_s=args.timeout)
+    except SlicingError as exc:
+        raise InputError("--model", str(exc)) from None
+    except PipelineError as exc:
+        raise InputError("--schedule", str(exc)) from None
+    report.pop("outputs", None)
+    print(render_schedule(report))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    if args.schedule:
+        return run_schedule(args)
+    if len(args.model) != 1:
+        raise InputError("--model", f"a plan runs one model; got {len(args.model)}")
+    args.model = args.model[0]
+
+    from executor.execute import run_plan
+    from executor.runtime import DeviceSpecError, clock_ns, parse_devices
+    from executor.sessions import PlanMismatch
+    from executor.slicing import SlicingError, layers, load_model, materialise, random_inputs
+    from planner.core.io import load
+    from planner.core.schema import Plan
+
+    problems = []
+    if args.runs < 1:
+        problems.append(f"--runs: must be >= 1, got {args.runs}")
+    if args.warmup < 0:
+        problems.append(f"--warmup: must be >= 0, got {args.warmup}")
+    devices = []
+    try:
+        devices = parse_devices(args.device)
+        clock_ns(args.clock, devices)
+    except DeviceSpecError as exc:
+        problems.append(f"--device: {exc}")
+    if not Path(args.model).is_file():
+        problems.append(f"--model: no such file: {args.model}")
+    if problems:
+        raise InputError("arguments", "; ".join(problems))
+    plan = load(Plan, args.plan, "plan")
+    missing = sorted({s.device for s in plan.slices} - {d.id for d in devices})
+    if missing:
+        raise InputError("--device", f"the plan uses device(s) {', '.join(missing)}; declare each as ID=PROVIDER[:k=v,...]")
+    try:
+        lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
+    except SlicingError as exc:
+        raise InputError("--model", str(exc)) from None
+    if args.inputs:
+        try:
+            with np.load(args.inputs) as data:
+                inputs = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise InputError("--inputs", f"cannot read {args.inputs}: {exc}") from None
+        absent = [n for n in lm.graph_inputs if n not in inputs]
+        if absent:
+            raise InputError("--inputs", f"missing input(s) {', '.join(absent)} (the model takes {', '.join(lm.graph_inputs)})")
+    else:
+        inputs = random_inputs(lm, args.seed)
+    try:
+        report = run_plan(lm, plan, devices, inputs, runs=args.runs, warmup=args.warmup, clock=args.clock)
+    except (PlanMismatch, SlicingError) as exc:
+        raise InputError("--plan", str(exc)) from None
+    print(render(report))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.out}")
+    return 0 if report["outputs"]["ok"] else 1

@@ -1,0 +1,89 @@
+"""Kang-style platform and profile documents from a PE profile (executor.pe_profile):
+a CPU cluster with `cores`, each layer measured with `cores` = k, other devices as they
+are, and device-pair transitions fitted to the measured PE-to-PE handoff. Time only:
+no power source here, so the measurements carry no power and the schedule reports no
+energy (never invented)."""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+
+import numpy as np
+
+from models.communication import PolynomialCommModel
+
+
+def _cpu_mhz() -> float:
+    """The CPU's nominal clock (cpufreq's maximum, else /proc/cpuinfo); 1000 if neither says."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as f:
+            return int(f.read().strip()) / 1000.0
+    except OSError:
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("cpu mhz"):
+                    return round(float(line.split(":")[1]), 1)
+    except (OSError, ValueError):
+        pass
+    return 1000.0
+
+
+def fit_handoff(points: list[tuple[int, float]]) -> tuple[list[float], float]:
+    """Linear c0 + c1*bytes through the per-size costs (no negative terms); (coeffs, MAPE %)."""
+    sizes = np.array([b for b, _ in points], dtype=float)
+    ms = np.array([t for _, t in points], dtype=float)
+    model = PolynomialCommModel.fit(sizes, ms, degree=1) if np.unique(sizes).size > 1 else PolynomialCommModel((float(ms.mean()),))
+    c = [max(0.0, x) for x in model.coeffs_ms]
+    pred = np.polynomial.polynomial.polyval(sizes, c)
+    mape = float(np.mean(np.abs(pred - ms) / np.maximum(ms, 1e-3)) * 100.0)
+    return c, mape
+
+
+def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: str) -> tuple[dict, dict, list[str]]:
+    """(platform, profile, summary lines)."""
+    cluster = prof.cluster
+    n = len(prof.cores)
+    mhz = _cpu_mhz()
+    devices = [{
+        "id": cluster.id, "kind": "cpu", "name": f"{n} core(s) {sorted(prof.cores)} via {cluster.provider}",
+        "cores": n, "dvfs_levels": [{"freq_mhz": mhz}],
+    }]
+    for o in prof.others:
+        kind = "gpu" if any(k in o.provider for k in ("CUDA", "ROCM", "DirectML", "OpenVINO", "CoreML")) else \
+            "npu" if any(k in o.provider for k in ("Tensorrt", "QNN", "NNAPI", "Vitis")) else "cpu"
+        devices.append({"id": o.id, "kind": kind if kind != "cpu" else "other", "name": o.spec or o.provider,
+                        "dvfs_levels": [{"freq_mhz": mhz}]})
+    lines = [f"PE profile: {len(lm.layers)} layers; {cluster.id}: {n} core(s) {list(prof.cores)}, "
+             f"k = 1..{n} threads pinned; {len(prof.others)} other device(s)"]
+    transitions = []
+    for (src, dst), pts in sorted(prof.handoff.items()):
+        coeffs, mape = fit_handoff(pts)
+        transitions.append({"from_device": src, "to_device": dst, "time_coeffs_ms": coeffs})
+        lines.append(f"handoff {src} -> {dst}: {coeffs[0]:.4f} ms + {coeffs[1] if len(coeffs) > 1 else 0:.3e} ms/byte "
+                     f"(fit MAPE {mape:.1f}% over {len(pts)} sizes)")
+    layers_out = []
+    for i, layer in enumerate(lm.layers):
+        ms = []
+        for k, d in enumerate(prof.k_devices, start=1):
+            ms.append({"device": cluster.id, "cores": k, "freq_mhz": mhz, "time_ms": max(prof.layer_ms[d.id][i], 1e-6),
+                       "time_spread_ms": prof.layer_spread_ms[d.id][i], "runs": prof.run.runs})
+        for o in prof.others:
+            ms.append({"device": o.id, "time_ms": max(prof.layer_ms[o.id][i], 1e-6),
+                       "time_spread_ms": prof.layer_spread_ms[o.id][i], "runs": prof.run.runs})
+        layers_out.append({
+            "id": layer.id, "op_type": layer.op_type, "input_bytes": int(layer.input_bytes),
+            "output_bytes": int(layer.output_bytes), "weight_bytes": int(layer.weight_bytes),
+            "predecessors": [lm.layers[p].id for p in layer.predecessors], "measurements": ms,
+        })
+    for d in prof.k_devices + prof.others:
+        whole = prof.run.times[d.id].whole_ms
+        lines.append(f"{d.id}: whole model {np.median(whole):.3f} ms, per-session cost beta {prof.beta_ms[d.id]:.4f} ms")
+    source = (f"measured here with ONNX Runtime ({os.path.basename(model_path)}, {_platform.machine()}): per-layer median "
+              f"of {prof.run.runs} runs minus the per-session cost; PE handoff measured by executor.pipeline")
+    platform = {"name": platform_name, "source": source, "devices": devices, "transitions": transitions}
+    profile = {"name": name, "platform": platform_name, "source": source,
+               "energy_source": "none: no power sensor on this machine (time-only measurements)", "layers": layers_out}
+    return platform, profile, lines

@@ -1,0 +1,175 @@
+"""executor devices, int8, and the profile -> solve -> execute loop from the CLI; a
+time-only profile's energy requests refused (CLI one line, API 422)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from executor.quantize import INT8_TOLERANCE, int8_error
+from executor.runtime import DeviceSpecError, parse_device, parse_devices
+from executor.sessions import SlicedModel
+from executor.slicing import layers, load_model, materialise, random_inputs
+from tests.support.cli import run
+
+LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+SQUEEZE = os.path.join(LIGHT, "light_squeezenet.onnx")
+
+
+def test_device_spec_parses_options_generically():
+    d = parse_device("cpu1=CPUExecutionProvider:threads=1,affinity=0")
+    assert (d.id, d.provider, d.threads, d.affinity, d.precision) == ("cpu1", "CPUExecutionProvider", 1, (0,), "fp32")
+    d = parse_device("q8=CPUExecutionProvider:threads=2,precision=int8,session.intra_op.allow_spinning=1,foo=bar")
+    assert d.precision == "int8" and ("session.intra_op.allow_spinning", "1") in d.session_config
+    assert d.provider_options == (("foo", "bar"),)  # unknown keys go to the provider, untouched
+    so = parse_device("x=CPUExecutionProvider:threads=2,affinity=0").session_options()
+    assert so.intra_op_num_threads == 2
+    assert so.get_session_config_entry("session.intra_op_thread_affinities") == "1"  # ORT counts from 1
+
+
+@pytest.mark.parametrize(
+    "spec, why",
+    [
+        ("cpu1", "expected ID=PROVIDER"),
+        ("cpu1=NopeExecutionProvider", "get_available_providers(): "),
+        ("gpu=CUDAExecutionProvider", "is not available"),
+        ("c=CPUExecutionProvider:threads=0", "threads must be a positive integer"),
+        ("c=CPUExecutionProvider:threads=two", "threads must be a positive integer"),
+        ("c=CPUExecutionProvider:affinity=9999", "not available to this process"),
+        ("c=CPUExecutionProvider:affinity=3-1", "runs backwards"),
+        ("c=CPUExecutionProvider:precision=int4", "precision must be one of fp32, int8"),
+        ("c=CPUExecutionProvider:threads", "is not key=value"),
+        ("c=CPUExecutionProvider:threads=1,threads=2", "given twice"),
+        ("bad id!=CPUExecutionProvider", "id 'bad id!'"),
+    ],
+)
+def test_device_spec_errors_name_the_problem(spec, why):
+    if "CUDA" in spec and "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this host has CUDA")
+    with pytest.raises(DeviceSpecError) as exc:
+        parse_device(spec)
+    assert spec in str(exc.value) and why in str(exc.value), str(exc.value)
+
+
+def test_duplicate_ids_and_all_problems_at_once():
+    with pytest.raises(DeviceSpecError) as exc:
+        parse_devices(["a=CPUExecutionProvider", "a=CPUExecutionProvider", "b=Nope"])
+    msg = str(exc.value)
+    assert "declared twice" in msg and "'Nope' is not available" in msg
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "resnet50", "shufflenet"])
+def test_int8_within_stated_tolerance_of_fp32(name):
+    lm = layers(materialise(load_model(os.path.join(LIGHT, f"light_{name}.onnx")), "random", seed=1), materialised=True)
+    devs = parse_devices(["f=CPUExecutionProvider:threads=1", "q=CPUExecutionProvider:threads=1,precision=int8"])
+    x = random_inputs(lm, 11)
+    L = len(lm.layers)
+    ref = SlicedModel(lm, [(0, L - 1, "f")], devs).run(x)
+    for slices in ([(0, L - 1, "q")], [(0, L // 2, "f"), (L // 2 + 1, L - 1, "q")]):
+        q = SlicedModel(lm, slices, devs)
+        assert any(n.op_type == "QuantizeLinear" for n in q.slices[-1].model.graph.node)
+        out = q.run(x)
+        err = int8_error([ref[k] for k in lm.graph_outputs], [out[k] for k in lm.graph_outputs])
+        assert 0 < err <= INT8_TOLERANCE, (name, slices, err)
+
+
+def test_profile_solve_execute_end_to_end(capsys, tmp_path):
+    devices = ["--device", "c1=CPUExecutionProvider:threads=1", "--device", "q8=CPUExecutionProvider:threads=1,precision=int8"]
+    plat, prof, plan, rep = (tmp_path / n for n in ("p.json", "m.json", "plan.json", "exec.json"))
+    code, out, err = run(capsys, "profile", SQUEEZE, *devices, "--runs", "3", "--warmup", "1", "--weights", "random",
+                         "--calibration", "2", "--out-platform", str(plat), "--out-profile", str(prof))
+    assert code == 0, err
+    assert "38 layers" in out and "per-slice cost calibrated" in out and "energy: none" in out
+    platform = json.loads(plat.read_text())
+    assert {(t["from_device"], t["to_device"]) for t in platform["transitions"]} == {("c1", "q8"), ("q8", "c1")}
+    assert all(t["time_coeffs_ms"][0] >= 0 for t in platform["transitions"]) and "transition c1 -> q8" in out
+    profile = json.loads(prof.read_text())
+    assert profile["energy_source"].startswith("none")
+    m = profile["layers"][3]["measurements"][0]
+    assert m["runs"] == 3 and m["time_spread_ms"] >= 0 and "power_w" not in m and "energy_mj" not in m
+    assert sum(bool(layer["predecessors"]) and len(layer["predecessors"]) > 1 for layer in profile["layers"]) == 8
+    # the planner takes the documents unchanged
+    code, out, err = run(capsys, "solve", "--platform", str(plat), "--profile", str(prof), "--json")
+    assert code == 0, err
+    plan.write_text(out)
+    doc = json.loads(out)
+    assert doc["metrics"]["energy_mj"] is None and doc["metrics"]["latency_ms"] > 0
+    code, out, err = run(capsys, "plot", str(plan), "--out", str(tmp_path / "plan.svg"))
+    assert code == 0 and (tmp_path / "plan.svg").stat().st_size > 1000, err  # drawn without an energy panel
+    # an energy objective on a time-only profile: one line naming the reason
+    code, out, err = run(capsys, "solve", "--platform", str(plat), "--profile", str(prof), "--objective", "energy")
+    assert code == 2 and err.count("\n") == 1 and "no energy data" in err and "energy_source: none" in err, err
+    code, out, err = run(capsys, "execute", "--plan", str(plan), "--model", SQUEEZE, *devices, "--runs", "3",
+                         "--warmup", "1", "--weights", "random", "--out", str(rep))
+    assert code == 0, err
+    report = json.loads(rep.read_text())
+    assert report["outputs"]["ok"] and report["measured_median_ms"] > 0 and report["predicted_ms"] == doc["metrics"]["latency_ms"]
+    assert len(report["slices"]) == len(doc["slices"]) and "total" in out and "error" in out
+    # a device the plan uses but nobody declared; a model the plan was not made for
+    code, _, err = run(capsys, "execute", "--plan", str(plan), "--model", SQUEEZE, "--device", "zz=CPUExecutionProvider")
+    assert code == 2 and "declare each" in err
+    code, _, err = run(capsys, "execute", "--plan", str(plan), "--model", os.path.join(LIGHT, "light_bvlc_alexnet.onnx"), *devices)
+    assert code == 2 and "not this model's" in err, err
+
+
+def test_profile_cli_errors_in_one_line(capsys, tmp_path):
+    code, _, err = run(capsys, "profile", str(tmp_path / "none.onnx"), "--device", "x=Nope", "--runs", "0",
+                       "--out-platform", "p", "--out-profile", "m")
+    assert code == 2 and err.count("\n") == 1
+    assert "--runs" in err and "'Nope' is not available" in err and "no such file" in err
+
+
+def test_api_refuses_energy_on_time_only_profile(tmp_path):
+    from tests.support import docs
+    from tests.support.api import start
+
+    api = start(tmp_path / "svc")
+    try:
+        prof = docs.profile(name="timeonly")
+        for layer in prof["layers"]:
+            for m in layer["measurements"]:
+                m.pop("power_w", None)
+                m.pop("energy_mj", None)
+        prof["energy_source"] = "none: no power sensor"
+        ids = {"platform_id": api.upload("platform", docs.platform()), "profile_id": api.upload("profile", prof)}
+        r = api.client.post("/v1/plans", json={**ids, "objective": "energy"}, headers=api.h())
+        assert r.status_code == 422, r.text
+        body = r.json()
+        assert body["errors"][0]["path"] == "objective" and "no energy data" in body["errors"][0]["reason"]
+        # a latency plan is stored and listed with its energy unknown (null), never invented
+        r = api.client.post("/v1/plans", json=ids, headers=api.h())
+        assert r.status_code == 201, r.text
+        assert r.json()["plan"]["metrics"]["energy_mj"] is None
+        plan_id = r.json()["id"]
+        listed = api.client.get("/v1/plans", headers=api.h()).json()["items"]
+        assert [p["energy_mj"] for p in listed] == [None]
+        # the web UI shows it, energy "not measured"
+        import re
+
+        page = api.client.get("/ui/login").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+        api.client.post("/ui/login", data={"csrf": csrf, "token": api.tokens["pipeline"], "next": "/ui"}, follow_redirects=False)
+        r = api.client.get(f"/ui/plans/{plan_id}")
+        assert r.status_code == 200 and "not measured" in r.text, r.text[:500]
+    finally:
+        api.client.__exit__(None, None, None)
+
+
+def test_thread_clock_needs_single_threaded_devices():
+    from executor.runtime import clock_ns
+
+    one = parse_devices(["a=CPUExecutionProvider:threads=1"])
+    assert clock_ns("thread", one)() >= 0
+    with pytest.raises(DeviceSpecError, match="threads=1"):
+        clock_ns("thread", parse_devices(["b=CPUExecutionProvider:threads=2", "c=CPUExecutionProvider"]))
+    with pytest.raises(DeviceSpecError, match="clock must be one of"):
+        clock_ns("sundial")
+    lm = layers(materialise(load_model(SQUEEZE), "random"), materialised=True)
+    sm = SlicedModel(lm, [(0, 9, "a"), (10, len(lm.layers) - 1, "a")], one, clock="thread")
+    _, ms = sm.run_timed(random_inputs(lm))
+    assert len(ms) == 2 and all(t > 0 for t in ms)
