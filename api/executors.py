@@ -1,8 +1,10 @@
 """Where solver jobs run. The service talks to a small `Executor` interface: submit a
 JobSpec, cancel by id, shut down; the engine reports back through `JobEvents`.
 `PebbleExecutor` (default) runs jobs in a pebble ProcessPool, which can kill a
-running native solver on cancel or timeout and replaces the worker; a distributed
-engine can implement the same interface."""
+running native solver on cancel or timeout and replaces the worker;
+`api.dask_executor.DaskExecutor` runs them on a Dask cluster (`dask://HOST:PORT`).
+An engine may say how many jobs it runs at once (`capacity`): a replica claims no
+more than that from the shared queue, leaving the rest to the others."""
 
 from __future__ import annotations
 
@@ -44,6 +46,10 @@ class Executor(ABC):
 
 
 class PebbleExecutor(Executor):
+    @property
+    def capacity(self) -> int:
+        return self.workers
+
     def __init__(self, workers: int = 1, solver_modules: tuple[str, ...] = (), grace_s: float = 2.0,
                  memory_mb: int | None = None):
         self.workers = max(1, workers)
@@ -141,3 +147,16 @@ class PebbleExecutor(Executor):
         if self._queue is not None:
             self._queue.close()
             self._queue.join_thread()
+
+
+def make_executor(settings) -> Executor:  # noqa: ANN001
+    """The engine `settings.executor` names: "local" (default) or "dask://HOST:PORT"."""
+    where = settings.executor or "local"
+    if where == "local":
+        return PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s,
+                              memory_mb=settings.worker_memory_mb)
+    if where.startswith(("dask://", "tcp://")):
+        from api.dask_executor import DaskExecutor
+
+        return DaskExecutor(where, settings.solver_modules, settings.timeout_grace_s)
+    raise ValueError(f"executor: '{where}' is neither 'local' nor 'dask://HOST:PORT'")

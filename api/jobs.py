@@ -1,17 +1,31 @@
 """Job state lives in the database and moves only by conditional updates
 (queued -> running -> succeeded | failed | cancelled), so a cancel racing a finish,
-or a restart in the middle of a solve, never loses or duplicates a result."""
+or a restart in the middle of a solve, never loses or duplicates a result.
+
+Any number of replicas share one database. Each claims queued jobs up to its
+executor's capacity (PostgreSQL: `SELECT ... FOR UPDATE SKIP LOCKED`, so replicas
+never wait on each other; SQLite: its single writer) and takes them as a new attempt:
+`attempts` is the fencing token, `owner` + `lease_expires_at` the lease, renewed by a
+heartbeat. A worker's progress and result are written only while its attempt is the
+current one; a lease that runs out (its replica died) is claimed again by any replica
+as the next attempt, and the replica that lost it stops its run."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
+import os
 import secrets
+import socket
 import threading
+import time
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from api.db import Database
+from api.events import LocalBus
 from api.executors import Executor
 from api.rows import DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
 from api.worker import JobOutcome, JobSpec
@@ -77,16 +91,85 @@ def readable(job: JobRow) -> None:
                        title="Invalid input", kind="invalid-input") from None
 
 
+def replica_name() -> str:
+    """Who holds a lease: host, process and a random tail (a restarted process is a new owner)."""
+    return f"{socket.gethostname()[:32]}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _interrupted(attempts: int) -> dict:
+    reason = f"the service stopped while this job ran, {attempts} times; not retried again"
+    return {"type": "/problems/interrupted", "title": "Interrupted", "status": 409, "detail": reason,
+            "errors": [{"path": "<job>", "reason": reason}]}
+
+
 class JobManager:
-    def __init__(self, db: Database, executor: Executor, max_attempts: int):
+    def __init__(self, db: Database, executor: Executor, max_attempts: int, *, lease_s: float = 20.0,
+                 poll_s: float = 1.0, replica: str | None = None, bus: LocalBus | None = None):
         self.db = db
         self.executor = executor
         self.max_attempts = max_attempts
+        self.lease = dt.timedelta(seconds=lease_s)
+        self.heartbeat_s = max(0.05, lease_s / 4)
+        self.poll_s = poll_s
+        self.replica = (replica or replica_name())[:64]
+        self.bus = bus or LocalBus()
+        self.bus.subscribe("jobs", self._on_message)
         self.changed = threading.Condition()  # woken on every state change (CLI waits, tests)
+        self.local: dict[str, int] = {}  # job id -> the attempt this replica runs
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pg = db.engine.dialect.name == "postgresql"
+
+    def capacity(self) -> int:
+        """Jobs this replica runs at once: the executor's (read each time: a cluster grows)."""
+        return max(0, int(getattr(self.executor, "capacity", 1)))
 
     def _notify(self) -> None:
         with self.changed:
             self.changed.notify_all()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self.recover()
+        self._thread = threading.Thread(target=self._loop, name="job-claimer", daemon=True)
+        self._thread.start()
+
+    def stop_claiming(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def release(self) -> None:
+        """After a graceful shutdown stopped this replica's runs: give their jobs back
+        (queued, the attempt counted) so any replica re-runs them at once."""
+        with self._lock:
+            held = dict(self.local)
+            self.local.clear()
+        for job_id, attempt in held.items():
+            try:
+                with self.db.session() as s:
+                    s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.attempts == attempt, JobRow.state == "running")
+                              .values(state="queued", owner=None, lease_expires_at=None,
+                                      message=f"re-queued: the replica running attempt {attempt} shut down"))
+            except DBAPIError:
+                log.warning("could not release job %s; its lease will expire", job_id)
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def _on_message(self, payload: str | None) -> None:
+        if payload and payload.startswith("cancel:"):
+            job_id = payload.removeprefix("cancel:")
+            with self._lock:
+                mine = job_id in self.local
+            if mine:
+                self.executor.cancel(job_id)
+            self._notify()
+            return
+        self._wake.set()
 
     # ------------------------------------------------------------------ commands
     def create(self, platform_id: str, profile_id: str, solver: str, request_json: str,
@@ -97,7 +180,7 @@ class JobManager:
         readable(job)
         with self.db.session() as s:
             s.add(job)
-        self.submit(job.id)
+        self._queued()
         return job
 
     def create_schedule(self, platform_id: str, solver: str, submission_json: str) -> JobRow:
@@ -107,95 +190,265 @@ class JobManager:
         readable(job)
         with self.db.session() as s:
             s.add(job)
-        self.submit(job.id)
+        self._queued()
         return job
 
-    def submit(self, job_id: str) -> None:
-        with self.db.session() as s:
-            job = s.get(JobRow, job_id)
-            if job.kind == "schedule":
-                request, platform, profiles = schedule_inputs(s, job.request)
-                spec = JobSpec(job.id, job.platform_id, "", platform, "", request.model_dump_json(), request.time_limit_s,
-                               kind="schedule", profiles_json=profiles)
-            else:
-                platform = s.scalars(select(DocumentRow.body).where(DocumentRow.id == job.platform_id)).one()
-                profile = s.scalars(select(DocumentRow.body).where(DocumentRow.id == job.profile_id)).one()
-                time_limit_s = float(json.loads(job.request).get("time_limit_s", 30.0))
-                spec = JobSpec(job.id, job.platform_id, job.profile_id, platform, profile, job.request, time_limit_s)
-        self.executor.submit(spec)
+    def _queued(self) -> None:
+        self._wake.set()
+        try:
+            self.bus.publish("jobs", "queued")
+        except Exception:  # noqa: BLE001 - the others find it at their next poll
+            log.exception("announcing a new job failed")
+
+    def spec(self, job: JobRow, s, attempt: int) -> JobSpec:  # noqa: ANN001
+        if job.kind == "schedule":
+            request, platform, profiles = schedule_inputs(s, job.request)
+            return JobSpec(job.id, job.platform_id, "", platform, "", request.model_dump_json(), request.time_limit_s,
+                           kind="schedule", profiles_json=profiles, attempt=attempt)
+        platform = s.scalars(select(DocumentRow.body).where(DocumentRow.id == job.platform_id)).one()
+        profile = s.scalars(select(DocumentRow.body).where(DocumentRow.id == job.profile_id)).one()
+        time_limit_s = float(json.loads(job.request).get("time_limit_s", 30.0))
+        return JobSpec(job.id, job.platform_id, job.profile_id, platform, profile, job.request, time_limit_s,
+                       attempt=attempt)
 
     def cancel(self, job_id: str) -> bool:
-        """True if the job was queued or running and is now cancelled."""
+        """True if the job was queued or running and is now cancelled (its run stopped,
+        here or, through the bus, on the replica that runs it)."""
         with self.db.session() as s:
             res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
-                state="cancelled", message="cancelled by request", finished_at=utcnow()))
+                state="cancelled", message="cancelled by request", finished_at=utcnow(), lease_expires_at=None))
             done = res.rowcount > 0
         if done:
-            self.executor.cancel(job_id)
+            with self._lock:
+                mine = job_id in self.local
+            if mine:
+                self.executor.cancel(job_id)
+            else:
+                try:
+                    self.bus.publish("jobs", f"cancel:{job_id}")
+                except Exception:  # noqa: BLE001 - the owner's heartbeat finds it
+                    log.exception("announcing the cancel of %s failed", job_id)
             self._notify()
         return done
 
     def recover(self) -> None:
-        """After a crash or restart: queued jobs are submitted again; jobs that were
-        running are re-run, or failed with the reason once they were interrupted
-        max_attempts times (a job that kills the service must not loop forever)."""
+        """At start-up: jobs running under a lease this replica's predecessor held (SQLite:
+        every running job: one replica per database file) are taken back at once, or
+        failed with the reason once they were interrupted max_attempts times (a job that
+        kills the service must not loop forever). Other replicas' expired leases are
+        found by the claim loop."""
         with self.db.session() as s:
-            jobs = s.scalars(select(JobRow).where(JobRow.state.in_(ACTIVE)).order_by(JobRow.created_at)).all()
-            resubmit = []
-            for job in jobs:
-                if job.state == "running" and job.attempts >= self.max_attempts:
-                    reason = f"the service stopped while this job ran, {job.attempts} times; not retried again"
-                    job.state, job.finished_at, job.message = "failed", utcnow(), reason
-                    job.error = json.dumps({"type": "/problems/interrupted", "title": "Interrupted", "status": 409,
-                                            "detail": reason, "errors": [{"path": "<job>", "reason": reason}]})
-                    continue
-                if job.state == "running":
-                    job.state = "queued"
+            mine = JobRow.state == "running"
+            if self._pg:
+                mine = and_(mine, JobRow.owner == self.replica)
+            for job in s.scalars(select(JobRow).where(mine).order_by(JobRow.created_at)).all():
+                if job.attempts >= self.max_attempts:
+                    err = _interrupted(job.attempts)
+                    job.state, job.finished_at, job.message, job.error = "failed", utcnow(), err["detail"], json.dumps(err)
+                else:
+                    job.state, job.owner, job.lease_expires_at = "queued", None, None
                     job.message = f"re-queued after a service restart interrupted attempt {job.attempts}"
-                resubmit.append(job.id)
-        for job_id in resubmit:
-            log.warning("recovering job %s", job_id)
-            self.submit(job_id)
+                log.warning("recovering job %s (%s)", job.id, job.state)
+
+    # ------------------------------------------------------------------ the claim loop
+    def _loop(self) -> None:
+        last_beat = 0.0
+        backoff = 0.2
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                if time.monotonic() - last_beat >= self.heartbeat_s:
+                    self.heartbeat()
+                    last_beat = time.monotonic()
+                self.claim()
+                backoff = 0.2
+                self._wake.wait(min(self.poll_s, self.heartbeat_s))
+            except Exception as exc:  # noqa: BLE001 - the database restarting: keep trying
+                log.warning("job claim loop: %s; retrying in %.1f s", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(5.0, backoff * 2)
+
+    def claim(self) -> list[str]:
+        """Claim queued jobs (and jobs whose lease ran out) up to the free capacity and hand
+        them to the executor. Exactly once across replicas: the rows are locked and
+        skipped by the others (PostgreSQL), and the update is conditional on the attempt
+        read, so a claim can only ever succeed once per attempt."""
+        capacity = self.capacity()  # may ask a remote engine: never under the lock
+        with self._lock:
+            free = capacity - len(self.local)
+            busy = set(self.local)
+        if free <= 0:
+            return []
+        now = utcnow()
+        claimable = or_(JobRow.state == "queued",
+                        and_(JobRow.state == "running", or_(JobRow.lease_expires_at.is_(None), JobRow.lease_expires_at < now)))
+        q = select(JobRow).where(claimable).order_by(JobRow.created_at, JobRow.id).limit(free + len(busy))
+        if self._pg:
+            q = q.with_for_update(skip_locked=True)
+        specs: list[JobSpec] = []
+        with self.db.session() as s:
+            for job in s.scalars(q).all():
+                if job.id in busy or len(specs) >= free:
+                    continue
+                seen = and_(JobRow.id == job.id, JobRow.attempts == job.attempts, JobRow.state == job.state)
+                if job.attempts >= self.max_attempts:  # interrupted that often already
+                    err = _interrupted(job.attempts)
+                    s.execute(update(JobRow).where(seen).values(state="failed", finished_at=now, message=err["detail"],
+                                                                error=json.dumps(err), lease_expires_at=None)
+                              .execution_options(synchronize_session=False))
+                    continue
+                lost = job.state == "running"
+                res = s.execute(update(JobRow).where(seen).values(
+                    state="running", attempts=job.attempts + 1, owner=self.replica, lease_expires_at=now + self.lease,
+                    started_at=now, progress=0.0,
+                    message=(f"attempt {job.attempts + 1}: the lease of attempt {job.attempts} ran out" if lost else "starting"))
+                    .execution_options(synchronize_session=False))
+                if res.rowcount != 1:
+                    continue  # another replica took this attempt
+                try:
+                    specs.append(self.spec(job, s, job.attempts + 1))
+                except DBAPIError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a stored request that no longer reads: fail it, stated
+                    reason = f"the stored job could not be read: {type(exc).__name__}: {str(exc)[:500]}"
+                    err = {"type": "/problems/unreadable-job", "title": "Unreadable job", "status": 422, "detail": reason,
+                           "errors": [{"path": "<job>", "reason": reason}]}
+                    s.execute(update(JobRow).where(JobRow.id == job.id, JobRow.attempts == job.attempts + 1).values(
+                        state="failed", finished_at=now, message=reason, error=json.dumps(err), lease_expires_at=None))
+        for spec in specs:
+            with self._lock:
+                self.local[spec.job_id] = spec.attempt
+            log.info("job %s attempt %d claimed by %s", spec.job_id, spec.attempt, self.replica)
+            try:
+                self.executor.submit(spec)
+            except Exception:  # noqa: BLE001 - the engine is unavailable: give the claim back
+                log.exception("submitting job %s failed; giving it back", spec.job_id)
+                with self._lock:
+                    self.local.pop(spec.job_id, None)
+                with self.db.session() as s:
+                    s.execute(update(JobRow).where(JobRow.id == spec.job_id, JobRow.attempts == spec.attempt,
+                                                   JobRow.state == "running")
+                              .values(state="queued", attempts=spec.attempt - 1, owner=None, lease_expires_at=None,
+                                      message="queued: the executor refused it; retrying"))
+        if specs:
+            self._notify()
+        return [s.job_id for s in specs]
+
+    def heartbeat(self) -> None:
+        """Renew the leases of this replica's runs; stop a run whose attempt is no longer
+        the current one (cancelled, or claimed again after the lease ran out)."""
+        with self._lock:
+            held = dict(self.local)
+        if not held:
+            return
+        until = utcnow() + self.lease
+        lost = []
+        with self.db.session() as s:
+            for job_id, attempt in held.items():
+                res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.attempts == attempt,
+                                                     JobRow.state == "running", JobRow.owner == self.replica)
+                                .values(lease_expires_at=until))
+                if res.rowcount == 0:
+                    lost.append(job_id)
+        for job_id in lost:
+            log.warning("job %s: attempt %d is no longer current here; stopping it", job_id, held[job_id])
+            self.executor.cancel(job_id)
 
     # ------------------------------------------------------------------ events (executor threads)
+    def _current(self, job_id: str):  # noqa: ANN202
+        """The WHERE clause of a write by this replica's run of the job: only while its
+        attempt is the current one (the fencing token). None if the job is not ours."""
+        with self._lock:
+            attempt = self.local.get(job_id)
+        if attempt is None:
+            return None
+        return and_(JobRow.id == job_id, JobRow.attempts == attempt, JobRow.state == "running")
+
     def started(self, job_id: str) -> None:
+        where = self._current(job_id)
+        if where is None:
+            return
         with self.db.session() as s:
-            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state == "queued").values(
-                state="running", started_at=utcnow(), attempts=JobRow.attempts + 1, message="running", progress=0.0))
+            s.execute(update(JobRow).where(where).values(message="running", progress=0.0))
         self._notify()
 
     def progress(self, job_id: str, fraction: float, message: str) -> None:
+        where = self._current(job_id)
+        if where is None:
+            return
         fraction = min(1.0, max(0.0, fraction))
         with self.db.session() as s:
-            s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state == "running").values(
-                progress=fraction, message=message))
+            s.execute(update(JobRow).where(where).values(progress=fraction, message=message))
+        self._notify()
+
+    def requeue(self, job_id: str, reason: str) -> None:
+        """The engine lost this run through no fault of the job (a Dask scheduler restart):
+        the attempt is given back and counts, as an interrupted one does."""
+        where = self._current(job_id)
+        try:
+            if where is not None:
+                with self.db.session() as s:
+                    s.execute(update(JobRow).where(where).values(state="queued", owner=None, lease_expires_at=None,
+                                                                 message=reason[:2000]))
+                log.warning("job %s re-queued: %s", job_id, reason)
+        finally:
+            with self._lock:
+                self.local.pop(job_id, None)
+            self._wake.set()
         self._notify()
 
     def finished(self, job_id: str, outcome: JobOutcome) -> None:
+        """Record the outcome if this run's attempt is still the current one; retried
+        while the database is unreachable (a PostgreSQL restart) for up to a lease, after
+        which another replica owns the job anyway."""
+        try:
+            deadline = time.monotonic() + max(5.0, self.lease.total_seconds())
+            delay = 0.2
+            while True:
+                try:
+                    self._record(job_id, outcome)
+                    break
+                except DBAPIError as exc:
+                    if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
+                        raise  # not the database being away: a bug, retrying will not help
+                    if time.monotonic() > deadline:
+                        log.error("job %s: the outcome could not be recorded (%s); the job will be re-run", job_id, exc)
+                        break
+                    time.sleep(delay)
+                    delay = min(2.0, delay * 2)
+        finally:
+            with self._lock:
+                self.local.pop(job_id, None)
+            self._wake.set()  # a slot is free
+        self._notify()
+
+    def _record(self, job_id: str, outcome: JobOutcome) -> None:
+        where = self._current(job_id)
+        if where is None:
+            return
         now = utcnow()
+        done = dict(finished_at=now, lease_expires_at=None)
         with self.db.session() as s:
-            job = s.get(JobRow, job_id)
-            if job is None or job.state not in ACTIVE:
-                return  # cancelled (or already recorded) meanwhile
+            job = s.scalars(select(JobRow).where(where)).first()
+            if job is None:
+                log.info("job %s: the outcome of a stale attempt is dropped (fenced)", job_id)
+                return  # cancelled, recorded, or another attempt is current
             if outcome.state == "succeeded" and job.kind == "schedule":
                 schedule_id = new_id("sch")
-                res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
-                    state="succeeded", progress=1.0, message="done", schedule_id=schedule_id, finished_at=now))
+                res = s.execute(update(JobRow).where(where).values(
+                    state="succeeded", progress=1.0, message="done", schedule_id=schedule_id, **done))
                 if res.rowcount:
                     s.add(schedule_row(schedule_id, outcome.schedule_json, job.request, job_id))
             elif outcome.state == "succeeded":
                 plan_id = new_id("pln")
-                res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
-                    state="succeeded", progress=1.0, message="done", plan_id=plan_id, finished_at=now))
+                res = s.execute(update(JobRow).where(where).values(
+                    state="succeeded", progress=1.0, message="done", plan_id=plan_id, **done))
                 if res.rowcount:
                     s.add(plan_row(plan_id, outcome.plan_json, job.request, job.platform_id, job.profile_id, job_id,
                                    job.request_key))
             elif outcome.state == "cancelled":
-                s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
-                    state="cancelled", message="cancelled", finished_at=now))
+                s.execute(update(JobRow).where(where).values(state="cancelled", message="cancelled", **done))
             else:
                 err = outcome.error or {}
-                s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.state.in_(ACTIVE)).values(
-                    state="failed", message=str(err.get("detail", "failed"))[:2000], error=json.dumps(err),
-                    finished_at=now))
-        self._notify()
+                s.execute(update(JobRow).where(where).values(
+                    state="failed", message=str(err.get("detail", "failed"))[:2000], error=json.dumps(err), **done))

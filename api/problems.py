@@ -173,6 +173,18 @@ def install(app: FastAPI) -> None:
             headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))
         return problem_response(status, title, detail, instance=request.url.path, headers=headers or None)
 
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    @app.exception_handler(DBAPIError)
+    async def _database(request: Request, exc: DBAPIError) -> Response:
+        """The database unreachable (a PostgreSQL restart, a failover): nothing was
+        accepted, so the client may retry; any other database error is a bug (500)."""
+        if isinstance(exc, OperationalError) or exc.connection_invalidated:
+            log.warning("database unreachable on %s %s: %s", request.method, request.url.path, exc.orig)
+            return problem_response(503, "Service Unavailable", "the database is not reachable; retry the request",
+                                    kind="database-unavailable", instance=request.url.path, headers={"Retry-After": "1"})
+        return await _internal(request, exc)
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:
         log.exception("internal error on %s %s", request.method, request.url.path)

@@ -19,8 +19,9 @@ from starlette.concurrency import run_in_threadpool
 
 from api.auth import Authenticator, Principal
 from api.db import Database
-from api.executors import Executor, PebbleExecutor
 from api import admission
+from api.events import make_bus
+from api.executors import Executor, make_executor
 from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, TooSlow, iso, plan_resource_json, spliced_json
 from api.jobs import JobManager, new_id
 from api.problems import ApiError, from_planner_error, invalid, validation_issues
@@ -39,8 +40,9 @@ log = logging.getLogger("planner.api")
 
 
 class Notifier:
-    """Wakes long-polling executors when a deployment changes in this process; they
-    also re-check the database every poll interval (changes made elsewhere)."""
+    """Wakes this process's long-polling executors when a deployment changes (told by
+    the event bus: this replica, or any replica through PostgreSQL NOTIFY); they also
+    re-check the database every poll interval."""
 
     def __init__(self) -> None:
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
@@ -51,6 +53,15 @@ class Notifier:
             waiters = list(self._waiters.get(key, ()))
         for loop, event in waiters:
             loop.call_soon_threadsafe(event.set)
+
+    def notify_all(self) -> None:
+        with self._lock:
+            keys = list(self._waiters)
+        for key in keys:
+            self.notify(key)
+
+    def on_message(self, payload: str | None) -> None:
+        self.notify(payload) if payload else self.notify_all()
 
     async def wait(self, key: str, timeout_s: float) -> None:
         entry = (asyncio.get_running_loop(), asyncio.Event())
@@ -109,9 +120,10 @@ class Service:
     def __init__(self, settings: Settings, executor: Executor | None = None):
         self.settings = settings
         self.limits = settings.limits
-        self.executor = executor or PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s,
-                                                   settings.worker_memory_mb)
+        self.executor = executor or make_executor(settings)
         self.notifier = Notifier()
+        self.bus = make_bus(settings.url)
+        self.bus.subscribe("deployments", self.notifier.on_message)
         self.executor_views = LRU(256)  # plan id -> ExecutorPlan JSON bytes (plans are immutable)
         self.reused = LRU(1024)  # request key -> (plan id, PlanResource JSON bytes)
         self.sizes = LRU(1024)  # (platform id, profile id) -> (layers, targets), for admission
@@ -126,13 +138,21 @@ class Service:
         self.planner = Planner(self.db, self.limits)
         self.plan_workers.start()
         self.auth = Authenticator(self.db, self.settings.insecure_dev, self.settings.token_cache_s)
-        self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts)
+        self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts, lease_s=self.settings.job_lease_s,
+                               poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus)
         self.executor.start(self.jobs)
-        self.jobs.recover()
+        self.jobs.start()
+        self.bus.start()
 
     def stop(self) -> None:
+        jobs = getattr(self, "jobs", None)
+        if jobs is not None:
+            jobs.stop_claiming()
+        self.executor.shutdown()  # first: a job still running is given back, not finished during shutdown
+        if jobs is not None:
+            jobs.release()
         self.plan_workers.stop()
-        self.executor.shutdown()
+        self.bus.stop()
         if self.db is not None:
             self.db.dispose()
 
@@ -420,7 +440,7 @@ class Service:
                     continue  # someone else changed it meanwhile; read again
                 s.add(DeploymentEventRow(deployment_id=dep.id, revision=revision, action=action,
                                          plan_id=plan_id, actor=actor, created_at=now))
-            self.notifier.notify(dep.id)
+            self.bus.publish("deployments", dep.id)  # this replica's long-polls, and every other's
             return self.deployment(dep.id)
         raise ApiError(409, "the deployment changed concurrently too often; retry")
 

@@ -67,7 +67,10 @@ class Settings:
     max_attempts: int = 2  # runs of a job interrupted by restarts before it is failed
     solver_modules: tuple[str, ...] = ()  # extra modules exposing SOLVERS = [...] (plug-ins, tests)
     timeout_grace_s: float = 2.0  # a solver past time_limit_s + grace is killed
-    poll_interval_s: float = 1.0  # long-poll re-checks the database this often (other processes)
+    poll_interval_s: float = 1.0  # long-polls and the job claimer re-check the database this often
+    executor: str = "local"  # where jobs run: "local" (a process pool) or "dask://HOST:PORT"
+    job_lease_s: float = 20.0  # a replica's claim on a job attempt holds this long unless renewed
+    replica_id: str | None = None  # lease owner name; default: host-pid-random (stable: take back own jobs at restart)
     session_secret: str | None = None  # signs the web UI's session cookie; None = random per process (log in again after a restart)
 
     @property
@@ -108,6 +111,10 @@ class Settings:
             rate_burst=_env_float("PLANNER_RATE_BURST", 10000.0),
             max_in_flight=_env_int("PLANNER_MAX_IN_FLIGHT", 64),
             solver_modules=modules,
+            executor=os.environ.get("PLANNER_EXECUTOR") or "local",
+            job_lease_s=_env_float("PLANNER_JOB_LEASE_S", 20.0),
+            replica_id=os.environ.get("PLANNER_REPLICA_ID") or None,
+            poll_interval_s=_env_float("PLANNER_POLL_INTERVAL_S", 1.0),
             session_secret=os.environ.get("PLANNER_SESSION_SECRET") or None,
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _progress_queue = None
+_emitter = None  # another engine's event sink (api.dask_task): called with each event instead of the queue
+_map_fn = None  # another engine's map for the GA's evaluations (api.dask_task: the Dask cluster)
 _problems: OrderedDict = OrderedDict()
 PROGRESS_EVERY_S = 0.2
 
@@ -26,6 +28,7 @@ class JobSpec:
     time_limit_s: float
     kind: str = "plan"  # plan | schedule
     profiles_json: tuple[str, ...] = ()  # schedule jobs: the apps' profiles (profile_json unused)
+    attempt: int = 0  # the job's attempt this run is (its fencing token; engines key tasks by it)
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,9 @@ def init_worker(queue, solver_modules: tuple[str, ...], memory_mb: int | None = 
 
 
 def _emit(*event) -> None:  # noqa: ANN002
+    if _emitter is not None:
+        _emitter(event)
+        return
     if _progress_queue is not None:
         try:
             _progress_queue.put_nowait(event)
@@ -109,7 +115,8 @@ def run_schedule_job(spec: JobSpec) -> JobOutcome:
         request = ScheduleRequest.model_validate_json(spec.request_json)
         platform = Platform.model_validate_json(spec.platform_json)
         profiles = [ModelProfile.model_validate_json(p) for p in spec.profiles_json]
-        schedule = make_schedule(platform, profiles, request, progress=_progress_fn(spec.job_id))
+        schedule = make_schedule(platform, profiles, request, progress=_progress_fn(spec.job_id),
+                                 map_fn=_map_fn if request.solver == "ga" else None)
     except PlannerError as exc:
         return _planner_failure(exc)
     return JobOutcome("succeeded", schedule_json=schedule.model_dump_json())

@@ -189,7 +189,7 @@ def test_migration_upgrades_a_database_with_plan_jobs(tmp_path):
     from sqlalchemy import text
 
     from api.db import Database
-    from tests.support.migrations import database_at
+    from tests.support.migrations import database_at, head_revision
 
     url, engine = database_at(tmp_path / "old.sqlite", "0002")
     with engine.begin() as conn:

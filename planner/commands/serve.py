@@ -30,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", default=None, metavar="DIR", help="where the SQLite database lives (default: $PLANNER_DATA_DIR, else ./data)")
     p.add_argument("--insecure-dev", action="store_true", help="no authentication: every caller is admin (development only)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="solver worker processes (default 1)")
+    p.add_argument("--executor", default=None, metavar="WHERE",
+                   help="where solver jobs run: 'local' (worker processes) or 'dask://HOST:PORT' (a Dask scheduler); "
+                        "default $PLANNER_EXECUTOR or local")
+    p.add_argument("--replica-id", default=None, metavar="NAME",
+                   help="this replica's name in job leases; a restarted replica with the same name takes its jobs back "
+                        "at once (default $PLANNER_REPLICA_ID or host-pid-random)")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     p.set_defaults(func=run_serve)
 
@@ -84,7 +90,10 @@ def run_serve(args: argparse.Namespace) -> int:
         raise InputError("--port", f"{args.port} is not a TCP port")
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers", "needs at least 1 worker process")
-    settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers)
+    if args.executor is not None and args.executor != "local" and not args.executor.startswith("dask://"):
+        raise InputError("--executor", f"'{args.executor}' is neither 'local' nor 'dask://HOST:PORT'")
+    settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
+                         replica_id=args.replica_id)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.insecure_dev:
@@ -92,7 +101,9 @@ def run_serve(args: argparse.Namespace) -> int:
     where = settings.database_url and "DATABASE_URL" or str(Path(settings.data_dir).resolve())
     if not settings.insecure_dev:
         first_admin(settings)
-    print(f"planner: serving on http://{args.host}:{args.port} (docs at /docs), data in {where}", file=sys.stderr, flush=True)
+    print(f"planner: serving on http://{args.host}:{args.port} (docs at /docs), data in {where}, jobs run "
+          f"{'in local worker processes' if settings.executor == 'local' else 'on ' + settings.executor}",
+          file=sys.stderr, flush=True)
     uvicorn.run(create_app(settings), host=args.host, port=args.port, access_log=not args.no_access_log,
                 timeout_graceful_shutdown=5, log_level="info")
     return 0

@@ -21,3 +21,12 @@ def database_at(path: Path, revision: str) -> tuple[str, Engine]:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
     return url, engine
+
+
+def head_revision() -> str:
+    """The newest migration's revision (what a started service upgrades to)."""
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return ScriptDirectory.from_config(cfg).get_current_head()

@@ -45,6 +45,15 @@ class Postgres:
         time.sleep(0.2)
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
 
+    def halt(self) -> None:
+        """Stop the server (fast: every connection is cut); `resume` starts it again."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        data = str(self.dir / "data")
+        self._run(str(self.bin / "pg_ctl"), "-D", data, "-l", str(self.dir / "log"), "-w", "-o",
+                  f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+
     def stop(self) -> None:
         try:
             self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "stop")

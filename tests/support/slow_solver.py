@@ -65,4 +65,35 @@ class BusySolver:
         return SlowSolver().solve(problem, request, progress)
 
 
-SOLVERS = [SlowSolver(), CrashingSolver(), BusySolver()]
+class LoggedOptions(SlowOptions):
+    log: str = Field(min_length=1, max_length=4096, description="File the runs are logged to (JSON lines)")
+
+
+class LoggedSolver(SlowSolver):
+    """test-slow that appends a JSON line per run start and end (pid, parent pid, time)
+    to `options.log`: the replica and Dask tests read who ran a job, and when."""
+
+    name = "test-logged"
+    options_model = LoggedOptions
+    capabilities = Capabilities(exact=True, fast=False, description="TEST ONLY: test-slow that logs its runs to options.log")
+
+    def solve(self, problem, request, progress=None):  # noqa: ANN001
+        import json
+        import os
+
+        path = request.options.get("log")
+        if not isinstance(path, str):
+            raise UnsupportedRequest("options.log", "a file path")
+
+        def note(event: str) -> None:
+            with open(path, "a") as f:
+                f.write(json.dumps({"event": event, "pid": os.getpid(), "ppid": os.getppid(), "t": time.time()}) + "\n")
+
+        note("start")
+        plain = request.model_copy(update={"options": {"duration_s": request.options.get("duration_s", 5.0)}})
+        solution = super().solve(problem, plain, progress)
+        note("end")
+        return solution
+
+
+SOLVERS = [SlowSolver(), CrashingSolver(), BusySolver(), LoggedSolver()]

@@ -1,0 +1,91 @@
+"""A Dask cluster on loopback for the tests and the load bench: `dask scheduler` on a
+free port and N `dask worker` processes (no nanny, so a killed worker stays dead),
+each in its own process group, all stopped by `stop()`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.server import ROOT, free_port
+
+DASK = Path(sys.executable).parent / "dask"
+
+
+def _die_with_parent() -> None:
+    """SIGKILL when the test process dies, even if it is killed before its teardown."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class DaskCluster:
+    def __init__(self, log_dir: Path, workers: int = 2, threads: int = 1):
+        self.log_dir = Path(log_dir)
+        self.n, self.threads = workers, threads
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.url = f"dask://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+        self.scheduler: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+        self._logs: list = []
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / f"{name}.log", "ab")
+        self._logs.append(log)
+        return subprocess.Popen([str(DASK), *args], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+
+    def start(self, timeout_s: float = 60.0) -> "DaskCluster":
+        from distributed import Client
+
+        self.scheduler = self._spawn("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+                                     "--no-dashboard", "--no-show")
+        for i in range(self.n):
+            self.add_worker(f"w{i}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                with Client(self.address, timeout="5s") as c:
+                    c.wait_for_workers(self.n, timeout=max(1.0, deadline - time.monotonic()))
+                return self
+            except (OSError, TimeoutError):
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"the Dask cluster did not start in {timeout_s} s")
+
+    def add_worker(self, name: str) -> subprocess.Popen:
+        w = self._spawn(name, "worker", self.address, "--name", name, "--nthreads", str(self.threads), "--no-nanny",
+                        "--no-dashboard", "--host", "127.0.0.1")
+        self.workers.append(w)
+        return w
+
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self.workers if w.poll() is None]
+
+    def kill_worker(self, pid: int) -> None:
+        os.killpg(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            if p is None:
+                continue
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(10)
+        for log in self._logs:
+            log.close()
+
+    def __enter__(self) -> "DaskCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        self.stop()

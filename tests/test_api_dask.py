@@ -1,0 +1,219 @@
+"""`--executor dask://HOST:PORT` (issue 12, deliverable 8): jobs (brute, z3, ilp and GA
+schedules, the GA's evaluation map included) run on a Dask cluster started on loopback;
+cancel reaches the running task (its solve is killed); a worker killed mid-job gets the
+job re-run on another worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+
+from tests import schedule_instances as si
+from tests.support import docs
+from tests.support.api import start
+
+pytest.importorskip("distributed", reason="pip install -e '.[test]' installs dask[distributed]")
+
+from tests.support.dask_cluster import DaskCluster  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with DaskCluster(tmp_path_factory.mktemp("dask"), workers=2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def api(cluster, tmp_path_factory):
+    a = start(tmp_path_factory.mktemp("svc"), executor=cluster.url)
+    yield a
+    a.client.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def plan_docs(api):
+    return api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+
+
+def runs(path) -> list[dict]:  # noqa: ANN001
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_for(fn, timeout_s: float = 60.0, what: str = "the condition"):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} not met after {timeout_s} s")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead too
+        return open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_plan_and_schedule_jobs_run_on_the_cluster(api, cluster, plan_docs):
+    from distributed import Client
+
+    p, m = plan_docs
+    dp = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m}, headers=api.h()).json()["plan"]
+    for solver in ("brute", "z3"):
+        r = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": solver}, headers=api.h())
+        assert r.status_code == 202, r.text
+        done = api.wait_job(r.json()["id"], timeout_s=90)
+        assert done["state"] == "succeeded" and done["attempts"] == 1, done
+        plan = api.client.get(f"/v1/plans/{done['plan_id']}", headers=api.h()).json()["plan"]
+        assert plan["report"]["solver"] == solver and plan["metrics"]["latency_ms"] == pytest.approx(dp["metrics"]["latency_ms"], rel=1e-9)
+
+    rng = np.random.default_rng(7)
+    sp = api.upload("platform", si.platform(rng).model_dump(mode="json", exclude_none=True))
+    a, b = (api.upload("profile", si.profile(rng, n, 4).model_dump(mode="json", exclude_none=True)) for n in "AB")
+    apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
+    for solver, n_apps, options in (("ilp", 1, {}), ("ga", 2, {"population": 16, "generations": 4, "chunks": 4})):
+        r = api.client.post("/v1/schedules", json={"platform_id": sp, "solver": solver, "apps": apps[:n_apps], "options": options,
+                                                   "time_limit_s": 60}, headers=api.h())
+        assert r.status_code == 202, r.text
+        done = api.wait_job(r.json()["id"], timeout_s=120)
+        assert done["state"] == "succeeded", (done["message"], done.get("error"))
+        sched = api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()["schedule"]
+        assert sched["report"]["solver"] == solver and sched["entries"]
+    with Client(cluster.address, timeout="10s") as c:  # the GA's evaluations were tasks of the cluster
+        prefixes = c.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
+    assert "score" in prefixes and "planner-job" in prefixes, prefixes
+
+
+def test_cancel_reaches_the_dask_task(api, cluster, plan_docs, tmp_path):
+    p, m = plan_docs
+    log = tmp_path / "cancel.jsonl"
+    job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                                "options": {"duration_s": 60, "log": str(log)}},
+                             headers=api.h()).json()["id"]
+    first = wait_for(lambda: runs(log), what="the solve to start on a worker")[0]
+    assert first["ppid"] in cluster.worker_pids() or alive(first["pid"])
+    r = api.client.delete(f"/v1/jobs/{job_id}", headers=api.h())
+    assert r.status_code == 200 and r.json()["state"] == "cancelled"
+    wait_for(lambda: not alive(first["pid"]), timeout_s=20, what="the cancelled solve's process to be killed")
+    time.sleep(0.5)
+    assert [e["event"] for e in runs(log)] == ["start"]  # stopped, never finished, never re-run
+    assert api.wait_job(job_id)["state"] == "cancelled"
+    assert len(cluster.worker_pids()) == 2  # the worker itself lives on
+
+
+def test_a_worker_killed_mid_job_gets_the_job_retried(api, cluster, plan_docs, tmp_path):
+    p, m = plan_docs
+    log = tmp_path / "killed.jsonl"
+    job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                                "options": {"duration_s": 3, "log": str(log)}},
+                             headers=api.h()).json()["id"]
+    first = wait_for(lambda: runs(log), what="the solve to start on a worker")[0]
+    worker = first["ppid"]  # the Dask worker whose task started the solve process
+    assert worker in cluster.worker_pids()
+    cluster.kill_worker(worker)
+    wait_for(lambda: not alive(first["pid"]), timeout_s=20, what="the solve to die with its worker")
+    done = api.wait_job(job_id, timeout_s=90)
+    assert done["state"] == "succeeded" and done["attempts"] == 1, done  # re-run by Dask within the attempt
+    events = runs(log)
+    assert [e["event"] for e in events] == ["start", "start", "end"], events
+    assert events[1]["ppid"] != worker and events[1]["ppid"] in cluster.worker_pids()
+
+
+def test_serve_refuses_an_unknown_executor_in_one_line(capsys):
+    from tests.support.cli import run
+
+    code, out, err = run(capsys, "serve", "--port", "1", "--executor", "ray://somewhere")
+    assert code != 0 and "--executor" in err and "dask://HOST:PORT" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_killed_replica_s_dask_task_is_stopped_when_another_takes_the_job(cluster, tmp_path):
+    """Replica A dies (kill -9) while its job's task runs on the cluster; B claims the next
+    attempt after A's lease ran out, and A's task, orphaned in the cluster, is stopped: the
+    job's solve never runs twice at once, and only B's result is stored."""
+    pytest.importorskip("psycopg")
+    import httpx
+    from sqlalchemy import select
+
+    from api.auth import create_token
+    from api.db import Database
+    from api.rows import JobRow
+    from tests.support.postgres import Postgres
+    from tests.support.server import Server
+
+    pg = Postgres()
+    url = pg.start()
+    servers = []
+    try:
+        db = Database(url)
+        _, token = create_token(db, "ci", ["pipeline"], [])
+        env = {"DATABASE_URL": url, "PLANNER_JOB_LEASE_S": "2", "PLANNER_POLL_INTERVAL_S": "0.5"}
+        servers = [Server(tmp_path / n, env={**env, "PLANNER_REPLICA_ID": n}, extra_args=("--executor", cluster.url))
+                   for n in ("dask-a", "dask-b")]
+        for s in servers:
+            s.start()
+        c = httpx.Client(base_url=servers[0].url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        p = c.post("/v1/platforms", json=docs.platform()).json()["id"]
+        m = c.post("/v1/profiles", json=docs.profile()).json()["id"]
+        log = tmp_path / "orphan.jsonl"
+        job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                           "options": {"duration_s": 8, "log": str(log)}}).json()["id"]
+        first = wait_for(lambda: runs(log), what="the first run to start")[0]
+        with db.session() as sess:
+            owner = sess.scalar(select(JobRow.owner).where(JobRow.id == job_id))
+        victim, survivor = (servers[0], servers[1]) if owner == "dask-a" else (servers[1], servers[0])
+        victim.kill()
+        cs = httpx.Client(base_url=survivor.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        wait_for(lambda: len(runs(log)) >= 2, what="the second attempt to start")
+        wait_for(lambda: not alive(first["pid"]), timeout_s=10, what="the orphaned first run to be stopped")
+        job = wait_for(lambda: (j := cs.get(f"/v1/jobs/{job_id}").json())["state"] in ("succeeded", "failed") and j,
+                       what="the job")
+        assert job["state"] == "succeeded" and job["attempts"] == 2, job
+        events = runs(log)
+        assert [e["event"] for e in events] == ["start", "start", "end"], events  # the orphan never finished
+        assert events[2]["pid"] == events[1]["pid"]
+        db.dispose()
+    finally:
+        for s in servers:
+            s.stop()
+        pg.stop()
+
+
+def test_a_job_whose_scheduler_went_away_is_re_queued_not_cancelled(tmp_path):
+    """The Dask scheduler dies mid-job and comes back (same address): the lost attempt is
+    given back to the queue (not recorded as cancelled) and the job is re-run."""
+    import signal
+
+    with DaskCluster(tmp_path / "dask", workers=1) as own:
+        api = start(tmp_path / "svc", executor=own.url)
+        try:
+            p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+            log = tmp_path / "lost.jsonl"
+            job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                                        "options": {"duration_s": 3, "log": str(log)}},
+                                     headers=api.h()).json()["id"]
+            wait_for(lambda: runs(log), what="the first run to start")
+            os.killpg(own.scheduler.pid, signal.SIGKILL)
+            own.scheduler.wait(10)
+            job = wait_for(lambda: (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())["state"] != "running"
+                           and j, what="the lost attempt to be given back")
+            assert job["state"] == "queued" and "lost the task" in job["message"], job
+            own.scheduler = own._spawn("scheduler2", "scheduler", "--host", "127.0.0.1", "--port", str(own.port),
+                                       "--no-dashboard", "--no-show")
+            own.add_worker("w-new")  # a worker without a nanny leaves with its scheduler; its supervisor starts another
+            done = api.wait_job(job_id, timeout_s=90)
+            assert done["state"] == "succeeded" and done["attempts"] == 2, (done["message"], done["attempts"])
+            events = runs(log)
+            assert [e["event"] for e in events][-2:] == ["start", "end"] and events[-1]["ppid"] == own.workers[-1].pid
+        finally:
+            api.client.__exit__(None, None, None)
