@@ -10,6 +10,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from planner.core.errors import UnsupportedRequest
 from planner.core.options import NoOptions, StrictOptions
 from planner.core.solver import Capabilities
 from planner.registry import get_solver
