@@ -22,7 +22,6 @@ import json
 import os
 import platform as pyplatform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
