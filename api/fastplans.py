@@ -127,6 +127,18 @@ class PlanStore:
         self.conn.close()
 
 
+def _twice(store, op):  # noqa: ANN001, ANN202
+    """op(), and once more on a fresh connection if it fails: after a database restart the
+    worker's connection is dead and the first statement is what finds out. A second
+    failure propagates (the database is really away: the request is answered 503)."""
+    try:
+        return op()
+    except Exception:  # noqa: BLE001 - retried once, then raised
+        log.warning("plan store statement failed; retrying on a fresh connection", exc_info=True)
+        store.reset()
+        return op()
+
+
 def kinds_for(solver) -> tuple[str, str]:  # noqa: ANN001
     """The stored document kinds a solver's platform_id and profile_id name."""
     by_type = {t: k for k, t in KINDS.items()}
@@ -384,11 +396,11 @@ class Planner:
         out: list[tuple] = []
         rows: list[dict] = []
         try:
-            stored = store.find([it[4] for it in items if it[5]])
+            stored = _twice(store, lambda: store.find([it[4] for it in items if it[5]]))
         except Exception as exc:  # noqa: BLE001 - the store cannot be read: nothing can be answered
             log.exception("looking up %d request keys failed", len(items))
-            store.reset()
-            return [(it[0], "internal", f"the plan store could not be read: {type(exc).__name__}") for it in items]
+            return [(it[0], "unavailable", f"the plan store could not be read ({type(exc).__name__}); retry the request")
+                    for it in items]
         for req_id, platform_id, profile_id, request_json, key, reuse in items:
             try:
                 if reuse:
@@ -416,12 +428,11 @@ class Planner:
                 out.append((req_id, "internal", f"{type(exc).__name__}: {exc}"))
         if rows:
             try:
-                store.insert(rows)
+                _twice(store, lambda: store.insert(rows))
             except Exception as exc:  # noqa: BLE001 - nothing of this batch is stored: say so to each
                 log.exception("storing %d plans failed", len(rows))
-                store.reset()
                 lost = {r["id"] for r in rows}
-                out = [(o[0], "internal", f"the plan could not be stored: {type(exc).__name__}")
+                out = [(o[0], "unavailable", f"the plan could not be stored ({type(exc).__name__}); retry the request")
                        if o[1] == "plan" and o[2] in lost else o for o in out]
         return out
 
@@ -655,6 +666,9 @@ class PlanWorkers:
             raise ApiError(status, detail, errors=[Issue(p, r) for p, r in issues], title=title, kind=kind)
         if answer[1] == "slow":
             raise TooSlow(answer[2])
+        if answer[1] == "unavailable":
+            raise ApiError(503, answer[2], errors=[Issue("<service>", answer[2])], title="Service Unavailable",
+                           kind="database-unavailable", headers={"Retry-After": "1"})
         raise RuntimeError(answer[2])
 
     async def _ask(self, message: Callable[[int], tuple]) -> tuple:

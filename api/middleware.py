@@ -31,7 +31,7 @@ import time
 from typing import Sequence
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -106,7 +106,15 @@ class Gate:
             return await self.app(scope, receive, send)
         header = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, secret = header.decode("latin-1").partition(" ")
-        principal = auth.lookup(secret.strip()) if scheme.lower() == "bearer" and secret.strip() else None
+        try:
+            principal = auth.lookup(secret.strip()) if scheme.lower() == "bearer" and secret.strip() else None
+        except DBAPIError as exc:
+            if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
+                raise
+            # the token store unreachable (a PostgreSQL restart): nothing was accepted, retry
+            detail = "the database is not reachable; retry the request"
+            return await send_problem(send, 503, "Service Unavailable", detail, [Issue("<service>", detail)],
+                                      "database-unavailable", path, headers=[(b"retry-after", b"1"), *_close_unread(scope)])
         if principal is None:
             detail = ("this operation needs a bearer token (Authorization: Bearer <token>)" if not header
                       else "the bearer token is unknown or revoked")
