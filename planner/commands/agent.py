@@ -39,11 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
 
     from executor.agent import Agent
     from executor.runtime import DeviceSpecError, parse_devices
-    from executor.slicing import SlicingError, layers, load_model, materialise, random_inputs
 
     problems = []
     if not args.server:
@@ -64,21 +62,10 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--model: no such file: {args.model}")
     if problems:
         raise InputError("arguments", "; ".join(problems))
-    try:
-        lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
-    except SlicingError as exc:
-        raise InputError("--model", str(exc)) from None
-    if args.inputs:
-        try:
-            with np.load(args.inputs) as data:
-                inputs = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise InputError("--inputs", f"cannot read {args.inputs}: {exc}") from None
-        absent = [n for n in lm.graph_inputs if n not in inputs]
-        if absent:
-            raise InputError("--inputs", f"missing input(s) {', '.join(absent)} (the model takes {', '.join(lm.graph_inputs)})")
-    else:
-        inputs = random_inputs(lm, args.seed)
+    from planner.commands._onnx import layered_model, model_inputs
+
+    lm = layered_model(args.model, args.weights, args.seed)
+    inputs = model_inputs(lm, args.inputs, args.seed)
     agent = Agent(args.server, args.deployment, args.token or "", lm, devices, inputs, rate_hz=args.rate,
                   batch_s=args.batch_s, poll_wait_s=args.poll_wait, name=args.name or "")
     previous = signal.signal(signal.SIGTERM, lambda *_: agent.stop())

@@ -100,7 +100,7 @@ def render_schedule(report: dict) -> str:
 def run_schedule(args: argparse.Namespace) -> int:
     from executor.pipeline import PipelineError, run_schedule_entry
     from executor.runtime import DeviceSpecError, parse_devices
-    from executor.slicing import SlicingError, layers, load_model, materialise
+    from planner.commands._onnx import layered_model
     from planner.core.io import load
     from planner.core.schema import Schedule
 
@@ -124,12 +124,10 @@ def run_schedule(args: argparse.Namespace) -> int:
     if problems:
         raise InputError("arguments", "; ".join(problems))
     schedule = load(Schedule, args.schedule, "schedule")
+    lms = {n: layered_model(f, args.weights, args.seed) for n, f in models.items()}
     try:
-        lms = {n: layers(materialise(load_model(f), args.weights, args.seed), materialised=True) for n, f in models.items()}
         report = run_schedule_entry(schedule, lms, {d.id: d for d in devices}, entry=args.entry, frames=args.frames,
                                     timeout_s=args.timeout)
-    except SlicingError as exc:
-        raise InputError("--model", str(exc)) from None
     except PipelineError as exc:
         raise InputError("--schedule", str(exc)) from None
     report.pop("outputs", None)
@@ -141,7 +139,6 @@ def run_schedule(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
 
     if args.schedule:
         return run_schedule(args)
@@ -152,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     from executor.execute import run_plan
     from executor.runtime import DeviceSpecError, clock_ns, parse_devices
     from executor.sessions import PlanMismatch
-    from executor.slicing import SlicingError, layers, load_model, materialise, random_inputs
+    from executor.slicing import SlicingError
     from planner.core.io import load
     from planner.core.schema import Plan
 
@@ -175,21 +172,10 @@ def run(args: argparse.Namespace) -> int:
     missing = sorted({s.device for s in plan.slices} - {d.id for d in devices})
     if missing:
         raise InputError("--device", f"the plan uses device(s) {', '.join(missing)}; declare each as ID=PROVIDER[:k=v,...]")
-    try:
-        lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
-    except SlicingError as exc:
-        raise InputError("--model", str(exc)) from None
-    if args.inputs:
-        try:
-            with np.load(args.inputs) as data:
-                inputs = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise InputError("--inputs", f"cannot read {args.inputs}: {exc}") from None
-        absent = [n for n in lm.graph_inputs if n not in inputs]
-        if absent:
-            raise InputError("--inputs", f"missing input(s) {', '.join(absent)} (the model takes {', '.join(lm.graph_inputs)})")
-    else:
-        inputs = random_inputs(lm, args.seed)
+    from planner.commands._onnx import layered_model, model_inputs
+
+    lm = layered_model(args.model, args.weights, args.seed)
+    inputs = model_inputs(lm, args.inputs, args.seed)
     try:
         report = run_plan(lm, plan, devices, inputs, runs=args.runs, warmup=args.warmup, clock=args.clock)
     except (PlanMismatch, SlicingError) as exc:

@@ -1,0 +1,35 @@
+"""What the commands that run a model share: the layered model and its inputs, each
+problem as one InputError naming the option (`_` keeps it out of command discovery)."""
+
+from __future__ import annotations
+
+from planner.core.errors import InputError
+
+
+def layered_model(path: str, weights: str, seed: int, option: str = "--model"):  # noqa: ANN201
+    """executor.slicing's layered model of an ONNX file (computed weights materialised)."""
+    from executor.slicing import SlicingError, layers, load_model, materialise
+
+    try:
+        return layers(materialise(load_model(path), weights, seed), materialised=True)
+    except SlicingError as exc:
+        raise InputError(option, str(exc)) from None
+
+
+def model_inputs(lm, path: str | None, seed: int) -> dict:  # noqa: ANN001
+    """The model's inputs from an .npz by name, or seeded random ones."""
+    import numpy as np
+
+    from executor.slicing import random_inputs
+
+    if not path:
+        return random_inputs(lm, seed)
+    try:
+        with np.load(path) as data:
+            inputs = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise InputError("--inputs", f"cannot read {path}: {exc}") from None
+    absent = [n for n in lm.graph_inputs if n not in inputs]
+    if absent:
+        raise InputError("--inputs", f"missing input(s) {', '.join(absent)} (the model takes {', '.join(lm.graph_inputs)})")
+    return inputs
