@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
-from planner.core.errors import InputError
 from planner.core.problem import Assignment, Problem
-from planner.core.schema import PlanRequest, ScheduleRequest
+from planner.core.schema import PlanRequest
 
 Status = Literal["optimal", "feasible", "not_proven", "infeasible"]
 Progress = Callable[[float, str], None]
@@ -86,22 +85,3 @@ class ScheduleSolution:
     exact_front: bool = False  # the candidates hold the true Pareto front of the space (completed enumeration)
     ran: str | None = None  # a solver that delegates (auto) names the one that ran ...
     choice_reason: str | None = None  # ... and why
-
-
-def option(request: ScheduleRequest, key: str, kind: type, default, check: Callable[[Any], bool] | None = None, what: str = ""):
-    """A solver option, type-checked, with a one-line error naming options.<key>."""
-    if key not in request.options:
-        return default
-    value = request.options[key]
-    ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value, ok = float(value), True
-    if not ok or (check is not None and not check(value)):
-        raise InputError(f"options.{key}", f"expected {what or kind.__name__}, got {value!r}")
-    return value
-
-
-def check_options(request: ScheduleRequest, known: Sequence[str], solver: str) -> None:
-    unknown = sorted(set(request.options) - set(known))
-    if unknown:
-        raise InputError(f"options.{unknown[0]}", f"unknown option for solver '{solver}' (known: {', '.join(known) or 'none'})")
