@@ -1,7 +1,7 @@
 """The small protocol every solver implements: what it declares (Capabilities), what it
-returns (Solution for a chain plan, ScheduleSolution for several networks), and the
-checked reading of its options. The registry that finds solvers is a floor above
-(planner.registry); solvers stand on this module alone.
+returns (Solution for a chain plan, ScheduleSolution for several networks); its options
+are a model in planner.core.options, checked at the edge. The registry that finds solvers
+is a floor above (planner.registry); solvers stand on this module alone.
 
 Modules must import heavy libraries (z3, ortools, deap) inside `solve`, not at import time.
 """
