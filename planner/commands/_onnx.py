@@ -33,3 +33,18 @@ def model_inputs(lm, path: str | None, seed: int) -> dict:  # noqa: ANN001
     if absent:
         raise InputError("--inputs", f"missing input(s) {', '.join(absent)} (the model takes {', '.join(lm.graph_inputs)})")
     return inputs
+
+
+def runtime_devices(specs, problems: list[str], clock: str | None = None, option: str = "--device") -> list:  # noqa: ANN001
+    """The runtime devices of `ID=PROVIDER[:k=v,...]` specs; a bad spec (or a clock the
+    devices cannot use) is added to `problems`, so the command lists every problem at once."""
+    from executor.runtime import DeviceSpecError, clock_ns, parse_devices
+
+    try:
+        devices = parse_devices(specs)
+        if clock is not None:
+            clock_ns(clock, devices)
+        return devices
+    except DeviceSpecError as exc:
+        problems.append(f"{option}: {exc}")
+        return []

@@ -41,7 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
 
     from executor.agent import Agent
-    from executor.runtime import DeviceSpecError, parse_devices
+
+    from planner.commands._onnx import layered_model, model_inputs, runtime_devices
 
     problems = []
     if not args.server:
@@ -53,16 +54,11 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--frames: must be >= 1, got {args.frames}")
     if args.duration is not None and not args.duration > 0:
         problems.append(f"--duration: must be > 0, got {args.duration:g}")
-    devices = []
-    try:
-        devices = parse_devices(args.device)
-    except DeviceSpecError as exc:
-        problems.append(f"--device: {exc}")
+    devices = runtime_devices(args.device, problems)
     if not Path(args.model).is_file():
         problems.append(f"--model: no such file: {args.model}")
     if problems:
         raise InputError("arguments", "; ".join(problems))
-    from planner.commands._onnx import layered_model, model_inputs
 
     lm = layered_model(args.model, args.weights, args.seed)
     inputs = model_inputs(lm, args.inputs, args.seed)

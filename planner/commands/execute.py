@@ -99,8 +99,7 @@ def render_schedule(report: dict) -> str:
 
 def run_schedule(args: argparse.Namespace) -> int:
     from executor.pipeline import PipelineError, run_schedule_entry
-    from executor.runtime import DeviceSpecError, parse_devices
-    from planner.commands._onnx import layered_model
+    from planner.commands._onnx import layered_model, runtime_devices
     from planner.core.io import load
     from planner.core.schema import Schedule
 
@@ -116,11 +115,7 @@ def run_schedule(args: argparse.Namespace) -> int:
             models[name] = path
     if args.frames < 1:
         problems.append(f"--frames: must be >= 1, got {args.frames}")
-    devices = []
-    try:
-        devices = parse_devices(args.device)
-    except DeviceSpecError as exc:
-        problems.append(f"--device: {exc}")
+    devices = runtime_devices(args.device, problems)
     if problems:
         raise InputError("arguments", "; ".join(problems))
     schedule = load(Schedule, args.schedule, "schedule")
@@ -147,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     args.model = args.model[0]
 
     from executor.execute import run_plan
-    from executor.runtime import DeviceSpecError, clock_ns, parse_devices
+    from planner.commands._onnx import runtime_devices
     from executor.sessions import PlanMismatch
     from executor.slicing import SlicingError
     from planner.core.io import load
@@ -158,12 +153,7 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--runs: must be >= 1, got {args.runs}")
     if args.warmup < 0:
         problems.append(f"--warmup: must be >= 0, got {args.warmup}")
-    devices = []
-    try:
-        devices = parse_devices(args.device)
-        clock_ns(args.clock, devices)
-    except DeviceSpecError as exc:
-        problems.append(f"--device: {exc}")
+    devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
         problems.append(f"--model: no such file: {args.model}")
     if problems:

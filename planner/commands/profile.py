@@ -75,7 +75,8 @@ def _progress(desc: str):
 def run_pe_cluster(args: argparse.Namespace) -> int:
     """`--pe-cluster`: Kang-style documents for `planner schedule` / `planner execute --schedule`."""
     from executor.pe_profile import profile_for_schedule
-    from executor.runtime import DeviceSpecError, parse_device, parse_devices
+    from executor.runtime import DeviceSpecError, parse_device
+    from planner.commands._onnx import runtime_devices
     from executor.slicing import SlicingError, layers, load_model, materialise
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, Platform
@@ -89,10 +90,7 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
         cluster = parse_device(args.pe_cluster)
     except DeviceSpecError as exc:
         problems.append(f"--pe-cluster: {exc}")
-    try:
-        others = parse_devices(args.device) if args.device else []
-    except DeviceSpecError as exc:
-        problems.append(f"--device: {exc}")
+    others = runtime_devices(args.device, problems) if args.device else []
     if cluster is not None and (cluster.threads is not None or cluster.precision != "fp32"):
         problems.append("--pe-cluster: give the cluster's cores (affinity=...), not threads or precision: "
                         "every core count 1..n is measured, fp32")
@@ -347,7 +345,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
 def run(args: argparse.Namespace) -> int:
     from executor.power import detect
     from executor.profiler import profile_model
-    from executor.runtime import DeviceSpecError, clock_ns, parse_devices
+    from planner.commands._onnx import runtime_devices
     from executor.slicing import SlicingError, layers, load_model, materialise
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, Platform
@@ -363,11 +361,7 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--warmup: must be >= 0, got {args.warmup}")
     if args.calibration < 1:
         problems.append(f"--calibration: must be >= 1, got {args.calibration}")
-    try:
-        devices = parse_devices(args.device)
-        clock_ns(args.clock, devices)
-    except DeviceSpecError as exc:
-        problems.append(f"--device: {exc}")
+    devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
         problems.append(f"MODEL: no such file: {args.model}")
     if problems:
