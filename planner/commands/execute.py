@@ -142,9 +142,9 @@ def run(args: argparse.Namespace) -> int:
     args.model = args.model[0]
 
     from executor.execute import run_plan
-    from planner.commands._onnx import runtime_devices
     from executor.sessions import PlanMismatch
     from executor.slicing import SlicingError
+    from planner.commands._onnx import layered_model, model_inputs, runtime_devices
     from planner.core.io import load
     from planner.core.schema import Plan
 
@@ -162,8 +162,6 @@ def run(args: argparse.Namespace) -> int:
     missing = sorted({s.device for s in plan.slices} - {d.id for d in devices})
     if missing:
         raise InputError("--device", f"the plan uses device(s) {', '.join(missing)}; declare each as ID=PROVIDER[:k=v,...]")
-    from planner.commands._onnx import layered_model, model_inputs
-
     lm = layered_model(args.model, args.weights, args.seed)
     inputs = model_inputs(lm, args.inputs, args.seed)
     try:
