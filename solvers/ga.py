@@ -520,7 +520,7 @@ class GaScheduler:
         chunks = opts.chunks or workers
         strategy = opts.strategy
         seeded = strategy == "seeded"
-        patience = opts.patience if opts.patience is not None else (20 if seeded else 0)
+        patience = opts.patience if opts.patience is not None else (0 if strategy == "classic" else 20)
         restarts, network_moves = opts.restarts, opts.network_moves
         if selection == "nsga2" and pop_n % 4:
             pop_n += 4 - pop_n % 4  # NSGA-II's tournament pairs by fours
@@ -539,12 +539,17 @@ class GaScheduler:
                 budget_s = (request.time_limit_s - clock.ms / 1e3) / (n_cfg - ci)
                 rng = np.random.default_rng([request.seed, ci])
                 ev = _Evaluator(mp, map_fn, chunks)
-                genes, objs, hist, hit, info = self._run(mp, rng, ev, pop_n, gens, selection, cxpb, mutpb_opt, local,
-                                                         budget_s, record, clock, progress, (ci, n_cfg), seeded,
-                                                         patience, restarts, network_moves)
+                out = None
+                if strategy == "decomposed" and mp.mode == "response_time" and len(mp.apps) > 1:
+                    out = self._run_decomposed(mp, rng, ev, pop_n, gens, budget_s, record, clock, progress, (ci, n_cfg))
+                if out is None:
+                    out = self._run(mp, rng, ev, pop_n, gens, selection, cxpb, mutpb_opt, local, budget_s, record, clock,
+                                    progress, (ci, n_cfg), seeded or strategy == "decomposed", patience, restarts,
+                                    network_moves)
+                genes, objs, hist, hit, info = out
                 evals += ev.count
                 stopped |= hit
-                cands += [Candidate(ci, tuple(int(x) for x in row)) for row in genes]
+                cands += [Candidate(ci, tuple(row)) for row in genes.tolist()]
                 ok = (objs < PENALTY).all(axis=1)
                 per_config.append({
                     "cpu_config": mp.config_dict(),
@@ -574,6 +579,24 @@ class GaScheduler:
                      "strategy": strategy, "patience": patience, "restarts": restarts, "network_moves": network_moves},
             history=history if record else None,
         )
+
+    def _run_decomposed(self, mp, rng, evaluate, pop_n, gens, budget_s, record, clock, progress, where):
+        """The decomposed strategy (solvers.ga_decomposed) from the seeded strategy's seeds and
+        initial population; None when none of their combinations is schedulable."""
+        from solvers import ga_decomposed
+
+        t0 = clock.ms
+        genome = _Genome(mp)
+        start = np.concatenate([_seeds(mp, genome, rng, JOINT_SEEDS * pop_n, lambda sub, g: evaluate(g, sub)),
+                                _initial(mp, pop_n, rng, genome)])
+        genomes = [_Genome(_alone(mp, a)) for a in range(len(mp.apps))]
+        out = ga_decomposed.run(mp, rng, start, gens, _vary, genomes, budget_s, clock, progress, where, record, t0_ms=t0)
+        if out is None:
+            return None
+        genes, objs, history, hit, info, combos = out
+        evaluate.count += combos
+        info["joint_mappings_scored"] = combos
+        return genes, objs, history, hit, info
 
     def _run(self, mp, rng, evaluate, pop_n, gens, selection, cxpb, mutpb_opt, local, budget_s, record, clock, progress,
              where, seeded=False, patience=0, restarts=0, network_moves=False):

@@ -34,6 +34,7 @@ search towards schedulability.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -594,3 +595,190 @@ def merge_front(front: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndar
     keep_front = ~(ge & ~le).any(axis=1)  # strictly dominated by some new row
     return keep_front, keep_new
 
+
+
+# --------------------------------------------------------------------------- decomposed (per network)
+
+
+@dataclass(frozen=True)
+class NetworkTerms:
+    """What the joint response-time evaluation needs from N candidate mappings of one
+    network, computed once per candidate. A joint mapping is then any choice of one
+    candidate per network, and evaluate_combinations scores millions of such choices a
+    second: the response time of network a is R0 + max(0, max_p (I_p - min mobility on p)),
+    where I_p sums the higher networks' dbf on p and the blocking of lower ones (the
+    evaluator's formula, regrouped by PE), and energy, utilisation and memory add up."""
+
+    network: int
+    rows: np.ndarray  # (N, L) PE per layer
+    start_ms: np.ndarray  # (N, L) ASAP, own schedule
+    finish_ms: np.ndarray
+    r0_ms: np.ndarray  # (N,)
+    min_mobility_ms: np.ndarray  # (N, P) smallest ALAP(R0) - ASAP of a layer on p; inf where none
+    busy_ms: np.ndarray  # (N, P) occupancy per period
+    max_occupancy_ms: np.ndarray  # (N, P) longest C on p: the blocking it causes on a non-preemptive PE
+    energy_mj: np.ndarray  # (N,)
+    runs: np.ndarray  # (N,) every layer can run where mapped
+    memory_bytes: np.ndarray  # (N, P)
+    window_ms: np.ndarray  # (N, P) the mobility interference window on p (0 where unused)
+    busy_in_period_ms: np.ndarray  # (N, P) busy time within [0, P_a) (what dbf counts per period)
+    longest_in_period_ms: np.ndarray  # (N, P) longest single occupancy within [0, P_a)
+    dbf_at_period_ms: dict[int, np.ndarray]  # lower network b -> (N, P) this network's dbf over P_b
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self, idx: np.ndarray) -> "NetworkTerms":
+        return NetworkTerms(self.network, *(getattr(self, f.name)[idx] for f in dataclasses.fields(self)[1:-1]),
+                            {b: d[idx] for b, d in self.dbf_at_period_ms.items()})
+
+    def extend(self, other: "NetworkTerms") -> "NetworkTerms":
+        return NetworkTerms(self.network, *(np.concatenate([getattr(self, f.name), getattr(other, f.name)])
+                                            for f in dataclasses.fields(self)[1:-1]),
+                            {b: np.concatenate([d, other.dbf_at_period_ms[b]]) for b, d in self.dbf_at_period_ms.items()})
+
+
+def network_terms(problem: MappingProblem, a: int, rows: np.ndarray) -> NetworkTerms:
+    """NetworkTerms of candidate mappings `rows` (N, L_a) of network a (response-time mode)."""
+    app, P = problem.apps[a], problem.n_pes
+    rows = np.asarray(rows, dtype=np.intp).reshape(-1, app.n_layers)
+    c = _batch_occupancy(app, rows)
+    s, f = _batch_asap(app, rows, c, P)
+    r0 = f.max(axis=1) if app.n_layers else np.zeros(len(rows))
+    mob0 = _batch_alap(app, rows, c, P, r0) - s
+    oh = rows[:, :, None] == np.arange(P)[None, None, :]
+    cl = c[:, :, None]
+    window = np.where(oh, (mob0 + (app.period_ms - r0)[:, None] + c)[:, :, None], 0.0).max(axis=1)
+    runs = np.isfinite(app.exec_time_ms[np.arange(app.n_layers)[None, :], rows]).all(axis=1)
+    rank = problem.priority_rank
+    lower = rank[rank.index(a) + 1:]
+    inside = (np.minimum(f, app.period_ms) - np.minimum(s, app.period_ms))[:, :, None]
+    terms = NetworkTerms(a, rows, s, f, r0, np.where(oh, mob0[:, :, None], np.inf).min(axis=1), (oh * cl).sum(axis=1),
+                         (oh * cl).max(axis=1), _batch_energy(app, rows), runs,
+                         (oh * app.memory_bytes[None, :, None]).sum(axis=1), window, (oh * inside).sum(axis=1),
+                         (oh * inside).max(axis=1), {})
+    if problem.interference_window == "period":
+        every = np.arange(len(rows))
+        for b in lower:
+            terms.dbf_at_period_ms[b] = _pair_dbf(terms, every, app.period_ms, np.full((len(rows), P), problem.apps[b].period_ms))
+    return terms
+
+
+def _dbf_bounds(h: NetworkTerms, hk: np.ndarray, period_ms: float, window: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of dbf_p(h, window) (N, P) without the sweep: q full periods W plus, for the
+    remainder r, at least the average share r W / P and the longest single occupancy, at
+    most min(r, W)."""
+    W = h.busy_in_period_ms[hk]
+    q = np.floor(window / period_ms + EPS)
+    r = np.maximum(window - q * period_ms, 0.0)
+    lo = q * W + np.maximum(r * W / period_ms, np.minimum(h.longest_in_period_ms[hk], r))
+    hi = q * W + np.minimum(r, W)
+    return lo * (1 - 1e-9), hi * (1 + 1e-9)
+
+
+def _pair_dbf(h: NetworkTerms, hk: np.ndarray, period_ms: float, window: np.ndarray,
+              wanted: np.ndarray | None = None) -> np.ndarray:
+    """dbf_p(h, window[n, p]) (N, P), the same as _batch_dbf but without its sort: the
+    busiest window of length r < P_h can start at a task start (from inside a task, moving
+    left to its start gains as much as it can lose; from idle time, moving right to the
+    next start loses nothing), so best(r) = max_j sum_i clip(r - ((s_i - s_j) mod P_h), 0, C_i)
+    over the tasks i, j on p (clipped to the period; tasks on one PE never overlap).
+    wanted (N, P): the PEs whose value is needed (others may read 0); only their tasks
+    enter the O(K^2) sum, rows grouped by how many there are so little is padding."""
+    s = np.minimum(h.start_ms[hk], period_ms)
+    c = np.minimum(h.finish_ms[hk], period_ms) - s
+    pe = h.rows[hk]
+    N, P = window.shape
+    q = np.floor(window / period_ms + EPS)
+    r = np.maximum(window - q * period_ms, 0.0)
+    out = q * h.busy_in_period_ms[hk]
+    keep = (np.take_along_axis(wanted, pe, axis=1) if wanted is not None else np.ones(pe.shape, dtype=bool)) & (c > 0)
+    count = keep.sum(axis=1)
+    by_count = np.argsort(count, kind="stable")
+    order = np.argsort(~keep, axis=1, kind="stable")  # each row's wanted tasks first
+    for lo in range(0, N, 256):
+        rows = by_count[lo:lo + 256]
+        K = int(count[rows[-1]])
+        if K == 0:
+            continue
+        o = order[rows, :K]
+        sj, cj, pj = (np.take_along_axis(x[rows], o, axis=1) for x in (s, c, pe))
+        cj = np.where(np.take_along_axis(keep[rows], o, axis=1), cj, 0.0)
+        rr = r[rows]
+        rj = np.take_along_axis(rr, pj, axis=1)  # the remainder on the PE of window start j
+        d = np.mod(sj[:, None, :] - sj[:, :, None], period_ms)  # d[n, j, i]: task i's offset from s_j
+        g = np.clip(rj[:, :, None] - d, 0.0, cj[:, None, :])
+        g *= pj[:, :, None] == pj[:, None, :]
+        g = g.sum(axis=2)  # busy in [s_j, s_j + r)
+        best = np.stack([np.where(pj == p, g, 0.0).max(axis=1) for p in range(P)], axis=1)
+        out[rows] += np.minimum(best, rr)
+    return out
+
+
+def evaluate_combinations(problem: MappingProblem, terms: Sequence[NetworkTerms], idx: np.ndarray,
+                          bound: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Objectives and schedulability of joint mappings given as one candidate index per
+    network (idx (N, A), request order) into `terms`: the same numbers as evaluate_batch
+    on the concatenated genes (up to float rounding in the last bits), far faster because
+    each network's schedule is computed once. With the "mobility" window the dbf of a
+    higher network depends on both candidates and is swept per row; bound=True uses a
+    lower bound of it instead (optimistic objectives, to discard a row cheaply when even
+    they are dominated; exact with the "period" window)."""
+    idx = np.asarray(idx, dtype=np.intp)
+    N, A, P = len(idx), len(problem.apps), problem.n_pes
+    periods = np.array([x.period_ms for x in problem.apps])
+    util = np.zeros((N, P))
+    mem = np.zeros((N, P))
+    energy = np.zeros(N)
+    runs = np.ones(N, dtype=bool)
+    for a in range(A):
+        t, k = terms[a], idx[:, a]
+        util += t.busy_ms[k] / periods[a]
+        mem += t.memory_bytes[k]
+        energy = energy + t.energy_mj[k]
+        runs &= t.runs[k]
+    rank = problem.priority_rank
+    resp = np.zeros((N, A))
+    for pos, a in enumerate(rank):
+        t, k = terms[a], idx[:, a]
+        block = np.zeros((N, P))
+        for lp in rank[pos + 1:]:
+            block = np.maximum(block, terms[lp].max_occupancy_ms[idx[:, lp]])
+        block = np.where(problem.pe_preemptive[None, :], 0.0, block)
+        r0, mm = t.r0_ms[k], t.min_mobility_ms[k]
+        if problem.interference_window == "period":
+            inter = block + sum((terms[h].dbf_at_period_ms[a][idx[:, h]] for h in rank[:pos]), np.zeros((N, P)))
+            resp[:, a] = r0 + np.maximum(0.0, (inter - mm).max(axis=1))
+            continue
+        lo, hi = block.copy(), block.copy()
+        for h in rank[:pos]:
+            b_lo, b_hi = _dbf_bounds(terms[h], idx[:, h], problem.apps[h].period_ms, t.window_ms[k])
+            lo += b_lo
+            hi += b_hi
+        base = np.maximum(0.0, (lo - mm).max(axis=1))  # the max of I_p - mobility_p is at least this
+        resp[:, a] = r0 + base
+        if bound:
+            continue
+        # the sweep only where the bounds leave the response time open, only on the PEs
+        # whose upper bound could raise the max above `base`
+        open_pe = (hi - mm) > base[:, None]
+        need = np.flatnonzero(open_pe.any(axis=1))
+        if len(need):
+            inter = block[need]
+            for h in rank[:pos]:
+                th, hk = terms[h], idx[need, h]
+                inter = inter + _pair_dbf(th, hk, problem.apps[h].period_ms, t.window_ms[k[need]], open_pe[need])
+            rise = np.where(open_pe[need], inter - mm[need], -np.inf).max(axis=1)
+            resp[need, a] = r0[need] + np.maximum(base[need], rise)
+    dev_onehot = problem.pe_device[:, None] == np.arange(len(problem.device_ids))[None, :]
+    mem_ok = (mem @ dev_onehot <= problem.device_memory_limit_bytes[None, :]).all(axis=1)
+    cores = problem.pe_cores * problem.pe_is_cpu
+    cpu_util = (util @ cores) / problem.total_cpu_cores if problem.total_cpu_cores else np.zeros(N)
+    meets = resp <= periods[None, :] * (1 + EPS) + EPS
+    sched = runs & mem_ok & meets.all(axis=1) & (util <= 1 + EPS).all(axis=1) & (cpu_util <= problem.utilisation_cap + EPS)
+    objs = np.concatenate([resp, energy[:, None]], axis=1)
+    late = np.maximum(0.0, resp - periods[None, :]).sum(axis=1)
+    late += periods.max() * (np.maximum(util - 1.0, 0.0).sum(axis=1) + np.maximum(cpu_util - problem.utilisation_cap, 0.0))
+    objs = np.where(sched[:, None], objs, objs + (PENALTY + late)[:, None])
+    objs[~runs] = np.inf
+    return objs, sched

@@ -130,7 +130,10 @@ class GaOptions(StrictOptions):
     chunks: Annotated[int, Field(ge=1, le=4096)] | None = Field(None, description="Evaluation chunks; default: workers")
     record_history: bool = False
     local_search: Annotated[int, Field(ge=0, le=1000)] = Field(2, description="Front members improved per generation")
-    strategy: Literal["seeded", "classic"] = Field("seeded", description="seeded: heuristic seeds, restarts on stagnation")
+    strategy: Literal["decomposed", "seeded", "classic"] = Field(
+        "decomposed", description="decomposed: per-network mappings varied and scored beside the front's others "
+        "(several networks, response-time mode; else seeded); seeded: heuristic seeds, restarts on stagnation; "
+        "classic: the paper's GA")
     patience: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
         None, description="Generations without improvement before a restart; default 20 (seeded), 0 (classic)")
     restarts: Annotated[int, Field(ge=0, le=1000)] = 2
