@@ -16,7 +16,7 @@ both). All randomness comes from numpy Generators seeded by the request (and DEA
 module RNG, seeded and restored): the same seed and options give the same front. The
 returned set is every non-dominated mapping seen.
 
-Strategy "seeded" (default; issue 15: >= 99% of the exact front for every seed on any
+Strategy "seeded" (the default before "decomposed"; issue 15: >= 99% of the exact front for every seed on any
 cost shape) starts each configuration from structured joint mappings (_seeds): each
 network's own front per set of PE classes (exact by enumeration when its space is small,
 else a chain DP and structured mappings), combined network by network in priority order
@@ -27,6 +27,15 @@ front, half fresh), and after `restarts` fruitless restarts in a row the configu
 stops early (deterministic: counted in generations). "classic" is the previous GA
 exactly (no seeds, no restarts), kept for comparison (bench/multiapp.py).
 
+Strategy "decomposed" (default; issue 14: the best-known front within seconds) applies
+to several networks in response-time mode: it starts from the seeded strategy's seeds and
+first population and varies one network's mapping at a time, each scored beside many of
+the front's mappings of the others by planner.core.multiapp's decomposed evaluator
+(solvers.ga_decomposed). A single network, or the throughput mode, runs "seeded"; so
+does a configuration where no combination of the seeds is schedulable. Its options:
+population (the seeds' first population), generations (one generation varies every
+network once), the rest apply to the GA strategies only.
+
 SPEA2 is DEAP's selSPEA2 semantics vectorised (spea2_select, tested index-for-index
 against the library); "spea2-deap" calls the library itself (~10x slower per generation).
 
@@ -34,7 +43,7 @@ Options: population (int, 100), generations (int, 150), selection ("spea2" | "sp
 "nsga2"), crossover (prob., 0.9), mutation (per-gene prob., default 1.5 / chromosome
 length), workers (int, 1), chunks (int, default workers), local_search (int, 2: front
 members hill-climbed per generation, the best by the first objective first; 0 = the
-paper's plain GA), strategy ("seeded" | "classic"), patience (int, 20 seeded / 0 classic:
+paper's plain GA), strategy ("decomposed" | "seeded" | "classic"), patience (int, 20 seeded / 0 classic:
 generations without progress before a restart; 0 = never restart or stop early), restarts
 (int, 2), network_moves (bool, false: whole-network crossover and PE swaps within one
 network; measured no better on the Galaxy S9 benchmark), record_history (bool:
@@ -582,15 +591,25 @@ class GaScheduler:
 
     def _run_decomposed(self, mp, rng, evaluate, pop_n, gens, budget_s, record, clock, progress, where):
         """The decomposed strategy (solvers.ga_decomposed) from the seeded strategy's seeds and
-        initial population; None when none of their combinations is schedulable."""
+        initial population, or, where the joint space has at most EXACT_PRODUCT_LIMIT
+        mappings, that whole space scored by the decomposed evaluator (the exact front);
+        None when nothing schedulable was found to start from."""
         from solvers import ga_decomposed
 
+        from solvers.exhaustive import count_mappings, decode
+
         t0 = clock.ms
-        genome = _Genome(mp)
-        start = np.concatenate([_seeds(mp, genome, rng, JOINT_SEEDS * pop_n, lambda sub, g: evaluate(g, sub)),
-                                _initial(mp, pop_n, rng, genome)])
-        genomes = [_Genome(_alone(mp, a)) for a in range(len(mp.apps))]
-        out = ga_decomposed.run(mp, rng, start, gens, _vary, genomes, budget_s, clock, progress, where, record, t0_ms=t0)
+        choices = [[np.flatnonzero(r) for r in app.feasible] for app in mp.apps]
+        sizes = [count_mappings(c) for c in choices]
+        if math.prod(sizes) <= ga_decomposed.EXACT_PRODUCT_LIMIT and max(sizes) <= ALONE_ENUMERATION_LIMIT:  # exactly
+            out = ga_decomposed.exact(mp, [decode(c, np.arange(n)) for c, n in zip(choices, sizes)], clock, t0, record)
+        else:
+            genome = _Genome(mp)
+            start = np.concatenate([_seeds(mp, genome, rng, JOINT_SEEDS * pop_n, lambda sub, g: evaluate(g, sub)),
+                                    _initial(mp, pop_n, rng, genome)])
+            genomes = [_Genome(_alone(mp, a)) for a in range(len(mp.apps))]
+            out = ga_decomposed.run(mp, rng, start, gens, _vary, genomes, budget_s, clock, progress, where, record,
+                                    t0_ms=t0)
         if out is None:
             return None
         genes, objs, history, hit, info, combos = out
