@@ -268,7 +268,7 @@ def main() -> None:
                     "settings": vars(args) | {"caps": caps}}
 
     print("== evaluator (SqueezeNet 33 ms > MobileNet-v1 40 ms > MobileNet-v2 50 ms, CPU (1,1,1,1) + GPU)")
-    ev = bench_evaluator(plat, profs, rng) if args.only == "all" else {}
+    ev = bench_evaluator(plat, profs, rng)
     result["evaluator"] = ev
     for k, row in ev.items():
         if k.startswith("decomposed_"):
@@ -352,9 +352,8 @@ def _write(result: dict, out: str) -> None:
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(path.read_text()) if path.exists() else {}
-    if not result.get("evaluator"):
-        result = {**old, **{k: v for k, v in result.items() if k != "evaluator"}}
-        result["ga"] = {**old.get("ga", {}), **result["ga"]}
+    result = {**old, **result}  # sections (and windows) this run did not make stay
+    result["ga"] = {**old.get("ga", {}), **result.get("ga", {})}
     path.write_text(json.dumps(result, indent=1, default=float) + "\n")
     print(f"wrote {out}")
 

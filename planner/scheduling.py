@@ -15,7 +15,7 @@ from planner.core.mapping import MappingProblem, ScheduleProblem
 from models.multiapp import compile_schedule
 from planner import __version__
 from planner.core.errors import UnsupportedRequest
-from planner.core.multiapp import evaluate_batch, objective_names, pareto_mask
+from planner.core.multiapp import evaluate_batch, objective_names
 from planner.core.schema import (
     AppResult,
     ModelProfile,
@@ -130,7 +130,9 @@ def select_front(problem: ScheduleProblem, candidates: Sequence[Candidate]) -> l
         rows = [r for r in rows if r[2]]
     if not rows:
         return []
-    keep = pareto_mask(np.array([o for _, o, _ in rows]))
+    import moocore  # the same as pareto_mask (first of identical rows kept), fast on fronts of 10,000s
+
+    keep = moocore.is_nondominated(np.array([o for _, o, _ in rows]))
     kept = [(rows[i][0], rows[i][1]) for i in np.flatnonzero(keep)]
     kept.sort(key=lambda x: (tuple(x[1]), x[0].config, x[0].genes))
     return kept

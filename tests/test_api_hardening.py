@@ -312,7 +312,8 @@ def test_cancelling_a_multiprocess_ga_job_leaves_no_process(tmp_path):
         apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
         before = grandchildren(os.getpid())
         r = api.client.post("/v1/schedules", json={"platform_id": p, "solver": "ga", "time_limit_s": 60, "apps": apps,
-                                                   "options": {"generations": 1_000_000, "population": 8, "workers": 2}},
+                                                   "options": {"generations": 1_000_000, "population": 8, "workers": 2,
+                                                               "strategy": "seeded"}},
                             headers=api.h())
         assert r.status_code == 202, r.text
         api.wait_job(r.json()["id"], states=("running",), timeout_s=30)

@@ -139,7 +139,8 @@ def test_bad_solver_option_is_refused_at_the_post(api, ids):
 
 
 def test_cancel_a_running_schedule_job(api, ids):
-    long_ga = body(ids, solver="ga", time_limit_s=60, options={"generations": 1_000_000, "population": 8})
+    # the seeded GA runs its generations (the decomposed one scores this tiny space whole at once)
+    long_ga = body(ids, solver="ga", time_limit_s=60, options={"generations": 1_000_000, "population": 8, "strategy": "seeded"})
     job = api.client.post("/v1/schedules", json=long_ga, headers=api.h()).json()
     running = api.wait_job(job["id"], states=("running",), timeout_s=30)
     assert running["state"] == "running"
@@ -214,7 +215,7 @@ def test_restart_reruns_a_schedule_job_in_flight(tmp_path, ids, docs):
     up = {k: first.upload("platform" if k == "platform" else "profile", d.model_dump(mode="json", exclude_none=True))
           for k, d in docs.items()}
     assert up == ids  # content-addressed: the same ids in another store
-    ga = body(ids, solver="ga", time_limit_s=2, options={"generations": 1_000_000, "population": 8})
+    ga = body(ids, solver="ga", time_limit_s=2, options={"generations": 1_000_000, "population": 8, "strategy": "seeded"})
     job = first.client.post("/v1/schedules", json=ga, headers=first.h()).json()
     first.wait_job(job["id"], states=("running",), timeout_s=30)
     first.client.__exit__(None, None, None)  # stops the pool: the job is left running in the store

@@ -11,7 +11,7 @@ from planner.cli import EXIT_INFEASIBLE
 from planner.commands.solve import parse_options
 from planner.core.errors import InputError
 from planner.core.io import load, parse
-from planner.core.schema import ModelProfile, Platform, Schedule, ScheduleRequest
+from planner.core.schema import DEFAULT_FRONT_MAX_POINTS, ModelProfile, Platform, Schedule, ScheduleRequest
 from planner.progress import Bar
 from planner.scheduling import make_schedule
 
@@ -45,8 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--front-epsilon", type=float, default=0.0, metavar="EPS",
                    help="merge Pareto entries whose objectives all differ by <= EPS x the front's range "
                         "(relative, 0..1; default 0: exact duplicates only, always merged)")
-    p.add_argument("--front-max-points", type=int, metavar="K",
-                   help="thin the Pareto set to K entries by hypervolume contribution, extremes kept (default: all)")
+    p.add_argument("--front-max-points", type=int, metavar="K", default=DEFAULT_FRONT_MAX_POINTS,
+                   help="thin the Pareto set to K entries by hypervolume contribution, extremes kept "
+                        f"(default {DEFAULT_FRONT_MAX_POINTS}; 0: every entry)")
     p.add_argument("--json", action="store_true", help="print the Schedule document instead of the table")
     p.add_argument("--out", metavar="FILE", help="also write the Schedule document here")
     p.add_argument("--timeline", action="store_true", help="print the per-PE timeline of the first entry")
@@ -101,7 +102,7 @@ def request_from_args(args, apps: list[dict]) -> ScheduleRequest:
         "timelines": args.timelines,
         "max_entries": args.max_entries,
         "front_epsilon": args.front_epsilon,
-        "front_max_points": args.front_max_points,
+        "front_max_points": args.front_max_points or None,
         "time_limit_s": args.time_limit,
         "seed": args.seed,
         "options": options,

@@ -827,6 +827,9 @@ class AppSpec(Strict):
     priority: int = Field(ge=0, le=1000, description="Lower number = higher priority")
 
 
+DEFAULT_FRONT_MAX_POINTS = 500  # entries a Schedule keeps unless asked (ScheduleRequest.front_max_points)
+
+
 class ScheduleRequest(Strict):
     apps: list[AppSpec] = Field(min_length=1, max_length=16)
     mode: Literal["auto", "throughput", "response_time"] = Field(
@@ -867,9 +870,11 @@ class ScheduleRequest(Strict):
         "which are always merged)",
     )
     front_max_points: Annotated[int, Field(ge=2, le=100_000)] | None = Field(
-        None,
+        DEFAULT_FRONT_MAX_POINTS,
         description="Thin the Pareto set to this many representative entries, chosen greedily by hypervolume "
-        "contribution (the extremes of every objective are kept first); omitted = every entry",
+        "contribution (the extremes of every objective are kept first; `compaction` reports the hypervolume "
+        f"kept). Default {DEFAULT_FRONT_MAX_POINTS}: a multi-network GA front holds 10,000-30,000 entries, "
+        "hundreds of MB with timelines; null = every entry",
     )
     time_limit_s: Annotated[float, Field(gt=0, le=86400)] = 60.0
     seed: Seed = 0
