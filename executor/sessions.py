@@ -72,6 +72,28 @@ class Slice:
     session: object = None
 
 
+def run_slices(steps, env: dict, clock, last_use: Mapping[str, int] | None = None, keep=frozenset()) -> list[float]:
+    """The loop a sliced run is: for each (session, inputs, outputs, pin) in order, feed
+    it what `env` holds, run it on its device's cores, put its outputs in `env` and free
+    the tensors no later step reads (`last_use`: tensor -> index of the last step that
+    reads it; `keep`: never freed). Returns each step's time in ms (pinning included: a
+    device change moves the calling thread). The profiler times device switches with
+    this same loop, so a transition costs in the profile what it costs here."""
+    times = []
+    for i, (session, ins, outs, pin) in enumerate(steps):
+        feed = {x: env[x] for x in ins}
+        t0 = clock()
+        with pin:
+            values = session.run(outs, feed)
+        times.append((clock() - t0) / 1e6)
+        env.update(zip(outs, values))
+        if last_use is not None:
+            for x in ins:
+                if last_use.get(x) == i and x not in keep:
+                    env.pop(x, None)
+    return times
+
+
 class SlicedModel:
     """Slices first..last (layer indices, consecutive, covering the model) each on a device."""
 
@@ -138,18 +160,8 @@ class SlicedModel:
         missing = [n for n in self.lm.graph_inputs if n not in env]
         if missing:
             raise PlanMismatch(f"missing model input(s): {', '.join(missing)}")
-        times = []
-        outputs = set(self.lm.graph_outputs)
-        for i, (s, pin) in enumerate(zip(self.slices, self._pins)):
-            feed = {x: env[x] for x in s.inputs}
-            t0 = self.clock()
-            with pin:
-                values = s.session.run(s.outputs, feed)
-            times.append((self.clock() - t0) / 1e6)
-            env.update(zip(s.outputs, values))
-            for x in s.inputs:
-                if self._last_use.get(x) == i and x not in outputs:
-                    env.pop(x, None)
+        steps = [(s.session, s.inputs, s.outputs, pin) for s, pin in zip(self.slices, self._pins)]
+        times = run_slices(steps, env, self.clock, self._last_use, set(self.lm.graph_outputs))
         return {o: env[o] for o in self.lm.graph_outputs}, times
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
