@@ -6,7 +6,13 @@ tensors in and out included); per device a transfer micro-benchmark gives the
 communication model c(bytes) = alpha * bytes + beta (eq. 1-2, fitted with
 models.communication and reported with its error); beta, the fixed cost a slice pays at
 each end (session run, pinning, lost cross-layer fusion), is then calibrated so that the
-device's single-slice prediction equals the unsplit model measured on it. Energy only
+device's single-slice prediction equals the unsplit model measured on it. Device
+switches are measured as a plan runs them (two-slice runs at three cuts, every ordered
+pair, against the same slices on their own devices) and fitted per tensor size. The
+platform records what the profile cannot resolve (each device's time_uncertainty_pct,
+each transition's time_uncertainty_ms): with them a latency plan splits across devices
+only when it beats the best single device by more than that uncertainty (the split
+margin, planner.core.margin; said in the plan's notes). Energy only
 from a real power source (RAPL, hwmon, --power-csv); without one the profile is
 time-only and says so.
 """
