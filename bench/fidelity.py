@@ -18,6 +18,11 @@ other jobs' share of the cores; `thread` is the calling thread's CPU time (every
 threads=1, so ORT runs the whole slice on it): what the devices would take without the
 other processes, apart from their cache pollution. Each statistic (median, mean, min)
 makes its own profile and plan and is compared with the same statistic measured.
+
+Runners (the plans, each device alone) take turns run by run; with --settle N (default
+1) each turn runs N untimed inferences first, so every runner is timed as it is served,
+after its own last slice, and not after whichever device the previous runner ended on
+(a switch that costs each runner differently and that the plan never makes).
 """
 
 from __future__ import annotations
@@ -63,7 +68,8 @@ THREAD_DEVICES = [  # one thread each: thread CPU time is the device's whole wor
 ]
 
 
-def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: int, seed: int, clock: str) -> dict:
+def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: int, seed: int, clock: str,
+                settle: int = 1) -> dict:
     devices = parse_devices(specs)
     path = LIGHT / f"light_{name}.onnx"
     lm = layers(materialise(load_model(path), "random", seed), materialised=True)
@@ -83,7 +89,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
     for d in devices:
         runners[d.id] = SlicedModel(lm, [(0, L - 1, d.id)], devices, clock=clock)
     check = check_outputs(runners["plan-median"], x)
-    timing = measure_interleaved(runners, x, runs=exec_runs, warmup=warmup)
+    timing = measure_interleaved(runners, x, runs=exec_runs, warmup=warmup, settle=settle)
     unpin()
     out = {
         "layers": L,
@@ -92,6 +98,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
         "profiling_s": profiling_s,
         "profile_runs": runs,
         "exec_runs": exec_runs,
+        "settle": settle,
     }
     for stat, plan in plans.items():
         key = f"{stat}_ms"
@@ -115,6 +122,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
             "best_single_device": best,
             "speedup_over_best_single": singles[best] / measured,
             "fits": fits[stat],
+            "split_margin": [n for n in plan.report.notes if n.startswith("split margin")],
         }
     return out
 
@@ -127,6 +135,10 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2, help="warm-up runs (default %(default)s)")
     ap.add_argument("--exec-runs", type=int, default=30, help="timed runs of the plan and of each single device (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--settle", type=int, default=1,
+                    help="untimed runs of a runner before each timed one in its turn, so it is timed as served back "
+                         "to back (after its own last slice), not after another runner's device (default %(default)s; "
+                         "0: the timed run follows the previous runner)")
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
                     help="wall: elapsed time; thread: the calling thread's CPU time, not counting other processes' "
                          "turns on the core (needs every device threads=1; default devices then: --thread-devices)")
@@ -142,7 +154,7 @@ def main() -> int:
     print(f"{'model':<13} {'L':>4} {'stat':<6} {'plan':<22} {'pred_ms':>8} {'meas_ms':>8} {'error':>7} "
           f"{'best single':>16} {'speedup':>7} {'profile_s':>9}  int8/fp32 check")
     for m in present:
-        r = bench_model(m, specs, args.runs, args.warmup, args.exec_runs, args.seed, args.clock)
+        r = bench_model(m, specs, args.runs, args.warmup, args.exec_runs, args.seed, args.clock, args.settle)
         results[m] = r
         for stat in STATS:
             q = r[stat]
@@ -152,7 +164,7 @@ def main() -> int:
                   f"{q['speedup_over_best_single']:>6.2f}x {r['profiling_s']:>9.1f}  "
                   f"{'ok' if r['outputs']['ok'] else 'FAIL'} ({r['outputs']['error']:.3g})", flush=True)
     summary = {"models": len(results), "clock": args.clock, "targets": {"mean_abs_error_pct": 3.0, "worst_abs_error_pct": 8.0},
-               "devices": specs, "host": {"cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()}}
+               "devices": specs, "settle": args.settle, "host": {"cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()}}
     for stat in STATS:
         errs = [abs(r[stat]["error_pct"]) for r in results.values()]
         single_errs = [abs(e) for r in results.values() for e in r[stat]["single_device_error_pct"].values() if e is not None]

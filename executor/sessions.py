@@ -198,10 +198,15 @@ def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 2
 
 
 def measure_interleaved(
-    runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3
+    runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3,
+    settle: int = 0,
 ) -> dict[str, dict]:
     """Several sliced models timed in turns, run by run, so that a noisy machine slows
-    them alike and their ratios mean something. name -> measure()'s summary."""
+    them alike and their ratios mean something. name -> measure()'s summary.
+    `settle` untimed runs precede each timed one in a turn: the timed run then follows
+    its own last slice, as when the model is served back to back, instead of whatever
+    the previous runner ran last (another device, precision or core: a switch that
+    execution never makes and that would slow each runner by a different amount)."""
     for sm in runners.values():
         for _ in range(warmup):
             sm.run(inputs)
@@ -209,6 +214,8 @@ def measure_interleaved(
     per_slice: dict[str, list[list[float]]] = {k: [[] for _ in sm.slices] for k, sm in runners.items()}
     for _ in range(runs):
         for name, sm in runners.items():
+            for _ in range(settle):
+                sm.run(inputs)
             t0 = sm.clock()
             _, ts = sm.run_timed(inputs)
             totals[name].append((sm.clock() - t0) / 1e6)
