@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -66,6 +67,19 @@ THREAD_DEVICES = [  # one thread each: thread CPU time is the device's whole wor
     "cpu1b=CPUExecutionProvider:threads=1,affinity=1,opt=basic",
     "q8=CPUExecutionProvider:threads=1,affinity=1,precision=int8",
 ]
+
+
+def sign_test(plan_ms, best_ms) -> dict:
+    """Is the plan measurably slower than the best single device? Their runs are paired
+    by round (taken in turns, so load hits a pair alike): the share of rounds in which
+    the plan was slower and the one-sided binomial p-value of that many or more under
+    'neither is faster'. Measurably slower: p < 0.05."""
+    n = min(len(plan_ms), len(best_ms))
+    k = sum(1 for a, b in zip(plan_ms[:n], best_ms[:n]) if a > b)
+    ties = sum(1 for a, b in zip(plan_ms[:n], best_ms[:n]) if a == b)
+    m = n - ties
+    p = sum(math.comb(m, j) for j in range(k, m + 1)) / 2 ** m if m else 1.0
+    return {"rounds": n, "plan_slower_in": k, "p_value": p, "measurably_slower": p < 0.05}
 
 
 def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: int, seed: int, clock: str,
@@ -108,6 +122,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
         predicted_single = {c.name.removeprefix("preferred-"): c.latency_ms for c in plan.comparisons
                             if c.name.startswith("preferred-")}
         best = min(singles, key=singles.get)
+        slower = sign_test(t["total_samples_ms"], timing[best]["total_samples_ms"])
         out[stat] = {
             "plan": plan.notation,
             "slices": len(plan.slices),
@@ -121,6 +136,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
             "single_device_error_pct": {d: error_pct(predicted_single.get(d), singles[d]) for d in singles},
             "best_single_device": best,
             "speedup_over_best_single": singles[best] / measured,
+            "slower_than_best_single": slower,
             "fits": fits[stat],
             "split_margin": [n for n in plan.report.notes if n.startswith("split margin")],
         }
@@ -173,6 +189,8 @@ def main() -> int:
             "worst_abs_error_pct": float(np.max(errs)) if errs else None,
             "mean_abs_error_single_device_plans_pct": float(np.mean(single_errs)) if single_errs else None,
             "plans_slower_than_best_single": [m for m, r in results.items() if r[stat]["speedup_over_best_single"] < 1.0],
+            "plans_measurably_slower_than_best_single": [
+                m for m, r in results.items() if r[stat]["slower_than_best_single"]["measurably_slower"]],
             "mean_speedup_over_best_single": float(np.mean([r[stat]["speedup_over_best_single"] for r in results.values()])) if results else None,
         }
         q = summary[stat]
@@ -180,7 +198,8 @@ def main() -> int:
             print(f"{stat:<6}: mean |error| {q['mean_abs_error_pct']:.1f}% (target 3.0), worst {q['worst_abs_error_pct']:.1f}% "
                   f"(target 8.0); single-device plans mean |error| {q['mean_abs_error_single_device_plans_pct']:.1f}%; "
                   f"mean speed-up over the best single device {q['mean_speedup_over_best_single']:.2f}x; "
-                  f"slower than it: {q['plans_slower_than_best_single'] or 'none'}")
+                  f"slower than it: {q['plans_slower_than_best_single'] or 'none'} (measurably, paired sign test "
+                  f"p < 0.05: {q['plans_measurably_slower_than_best_single'] or 'none'})")
     print(f"load average at end {summary['host']['loadavg_at_end'][0]:.1f} on {os.cpu_count()} CPUs")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"summary": summary, "models": results}, indent=2) + "\n")

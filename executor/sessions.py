@@ -202,7 +202,8 @@ def measure_interleaved(
     settle: int = 0,
 ) -> dict[str, dict]:
     """Several sliced models timed in turns, run by run, so that a noisy machine slows
-    them alike and their ratios mean something. name -> measure()'s summary.
+    them alike and their ratios mean something. name -> measure()'s summary, plus
+    `total_samples_ms`, the timed runs in round order (round k of every runner is paired).
     `settle` untimed runs precede each timed one in a turn: the timed run then follows
     its own last slice, as when the model is served back to back, instead of whatever
     the previous runner ran last (another device, precision or core: a switch that
@@ -222,6 +223,7 @@ def measure_interleaved(
             for k, t in enumerate(ts):
                 per_slice[name][k].append(t)
     return {
-        name: {"total": summarise_ms(totals[name]), "slices": [summarise_ms(x) for x in per_slice[name]]}
+        name: {"total": summarise_ms(totals[name]), "slices": [summarise_ms(x) for x in per_slice[name]],
+               "total_samples_ms": totals[name]}  # in round order: paired across runners
         for name in runners
     }
