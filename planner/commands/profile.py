@@ -245,7 +245,11 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[fl
 def switch_extras(run, dst_src: tuple[str, str], stat) -> dict[int, list[float]]:
     """Per cut, per round: the extra ms of the two-slice run (layers before the cut on
     `src`, the rest on `dst`) over the same slices each on its own device, both runs of
-    the same round (paired, so load that hits a whole round cancels)."""
+    the same round (paired, so load that hits a whole round cancels). The two-slice run
+    follows its own last slice, as a plan served back to back does, so the extra holds
+    both what entering `dst` costs and what returning to `src` for the next inference
+    costs: exactly what a two-slice plan pays per inference, and a pessimistic count for
+    a plan that switches back and forth (each of its switches carries a return)."""
     src, dst = dst_src
     sw, own_a, own_b = run.switch_ms[(src, dst)], run.switch_ms[(src, src)], run.switch_ms[(dst, dst)]
     out = {}
