@@ -22,7 +22,11 @@ makes its own profile and plan and is compared with the same statistic measured.
 Runners (the plans, each device alone) take turns run by run; with --settle N (default
 1) each turn runs N untimed inferences first, so every runner is timed as it is served,
 after its own last slice, and not after whichever device the previous runner ended on
-(a switch that costs each runner differently and that the plan never makes).
+(a switch that costs each runner differently and that the plan never makes), and the
+order of the turns is shuffled every round (seeded by --seed), so what one runner leaves
+behind for the next (the core the calling thread was last pinned to) is not always
+inherited by the same runner: a plan identical to a single device measured 0.75x of
+that device in fixed order.
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
     for d in devices:
         runners[d.id] = SlicedModel(lm, [(0, L - 1, d.id)], devices, clock=clock)
     check = check_outputs(runners["plan-median"], x)
-    timing = measure_interleaved(runners, x, runs=exec_runs, warmup=warmup, settle=settle)
+    timing = measure_interleaved(runners, x, runs=exec_runs, warmup=warmup, settle=settle, shuffle_seed=seed)
     unpin()
     out = {
         "layers": L,

@@ -199,7 +199,7 @@ def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 2
 
 def measure_interleaved(
     runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3,
-    settle: int = 0,
+    settle: int = 0, shuffle_seed: int | None = None,
 ) -> dict[str, dict]:
     """Several sliced models timed in turns, run by run, so that a noisy machine slows
     them alike and their ratios mean something. name -> measure()'s summary, plus
@@ -207,14 +207,22 @@ def measure_interleaved(
     `settle` untimed runs precede each timed one in a turn: the timed run then follows
     its own last slice, as when the model is served back to back, instead of whatever
     the previous runner ran last (another device, precision or core: a switch that
-    execution never makes and that would slow each runner by a different amount)."""
+    execution never makes and that would slow each runner by a different amount).
+    With `shuffle_seed` the runners take their turns in a new random order every round,
+    so whatever one runner leaves behind for the next (the core the calling thread was
+    last pinned to, warm caches) falls on each of them alike instead of always on the
+    same one."""
     for sm in runners.values():
         for _ in range(warmup):
             sm.run(inputs)
     totals: dict[str, list[float]] = {k: [] for k in runners}
     per_slice: dict[str, list[list[float]]] = {k: [[] for _ in sm.slices] for k, sm in runners.items()}
+    rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
+    names = list(runners)
     for _ in range(runs):
-        for name, sm in runners.items():
+        order = [names[i] for i in rng.permutation(len(names))] if rng is not None else names
+        for name in order:
+            sm = runners[name]
             for _ in range(settle):
                 sm.run(inputs)
             t0 = sm.clock()

@@ -206,3 +206,42 @@ def test_profiler_measures_switches_through_the_executors_slice_loop(monkeypatch
     assert all(t["time_uncertainty_ms"] >= 0 and min(t["time_coeffs_ms"]) >= 0 for t in plat["transitions"])
     assert all(d["time_uncertainty_pct"] >= 0 for d in plat["devices"])
     assert sum("fit error" in line and "3 cuts" in line for line in lines) == 2
+
+
+# --------------------------------------------------------------------------- the bench's turns
+
+
+class FakeRunner:
+    """Duck-typed SlicedModel: records the order of its timed runs, on a fake clock."""
+
+    def __init__(self, name, log):
+        self.name, self.log, self.slices, self.t = name, log, [None], 0
+
+    def clock(self):
+        self.t += 1_000_000
+        return self.t
+
+    def run(self, inputs):
+        self.log.append(("settle", self.name))
+
+    def run_timed(self, inputs):
+        self.log.append(("timed", self.name))
+        return {}, [1.0]
+
+
+def test_interleaved_turns_settle_before_each_timed_run_and_shuffle_the_order():
+    from executor.sessions import measure_interleaved
+
+    log = []
+    runners = {n: FakeRunner(n, log) for n in "abcd"}
+    res = measure_interleaved(runners, {}, runs=12, warmup=0, settle=1, shuffle_seed=3)
+    assert all(len(res[n]["total_samples_ms"]) == 12 for n in runners)
+    # every timed run follows an untimed run of the same runner
+    timed = [i for i, (kind, _) in enumerate(log) if kind == "timed"]
+    assert all(log[i - 1] == ("settle", log[i][1]) for i in timed)
+    orders = {tuple(log[i][1] for i in timed[r * 4:(r + 1) * 4]) for r in range(12)}
+    assert len(orders) > 1 and all(sorted(o) == list("abcd") for o in orders)
+    # without a seed: the fixed order, every round
+    log.clear()
+    measure_interleaved(runners, {}, runs=3, warmup=0)
+    assert [n for kind, n in log if kind == "timed"] == list("abcd") * 3
