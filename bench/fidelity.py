@@ -18,12 +18,22 @@ other jobs' share of the cores; `thread` is the calling thread's CPU time (every
 threads=1, so ORT runs the whole slice on it): what the devices would take without the
 other processes, apart from their cache pollution. Each statistic (median, mean, min)
 makes its own profile and plan and is compared with the same statistic measured.
+
+Runners (the plans, each device alone) take turns run by run; with --settle N (default
+1) each turn runs N untimed inferences first, so every runner is timed as it is served,
+after its own last slice, and not after whichever device the previous runner ended on
+(a switch that costs each runner differently and that the plan never makes), and the
+order of the turns is shuffled every round (seeded by --seed), so what one runner leaves
+behind for the next (the core the calling thread was last pinned to) is not always
+inherited by the same runner: a plan identical to a single device measured 0.75x of
+that device in fixed order.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -63,7 +73,21 @@ THREAD_DEVICES = [  # one thread each: thread CPU time is the device's whole wor
 ]
 
 
-def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: int, seed: int, clock: str) -> dict:
+def sign_test(plan_ms, best_ms) -> dict:
+    """Is the plan measurably slower than the best single device? Their runs are paired
+    by round (taken in turns, so load hits a pair alike): the share of rounds in which
+    the plan was slower and the one-sided binomial p-value of that many or more under
+    'neither is faster'. Measurably slower: p < 0.05."""
+    n = min(len(plan_ms), len(best_ms))
+    k = sum(1 for a, b in zip(plan_ms[:n], best_ms[:n]) if a > b)
+    ties = sum(1 for a, b in zip(plan_ms[:n], best_ms[:n]) if a == b)
+    m = n - ties
+    p = sum(math.comb(m, j) for j in range(k, m + 1)) / 2 ** m if m else 1.0
+    return {"rounds": n, "plan_slower_in": k, "p_value": p, "measurably_slower": p < 0.05}
+
+
+def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: int, seed: int, clock: str,
+                settle: int = 1) -> dict:
     devices = parse_devices(specs)
     path = LIGHT / f"light_{name}.onnx"
     lm = layers(materialise(load_model(path), "random", seed), materialised=True)
@@ -83,7 +107,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
     for d in devices:
         runners[d.id] = SlicedModel(lm, [(0, L - 1, d.id)], devices, clock=clock)
     check = check_outputs(runners["plan-median"], x)
-    timing = measure_interleaved(runners, x, runs=exec_runs, warmup=warmup)
+    timing = measure_interleaved(runners, x, runs=exec_runs, warmup=warmup, settle=settle, shuffle_seed=seed)
     unpin()
     out = {
         "layers": L,
@@ -92,6 +116,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
         "profiling_s": profiling_s,
         "profile_runs": runs,
         "exec_runs": exec_runs,
+        "settle": settle,
     }
     for stat, plan in plans.items():
         key = f"{stat}_ms"
@@ -101,6 +126,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
         predicted_single = {c.name.removeprefix("preferred-"): c.latency_ms for c in plan.comparisons
                             if c.name.startswith("preferred-")}
         best = min(singles, key=singles.get)
+        slower = sign_test(t["total_samples_ms"], timing[best]["total_samples_ms"])
         out[stat] = {
             "plan": plan.notation,
             "slices": len(plan.slices),
@@ -114,7 +140,9 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
             "single_device_error_pct": {d: error_pct(predicted_single.get(d), singles[d]) for d in singles},
             "best_single_device": best,
             "speedup_over_best_single": singles[best] / measured,
+            "slower_than_best_single": slower,
             "fits": fits[stat],
+            "split_margin": [n for n in plan.report.notes if n.startswith("split margin")],
         }
     return out
 
@@ -127,6 +155,10 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=2, help="warm-up runs (default %(default)s)")
     ap.add_argument("--exec-runs", type=int, default=30, help="timed runs of the plan and of each single device (default %(default)s)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--settle", type=int, default=1,
+                    help="untimed runs of a runner before each timed one in its turn, so it is timed as served back "
+                         "to back (after its own last slice), not after another runner's device (default %(default)s; "
+                         "0: the timed run follows the previous runner)")
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
                     help="wall: elapsed time; thread: the calling thread's CPU time, not counting other processes' "
                          "turns on the core (needs every device threads=1; default devices then: --thread-devices)")
@@ -142,7 +174,7 @@ def main() -> int:
     print(f"{'model':<13} {'L':>4} {'stat':<6} {'plan':<22} {'pred_ms':>8} {'meas_ms':>8} {'error':>7} "
           f"{'best single':>16} {'speedup':>7} {'profile_s':>9}  int8/fp32 check")
     for m in present:
-        r = bench_model(m, specs, args.runs, args.warmup, args.exec_runs, args.seed, args.clock)
+        r = bench_model(m, specs, args.runs, args.warmup, args.exec_runs, args.seed, args.clock, args.settle)
         results[m] = r
         for stat in STATS:
             q = r[stat]
@@ -152,7 +184,7 @@ def main() -> int:
                   f"{q['speedup_over_best_single']:>6.2f}x {r['profiling_s']:>9.1f}  "
                   f"{'ok' if r['outputs']['ok'] else 'FAIL'} ({r['outputs']['error']:.3g})", flush=True)
     summary = {"models": len(results), "clock": args.clock, "targets": {"mean_abs_error_pct": 3.0, "worst_abs_error_pct": 8.0},
-               "devices": specs, "host": {"cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()}}
+               "devices": specs, "settle": args.settle, "host": {"cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()}}
     for stat in STATS:
         errs = [abs(r[stat]["error_pct"]) for r in results.values()]
         single_errs = [abs(e) for r in results.values() for e in r[stat]["single_device_error_pct"].values() if e is not None]
@@ -161,6 +193,8 @@ def main() -> int:
             "worst_abs_error_pct": float(np.max(errs)) if errs else None,
             "mean_abs_error_single_device_plans_pct": float(np.mean(single_errs)) if single_errs else None,
             "plans_slower_than_best_single": [m for m, r in results.items() if r[stat]["speedup_over_best_single"] < 1.0],
+            "plans_measurably_slower_than_best_single": [
+                m for m, r in results.items() if r[stat]["slower_than_best_single"]["measurably_slower"]],
             "mean_speedup_over_best_single": float(np.mean([r[stat]["speedup_over_best_single"] for r in results.values()])) if results else None,
         }
         q = summary[stat]
@@ -168,7 +202,8 @@ def main() -> int:
             print(f"{stat:<6}: mean |error| {q['mean_abs_error_pct']:.1f}% (target 3.0), worst {q['worst_abs_error_pct']:.1f}% "
                   f"(target 8.0); single-device plans mean |error| {q['mean_abs_error_single_device_plans_pct']:.1f}%; "
                   f"mean speed-up over the best single device {q['mean_speedup_over_best_single']:.2f}x; "
-                  f"slower than it: {q['plans_slower_than_best_single'] or 'none'}")
+                  f"slower than it: {q['plans_slower_than_best_single'] or 'none'} (measurably, paired sign test "
+                  f"p < 0.05: {q['plans_measurably_slower_than_best_single'] or 'none'})")
     print(f"load average at end {summary['host']['loadavg_at_end'][0]:.1f} on {os.cpu_count()} CPUs")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"summary": summary, "models": results}, indent=2) + "\n")

@@ -7,9 +7,15 @@ one just wrote, so caches are as warm as in execution), the devices taking turns
 a noisy neighbour hits them alike. A layer's time is its *total* cost, tensors in and
 out included, as MOSAIC's profiler measures it; the multi-layer slices are what the
 per-slice cost (session run, what fusion across a cut loses, quantise/dequantise on an
-int8 device) is calibrated against. A transfer micro-benchmark over tensor sizes (an
-Identity through a session; QuantizeLinear -> DequantizeLinear on an int8 device) is
-measured too. The numbers returned are raw samples; fitting them into platform and
+int8 device) is calibrated against. Device switches are measured the way a plan runs
+them: at three cuts, the layers before the cut on one device and the rest on another,
+through the executor's own slice loop (executor.sessions.run_slices), every ordered
+pair and every device on its own in turn, each run right after the previous
+inference's last slice; the extra time over the same two slices on their own devices
+is the transition (ORT pools waking, caches cold after a precision change, threads
+moving cores: the slowdown of the slices around the switch included). A transfer
+micro-benchmark over tensor sizes (an Identity through a session; QuantizeLinear ->
+DequantizeLinear on an int8 device) is measured too. The numbers returned are raw samples; fitting them into platform and
 profile documents is the caller's job (planner profile).
 """
 
@@ -25,7 +31,7 @@ from onnx import helper
 
 from executor.quantize import quantize_int8
 from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned
-from executor.sessions import capture, summarise_ms
+from executor.sessions import capture, run_slices, summarise_ms
 from executor.slicing import LayeredModel, boundary, random_inputs, slice_model
 
 Progress = Callable[[int, int, str], None]
@@ -51,9 +57,10 @@ class ProfileRun:
     wall_s: float
     notes: list[str] = field(default_factory=list)
     clock: str = "wall"
-    # (from device, to device) -> {slice span: samples of that slice on `to` run right
-    # after a slice on `from`}: the quarters partition with the devices alternating
-    switched_ms: dict = field(default_factory=dict)
+    # (from device, to device) -> {cut: [(ms of layers 0..cut-1 on `from`, ms of
+    # cut..L-1 on `to`) per round]}; from == to is the same two slices on one device,
+    # what a switch is measured against (see profile_model)
+    switch_ms: dict = field(default_factory=dict)
 
     def layer_summary(self, device_id: str, layer: int) -> dict:
         return summarise_ms(self.times[device_id].layer_ms[layer])
@@ -111,6 +118,13 @@ def chunk_partitions(n_layers: int, counts: Sequence[int]) -> list[list[tuple[in
         if part not in out:
             out.append(part)
     return out
+
+
+def switch_cuts(partitions: Sequence[Sequence[tuple[int, int]]]) -> list[int]:
+    """Where device switches are measured: the inner boundaries of the finest chunk
+    partition (the quarters: three cuts along the model, small and large tensors)."""
+    finest = max(partitions[1:], key=len, default=[])
+    return [a for a, _ in finest[1:]]
 
 
 def profile_model(
@@ -176,9 +190,21 @@ def profile_model(
     # slice after slice, each reading the tensors the previous ones just wrote (warm in
     # cache, as in execution). Devices take turns, so a noisy neighbour hits them alike.
     samples: dict = {key: [] for key in built}
-    quarters = max(partitions[1:], key=len, default=[])
-    alternations = [(a, b) for a in range(len(devices)) for b in range(len(devices)) if a != b] if len(quarters) > 1 else []
-    switched: dict = {}
+    cuts = switch_cuts(partitions)
+    switch_spans = {c: ((0, c - 1), (c, L - 1)) for c in cuts}
+    for c, (pre, suf) in switch_spans.items():  # the two slices of a switch, on every device
+        for span in (pre, suf):
+            if (span, 0) in built:
+                continue
+            sub = slice_model(lm, *span)
+            ins, outs = boundary(lm, *span)
+            for k, d in enumerate(devices):
+                m = quantize_int8(sub, [{x: v[x] for x in ins} for v in calib_values]) if d.precision == "int8" else sub
+                sess = build_session(m, d)
+                _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], warmup)
+                built[(span, k)] = (sess, ins, outs)
+    pairs = [(a, b) for a in range(len(devices)) for b in range(len(devices))] if len(devices) > 1 else []
+    switches: dict = {}
     for r in range(runs):
         for k, d in enumerate(devices):
             t_dev = time.perf_counter()
@@ -193,22 +219,20 @@ def profile_model(
                     samples[(span, k)].append((now() - t0) / 1e6)
                     env.update(zip(outs, out))
             times[d.id].profiling_s += time.perf_counter() - t_dev
-        # device switches: the quarters partition with two devices alternating, in both
-        # orders; against the same slices after their own device, this is the cost of a
-        # transition (the thread moving cores, a cold cache, another session's arena)
-        for ka, kb in alternations:
-            env = dict(feed)
-            for j, span in enumerate(quarters):
-                k = (ka, kb)[j % 2]
-                sess, ins, outs = built[(span, k)]
-                f = {x: env[x] for x in ins}
-                t0 = now()
-                with pins[devices[k].id]:
-                    out = sess.run(outs, f)
-                if j:
-                    key = (devices[(ka, kb)[(j - 1) % 2]].id, devices[k].id)
-                    switched.setdefault(key, {}).setdefault(span, []).append((now() - t0) / 1e6)
-                env.update(zip(outs, out))
+        # Device switches, measured as a plan runs them: two-slice runs (layers before
+        # the cut on one device, the rest on another) through executor.sessions'
+        # run_slices, each run right after the previous inference's last slice (as a
+        # plan served back to back runs), every ordered pair and every device with
+        # itself in turn, at each cut. Against the same two slices on their own
+        # devices, the extra is what switching costs, slowdown of the slices included.
+        for c, (pre, suf) in switch_spans.items():
+            for ka, kb in pairs:
+                s_pre, s_suf = built[(pre, ka)], built[(suf, kb)]
+                steps = [(s_pre[0], s_pre[1], s_pre[2], pins[devices[ka].id]),
+                         (s_suf[0], s_suf[1], s_suf[2], pins[devices[kb].id])]
+                run_slices(steps[1:], dict(values), now)  # the previous inference ended here
+                t_pair = run_slices(steps, dict(feed), now)
+                switches.setdefault((devices[ka].id, devices[kb].id), {}).setdefault(c, []).append(tuple(t_pair))
         tick(f"round {r + 1}/{runs}")
     for k, d in enumerate(devices):
         t = times[d.id]
@@ -230,4 +254,4 @@ def profile_model(
         for d, smp in zip(devices, _round_robin(tjobs, runs, warmup, now)):
             times[d.id].transfer_points.extend((size, t / 2.0) for t in smp)  # in + out: half each
         tick(f"transfer {size} bytes")
-    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock, switched_ms=switched)
+    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock, switch_ms=switches)

@@ -72,6 +72,28 @@ class Slice:
     session: object = None
 
 
+def run_slices(steps, env: dict, clock, last_use: Mapping[str, int] | None = None, keep=frozenset()) -> list[float]:
+    """The loop a sliced run is: for each (session, inputs, outputs, pin) in order, feed
+    it what `env` holds, run it on its device's cores, put its outputs in `env` and free
+    the tensors no later step reads (`last_use`: tensor -> index of the last step that
+    reads it; `keep`: never freed). Returns each step's time in ms (pinning included: a
+    device change moves the calling thread). The profiler times device switches with
+    this same loop, so a transition costs in the profile what it costs here."""
+    times = []
+    for i, (session, ins, outs, pin) in enumerate(steps):
+        feed = {x: env[x] for x in ins}
+        t0 = clock()
+        with pin:
+            values = session.run(outs, feed)
+        times.append((clock() - t0) / 1e6)
+        env.update(zip(outs, values))
+        if last_use is not None:
+            for x in ins:
+                if last_use.get(x) == i and x not in keep:
+                    env.pop(x, None)
+    return times
+
+
 class SlicedModel:
     """Slices first..last (layer indices, consecutive, covering the model) each on a device."""
 
@@ -138,18 +160,8 @@ class SlicedModel:
         missing = [n for n in self.lm.graph_inputs if n not in env]
         if missing:
             raise PlanMismatch(f"missing model input(s): {', '.join(missing)}")
-        times = []
-        outputs = set(self.lm.graph_outputs)
-        for i, (s, pin) in enumerate(zip(self.slices, self._pins)):
-            feed = {x: env[x] for x in s.inputs}
-            t0 = self.clock()
-            with pin:
-                values = s.session.run(s.outputs, feed)
-            times.append((self.clock() - t0) / 1e6)
-            env.update(zip(s.outputs, values))
-            for x in s.inputs:
-                if self._last_use.get(x) == i and x not in outputs:
-                    env.pop(x, None)
+        steps = [(s.session, s.inputs, s.outputs, pin) for s, pin in zip(self.slices, self._pins)]
+        times = run_slices(steps, env, self.clock, self._last_use, set(self.lm.graph_outputs))
         return {o: env[o] for o in self.lm.graph_outputs}, times
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -186,23 +198,40 @@ def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 2
 
 
 def measure_interleaved(
-    runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3
+    runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3,
+    settle: int = 0, shuffle_seed: int | None = None,
 ) -> dict[str, dict]:
     """Several sliced models timed in turns, run by run, so that a noisy machine slows
-    them alike and their ratios mean something. name -> measure()'s summary."""
+    them alike and their ratios mean something. name -> measure()'s summary, plus
+    `total_samples_ms`, the timed runs in round order (round k of every runner is paired).
+    `settle` untimed runs precede each timed one in a turn: the timed run then follows
+    its own last slice, as when the model is served back to back, instead of whatever
+    the previous runner ran last (another device, precision or core: a switch that
+    execution never makes and that would slow each runner by a different amount).
+    With `shuffle_seed` the runners take their turns in a new random order every round,
+    so whatever one runner leaves behind for the next (the core the calling thread was
+    last pinned to, warm caches) falls on each of them alike instead of always on the
+    same one."""
     for sm in runners.values():
         for _ in range(warmup):
             sm.run(inputs)
     totals: dict[str, list[float]] = {k: [] for k in runners}
     per_slice: dict[str, list[list[float]]] = {k: [[] for _ in sm.slices] for k, sm in runners.items()}
+    rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
+    names = list(runners)
     for _ in range(runs):
-        for name, sm in runners.items():
+        order = [names[i] for i in rng.permutation(len(names))] if rng is not None else names
+        for name in order:
+            sm = runners[name]
+            for _ in range(settle):
+                sm.run(inputs)
             t0 = sm.clock()
             _, ts = sm.run_timed(inputs)
             totals[name].append((sm.clock() - t0) / 1e6)
             for k, t in enumerate(ts):
                 per_slice[name][k].append(t)
     return {
-        name: {"total": summarise_ms(totals[name]), "slices": [summarise_ms(x) for x in per_slice[name]]}
+        name: {"total": summarise_ms(totals[name]), "slices": [summarise_ms(x) for x in per_slice[name]],
+               "total_samples_ms": totals[name]}  # in round order: paired across runners
         for name in runners
     }

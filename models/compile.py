@@ -222,6 +222,7 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
             raise InputError([Issue("transitions", f"(layers-1) x targets^2 = {(L - 1) * T * T} exceeds {MAX_PAIR_ELEMENTS}")])
         pair_t, pair_e = transition_arrays(platform, profile, targets, notes)  # AxoNN OUT/IN + eq. 2, device pairs
 
+    rel_u, pair_u = uncertainty_arrays(platform, targets)
     return Problem(
         name=profile.name,
         platform_name=platform.name,
@@ -244,4 +245,26 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
         pair_energy_mj=pair_e,
         fallback_order=tuple(platform.default_fallback()),
         notes=tuple(notes),
+        time_uncertainty_rel=rel_u,
+        pair_uncertainty_ms=pair_u,
     )
+
+
+def uncertainty_arrays(platform: Platform, targets: list[Target]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The platform's measured uncertainties per target and target pair (planner.core.margin):
+    a device's time_uncertainty_pct for each of its targets, a transition's
+    time_uncertainty_ms for every pair of targets on its two devices. None where the
+    platform declares none (predictions taken as exact, the margin rule off)."""
+    rel = pair = None
+    if any(d.time_uncertainty_pct is not None for d in platform.devices):
+        by_id = {d.id: (d.time_uncertainty_pct or 0.0) / 100.0 for d in platform.devices}
+        rel = np.array([by_id[t.device_id] for t in targets])
+    if any(tr.time_uncertainty_ms is not None for tr in platform.transitions):
+        pair = np.zeros((len(targets), len(targets)))
+        for tr in platform.transitions:
+            if tr.time_uncertainty_ms is None:
+                continue
+            src = np.array([t.device_id == tr.from_device for t in targets])
+            dst = np.array([t.device_id == tr.to_device for t in targets])
+            pair[np.ix_(src, dst)] = tr.time_uncertainty_ms
+    return rel, pair

@@ -9,6 +9,7 @@ import math
 import threading
 import weakref
 from collections import OrderedDict
+from dataclasses import replace
 
 from pydantic import BaseModel
 
@@ -16,6 +17,7 @@ from models.compilers import compile_for
 from planner import __version__
 from planner.core.errors import InfeasibleError, InputError, Issue, NoPlanFound
 from planner.core.evaluate import Evaluation, constraint_violations, evaluate
+from planner.core.margin import split_margin
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import (
     Comparison,
@@ -163,7 +165,8 @@ def metrics_of(ev: Evaluation) -> Metrics:
     )
 
 
-def comparisons(view: Problem, request: PlanRequest, value: float, plan_ev: Evaluation | None = None) -> list[Comparison]:
+def comparisons(view: Problem, request: PlanRequest, value: float, plan_ev: Evaluation | None = None,
+                margin_kept_single: bool = False) -> list[Comparison]:
     """The plans users would otherwise run, scored by the same evaluator. A solver
     with a `comparison_plans(view, request)` hook names its own (muLayer: the
     single-processor and layer-to-processor mechanisms of its Fig. 16). Each carries
@@ -194,6 +197,8 @@ def comparisons(view: Problem, request: PlanRequest, value: float, plan_ev: Eval
             trade = (f" at {theirs / mine:.2f}x this plan's {other}" if mine > 0 and math.isfinite(mine) else "")
             why = getattr(solver, "scope_note", None) or (
                 f"'{solver.name}' is not exact for this request" if not solver.capabilities.exact else "")
+            if margin_kept_single and len({view.targets[t].device_id for t in a.targets}) > 1:
+                why = "a split whose predicted gain is within the profile's uncertainty (split margin, report notes)"
             note = f"lower {request.objective}{trade}" + (f": {why}" if why else "")
         out.append(
             Comparison(
@@ -216,6 +221,7 @@ def assemble(
     view: Problem,
     solution: Solution,
     exact: bool,
+    margin_kept_single: bool = False,
 ) -> Plan:
     assert solution.assignment is not None
     a = solution.assignment
@@ -290,7 +296,7 @@ def assemble(
             "notes": solution.notes,
             "details": solution.details,
         },
-        "comparisons": comparisons(view, request, value, ev) if request.compare_baselines else [],
+        "comparisons": comparisons(view, request, value, ev, margin_kept_single) if request.compare_baselines else [],
         "warnings": warnings,
         "provenance": {
             "platform_sha256": content_hash(platform),
@@ -331,4 +337,12 @@ def make_plan(
             reason = "; ".join(solution.notes) or "no plan satisfies the constraints"
             raise InfeasibleError("constraints", f"{reason} (proven by '{solver.name}')")
         raise NoPlanFound("time_limit_s", f"'{solver.name}' found no plan within the time limit; infeasibility is not proven")
-    return assemble(platform, profile, request, view, solution, solver.capabilities.exact)
+    margin = split_margin(view, solution.assignment, request.objective, request.constraints)
+    if margin.note:
+        solution = replace(solution, notes=[*solution.notes, margin.note])
+    if margin.replaced:  # the plan is the single-device one: its objective is the evaluator's
+        solution = replace(solution, assignment=margin.assignment, objective=margin.evaluation.objective(request.objective),
+                           details={**solution.details, "split_margin": "single device: the split's gain is within "
+                                    "the predictions' uncertainty (see notes)"})
+    return assemble(platform, profile, request, view, solution, solver.capabilities.exact,
+                    margin_kept_single=margin.replaced)

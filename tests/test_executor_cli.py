@@ -99,6 +99,9 @@ def test_profile_solve_execute_end_to_end(capsys, tmp_path):
     plan.write_text(out)
     doc = json.loads(out)
     assert doc["metrics"]["energy_mj"] is None and doc["metrics"]["latency_ms"] > 0
+    assert any(n.startswith("split margin") for n in doc["report"]["notes"])  # on for measured profiles
+    code, out, err = run(capsys, "solve", "--platform", str(plat), "--profile", str(prof))
+    assert code == 0 and "split margin: " in out, err
     code, out, err = run(capsys, "plot", str(plan), "--out", str(tmp_path / "plan.svg"))
     assert code == 0 and (tmp_path / "plan.svg").stat().st_size > 1000, err  # drawn without an energy panel
     # an energy objective on a time-only profile: one line naming the reason

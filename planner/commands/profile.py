@@ -6,7 +6,13 @@ tensors in and out included); per device a transfer micro-benchmark gives the
 communication model c(bytes) = alpha * bytes + beta (eq. 1-2, fitted with
 models.communication and reported with its error); beta, the fixed cost a slice pays at
 each end (session run, pinning, lost cross-layer fusion), is then calibrated so that the
-device's single-slice prediction equals the unsplit model measured on it. Energy only
+device's single-slice prediction equals the unsplit model measured on it. Device
+switches are measured as a plan runs them (two-slice runs at three cuts, every ordered
+pair, against the same slices on their own devices) and fitted per tensor size. The
+platform records what the profile cannot resolve (each device's time_uncertainty_pct,
+each transition's time_uncertainty_ms): with them a latency plan splits across devices
+only when it beats the best single device by more than that uncertainty (the split
+margin, planner.core.margin; said in the plan's notes). Energy only
 from a real power source (RAPL, hwmon, --power-csv); without one the profile is
 time-only and says so.
 """
@@ -236,6 +242,69 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[fl
     return alpha, beta, errors
 
 
+def switch_extras(run, dst_src: tuple[str, str], stat) -> dict[int, list[float]]:
+    """Per cut, per round: the extra ms of the two-slice run (layers before the cut on
+    `src`, the rest on `dst`) over the same slices each on its own device, both runs of
+    the same round (paired, so load that hits a whole round cancels). The two-slice run
+    follows its own last slice, as a plan served back to back does, so the extra holds
+    both what entering `dst` costs and what returning to `src` for the next inference
+    costs: exactly what a two-slice plan pays per inference, and a pessimistic count for
+    a plan that switches back and forth (each of its switches carries a return)."""
+    src, dst = dst_src
+    sw, own_a, own_b = run.switch_ms[(src, dst)], run.switch_ms[(src, src)], run.switch_ms[(dst, dst)]
+    out = {}
+    for c, smp in sw.items():
+        n = min(len(smp), len(own_a[c]), len(own_b[c]))
+        out[c] = [smp[r][0] + smp[r][1] - own_a[c][r][0] - own_b[c][r][1] for r in range(n)]
+    return out
+
+
+def fit_switch(sizes, extras_per_cut, stat) -> tuple[list[float], float, float, list[float]]:
+    """(time_coeffs_ms [constant, per byte], fit error ms, uncertainty ms, per-cut
+    estimates) of a device switch from its paired per-round extras at several cuts.
+
+    Each cut's estimate is the profile's statistic of the paired extras (the median by
+    default: one disturbed round moves it little, where a difference of two
+    independently taken medians can land anywhere in the noise). The line is fitted by
+    least squares with both coefficients >= 0; where the bound binds, the constant is
+    raised until the mean residual is zero, so the fit never sits below the
+    measurements on average (a noisy pair is not under-estimated). The uncertainty is
+    what the profile cannot resolve: the fit's RMS residual and the standard error of
+    the per-cut estimates (1.25 sigma / sqrt(n) for a median, sigma from the
+    interquartile range), combined in quadrature."""
+    x = np.asarray(sizes, dtype=float)
+    est = np.array([float(stat(e)) for e in extras_per_cut])
+    if len(set(x.tolist())) >= 2:
+        A = np.column_stack([np.ones_like(x), x])
+        sol, *_ = np.linalg.lstsq(A, est, rcond=None)
+        if sol[1] < 0:
+            sol = np.array([est.mean(), 0.0])
+        if sol[0] < 0:
+            slope = max(0.0, float(x @ est) / float(x @ x)) if float(x @ x) > 0 else 0.0
+            sol = np.array([0.0, slope])
+    else:
+        sol = np.array([float(est.mean()), 0.0])
+    sol = np.maximum(sol, 0.0)
+    resid = est - (sol[0] + sol[1] * x)
+    if resid.mean() > 0:
+        sol[0] += float(resid.mean())
+        resid = est - (sol[0] + sol[1] * x)
+    se = []
+    for e in extras_per_cut:
+        e = np.asarray(e, dtype=float)
+        q75, q25 = np.percentile(e, [75, 25]) if e.size else (0.0, 0.0)
+        se.append(1.2533 * (q75 - q25) / 1.349 / np.sqrt(max(e.size, 1)))
+    uncertainty = float(np.sqrt(np.mean(resid ** 2) + np.mean(np.square(se))))
+    return [float(sol[0]), float(sol[1])], float(np.mean(np.abs(resid))), uncertainty, est.tolist()
+
+
+def slice_uncertainty(errors) -> float:
+    """A device's relative uncertainty of a slice's predicted time: the RMS relative
+    error of the calibrated prediction over its measured slices."""
+    e = np.asarray(errors, dtype=float)
+    return float(np.sqrt(np.mean(e ** 2))) if e.size else 0.0
+
+
 def build_documents(lm, run, *, name: str, platform_name: str, energy_source: str, model_path: str,
                     statistic: str = "median") -> tuple[dict, dict, list[str]]:
     """Platform and profile dicts from a ProfileRun, and summary lines (fits, calibration).
@@ -256,16 +325,21 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
         micro, mape = fit_transfer(t.transfer_points)
         layer_med = np.array([stat(x) for x in t.layer_ms])
         whole = float(stat(t.whole_ms))
-        alpha, beta, errs = calibrate(layer_med, in_b, out_b, t.chunk_ms, stat)
+        chunks = dict(t.chunk_ms)  # and the two slices of each measured switch, on this device alone
+        for c, own in run.switch_ms.get((d.id, d.id), {}).items():
+            chunks.setdefault((0, c - 1), [p for p, _ in own])
+            chunks.setdefault((c, len(lm.layers) - 1), [q for _, q in own])
+        alpha, beta, errs = calibrate(layer_med, in_b, out_b, chunks, stat)
+        u_rel = slice_uncertainty(errs)
         naive_err = 100.0 * (layer_med.sum() - whole) / whole
         lines.append(
             f"{d.id:<8} transfer micro-benchmark c(bytes) = {micro.alpha_ms_per_byte * 1e6:.4g} ms/MB + {micro.beta_ms:.4g} ms "
             f"(R^2 {micro.r2:.4f}, MAPE {mape:.1f}% over {len({b for b, _ in t.transfer_points})} sizes)"
         )
         lines.append(
-            f"{'':<8} per-slice cost calibrated on {len(t.chunk_ms)} measured slices: c(bytes) = "
+            f"{'':<8} per-slice cost calibrated on {len(chunks)} measured slices: c(bytes) = "
             f"{alpha * 1e6:.4g} ms/MB + {beta:.4g} ms per end; slice prediction error mean "
-            f"{100 * np.mean(np.abs(errs)):.1f}%, worst {100 * np.max(np.abs(errs)):.1f}% "
+            f"{100 * np.mean(np.abs(errs)):.1f}%, worst {100 * np.max(np.abs(errs)):.1f}%, RMS {100 * u_rel:.1f}% "
             f"(sum of layers {layer_med.sum():.3f} ms vs unsplit {whole:.3f} ms: {naive_err:+.1f}%)"
         )
         comm = {"kind": "linear", "levels": [{"alpha_ms_per_byte": alpha, "beta_ms": beta}]}
@@ -276,24 +350,20 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
             "name": f"{d.spec} ({d.describe()})",
             "dvfs_levels": [{"freq_mhz": 1000.0}],
             "communication": comm,
+            "time_uncertainty_pct": 100.0 * u_rel,
         })
     transitions = []
-    for (src, dst), spans in sorted(run.switched_ms.items()):
-        sizes, extra = [], []
-        for (a, b), smp in spans.items():
-            sizes.append(float(out_b[a - 1]))
-            extra.append(float(stat(smp)) - float(stat(run.times[dst].chunk_ms[(a, b)])))
-        if len(set(sizes)) >= 2:
-            fit = LinearCommModel.fit(sizes, extra)
-            coeffs = [max(fit.beta_ms, 0.0), fit.alpha_ms_per_byte]
-        else:
-            coeffs = [max(float(np.mean(extra)), 0.0), 0.0]
-        pred = coeffs[0] + coeffs[1] * np.array(sizes)
-        transitions.append({"from_device": src, "to_device": dst, "time_coeffs_ms": coeffs})
+    for src, dst in sorted(k for k in run.switch_ms if k[0] != k[1]):
+        per_cut = switch_extras(run, (src, dst), stat)
+        cuts = sorted(per_cut)
+        sizes = [float(out_b[c - 1]) for c in cuts]
+        coeffs, fit_err, unc, est = fit_switch(sizes, [per_cut[c] for c in cuts], stat)
+        transitions.append({"from_device": src, "to_device": dst, "time_coeffs_ms": coeffs, "time_uncertainty_ms": unc})
         lines.append(
             f"transition {src} -> {dst}: {coeffs[0]:.4g} ms + {coeffs[1] * 1e6:.4g} ms/MB of the tensor crossing "
-            f"(measured extra at {len(sizes)} cuts: {', '.join(f'{e:+.3f}' for e in extra)} ms; "
-            f"mean |residual| {float(np.mean(np.abs(pred - np.array(extra)))):.3f} ms)"
+            f"(two-slice runs against the slices on their own devices, {statistic} of {len(per_cut[cuts[0]])} paired "
+            f"rounds at {len(cuts)} cuts: {', '.join(f'{e:+.3f}' for e in est)} ms; fit error {fit_err:.3f} ms; "
+            f"uncertainty {unc:.3f} ms)"
         )
     platform = {
         "name": platform_name,
@@ -301,7 +371,9 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
             f"measured by planner profile on {os.uname().nodename} with onnxruntime {__import__('onnxruntime').__version__}; "
             "one nominal DVFS level (1000 MHz: frequency not controlled); communication (alpha per byte, beta per "
             "slice end) calibrated per device against measured slices of " + name + "; device-pair transitions: "
-            "the extra time of a slice run right after a slice on the other device"
+            "the extra time of two-slice runs switching devices over the same slices on their own devices; "
+            "uncertainties (device: RMS slice prediction error; transition: fit residual and sampling error) "
+            "set the margin a split must win by (planner.core.margin)"
         ),
         "devices": devices,
         "transitions": transitions,

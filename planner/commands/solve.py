@@ -151,6 +151,9 @@ def render(plan: Plan) -> str:
             lines.append(f"{'':<{nw}}   breaks: {'; '.join(c.violations)}")
     for table in plan.report.details.get("tables", []):
         lines += ["", *render_table(table)]
+    margin = [n for n in plan.report.notes if n.startswith("split margin")]  # planner.core.margin's verdict
+    if margin:
+        lines += ["", *margin]
     for w in plan.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)

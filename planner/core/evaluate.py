@@ -78,6 +78,7 @@ def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
     comm_t = sum(s.comm_in_time_ms + s.comm_out_time_ms for s in slices) + trans_t
     comm_e = sum(s.comm_in_energy_mj + s.comm_out_energy_mj for s in slices) + trans_e
     ev = Evaluation(
+        uncertainty_ms=latency_uncertainty(problem, assignment, slices),
         latency_ms=exec_t + comm_t,
         energy_mj=exec_e + comm_e,
         execution_time_ms=exec_t,
@@ -93,6 +94,21 @@ def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
     if any(t.extra for t in problem.targets) and has_branch_targets(problem):
         ev = branch_parallel(problem, assignment, ev)
     return ev
+
+
+def latency_uncertainty(problem: Problem, assignment: Assignment, slices) -> float:
+    """What the profile says it cannot resolve of a plan's latency: each slice's time
+    (transition into it included) times its target's relative uncertainty, plus the
+    uncertainty of every device switch. Summed, not combined in quadrature: a slice
+    predicted from per-layer sums errs the same way on every slice of a device."""
+    u = 0.0
+    if problem.time_uncertainty_rel is not None:
+        rel = problem.time_uncertainty_rel
+        u += sum(float(rel[s.target]) * (s.time_ms + s.transition_time_ms) for s in slices)
+    if problem.pair_uncertainty_ms is not None:
+        t = assignment.targets
+        u += sum(float(problem.pair_uncertainty_ms[t[k], t[k + 1]]) for k in range(len(t) - 1) if t[k] != t[k + 1])
+    return u
 
 
 def evaluate_batch(problem: Problem, targets: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -49,6 +49,9 @@ class Evaluation:
     slices: tuple[SliceCost, ...]
     n_transitions: int
     violations: tuple[str, ...] = field(default=())
+    # How far the latency could be off by the measurements' own account (the problem's
+    # time_uncertainty_rel and pair_uncertainty_ms; 0 without them): planner.core.margin
+    uncertainty_ms: float = 0.0
 
     @property
     def feasible(self) -> bool:

@@ -75,6 +75,15 @@ class Problem:
     pair_energy_mj: np.ndarray | None = None
     fallback_order: tuple[str, ...] = ()  # device ids, MOSAIC VI.A's NPU > GPU > big CPU by default
     notes: tuple[str, ...] = field(default=())
+    # What the measurements cannot resolve (planner.core.margin): a slice's predicted
+    # time on target t is uncertain by time_uncertainty_rel[t] of itself, a switch from
+    # a to b by pair_uncertainty_ms[a, b]. None = predictions taken as exact.
+    time_uncertainty_rel: np.ndarray | None = None  # (T,)
+    pair_uncertainty_ms: np.ndarray | None = None  # (T, T)
+
+    @property
+    def has_uncertainty(self) -> bool:
+        return self.time_uncertainty_rel is not None or self.pair_uncertainty_ms is not None
 
     # ----------------------------------------------------------------- shape
     @property
@@ -125,6 +134,8 @@ class Problem:
             memory_limit_bytes=np.ascontiguousarray(self.memory_limit_bytes[idx]),
             pair_time_ms=pick_pair(self.pair_time_ms),
             pair_energy_mj=pick_pair(self.pair_energy_mj),
+            time_uncertainty_rel=None if self.time_uncertainty_rel is None else np.ascontiguousarray(self.time_uncertainty_rel[idx]),
+            pair_uncertainty_ms=None if self.pair_uncertainty_ms is None else np.ascontiguousarray(self.pair_uncertainty_ms[idx][:, idx]),
         )
 
     def target_indices(self, *, max_frequency_only: bool = False, devices: Iterable[str] | None = None) -> list[int]:

@@ -210,6 +210,11 @@ class PairTransition(Strict):
     to_device: Id
     time_coeffs_ms: list[float] = Field(min_length=1, max_length=6)
     energy_coeffs_mj: list[float] = Field(default_factory=lambda: [0.0], min_length=1, max_length=6)
+    time_uncertainty_ms: NonNegFloat | None = Field(
+        None,
+        description="Measured uncertainty of this transition's time (planner profile: the fit's residual and the "
+        "sampling error of the measured switches); part of the margin a split must win by (planner.core.margin)",
+    )
 
 
 class DefaultTransition(Strict):
@@ -300,6 +305,13 @@ class Device(Strict):
     unsupported_ops: list[str] = Field(default_factory=list)
     communication: CommModel | None = Field(
         None, description="Tensor in/out cost per slice (eq. 1-2); omitted = free (e.g. CPUs)"
+    )
+    time_uncertainty_pct: NonNegFloat | None = Field(
+        None,
+        description="Measured relative uncertainty of a slice's predicted time on this device, in percent "
+        "(planner profile: the RMS error of the calibrated prediction over the measured slices). With it, a "
+        "latency plan splits across devices only when it beats the best single-device plan by more than "
+        "the predictions' uncertainty (planner.core.margin); omitted = the device's predictions are taken as exact",
     )
     pipeline_units: dict[str, Id] | None = Field(
         None,
