@@ -110,6 +110,10 @@ def hv(front: np.ndarray, ref: np.ndarray) -> float:
 
 
 THRESHOLDS = (0.90, 0.95, 0.99)
+# The best-known HV when issue 14 set its target (99% in <= 10 s 'period', <= 30 s 'mobility'), same
+# reference points: the union of the classic and seeded GA runs made until then. Runs report their time
+# to 99% of it beside the time to 99% of today's best-known front (which their own runs have grown).
+FILED_HV = {"period": 42604.65870745276, "mobility": 244346.30419087617}
 BEST_FRONT = ROOT / "bench/results/multiapp_best_front.json"
 STRATEGIES = {"classic": {"strategy": "classic"}, "seeded": {"strategy": "seeded"}, "decomposed": {}}  # the last: defaults
 
@@ -188,6 +192,10 @@ def bench_ga(plat, profs, seeds, generations, window, long_factor=3):
                        "evaluations": h["evaluations"], "hv_ratio": round(v / best_hv, 5) if best_hv else None}
                       for h, v in zip(hist, hvs)],
         }
+        if window in FILED_HV:
+            k = next((i for i, v in enumerate(hvs) if v >= 0.99 * FILED_HV[window]), None)
+            row["time_to_99pct_of_filed_hv_s"] = hist[k]["elapsed_s"] if k is not None else None
+            row["final_hv_over_filed"] = hvs[-1] / FILED_HV[window]
         for th in THRESHOLDS:
             k = next((i for i, v in enumerate(hvs) if best_hv > 0 and v >= th * best_hv), None)
             row[f"time_to_{round(100 * th)}pct_hv_s"] = hist[k]["elapsed_s"] if k is not None else None
@@ -303,13 +311,17 @@ def main() -> None:
                 for p in (90, 95, 99))
             print(f"  {r['strategy']:<10} {r['selection']:<5} seed {r['seed']:>2} x{r['generations']:>4} ({r['generations_run']:>4} run): "
                   f"{r['wall_s']:6.1f} s wall {r['cpu_s']:6.1f} s CPU, front {r['front_size']:5d}, final HV {100 * (r['final_hv_ratio'] or 0):6.2f}% | {reach}")
+        def _med(rs, key):
+            return float(np.median([r[key] if r.get(key) is not None else np.inf for r in rs]))
+
         for strat in STRATEGIES:  # the median over the seeds of the base budget (a run that never got there counts as inf)
             rs = [r for r in g["runs"] if r["strategy"] == strat and r["selection"] != "nsga2" and r["generations"] == args.generations]
-            med = {p: float(np.median([r[f"time_to_{p}pct_hv_s"] if r[f"time_to_{p}pct_hv_s"] is not None else np.inf for r in rs]))
-                   for p in (95, 99)} if rs else {}
+            med = {"95": _med(rs, "time_to_95pct_hv_s"), "99": _med(rs, "time_to_99pct_hv_s"),
+                   "99_of_filed": _med(rs, "time_to_99pct_of_filed_hv_s")} if rs else {}
             g.setdefault("median_time_to_hv_s", {})[strat] = med
             if med:
-                print(f"  {strat:<10} median over {len(rs)} seeds: time to 95% {med[95]:6.1f} s, to 99% {med[99]:6.1f} s (wall)")
+                print(f"  {strat:<10} median over {len(rs)} seeds: to 95% {med['95']:6.1f} s, to 99% {med['99']:6.1f} s of the "
+                      f"best-known; to 99% of the HV known when issue 14 was filed {med['99_of_filed']:6.1f} s (wall)")
         if g.get("min_relative_response"):
             rel = ", ".join(f"{n} {g['min_response_ms'][n]:.2f} ms ({g['min_relative_response'][n]:.2f}x)" for n in alone)
             print(f"  min response (relative to alone): {rel}")
