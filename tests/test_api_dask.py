@@ -81,7 +81,9 @@ def test_plan_and_schedule_jobs_run_on_the_cluster(api, cluster, plan_docs):
     sp = api.upload("platform", si.platform(rng).model_dump(mode="json", exclude_none=True))
     a, b = (api.upload("profile", si.profile(rng, n, 4).model_dump(mode="json", exclude_none=True)) for n in "AB")
     apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
-    for solver, n_apps, options in (("ilp", 1, {}), ("ga", 2, {"population": 16, "generations": 4, "chunks": 4})):
+    # the seeded GA maps its evaluations over the cluster (the decomposed one, the default, scores in the job's process)
+    for solver, n_apps, options in (("ilp", 1, {}), ("ga", 2, {"population": 16, "generations": 4, "chunks": 4,
+                                                               "strategy": "seeded"})):
         r = api.client.post("/v1/schedules", json={"platform_id": sp, "solver": solver, "apps": apps[:n_apps], "options": options,
                                                    "time_limit_s": 60}, headers=api.h())
         assert r.status_code == 202, r.text

@@ -126,7 +126,8 @@ class GaOptions(StrictOptions):
     crossover: Annotated[float, Field(ge=0, le=1)] = Field(0.9, description="Crossover probability")
     mutation: Annotated[float, Field(ge=0, le=1)] | None = Field(
         None, description="Per-gene mutation probability; default 1.5 / chromosome length")
-    workers: Annotated[int, Field(ge=1, le=256)] = Field(1, description="Evaluation processes")
+    workers: Annotated[int, Field(ge=1, le=256)] = Field(
+        1, description="Evaluation processes of the seeded and classic strategies (decomposed scores in its own process)")
     chunks: Annotated[int, Field(ge=1, le=4096)] | None = Field(None, description="Evaluation chunks; default: workers")
     record_history: bool = False
     local_search: Annotated[int, Field(ge=0, le=1000)] = Field(2, description="Front members improved per generation")
