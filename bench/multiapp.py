@@ -323,7 +323,7 @@ def main() -> None:
             rs = [r for r in g["runs"] if r["strategy"] == strat and r["selection"] != "nsga2" and r["generations"] == args.generations]
             med = {"95": _med(rs, "time_to_95pct_hv_s"), "99": _med(rs, "time_to_99pct_hv_s"),
                    "99_of_filed": _med(rs, "time_to_99pct_of_filed_hv_s")} if rs else {}
-            g.setdefault("median_time_to_hv_s", {})[strat] = med
+            g.setdefault("median_time_to_hv_s", {})[strat] = {k: v if np.isfinite(v) else None for k, v in med.items()}
             if med:
                 print(f"  {strat:<10} median over {len(rs)} seeds: to 95% {med['95']:6.1f} s, to 99% {med['99']:6.1f} s of the "
                       f"best-known; to 99% of the HV known when issue 14 was filed {med['99_of_filed']:6.1f} s (wall)")
