@@ -508,6 +508,18 @@ def spea2_select(objs: np.ndarray, k: int) -> list[int]:
     return [int(i) for i in idx[alive]]
 
 
+def generation_done(gen, gens, front_o, evaluations, history, clock, t0, c0, budget_s, progress, where) -> bool:
+    """After generation `gen` of `gens` (both strategies): its front into `history` (when
+    recording), progress reported; True when the time budget is spent before the last one."""
+    if history is not None:
+        history.append({"generation": gen, "elapsed_s": (clock.ms - t0) / 1e3, "cpu_s": time.process_time() - c0,
+                        "evaluations": evaluations, "front": front_o.copy()})
+    if progress is not None:
+        ci, n = where
+        progress((ci + (gen + 1) / gens) / n, f"configuration {ci + 1}/{n}, generation {gen + 1}/{gens}")
+    return (clock.ms - t0) / 1e3 > budget_s and gen < gens - 1
+
+
 class GaScheduler:
     name = "ga"
     options_model = GaOptions
@@ -703,14 +715,8 @@ class GaScheduler:
             restart = patience > 0 and quiet >= patience
             if restart:  # a restart is fruitless when nothing new was found after it
                 fruitless = fruitless + 1 if n_restarts and not improved else 0
-            if record:
-                history.append({"generation": gen, "elapsed_s": (clock.ms - t0) / 1e3,
-                                "cpu_s": time.process_time() - c0, "evaluations": evaluate.count,
-                                "front": front_o.copy()})
-            if progress is not None:
-                ci, n = where
-                progress((ci + (gen + 1) / gens) / n, f"configuration {ci + 1}/{n}, generation {gen + 1}/{gens}")
-            if (clock.ms - t0) / 1e3 > budget_s and gen < gens - 1:
+            if generation_done(gen, gens, front_o, evaluate.count, history if record else None, clock, t0, c0,
+                               budget_s, progress, where):
                 hit = True
                 break
             if restart:

@@ -147,6 +147,8 @@ def run(mp, rng: np.random.Generator, seed_rows: np.ndarray, generations: int, v
     rng, cxpb, mutpb, genome) is the GA's variation; t0_ms: when the configuration's search
     began (history times count from it). Returns (genes, objectives, history, hit the
     time limit, info, evaluations) or None when nothing schedulable was found to start from."""
+    from solvers.ga import generation_done  # ga imports this module lazily: no cycle
+
     t0 = clock.ms if t0_ms is None else t0_ms
     c0 = time.process_time()
     search = _Search(mp, rng, seed_rows, vary, sub_genomes)
@@ -155,13 +157,8 @@ def run(mp, rng: np.random.Generator, seed_rows: np.ndarray, generations: int, v
     history, hit, gen = [], False, -1
     for gen in range(generations):
         search.generation()
-        if record:
-            history.append({"generation": gen, "elapsed_s": (clock.ms - t0) / 1e3, "cpu_s": time.process_time() - c0,
-                            "evaluations": search.combos, "front": search.front_o.copy()})
-        if progress is not None:
-            ci, n = where
-            progress((ci + (gen + 1) / generations) / n, f"configuration {ci + 1}/{n}, generation {gen + 1}/{generations}")
-        if (clock.ms - t0) / 1e3 > budget_s and gen < generations - 1:
+        if generation_done(gen, generations, search.front_o, search.combos, history if record else None, clock, t0, c0,
+                           budget_s, progress, where):
             hit = True
             break
     front_idx, front_o = search.front_idx, search.front_o
