@@ -92,7 +92,7 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
     path = LIGHT / f"light_{name}.onnx"
     lm = layers(materialise(load_model(path), "random", seed), materialised=True)
     t0 = time.perf_counter()
-    prof = profile_model(lm, devices, runs=runs, warmup=warmup, seed=seed, clock=clock)
+    prof = profile_model(lm, devices, runs=runs, warmup=warmup, seed=seed, clock=clock, settle=settle)
     profiling_s = time.perf_counter() - t0
     x = random_inputs(lm, seed + 100)
     L = len(lm.layers)
@@ -157,8 +157,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--settle", type=int, default=1,
                     help="untimed runs of a runner before each timed one in its turn, so it is timed as served back "
-                         "to back (after its own last slice), not after another runner's device (default %(default)s; "
-                         "0: the timed run follows the previous runner)")
+                         "to back (after its own last slice), not after another runner's device; the profiler settles "
+                         "the same way (default %(default)s; 0: the timed run follows the previous runner)")
     ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
                     help="wall: elapsed time; thread: the calling thread's CPU time, not counting other processes' "
                          "turns on the core (needs every device threads=1; default devices then: --thread-devices)")

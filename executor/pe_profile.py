@@ -133,11 +133,13 @@ def profile_for_schedule(
     parts = []
     for k, dev in enumerate(k_devices, start=1):
         with busy_cores(lm, cluster, cores[k:]):  # Kang IV.A: calibrated to the all-cores-busy state
+            # settle=0: the protocol bench/schedule_fidelity.py validated (a pipeline worker's
+            # segments interleave with the other PEs' anyway)
             parts.append(profile_model(lm, [dev], runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
-                                       progress=progress, seed=seed))
+                                       progress=progress, seed=seed, settle=0))
     if others:
         parts.append(profile_model(lm, list(others), runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
-                                   progress=progress, seed=seed))
+                                   progress=progress, seed=seed, settle=0))
     run = ProfileRun(devices, {d: t for part in parts for d, t in part.times.items()}, runs, warmup,
                      sum(part.wall_s for part in parts))
     L = len(lm.layers)

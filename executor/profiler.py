@@ -141,12 +141,16 @@ def profile_model(
     seed: int = 0,
     power=None,
     clock: str = "wall",
+    settle: int = 1,
 ) -> ProfileRun:
     """Per-layer, transfer and whole-model timing samples on every device; with a
     `power` reader (executor.power) also each layer's energy per run on each device,
-    read around `runs` back-to-back runs (a counter's resolution needs a batch)."""
-    if runs < 1 or warmup < 0:
-        raise ValueError("runs must be >= 1 and warmup >= 0")
+    read around `runs` back-to-back runs (a counter's resolution needs a batch).
+    `settle` untimed runs of each partition precede its timed run, as execution is
+    measured (bench/fidelity.py, measure_interleaved): a plan served back to back runs
+    after itself, with its own weights in cache, not after the other devices' turns."""
+    if runs < 1 or warmup < 0 or settle < 0:
+        raise ValueError("runs must be >= 1, warmup >= 0 and settle >= 0")
     now = clock_ns(clock, devices)
     t_start = time.perf_counter()
     L = len(lm.layers)
@@ -209,6 +213,12 @@ def profile_model(
         for k, d in enumerate(devices):
             t_dev = time.perf_counter()
             for part in partitions:
+                for _ in range(settle):  # as served back to back: after its own last run
+                    env = dict(feed)
+                    for span in part:
+                        sess, ins, outs = built[(span, k)]
+                        with pins[d.id]:
+                            env.update(zip(outs, sess.run(outs, {x: env[x] for x in ins})))
                 env = dict(feed)
                 for span in part:
                     sess, ins, outs = built[(span, k)]

@@ -48,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out-profile", required=True, metavar="M.json", help="model profile document to write")
     p.add_argument("--runs", type=int, default=RUNS, help="timed runs per layer and device (median and spread stored)")
     p.add_argument("--warmup", type=int, default=WARMUP, help="untimed runs before them")
+    p.add_argument("--settle", type=int, default=1,
+                   help="untimed runs of a slice sequence right before each timed one, so it is timed as a plan is "
+                        "served back to back (after its own last run, caches holding its weights), not after the "
+                        "other devices' turns; 0: time it right after them")
     p.add_argument("--weights", choices=("computed", "random"), default="computed",
                    help="computed: evaluate weight-producing nodes as the model says; random: seeded He-initialised "
                         "values for computed tensors of 2+ dimensions (light test models)")
@@ -200,13 +204,60 @@ def _refine(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, beta: flo
     return best[1], best[2]
 
 
+def _through_unsplit(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, beta: float) -> tuple[float, float]:
+    """Most plans on a real board are one slice on one device, and for that slice the
+    profile holds a direct measurement: make the calibrated prediction of the unsplit
+    model equal it, and within that constraint fit the other slices as well as possible
+    (the direction of (alpha, beta) searched on a grid, its length by bisection). Where
+    no (alpha, beta) >= 0 reaches it (the unsplit model measured slower than its layers
+    summed), the unconstrained fit is kept."""
+    L = len(layer_ms)
+    if L < 2 or (0, L - 1) not in chunk_ms:
+        return alpha, beta
+    target = float(stat(chunk_ms[(0, L - 1)]))
+    excess = float(layer_ms.sum()) - target
+    if excess <= 0:
+        return alpha, beta
+    inner = float((in_b + out_b).sum() - in_b[0] - out_b[-1])
+    spans = [(a, b, float(stat(v))) for (a, b), v in chunk_ms.items()]
+
+    def whole(al: float, be: float) -> float:
+        return slice_prediction(layer_ms, in_b, out_b, al, be, 0, L - 1)
+
+    def loss(al: float, be: float) -> float:
+        return sum((b - a + 1) * ((slice_prediction(layer_ms, in_b, out_b, al, be, a, b) - m) / m) ** 2 for a, b, m in spans)
+
+    best = None
+    unit_a = excess / inner if inner > 0 else 0.0
+    unit_b = excess / (2.0 * (L - 1))
+    for theta in np.linspace(0.0, np.pi / 2, 33):
+        da, db = np.cos(theta) * unit_a, np.sin(theta) * unit_b
+        if da + db <= 0:
+            continue
+        lo, hi = 0.0, 1.0 / (np.cos(theta) + np.sin(theta))  # the length that is exact without clipping
+        for _ in range(30):  # compile clips layers at 0, which only raises the prediction: go further
+            if whole(hi * da, hi * db) <= target:
+                break
+            lo, hi = hi, hi * 1.5
+        else:
+            continue
+        for _ in range(50):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if whole(mid * da, mid * db) <= target else (mid, hi)
+        cand = (loss(hi * da, hi * db), hi * da, hi * db)
+        if best is None or cand[0] < best[0]:
+            best = cand
+    return (best[1], best[2]) if best is not None else (alpha, beta)
+
+
 def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[float, float, list[float]]:
     """(alpha ms/byte, beta ms, relative errors): the per-slice costs that make the
     predicted time of each measured slice (the unsplit model and its equal chunks) equal
     its measurement. Each slice a..b says
         sum_k T_k - measured = alpha * (sum_k (in_k + out_k) - in_a - out_b) + beta * 2 (b - a),
     solved by least squares in relative terms with alpha, beta >= 0, each slice weighted
-    by its length (a plan has few slices: the unsplit model's equation matters most)."""
+    by its length (a plan has few slices), then constrained to predict the unsplit model
+    exactly where it can (_through_unsplit)."""
     rows, rhs = [], []
     for (a, b), samples in chunk_ms.items():
         if b == a:
@@ -235,6 +286,7 @@ def calibrate(layer_ms, in_b, out_b, chunk_ms: dict, stat=np.median) -> tuple[fl
             sol[best[1]] = best[2]
         alpha, beta = float(sol[0]), float(sol[1])
         alpha, beta = _refine(layer_ms, in_b, out_b, chunk_ms, stat, alpha, beta)
+        alpha, beta = _through_unsplit(layer_ms, in_b, out_b, chunk_ms, stat, alpha, beta)
     errors = [
         (slice_prediction(layer_ms, in_b, out_b, alpha, beta, a, b) - float(stat(v))) / float(stat(v))
         for (a, b), v in chunk_ms.items()
@@ -431,6 +483,8 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--runs: must be >= 1, got {args.runs}")
     if args.warmup < 0:
         problems.append(f"--warmup: must be >= 0, got {args.warmup}")
+    if args.settle < 0:
+        problems.append(f"--settle: must be >= 0, got {args.settle}")
     if args.calibration < 1:
         problems.append(f"--calibration: must be >= 1, got {args.calibration}")
     devices = runtime_devices(args.device, problems, args.clock)
@@ -450,7 +504,8 @@ def run(args: argparse.Namespace) -> int:
     bar, report = _progress(f"profiling {Path(args.model).name}")
     try:
         prof = profile_model(lm, devices, runs=args.runs, warmup=args.warmup, calibration_count=args.calibration,
-                             progress=report, seed=args.seed, power=power, clock=args.clock)
+                             progress=report, seed=args.seed, power=power, clock=args.clock,
+                             settle=args.settle)
     except SlicingError as exc:
         raise InputError("MODEL", str(exc)) from None
     finally:
