@@ -4,7 +4,9 @@ the onnx package's light test models, on this machine's ONNX Runtime devices: pr
 predicted latency with the measured one (MOSAIC reports 3.0% mean error, Kang et al.
 under 7%). Also the measured speed-up of the plan over the best single device (each
 device running the whole model, timed in turns with the plan so load hits them alike)
-and the profiling time. Writes bench/results/fidelity.json.
+and the profiling time. Writes bench/results/fidelity.json. Where the plan is one device, it
+and that device's runner are the same configuration built twice and timed in the same
+rounds: their difference is printed as the measurement's noise floor.
 
 Weights: the light models compute their weights with ConstantOfShape (one value per
 tensor); they are materialised with seeded random values (same shapes, same cost) so
@@ -144,6 +146,9 @@ def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: 
             "fits": fits[stat],
             "split_margin": [n for n in plan.report.notes if n.startswith("split margin")],
         }
+        if len(plan.slices) == 1:  # the plan is one device's runner built again: the measurement's own noise
+            dev = plan.slices[0].device
+            out[stat]["replicate_difference_pct"] = 100.0 * (measured - singles[dev]) / singles[dev]
     return out
 
 
@@ -188,8 +193,13 @@ def main() -> int:
     for stat in STATS:
         errs = [abs(r[stat]["error_pct"]) for r in results.values()]
         single_errs = [abs(e) for r in results.values() for e in r[stat]["single_device_error_pct"].values() if e is not None]
+        reps = [abs(r[stat]["replicate_difference_pct"]) for r in results.values() if "replicate_difference_pct" in r[stat]]
         summary[stat] = {
             "mean_abs_error_pct": float(np.mean(errs)) if errs else None,
+            # a one-device plan and that device's runner are the same configuration, timed in
+            # the same interleaved rounds: how far apart they measure is the noise floor
+            "replicate_mean_abs_difference_pct": float(np.mean(reps)) if reps else None,
+            "replicate_worst_abs_difference_pct": float(np.max(reps)) if reps else None,
             "worst_abs_error_pct": float(np.max(errs)) if errs else None,
             "mean_abs_error_single_device_plans_pct": float(np.mean(single_errs)) if single_errs else None,
             "plans_slower_than_best_single": [m for m, r in results.items() if r[stat]["speedup_over_best_single"] < 1.0],
@@ -204,6 +214,10 @@ def main() -> int:
                   f"mean speed-up over the best single device {q['mean_speedup_over_best_single']:.2f}x; "
                   f"slower than it: {q['plans_slower_than_best_single'] or 'none'} (measurably, paired sign test "
                   f"p < 0.05: {q['plans_measurably_slower_than_best_single'] or 'none'})")
+            if q["replicate_mean_abs_difference_pct"] is not None:
+                print(f"{'':<8}noise floor: a one-device plan vs that device's own runner (same configuration, same "
+                      f"rounds) differ by {q['replicate_mean_abs_difference_pct']:.1f}% mean, "
+                      f"{q['replicate_worst_abs_difference_pct']:.1f}% worst")
     print(f"load average at end {summary['host']['loadavg_at_end'][0]:.1f} on {os.cpu_count()} CPUs")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"summary": summary, "models": results}, indent=2) + "\n")

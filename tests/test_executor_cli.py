@@ -113,6 +113,14 @@ def test_profile_solve_execute_end_to_end(capsys, tmp_path):
     report = json.loads(rep.read_text())
     assert report["outputs"]["ok"] and report["measured_median_ms"] > 0 and report["predicted_ms"] == doc["metrics"]["latency_ms"]
     assert len(report["slices"]) == len(doc["slices"]) and "total" in out and "error" in out
+    assert report["statistic"] == "median" and report["measured_ms"] == report["measured_median_ms"]
+    # compared with the statistic the profile was made with
+    code, out, err = run(capsys, "execute", "--plan", str(plan), "--model", SQUEEZE, *devices, "--runs", "3",
+                         "--warmup", "1", "--weights", "random", "--statistic", "min", "--out", str(rep))
+    assert code == 0 and "min_ms" in out and "measured min" in out, err
+    report = json.loads(rep.read_text())
+    assert report["statistic"] == "min" and report["measured_ms"] <= report["measured_median_ms"]
+    assert report["error_pct"] == pytest.approx(100 * (report["predicted_ms"] - report["measured_ms"]) / report["measured_ms"])
     # a device the plan uses but nobody declared; a model the plan was not made for
     code, _, err = run(capsys, "execute", "--plan", str(plan), "--model", SQUEEZE, "--device", "zz=CPUExecutionProvider")
     assert code == 2 and "declare each" in err

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--clock", choices=("wall", "thread"), default="wall",
                    help="wall: elapsed time; thread: the calling thread's CPU time (a shared machine; every device threads=1); "
                         "use the clock the profile was measured with")
+    p.add_argument("--statistic", choices=("median", "mean", "min"), default="median",
+                   help="--plan: what of the runs the prediction is compared with; use the statistic the profile "
+                        "was made with (planner profile --statistic)")
     p.add_argument("--entry", type=int, default=0, help="--schedule: which Pareto entry to run (0 = best first)")
     p.add_argument("--frames", type=int, default=200, help="--schedule: frames released per network")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="--schedule: stop the run after this long")
@@ -52,20 +55,21 @@ def render(report: dict) -> str:
     def pct(v):
         return "   n/a" if v is None else f"{v:+6.1f}%"
 
+    stat = report.get("statistic", "median")
     lines = [
         f"{report['model']} on {report['platform']}: plan {report['notation']}, {report['runs']} runs, {report['clock']} clock",
         f"outputs   {'OK' if report['outputs']['ok'] else 'MISMATCH'} ({report['outputs']['mode']}: "
         f"{report['outputs']['error']:.3g}, tolerance {report['outputs']['tolerance']:g})",
         "",
-        f"{'slice':>5}  {'layers':<24} {'device':<8} {'predicted_ms':>12} {'median_ms':>10} {'p90_ms':>9} {'error':>8}",
+        f"{'slice':>5}  {'layers':<24} {'device':<8} {'predicted_ms':>12} {stat + '_ms':>10} {'p90_ms':>9} {'error':>8}",
     ]
     for s in report["slices"]:
         span = s["first_layer"] if s["first_layer"] == s["last_layer"] else f"{s['first_layer']}..{s['last_layer']}"
         lines.append(f"{s['index']:>5}  {span[:24]:<24} {s['device']:<8} {s['predicted_ms']:>12.3f} "
-                     f"{s['measured_median_ms']:>10.3f} {s['measured_p90_ms']:>9.3f} {pct(s['error_pct']):>8}")
-    lines.append(f"{'total':>5}  {'':<24} {'':<8} {report['predicted_ms']:>12.3f} {report['measured_median_ms']:>10.3f} "
+                     f"{s['measured_ms']:>10.3f} {s['measured_p90_ms']:>9.3f} {pct(s['error_pct']):>8}")
+    lines.append(f"{'total':>5}  {'':<24} {'':<8} {report['predicted_ms']:>12.3f} {report['measured_ms']:>10.3f} "
                  f"{report['measured_p90_ms']:>9.3f} {pct(report['error_pct']):>8}")
-    lines.append("(error: (predicted - measured median) / measured median)")
+    lines.append(f"(error: (predicted - measured {stat}) / measured {stat})")
     return "\n".join(lines)
 
 
@@ -165,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
     lm = layered_model(args.model, args.weights, args.seed)
     inputs = model_inputs(lm, args.inputs, args.seed)
     try:
-        report = run_plan(lm, plan, devices, inputs, runs=args.runs, warmup=args.warmup, clock=args.clock)
+        report = run_plan(lm, plan, devices, inputs, runs=args.runs, warmup=args.warmup, clock=args.clock,
+                          statistic=args.statistic)
     except (PlanMismatch, SlicingError) as exc:
         raise InputError("--plan", str(exc)) from None
     print(render(report))
