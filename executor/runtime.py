@@ -250,6 +250,10 @@ def clock_ns(name: str, devices: Iterable[RuntimeDevice] = ()):
 
 def build_session(model, device: RuntimeDevice) -> ort.InferenceSession:
     """An InferenceSession for `model` (ModelProto, bytes or path) on `device`. The model
-    is expected to be in the device's precision already (see executor.quantize)."""
+    is expected to be in the device's precision already (see executor.quantize). Built
+    on the device's cores: ORT's pool threads inherit the creating thread's affinity, so
+    a device without affinity built while the caller was pinned for another device
+    would keep its pool threads on that device's cores for good."""
     data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
-    return ort.InferenceSession(data, sess_options=device.session_options(), providers=device.providers())
+    with pinned(device):
+        return ort.InferenceSession(data, sess_options=device.session_options(), providers=device.providers())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -61,6 +62,41 @@ def test_duplicate_ids_and_all_problems_at_once():
         parse_devices(["a=CPUExecutionProvider", "a=CPUExecutionProvider", "b=Nope"])
     msg = str(exc.value)
     assert "declared twice" in msg and "'Nope' is not available" in msg
+
+
+def _thread_cores() -> dict[str, set[int]]:
+    """Each thread of this process -> the cores it may run on (/proc Cpus_allowed_list)."""
+    out = {}
+    for status in Path(f"/proc/{os.getpid()}/task").glob("*/status"):
+        line = next(x for x in status.read_text().splitlines() if x.startswith("Cpus_allowed_list"))
+        cores = set()
+        for part in line.split(":", 1)[1].strip().split(","):
+            lo, _, hi = part.partition("-")
+            cores.update(range(int(lo), int(hi or lo) + 1))
+        out[status.parent.name] = cores
+    return out
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not Path("/proc/self/task").is_dir(),
+                    reason="needs 2 cores and /proc")
+def test_a_device_without_affinity_keeps_its_pool_on_every_core():
+    """ORT's pool threads inherit the creating thread's affinity: a 2-thread device built
+    while the caller was pinned for a 1-core device must not inherit that core."""
+    from executor.runtime import build_session, pinned, unpin
+
+    lm = layers(materialise(load_model(SQUEEZE), "random", 0), materialised=True)
+    one, two = parse_devices(["one=CPUExecutionProvider:threads=1,affinity=0", "two=CPUExecutionProvider:threads=2"])
+    everything = set(os.sched_getaffinity(0))
+    before = set(_thread_cores())
+    try:
+        with pinned(one):
+            sess = build_session(lm.model, two)
+        new = {k: v for k, v in _thread_cores().items() if k not in before}
+    finally:
+        unpin()
+    assert new, "a 2-thread session starts a pool thread"
+    assert all(v == everything for v in new.values()), new
+    del sess
 
 
 @pytest.mark.parametrize("name", ["squeezenet", "resnet50", "shufflenet"])
