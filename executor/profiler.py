@@ -213,21 +213,11 @@ def profile_model(
         for k, d in enumerate(devices):
             t_dev = time.perf_counter()
             for part in partitions:
+                steps = [(*built[(span, k)], pins[d.id]) for span in part]
                 for _ in range(settle):  # as served back to back: after its own last run
-                    env = dict(feed)
-                    for span in part:
-                        sess, ins, outs = built[(span, k)]
-                        with pins[d.id]:
-                            env.update(zip(outs, sess.run(outs, {x: env[x] for x in ins})))
-                env = dict(feed)
-                for span in part:
-                    sess, ins, outs = built[(span, k)]
-                    f = {x: env[x] for x in ins}
-                    t0 = now()
-                    with pins[d.id]:
-                        out = sess.run(outs, f)
-                    samples[(span, k)].append((now() - t0) / 1e6)
-                    env.update(zip(outs, out))
+                    run_slices(steps, dict(feed), now)
+                for span, t in zip(part, run_slices(steps, dict(feed), now)):
+                    samples[(span, k)].append(t)
             times[d.id].profiling_s += time.perf_counter() - t_dev
         # Device switches, measured as a plan runs them: two-slice runs (layers before
         # the cut on one device, the rest on another) through executor.sessions'

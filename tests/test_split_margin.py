@@ -194,10 +194,17 @@ def test_profiler_measures_switches_through_the_executors_slice_loop(monkeypatch
     for pair, per_cut in run.switch_ms.items():
         assert sorted(per_cut) == cuts
         assert all(len(smp) == 2 and all(len(t) == 2 and min(t) > 0 for t in smp) for smp in per_cut.values())
-    # every switch: the previous inference's last slice (untimed), then the two slices
-    assert len(calls) == 2 * 4 * 3 * 2
-    for prev, timed in zip(calls[::2], calls[1::2]):
-        assert len(prev) == 1 and len(timed) == 2 and prev[0] is timed[1]
+    # each round: every device runs the 4 partitions (layers, unsplit, halves, quarters),
+    # each settled once then timed, through the same loop; then every switch: the previous
+    # inference's last slice (untimed), then the two slices
+    partition_calls, switch_calls = 2 * 4 * 2, 4 * 3 * 2
+    assert len(calls) == 2 * (partition_calls + switch_calls)
+    for r in range(2):
+        round_calls = calls[r * (partition_calls + switch_calls):(r + 1) * (partition_calls + switch_calls)]
+        parts, switches = round_calls[:partition_calls], round_calls[partition_calls:]
+        assert [len(c) for c in parts[:2]] == [L, L] and parts[0] == parts[1]  # settled, then timed
+        for prev, timed in zip(switches[::2], switches[1::2]):
+            assert len(prev) == 1 and len(timed) == 2 and prev[0] is timed[1]
     # and the documents carry the fits and the uncertainties
     from planner.commands.profile import build_documents
 
