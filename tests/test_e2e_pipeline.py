@@ -135,7 +135,7 @@ def test_pipeline_session(server, tmp_path):
     job_id = running[0]["id"]
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and f"cancelled job {job_id}" in err
+    assert proc.returncode == 130 and f"cancelled job {job_id}" in err, err
     job = pipe.get(f"/v1/jobs/{job_id}").json()
     assert job["state"] == "cancelled" and job["plan_id"] is None
 

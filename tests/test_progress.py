@@ -85,3 +85,47 @@ def test_frontier_and_quiet_commands(monkeypatch, capsys):
     monkeypatch.undo()
     code, out, errtext = run(capsys, "frontier", "--platform", XAVIER, "--profile", VGG19, "--max-transitions", "3")
     assert code == 0 and "%|" not in errtext  # captured stderr is not a terminal
+
+
+def test_ctrl_c_cancels_the_job_on_a_fresh_connection_even_if_the_first_attempt_fails(monkeypatch, capsys):
+    """Ctrl-C while waiting: the job is DELETEd on a new connection (the interrupted
+    request may have left the old pool unusable), retried when refused, and the
+    interrupt goes on (exit 130 at the CLI)."""
+    from planner.commands import client as cl
+    from planner.core.errors import Issue
+
+    calls = []
+
+    def call(self, method, path, **kw):
+        calls.append((id(self), method, path))
+        if method == "GET":
+            raise KeyboardInterrupt
+        if sum(m == "DELETE" for _, m, _ in calls) == 1:
+            raise cl.ServiceError([Issue("--server", "cannot reach http://x: connection reset")])
+        return None
+
+    monkeypatch.setattr(cl.Client, "call", call)
+    monkeypatch.setattr(cl.time, "sleep", lambda s: None)
+    first = cl.Client("http://x", "t")
+    with pytest.raises(KeyboardInterrupt):
+        cl.wait_for_job(first, {"id": "job_1", "state": "running", "progress": 0.1}, interval_s=0)
+    deletes = [c for c in calls if c[1] == "DELETE"]
+    assert len(deletes) == 2 and all(who != id(first) for who, _, _ in deletes)
+    assert "cancelled job job_1" in capsys.readouterr().err
+
+
+def test_ctrl_c_says_when_the_job_could_not_be_cancelled(monkeypatch, capsys):
+    from planner.commands import client as cl
+    from planner.core.errors import Issue
+
+    def call(self, method, path, **kw):
+        if method == "GET":
+            raise KeyboardInterrupt
+        raise cl.ServiceError([Issue("HTTP 503", "database unavailable")])
+
+    monkeypatch.setattr(cl.Client, "call", call)
+    monkeypatch.setattr(cl.time, "sleep", lambda s: None)
+    with pytest.raises(KeyboardInterrupt):
+        cl.wait_for_job(cl.Client("http://x", "t"), {"id": "job_2", "state": "queued"}, interval_s=0)
+    err = capsys.readouterr().err
+    assert "could not cancel job job_2" in err and "503" in err and "DELETE /v1/jobs/job_2" in err

@@ -65,6 +65,7 @@ class Client:
         import httpx
 
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.token = token
         self.server = server.rstrip("/")
         self.http = httpx.Client(base_url=self.server, headers=headers, timeout=60.0)
 
@@ -137,6 +138,25 @@ def _doc_id(client: Client, value: str, kind: str) -> str:
     return upload(client, value, kind)["id"]
 
 
+def cancel_job(client: Client, job_id: str, attempts: int = 4, pause_s: float = 0.5) -> str | None:
+    """DELETE the job; None when done, else why not. On a fresh connection: Ctrl-C may
+    have cut a request of `client` short and left its pool unusable. A refused or
+    unreachable attempt is retried a few times (a loaded service), a bounded wait."""
+    fresh = Client(client.server, client.token)
+    why = None
+    try:
+        for k in range(attempts):
+            try:
+                fresh.call("DELETE", f"/v1/jobs/{job_id}")
+                return None
+            except PlannerError as exc:
+                why = exc.one_line()
+            time.sleep(pause_s * (k + 1))
+        return why
+    finally:
+        fresh.http.close()
+
+
 def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
     """Poll until the job ends, with a bar on a terminal; Ctrl-C (at any moment after
     the job exists) cancels it on the service."""
@@ -148,8 +168,10 @@ def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
                 job = client.call("GET", f"/v1/jobs/{job['id']}").json()
             bar(float(job.get("progress") or 0.0), job["state"])
     except KeyboardInterrupt:
-        client.call("DELETE", f"/v1/jobs/{job['id']}")
-        print(f"planner: cancelled job {job['id']}", file=sys.stderr)
+        why = cancel_job(client, job["id"])
+        print(f"planner: cancelled job {job['id']}" if why is None else
+              f"planner: could not cancel job {job['id']} ({why}); it may still run: DELETE /v1/jobs/{job['id']}",
+              file=sys.stderr)
         raise
     print(f"planner: job {job['id']} {job['state']}", file=sys.stderr)
     return job
