@@ -87,45 +87,67 @@ def test_frontier_and_quiet_commands(monkeypatch, capsys):
     assert code == 0 and "%|" not in errtext  # captured stderr is not a terminal
 
 
-def test_ctrl_c_cancels_the_job_on_a_fresh_connection_even_if_the_first_attempt_fails(monkeypatch, capsys):
-    """Ctrl-C while waiting: the job is DELETEd on a new connection (the interrupted
-    request may have left the old pool unusable), retried when refused, and the
-    interrupt goes on (exit 130 at the CLI)."""
+
+def fake_service(monkeypatch, answers):
+    """httpx.Client.request answered from `answers(client, method, path)`: an int
+    (status), a Response, or an exception to raise; returns the log of calls."""
+    import httpx
+
     from planner.commands import client as cl
-    from planner.core.errors import Issue
 
-    calls = []
+    log = []
 
-    def call(self, method, path, **kw):
-        calls.append((id(self), method, path))
-        if method == "GET":
-            raise KeyboardInterrupt
-        if sum(m == "DELETE" for _, m, _ in calls) == 1:
-            raise cl.ServiceError([Issue("--server", "cannot reach http://x: connection reset")])
-        return None
+    def request(self, method, path, **kw):
+        log.append((id(self), method, path))
+        a = answers(self, method, path)
+        if isinstance(a, BaseException):
+            raise a
+        if isinstance(a, int):
+            a = httpx.Response(a, json={"id": "job_1", "state": "cancelled"} if a < 300 else {"detail": "busy"},
+                               headers={"Retry-After": "1"} if a in (429, 503) else {})
+        return a
 
-    monkeypatch.setattr(cl.Client, "call", call)
+    monkeypatch.setattr(httpx.Client, "request", request)
     monkeypatch.setattr(cl.time, "sleep", lambda s: None)
+    return log
+
+
+def test_ctrl_c_cancels_the_job_on_a_fresh_connection_and_retries_a_busy_service(monkeypatch, capsys):
+    """Ctrl-C while waiting: the job is DELETEd on a new connection (the interrupted
+    request may have left the old pool unusable), retried when the service is busy or
+    unreachable, and the interrupt goes on (exit 130 at the CLI)."""
+    import httpx
+
+    from planner.commands import client as cl
+
     first = cl.Client("http://x", "t")
+    deletes = iter([httpx.ConnectError("connection reset"), 503, 200])
+    log = fake_service(monkeypatch, lambda c, m, p: KeyboardInterrupt() if m == "GET" else next(deletes))
     with pytest.raises(KeyboardInterrupt):
         cl.wait_for_job(first, {"id": "job_1", "state": "running", "progress": 0.1}, interval_s=0)
-    deletes = [c for c in calls if c[1] == "DELETE"]
-    assert len(deletes) == 2 and all(who != id(first) for who, _, _ in deletes)
+    sent = [who for who, m, _ in log if m == "DELETE"]
+    assert len(sent) == 3 and id(first.http) not in sent
     assert "cancelled job job_1" in capsys.readouterr().err
 
 
 def test_ctrl_c_says_when_the_job_could_not_be_cancelled(monkeypatch, capsys):
     from planner.commands import client as cl
-    from planner.core.errors import Issue
 
-    def call(self, method, path, **kw):
-        if method == "GET":
-            raise KeyboardInterrupt
-        raise cl.ServiceError([Issue("HTTP 503", "database unavailable")])
-
-    monkeypatch.setattr(cl.Client, "call", call)
-    monkeypatch.setattr(cl.time, "sleep", lambda s: None)
+    fake_service(monkeypatch, lambda c, m, p: KeyboardInterrupt() if m == "GET" else 503)
     with pytest.raises(KeyboardInterrupt):
         cl.wait_for_job(cl.Client("http://x", "t"), {"id": "job_2", "state": "queued"}, interval_s=0)
     err = capsys.readouterr().err
     assert "could not cancel job job_2" in err and "503" in err and "DELETE /v1/jobs/job_2" in err
+
+
+def test_waiting_rides_out_a_busy_moment_but_not_a_refusal(monkeypatch):
+    import httpx
+
+    from planner.commands import client as cl
+
+    polls = iter([503, 429, httpx.Response(200, json={"id": "job_3", "state": "succeeded", "progress": 1.0})])
+    fake_service(monkeypatch, lambda c, m, p: next(polls))
+    assert cl.wait_for_job(cl.Client("http://x", "t"), {"id": "job_3", "state": "running"}, interval_s=0)["state"] == "succeeded"
+    fake_service(monkeypatch, lambda c, m, p: 403)
+    with pytest.raises(cl.ServiceError, match="403"):
+        cl.wait_for_job(cl.Client("http://x", "t"), {"id": "job_4", "state": "running"}, interval_s=0)

@@ -69,16 +69,29 @@ class Client:
         self.server = server.rstrip("/")
         self.http = httpx.Client(base_url=self.server, headers=headers, timeout=60.0)
 
-    def call(self, method: str, path: str, *, ok=(200, 201, 202), **kw):
+    def call(self, method: str, path: str, *, ok=(200, 201, 202), retries: int = 0, **kw):
+        """One request; `retries` more attempts (idempotent requests only) when the
+        service is unreachable or answers 429/503, after its Retry-After (at most 5 s)."""
         import httpx
 
-        try:
-            r = self.http.request(method, path, **kw)
-        except httpx.HTTPError as exc:
-            raise ServiceError("--server", f"cannot reach {self.server}: {exc}") from None
-        if r.status_code in ok:
-            return r
-        raise problem_error(r)
+        for attempt in range(retries + 1):
+            wait_s = 0.5 * (attempt + 1)
+            try:
+                r = self.http.request(method, path, **kw)
+            except httpx.HTTPError as exc:
+                if attempt == retries:
+                    raise ServiceError("--server", f"cannot reach {self.server}: {exc}") from None
+            else:
+                if r.status_code in ok:
+                    return r
+                if r.status_code not in (429, 503) or attempt == retries:
+                    raise problem_error(r)
+                try:
+                    wait_s = min(5.0, max(0.0, float(r.headers.get("retry-after", wait_s))))
+                except ValueError:
+                    pass
+            time.sleep(wait_s)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def problem_error(r) -> PlannerError:  # noqa: ANN001
@@ -138,21 +151,15 @@ def _doc_id(client: Client, value: str, kind: str) -> str:
     return upload(client, value, kind)["id"]
 
 
-def cancel_job(client: Client, job_id: str, attempts: int = 4, pause_s: float = 0.5) -> str | None:
+def cancel_job(client: Client, job_id: str, retries: int = 3) -> str | None:
     """DELETE the job; None when done, else why not. On a fresh connection: Ctrl-C may
-    have cut a request of `client` short and left its pool unusable. A refused or
-    unreachable attempt is retried a few times (a loaded service), a bounded wait."""
+    have cut a request of `client` short and left its pool unusable."""
     fresh = Client(client.server, client.token)
-    why = None
     try:
-        for k in range(attempts):
-            try:
-                fresh.call("DELETE", f"/v1/jobs/{job_id}")
-                return None
-            except PlannerError as exc:
-                why = exc.one_line()
-            time.sleep(pause_s * (k + 1))
-        return why
+        fresh.call("DELETE", f"/v1/jobs/{job_id}", retries=retries)
+        return None
+    except PlannerError as exc:
+        return exc.one_line()
     finally:
         fresh.http.close()
 
@@ -165,7 +172,7 @@ def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
             while job["state"] in ("queued", "running"):
                 bar(float(job.get("progress") or 0.0), f"{job['state']}: {job.get('message', '')}")
                 time.sleep(interval_s)
-                job = client.call("GET", f"/v1/jobs/{job['id']}").json()
+                job = client.call("GET", f"/v1/jobs/{job['id']}", retries=5).json()  # a busy moment is no failure
             bar(float(job.get("progress") or 0.0), job["state"])
     except KeyboardInterrupt:
         why = cancel_job(client, job["id"])
