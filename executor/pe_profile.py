@@ -19,7 +19,6 @@ layers in one session, per tensor size; the difference is what a cut there costs
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
@@ -30,7 +29,7 @@ from onnx import helper
 
 from executor.pipeline import Network, PipelineExecutor
 from executor.profiler import ProfileRun, profile_model
-from executor.runtime import RuntimeDevice, build_session, pinned, unpin
+from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
@@ -125,7 +124,7 @@ def profile_for_schedule(
     progress: Progress | None = None,
     seed: int = 0,
 ) -> PEProfile:
-    cores = tuple(cluster.affinity) if cluster.affinity is not None else tuple(sorted(os.sched_getaffinity(0)))
+    cores = tuple(cluster.affinity) if cluster.affinity is not None else tuple(sorted(PROCESS_CORES))
     if cluster.precision != "fp32" or any(d.precision != "fp32" for d in others):
         raise ValueError("schedules run fp32 sessions: give fp32 devices")
     k_devices = [replace(cluster, id=f"{cluster.id}@{k}", threads=k, affinity=cores[:k]) for k in range(1, len(cores) + 1)]

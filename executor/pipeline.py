@@ -31,7 +31,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
-from executor.runtime import RuntimeDevice, build_session, pinned, unpin
+from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, boundary, slice_model
 
 Mode = Literal["throughput", "response_time"]
@@ -379,7 +379,6 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     `devices`: schedule device id -> runtime device. A CPU cluster's logical PEs get
     threads = their cores, pinned to cores handed out in order from `available_cores`
     (default: the cores this process may use); other PEs run on their device as given."""
-    import os
     from dataclasses import replace as _replace
 
     data = schedule.model_dump() if hasattr(schedule, "model_dump") else schedule
@@ -391,7 +390,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     if missing:
         raise PipelineError(f"no runtime device for schedule device(s) {', '.join(missing)} (given: {', '.join(devices) or 'none'})")
     cpu_pes = [(pl["pe"], pl["device"], pl["cores"]) for pl in loads if pl["device"] in e["cpu_config"]]
-    cores = cpu_cores_for(cpu_pes, sorted(available_cores) if available_cores is not None else sorted(os.sched_getaffinity(0)))
+    cores = cpu_cores_for(cpu_pes, sorted(available_cores) if available_cores is not None else sorted(PROCESS_CORES))
     pe_names = [pl["pe"] for pl in loads]
     pes = []
     for pl in loads:

@@ -255,5 +255,13 @@ def build_session(model, device: RuntimeDevice) -> ort.InferenceSession:
     a device without affinity built while the caller was pinned for another device
     would keep its pool threads on that device's cores for good."""
     data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
-    with pinned(device):
-        return ort.InferenceSession(data, sess_options=device.session_options(), providers=device.providers())
+    before = getattr(_PIN, "current", None)
+    try:
+        with pinned(device):
+            return ort.InferenceSession(data, sess_options=device.session_options(), providers=device.providers())
+    finally:  # the caller stays where it was
+        if before is None:
+            unpin()
+        elif _PIN.current != before:
+            os.sched_setaffinity(0, before)
+            _PIN.current = before
