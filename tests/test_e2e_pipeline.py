@@ -130,7 +130,10 @@ def test_pipeline_session(server, tmp_path):
     env = {**server.env, "PLANNER_SERVER": server.url, "PLANNER_TOKEN": ci}
     proc = subprocess.Popen([str(PLANNER), "plan", "--platform", platform_id, "--profile", profile_id, "--solver",
                              "test-slow", "--option", "duration_s=120"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # Ctrl-C as at a terminal, even when this run was started in the
+                            # background (a shell then hands SIGINT down ignored)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     running = wait_for(lambda: pipe.get("/v1/jobs", params={"state": "running"}).json()["items"], what="a running job")
     job_id = running[0]["id"]
     proc.send_signal(signal.SIGINT)
