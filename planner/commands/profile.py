@@ -179,15 +179,21 @@ def slice_prediction(layer_ms, in_b, out_b, alpha: float, beta: float, a: int, b
     return float(np.maximum(layer_ms[a:b + 1] - c_in - c_out, 0.0).sum() + c_in[0] + c_out[-1])
 
 
-def _refine(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, beta: float) -> tuple[float, float]:
-    """The linear solution ignores that compile clips a layer's execution at 0 where the
-    estimated in/out exceeds its measured total; refine (alpha, beta) on a shrinking grid
-    against the prediction compile will actually make (relative squared error)."""
+def _fit_loss(layer_ms, in_b, out_b, chunk_ms: dict, stat):
+    """(alpha, beta) -> the calibration's loss: each measured slice's relative squared
+    error of the prediction compile will make, weighted by its length."""
     spans = [(a, b, float(stat(v))) for (a, b), v in chunk_ms.items()]
 
     def loss(al: float, be: float) -> float:
         return sum((b - a + 1) * ((slice_prediction(layer_ms, in_b, out_b, al, be, a, b) - m) / m) ** 2 for a, b, m in spans)
+    return loss
 
+
+def _refine(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, beta: float) -> tuple[float, float]:
+    """The linear solution ignores that compile clips a layer's execution at 0 where the
+    estimated in/out exceeds its measured total; refine (alpha, beta) on a shrinking grid
+    against the prediction compile will actually make (relative squared error)."""
+    loss = _fit_loss(layer_ms, in_b, out_b, chunk_ms, stat)
     a_step = max(alpha, 1e-9) * 0.5
     b_step = max(beta, 1e-4 * float(np.median(layer_ms))) * 0.5
     best = (loss(alpha, beta), alpha, beta)
@@ -219,13 +225,10 @@ def _through_unsplit(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, 
     if excess <= 0:
         return alpha, beta
     inner = float((in_b + out_b).sum() - in_b[0] - out_b[-1])
-    spans = [(a, b, float(stat(v))) for (a, b), v in chunk_ms.items()]
+    loss = _fit_loss(layer_ms, in_b, out_b, chunk_ms, stat)
 
     def whole(al: float, be: float) -> float:
         return slice_prediction(layer_ms, in_b, out_b, al, be, 0, L - 1)
-
-    def loss(al: float, be: float) -> float:
-        return sum((b - a + 1) * ((slice_prediction(layer_ms, in_b, out_b, al, be, a, b) - m) / m) ** 2 for a, b, m in spans)
 
     best = None
     unit_a = excess / inner if inner > 0 else 0.0
