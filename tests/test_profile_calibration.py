@@ -113,11 +113,15 @@ def test_the_profiler_settles_each_partition_before_timing_it(monkeypatch):
                 return self.sess.run(outs, feed)
         return Spy
 
+    policies = []
+
     def profile(settle):
         log, k = [], iter(range(10**6))
+        policies.clear()
 
-        def build(m, d):
-            return counted(log, next(k))(real(m, d))
+        def build(m, d, policy="stop"):
+            policies.append(policy)
+            return counted(log, next(k))(real(m, d, policy))
 
         monkeypatch.setattr(profiler, "build_session", build)
         try:
@@ -138,3 +142,6 @@ def test_the_profiler_settles_each_partition_before_timing_it(monkeypatch):
             layers_part, whole_part = block[:(1 + settle) * L], block[(1 + settle) * L:]
             assert layers_part == list(range(L)) * (1 + settle)  # the whole sequence settled, then timed
             assert whole_part == [L] * (1 + settle)
+        # each slice timed under the pool policy it runs with: the unsplit model as a
+        # one-slice plan (ONNX Runtime's defaults), every layer as part of several
+        assert policies[:L] == ["stop"] * L and policies[L] == "plain"

@@ -52,6 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="untimed runs of a slice sequence right before each timed one, so it is timed as a plan is "
                         "served back to back (after its own last run, caches holding its weights), not after the "
                         "other devices' turns; 0: time it right after them")
+    p.add_argument("--rate", type=float, default=None, metavar="HZ",
+                   help="measure as the model will be served at HZ inferences per second: each timed run after an "
+                        "idle gap of one period, no settle run (default: back to back); recorded in the profile, "
+                        "carried by its plans, and used by execute and the agent")
+    p.add_argument("--pool", choices=("auto", "plain", "stop", "off"), default="auto",
+                   help="thread-pool policy: auto = ONNX Runtime's defaults for a one-slice plan, spin-then-stop for "
+                        "each slice of a multi-slice plan; plain / stop / off for every session")
     p.add_argument("--weights", choices=("computed", "random"), default="computed",
                    help="computed: evaluate weight-producing nodes as the model says; random: seeded He-initialised "
                         "values for computed tensors of 2+ dimensions (light test models)")
@@ -361,7 +368,7 @@ def slice_uncertainty(errors) -> float:
 
 
 def build_documents(lm, run, *, name: str, platform_name: str, energy_source: str, model_path: str,
-                    statistic: str = "median") -> tuple[dict, dict, list[str]]:
+                    statistic: str = "median", weights: str | None = None, seed: int = 0) -> tuple[dict, dict, list[str]]:
     """Platform and profile dicts from a ProfileRun, and summary lines (fits, calibration).
     `statistic` (median | mean | min) is what time_ms and the calibration take of the runs:
     the median is the typical run; the mean adds up over slices under load; the minimum
@@ -464,9 +471,28 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
                   f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10; "
                   f"clock: {run.clock})",
         "energy_source": energy_source,
+        "regime": regime_of(run, model_path, weights, seed),
         "layers": layers,
     }
     return platform, profile, lines
+
+
+def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -> dict:
+    """The profile's MeasurementRegime: how the profiler ran, so a plan's prediction says
+    where it holds and execution can run (or flag) the same way."""
+    return {
+        "mode": "rate" if run.rate_hz is not None else "back_to_back",
+        "rate_hz": run.rate_hz,
+        "settle": run.settle,
+        "pool": run.pool,
+        "concurrent": "none: the profiled devices take turns, never run at once",
+        "clock": run.clock,
+        "runtime": f"onnxruntime {__import__('onnxruntime').__version__}",
+        "model_file": str(Path(model_path).resolve()),
+        "devices": [d.spec for d in run.devices if d.spec],
+        "weights": weights,
+        "seed": seed,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -490,6 +516,8 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--settle: must be >= 0, got {args.settle}")
     if args.calibration < 1:
         problems.append(f"--calibration: must be >= 1, got {args.calibration}")
+    if args.rate is not None and not (0 < args.rate <= 10_000):
+        problems.append(f"--rate: must be in (0, 10000] Hz, got {args.rate:g}")
     devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
         problems.append(f"MODEL: no such file: {args.model}")
@@ -508,7 +536,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         prof = profile_model(lm, devices, runs=args.runs, warmup=args.warmup, calibration_count=args.calibration,
                              progress=report, seed=args.seed, power=power, clock=args.clock,
-                             settle=args.settle)
+                             settle=args.settle, rate_hz=args.rate, pool=args.pool)
     except SlicingError as exc:
         raise InputError("MODEL", str(exc)) from None
     finally:
@@ -519,7 +547,7 @@ def run(args: argparse.Namespace) -> int:
     platform_name = args.platform_name or f"{os.uname().nodename}-onnxruntime"
     platform, profile, lines = build_documents(lm, prof, name=name, platform_name=platform_name,
                                                energy_source=energy_source, model_path=args.model,
-                                               statistic=args.statistic)
+                                               statistic=args.statistic, weights=args.weights, seed=args.seed)
     parse(Platform, platform, "platform")  # what we write must load
     parse(ModelProfile, profile, "profile")
     Path(args.out_platform).write_text(json.dumps(platform, indent=2) + "\n")
