@@ -40,7 +40,7 @@ import numpy as np
 from executor.runtime import RuntimeDevice
 from executor.sessions import SlicedModel
 from executor.slicing import LayeredModel
-from planner.core.telemetry import MAX_SAMPLES, TelemetryBatch, TelemetryError, TelemetrySample
+from planner.core.telemetry import MAX_SAMPLES, ServedRegime, TelemetryBatch, TelemetryError, TelemetrySample
 
 
 class PlanBuildError(RuntimeError):
@@ -65,8 +65,10 @@ def build_runner(lm: LayeredModel, plan: Mapping, devices: Sequence[RuntimeDevic
                             f"(declared: {', '.join(sorted(declared))})")
     if problems:
         raise PlanBuildError("; ".join(problems))
+    pool = ((plan.get("regime") or {}).get("pool")) or "auto"  # as the profile measured it
     try:
-        return SlicedModel(lm, [(s["first_index"], s["last_index"], s["device"]) for s in slices], list(devices))
+        return SlicedModel(lm, [(s["first_index"], s["last_index"], s["device"]) for s in slices], list(devices),
+                           pool=pool)
     except Exception as exc:  # noqa: BLE001 - a provider's own failure is the reason to report
         raise PlanBuildError(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
 
@@ -197,7 +199,9 @@ class Agent:
             chunk = samples[i:i + MAX_SAMPLES]
             batch = TelemetryBatch(batch_id=f"{self.name}-{seq}-{uuid.uuid4().hex[:8]}", agent=self.name,
                                    plan_id=plan_id if chunk else None, revision=cur.revision if cur and chunk else None,
-                                   samples=chunk, errors=errors if i == 0 else [])
+                                   samples=chunk, errors=errors if i == 0 else [],
+                                   regime=ServedRegime(mode="rate", rate_hz=self.rate_hz,
+                                                       pool=cur.runner.pool_policy if cur and chunk else None))
             with self._lock:
                 self._outbox.append(batch)
                 while len(self._outbox) > self._max_pending:

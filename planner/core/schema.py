@@ -627,6 +627,9 @@ class ModelProfile(Strict):
     )
     regime: MeasurementRegime | None = Field(None, description="How the times were measured (planner profile "
                                              "records it; plans carry it; absent: not known)")
+    refit_of: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                                 description="Id of the profile this one was refit from (planner refit): a deployment "
+                                 "of that profile accepts plans made from this one")
     layers: list[Layer] = Field(min_length=1)
 
     @model_validator(mode="after")
