@@ -21,6 +21,7 @@ profile documents is the caller's job (planner profile).
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -262,7 +263,30 @@ def profile_model(
                 e0 = power.energy_mj()
                 _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], runs)
                 times[d.id].layer_energy_mj = (times[d.id].layer_energy_mj or []) + [max(0.0, (power.energy_mj() - e0) / runs)]
+    whole = {k: built[((0, L - 1), k)] for k in range(len(devices)) if ((0, L - 1), k) in built}
     del built, samples
+    gc.collect()
+    # The unsplit model once more, as a one-slice plan runs it: its session alone in the
+    # process (the layer and chunk sessions freed), each device in a block of back-to-back
+    # runs (or paced at the rate), not in turns with the others. Most plans are one slice,
+    # and calibration makes their prediction this measurement, so it is taken in the
+    # regime of use rather than in the middle of the profiler's own rounds.
+    for k, d in enumerate(devices):
+        if k not in whole:
+            continue
+        sess, ins, outs = whole[k]
+        steps = [(sess, ins, outs, pins[d.id])]
+        for _ in range(max(warmup, 1)):
+            run_slices(steps, dict(feed), now)
+        block = []
+        for _ in range(runs):
+            for _ in range(settle - 1 if settle > 1 else 0):
+                run_slices(steps, dict(feed), now)
+            pace()
+            block.append(run_slices(steps, dict(feed), now)[0])
+        times[d.id].whole_ms = block
+        times[d.id].chunk_ms[(0, L - 1)] = block
+    del whole
 
     for size in transfer_sizes:
         x = np.random.default_rng(seed).standard_normal((1, max(1, size // 4))).astype(np.float32)

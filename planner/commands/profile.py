@@ -244,14 +244,20 @@ def _through_unsplit(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, 
         da, db = np.cos(theta) * unit_a, np.sin(theta) * unit_b
         if da + db <= 0:
             continue
-        lo, hi = 0.0, 1.0 / (np.cos(theta) + np.sin(theta))  # the length that is exact without clipping
-        for _ in range(30):  # compile clips layers at 0, which only raises the prediction: go further
-            if whole(hi * da, hi * db) <= target:
-                break
-            lo, hi = hi, hi * 1.5
-        else:
+        # Along the ray the prediction is convex and piecewise linear in the length (each
+        # layer's execution is clipped at 0 past its own breakpoint): its minimum is at a
+        # breakpoint; if that reaches the target, the shortest length that does lies
+        # between 0 (the layers summed, above the target) and it: bisect there.
+        rate = da * (in_b + out_b) + 2.0 * db
+        knots = np.sort(layer_ms[rate > 0] / rate[rate > 0])
+        if knots.size == 0:
             continue
-        for _ in range(50):
+        values = [whole(x * da, x * db) for x in knots]
+        best_k = int(np.argmin(values))
+        if values[best_k] > target:
+            continue
+        lo, hi = 0.0, float(knots[best_k])
+        for _ in range(60):
             mid = 0.5 * (lo + hi)
             lo, hi = (lo, mid) if whole(mid * da, mid * db) <= target else (mid, hi)
         cand = (loss(hi * da, hi * db), hi * da, hi * db)
