@@ -134,7 +134,10 @@ def test_the_profiler_settles_each_partition_before_timing_it(monkeypatch):
     for settle in (0, 2):
         log = profile(settle)
         first = L + 1  # sessions 0..L-1: the layers; L: the unsplit model; each warmed once when built
-        rounds = log[first:]  # per round: the layers in order, then the unsplit model
+        # last, the unsplit model alone as a one-slice plan runs: a warm-up, then back-to-back runs
+        block = 1 + 2 * (1 + max(settle - 1, 0))
+        assert log[-block:] == [L] * block
+        rounds = log[first:-block]  # per round: the layers in order, then the unsplit model
         per_round = (1 + settle) * (L + 1)
         assert len(rounds) == 2 * per_round
         for r in range(2):
