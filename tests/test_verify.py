@@ -149,3 +149,22 @@ def test_cli_profile_then_solve_verify_measures_every_candidate(tmp_path, capsys
                  "--no-compare"]) == 0
     out = capsys.readouterr().out
     assert "verified on this device" in out and "predicted_ms" in out and "measured_ms" in out
+
+
+def test_cli_profile_verify_writes_the_measured_best_plan(tmp_path, capsys):
+    from planner.cli import main
+
+    from test_agent import tiny_model
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    out = tmp_path / "plan.json"
+    assert main(["profile", str(model), "--device", "a=CPUExecutionProvider:threads=1", "--runs", "2",
+                 "--out-platform", str(tmp_path / "p.json"), "--out-profile", str(tmp_path / "m.json"),
+                 "--verify", "1", "--verify-runs", "4", "--out-plan", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["verification"]["candidates"] and plan["verification"]["regime"]["mode"] == "back_to_back"
+    assert "verified on this device" in capsys.readouterr().out
+    assert main(["profile", str(model), "--device", "a=CPUExecutionProvider:threads=1", "--verify", "1",
+                 "--out-platform", str(tmp_path / "p.json"), "--out-profile", str(tmp_path / "m.json")]) == 2
+    assert "--out-plan" in capsys.readouterr().err

@@ -73,6 +73,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="wall: elapsed time; thread: the calling thread's CPU time, without the time other processes "
                         "held the core (a shared machine; every device threads=1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--verify", type=int, default=None, metavar="K",
+                   help="then plan for latency (dp) and verify: run the plan, its K next-best candidates and every "
+                        "single device end to end in the profile's regime; write the measured best to --out-plan "
+                        "(default: no plan)")
+    p.add_argument("--verify-runs", type=int, default=20, metavar="N", help="timed runs per verified candidate")
+    p.add_argument("--out-plan", metavar="PLAN.json", default=None, help="with --verify: the verified Plan document")
     p.add_argument("--pe-cluster", metavar="ID=PROVIDER[:affinity=CORES]",
                    help="profile for multi-network scheduling (planner schedule, Kang et al.): this CPU cluster's "
                         "logical PEs, every layer with k = 1..n threads pinned to k of its cores, and the PE-to-PE "
@@ -524,6 +530,14 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--calibration: must be >= 1, got {args.calibration}")
     if args.rate is not None and not (0 < args.rate <= 10_000):
         problems.append(f"--rate: must be in (0, 10000] Hz, got {args.rate:g}")
+    if args.verify is not None and not args.out_plan:
+        problems.append("--out-plan: give the file the verified plan goes to (with --verify)")
+    if args.verify is not None and not (0 <= args.verify <= 16):
+        problems.append(f"--verify: must be in 0..16, got {args.verify}")
+    if args.verify_runs < 3:
+        problems.append(f"--verify-runs: must be >= 3, got {args.verify_runs}")
+    if args.out_plan and Path(args.out_plan).parent and not Path(args.out_plan).parent.is_dir():
+        problems.append(f"--out-plan: no such directory: {Path(args.out_plan).parent}")
     devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
         problems.append(f"MODEL: no such file: {args.model}")
@@ -569,4 +583,27 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"energy: {energy_source}")
     print(f"wrote {args.out_platform} and {args.out_profile}")
+    if args.verify is not None:
+        verify_after_profile(args, lm, devices, platform, profile)
     return 0
+
+
+def verify_after_profile(args: argparse.Namespace, lm, devices, platform_doc: dict, profile_doc: dict) -> None:
+    """--verify K: plan for latency and return the measured best of the plan, its K
+    next-best and the single devices, measured in the regime just profiled."""
+    from planner.commands._onnx import model_inputs
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, PlanRequest, Platform
+    from planner.progress import Bar
+    from planner.verify import measure_on_device, render_verification, verify_plan
+
+    platform, profile = parse(Platform, platform_doc, "platform"), parse(ModelProfile, profile_doc, "profile")
+    request = PlanRequest(objective="latency", solver="dp")
+    with Bar("verify: measuring candidates", delay_s=0.5):
+        plan = verify_plan(platform, profile, request, args.verify,
+                           measure_on_device(lm, devices, model_inputs(lm, None, args.seed), args.seed),
+                           runs=args.verify_runs)
+    Path(args.out_plan).write_text(plan.model_dump_json(indent=2) + "\n")
+    print(f"plan {plan.notation} (dp, latency), predicted {plan.metrics.latency_ms:.3f} ms")
+    print("\n".join(render_verification(plan)))
+    print(f"wrote {args.out_plan}")
