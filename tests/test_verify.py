@@ -168,3 +168,21 @@ def test_cli_profile_verify_writes_the_measured_best_plan(tmp_path, capsys):
     assert main(["profile", str(model), "--device", "a=CPUExecutionProvider:threads=1", "--verify", "1",
                  "--out-platform", str(tmp_path / "p.json"), "--out-profile", str(tmp_path / "m.json")]) == 2
     assert "--out-plan" in capsys.readouterr().err
+
+
+def test_plot_draws_the_verification(tmp_path):
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, Platform
+    from planner.figures import plan_figure, spec
+    from planner.verify import verify_plan
+
+    _, _, _, plat, prof = _onnx_documents(tmp_path)
+    platform, profile = parse(Platform, plat, "platform"), parse(ModelProfile, prof, "profile")
+
+    def measured(slices_by_name, regime, runs, statistic):
+        return {n: {"median_ms": 1.5, "p10_ms": 1.4, "p90_ms": 1.7} for n in slices_by_name}
+
+    plan = verify_plan(platform, profile, PlanRequest(objective="latency"), 1, measured, runs=5)
+    text = json.dumps(spec(plan_figure(plan)))
+    assert "verified on the device" in text and "(returned)" in text
+    assert "verified on the device" not in json.dumps(spec(plan_figure(plan.model_copy(update={"verification": None}))))
