@@ -8,6 +8,13 @@ from pathlib import Path
 from planner.core.errors import InputError
 
 MAX_TRACE_BYTES = 512 * 1024 * 1024
+MAX_DURATION_US = 3.6e9  # one hour: no operator of one inference run takes longer
+MAX_DURATION_MS = MAX_DURATION_US / 1000.0
+# Profiler events are tens to hundreds of bytes of JSON each; a file with a container
+# (object or array) every few bytes is not a trace, and parsed whole it would take
+# tens of times its size in memory. Refused before parsing, so memory stays bounded by
+# a small multiple of the file (the text, and Python objects of real events).
+MIN_BYTES_PER_CONTAINER = 16
 
 
 def read_text(path: str) -> str:
@@ -28,7 +35,13 @@ def read_text(path: str) -> str:
 
 def load_json_file(path: str):  # noqa: ANN201
     text = read_text(path)
+    containers = text.count("{") + text.count("[")  # an upper bound: brackets inside strings count too
+    if containers > len(text) // MIN_BYTES_PER_CONTAINER + 1000:
+        raise InputError(path, f"{containers} JSON objects/arrays in {len(text)} bytes: not a profiler trace (its events "
+                               f"are tens to hundreds of bytes each); refused before parsing")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply to read (a profiler trace is a few levels deep)") from None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from executor.importers.common import load_json_file
+from executor.importers.common import MAX_DURATION_MS, load_json_file
 from executor.importers.records import ELEMENT_BYTES, OpRecord, Trace
 from planner.core.errors import InputError
 
@@ -37,9 +37,10 @@ def split_name(name: str) -> tuple[str, ...]:
     for piece in re.split(r" \+ | \|\| ", name):
         piece = piece.strip()
         m = re.fullmatch(r"(?:PWN|ForeignNode)[(\[](.*)[)\]]", piece)
-        if m:
-            parts.extend(p.strip() for p in re.split(r", |\.\.\.", m.group(1)) if p.strip())
-        elif piece:
+        inner = [p.strip() for p in re.split(r", |\.\.\.", m.group(1)) if p.strip()] if m else []
+        if inner:
+            parts.extend(inner)
+        elif piece:  # a plain name, or an empty PWN() / ForeignNode[]: the name itself
             parts.append(piece)
     return tuple(dict.fromkeys(parts))
 
@@ -88,12 +89,20 @@ def _profile(data: list, path: str) -> tuple[int | None, list[tuple[str, float, 
         if not isinstance(row, dict):
             raise InputError(f"{path}: [{i}]", "expected an object")
         if "count" in row and "name" not in row:
-            count = int(row["count"])
+            c = row["count"]
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not (1 <= c <= 1e9) or c != int(c):
+                raise InputError(f"{path}: [{i}].count", f"the number of profiled iterations must be a whole number "
+                                                         f"from 1 to 1e9, got {c!r}"[:200])
+            count = int(c)
             continue
         name = row.get("name")
         ms = row.get("medianMs", row.get("averageMs"))
-        if not isinstance(name, str) or not isinstance(ms, (int, float)) or ms < 0:
-            raise InputError(f"{path}: [{i}]", "expected `name` and `averageMs` (or `medianMs`) >= 0")
+        if not isinstance(name, str) or not name.strip() or len(name) > 4096:
+            raise InputError(f"{path}: [{i}].name", "expected the engine layer's name (a non-empty string)")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not (0 <= ms <= MAX_DURATION_MS):
+            field = "medianMs" if "medianMs" in row else "averageMs"
+            raise InputError(f"{path}: [{i}].{field}", f"expected a time per run from 0 to {MAX_DURATION_MS:.0f} ms, "
+                                                       f"got {ms!r}"[:200])
         rows.append((name, float(ms), row.get("averageMs")))
     return count, rows
 
