@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from pathlib import Path
 
 from planner.core.errors import InputError
@@ -28,9 +30,21 @@ def read_text(path: str) -> str:
     if size > MAX_TRACE_BYTES:
         raise InputError(path, f"{size} bytes, over the {MAX_TRACE_BYTES} byte limit")
     try:
-        return p.read_text(encoding="utf-8", errors="replace")
+        with p.open("rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+        if not gzipped:
+            return p.read_text(encoding="utf-8", errors="replace")
+        with gzip.open(p, "rb") as g:  # torch.profiler's tensorboard handler writes .json.gz
+            data = g.read(MAX_TRACE_BYTES + 1)
     except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror}") from None
+        if isinstance(exc, gzip.BadGzipFile):
+            raise InputError(path, f"not a readable gzip file: {exc}"[:200]) from None
+        raise InputError(path, f"cannot read: {exc.strerror or exc}"[:200]) from None
+    except (EOFError, zlib.error) as exc:
+        raise InputError(path, f"not a readable gzip file: {exc}"[:200]) from None
+    if len(data) > MAX_TRACE_BYTES:
+        raise InputError(path, f"over the {MAX_TRACE_BYTES} byte limit once decompressed")
+    return data.decode("utf-8", errors="replace")
 
 
 def load_json_file(path: str):  # noqa: ANN201

@@ -75,6 +75,7 @@ ATEN_OPS: dict[str, set[str]] = {
     "expand": {"expand"}, "repeat": {"tile"}, "pow": {"pow"}, "sqrt": {"sqrt"}, "exp": {"exp"},
     "to": {"cast"}, "contiguous": {"identity"}, "einsum": {"einsum"}, "scaleddotproductattention": {"matmul", "softmax"},
 }
+MULTI_OUTPUT = {"chunk", "split", "splitwithsizes", "unsafesplit", "unsafechunk", "unbind"}
 _NORM = re.compile(r"[^a-z0-9]")
 
 
@@ -220,6 +221,18 @@ def place(records: list[OpRecord], nodes: list[GraphNode], source: str) -> Place
             i, j = i - 1, j - 1
     for i, j in pairs.items():
         records[i].parts = tuple(units[j].nodes)
+    # one split-like op exports to one node per piece (`chunk` -> Slice, Slice_1): the
+    # pieces after the matched one, up to the next matched unit, are the same op's
+    by_unit = {j: i for i, j in pairs.items()}
+    for j0, i in sorted((j, i) for i, j in pairs.items()):
+        own, allowed = _kinds(records[i])
+        if records[i].kind != "op" or own not in MULTI_OUTPUT:
+            continue
+        for j in range(j0 + 1, m):
+            if j in by_unit:
+                break
+            if units[j].op in (allowed or ()) and units[j].depth == units[j0].depth:
+                records[i].parts += tuple(units[j].nodes)
     merged, outside = [], []
     if pairs:
         first, last = min(pairs), max(pairs)

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         for path, dev in zip(args.files, devices):
             traces += read(args.format, [path], dev)
     base = load(ModelProfile, args.profile, "profile") if args.profile else None
-    name = args.name or (base.name if base else Path(args.files[0]).stem)
+    name = args.name or (base.name if base else Path(args.files[0]).name.split(".")[0] or "imported")
     groups = graph = None
     if args.model:
         skeleton, groups, graph = model_graph(args.model, name)
