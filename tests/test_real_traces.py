@@ -212,3 +212,40 @@ def test_device_kind_must_be_known_or_declared():
         build_platform([trace], "p")
     doc, _ = build_platform([trace], "p", kinds={"npu0": "npu"}, links=[parse_link("cpu:npu0=2,0.1")])
     assert doc["devices"][0]["kind"] == "npu" and "declared (--kind)" in doc["devices"][0]["name"]
+
+
+DYNAMO = sorted(p.name.split(".")[0] for p in MODULES.glob("*.dynamo.graph.json.gz"))
+META_KEYS = ("pkg.torch.onnx.name_scopes", "pkg.torch.onnx.class_hierarchy")
+
+
+@pytest.mark.parametrize("name", DYNAMO)
+def test_dynamo_export_metadata_places_the_same_trace(name):
+    """The dynamo exporter names nodes `node_Conv_292` and keeps the module path and classes
+    in node metadata; a Conv fused with its BatchNorm carries the BatchNorm's. The same
+    module trace lands on it: every layer timed, every module in its own scope (or, for a
+    Conv, its fused BatchNorm sibling's)."""
+    g = json.loads(gzip.decompress((MODULES / f"{name}.dynamo.graph.json.gz").read_bytes()))
+    truth = json.loads(gzip.decompress((MODULES / f"{name}.graph.json.gz").read_bytes()))["module_paths"]
+
+    def proto(n: str, scopes: str, classes: str):  # noqa: ANN202
+        return types.SimpleNamespace(name=n, metadata_props=[types.SimpleNamespace(key=k, value=v)
+                                                             for k, v in zip(META_KEYS, (scopes, classes)) if v])
+
+    graph = [GraphNode(n, op, *node_scope(proto(n, sc, cl))) for n, op, _, sc, cl in g["nodes"]]
+    assert all(gn.scope is not None and not gn.name.startswith("/") for gn in graph)
+    groups = {n: lid for n, _, lid, *_ in g["nodes"] if lid}
+    skeleton = ModelProfile(name=name, layers=[{"id": lid, "op_type": op, "input_bytes": ib, "output_bytes": ob}
+                                               for lid, op, ib, ob in g["layers"]])
+    [trace] = read("pytorch", [str(MODULES / f"{name}.trace.json.gz")], "cpu")
+    profile, report = build_profile([trace], name, base=skeleton, node_layers=groups, graph=graph)
+    tm = report.traces[0]
+    assert tm.layers_timed == len(profile.layers) and tm.unmatched == [] and tm.layers_without_time == []
+    node = {gn.name: gn for gn in graph}
+    for rec in trace.records:
+        if rec.kind != "module" or rec.merged_into is not None:
+            continue
+        attr = truth[rec.name.split("#")[0]]
+        unit = node[rec.parts[0]]
+        fused_bn = (rec.name.startswith("Conv2d_") and unit.classes[-1] == "BatchNorm2d"
+                    and unit.scope[-1].rpartition(".")[0] == attr.rpartition(".")[0])
+        assert unit.scope[-1] == attr or fused_bn, (rec.name, attr, unit.scope)

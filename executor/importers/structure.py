@@ -94,21 +94,23 @@ class GraphNode:
 
 
 def node_scope(node) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:  # noqa: ANN001
-    """(attribute path, classes) of an onnx.NodeProto, from the dynamo exporter's metadata
-    or the TorchScript exporter's `/a/b.3/c/Op_2` name."""
+    """(module path, module classes) of an onnx.NodeProto: from the dynamo exporter's
+    metadata (`name_scopes` ['', 'layer1', 'layer1.0', 'layer1.0.relu', 'relu_1'] and
+    `class_hierarchy`, each ending with the ATen op, which is dropped) or the TorchScript
+    exporter's `/layer1/layer1.0/relu/Relu` name."""
     meta = {p.key: p.value for p in getattr(node, "metadata_props", [])}
     scopes, classes = meta.get("pkg.torch.onnx.name_scopes"), meta.get("pkg.torch.onnx.class_hierarchy")
     if scopes and len(scopes) < 10_000:
         try:
-            path = tuple(str(s) for s in ast.literal_eval(scopes) if str(s))
+            raw = [str(s) for s in ast.literal_eval(scopes)]
+            path = tuple(s for s in raw[1:-1] if s)
             cls = None
             if classes and len(classes) < 20_000:
-                cls = tuple(str(c).rsplit(".", 1)[-1] for c in ast.literal_eval(classes))
-            # name_scopes names the node's own module last: a leaf module's ops sit in its scope
+                cls = tuple(str(c).rsplit(".", 1)[-1] for c in ast.literal_eval(classes))[1:-1]
             return path, cls
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             pass
-    if node.name.startswith("/") and node.name.count("/") >= 1:
+    if node.name.startswith("/"):
         return tuple(s for s in node.name.split("/")[1:-1]), None
     return None, None
 
@@ -193,8 +195,9 @@ def place(records: list[OpRecord], nodes: list[GraphNode], source: str) -> Place
             codes = [op_codes[o] for o in allowed if o in op_codes]
             row[np.isin(u_op, codes)] = 2.0
         if rec.kind == "module" and any(c is not None for c in u_cls):
-            row[[c is not None and c != own for c in u_cls]] = neg
-            row[[c == own for c in u_cls]] += 2.0
+            # the module class the exporter recorded: a bonus, not a veto (the dynamo
+            # exporter gives a Conv fused with its BatchNorm the BatchNorm's scope and class)
+            row[np.array([c == own for c in u_cls]) & (row > 0)] += 2.0
         if with_modules:
             depth = len(rec.scope) - 1
             known = u_depth != -10
