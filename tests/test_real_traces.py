@@ -249,3 +249,28 @@ def test_dynamo_export_metadata_places_the_same_trace(name):
         fused_bn = (rec.name.startswith("Conv2d_") and unit.classes[-1] == "BatchNorm2d"
                     and unit.scope[-1].rpartition(".")[0] == attr.rpartition(".")[0])
         assert unit.scope[-1] == attr or fused_bn, (rec.name, attr, unit.scope)
+
+
+def test_trtexec_copy_times_measure_the_link(tmp_path, capsys):
+    """trtexec --exportTimes: H2D of the 12,288-byte input and D2H of the 40-byte output per
+    inference (sizes from the layer info's bindings) fit the GPU's transfer cost."""
+    fx = Path(__file__).parent / "fixtures" / "importers"
+    out, plat = tmp_path / "m.json", tmp_path / "p.json"
+    code, text, err = run(capsys, "import", "trtexec", str(fx / "trtexec_profile.json"), str(fx / "trtexec_layers.json"),
+                          str(fx / "trtexec_times.json"), "--device", "gpu", "--profile", str(fx / "tiny_profile.json"),
+                          "--out", str(out), "--out-platform", str(plat), "--kind", "cpu=cpu")
+    assert code == 0, err
+    gpu = load(Platform, plat, "platform").device("gpu")
+    assert gpu.kind == "gpu" and "measured from 8 host<->device copies" in gpu.name
+    rows = json.loads((fx / "trtexec_times.json").read_text())
+    level = gpu.communication.levels[0]
+    h2d, d2h = np.median([r["h2dMs"] for r in rows]), np.median([r["d2hMs"] for r in rows])
+    assert level.beta_ms + 12288 * level.alpha_ms_per_byte == pytest.approx(h2d, rel=0.05)
+    assert level.beta_ms + 40 * level.alpha_ms_per_byte == pytest.approx(d2h, rel=0.05)
+    # the base profile's cpu measurements need a cpu device: without --kind it is named, not dropped
+    code, text, err = run(capsys, "import", "trtexec", str(fx / "trtexec_profile.json"), str(fx / "trtexec_layers.json"),
+                          str(fx / "trtexec_times.json"), "--device", "gpu", "--profile", str(fx / "tiny_profile.json"),
+                          "--out", str(out), "--out-platform", str(plat))
+    assert code == 2 and "device 'cpu'" in err and "--kind cpu=KIND" in err
+    code, text, err = run(capsys, "solve", "--platform", str(plat), "--profile", str(out), "--json")
+    assert code == 0, err

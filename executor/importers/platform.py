@@ -63,9 +63,11 @@ def fit_copies(copies: Sequence[tuple[str, int, float]]) -> tuple[float, float]:
 
 
 def build_platform(traces: Sequence[Trace], name: str, links: Sequence[Link] = (), kinds: Mapping[str, str] | None = None,
-                   freq_mhz: Mapping[str, float] | None = None, base: dict | None = None) -> tuple[dict, list[str]]:
+                   freq_mhz: Mapping[str, float] | None = None, base: dict | None = None,
+                   also: Sequence[str] = ()) -> tuple[dict, list[str]]:
     """A platform document (dict) for the traces' devices, extending `base`; and one
-    line per device saying where its kind and transfer cost come from."""
+    line per device saying where its kind and transfer cost come from. `also`: devices
+    the profile measures that no trace covers (an earlier import): declared by --kind."""
     kinds, freq_mhz = dict(kinds or {}), dict(freq_mhz or {})
     devices = [dict(d) for d in (base or {}).get("devices", [])]
     known = {d["id"] for d in devices}
@@ -73,6 +75,8 @@ def build_platform(traces: Sequence[Trace], name: str, links: Sequence[Link] = (
     by_device: dict[str, list[Trace]] = {}
     for t in traces:
         by_device.setdefault(t.device, []).append(t)
+    for dev in also:
+        by_device.setdefault(dev, [])
     link_of = {ln.device: ln for ln in links}
     for ln in links:
         if ln.device not in by_device and ln.device not in known:
@@ -84,8 +88,9 @@ def build_platform(traces: Sequence[Trace], name: str, links: Sequence[Link] = (
         seen = {t.device_kind for t in trs if t.device_kind}
         kind = kinds.get(dev) or (seen.pop() if len(seen) == 1 else None)
         if kind is None:
-            issues.append(Issue("--kind", f"device '{dev}': the {trs[0].format} trace does not say what it ran on; "
-                                          f"declare it with --kind {dev}=KIND ({', '.join(KINDS)})"))
+            what = f"the {trs[0].format} trace does not say what it ran on" if trs else \
+                "the profile measures it, but no trace here or --platform declares it"
+            issues.append(Issue("--kind", f"device '{dev}': {what}; declare it with --kind {dev}=KIND ({', '.join(KINDS)})"))
             continue
         how_kind = "declared (--kind)" if dev in kinds else (
             "CUDA kernels in the trace" if trs[0].format == "pytorch" and kind == "gpu" else f"the {trs[0].format} trace")

@@ -79,8 +79,16 @@ def _kinds(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _size_copies(traces: list, base: ModelProfile) -> None:
+    """Copies the trace could not size (trtexec without layer info): the model's input
+    (host to device) and output (device to host) bytes."""
+    sizes = {"h2d": base.layers[0].input_bytes, "d2h": base.layers[-1].output_bytes}
+    for tr in traces:
+        tr.copies = [(d, b or sizes[d], ms) for d, b, ms in tr.copies]
+
+
 def run(args: argparse.Namespace) -> int:
-    if (args.platform or args.link or args.kind) and not args.out_platform:
+    if (args.platform or args.link or args.kind) and not args.out_platform:  # they describe the platform
         raise InputError("--out-platform", "--platform, --link and --kind describe the platform to write: give --out-platform")
     links = [parse_link(x) for x in args.link]
     kinds = _kinds(args.kind)
@@ -105,9 +113,14 @@ def run(args: argparse.Namespace) -> int:
         base = base or skeleton
     freqs = _freqs(args.freq_mhz)
     platform = lines = None
+    if args.out_platform and base is not None:
+        _size_copies(traces, base)
     if args.out_platform:
         base_platform = load(Platform, args.platform, "platform").model_dump(exclude_none=True) if args.platform else None
-        doc, lines = build_platform(traces, args.platform_name or f"{name}-imported", links, kinds, freqs, base_platform)
+        covered = {t.device for t in traces} | {d["id"] for d in (base_platform or {}).get("devices", [])}
+        also = sorted({m.device for layer in (base.layers if base else []) for m in layer.measurements} - covered)
+        doc, lines = build_platform(traces, args.platform_name or f"{name}-imported", links, kinds, freqs, base_platform,
+                                    also)
         platform = parse(Platform, doc, "platform")
     profile, report = build_profile(traces, name, base=base, node_layers=groups, freq_mhz=freqs, graph=graph)
     if platform is not None:
