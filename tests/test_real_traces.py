@@ -148,19 +148,23 @@ def test_layers_the_trace_missed_are_estimated_from_bytes(squeezenet):
     assert "estimated from bytes" in tm.summary() and "estimated from bytes" in profile.source
 
 
-def test_import_then_solve_the_real_cpu_gpu_case(squeezenet, tmp_path, capsys):
-    """The H200 (unlabelled module trace) and its host CPU (labelled trace) imported into one
-    profile and a platform with no hand editing; the DP plans latency (no energy data)."""
+@pytest.mark.parametrize("gpu_trace,how", [("trace_gpu_modules.json.gz", " by module structure and order"),
+                                           ("trace_gpu_labelled.json.gz", " over")])
+def test_import_then_solve_the_real_cpu_gpu_case(squeezenet, tmp_path, capsys, gpu_trace, how):
+    """The H200 (unlabelled module trace, or the labelled one) and its host CPU (labelled)
+    imported into one profile and a platform with no hand editing; the DP plans latency
+    (no energy data)."""
     onnx_path = squeezenet[0]
     prof, plat = tmp_path / "sq.json", tmp_path / "p.json"
-    argv = ["import", "pytorch", str(REAL / "trace_cpu_labelled.json.gz"), str(REAL / "trace_gpu_modules.json.gz"),
+    argv = ["import", "pytorch", str(REAL / "trace_cpu_labelled.json.gz"), str(REAL / gpu_trace),
             "--device", "cpu", "--device", "gpu", "--model", str(onnx_path), "--out", str(prof),
             "--out-platform", str(plat)]
     code, out, err = run(capsys, *argv)
     assert code == 2 and "--link cpu:gpu=GBps,latency_ms" in err and len(err.strip().splitlines()) == 1
     code, out, err = run(capsys, *argv, "--link", "cpu:gpu=16,0.02")
     assert code == 0, err
-    assert "matched 65/66 records by module structure and order" in out and "38 layer(s) timed" in out
+    assert out.count("matched 65/66 records") == 2 and f"matched 65/66 records{how}" in out
+    assert out.count("38 layer(s) timed from the trace") == 2 and "layers with no time" not in out
     platform = load(Platform, plat, "platform")
     gpu = platform.device("gpu")
     assert (gpu.kind, platform.device("cpu").kind) == ("gpu", "cpu")
@@ -274,3 +278,11 @@ def test_trtexec_copy_times_measure_the_link(tmp_path, capsys):
     assert code == 2 and "device 'cpu'" in err and "--kind cpu=KIND" in err
     code, text, err = run(capsys, "solve", "--platform", str(plat), "--profile", str(out), "--json")
     assert code == 0, err
+
+
+def test_alignment_too_large_is_refused_with_the_way_out(squeezenet, monkeypatch):
+    from executor.importers import structure
+
+    monkeypatch.setattr(structure, "MAX_CELLS", 1000)
+    with pytest.raises(InputError, match="record_function"):
+        _import(squeezenet, "trace_gpu_modules.json.gz", "gpu")

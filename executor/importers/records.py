@@ -246,7 +246,7 @@ def build_profile(
         got = per_device.setdefault(tr.device, {})
         structural = False
         merged: list[str] = []
-        if graph and any(r.kind != "label" and not r.parts for r in tr.records):
+        if graph and tr.format == "pytorch" and any(r.kind != "label" and not r.parts for r in tr.records):
             from executor.importers.structure import place
 
             placement = place(tr.records, list(graph), tr.source)

@@ -28,7 +28,7 @@ import numpy as np
 from executor.importers.records import OpRecord
 from planner.core.errors import InputError
 
-MAX_CELLS = 20_000_000  # records x graph units of one alignment (float64 traceback matrix: 160 MB)
+MAX_CELLS = 10_000_000  # records x graph units of one alignment (its float32 matrix: 40 MB)
 
 # module class -> ONNX op types its forward exports to (first node of the unit)
 MODULE_OPS: dict[str, set[str]] = {
@@ -175,42 +175,44 @@ def place(records: list[OpRecord], nodes: list[GraphNode], source: str) -> Place
     u_op = np.array([op_codes.setdefault(u.op, len(op_codes)) for u in units], dtype=np.int64)
     u_depth = np.array([-10 if u.depth is None else u.depth for u in units], dtype=np.int64)
     u_leaf = np.array([0 if u.leaf is None else (1 if u.leaf else 2) for u in units], dtype=np.int64)
-    u_cls = [u.cls for u in units]
+    cls_codes: dict[str, int] = {}
+    u_cls = np.array([-1 if u.cls is None else cls_codes.setdefault(u.cls, len(cls_codes)) for u in units], dtype=np.int64)
     where_node = {name: j for j, u in enumerate(units) for name in u.nodes}
+    known = u_depth != -10
     neg = -1e9
-    score = np.full((n, m), neg)
-    for i, rec in enumerate(records):
+
+    def row_of(rec: OpRecord) -> np.ndarray:
+        """Score of pairing this record with each graph unit (> 0), or neg where it may not."""
+        row = np.full(m, neg, dtype=np.float32)
         if rec.kind == "label":
             j = where_node.get(rec.name)
             if j is not None:
-                score[i, j] = 10.0
-            continue
+                row[j] = 10.0
+            return row
         if with_modules and not rec.scope:
-            continue  # outside every module: not part of the model
+            return row  # outside every module: not part of the model
         own, allowed = _kinds(rec)
-        row = np.full(m, neg)
         if allowed is None:  # a module class we do not know: any leaf unit, weakly
             row[:] = 0.5
         else:
-            codes = [op_codes[o] for o in allowed if o in op_codes]
-            row[np.isin(u_op, codes)] = 2.0
-        if rec.kind == "module" and any(c is not None for c in u_cls):
+            row[np.isin(u_op, [op_codes[o] for o in allowed if o in op_codes])] = 2.0
+        if rec.kind == "module" and own in cls_codes:
             # the module class the exporter recorded: a bonus, not a veto (the dynamo
             # exporter gives a Conv fused with its BatchNorm the BatchNorm's scope and class)
-            row[np.array([c == own for c in u_cls]) & (row > 0)] += 2.0
+            row[(u_cls == cls_codes[own]) & (row > 0)] += 2.0
         if with_modules:
             depth = len(rec.scope) - 1
-            known = u_depth != -10
+            row[known & (u_depth == depth) & (row > 0)] += 1.0
             row[known & (u_depth != depth)] = neg
-            row[known & (u_depth == depth)] += 1.0
-            want_leaf = 1 if rec.kind == "module" else 2
-            row[(u_leaf != 0) & (u_leaf != want_leaf)] = neg
-        score[i] = row
+            row[(u_leaf != 0) & (u_leaf != (1 if rec.kind == "module" else 2))] = neg
+        return row
+
     # weighted LCS, one vectorised row at a time: D[i, j] = max(D[i-1, j], D[i, j-1], D[i-1, j-1] + s)
-    D = np.zeros((n + 1, m + 1))
+    # (scores are halves and the sums small: float32 holds them exactly)
+    D = np.zeros((n + 1, m + 1), dtype=np.float32)
     for i in range(1, n + 1):
         a = D[i - 1].copy()
-        a[1:] = np.maximum(a[1:], D[i - 1, :-1] + np.where(score[i - 1] > 0, score[i - 1], neg))
+        a[1:] = np.maximum(a[1:], D[i - 1, :-1] + row_of(records[i - 1]))
         D[i] = np.maximum.accumulate(a)
     pairs: dict[int, int] = {}
     i, j = n, m
