@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", metavar="BASE.json", default=None,
                    help="existing profile: keep its layers, bytes and DAG, replace measurements on these devices")
     p.add_argument("--model", metavar="MODEL.onnx", default=None,
-                   help="ONNX model: group node-level timings into the planner's fused layers (as `planner profile`)")
+                   help="ONNX model: group node-level timings into the planner's fused layers (as `planner profile`); "
+                        "unlabelled PyTorch module traces are placed on its nodes by structure and order")
     p.add_argument("--name", default=None, help="profile name (default: the base profile's, else the first file's stem)")
     p.add_argument("--freq-mhz", action="append", default=[], metavar="ID=MHZ",
                    help="DVFS level a device ran at, e.g. gpu=1300 (omit for single-level devices)")
@@ -47,11 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--platform", metavar="BASE.json", default=None,
                    help="with --out-platform: extend this platform (its devices kept, the imported ones added)")
     p.add_argument("--link", action="append", default=[], metavar="HOST:DEV=GBps,latency_ms",
-                   help="declared transfer between the host and an accelerator, e.g. cpu:gpu=12,0.01; used (and "
-                        "marked as declared) where the traces show no copies to measure it from")
+                   help="declared transfer between the host and an accelerator, e.g. cpu:gpu=12,0.01 (GB/s, ms per "
+                        "transfer); marked as declared in the platform. Needed where the traces show no copies to "
+                        "measure it from; given anyway, it is used and the measured figure printed beside it")
     p.add_argument("--kind", action="append", default=[], metavar="ID=KIND",
                    help=f"device kind where the trace does not say it ({', '.join(KINDS)}), e.g. npu0=npu")
-    p.add_argument("--platform-name", default=None, help="platform name (default: the profile name + '-imported')")
+    p.add_argument("--platform-name", default=None, help="platform name; omitted: the profile name + '-imported'")
     p.add_argument("--json", action="store_true", help="print the match report as JSON")
     p.set_defaults(func=run)
 
