@@ -286,3 +286,22 @@ def test_alignment_too_large_is_refused_with_the_way_out(squeezenet, monkeypatch
     monkeypatch.setattr(structure, "MAX_CELLS", 1000)
     with pytest.raises(InputError, match="record_function"):
         _import(squeezenet, "trace_gpu_modules.json.gz", "gpu")
+
+
+def test_extending_a_platform_whose_gpu_has_no_transfer_cost(squeezenet, tmp_path, capsys):
+    """--platform BASE: its devices are kept; a GPU it declares without a transfer cost gets
+    the declared link (marked), or the import says it needs one."""
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"name": "h200-host", "devices": [
+        {"id": "cpu", "kind": "cpu", "dvfs_levels": [{"freq_mhz": 1000}]},
+        {"id": "gpu", "kind": "gpu", "name": "H200", "dvfs_levels": [{"freq_mhz": 1000}]}]}))
+    out, plat = tmp_path / "m.json", tmp_path / "p.json"
+    argv = ["import", "pytorch", str(REAL / "trace_gpu_labelled.json.gz"), "--device", "gpu", "--model",
+            str(squeezenet[0]), "--out", str(out), "--platform", str(base), "--out-platform", str(plat)]
+    code, text, err = run(capsys, *argv)
+    assert code == 2 and "base platform gives it no transfer cost" in err
+    code, text, err = run(capsys, *argv, "--link", "cpu:gpu=20,0.01")
+    assert code == 0, err
+    platform = load(Platform, plat, "platform")
+    assert platform.name == "h200-host" and [d.id for d in platform.devices] == ["cpu", "gpu"]
+    assert platform.device("gpu").name.startswith("H200; transfer to/from cpu DECLARED")

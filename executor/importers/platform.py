@@ -62,6 +62,25 @@ def fit_copies(copies: Sequence[tuple[str, int, float]]) -> tuple[float, float]:
     return float(t.sum() / b.sum()), 0.0
 
 
+def _communication(d: dict, copies: list, ln: Link | None) -> str | None:
+    """Set the device's per-slice transfer: declared by `ln` (marked), else fitted from the
+    copies; None when there is neither."""
+    if ln is not None:
+        d["communication"] = {"kind": "linear", "levels": [{"alpha_ms_per_byte": 1e-6 / ln.gb_per_s,
+                                                            "beta_ms": ln.latency_ms}]}
+        comm = (f"transfer to/from {ln.host} DECLARED by the user (--link {ln.text}: {ln.gb_per_s:g} GB/s, "
+                f"{ln.latency_ms:g} ms per transfer), not measured")
+        if copies:
+            a, b = fit_copies(copies)
+            comm += f"; the trace's {len(copies)} copies measured {1e-6 / a:.3g} GB/s, {b:.3g} ms"
+        return comm
+    if copies:
+        a, b = fit_copies(copies)
+        d["communication"] = {"kind": "linear", "levels": [{"alpha_ms_per_byte": a, "beta_ms": b}]}
+        return f"transfer measured from {len(copies)} host<->device copies in the trace: {1e-6 / a:.3g} GB/s, {b:.3g} ms"
+    return None
+
+
 def build_platform(traces: Sequence[Trace], name: str, links: Sequence[Link] = (), kinds: Mapping[str, str] | None = None,
                    freq_mhz: Mapping[str, float] | None = None, base: dict | None = None,
                    also: Sequence[str] = ()) -> tuple[dict, list[str]]:
@@ -83,7 +102,18 @@ def build_platform(traces: Sequence[Trace], name: str, links: Sequence[Link] = (
             issues.append(Issue("--link", f"'{ln.text}': no imported or base device '{ln.device}'"))
     for dev, trs in by_device.items():
         if dev in known:
-            lines.append(f"{dev}: kept as the base platform declares it")
+            d = next(x for x in devices if x["id"] == dev)
+            if d["kind"] == "cpu" or d.get("communication"):
+                lines.append(f"{dev}: kept as the base platform declares it")
+                continue
+            comm = _communication(d, [c for t in trs for c in t.copies if c[1] > 0 and c[2] > 0], link_of.get(dev))
+            if comm is None:
+                issues.append(Issue("--link", f"device '{dev}' ({d['kind']}): the base platform gives it no transfer "
+                                              f"cost and the trace shows no copy; declare it with --link cpu:{dev}=GBps,latency_ms"))
+                continue
+            d["name"] = ((d.get("name", "") + "; ") if d.get("name") else "") + comm
+            lines.append(f"{dev}: the base platform's, with {comm}")
+            sources.append(f"{dev}: {comm}")
             continue
         seen = {t.device_kind for t in trs if t.device_kind}
         kind = kinds.get(dev) or (seen.pop() if len(seen) == 1 else None)
@@ -100,19 +130,9 @@ def build_platform(traces: Sequence[Trace], name: str, links: Sequence[Link] = (
         ln = link_of.get(dev)
         if kind == "cpu" and ln is None:
             comm = "host memory, no transfer"
-        elif ln is not None:
-            d["communication"] = {"kind": "linear", "levels": [{"alpha_ms_per_byte": 1e-6 / ln.gb_per_s,
-                                                                "beta_ms": ln.latency_ms}]}
-            comm = (f"transfer to/from {ln.host} DECLARED by the user (--link {ln.text}: {ln.gb_per_s:g} GB/s, "
-                    f"{ln.latency_ms:g} ms per transfer), not measured")
-            if copies:
-                a, b = fit_copies(copies)
-                comm += f"; the trace's {len(copies)} copies measured {1e-6 / a:.3g} GB/s, {b:.3g} ms"
-        elif copies:
-            a, b = fit_copies(copies)
-            d["communication"] = {"kind": "linear", "levels": [{"alpha_ms_per_byte": a, "beta_ms": b}]}
-            comm = f"transfer measured from {len(copies)} host<->device copies in the trace: {1e-6 / a:.3g} GB/s, {b:.3g} ms"
         else:
+            comm = _communication(d, copies, ln)
+        if comm is None:
             issues.append(Issue("--link", f"device '{dev}' ({kind}): the trace shows no host<->device copy to measure "
                                           f"the transfer from; declare it with --link cpu:{dev}=GBps,latency_ms"))
             continue
