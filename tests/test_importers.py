@@ -320,3 +320,25 @@ def test_pytorch_trace_of_many_steps_parses_each_event_once(tmp_path):
     assert trace.runs == 100 and len(trace.records) == 66
     assert all(len(r.samples_ms) == 100 for r in trace.records)
     assert trace.records[7].samples_ms[3] == pytest.approx(0.007 + 0.001 * 3)
+
+
+def test_ort_byte_counts_out_of_range_are_unknown_not_errors(tmp_path, capsys):
+    path = tmp_path / "ort.json"
+    path.write_text('[{"cat": "Node", "name": "conv_kernel_time", "dur": 12, "args": {"activation_size": 1e400, '
+                    '"output_size": -5, "parameter_size": "77"}}]')
+    [trace] = read("onnxruntime", [str(path)], "cpu")
+    rec = trace.records[0]
+    assert (rec.input_bytes, rec.output_bytes, rec.weight_bytes) == (None, None, 77)
+
+
+def test_trtexec_huge_or_negative_tensor_facts_are_unknown(tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text('[{"count": 5}, {"name": "conv1", "averageMs": 0.2}]')
+    info = tmp_path / "l.json"
+    info.write_text(json.dumps({"Layers": [{"Name": "conv1", "LayerType": "Conv",
+                                            "Inputs": [{"Name": "x", "Dimensions": [10**9, 10**9], "Format/Datatype": "FP32"}],
+                                            "Outputs": [{"Name": "y", "Dimensions": [1, 8], "Format/Datatype": "FP32"}],
+                                            "Weights": {"Type": "FP32", "Count": -3}}]}))
+    [trace] = read("trtexec", [str(prof), str(info)], "gpu")
+    rec = trace.records[0]
+    assert (rec.input_bytes, rec.output_bytes, rec.weight_bytes) == (None, 32, None)

@@ -21,10 +21,12 @@ SUFFIX = "_kernel_time"
 
 
 def _int(value) -> int | None:  # noqa: ANN001
+    """A byte count ORT wrote (an int or its string), else unknown."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if 0 <= n < 2**53 else None
 
 
 def parse(path: str, device: str) -> Trace:

@@ -211,15 +211,14 @@ def parse(path: str, device: str) -> Trace:
             scope = module_path(u) if has_modules else ()
             op_type = e[1] if kind == "op" else next((ev[k][1] for k in range(u + 1, min(n, u + 64))
                                                       if ev[k][0] == _OP and unit[k] == u), "op")
+            # labels name their graph nodes; modules and glue ops are placed later (structure.place)
             rec = records[name] = OpRecord(name=name, op_type=op_type[:64], kind=kind, scope=scope,
-                                           parts=(name,) if kind == "label" else ("\0",))
+                                           parts=(name,) if kind == "label" else ())
         while len(rec.samples_ms) < s:  # absent in an earlier step: keep the steps aligned
             rec.samples_ms.append(float("nan"))
         rec.samples_ms.append(ms)
     for rec in records.values():
         rec.samples_ms = [x for x in rec.samples_ms if x == x]  # drop NaN gaps
-        if rec.kind != "label":
-            rec.parts = ()  # placed by the structural matcher (or by its own name)
         rec.host_timed = rec.name in host_timed
     how = ("record_function labels" if has_labels else "leaf nn.Module events" if has_modules else "top-level ATen ops")
     glue = sum(1 for r in records.values() if r.kind == "op") if (has_labels or has_modules) else 0

@@ -69,6 +69,8 @@ def _tensor_bytes(tensors) -> int | None:  # noqa: ANN001
         for d in dims:
             n *= d
         total += n * size
+        if total >= 2**50:  # not a tensor of one inference: unknown rather than an overflow later
+            return None
     return total
 
 
@@ -143,7 +145,8 @@ def parse(paths: list[str], device: str) -> Trace:
             feeds, parts = split_name(target)[0], ()
         weights = layer.get("Weights")
         wbytes = None
-        if isinstance(weights, dict) and isinstance(weights.get("Count"), int):
+        count_w = weights.get("Count") if isinstance(weights, dict) else None
+        if isinstance(count_w, int) and not isinstance(count_w, bool) and 0 <= count_w < 2**50:
             wbytes = weights["Count"] * (_element_bytes(str(weights.get("Type", ""))) or ELEMENT_BYTES["float"])
         records.append(OpRecord(
             name=name, op_type=str(layer.get("LayerType") or "trt_layer"), parts=parts, samples_ms=[ms], runs=count,
