@@ -305,3 +305,13 @@ def test_extending_a_platform_whose_gpu_has_no_transfer_cost(squeezenet, tmp_pat
     platform = load(Platform, plat, "platform")
     assert platform.name == "h200-host" and [d.id for d in platform.devices] == ["cpu", "gpu"]
     assert platform.device("gpu").name.startswith("H200; transfer to/from cpu DECLARED")
+
+
+@pytest.mark.parametrize("providers,kind", [({"CPUExecutionProvider"}, "cpu"), ({"CUDAExecutionProvider"}, "gpu"),
+                                            ({"TensorrtExecutionProvider"}, "gpu"), ({"QNNExecutionProvider"}, "npu"),
+                                            ({"CUDAExecutionProvider", "CPUExecutionProvider"}, "gpu"), (set(), None),
+                                            ({"CUDAExecutionProvider", "QNNExecutionProvider"}, None)])
+def test_onnxruntime_device_kind_from_its_providers(providers, kind):
+    from executor.importers.ort import _kind
+
+    assert _kind(providers) == kind

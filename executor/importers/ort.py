@@ -72,7 +72,11 @@ _NPU_PROVIDERS = ("QNN", "Nnapi", "NNAPI", "CoreML", "Vitis", "RKNPU")
 
 
 def _kind(providers: set[str]) -> str | None:
-    """Device kind from the providers that ran the nodes (one kind, else unknown)."""
+    """Device kind from the providers that ran the nodes: the accelerator's (a CUDA session
+    runs a few nodes, shape arithmetic, on the CPU provider), cpu alone, else unknown."""
     kinds = {"gpu" if p.startswith(_GPU_PROVIDERS) else "npu" if p.startswith(_NPU_PROVIDERS)
              else "cpu" if p.startswith("CPU") else "other" for p in providers}
-    return kinds.pop() if len(kinds) == 1 else None
+    accelerators = kinds - {"cpu"}
+    if len(accelerators) == 1:
+        return accelerators.pop()
+    return "cpu" if kinds == {"cpu"} else None
