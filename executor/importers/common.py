@@ -20,6 +20,11 @@ MIN_BYTES_PER_CONTAINER = 16
 
 
 def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8", errors="replace")
+
+
+def read_bytes(path: str) -> bytes:
+    """The file's bytes (gunzipped when it is gzip), bounded by MAX_TRACE_BYTES."""
     p = Path(path)
     try:
         size = p.stat().st_size
@@ -33,7 +38,7 @@ def read_text(path: str) -> str:
         with p.open("rb") as f:
             gzipped = f.read(2) == b"\x1f\x8b"
         if not gzipped:
-            return p.read_text(encoding="utf-8", errors="replace")
+            return p.read_bytes()
         with gzip.open(p, "rb") as g:  # torch.profiler's tensorboard handler writes .json.gz
             data = g.read(MAX_TRACE_BYTES + 1)
     except OSError as exc:
@@ -44,15 +49,17 @@ def read_text(path: str) -> str:
         raise InputError(path, f"not a readable gzip file: {exc}"[:200]) from None
     if len(data) > MAX_TRACE_BYTES:
         raise InputError(path, f"over the {MAX_TRACE_BYTES} byte limit once decompressed")
-    return data.decode("utf-8", errors="replace")
+    return data
 
 
 def load_json_file(path: str):  # noqa: ANN201
-    text = read_text(path)
-    containers = text.count("{") + text.count("[")  # an upper bound: brackets inside strings count too
-    if containers > len(text) // MIN_BYTES_PER_CONTAINER + 1000:
-        raise InputError(path, f"{containers} JSON objects/arrays in {len(text)} bytes: not a profiler trace (its events "
+    data = read_bytes(path)
+    containers = data.count(b"{") + data.count(b"[")  # an upper bound: brackets inside strings count too
+    if containers > len(data) // MIN_BYTES_PER_CONTAINER + 1000:
+        raise InputError(path, f"{containers} JSON objects/arrays in {len(data)} bytes: not a profiler trace (its events "
                                f"are tens to hundreds of bytes each); refused before parsing")
+    text = data.decode("utf-8", errors="replace")
+    del data  # the text alone while parsing
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
