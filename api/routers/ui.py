@@ -14,6 +14,7 @@ import functools
 import hashlib
 import hmac
 import json
+import math
 import multiprocessing
 import secrets
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -39,6 +40,17 @@ from planner.core.schema import ModelProfile, Plan, Platform, Schedule
 
 HERE = Path(__file__).resolve().parent.parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def number(value: float | None, fmt: str = "%.3f") -> str:
+    """A figure for a page: "n/a" where a document has none (a time-only profile's
+    energy, an infeasible plan's latency), never a 500 for the whole listing."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return fmt % value
+
+
+templates.env.filters["num"] = number
 router = APIRouter(prefix="/ui", include_in_schema=False)
 PAGE = 50
 MAX_FRONTIER_CELLS = 200_000  # layers x targets the UI computes a frontier for
@@ -107,8 +119,12 @@ def check_csrf(request: Request, form) -> None:  # noqa: ANN001
 
 
 def spec_json(chart) -> str:  # noqa: ANN001
-    """A figure's Vega-Lite spec, safe inside <script type="application/json">."""
-    return json.dumps(figures.spec(chart), separators=(",", ":")).replace("</", "<\\/")
+    """A figure's Vega-Lite spec, safe inside <script type="application/json">: every
+    <, > and & written as a JSON escape, so no name in it (`</script>`, `<!--<script>`,
+    which would put the HTML parser in its double-escaped state) can end the block or
+    swallow the page's later scripts; JSON.parse reads the same text back."""
+    text = json.dumps(figures.spec(chart), separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
@@ -296,8 +312,33 @@ async def plans(request: Request) -> HTMLResponse:
 async def _plan(request: Request, plan_id: str) -> dict:
     body = await run_in_threadpool(svc(request).plan_json, plan_id)
     res = json.loads(body)
-    res["doc"] = Plan.model_validate(res["plan"])
+    res["doc"] = plan_document_of(res["plan"])
     return res
+
+
+def plan_document_of(data: dict) -> Plan:
+    """The stored plan as a Plan. A number JSON could not carry (an infinite latency from
+    a profile of 1e308 ms is written as null) reads back as infinity, which the pages
+    print as "n/a", rather than failing the page."""
+    for _ in range(64):  # each pass fixes every null the validation names
+        try:
+            return Plan.model_validate(data)
+        except ValidationError as exc:
+            nulls = [e["loc"] for e in exc.errors() if e.get("input", 0) is None and e["type"] == "float_type"]
+            if not nulls or len(nulls) != len(exc.errors()):
+                raise
+            for loc in nulls:
+                node = data
+                for key in loc[:-1]:
+                    node = node[key]
+                node[loc[-1]] = math.inf
+    return Plan.model_validate(data)
+
+
+def drawable(plan: Plan) -> bool:
+    """A plan figure needs finite numbers (JSON has no infinity)."""
+    m = plan.metrics
+    return all(math.isfinite(v) for v in (m.latency_ms, m.execution_time_ms, m.communication_time_ms))
 
 
 @router.get("/plans/new")
@@ -367,8 +408,8 @@ async def plan_page(request: Request, plan_id: str) -> HTMLResponse:
     principal(request)
     res = await _plan(request, plan_id)
     names = await run_in_threadpool(names_of, svc(request), {res["platform_id"], res["profile_id"]})
-    chart = await run_in_threadpool(figures.plan_figure, res["doc"])
-    return render(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec_json(chart),
+    spec = spec_json(await run_in_threadpool(figures.plan_figure, res["doc"])) if drawable(res["doc"]) else None
+    return render(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec,
                   request_json=json.dumps(res["request"], indent=2))
 
 
@@ -395,8 +436,9 @@ async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
                              ("slices", lambda p: p.metrics.slices, ""), ("transitions", lambda p: p.metrics.transitions, "")):
         va, vb = get(left["doc"]), get(right["doc"])
         rows.append({"label": label, "unit": unit, "a": va, "b": vb,
-                     "diff_pct": (100.0 * (vb - va) / va) if va and vb is not None else None})
-    specs = [spec_json(await run_in_threadpool(figures.plan_figure, r["doc"], width=420)) for r in (left, right)]
+                     "diff_pct": (100.0 * (vb - va) / va) if va and vb is not None and math.isfinite(va - vb) else None})
+    specs = [spec_json(await run_in_threadpool(figures.plan_figure, r["doc"], width=420)) if drawable(r["doc"]) else None
+             for r in (left, right)]
     return render(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
 
 
@@ -540,29 +582,40 @@ async def deployments(request: Request) -> HTMLResponse:
     return render(request, "deployments.html", items=items, names=names, page=pages(total, off))
 
 
-def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, list[figures.DeploymentPoint]]:
-    """The deployment, its events and one figure row per revision (predicted latency from
-    the plan; measured stays empty until executors report telemetry)."""
+UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)
+
+
+def deployment_rows(s: Service, dep_id: str, who: Principal) -> tuple[Any, list, list[figures.DeploymentPoint], Any]:
+    """The deployment, its events, one figure row per revision (predicted latency from
+    the plan, measured = the median of what executors reported running that plan) and
+    the API's telemetry summary (per plan and per slice)."""
     from sqlalchemy import select
 
     from api.rows import PlanRow
+    from api.telemetry import summary
 
     dep = s.deployment(dep_id)
     events = s.history(dep.id)
     with s.db.session() as sess:
         latency = dict(sess.execute(select(PlanRow.id, PlanRow.latency_ms)
                                     .where(PlanRow.id.in_({e.plan_id for e in events}))).all())
+    telemetry = summary(s, dep.id, who, UI_TELEMETRY_BATCHES)
+    measured = {p.plan_id: p.median_ms for p in telemetry.plans}
     points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
-                                      predicted_ms=latency[e.plan_id]) for e in events if e.plan_id in latency]
-    return dep, events, points
+                                      predicted_ms=latency[e.plan_id], measured_ms=measured.get(e.plan_id))
+              for e in events if e.plan_id in latency]
+    return dep, events, points, telemetry
 
 
 @router.get("/deployments/{dep_id}")
 @ui_errors
 async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
-    principal(request)
+    from planner.core.telemetry import ERROR_CONVENTION
+
+    who = principal(request)
     s = svc(request)
-    dep, events, points = await run_in_threadpool(deployment_rows, s, dep_id)
+    dep, events, points, telemetry = await run_in_threadpool(deployment_rows, s, dep_id, who)
     spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
+    names = await run_in_threadpool(names_of, s, {dep.platform_id, dep.profile_id})
     return render(request, "deployment.html", dep=views.deployment(dep), events=[views.event(e) for e in events],
-                  spec=spec, points=points)
+                  spec=spec, points=points, telemetry=telemetry, names=names, error_convention=ERROR_CONVENTION)
