@@ -185,7 +185,7 @@ def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from planner.commands.solve import render, request_from_args
+    from planner.commands.solve import render, request_from_args, solver_note
     from planner.core.schema import Plan
 
     client = Client(args.server, args.token)
@@ -213,6 +213,7 @@ def run_plan(args: argparse.Namespace) -> int:
     else:
         print(render(Plan.model_validate(resource["plan"])))
         print(f"\nplan id   {resource['id']}  ({client.server}/v1/plans/{resource['id']})")
+    solver_note(args, request)
     return 0
 
 
