@@ -36,3 +36,28 @@ def test_an_unknown_solver_gets_a_suggestion_of_its_own_kind(capsys):
     code, _, err = run(capsys, "schedule", "--platform", str(ROOT / "profiles/platforms/galaxy_s9.json"),
                        "--app", str(ROOT / "profiles/models/squeezenet_s9.json") + ":33:0", "--solver", "gaa")
     assert code == 2 and "did you mean 'ga'" in err and "dp," not in err, err
+
+
+def test_measured_profiles_plan_with_one_line_about_what_was_adjusted():
+    """A profile of small layers (what `planner profile` measures) used to give a warning
+    per layer whose estimated communication exceeded its measured time (27 on SqueezeNet)."""
+    from models.compile import compile_problem
+    from planner.core.schema import ModelProfile, Platform
+    from tests.support import docs
+
+    prof = docs.profile(n_layers=12)
+    for layer in prof["layers"]:
+        for m in layer["measurements"]:
+            if m["device"] == "gpu":
+                m["time_ms"], m["includes_communication"] = 0.05, True  # shorter than 2 x 0.2 ms of beta
+    p = compile_problem(Platform.model_validate(docs.platform()), ModelProfile.model_validate(prof))
+    clamped = [n for n in p.notes if "exceeds the measured" in n]
+    assert len(clamped) == 1 and clamped[0].startswith("12 measurement(s) shorter than their estimated communication"), p.notes
+
+
+def test_profiled_devices_get_one_letter_symbols():
+    """`cpu1`, `cpu2` were C and CP: `CP1` reads like the split notation (CG) or two devices."""
+    from planner.commands.profile import symbols
+
+    assert symbols(["cpu1", "cpu2", "q8"]) == ["C", "P", "Q"]
+    assert all(len(s) == 1 for s in symbols([f"cpu{i}" for i in range(20)]))
