@@ -55,12 +55,37 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not mod.name.startswith("_"):
             importlib.import_module(f"planner.commands.{mod.name}").register(sub)
+    parser.set_defaults(_commands=sub.choices)
     return parser
+
+
+def unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Refuse arguments the command does not take, in the command's own words: its
+    --help, the option it probably meant, and the commands that do take it (an
+    `--energy-cap` given to `frontier` belongs to `plot`)."""
+    import difflib
+
+    commands = getattr(args, "_commands", {}) or {}
+    own = commands.get(getattr(args, "command", None)) or parser
+    hints = []
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--"):
+            continue
+        close = difflib.get_close_matches(name, list(own._option_string_actions), n=1, cutoff=0.75)
+        others = sorted(c for c, p in commands.items() if p is not own and name in p._option_string_actions)
+        if close:
+            hints.append(f"did you mean {close[0]}?")
+        if others:
+            hints.append(f"{name} is an option of `planner {' / '.join(others)}`")
+    own.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        unknown_options(parser, args, extra)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT

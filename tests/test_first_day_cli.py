@@ -61,3 +61,25 @@ def test_profiled_devices_get_one_letter_symbols():
 
     assert symbols(["cpu1", "cpu2", "q8"]) == ["C", "P", "Q"]
     assert all(len(s) == 1 for s in symbols([f"cpu{i}" for i in range(20)]))
+
+
+def test_an_option_of_another_command_is_named_in_the_commands_words(capsys, tmp_path):
+    """`planner frontier --energy-cap` pointed to `planner --help`; the cap belongs to `plot`."""
+    import pytest
+
+    from planner.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["frontier", "--platform", XAVIER, "--profile", VGG, "--energy-cap", "170"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("planner frontier: error: unrecognized arguments: --energy-cap 170") and "plot" in err, err
+    assert "see planner frontier --help" in err, err
+    with pytest.raises(SystemExit):
+        main(["solve", "--platform", XAVIER, "--profile", VGG, "--max-transitons", "3"])
+    assert "did you mean --max-transitions?" in capsys.readouterr().err
+    # the empty file the shell left behind (`planner frontier ... > f.json` failed): said so, not "not valid JSON"
+    empty = tmp_path / "f.json"
+    empty.write_text("")
+    code, _, err = run(capsys, "plot", str(empty), "--out", str(tmp_path / "f.svg"))
+    assert code == 2 and "the file is empty" in err, err
