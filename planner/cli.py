@@ -31,12 +31,17 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class TopFormatter(argparse.RawDescriptionHelpFormatter, DefaultsFormatter):
+    """`planner --help`: the command list (its epilog) laid out as written."""
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors in one line too (argparse prints the whole usage by default); help
     shows every option's default (subcommands are built with this class too)."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        if kwargs.get("formatter_class", None) in (None, argparse.ArgumentDefaultsHelpFormatter):
+            kwargs["formatter_class"] = DefaultsFormatter  # argparse's own prints "(default: None)"
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
@@ -47,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     import planner.commands as commands
 
     parser = OneLineParser(
-        prog="planner",
+        prog="planner", formatter_class=TopFormatter,
         description="Plan DNN inference on heterogeneous SoCs: slicing, device and frequency per slice.",
     )
     parser.add_argument("--version", action="version", version=f"planner {__version__}")
@@ -56,7 +61,46 @@ def build_parser() -> argparse.ArgumentParser:
         if not mod.name.startswith("_"):
             importlib.import_module(f"planner.commands.{mod.name}").register(sub)
     parser.set_defaults(_commands=sub.choices)
+    describe(sub)
+    order_by_task(parser, sub)
     return parser
+
+
+# The command list, by what a person is doing; a command not named here is listed last.
+TASKS = (
+    ("plan on this machine", ("solve", "frontier", "schedule", "validate", "solvers", "plot", "schema")),
+    ("measure and run on a board", ("profile", "import", "execute", "agent", "refit")),
+    ("serve and deploy", ("serve", "token", "upload", "plan", "deploy")),
+)
+
+
+def describe(sub: argparse._SubParsersAction) -> None:
+    """A command registered with a one-line `help` and no description shows that line
+    as its description in its own --help (nested commands too: `token create`)."""
+    for action in sub._choices_actions:
+        p = sub.choices[action.dest]
+        if not p.description and action.help:
+            p.description = action.help[0].upper() + action.help[1:] + "."
+        for inner in p._actions:
+            if isinstance(inner, argparse._SubParsersAction):
+                describe(inner)
+
+
+def order_by_task(parser: argparse.ArgumentParser, sub: argparse._SubParsersAction) -> None:
+    """`planner --help` lists the commands grouped by task, a heading per group (argparse
+    lists them in registration order, which is the modules' alphabetical order)."""
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    width = max(len(n) for n in helps) + 2
+    lines = ["commands, by task (planner COMMAND --help for each):"]
+    groups = [*TASKS, ("other", tuple(n for n in helps if not any(n in names for _, names in TASKS)))]
+    for title, names in groups:
+        present = [n for n in names if n in helps]
+        if present:
+            lines.append(f"  {title}:")
+            lines += [f"    {n:<{width}}{helps[n]}" for n in present]
+    parser.epilog = "\n".join(lines)
+    parser.usage = f"{parser.prog} [-h] [--version] COMMAND ..."
+    sub.help = argparse.SUPPRESS
 
 
 def unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:

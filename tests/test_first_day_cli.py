@@ -83,3 +83,47 @@ def test_an_option_of_another_command_is_named_in_the_commands_words(capsys, tmp
     empty.write_text("")
     code, _, err = run(capsys, "plot", str(empty), "--out", str(tmp_path / "f.svg"))
     assert code == 2 and "the file is empty" in err, err
+
+
+def all_parsers():
+    """(name, parser) for every command and nested command (`token create`)."""
+    import argparse
+
+    from planner.cli import build_parser
+
+    def walk(prefix, parser):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield f"{prefix} {name}".strip(), sub
+                    yield from walk(f"{prefix} {name}", sub)
+
+    return list(walk("", build_parser()))
+
+
+def test_every_command_says_what_it_does_and_every_option_helps():
+    import argparse
+
+    from planner.cli import build_parser
+
+    top = build_parser().format_help()
+    assert "COMMAND" in top.splitlines()[0]
+    groups = [ln for ln in top.splitlines() if ln.startswith("  ") and ln.strip().endswith(":")]
+    assert [g.strip() for g in groups] == ["plan on this machine:", "measure and run on a board:", "serve and deploy:"], top
+    problems = []
+    for name, parser in all_parsers():
+        text = parser.format_help()
+        if not parser.description:
+            problems.append(f"{name}: no description")
+        for bad in ("(default: None)", "(default: [])"):
+            if bad in text:
+                problems.append(f"{name}: prints {bad}")
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            label = "/".join(action.option_strings) or action.dest
+            if not action.help:
+                problems.append(f"{name} {label}: no help")
+            elif parser.formatter_class(name)._expand_help(action).count("default") > 1:
+                problems.append(f"{name} {label}: its default twice")
+    assert not problems, "\n".join(problems)

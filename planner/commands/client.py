@@ -36,7 +36,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     u = sub.add_parser("upload", help="upload platform / model profile JSON files to the service")
     _common(u)
-    u.add_argument("files", nargs="+", metavar="FILE")
+    u.add_argument("files", nargs="+", metavar="FILE", help="platform or model profile JSON files; each is stored once (content-addressed) and its id printed")
     u.add_argument("--kind", choices=("platform", "profile"), help="default: guessed (devices -> platform, layers -> profile)")
     u.set_defaults(func=run_upload)
 

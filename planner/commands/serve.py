@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = tsub.add_parser("list", parents=[where], help="list tokens (never their secrets)")
     ls.set_defaults(func=run_token_list)
     r = tsub.add_parser("revoke", parents=[where], help="revoke a token by id")
-    r.add_argument("token_id")
+    r.add_argument("token_id", help="the id `planner token list` shows (tok_...), not the secret")
     r.set_defaults(func=run_token_revoke)
 
 
