@@ -127,3 +127,28 @@ def test_every_command_says_what_it_does_and_every_option_helps():
             elif parser.formatter_class(name)._expand_help(action).count("default") > 1:
                 problems.append(f"{name} {label}: its default twice")
     assert not problems, "\n".join(problems)
+
+
+def test_serve_on_a_busy_port_fails_before_touching_the_data_directory(tmp_path):
+    """It used to create the data directory and print a new admin token, then fail."""
+    import socket
+    import subprocess
+
+    from tests.support.server import PLANNER
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        done = subprocess.run([str(PLANNER), "serve", "--port", str(port), "--data-dir", str(tmp_path / "data")],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and f"127.0.0.1:{port} is in use" in done.stderr, done.stderr
+    assert "admin token" not in done.stderr and not (tmp_path / "data").exists()
+
+
+def test_a_mapping_space_is_written_for_people():
+    from solvers.auto import count
+
+    assert count(291_000) == "291,000" and count(1_350_851_717_672_992_089) == "1.4e18"
+    assert count(46 * 10**71) == "4.6e72"  # an integer float() could not hold is fine too
+    assert count(10**400).endswith("e400")
