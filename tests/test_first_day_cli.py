@@ -152,3 +152,44 @@ def test_a_mapping_space_is_written_for_people():
     assert count(291_000) == "291,000" and count(1_350_851_717_672_992_089) == "1.4e18"
     assert count(46 * 10**71) == "4.6e72"  # an integer float() could not hold is fine too
     assert count(10**400).endswith("e400")
+
+
+def test_deployment_time_axis_labels_each_tick_once():
+    """Revisions seconds apart were labelled "2026-11-24 09:00" on every tick."""
+    import datetime as dt
+    import xml.etree.ElementTree as ET
+
+    from planner import figures
+
+    t0 = dt.datetime(2026, 11, 24, 9, 0)
+    rows = [figures.DeploymentPoint(f"pln_{i}", i + 1, t0 + dt.timedelta(seconds=20 * i), 10.0 + i) for i in range(6)]
+    root = ET.fromstring(figures.render(figures.deployment_figure("camera", rows), "svg"))
+    svg = "{http://www.w3.org/2000/svg}"
+    x_axis = next(g for g in root.iter(f"{svg}g") if (g.get("aria-label") or "").startswith("X-axis"))
+    labels = [" ".join(t.itertext()) for g in x_axis.iter(f"{svg}g") if "role-axis-label" in (g.get("class") or "")
+              for t in g.iter(f"{svg}text")]
+    assert len(labels) > 4 and len(set(labels)) == len(labels), labels
+
+
+def test_the_frontier_legend_is_outside_the_plot():
+    """Inside the plot's corner it covered the energy-cap line."""
+    from planner import figures
+
+    front = {"platform": "p", "model": "m", "frontier": [{"latency_ms": 1.0, "energy_mj": 9.0, "transitions": 0, "plan": "A1"},
+                                                         {"latency_ms": 2.0, "energy_mj": 5.0, "transitions": 1, "plan": "B1"}],
+             "sweep": [], "devices": ["a", "b"]}
+    spec = figures.spec(figures.frontier_figure(front, energy_cap_mj=8.5))
+    orients = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "legend" in node and isinstance(node["legend"], dict):
+                orients.append(node["legend"].get("orient"))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(spec)
+    assert orients and "none" not in orients and all(o is None or o in ("bottom", "right", "top") for o in orients), orients

@@ -166,3 +166,13 @@ def test_a_hostile_name_does_not_change_the_page(site):
             assert HOSTILE in b.eval(f"document.getElementById('{fig}-view').textContent"), path  # the name is shown, as text
         assert b.eval("document.querySelectorAll('script[src]').length") == 2, path  # vega.js and ui.js still loaded
         assert b.eval("document.querySelectorAll('table').length") >= 1, path
+
+
+def test_the_root_points_to_the_ui_and_the_docs_and_there_is_an_icon(site):
+    r = httpx.get(site["url"] + "/", headers={"Accept": "text/html"}, follow_redirects=False)
+    assert r.status_code == 307 and r.headers["location"] == "/ui"
+    r = httpx.get(site["url"] + "/")
+    assert r.status_code == 200 and r.json()["ui"] == "/ui" and r.json()["swagger_ui"] == "/docs"
+    for path in ("/favicon.ico", "/ui/static/favicon.svg"):
+        r = httpx.get(site["url"] + path)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml") and b"<svg" in r.content

@@ -198,9 +198,9 @@ async def vega_bundle(request: Request) -> Response:
 @router.get("/static/{name}")
 async def static(name: str) -> Response:
     path = STATIC / name
-    if name not in ("ui.css", "ui.js") or not path.is_file():
+    if name not in ("ui.css", "ui.js", "favicon.svg") or not path.is_file():
         return Response("not found", status_code=404, media_type="text/plain")
-    media = "text/css" if name.endswith(".css") else "text/javascript"
+    media = {"css": "text/css", "js": "text/javascript", "svg": "image/svg+xml"}[name.rsplit(".", 1)[1]]
     return Response(path.read_bytes(), media_type=media, headers={"Cache-Control": "no-cache"})
 
 
