@@ -62,6 +62,7 @@ def site(tmp_path_factory):
                 return r.json()
 
             ids["board"] = up("platform", docs.platform())
+            ids["hikey"], ids["mobilenet"] = up("platform", docs.hikey()), up("profile", docs.mobilenet())
             ids["hostile"] = up("platform", docs.platform(name=HOSTILE))
             ids["timed"] = up("profile", time_only(docs.profile(name="timed-net")))
             ids["powered"] = up("profile", docs.profile(name="powered-net"))
@@ -176,3 +177,41 @@ def test_the_root_points_to_the_ui_and_the_docs_and_there_is_an_icon(site):
     for path in ("/favicon.ico", "/ui/static/favicon.svg"):
         r = httpx.get(site["url"] + path)
         assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml") and b"<svg" in r.content
+
+
+def test_the_plan_form_offers_what_fits(site):
+    """The form pre-selected a platform and a profile that did not fit (96 lines of
+    "unknown device"), showed "( devices)" and "( layers)", listed schedule solvers."""
+    b, ids = site["browser"], site["ids"]
+    page(site, f"/ui/plans/new?platform_id={ids['board']}")
+    visible = ("[...document.querySelectorAll('#form-profile option')].filter(o => !o.hidden).map(o => o.value)")
+    shown = b.eval(visible)
+    assert ids["timed"] in shown and ids["mobilenet"] not in shown, shown  # mobilenet has a 'little' cluster
+    assert b.eval("document.getElementById('form-profile').value") in shown
+    b.eval(f"const s = document.getElementById('form-platform'); s.value = {json.dumps(ids['hikey'])}; "
+           "s.dispatchEvent(new Event('change')); true")
+    assert ids["mobilenet"] in b.eval(visible)
+    texts = b.eval("[...document.querySelectorAll('#plan-form option')].map(o => o.textContent)")
+    assert not any("( devices" in t or "( layers" in t for t in texts), texts
+    assert any("time only" in t for t in texts)
+    solvers = b.eval("[...document.querySelector('#plan-form select[name=solver]').options].map(o => o.value)")
+    assert "dp" in solvers and "pareto" in solvers and not {"ga", "auto", "cpsat", "asymo"} & set(solvers), solvers
+    # a profile asked for by the link on its page: a platform it fits is chosen with it
+    page(site, f"/ui/plans/new?profile_id={ids['mobilenet']}")
+    assert b.eval("document.getElementById('form-platform').value") == ids["hikey"]
+    assert b.eval("document.getElementById('form-profile').value") == ids["mobilenet"]
+
+
+def test_a_time_only_plan_offers_no_frontier_and_errors_say_it_once(site):
+    ids = site["ids"]
+    text = page(site, f"/ui/plans/{ids['timed_plan']}")
+    assert "Latency-energy frontier" not in text and "no latency-energy frontier" in text
+    text = page(site, f"/ui/profiles/{ids['timed']}")
+    assert "no latency-energy frontier" in text
+    r = site["http"].get(f"/ui/frontier?platform_id={ids['board']}&profile_id={ids['timed']}&max_transitions=2")
+    assert r.status_code == 422
+    b = site["browser"]
+    b.goto(site["url"] + f"/ui/frontier?platform_id={ids['board']}&profile_id={ids['timed']}&max_transitions=2")
+    body = b.eval("document.querySelector('main').innerText")
+    reason = b.eval("document.querySelector('p.error').innerText")
+    assert reason and body.count(reason) == 1, body

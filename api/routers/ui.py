@@ -280,8 +280,11 @@ async def platform_page(request: Request, doc_id: str) -> HTMLResponse:
     p = await run_in_threadpool(doc, s, "platform", doc_id, Platform)
     total, rows = await run_in_threadpool(s.list_plans, PAGE, 0, doc_id, None)
     profiles = await run_in_threadpool(s.list_documents, "profile", 200, 0)
+    ids = {d.id for d in p.devices}
+    frontier_profiles = [r for r in profiles[1] if not (summary := json.loads(r.summary)).get("time_only")
+                         and set(summary.get("measured_on", ())) <= ids]  # those a frontier can be drawn for
     return render(request, "platform.html", id=doc_id, platform=p, plans=[views.plan_summary(r) for r in rows],
-                  plan_total=total, profiles=profiles[1])
+                  plan_total=total, profiles=frontier_profiles)
 
 
 @router.get("/profiles/{doc_id}")
@@ -293,8 +296,9 @@ async def profile_page(request: Request, doc_id: str) -> HTMLResponse:
     total, rows = await run_in_threadpool(s.list_plans, PAGE, 0, None, doc_id)
     platforms = await run_in_threadpool(s.list_documents, "platform", 200, 0)
     devices = sorted({m.device for layer in p.layers for m in layer.measurements})
-    return render(request, "profile.html", id=doc_id, profile=p, devices=devices,
-                  plans=[views.plan_summary(r) for r in rows], plan_total=total, platforms=platforms[1])
+    fitting = [r for r in platforms[1] if set(devices) <= {d for d in json.loads(r.summary).get("device_ids", devices)}]
+    return render(request, "profile.html", id=doc_id, profile=p, devices=devices, time_only=bool(p.time_only_measurements()),
+                  plans=[views.plan_summary(r) for r in rows], plan_total=total, platforms=fitting)
 
 
 @router.get("/plans")
@@ -352,11 +356,27 @@ async def _plan_form(request: Request, values: dict, errors: list[str], status: 
     from planner.registry import registry
 
     s = svc(request)
-    platforms = (await run_in_threadpool(s.list_documents, "platform", 500, 0))[1]
-    profiles = (await run_in_threadpool(s.list_documents, "profile", 500, 0))[1]
-    solvers = sorted((n, sv.capabilities) for n, sv in registry().items())
+    platforms = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "platform", 500, 0))[1]]
+    profiles = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "profile", 500, 0))[1]]
+    # plan solvers over a platform and a profile (not schedule solvers, not AsyMo's own documents)
+    solvers = sorted((n, sv.capabilities) for n, sv in registry().items()
+                     if sv.capabilities.kind == "plan" and getattr(sv, "documents", None) is None)
+    values = dict(values)
+    if not values.get("platform_id") and platforms:  # a profile asked for: the first platform it fits
+        wanted = next((p for p in profiles if p.id == values.get("profile_id")), None)
+        values["platform_id"] = next((q.id for q in platforms if wanted is None or fits(wanted, q)), platforms[0].id)
+    chosen = next((q for q in platforms if q.id == values.get("platform_id")), None)
+    if chosen is not None and not any(p.id == values.get("profile_id") and fits(p, chosen) for p in profiles):
+        values["profile_id"] = next((p.id for p in profiles if fits(p, chosen)), "")
     return render(request, "plan_new.html", status=status, platforms=platforms, profiles=profiles, solvers=solvers,
-                  values=values, errors=errors)
+                  values=values, errors=errors, fits=fits)
+
+
+def fits(profile, platform) -> bool:  # noqa: ANN001
+    """Every device the profile measured is one of the platform's (a profile stored
+    before summaries named devices is offered everywhere)."""
+    measured, ids = profile.summary.get("measured_on"), platform.summary.get("device_ids")
+    return measured is None or ids is None or set(measured) <= set(ids)
 
 
 FORM_FIELDS = ("platform_id", "profile_id", "objective", "solver", "targets", "max_latency_ms", "max_energy_mj",
