@@ -97,3 +97,13 @@ def test_readme_real_model_loop_runs_as_written(tmp_path):
     assert "-> profile-refit.json" in out and "minimise latency with" in after and re.search(r"plan id\s+pln_", after), log
     # our own profiler's output plans without a warning per layer
     assert sum("warning:" in ln for ln in done.stdout.splitlines() + done.stderr.splitlines()) <= 4, log
+
+
+def test_the_readme_stands_on_its_own():
+    """A clone has no ../shared: every link and file the README names is in the repository."""
+    text = README.read_text()
+    assert "../" not in text
+    for target in re.findall(r"\]\(([^)]+)\)", text):
+        if target.startswith(("http://", "https://", "#")):
+            continue
+        assert (ROOT / target.split("#")[0]).exists(), target
