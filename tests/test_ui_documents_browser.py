@@ -215,3 +215,14 @@ def test_a_time_only_plan_offers_no_frontier_and_errors_say_it_once(site):
     body = b.eval("document.querySelector('main').innerText")
     reason = b.eval("document.querySelector('p.error').innerText")
     assert reason and body.count(reason) == 1, body
+
+
+def test_the_form_without_a_solver_honours_a_cap(site):
+    """The default solver refused a cap; "auto" picks one that supports it (pareto)."""
+    b, ids = site["browser"], site["ids"]
+    page(site, f"/ui/plans/new?platform_id={ids['board']}&profile_id={ids['powered']}")
+    assert b.eval("document.querySelector('#plan-form select[name=solver]').value") == ""
+    b.eval("""(() => { const f = document.getElementById('plan-form'); f.max_energy_mj.value = '40';
+      document.getElementById('plan-submit').click(); return true; })()""")
+    b.wait_for("/^\\/ui\\/plans\\/pln_/.test(location.pathname) && document.readyState === 'complete'", what="the plan")
+    assert "solver pareto" in b.eval("document.querySelector('p.meta').innerText")

@@ -410,6 +410,10 @@ async def plan_submit(request: Request):  # noqa: ANN201
     values = {k: str(form.get(k, "")) for k in FORM_FIELDS}
     try:
         sub = submission_of(values)
+        if not values.get("solver"):  # "auto": a solver that can honour the form's constraints
+            from planner.registry import choose_plan_solver
+
+            sub = sub.model_copy(update={"solver": choose_plan_solver(sub.request())[0]})
         kind, result, _ = await svc(request).submit_plan(sub)
     except ValidationError as exc:
         return await _plan_form(request, values, [str(i) for i in validation_issues(exc.errors())], 422)
