@@ -176,6 +176,9 @@ def main() -> int:
     present = [m for m in names if (LIGHT / f"light_{m}.onnx").exists()]
     specs = args.device or (THREAD_DEVICES if args.clock == "thread" else DEVICES)
     results = {}
+    from planner.core.telemetry import ERROR_CONVENTION
+
+    print(ERROR_CONVENTION)
     print(f"{'model':<13} {'L':>4} {'stat':<6} {'plan':<22} {'pred_ms':>8} {'meas_ms':>8} {'error':>7} "
           f"{'best single':>16} {'speedup':>7} {'profile_s':>9}  int8/fp32 check")
     for m in present:
