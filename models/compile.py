@@ -82,7 +82,8 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
         levels = sorted(dev.dvfs_levels, key=lambda lv: lv.freq_mhz)
         for li, lv in enumerate(levels):
             targets.append(
-                Target(dev.id, di, dev.letter, lv.freq_mhz, lv.voltage_v, li, li == len(levels) - 1)
+                Target(dev.id, di, dev.letter, lv.freq_mhz, lv.voltage_v, li, li == len(levels) - 1,
+                       freq_known=not (dev.frequency_unknown and len(levels) == 1))
             )
     L, T = len(profile.layers), len(targets)
     comm = [comm_models(d, i) for i, d in enumerate(platform.devices)]

@@ -193,3 +193,20 @@ def test_the_frontier_legend_is_outside_the_plot():
 
     walk(spec)
     assert orients and "none" not in orients and all(o is None or o in ("bottom", "right", "top") for o in orients), orients
+
+
+def test_a_device_without_a_known_clock_gets_no_made_up_mhz():
+    """ONNX Runtime devices (planner profile) carry a nominal 1000 MHz level; targets read
+    `P@1000` as if it were measured."""
+    from planner.core.schema import ModelProfile, Platform, PlanRequest
+    from planner.plan import make_plan
+    from tests.support import docs
+
+    plat = docs.platform()
+    for d in plat["devices"]:
+        d["frequency_unknown"] = True
+    plan = make_plan(Platform.model_validate(plat), ModelProfile.model_validate(docs.profile()), PlanRequest())
+    assert plan.slices and all("@" not in s.target for s in plan.slices), [s.target for s in plan.slices]
+    assert all("@" not in c.notation for c in plan.comparisons)
+    plan = make_plan(Platform.model_validate(docs.platform()), ModelProfile.model_validate(docs.profile()), PlanRequest())
+    assert all("@" in s.target for s in plan.slices)  # a known clock is still shown

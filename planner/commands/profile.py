@@ -408,6 +408,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
             "symbol": sym,
             "name": f"{d.spec} ({d.describe()})",
             "dvfs_levels": [{"freq_mhz": 1000.0}],
+            "frequency_unknown": True,
             "communication": comm,
             "time_uncertainty_pct": 100.0 * u_rel,
         })
