@@ -205,9 +205,12 @@ class LRU:
 
 def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
     if kind == "platform":
-        return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices)}
-    if kind == "profile":
-        return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers)}
+        return {"devices": len(doc.devices), "targets": sum(len(d.dvfs_levels) for d in doc.devices),
+                "device_ids": [d.id for d in doc.devices]}
+    if kind == "profile":  # measured_on and time_only: the UI offers a profile only where it can plan
+        return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers),
+                "measured_on": sorted({m.device for layer in doc.layers for m in layer.measurements}),
+                "time_only": bool(doc.time_only_measurements())}
     if kind == "asymo-cpu":
         return {"clusters": len(doc.clusters), "samples": sum(len(c.samples) for c in doc.clusters)}
     return {"ops": len(doc.ops)}

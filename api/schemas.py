@@ -27,7 +27,8 @@ class DocumentInfo(BaseModel):
     kind: Literal["platform", "profile", "asymo-cpu", "asymo-network"]
     name: str
     size_bytes: int
-    summary: dict[str, Any] = Field(description="devices/targets of a platform, layers of a profile")
+    summary: dict[str, Any] = Field(description="devices/targets (and device_ids) of a platform; layers, measurements, "
+                                    "measured_on (device ids) and time_only of a profile")
     created_at: dt.datetime
     created: bool = Field(False, description="True when this upload stored a new document")
 

@@ -142,7 +142,10 @@ def main() -> int:
         "verdicts_contradicted": sum(r["contradicted"] for r in two),
         "target_mean_abs_error_pct": 7.0,
     }
-    print(f"\n{'model':<14} {'cpu':<8} {'seg':>4} {'pred fps':>9} {'meas fps':>9} {'error':>8}")
+    from planner.core.telemetry import ERROR_CONVENTION
+
+    print(f"\n{ERROR_CONVENTION}, on the period 1/fps")
+    print(f"{'model':<14} {'cpu':<8} {'seg':>4} {'pred fps':>9} {'meas fps':>9} {'error':>8}")
     for r in pipelined:
         e = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%"
         print(f"{r['model']:<14} {str(tuple(r['cpu_config'])):<8} {r['segments']:>4} {r['predicted_fps']:>9.1f} "

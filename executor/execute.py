@@ -12,6 +12,7 @@ from executor.quantize import INT8_TOLERANCE, int8_error
 from executor.runtime import RuntimeDevice, unpin
 from executor.sessions import SlicedModel, measure
 from executor.slicing import LayeredModel
+from planner.core.telemetry import error_pct as _error_pct
 
 FP32_RTOL = 1e-4  # split fp32 vs unsplit fp32: same kernels, fusion may reorder sums
 FP32_ATOL_REL = 1e-5  # absolute tolerance as a fraction of the output's largest magnitude
@@ -46,10 +47,9 @@ def check_outputs(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], referen
 
 
 def error_pct(predicted: float | None, measured: float) -> float | None:
-    """(predicted - measured) / measured in percent: positive = the plan was pessimistic."""
-    if predicted is None or measured <= 0:
-        return None
-    return 100.0 * (predicted - measured) / measured
+    """(measured - predicted) / predicted in percent, the core's one convention
+    (planner.core.telemetry.ERROR_CONVENTION): positive = slower than predicted."""
+    return _error_pct(measured, predicted)
 
 
 def run_plan(

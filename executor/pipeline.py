@@ -33,6 +33,7 @@ import numpy as np
 
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, boundary, slice_model
+from planner.core.telemetry import error_pct
 
 Mode = Literal["throughput", "response_time"]
 BUFFERS = 2  # double buffering of every tensor that crosses PEs
@@ -363,9 +364,10 @@ def cpu_cores_for(pes: Sequence[tuple[str, str, int]], available: Sequence[int])
 
 
 def percent_error(measured: float | None, predicted: float | None) -> float | None:
-    if measured is None or predicted is None or predicted == 0 or not math.isfinite(predicted):
+    """The core's error convention on times (planner.core.telemetry.ERROR_CONVENTION)."""
+    if measured is None or predicted is None or not math.isfinite(predicted):
         return None
-    return (measured - predicted) / predicted * 100.0
+    return error_pct(measured, predicted)
 
 
 def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
@@ -429,8 +431,10 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         if mode == "throughput":
             fps = res.throughput_fps(a, warmup=min(warmup_frames, max(0, nr.frames_done - 2)))
             row.update(predicted_fps=spec["throughput_fps"], measured_fps=fps,
-                       error_pct=percent_error(fps, spec["throughput_fps"]),
                        predicted_period_ms=spec["effective_period_ms"], measured_period_ms=1e3 / fps if fps else None)
+            # on the period (1 / throughput), so that + means slower than predicted, as everywhere
+            row["error_pct"] = percent_error(row["measured_period_ms"],
+                                             1e3 / spec["throughput_fps"] if spec["throughput_fps"] else None)
         else:
             row.update(predicted_response_ms=spec["response_time_ms"], predicted_latency_ms=spec["latency_ms"],
                        predicted_meets_deadline=spec["meets_deadline"],

@@ -74,6 +74,7 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
     """Every device at every DVFS level becomes a target; solvers pick the subset."""
     issues: list[Issue] = []
     notes: list[str] = []
+    clamped: list[tuple[str, str, float, float]] = []  # (layer, target, estimated communication, measured) ms
     dev_index = {d.id: i for i, d in enumerate(platform.devices)}
 
     targets: list[Target] = []
@@ -81,7 +82,8 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
         levels = sorted(dev.dvfs_levels, key=lambda lv: lv.freq_mhz)
         for li, lv in enumerate(levels):
             targets.append(
-                Target(dev.id, di, dev.letter, lv.freq_mhz, lv.voltage_v, li, li == len(levels) - 1)
+                Target(dev.id, di, dev.letter, lv.freq_mhz, lv.voltage_v, li, li == len(levels) - 1,
+                       freq_known=not (dev.frequency_unknown and len(levels) == 1))
             )
     L, T = len(profile.layers), len(targets)
     comm = [comm_models(d, i) for i, d in enumerate(platform.devices)]
@@ -143,10 +145,7 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
                 ti = freq_to_ti[f]
                 t_exec = m.time_ms - (cin_t[li, ti] + cout_t[li, ti] if m.includes_communication else 0.0)
                 if t_exec < 0:
-                    notes.append(
-                        f"layer '{layer.id}' on {targets[ti].label}: estimated communication "
-                        f"{cin_t[li, ti] + cout_t[li, ti]:.4g} ms exceeds the measured {m.time_ms:.4g} ms; execution set to 0"
-                    )
+                    clamped.append((layer.id, targets[ti].label, cin_t[li, ti] + cout_t[li, ti], m.time_ms))
                     t_exec = 0.0
                 pts_f.append(f)
                 pts_t.append(t_exec)
@@ -191,6 +190,13 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
                     "no usable measurement on a device that supports the op",
                 )
             )
+    if clamped:  # one line, not one per layer: a profile of small layers has many
+        lid, label, comm, meas = max(clamped, key=lambda c: c[2] - c[3])
+        notes.append(
+            f"{len(clamped)} measurement(s) shorter than their estimated communication (tensor in/out): execution "
+            f"set to 0; largest: layer '{lid}' on {label}, estimated "
+            f"communication {comm:.4g} ms exceeds the measured {meas:.4g} ms"
+        )
     for (dev_id, kind), n in sorted(variants.items()):
         notes.append(
             f"{n} measurement(s) on '{dev_id}' carry `cores` (per-core-count CPU runs: `planner schedule` uses them "

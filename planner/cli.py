@@ -31,12 +31,17 @@ class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class TopFormatter(argparse.RawDescriptionHelpFormatter, DefaultsFormatter):
+    """`planner --help`: the command list (its epilog) laid out as written."""
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors in one line too (argparse prints the whole usage by default); help
     shows every option's default (subcommands are built with this class too)."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        if kwargs.get("formatter_class", None) in (None, argparse.ArgumentDefaultsHelpFormatter):
+            kwargs["formatter_class"] = DefaultsFormatter  # argparse's own prints "(default: None)"
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
@@ -47,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     import planner.commands as commands
 
     parser = OneLineParser(
-        prog="planner",
+        prog="planner", formatter_class=TopFormatter,
         description="Plan DNN inference on heterogeneous SoCs: slicing, device and frequency per slice.",
     )
     parser.add_argument("--version", action="version", version=f"planner {__version__}")
@@ -55,12 +60,76 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not mod.name.startswith("_"):
             importlib.import_module(f"planner.commands.{mod.name}").register(sub)
+    parser.set_defaults(_commands=sub.choices)
+    describe(sub)
+    order_by_task(parser, sub)
     return parser
+
+
+# The command list, by what a person is doing; a command not named here is listed last.
+TASKS = (
+    ("plan on this machine", ("solve", "frontier", "schedule", "validate", "solvers", "plot", "schema")),
+    ("measure and run on a board", ("profile", "import", "execute", "agent", "refit")),
+    ("serve and deploy", ("serve", "token", "upload", "plan", "deploy")),
+)
+
+
+def describe(sub: argparse._SubParsersAction) -> None:
+    """A command registered with a one-line `help` and no description shows that line
+    as its description in its own --help (nested commands too: `token create`)."""
+    for action in sub._choices_actions:
+        p = sub.choices[action.dest]
+        if not p.description and action.help:
+            p.description = action.help[0].upper() + action.help[1:] + "."
+        for inner in p._actions:
+            if isinstance(inner, argparse._SubParsersAction):
+                describe(inner)
+
+
+def order_by_task(parser: argparse.ArgumentParser, sub: argparse._SubParsersAction) -> None:
+    """`planner --help` lists the commands grouped by task, a heading per group (argparse
+    lists them in registration order, which is the modules' alphabetical order)."""
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    width = max(len(n) for n in helps) + 2
+    lines = ["commands, by task (planner COMMAND --help for each):"]
+    groups = [*TASKS, ("other", tuple(n for n in helps if not any(n in names for _, names in TASKS)))]
+    for title, names in groups:
+        present = [n for n in names if n in helps]
+        if present:
+            lines.append(f"  {title}:")
+            lines += [f"    {n:<{width}}{helps[n]}" for n in present]
+    parser.epilog = "\n".join(lines)
+    parser.usage = f"{parser.prog} [-h] [--version] COMMAND ..."
+    sub.help = argparse.SUPPRESS
+
+
+def unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Refuse arguments the command does not take, in the command's own words: its
+    --help, the option it probably meant, and the commands that do take it (an
+    `--energy-cap` given to `frontier` belongs to `plot`)."""
+    import difflib
+
+    commands = getattr(args, "_commands", {}) or {}
+    own = commands.get(getattr(args, "command", None)) or parser
+    hints = []
+    for arg in extra:
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--"):
+            continue
+        close = difflib.get_close_matches(name, list(own._option_string_actions), n=1, cutoff=0.75)
+        others = sorted(c for c, p in commands.items() if p is not own and name in p._option_string_actions)
+        if close:
+            hints.append(f"did you mean {close[0]}?")
+        if others:
+            hints.append(f"{name} is an option of `planner {' / '.join(others)}`")
+    own.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        unknown_options(parser, args, extra)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT

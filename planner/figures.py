@@ -319,7 +319,8 @@ def frontier_figure(frontier: dict, *, energy_cap_mj: float | None = None, chose
     ys = alt.Y("energy_mj:Q", title="energy (mJ)", scale=alt.Scale(zero=False, nice=True))
     kind_colour = alt.Scale(domain=kinds, range=["#1f77b4", "#7f7f7f", "#d62728"])
     kind_shape = alt.Scale(domain=kinds, range=["circle", "square", "diamond"])
-    kind_legend = alt.Legend(title="point", orient="none", legendX=width - 115, legendY=6, fillColor="white", padding=4)
+    # below the plot, not inside it: a legend in a corner covered the energy-cap line there
+    kind_legend = alt.Legend(title="point", orient="bottom", direction="horizontal")
     line = alt.Chart(alt.Data(values=pts)).mark_line(interpolate="step-after", color="#1f77b4", opacity=0.6).encode(x=xs, y=ys)
     dots = alt.Chart(alt.Data(values=pts)).mark_point(filled=True, size=30).encode(
         x=xs, y=ys, tooltip=tip,
@@ -520,6 +521,21 @@ class DeploymentPoint:
     measured_ms: float | None = None
 
 
+def time_axis(times: list[str]) -> alt.Axis:
+    """Labels as fine as the span needs and ticks no finer than the labels: a fixed
+    "%Y-%m-%d %H:%M" printed the same minute on every tick of revisions seconds apart."""
+    stamps = [dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in times if t]
+    span_s = (max(stamps) - min(stamps)).total_seconds() if stamps else 0.0
+    one_day = len({t.date() for t in stamps}) <= 1
+    if span_s < 600 and one_day:
+        fmt, step_ms = "%H:%M:%S", 1_000
+    elif one_day:
+        fmt, step_ms = "%H:%M", 60_000
+    else:
+        fmt, step_ms = "%Y-%m-%d %H:%M", 60_000
+    return alt.Axis(format=fmt, tickMinStep=step_ms, labelOverlap=True)
+
+
 def deployment_figure(name: str, rows: list[DeploymentPoint | dict], *, width: int = WIDTH) -> alt.LayerChart:
     """Revisions over time (step line of predicted latency, a point per revision) and,
     once executors report, measured latency beside it. Without telemetry only the
@@ -539,7 +555,7 @@ def deployment_figure(name: str, rows: list[DeploymentPoint | dict], *, width: i
     predicted = [{**d, "series": "predicted"} for d in data]
     series = alt.Scale(domain=["predicted", "measured"], range=["#1f77b4", "#ff7f0e"])
     series_legend = alt.Legend(title=None, orient="bottom")
-    x = alt.X("time:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=alt.Axis(format="%Y-%m-%d %H:%M"))
+    x = alt.X("time:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=time_axis([d["time"] for d in data]))
     tip = [alt.Tooltip("label:N", title="revision"), "plan:N", alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"),
            alt.Tooltip("predicted_ms:Q", title="predicted (ms)", format=".4g"),
            alt.Tooltip("measured_ms:Q", title="measured (ms)", format=".4g")]

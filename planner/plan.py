@@ -327,7 +327,7 @@ def make_plan(
 ) -> Plan:
     """Documents in, Plan out. Raises InputError / InfeasibleError / UnsupportedRequest
     (each naming the field and the reason); pass a compiled `problem` to skip compiling."""
-    solver = get_solver(request.solver)
+    solver = get_solver(request.solver, "plan")
     check_supported(solver, request)
     require_energy_data(profile, request)
     problem = problem_for(solver, platform, profile, request, problem)

@@ -40,11 +40,41 @@ def registry() -> dict[str, Solver]:
     return _REGISTRY
 
 
-def get_solver(name: str) -> Solver:
+def get_solver(name: str, kind: str | None = None) -> Solver:
+    """The solver called `name`; unknown: the error lists the solvers of `kind` (plan or
+    schedule, all when None) and the closest names ("did you mean")."""
+    import difflib
+
     reg = registry()
     if name not in reg:
-        raise UnsupportedRequest("solver", f"unknown solver '{name}' (available: {', '.join(sorted(reg))})")
+        names = sorted(n for n, s in reg.items() if kind is None or s.capabilities.kind == kind)
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+        what = f"{kind} solvers" if kind else "available"
+        raise UnsupportedRequest("solver", f"unknown solver '{name}' ({hint}{what}: {', '.join(names)})")
     return reg[name]
+
+
+DEFAULT_PLAN_SOLVER = "dp"
+
+
+def choose_plan_solver(request: PlanRequest) -> tuple[str, str]:
+    """(solver, why) for a request that names none: dp when it can honour the request,
+    else the fastest exact plan solver that supports the objective and every active
+    constraint (the way `auto` picks for schedules), so a cap is never refused for
+    want of a flag."""
+    reg = registry()
+    wanted = request.constraints.active()
+    if wanted <= reg[DEFAULT_PLAN_SOLVER].capabilities.constraints:
+        return DEFAULT_PLAN_SOLVER, ""
+    able = [s for s in reg.values() if s.capabilities.kind == "plan" and request.objective in s.capabilities.objectives
+            and wanted <= s.capabilities.constraints and getattr(s, "documents", None) is None]
+    if not able:
+        return DEFAULT_PLAN_SOLVER, ""  # check_supported then names what no solver supports
+    best = min(able, key=lambda s: (not s.capabilities.fast, not s.capabilities.exact, s.name))
+    missing = ", ".join(f"constraints.{c}" for c in sorted(wanted - reg[DEFAULT_PLAN_SOLVER].capabilities.constraints))
+    return best.name, (f"'{best.name}' chosen: the default '{DEFAULT_PLAN_SOLVER}' does not support {missing}; "
+                       f"'{best.name}' is the fastest exact solver that does (--solver picks another)")
 
 
 def document_types(solver: Solver) -> tuple[type, type]:

@@ -41,7 +41,7 @@ def schedule_solvers() -> list[str]:
 
 
 def get_schedule_solver(name: str):
-    solver = get_solver(name)
+    solver = get_solver(name, "schedule")
     if solver.capabilities.kind != "schedule":
         concrete = [n for n in schedule_solvers() if n != "auto"]
         raise UnsupportedRequest(

@@ -34,16 +34,26 @@ def mapping_space(problem) -> int:
     return sum(exhaustive_mod.count_mappings(mp.gene_choices()) for mp in problem.configs)
 
 
+def count(n: int) -> str:
+    """A count for people: 291,000, but 1.4e18 rather than nineteen digits (a mapping
+    space of 38 layers has seventy)."""
+    if n < 10**9:
+        return f"{n:,}"
+    from decimal import Decimal
+
+    return f"{Decimal(n):.1e}".replace("e+", "e")  # exact for any size; float() overflows past 1e308
+
+
 def choose(problem, threshold_per_config: int = THRESHOLD_MAPPINGS_PER_CONFIG) -> tuple[str, str, int]:
     """(solver name, reason, mappings): the one rule `auto` applies, exposed for tests and validate."""
     n_cfg = len(problem.configs)
     total = mapping_space(problem)
     limit = min(threshold_per_config * n_cfg, exhaustive_mod.MAX_MAPPINGS)
     if total <= limit:
-        return "exhaustive", (f"{total:,} mappings over {n_cfg} CPU configuration(s) <= {limit:,} "
+        return "exhaustive", (f"{count(total)} mappings over {n_cfg} CPU configuration(s) <= {limit:,} "
                               f"({threshold_per_config:,} per configuration, the measured break-even): "
                               "enumeration is faster than the GA and exact"), total
-    return "ga", (f"{total:,} mappings over {n_cfg} CPU configuration(s) > {limit:,} "
+    return "ga", (f"{count(total)} mappings over {n_cfg} CPU configuration(s) > {count(limit)} "
                   f"({threshold_per_config:,} per configuration, the measured break-even"
                   f"{', capped by exhaustive limit' if limit == exhaustive_mod.MAX_MAPPINGS else ''}): "
                   "the GA searches the space"), total

@@ -49,7 +49,8 @@ def test_solve_json_is_a_plan_document(capsys):
         (["solve", "--platform", HIKEY, "--profile", MO14, "--solver", "magic"], "unknown solver 'magic'"),
         (["solve", "--platform", HIKEY, "--profile", IN, "--devices", "npu"], "cannot run on any allowed device"),
         (["solve", "--platform", HIKEY, "--profile", MO14, "--devices", "tpu"], "constraints.devices[0]: unknown device 'tpu'"),
-        (["solve", "--platform", HIKEY, "--profile", MO14, "--energy-cap", "5"], "does not support this constraint"),
+        (["solve", "--platform", HIKEY, "--profile", MO14, "--solver", "dp", "--energy-cap", "5"],
+         "does not support this constraint"),
         (["solve", "--platform", HIKEY, "--profile", MO14, "--energy-cap", "-1"], "constraints.max_energy_mj"),
     ],
 )

@@ -153,10 +153,15 @@ def test_profile_solve_execute_end_to_end(capsys, tmp_path):
     # compared with the statistic the profile was made with
     code, out, err = run(capsys, "execute", "--plan", str(plan), "--model", SQUEEZE, *devices, "--runs", "3",
                          "--warmup", "1", "--weights", "random", "--statistic", "min", "--out", str(rep))
-    assert code == 0 and "min_ms" in out and "measured min" in out, err
+    assert code == 0 and "min_ms" in out and "the min of the runs" in out, err
     report = json.loads(rep.read_text())
     assert report["statistic"] == "min" and report["measured_ms"] <= report["measured_median_ms"]
-    assert report["error_pct"] == pytest.approx(100 * (report["predicted_ms"] - report["measured_ms"]) / report["measured_ms"])
+    # one sign convention everywhere (execute, execute --schedule, telemetry): + = slower than predicted
+    assert report["error_pct"] == pytest.approx(100 * (report["measured_ms"] - report["predicted_ms"]) / report["predicted_ms"])
+    for s in report["slices"]:
+        assert s["error_pct"] == pytest.approx(100 * (s["measured_ms"] - s["predicted_ms"]) / s["predicted_ms"])
+    header = out.splitlines()[out.splitlines().index(next(ln for ln in out.splitlines() if ln.lstrip().startswith("slice"))) - 1]
+    assert header.startswith("error = (measured - predicted) / predicted; + = slower than predicted"), out
     # a device the plan uses but nobody declared; a model the plan was not made for
     code, _, err = run(capsys, "execute", "--plan", str(plan), "--model", SQUEEZE, "--device", "zz=CPUExecutionProvider")
     assert code == 2 and "declare each" in err

@@ -162,6 +162,8 @@ def test_profile_schedule_execute_end_to_end(squeezenet):
     assert n["frames_done"] == 12 and n["frames_in_order"]
     assert n["predicted_fps"] == pytest.approx(s.entries[0].apps[0].throughput_fps)
     assert n["measured_fps"] > 0 and n["error_pct"] is not None
+    # the one sign convention, on the period: + = slower than predicted (fewer frames per second)
+    assert n["error_pct"] == pytest.approx(100 * (n["predicted_fps"] / n["measured_fps"] - 1))
     assert [p["threads"] for p in rep["pes"]] == [1] * len(cfg)
     assert_same(rep["outputs"]["sq"], reference(squeezenet, slicing.random_inputs(squeezenet, 0)))
     with pytest.raises(PipelineError, match="no runtime device for schedule device"):
@@ -190,6 +192,7 @@ def test_cli_profile_for_scheduling_schedule_execute(capsys, tmp_path):
                           "--frames", "8", "--out", out)
     assert code == 0, err
     assert "pred_fps" in text and "meas_fps" in text
+    assert "error = (measured - predicted) / predicted; + = slower than predicted, on the period 1/fps" in text
     rep = json.loads(open(out).read())
     assert rep["networks"][0]["frames_done"] == 8 and rep["networks"][0]["frames_in_order"]
     # every problem in one line

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from api.auth import Principal, require
 from api.problems import responses
@@ -28,6 +28,22 @@ def docs_assets_dir() -> Path:
     import fastapi_offline
 
     return Path(fastapi_offline.__file__).parent / "static"
+
+
+@router.get("/", include_in_schema=False)
+async def root(request: Request) -> Response:
+    """A browser goes to the web UI; any other client is told where things are (not a 404)."""
+    if "text/html" in request.headers.get("accept", ""):
+        return RedirectResponse("/ui", status_code=307)
+    return JSONResponse({"service": "hetero-planner", "ui": "/ui", "api": "/v1", "swagger_ui": "/docs",
+                         "redoc": "/redoc", "openapi": "/openapi.json"})
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+async def favicon() -> Response:
+    """The UI's icon (an SVG) where browsers look for it on every page, /docs included."""
+    body = (Path(__file__).resolve().parents[1] / "static" / "favicon.svg").read_bytes()
+    return Response(body, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
 
 
 @router.get("/v1/health", summary="Liveness (no auth)", response_model=Health)

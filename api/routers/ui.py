@@ -14,6 +14,7 @@ import functools
 import hashlib
 import hmac
 import json
+import math
 import multiprocessing
 import secrets
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -39,6 +40,17 @@ from planner.core.schema import ModelProfile, Plan, Platform, Schedule
 
 HERE = Path(__file__).resolve().parent.parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def number(value: float | None, fmt: str = "%.3f") -> str:
+    """A figure for a page: "n/a" where a document has none (a time-only profile's
+    energy, an infeasible plan's latency), never a 500 for the whole listing."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return fmt % value
+
+
+templates.env.filters["num"] = number
 router = APIRouter(prefix="/ui", include_in_schema=False)
 PAGE = 50
 MAX_FRONTIER_CELLS = 200_000  # layers x targets the UI computes a frontier for
@@ -107,8 +119,12 @@ def check_csrf(request: Request, form) -> None:  # noqa: ANN001
 
 
 def spec_json(chart) -> str:  # noqa: ANN001
-    """A figure's Vega-Lite spec, safe inside <script type="application/json">."""
-    return json.dumps(figures.spec(chart), separators=(",", ":")).replace("</", "<\\/")
+    """A figure's Vega-Lite spec, safe inside <script type="application/json">: every
+    <, > and & written as a JSON escape, so no name in it (`</script>`, `<!--<script>`,
+    which would put the HTML parser in its double-escaped state) can end the block or
+    swallow the page's later scripts; JSON.parse reads the same text back."""
+    text = json.dumps(figures.spec(chart), separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
@@ -182,9 +198,9 @@ async def vega_bundle(request: Request) -> Response:
 @router.get("/static/{name}")
 async def static(name: str) -> Response:
     path = STATIC / name
-    if name not in ("ui.css", "ui.js") or not path.is_file():
+    if name not in ("ui.css", "ui.js", "favicon.svg") or not path.is_file():
         return Response("not found", status_code=404, media_type="text/plain")
-    media = "text/css" if name.endswith(".css") else "text/javascript"
+    media = {"css": "text/css", "js": "text/javascript", "svg": "image/svg+xml"}[name.rsplit(".", 1)[1]]
     return Response(path.read_bytes(), media_type=media, headers={"Cache-Control": "no-cache"})
 
 
@@ -264,8 +280,11 @@ async def platform_page(request: Request, doc_id: str) -> HTMLResponse:
     p = await run_in_threadpool(doc, s, "platform", doc_id, Platform)
     total, rows = await run_in_threadpool(s.list_plans, PAGE, 0, doc_id, None)
     profiles = await run_in_threadpool(s.list_documents, "profile", 200, 0)
+    ids = {d.id for d in p.devices}
+    frontier_profiles = [r for r in profiles[1] if not (summary := json.loads(r.summary)).get("time_only")
+                         and set(summary.get("measured_on", ())) <= ids]  # those a frontier can be drawn for
     return render(request, "platform.html", id=doc_id, platform=p, plans=[views.plan_summary(r) for r in rows],
-                  plan_total=total, profiles=profiles[1])
+                  plan_total=total, profiles=frontier_profiles)
 
 
 @router.get("/profiles/{doc_id}")
@@ -277,8 +296,9 @@ async def profile_page(request: Request, doc_id: str) -> HTMLResponse:
     total, rows = await run_in_threadpool(s.list_plans, PAGE, 0, None, doc_id)
     platforms = await run_in_threadpool(s.list_documents, "platform", 200, 0)
     devices = sorted({m.device for layer in p.layers for m in layer.measurements})
-    return render(request, "profile.html", id=doc_id, profile=p, devices=devices,
-                  plans=[views.plan_summary(r) for r in rows], plan_total=total, platforms=platforms[1])
+    fitting = [r for r in platforms[1] if set(devices) <= {d for d in json.loads(r.summary).get("device_ids", devices)}]
+    return render(request, "profile.html", id=doc_id, profile=p, devices=devices, time_only=bool(p.time_only_measurements()),
+                  plans=[views.plan_summary(r) for r in rows], plan_total=total, platforms=fitting)
 
 
 @router.get("/plans")
@@ -296,8 +316,33 @@ async def plans(request: Request) -> HTMLResponse:
 async def _plan(request: Request, plan_id: str) -> dict:
     body = await run_in_threadpool(svc(request).plan_json, plan_id)
     res = json.loads(body)
-    res["doc"] = Plan.model_validate(res["plan"])
+    res["doc"] = plan_document_of(res["plan"])
     return res
+
+
+def plan_document_of(data: dict) -> Plan:
+    """The stored plan as a Plan. A number JSON could not carry (an infinite latency from
+    a profile of 1e308 ms is written as null) reads back as infinity, which the pages
+    print as "n/a", rather than failing the page."""
+    for _ in range(64):  # each pass fixes every null the validation names
+        try:
+            return Plan.model_validate(data)
+        except ValidationError as exc:
+            nulls = [e["loc"] for e in exc.errors() if e.get("input", 0) is None and e["type"] == "float_type"]
+            if not nulls or len(nulls) != len(exc.errors()):
+                raise
+            for loc in nulls:
+                node = data
+                for key in loc[:-1]:
+                    node = node[key]
+                node[loc[-1]] = math.inf
+    return Plan.model_validate(data)
+
+
+def drawable(plan: Plan) -> bool:
+    """A plan figure needs finite numbers (JSON has no infinity)."""
+    m = plan.metrics
+    return all(math.isfinite(v) for v in (m.latency_ms, m.execution_time_ms, m.communication_time_ms))
 
 
 @router.get("/plans/new")
@@ -311,11 +356,27 @@ async def _plan_form(request: Request, values: dict, errors: list[str], status: 
     from planner.registry import registry
 
     s = svc(request)
-    platforms = (await run_in_threadpool(s.list_documents, "platform", 500, 0))[1]
-    profiles = (await run_in_threadpool(s.list_documents, "profile", 500, 0))[1]
-    solvers = sorted((n, sv.capabilities) for n, sv in registry().items())
+    platforms = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "platform", 500, 0))[1]]
+    profiles = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "profile", 500, 0))[1]]
+    # plan solvers over a platform and a profile (not schedule solvers, not AsyMo's own documents)
+    solvers = sorted((n, sv.capabilities) for n, sv in registry().items()
+                     if sv.capabilities.kind == "plan" and getattr(sv, "documents", None) is None)
+    values = dict(values)
+    if not values.get("platform_id") and platforms:  # a profile asked for: the first platform it fits
+        wanted = next((p for p in profiles if p.id == values.get("profile_id")), None)
+        values["platform_id"] = next((q.id for q in platforms if wanted is None or fits(wanted, q)), platforms[0].id)
+    chosen = next((q for q in platforms if q.id == values.get("platform_id")), None)
+    if chosen is not None and not any(p.id == values.get("profile_id") and fits(p, chosen) for p in profiles):
+        values["profile_id"] = next((p.id for p in profiles if fits(p, chosen)), "")
     return render(request, "plan_new.html", status=status, platforms=platforms, profiles=profiles, solvers=solvers,
-                  values=values, errors=errors)
+                  values=values, errors=errors, fits=fits)
+
+
+def fits(profile, platform) -> bool:  # noqa: ANN001
+    """Every device the profile measured is one of the platform's (a profile stored
+    before summaries named devices is offered everywhere)."""
+    measured, ids = profile.summary.get("measured_on"), platform.summary.get("device_ids")
+    return measured is None or ids is None or set(measured) <= set(ids)
 
 
 FORM_FIELDS = ("platform_id", "profile_id", "objective", "solver", "targets", "max_latency_ms", "max_energy_mj",
@@ -349,6 +410,10 @@ async def plan_submit(request: Request):  # noqa: ANN201
     values = {k: str(form.get(k, "")) for k in FORM_FIELDS}
     try:
         sub = submission_of(values)
+        if not values.get("solver"):  # "auto": a solver that can honour the form's constraints
+            from planner.registry import choose_plan_solver
+
+            sub = sub.model_copy(update={"solver": choose_plan_solver(sub.request())[0]})
         kind, result, _ = await svc(request).submit_plan(sub)
     except ValidationError as exc:
         return await _plan_form(request, values, [str(i) for i in validation_issues(exc.errors())], 422)
@@ -367,8 +432,8 @@ async def plan_page(request: Request, plan_id: str) -> HTMLResponse:
     principal(request)
     res = await _plan(request, plan_id)
     names = await run_in_threadpool(names_of, svc(request), {res["platform_id"], res["profile_id"]})
-    chart = await run_in_threadpool(figures.plan_figure, res["doc"])
-    return render(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec_json(chart),
+    spec = spec_json(await run_in_threadpool(figures.plan_figure, res["doc"])) if drawable(res["doc"]) else None
+    return render(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec,
                   request_json=json.dumps(res["request"], indent=2))
 
 
@@ -395,8 +460,9 @@ async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
                              ("slices", lambda p: p.metrics.slices, ""), ("transitions", lambda p: p.metrics.transitions, "")):
         va, vb = get(left["doc"]), get(right["doc"])
         rows.append({"label": label, "unit": unit, "a": va, "b": vb,
-                     "diff_pct": (100.0 * (vb - va) / va) if va and vb is not None else None})
-    specs = [spec_json(await run_in_threadpool(figures.plan_figure, r["doc"], width=420)) for r in (left, right)]
+                     "diff_pct": (100.0 * (vb - va) / va) if va and vb is not None and math.isfinite(va - vb) else None})
+    specs = [spec_json(await run_in_threadpool(figures.plan_figure, r["doc"], width=420)) if drawable(r["doc"]) else None
+             for r in (left, right)]
     return render(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
 
 
@@ -540,29 +606,40 @@ async def deployments(request: Request) -> HTMLResponse:
     return render(request, "deployments.html", items=items, names=names, page=pages(total, off))
 
 
-def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, list[figures.DeploymentPoint]]:
-    """The deployment, its events and one figure row per revision (predicted latency from
-    the plan; measured stays empty until executors report telemetry)."""
+UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)
+
+
+def deployment_rows(s: Service, dep_id: str, who: Principal) -> tuple[Any, list, list[figures.DeploymentPoint], Any]:
+    """The deployment, its events, one figure row per revision (predicted latency from
+    the plan, measured = the median of what executors reported running that plan) and
+    the API's telemetry summary (per plan and per slice)."""
     from sqlalchemy import select
 
     from api.rows import PlanRow
+    from api.telemetry import summary
 
     dep = s.deployment(dep_id)
     events = s.history(dep.id)
     with s.db.session() as sess:
         latency = dict(sess.execute(select(PlanRow.id, PlanRow.latency_ms)
                                     .where(PlanRow.id.in_({e.plan_id for e in events}))).all())
+    telemetry = summary(s, dep.id, who, UI_TELEMETRY_BATCHES)
+    measured = {p.plan_id: p.median_ms for p in telemetry.plans}
     points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
-                                      predicted_ms=latency[e.plan_id]) for e in events if e.plan_id in latency]
-    return dep, events, points
+                                      predicted_ms=latency[e.plan_id], measured_ms=measured.get(e.plan_id))
+              for e in events if e.plan_id in latency]
+    return dep, events, points, telemetry
 
 
 @router.get("/deployments/{dep_id}")
 @ui_errors
 async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
-    principal(request)
+    from planner.core.telemetry import ERROR_CONVENTION
+
+    who = principal(request)
     s = svc(request)
-    dep, events, points = await run_in_threadpool(deployment_rows, s, dep_id)
+    dep, events, points, telemetry = await run_in_threadpool(deployment_rows, s, dep_id, who)
     spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
+    names = await run_in_threadpool(names_of, s, {dep.platform_id, dep.profile_id})
     return render(request, "deployment.html", dep=views.deployment(dep), events=[views.event(e) for e in events],
-                  spec=spec, points=points)
+                  spec=spec, points=points, telemetry=telemetry, names=names, error_convention=ERROR_CONVENTION)

@@ -44,6 +44,29 @@ function followJob(box) {
   poll();
 }
 
+// The plan form offers only the profiles measured on the chosen platform's devices
+// (a profile with another device is refused: "unknown device").
+function fitProfiles(form) {
+  const platform = form.querySelector("#form-platform"), profile = form.querySelector("#form-profile");
+  if (!platform || !profile) return;
+  function apply() {
+    const opt = platform.selectedOptions[0];
+    const have = new Set(opt && opt.dataset.devices ? opt.dataset.devices.split(",") : []);
+    let firstFit = null;
+    for (const o of profile.options) {
+      const need = o.dataset.devices ? o.dataset.devices.split(",") : [];
+      const ok = !opt || !opt.dataset.devices || need.every((d) => have.has(d));
+      o.hidden = !ok;
+      if (ok && firstFit === null) firstFit = o;
+    }
+    if (profile.selectedOptions[0] && profile.selectedOptions[0].hidden) profile.value = firstFit ? firstFit.value : "";
+  }
+  platform.addEventListener("change", apply);
+  apply();
+}
+
 if (window.vegaEmbed) drawFigures();
+const planForm = document.getElementById("plan-form");
+if (planForm) fitProfiles(planForm);
 const jobBox = document.querySelector("[data-job-status]");
 if (jobBox) followJob(jobBox);

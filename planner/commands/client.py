@@ -36,7 +36,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def register(sub: argparse._SubParsersAction) -> None:
     u = sub.add_parser("upload", help="upload platform / model profile JSON files to the service")
     _common(u)
-    u.add_argument("files", nargs="+", metavar="FILE")
+    u.add_argument("files", nargs="+", metavar="FILE", help="platform or model profile JSON files; each is stored once (content-addressed) and its id printed")
     u.add_argument("--kind", choices=("platform", "profile"), help="default: guessed (devices -> platform, layers -> profile)")
     u.set_defaults(func=run_upload)
 
@@ -185,7 +185,7 @@ def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from planner.commands.solve import render, request_from_args
+    from planner.commands.solve import render, request_from_args, solver_note
     from planner.core.schema import Plan
 
     client = Client(args.server, args.token)
@@ -213,6 +213,7 @@ def run_plan(args: argparse.Namespace) -> int:
     else:
         print(render(Plan.model_validate(resource["plan"])))
         print(f"\nplan id   {resource['id']}  ({client.server}/v1/plans/{resource['id']})")
+    solver_note(args, request)
     return 0
 
 

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from planner.core.errors import InputError
+from planner.core.telemetry import ERROR_CONVENTION
 
 RUNS = 20
 WARMUP = 3
@@ -64,6 +65,7 @@ def render(report: dict) -> str:
         f"outputs   {'OK' if report['outputs']['ok'] else 'MISMATCH'} ({report['outputs']['mode']}: "
         f"{report['outputs']['error']:.3g}, tolerance {report['outputs']['tolerance']:g})",
         "",
+        f"{ERROR_CONVENTION} (measured: the {stat} of the runs)",
         f"{'slice':>5}  {'layers':<24} {'device':<8} {'predicted_ms':>12} {stat + '_ms':>10} {'p90_ms':>9} {'error':>8}",
     ]
     for s in report["slices"]:
@@ -72,7 +74,6 @@ def render(report: dict) -> str:
                      f"{s['measured_ms']:>10.3f} {s['measured_p90_ms']:>9.3f} {pct(s['error_pct']):>8}")
     lines.append(f"{'total':>5}  {'':<24} {'':<8} {report['predicted_ms']:>12.3f} {report['measured_ms']:>10.3f} "
                  f"{report['measured_p90_ms']:>9.3f} {pct(report['error_pct']):>8}")
-    lines.append(f"(error: (predicted - measured {stat}) / measured {stat})")
     how = report.get("regime") or {}
     lines.append("regime: " + (f"served at {how['rate_hz']:g} Hz" if how.get("rate_hz") else "back to back")
                  + f", pools {how.get('pool', '?')}")
@@ -90,12 +91,13 @@ def render_schedule(report: dict) -> str:
     lines = [f"schedule entry {report['entry']} ({report['mode']}, cpu {cfg}): {report['frames']} frames per network; "
              f"PEs {pes}", ""]
     if report["mode"] == "throughput":
+        lines.append(f"{ERROR_CONVENTION}, on the period 1/fps")
         lines.append(f"{'network':<16} {'segments':>8} {'pred_fps':>9} {'meas_fps':>9} {'error':>8} {'in order':>8}")
         for n in report["networks"]:
             lines.append(f"{n['name']:<16} {n['segments']:>8} {n['predicted_fps']:>9.1f} {(n['measured_fps'] or 0):>9.1f} "
                          f"{pct(n['error_pct']):>8} {'yes' if n['frames_in_order'] else 'NO':>8}")
-        lines.append("(error: (measured - predicted) / predicted throughput)")
     else:
+        lines.append(f"{ERROR_CONVENTION}: max_R against pred_R")
         lines.append(f"{'network':<16} {'period':>8} {'pred_R':>8} {'max_R':>8} {'p50_R':>8} {'misses':>7} {'error':>8}")
         for n in report["networks"]:
             lines.append(f"{n['name']:<16} {n['period_ms']:>8.2f} {n['predicted_response_ms']:>8.2f} "

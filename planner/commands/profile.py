@@ -163,11 +163,15 @@ def device_kind(provider: str) -> str:
 
 
 def symbols(ids: list[str]) -> list[str]:
-    """Distinct plan letters: the first letter, else the shortest unused prefix, else id-based."""
+    """Distinct one-letter plan symbols: the id's first letter, else its next unused
+    letter, else any unused one. One letter, because notation reads letter + layer
+    number (`C1 P27`): a digit or a second letter (`CP1`) reads like another device or
+    the split notation (`CG`)."""
     out: list[str] = []
     for i in ids:
-        cands = [i[:k].upper() for k in range(1, min(4, len(i)) + 1)] + [f"{i[0].upper()}{n}" for n in range(1, 100)]
-        out.append(next(c for c in cands if c not in out))
+        letters = [c.upper() for c in i if c.isalpha()] + [chr(c) for c in range(ord("A"), ord("Z") + 1)]
+        free = [c for c in letters if c not in out]
+        out.append(free[0] if free else f"{i[0].upper()}{len(out)}")
     return out
 
 
@@ -423,6 +427,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
             "symbol": sym,
             "name": f"{d.spec} ({d.describe()})",
             "dvfs_levels": [{"freq_mhz": 1000.0}],
+            "frequency_unknown": True,
             "communication": comm,
             "time_uncertainty_pct": 100.0 * u_rel,
         })

@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = tsub.add_parser("list", parents=[where], help="list tokens (never their secrets)")
     ls.set_defaults(func=run_token_list)
     r = tsub.add_parser("revoke", parents=[where], help="revoke a token by id")
-    r.add_argument("token_id")
+    r.add_argument("token_id", help="the id `planner token list` shows (tok_...), not the secret")
     r.set_defaults(func=run_token_revoke)
 
 
@@ -92,6 +92,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise InputError("--workers", "needs at least 1 worker process")
     if args.executor is not None and args.executor != "local" and not args.executor.startswith("dask://"):
         raise InputError("--executor", f"'{args.executor}' is neither 'local' nor 'dask://HOST:PORT'")
+    sock = listen(args.host, args.port)  # before anything is created: a busy port leaves no data dir, no token
     settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
                          replica_id=args.replica_id)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -104,9 +105,32 @@ def run_serve(args: argparse.Namespace) -> int:
     print(f"planner: serving on http://{args.host}:{args.port} (docs at /docs), data in {where}, jobs run "
           f"{'in local worker processes' if settings.executor == 'local' else 'on ' + settings.executor}",
           file=sys.stderr, flush=True)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, access_log=not args.no_access_log,
-                timeout_graceful_shutdown=5, log_level="info")
+    config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, access_log=not args.no_access_log,
+                            timeout_graceful_shutdown=5, log_level="info")
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def listen(host: str, port: int):  # noqa: ANN201
+    """The listening socket, bound now (uvicorn serves on it), so that a port in use is
+    a one-line error before the service touches its data directory."""
+    import socket
+
+    try:
+        family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise InputError("--host", f"cannot listen on {host}: {exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        why = "is in use (another planner serve? pick another with --port or PORT=)" if exc.errno == 98 else f": {exc.strerror}"
+        raise InputError("--port", f"{host}:{port} {why}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def first_admin(settings) -> None:  # noqa: ANN001

@@ -7,6 +7,7 @@ import argparse
 import json
 import re
 from pathlib import Path
+import sys
 
 from planner.core.errors import InputError
 from planner.core.io import load, parse
@@ -46,7 +47,8 @@ def add_request_arguments(p: argparse.ArgumentParser) -> None:
     """The PlanRequest flags, shared by `solve` and the service client's `plan`."""
     p.add_argument("--objective", choices=("latency", "energy"), default="latency",
                    help="what the plan minimises: latency (ms per inference) or energy (mJ per inference)")
-    p.add_argument("--solver", default="dp", help="solver name (planner solvers lists them)")
+    p.add_argument("--solver", help="solver name (`planner solvers` lists them; default: dp, or, under a constraint dp "
+                   "does not support such as --energy-cap, the fastest exact solver that does: it says which ran)")
     p.add_argument("--targets", choices=("auto", "max_frequency", "all_levels"), default="auto",
                    help="DVFS levels planned over: auto = each device at max frequency for latency, every level "
                    "for energy or under an energy cap")
@@ -80,9 +82,11 @@ def parse_options(items: list[str]) -> dict:
 
 
 def request_from_args(args: argparse.Namespace) -> PlanRequest:
+    """The request; with no --solver, the solver that can honour it (`solver_note` says
+    which, once the plan is made)."""
     data = {
         "objective": args.objective,
-        "solver": args.solver,
+        "solver": args.solver or "dp",
         "targets": args.targets,
         "constraints": {
             "devices": args.devices.split(",") if args.devices else None,
@@ -95,7 +99,21 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
         "compare_baselines": not args.no_compare,
         "options": parse_options(args.option),
     }
-    return parse(PlanRequest, data, "request")
+    request = parse(PlanRequest, data, "request")
+    if args.solver is None:
+        from planner.registry import choose_plan_solver
+
+        request = request.model_copy(update={"solver": choose_plan_solver(request)[0]})
+    return request
+
+
+def solver_note(args: argparse.Namespace, request: PlanRequest) -> None:
+    """Say on stderr (so --json stays one document) which solver ran when the user named
+    none and the default could not honour the request."""
+    from planner.registry import DEFAULT_PLAN_SOLVER, choose_plan_solver
+
+    if args.solver is None and request.solver != DEFAULT_PLAN_SOLVER:
+        print(f"note: {choose_plan_solver(request)[1]}", file=sys.stderr)
 
 
 def legend(plan: Plan) -> list[str]:
@@ -207,7 +225,7 @@ def _is_number(text: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     from planner.registry import get_solver
 
-    platform_doc, profile_doc = getattr(get_solver(args.solver), "documents", (Platform, ModelProfile))
+    platform_doc, profile_doc = getattr(get_solver(args.solver or "dp", "plan"), "documents", (Platform, ModelProfile))
     platform = load(platform_doc, args.platform, "platform")
     profile = load(profile_doc, args.profile, "profile")
     request = request_from_args(args)
@@ -220,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
         from planner.verify import render_verification
 
         print("\n".join(render_verification(plan)))
+    solver_note(args, request)
     return 0
 
 

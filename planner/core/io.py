@@ -29,6 +29,8 @@ def read_json(path: str | Path, what: str) -> object:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"--{what}", f"cannot read {p}: {exc}") from None
+    if not text.strip():  # what `planner x > FILE` leaves when x fails: the shell made the file first
+        raise InputError(f"{p.name}", "the file is empty: did the command that wrote it fail?")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -34,11 +34,12 @@ class Target:
     level_index: int
     is_max_level: bool
     extra: tuple[tuple[str, object], ...] = ()
+    freq_known: bool = True  # False: a nominal level (Device.frequency_unknown), not shown
 
     @property
     def label(self) -> str:
-        """Paper notation: `G@667`."""
-        base = f"{self.symbol}@{self.freq_mhz:g}"
+        """Paper notation: `G@667` (`P` where the frequency is not known)."""
+        base = f"{self.symbol}@{self.freq_mhz:g}" if self.freq_known else self.symbol
         return base + "".join(f"/{k}={v}" for k, v in self.extra)
 
 

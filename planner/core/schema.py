@@ -297,6 +297,9 @@ class Device(Strict):
     )
     name: str = ""
     dvfs_levels: list[DvfsLevel] = Field(description="(freq_mhz, voltage_v) pairs, at least one")
+    frequency_unknown: bool = Field(
+        False, description="The runtime neither sets nor reports this device's clock (an ONNX Runtime provider): its "
+        "one DVFS level is nominal and left out of target labels (`P`, not a made-up `P@1000`)")
     static_power_w: NonNegFloat = 0.0
     memory_limit_bytes: Annotated[int, Field(gt=0)] | None = Field(
         None, description="Largest model slice (sum of layers' memory_bytes) the device can hold"

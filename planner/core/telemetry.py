@@ -85,7 +85,7 @@ class SliceTelemetry(BaseModel):
     samples: int
     median_ms: float | None = None
     p90_ms: float | None = None
-    error_pct: float | None = Field(None, description="(measured median - predicted) / predicted, in percent")
+    error_pct: float | None = Field(None, description="(measured median - predicted) / predicted, in percent: + = slower than predicted")
 
 
 class PlanTelemetry(BaseModel):
@@ -98,7 +98,7 @@ class PlanTelemetry(BaseModel):
     predicted_latency_ms: float
     median_ms: float | None = None
     p90_ms: float | None = None
-    error_pct: float | None = Field(None, description="(measured median - predicted) / predicted, in percent")
+    error_pct: float | None = Field(None, description="(measured median - predicted) / predicted, in percent: + = slower than predicted")
     slices: list[SliceTelemetry]
     served_rate_hz: float | None = Field(None, description="The rate the samples were served at (median over "
                                          "batches that said; None: not said or back to back)")
@@ -136,7 +136,12 @@ def stats_ms(samples: Sequence[float]) -> tuple[float | None, float | None]:
     return float(med), float(p90)
 
 
-def error_pct(measured_ms: float | None, predicted_ms: float) -> float | None:
-    if measured_ms is None or predicted_ms <= 0:
+ERROR_CONVENTION = "error = (measured - predicted) / predicted; + = slower than predicted"
+
+
+def error_pct(measured_ms: float | None, predicted_ms: float | None) -> float | None:
+    """The one sign convention for prediction error everywhere (execute, execute
+    --schedule, telemetry, the UI): ERROR_CONVENTION, in percent."""
+    if measured_ms is None or predicted_ms is None or not predicted_ms > 0:
         return None
     return 100.0 * (measured_ms - predicted_ms) / predicted_ms
