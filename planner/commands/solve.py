@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from pathlib import Path
 import sys
+from pathlib import Path
 
 from planner.core.errors import InputError
 from planner.core.io import load, parse
