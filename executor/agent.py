@@ -325,6 +325,8 @@ class Agent:
             if r.status_code == 413 and len(batch.samples) + len(batch.errors) > 1:  # the service's limit is lower
                 self.max_batch_bytes = max(1024, min(self.max_batch_bytes, len(batch.model_dump_json())) // 2)
                 halves = self._batches(batch.plan_id, batch.revision, list(batch.samples), list(batch.errors))
+            elif r.status_code == 422:  # samples the service calls implausible: those go, the rest are resent
+                halves = self._without_refused(batch, r)
             with self._lock:
                 if self._outbox and self._outbox[0] is batch:
                     self._outbox.popleft()
@@ -333,6 +335,22 @@ class Agent:
                 self.stats.batches_sent += 1
             elif not halves:  # refused (403, 413 for one sample, 422): resending will not help
                 self._dropped(batch, f"refused: {r.status_code} {r.text[:300]}")
+
+    def _without_refused(self, batch: TelemetryBatch, r: httpx.Response) -> list[TelemetryBatch]:
+        """The batch less the samples a 422 names (`samples[i]...`), as new batches; [] when
+        it names none, or every one (then the whole batch is refused)."""
+        try:
+            issues = r.json().get("errors") or []
+            bad = {int(m.group(1)) for e in issues if (m := re.match(r"samples\[(\d+)\]", str(e.get("path", ""))))}
+        except (ValueError, AttributeError, TypeError):
+            return []
+        keep = [x for i, x in enumerate(batch.samples) if i not in bad]
+        if not bad or not keep or len(bad) >= 20:  # the service lists at most 20: more may be wrong than it named
+            return []
+        self.stats.samples_dropped += len(batch.samples) - len(keep)
+        self.log(f"telemetry batch {batch.batch_id}: {len(batch.samples) - len(keep)} sample(s) refused "
+                 f"({str(issues[0].get('reason', ''))[:200]}); resending the other {len(keep)}")
+        return self._batches(batch.plan_id, batch.revision, keep, list(batch.errors))
 
     def _sender(self) -> None:
         failures = 0

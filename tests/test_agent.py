@@ -197,11 +197,11 @@ class FakeService:
     callable writing its own answer), then `final` for ever (304 for its ETag); POST
     .../telemetry stores the batch, or answers 413 over `limit_bytes`."""
 
-    def __init__(self, answers: list, final: bytes, limit_bytes: int = 1 << 30):
+    def __init__(self, answers: list, final: bytes, limit_bytes: int = 1 << 30, judge=None):  # noqa: ANN001
         import http.server
         import threading
 
-        self.answers, self.final, self.limit = list(answers), final, limit_bytes
+        self.answers, self.final, self.limit, self.judge = list(answers), final, limit_bytes, judge
         self.batches: list[dict] = []
         self.refused = 0
         outer = self
@@ -242,7 +242,12 @@ class FakeService:
                     outer.refused += 1
                     self._send(413, b'{"detail": "too large"}')
                     return
-                outer.batches.append(json.loads(body))
+                batch = json.loads(body)
+                refusal = outer.judge(batch) if outer.judge else None
+                if refusal is not None:
+                    self._send(422, json.dumps(refusal).encode())
+                    return
+                outer.batches.append(batch)
                 self._send(201, b"{}")
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -381,3 +386,17 @@ def test_agent_batches_by_bytes_and_splits_what_the_service_refuses_as_too_large
     assert svc.refused >= 1 and a.stats.batches_dropped == 0 and a.stats.samples_dropped == 0
     assert sum(len(b["samples"]) for b in svc.batches) == 10_000
     assert {b["revision"] for b in svc.batches} == {3} and len({b["batch_id"] for b in svc.batches}) == len(svc.batches)
+
+    def implausible(batch: dict) -> dict | None:  # as the service names them: samples[i].latency_ms
+        bad = [i for i, x in enumerate(batch["samples"]) if x["latency_ms"] > 99.9]
+        return {"detail": "implausible", "errors": [{"path": f"samples[{i}].latency_ms", "reason": "implausible"}
+                                                    for i in bad]} if bad else None
+
+    with FakeService([], b"", judge=implausible) as svc:  # a few implausible samples cost only themselves
+        a = agent_for(svc.url)
+        slow = sum(x.latency_ms > 99.9 for x in a._samples)
+        a._cut_batch()
+        with httpx.Client() as client:
+            assert a._send_pending(client)
+    assert 0 < slow < 40 and a.stats.samples_dropped == slow and a.stats.batches_dropped == 0
+    assert sum(len(b["samples"]) for b in svc.batches) == 10_000 - slow
