@@ -17,6 +17,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -117,12 +118,21 @@ def _check_batch(svc, dep: DeploymentRow, batch: TelemetryBatch) -> None:  # noq
     if batch.samples and not issues:
         with svc.db.session() as s:
             prow = s.get(PlanRow, batch.plan_id)
-            plan = Plan.model_validate_json(prow.body) if prow is not None else None
+            plan = _plan(prow.body) if prow is not None else None
         if plan is not None:
             issues += _implausible(plan, batch)
     if issues:
         raise from_planner_error(InputError(issues[:MAX_ISSUES] + (
             [Issue("samples", f"and {len(issues) - MAX_ISSUES} more")] if len(issues) > MAX_ISSUES else [])))
+
+
+def _plan(body: str) -> Plan | None:
+    """A stored plan, or None for one stored before its numbers were checked (an infinite
+    latency stored as null): no prediction to compare with, and no 500 over it."""
+    try:
+        return Plan.model_validate_json(body)
+    except ValidationError:
+        return None
 
 
 def _implausible(plan: Plan, batch: TelemetryBatch) -> list[Issue]:
@@ -227,7 +237,9 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
             body = prow.body if prow is not None else None
         if body is None:
             continue
-        plan = Plan.model_validate_json(body)
+        plan = _plan(body)
+        if plan is None:
+            continue
         kept, set_aside = _screened(latency[pid], slices[pid], len(plan.slices), screen)
         lat = [v for v, keep in zip(latency[pid], kept) if keep]
         med, p90 = stats_ms(lat)

@@ -204,3 +204,27 @@ def test_refit_sets_aside_outlying_samples_and_says_so(api, dep):
     assert any(f"{p0['id']}: 37 sample(s) used (revision(s) 1), 3 set aside" in line for line in res["report"]), res["report"]
     for sl in screened["slices"]:
         assert sl["error_pct"] == pytest.approx(25.0, abs=3.0)
+
+
+def test_a_stored_plan_with_a_null_latency_is_no_500(tmp_path):
+    """A plan stored before infinite latencies were refused has latency_ms null and no
+    longer validates: posting and reading its telemetry answer without a prediction, not 500."""
+    from api.rows import PlanRow
+    from tests.support import telemetry_attacks
+
+    api = start(tmp_path, raise_server_exceptions=False)
+    try:
+        env = telemetry_attacks.setup(api, "null")
+        with api.service.db.session() as s:
+            row = s.get(PlanRow, env["a"]["id"])
+            body = json.loads(row.body)
+            body["metrics"]["latency_ms"] = None
+            row.body = json.dumps(body)
+        ok = {"batch_id": "n1", "agent": "b", "plan_id": env["a"]["id"], "revision": 1,
+              "samples": telemetry_attacks.samples(env["a"])}
+        r = api.client.post("/v1/deployments/null-a/telemetry", json=ok, headers=api.h("null-board"))
+        assert r.status_code == 201, r.text
+        r = api.client.get("/v1/deployments/null-a/telemetry", headers=api.h())
+        assert r.status_code == 200 and r.json()["batches"] == 1, r.text
+    finally:
+        api.client.__exit__(None, None, None)
