@@ -34,6 +34,7 @@ import collections
 import json
 import random
 import re
+import socket
 import sys
 import threading
 import time
@@ -212,19 +213,45 @@ class Agent:
         headers = dict(self.headers)
         if self._etag:
             headers["If-None-Match"] = self._etag
-        deadline = time.monotonic() + self.poll_wait_s + self.answer_s
-        with client.stream("GET", f"{self.base}/v1/deployments/{self.deployment}/plan", params={"wait": self.poll_wait_s},
-                           headers=headers, timeout=httpx.Timeout(5.0, read=self.poll_wait_s + self.answer_s)) as r:
-            if r.status_code in (304, 404):  # unchanged; no active plan yet (the service waited `wait` already)
-                return
-            if r.status_code != 200:
+        total_s = self.poll_wait_s + self.answer_s
+        deadline = time.monotonic() + total_s
+        sockets, expired = [], threading.Event()
+
+        def trace(event: str, info: dict) -> None:  # this poll's socket (a fresh connection each poll)
+            if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+                sockets.append(info["return_value"].get_extra_info("socket"))
+
+        def cut() -> None:  # the deadline also ends a server that drips its headers a byte at a time
+            expired.set()
+            for sock in sockets:
                 try:
-                    text = self._read_answer(r, deadline).decode("utf-8", "replace")[:300]
-                except BadPlanAnswer:
-                    text = ""
-                raise httpx.HTTPStatusError(f"{r.status_code}: {text}", request=r.request, response=r)
-            etag = r.headers.get("ETag")
-            body = self._read_answer(r, deadline)
+                    sock.shutdown(socket.SHUT_RDWR)
+                except (OSError, AttributeError):
+                    pass
+
+        timer = threading.Timer(total_s, cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            with client.stream("GET", f"{self.base}/v1/deployments/{self.deployment}/plan",
+                               params={"wait": self.poll_wait_s}, headers=headers, extensions={"trace": trace},
+                               timeout=httpx.Timeout(5.0, read=total_s)) as r:
+                if r.status_code in (304, 404):  # unchanged; no active plan yet (the service waited `wait` already)
+                    return
+                if r.status_code != 200:
+                    try:
+                        text = self._read_answer(r, deadline).decode("utf-8", "replace")[:300]
+                    except BadPlanAnswer:
+                        text = ""
+                    raise httpx.HTTPStatusError(f"{r.status_code}: {text}", request=r.request, response=r)
+                etag = r.headers.get("ETag")
+                body = self._read_answer(r, deadline)
+        except httpx.TransportError:
+            if expired.is_set():
+                raise BadPlanAnswer(f"the answer took over {total_s:g} s to arrive") from None
+            raise
+        finally:
+            timer.cancel()
         answer = parse_plan_answer(body)
         plan, revision = answer.plan, answer.revision
         self._etag = etag
@@ -242,7 +269,7 @@ class Agent:
     def _poller(self) -> None:
         """Never dies: a failure of any kind is logged, reported and retried with backoff."""
         failures = 0
-        with httpx.Client() as client:
+        with httpx.Client(limits=httpx.Limits(max_keepalive_connections=0)) as client:  # see _poll_once's trace
             while not self._stop.is_set():
                 try:
                     self._poll_once(client)

@@ -265,12 +265,21 @@ class FakeService:
 
 
 def _drip(handler) -> None:  # noqa: ANN001
-    """Headers, then one byte every 0.3 s (at most 40)."""
+    """Headers, then one byte every 0.3 s (at most 200: a minute)."""
     handler.send_response(200)
     handler.send_header("Content-Length", "1000")
     handler.end_headers()
-    for _ in range(40):
+    for _ in range(200):
         handler.wfile.write(b" ")
+        handler.wfile.flush()
+        time.sleep(0.3)
+
+
+def _drip_headers(handler) -> None:  # noqa: ANN001
+    """The status line, then a header one byte every 0.3 s (at most 200: a minute)."""
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+    for _ in range(200):
+        handler.wfile.write(b"a")
         handler.wfile.flush()
         time.sleep(0.3)
 
@@ -296,7 +305,7 @@ def _huge_chunked(handler) -> None:  # noqa: ANN001
 def test_agent_poller_survives_hostile_plan_answers(tmp_path):
     """Issue 21 finding 2: null, a list, a string, slices not a list, a string index,
     deeply nested JSON, a 600 MB answer (declared and streamed) and a server that drips a
-    byte every 0.3 s: each is reported (invalid_plan) and the poller lives on to apply the
+    byte every 0.3 s (body or headers): each is reported (invalid_plan) and the poller lives on to apply the
     next real plan. Before: `Exception in thread agent-poller`, and no plan ever again."""
     import threading
 
@@ -317,7 +326,7 @@ def test_agent_poller_survives_hostile_plan_answers(tmp_path):
 
     hostile = [b"null", b"[1, 2]", b'"a plan"', answer(slices="abc"), answer(slices=[{**good_slice, "first_index": "0"}]),
                answer(slices=[{**good_slice, "index": None}]), b"[" * 200_000 + b"]" * 200_000,
-               b'{"plan": ' * 50 + b"1" + b"}" * 50, _huge_declared, _huge_chunked, _drip, b"{not json"]
+               b'{"plan": ' * 50 + b"1" + b"}" * 50, _huge_declared, _huge_chunked, _drip, _drip_headers, b"{not json"]
     final = json.dumps({"deployment_id": "d", "deployment": "cam", "revision": 2,
                         "plan": {"plan_id": "good", "notation": "A4", "slices": [good_slice]}}).encode()
     died: list = []
@@ -340,7 +349,7 @@ def test_agent_poller_survives_hostile_plan_answers(tmp_path):
         threading.excepthook = hook
     assert not died, died
     assert agent.stats.plans == ["good"] and agent.stats.bad_plans == len(hostile), (agent.stats, lines)
-    assert took < 30  # the drip was cut off at poll_wait + answer_s, not waited on byte by byte (40 x 0.3 s)
+    assert took < 30  # the drips were cut off at poll_wait + answer_s, not waited on byte by byte (a minute)
     reported = [e for b in svc.batches for e in b["errors"] if e["kind"] == "invalid_plan"]
     messages = " | ".join(e["message"] for e in reported)
     assert sum(e["count"] for e in reported) == len(hostile), messages
