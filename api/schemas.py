@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from planner.core.schema import AppSpec, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
+from planner.core.schema import AppSpec, MeasurementRegime, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="Content id: sha256 of the canonical JSON")]
 ResourceId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
@@ -75,6 +75,8 @@ class ExecutorPlan(BaseModel):
     predicted_latency_ms: float
     predicted_energy_mj: float | None = Field(description="None: the profile has no energy measurements")
     slices: list[ExecutorSlice]
+    regime: MeasurementRegime | None = Field(None, description="Where the prediction holds: the agent builds the "
+                                             "slices with its pool policy and reports how it served")
 
 
 class PlanResource(BaseModel):

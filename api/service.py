@@ -293,6 +293,7 @@ class Service:
                 notation=plan.notation, predicted_latency_ms=plan.metrics.latency_ms,
                 predicted_energy_mj=plan.metrics.energy_mj,
                 slices=[ExecutorSlice(**s.model_dump(include=set(ExecutorSlice.model_fields))) for s in plan.slices],
+                regime=plan.regime,
             )
             return view.model_dump_json().encode()
 
@@ -426,7 +427,8 @@ class Service:
             return list(s.scalars(select(DeploymentEventRow).where(DeploymentEventRow.deployment_id == dep.id)
                                   .order_by(DeploymentEventRow.revision)).all())
 
-    def _set_active(self, dep: DeploymentRow, plan_id: str, action: str, actor: str) -> DeploymentRow:
+    def _set_active(self, dep: DeploymentRow, plan_id: str, action: str, actor: str,
+                    profile_id: str | None = None) -> DeploymentRow:
         for _ in range(20):
             with self.db.session() as s:
                 current = s.get(DeploymentRow, dep.id)
@@ -434,7 +436,8 @@ class Service:
                     return current
                 now, revision = utcnow(), current.revision + 1
                 res = s.execute(update(DeploymentRow).where(DeploymentRow.id == dep.id, DeploymentRow.revision == revision - 1)
-                                .values(active_plan_id=plan_id, revision=revision, updated_at=now)
+                                .values(active_plan_id=plan_id, revision=revision, updated_at=now,
+                                        profile_id=profile_id or current.profile_id)
                                 .execution_options(synchronize_session=False))
                 if res.rowcount == 0:
                     continue  # someone else changed it meanwhile; read again
@@ -450,9 +453,29 @@ class Service:
             plan = s.get(PlanRow, plan_id)
         if plan is None:
             raise invalid("plan_id", f"no plan with id {plan_id}")
-        if (plan.platform_id, plan.profile_id) != (dep.platform_id, dep.profile_id):
-            raise invalid("plan_id", "the plan was made for another platform or profile than this deployment's")
-        return self._set_active(dep, plan_id, "activate", actor)
+        if plan.platform_id != dep.platform_id or not self._same_lineage(plan.profile_id, dep.profile_id):
+            raise invalid("plan_id", "the plan was made for another platform or profile than this deployment's "
+                                     "(or a profile refit from it)")
+        return self._set_active(dep, plan_id, "activate", actor, profile_id=plan.profile_id)
+
+    def _refit_parents(self, profile_id: str, limit: int = 64) -> list[str]:
+        """The profile and those it was refit from, newest first (refit_of), bounded."""
+        out = [profile_id]
+        while len(out) < limit:
+            try:
+                parent = getattr(self.planner.parsed("profile", out[-1], "profile_id"), "refit_of", None)
+            except ApiError:  # a parent never uploaded here ends the line
+                break
+            if parent is None or parent in out:
+                break
+            out.append(parent)
+        return out
+
+    def _same_lineage(self, a: str, b: str) -> bool:
+        """A plan of a profile refit from the deployment's (or of one it was refit from)
+        belongs on the deployment: refit is how the loop between board and planner
+        closes, and the board that measured a profile must run what it corrected."""
+        return a == b or b in self._refit_parents(a) or a in self._refit_parents(b)
 
     def rollback(self, dep_id: str, revision: int | None, actor: str) -> DeploymentRow:
         dep = self.deployment(dep_id)
@@ -466,7 +489,9 @@ class Service:
                 DeploymentEventRow.deployment_id == dep.id, DeploymentEventRow.revision == target))
         if plan_id is None:
             raise invalid("revision", f"revision {target} does not exist")
-        return self._set_active(dep, plan_id, "rollback", actor)
+        with self.db.session() as s:
+            profile_id = s.scalar(select(PlanRow.profile_id).where(PlanRow.id == plan_id))
+        return self._set_active(dep, plan_id, "rollback", actor, profile_id=profile_id)
 
     def deployed_plan(self, dep_id: str, principal: Principal) -> tuple[DeploymentRow, str | None, bytes | None]:
         """(deployment, ETag, body) of the active plan; ETag None when none is active."""

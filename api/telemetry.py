@@ -72,6 +72,7 @@ def post_batch(svc, dep: DeploymentRow, batch: TelemetryBatch, who: Principal) -
         "latency_ms": [s.latency_ms for s in batch.samples],
         "slice_ms": [s.slice_ms for s in batch.samples],
         "errors": [e.model_dump() for e in batch.errors],
+        "regime": batch.regime.model_dump() if batch.regime is not None else None,
     }, separators=(",", ":"))
     row = TelemetryBatchRow(deployment_id=dep.id, batch_id=batch.batch_id, digest=digest, agent=batch.agent,
                             token_id=who.token_id[:40], plan_id=batch.plan_id, revision=batch.revision,
@@ -211,6 +212,7 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
     slices: dict[str, list[list[float]]] = defaultdict(list)
     revisions: dict[str, set[int]] = defaultdict(set)
     errors_per_plan: dict[str, int] = defaultdict(int)
+    served: dict[str, list[tuple[str, float | None]]] = defaultdict(list)
     events: list[TelemetryEvent] = []
     for r in rows:  # newest first
         data = json.loads(bodies[r.id])
@@ -226,6 +228,8 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
             revisions[r.plan_id].add(r.revision)
         latency[r.plan_id].extend(data["latency_ms"])
         slices[r.plan_id].extend(data["slice_ms"])
+        if data.get("regime") and data["latency_ms"]:
+            served[r.plan_id].append((data["regime"]["mode"], data["regime"].get("rate_hz")))
     with svc.db.session() as s:  # only plans this deployment ran (rows stored before that check named others)
         own = set(s.scalars(select(DeploymentEventRow.plan_id).where(DeploymentEventRow.deployment_id == dep.id)))
     plans = []
@@ -251,12 +255,25 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
                 index=sl.index, first_layer=sl.first_layer, last_layer=sl.last_layer, first_index=sl.first_index,
                 last_index=sl.last_index, device=sl.device, freq_mhz=sl.freq_mhz, predicted_ms=sl.time_ms,
                 samples=len(per_slice), median_ms=smed, p90_ms=sp90, error_pct=error_pct(smed, sl.time_ms)))
+        rate, note = served_regime(plan, served[pid])
         plans.append(PlanTelemetry(
             plan_id=pid, profile_id=prow.profile_id, notation=plan.notation, revisions=sorted(revisions[pid]),
             samples=len(lat), set_aside=set_aside, errors=errors_per_plan[pid], predicted_latency_ms=plan.metrics.latency_ms,
-            median_ms=med, p90_ms=p90, error_pct=error_pct(med, plan.metrics.latency_ms), slices=out_slices))
+            median_ms=med, p90_ms=p90, error_pct=error_pct(med, plan.metrics.latency_ms), slices=out_slices,
+            served_rate_hz=rate, regime_note=note))
     return TelemetrySummary(deployment_id=dep.id, deployment=dep.name, profile_id=dep.profile_id, batches=len(rows),
                             samples=sum(r.samples for r in rows), plans=plans, errors=events)
+
+
+def served_regime(plan: Plan, served: list[tuple[str, float | None]]) -> tuple[float | None, str | None]:
+    """(the rate the samples were served at, why that is not the plan's regime or None)."""
+    rates = [r for mode, r in served if mode == "rate" and r]
+    rate = float(sorted(rates)[len(rates) // 2]) if rates else None
+    if plan.regime is None or not served:
+        return rate, None
+    mode = "rate" if len(rates) * 2 > len(served) else "back_to_back"
+    why = plan.regime.differs(mode, rate)
+    return rate, (f"telemetry {why}" if why else None)
 
 
 def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, limit: int,  # noqa: ANN001
@@ -274,7 +291,7 @@ def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, li
     platform = svc.planner.parsed("platform", dep.platform_id, "deployment")
     profile = svc.planner.parsed("profile", profile_id, "profile_id")
     try:
-        new, report = refit(platform, profile, plans, options)
+        new, report = refit(platform, profile, plans, options, profile_id=profile_id)
     except PlannerError as exc:
         raise from_planner_error(exc) from None
     return new, report

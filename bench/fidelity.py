@@ -1,34 +1,25 @@
-"""How good are the planner's predictions on a real runtime? For the real topologies in
-the onnx package's light test models, on this machine's ONNX Runtime devices: profile
-(`planner profile`'s code), plan for latency (dp), execute the plan, and compare the
-predicted latency with the measured one (MOSAIC reports 3.0% mean error, Kang et al.
-under 7%). Also the measured speed-up of the plan over the best single device (each
-device running the whole model, timed in turns with the plan so load hits them alike)
-and the profiling time. Writes bench/results/fidelity.json. Where the plan is one device, it
-and that device's runner are the same configuration built twice and timed in the same
-rounds: their difference is printed as the measurement's noise floor.
+"""How good are the planner's predictions where the model runs? Judged against references
+we did not write: plain ONNX Runtime sessions (the plan's slices, each an
+`onnxruntime.InferenceSession` with only the device's threads, core affinity and
+precision set, ONNX Runtime's defaults for the rest) timed with `time.perf_counter`
+around the chain of `session.run` calls, in steady state (back to back) and at the
+profile's rate (an idle gap before each run).
 
-Weights: the light models compute their weights with ConstantOfShape (one value per
-tensor); they are materialised with seeded random values (same shapes, same cost) so
-the int8 check against fp32 means something.
+For every model (the light models in the onnx package and generated ones of other
+shapes: a wide MLP with large weights, a deep thin CNN, a branching net), every device
+set (1-thread pinned; multi-thread; big/little/int8 clusters) and every regime:
+profile in that regime (`planner profile`'s code), plan for latency (dp), verify
+(`planner solve --verify K`: the plan, its K next-best and the single devices run end
+to end by our executor), then time the references in interleaved, shuffled rounds.
 
-    .venv/bin/python bench/fidelity.py --clock thread        # default subset, single-threaded devices
-    .venv/bin/python bench/fidelity.py --models all --runs 20 --exec-runs 50
+Printed per case: the plan, its predicted latency against the reference, the verified
+figure against the reference, the fastest plain single device, and a paired sign test
+of the returned plan against it (never measurably slower). The noise floor is the
+reference of the returned plan built twice and timed in the same rounds. Writes
+bench/results/fidelity.json with the host it ran on.
 
-Clocks: `wall` is latency as a user sees it, on this shared 2-core machine mostly the
-other jobs' share of the cores; `thread` is the calling thread's CPU time (every device
-threads=1, so ORT runs the whole slice on it): what the devices would take without the
-other processes, apart from their cache pollution. Each statistic (median, mean, min)
-makes its own profile and plan and is compared with the same statistic measured.
-
-Runners (the plans, each device alone) take turns run by run; with --settle N (default
-1) each turn runs N untimed inferences first, so every runner is timed as it is served,
-after its own last slice, and not after whichever device the previous runner ended on
-(a switch that costs each runner differently and that the plan never makes), and the
-order of the turns is shuffled every round (seeded by --seed), so what one runner leaves
-behind for the next (the core the calling thread was last pinned to) is not always
-inherited by the same runner: a plan identical to a single device measured 0.75x of
-that device in fixed order.
+    .venv/bin/python bench/fidelity.py                       # defaults: a subset, every device set and regime
+    .venv/bin/python bench/fidelity.py --models all --runs 12 --exec-runs 40
 """
 
 from __future__ import annotations
@@ -37,190 +28,259 @@ import argparse
 import json
 import math
 import os
+import platform as pyplatform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from executor.execute import check_outputs, error_pct  # noqa: E402
 from executor.profiler import profile_model  # noqa: E402
-from executor.runtime import parse_devices, unpin  # noqa: E402
-from executor.sessions import SlicedModel, measure_interleaved  # noqa: E402
-from executor.slicing import layers, load_model, materialise, random_inputs  # noqa: E402
+from executor.quantize import quantize_int8  # noqa: E402
+from executor.runtime import PROCESS_CORES, parse_devices, unpin  # noqa: E402
+from executor.sessions import capture  # noqa: E402
+from executor.slicing import boundary, layers, load_model, materialise, random_inputs, split_model  # noqa: E402
 from planner.commands.profile import build_documents  # noqa: E402
 from planner.core.io import parse  # noqa: E402
 from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
+from planner.verify import measure_on_device, verify_plan  # noqa: E402
+from tests.support.genmodels import GENERATED  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-ALL = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2", "densenet121",
-       "bvlc_alexnet", "zfnet512", "vgg19"]
-STATS = ("median", "mean", "min")  # each: the profile's statistic, the plan made from it, the same statistic measured
-DEFAULT = ["squeezenet", "shufflenet", "resnet50", "inception_v1"]
-DEVICES = [
-    "cpu1=CPUExecutionProvider:threads=1,affinity=0",
-    "cpu2=CPUExecutionProvider:threads=2",
-    "q8=CPUExecutionProvider:threads=1,affinity=1,precision=int8",
-]
-
-THREAD_DEVICES = [  # one thread each: thread CPU time is the device's whole work
-    "cpu1=CPUExecutionProvider:threads=1,affinity=0",
-    "cpu1b=CPUExecutionProvider:threads=1,affinity=1,opt=basic",
-    "q8=CPUExecutionProvider:threads=1,affinity=1,precision=int8",
-]
+LIGHT_MODELS = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2", "densenet121",
+                "bvlc_alexnet", "zfnet512", "vgg19"]
+ALL = LIGHT_MODELS + list(GENERATED)
+DEFAULT = ["squeezenet", "shufflenet", "inception_v1", "wide_mlp", "deep_thin_cnn", "branching_net"]
+CORES = sorted(PROCESS_CORES)
 
 
-def sign_test(plan_ms, best_ms) -> dict:
-    """Is the plan measurably slower than the best single device? Their runs are paired
-    by round (taken in turns, so load hits a pair alike): the share of rounds in which
-    the plan was slower and the one-sided binomial p-value of that many or more under
-    'neither is faster'. Measurably slower: p < 0.05."""
-    n = min(len(plan_ms), len(best_ms))
-    k = sum(1 for a, b in zip(plan_ms[:n], best_ms[:n]) if a > b)
-    ties = sum(1 for a, b in zip(plan_ms[:n], best_ms[:n]) if a == b)
-    m = n - ties
-    p = sum(math.comb(m, j) for j in range(k, m + 1)) / 2 ** m if m else 1.0
-    return {"rounds": n, "plan_slower_in": k, "p_value": p, "measurably_slower": p < 0.05}
-
-
-def bench_model(name: str, specs: list[str], runs: int, warmup: int, exec_runs: int, seed: int, clock: str,
-                settle: int = 1) -> dict:
-    devices = parse_devices(specs)
-    path = LIGHT / f"light_{name}.onnx"
-    lm = layers(materialise(load_model(path), "random", seed), materialised=True)
-    t0 = time.perf_counter()
-    prof = profile_model(lm, devices, runs=runs, warmup=warmup, seed=seed, clock=clock, settle=settle)
-    profiling_s = time.perf_counter() - t0
-    x = random_inputs(lm, seed + 100)
-    L = len(lm.layers)
-    plans, fits = {}, {}
-    for stat in STATS:
-        plat_doc, prof_doc, fits[stat] = build_documents(
-            lm, prof, name=name, platform_name="fidelity", energy_source="none: benchmark", model_path=str(path),
-            statistic=stat)
-        platform, profile = parse(Platform, plat_doc, "platform"), parse(ModelProfile, prof_doc, "profile")
-        plans[stat] = make_plan(platform, profile, PlanRequest(objective="latency", solver="dp"))
-    runners = {f"plan-{stat}": SlicedModel.from_plan(lm, plan, devices, clock=clock) for stat, plan in plans.items()}
-    for d in devices:
-        runners[d.id] = SlicedModel(lm, [(0, L - 1, d.id)], devices, clock=clock)
-    check = check_outputs(runners["plan-median"], x)
-    timing = measure_interleaved(runners, x, runs=exec_runs, warmup=warmup, settle=settle, shuffle_seed=seed)
-    unpin()
-    out = {
-        "layers": L,
-        "joins": sum(len(la.predecessors) > 1 for la in lm.layers),
-        "outputs": check,
-        "profiling_s": profiling_s,
-        "profile_runs": runs,
-        "exec_runs": exec_runs,
-        "settle": settle,
+def device_sets() -> dict[str, list[str]]:
+    """The three device sets, laid on the cores this process has (16 on the quiet host,
+    2 here): one-thread pinned devices; multi-thread devices; big/little/int8 clusters."""
+    n = len(CORES)
+    c = lambda i: CORES[min(i, n - 1)]  # noqa: E731
+    big = f"{c(0)}-{c(max(0, n // 4 - 1))}" if n >= 8 else f"{c(0)}-{c(1)}" if n >= 2 else f"{c(0)}"
+    big_threads = max(1, n // 4) if n >= 8 else min(2, n)
+    little, q8a, q8b = c(n // 2), c(n - 4 if n >= 8 else 0), c(n - 3 if n >= 8 else 1)
+    return {
+        "pinned-1t": [f"cpu1=CPUExecutionProvider:threads=1,affinity={c(0)}",
+                      f"cpu1b=CPUExecutionProvider:threads=1,affinity={c(1)},opt=basic",
+                      f"q8=CPUExecutionProvider:threads=1,affinity={c(1)},precision=int8"],
+        "multi-thread": ["cpu1=CPUExecutionProvider:threads=1",
+                         f"cpu2=CPUExecutionProvider:threads={min(2, n)}",
+                         f"q8=CPUExecutionProvider:threads={min(2, n)},precision=int8"],
+        "clusters": [f"big=CPUExecutionProvider:threads={big_threads},affinity={big}",
+                     f"little=CPUExecutionProvider:threads=1,affinity={little}",
+                     f"q8=CPUExecutionProvider:threads={min(2, n)},affinity={q8a}-{q8b},precision=int8"
+                     if q8b > q8a else f"q8=CPUExecutionProvider:threads=1,affinity={q8a},precision=int8"],
     }
-    for stat, plan in plans.items():
-        key = f"{stat}_ms"
-        t = timing[f"plan-{stat}"]
-        measured = t["total"][key]
-        singles = {d.id: timing[d.id]["total"][key] for d in devices}
-        predicted_single = {c.name.removeprefix("preferred-"): c.latency_ms for c in plan.comparisons
-                            if c.name.startswith("preferred-")}
-        best = min(singles, key=singles.get)
-        slower = sign_test(t["total_samples_ms"], timing[best]["total_samples_ms"])
-        out[stat] = {
-            "plan": plan.notation,
-            "slices": len(plan.slices),
-            "predicted_ms": plan.metrics.latency_ms,
-            "measured_ms": measured,
-            "measured_p90_ms": t["total"]["p90_ms"],
-            "error_pct": error_pct(plan.metrics.latency_ms, measured),
-            "slice_errors_pct": [error_pct(s.time_ms, m[key]) for s, m in zip(plan.slices, t["slices"])],
-            "single_device_measured_ms": singles,
-            "single_device_predicted_ms": predicted_single,
-            "single_device_error_pct": {d: error_pct(predicted_single.get(d), singles[d]) for d in singles},
-            "best_single_device": best,
-            "speedup_over_best_single": singles[best] / measured,
-            "slower_than_best_single": slower,
-            "fits": fits[stat],
-            "split_margin": [n for n in plan.report.notes if n.startswith("split margin")],
-        }
-        if len(plan.slices) == 1:  # the plan is one device's runner built again: the measurement's own noise
-            dev = plan.slices[0].device
-            out[stat]["replicate_difference_pct"] = 100.0 * (measured - singles[dev]) / singles[dev]
+
+
+def load(name: str, seed: int):
+    if name in GENERATED:
+        model = GENERATED[name](seed=seed)
+    else:
+        model = materialise(load_model(LIGHT / f"light_{name}.onnx"), "random", seed)
+    return layers(model, materialised=True)
+
+
+# ----------------------------------------------------------------- the independent reference
+class PlainChain:
+    """A plan's slices as plain ONNX Runtime sessions: only threads, affinity (the pool's
+    via `session.intra_op_thread_affinities`, the calling thread's with
+    `os.sched_setaffinity`, as a user would with taskset) and precision set."""
+
+    def __init__(self, lm, slices, devices, calib):
+        by_id = {d.id: d for d in devices}
+        self.steps = []
+        for (a, b, dev), m in zip(slices, split_model(lm, [(a, b) for a, b, _ in slices])):
+            d = by_id[dev]
+            ins, outs = boundary(lm, a, b)
+            if d.precision == "int8":
+                m = quantize_int8(m, [{k: v[k] for k in ins} for v in calib])
+            so = ort.SessionOptions()
+            if d.threads is not None:
+                so.intra_op_num_threads = d.threads
+            if d.affinity is not None and (d.threads or 1) > 1:
+                so.add_session_config_entry("session.intra_op_thread_affinities",
+                                            ";".join([",".join(str(x + 1) for x in d.affinity)] * (d.threads - 1)))
+            cores = set(d.affinity) if d.affinity is not None else set(PROCESS_CORES)
+            os.sched_setaffinity(0, cores)  # built where it runs: pool threads inherit it
+            sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            self.steps.append((sess, ins, outs, cores))
+        os.sched_setaffinity(0, PROCESS_CORES)
+        self.outputs = list(lm.graph_outputs)
+
+    def __call__(self, feed) -> float:
+        env = dict(feed)
+        t0 = time.perf_counter()
+        for sess, ins, outs, cores in self.steps:
+            if os.sched_getaffinity(0) != cores:
+                os.sched_setaffinity(0, cores)
+            env.update(zip(outs, sess.run(outs, {k: env[k] for k in ins})))
+        return (time.perf_counter() - t0) * 1e3
+
+
+def time_references(chains: dict, feed, runs: int, rate_hz: float | None, seed: int) -> dict[str, list[float]]:
+    """Each chain timed once per round, rounds shuffled; back to back each timed run
+    follows an untimed run of itself, at a rate it follows an idle gap of one period."""
+    for chain in chains.values():
+        chain(feed)
+        chain(feed)
+    rng = np.random.default_rng(seed)
+    names = list(chains)
+    out = {n: [] for n in names}
+    period = None if rate_hz is None else 1.0 / rate_hz
+    for _ in range(runs):
+        for i in rng.permutation(len(names)):
+            chain = chains[names[i]]
+            if period is None:
+                chain(feed)
+            else:
+                time.sleep(period)
+            out[names[i]].append(chain(feed))
+    os.sched_setaffinity(0, PROCESS_CORES)
     return out
+
+
+def sign_test(a_ms, b_ms) -> dict:
+    """Paired by round: is `a` measurably slower than `b` (one-sided binomial, p < 0.05)?"""
+    n = min(len(a_ms), len(b_ms))
+    k = sum(1 for x, y in zip(a_ms[:n], b_ms[:n]) if x > y)
+    m = n - sum(1 for x, y in zip(a_ms[:n], b_ms[:n]) if x == y)
+    p = sum(math.comb(m, j) for j in range(k, m + 1)) / 2 ** m if m else 1.0
+    return {"rounds": n, "slower_in": k, "p_value": p, "measurably_slower": p < 0.05}
+
+
+def pct(measured: float, predicted: float) -> float:
+    """(measured - predicted) / predicted: positive = slower than predicted."""
+    return 100.0 * (measured - predicted) / predicted
+
+
+def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None, args) -> dict:
+    devices = parse_devices(specs)
+    lm = load(name, args.seed)
+    L = len(lm.layers)
+    t0 = time.perf_counter()
+    prof = profile_model(lm, devices, runs=args.runs, warmup=2, seed=args.seed, rate_hz=rate_hz)
+    profiling_s = time.perf_counter() - t0
+    plat_doc, prof_doc, _ = build_documents(lm, prof, name=name, platform_name=set_name, energy_source="none: bench",
+                                            model_path=name, weights="random", seed=args.seed)
+    platform, profile = parse(Platform, plat_doc, "platform"), parse(ModelProfile, prof_doc, "profile")
+    request = PlanRequest(objective="latency", solver="dp", compare_baselines=False)
+    plan = make_plan(platform, profile, request)
+    feed = random_inputs(lm, args.seed + 100)
+    verified = verify_plan(platform, profile, request, args.verify, measure_on_device(lm, devices, feed, args.seed),
+                           runs=args.verify_runs, plan=plan)
+    unpin()
+    need = list(dict.fromkeys([x for layer in lm.layers for x in layer.inputs] + list(lm.graph_inputs)))
+    # the executor's calibration feeds (SlicedModel: 8 seeded random inputs): the same int8 models
+    calib = capture(lm, need, [random_inputs(lm, i) for i in range(8)]) if any(d.precision == "int8" for d in devices) else []
+    sl = lambda p: [(s.first_index, s.last_index, s.device) for s in p.slices]  # noqa: E731
+    chains = {"plan": PlainChain(lm, sl(plan), devices, calib)}
+    if verified.notation != plan.notation:
+        chains["verified"] = PlainChain(lm, sl(verified), devices, calib)
+    chains["replicate"] = PlainChain(lm, sl(verified), devices, calib)  # the noise floor
+    for d in devices:
+        chains[f"single-{d.id}"] = PlainChain(lm, [(0, L - 1, d.id)], devices, calib)
+    samples = time_references(chains, feed, args.exec_runs, rate_hz, args.seed)
+    med = {k: float(np.median(v)) for k, v in samples.items()}
+    ver_name = "verified" if "verified" in chains else "plan"
+    singles = {k: v for k, v in med.items() if k.startswith("single-")}
+    best_single = min(singles, key=singles.get)
+    v = verified.verification
+    chosen = next(c for c in v.candidates if c.name == v.chosen)
+    return {
+        "model": name, "layers": L, "device_set": set_name, "devices": specs,
+        "regime": "back_to_back" if rate_hz is None else f"{rate_hz:g} Hz",
+        "profiling_s": profiling_s,
+        "plan": plan.notation, "predicted_ms": plan.metrics.latency_ms, "reference_ms": med["plan"],
+        "prediction_error_pct": pct(med["plan"], plan.metrics.latency_ms),
+        "verified_plan": verified.notation, "verified_chosen": v.chosen, "verified_measured_ms": chosen.measured_ms,
+        "verified_reference_ms": med[ver_name], "verified_error_pct": pct(med[ver_name], chosen.measured_ms),
+        "verification": [c.model_dump() for c in v.candidates],
+        "noise_floor_pct": abs(pct(med["replicate"], med[ver_name])),
+        "single_reference_ms": singles, "best_single": best_single,
+        "speedup_over_best_single": singles[best_single] / med[ver_name],
+        "slower_than_best_single": sign_test(samples[ver_name], samples[best_single]),
+    }
+
+
+def summarise(rows: list[dict]) -> dict:
+    def stats(key):
+        e = [abs(r[key]) for r in rows]
+        return {"mean_abs_pct": float(np.mean(e)), "worst_abs_pct": float(np.max(e))} if e else {}
+    return {"cases": len(rows), "prediction": stats("prediction_error_pct"), "verified": stats("verified_error_pct"),
+            "noise_floor_mean_pct": float(np.mean([r["noise_floor_pct"] for r in rows])) if rows else None,
+            "noise_floor_worst_pct": float(np.max([r["noise_floor_pct"] for r in rows])) if rows else None,
+            "measurably_slower_than_best_single": [f"{r['model']}/{r['device_set']}/{r['regime']}" for r in rows
+                                                   if r["slower_than_best_single"]["measurably_slower"]]}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(DEFAULT), help=f"comma list or 'all' ({', '.join(ALL)}); default %(default)s")
-    ap.add_argument("--device", action="append", help="runtime device spec, repeatable (default: " + " ".join(DEVICES) + ")")
-    ap.add_argument("--runs", type=int, default=10, help="profiling rounds (default %(default)s)")
-    ap.add_argument("--warmup", type=int, default=2, help="warm-up runs (default %(default)s)")
-    ap.add_argument("--exec-runs", type=int, default=30, help="timed runs of the plan and of each single device (default %(default)s)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--settle", type=int, default=1,
-                    help="untimed runs of a runner before each timed one in its turn, so it is timed as served back "
-                         "to back (after its own last slice), not after another runner's device; the profiler settles "
-                         "the same way (default %(default)s; 0: the timed run follows the previous runner)")
-    ap.add_argument("--clock", choices=("wall", "thread"), default="wall",
-                    help="wall: elapsed time; thread: the calling thread's CPU time, not counting other processes' "
-                         "turns on the core (needs every device threads=1; default devices then: --thread-devices)")
-    ap.add_argument("--out", default=str(ROOT / "bench/results/fidelity.json"))
+    ap.add_argument("--sets", default="pinned-1t,multi-thread,clusters", help="device sets (default %(default)s)")
+    ap.add_argument("--rate", type=float, default=20.0, help="the at-a-rate regime in Hz; 0: back to back only (default %(default)s)")
+    ap.add_argument("--runs", type=int, default=8, help="profiling rounds (default %(default)s)")
+    ap.add_argument("--exec-runs", type=int, default=30, help="timed rounds of the references (default %(default)s)")
+    ap.add_argument("--verify", type=int, default=2, help="next-best candidates verified (default %(default)s)")
+    ap.add_argument("--verify-runs", type=int, default=15, help="timed runs per verified candidate (default %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of weights, inputs and round order (default %(default)s)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/fidelity.json"), help="JSON results (default %(default)s)")
     args = ap.parse_args()
     names = ALL if args.models == "all" else [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in names if m not in ALL]
-    if unknown:
-        ap.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(ALL)}")
-    present = [m for m in names if (LIGHT / f"light_{m}.onnx").exists()]
-    specs = args.device or (THREAD_DEVICES if args.clock == "thread" else DEVICES)
-    results = {}
-    print(f"{'model':<13} {'L':>4} {'stat':<6} {'plan':<22} {'pred_ms':>8} {'meas_ms':>8} {'error':>7} "
-          f"{'best single':>16} {'speedup':>7} {'profile_s':>9}  int8/fp32 check")
-    for m in present:
-        r = bench_model(m, specs, args.runs, args.warmup, args.exec_runs, args.seed, args.clock, args.settle)
-        results[m] = r
-        for stat in STATS:
-            q = r[stat]
-            b = q["best_single_device"]
-            print(f"{m:<13} {r['layers']:>4} {stat:<6} {q['plan'][:22]:<22} {q['predicted_ms']:>8.2f} {q['measured_ms']:>8.2f} "
-                  f"{q['error_pct']:>+6.1f}% {b + ' ' + format(q['single_device_measured_ms'][b], '.2f'):>16} "
-                  f"{q['speedup_over_best_single']:>6.2f}x {r['profiling_s']:>9.1f}  "
-                  f"{'ok' if r['outputs']['ok'] else 'FAIL'} ({r['outputs']['error']:.3g})", flush=True)
-    summary = {"models": len(results), "clock": args.clock, "targets": {"mean_abs_error_pct": 3.0, "worst_abs_error_pct": 8.0},
-               "devices": specs, "settle": args.settle, "host": {"cpus": os.cpu_count(), "loadavg_at_end": os.getloadavg()}}
-    for stat in STATS:
-        errs = [abs(r[stat]["error_pct"]) for r in results.values()]
-        single_errs = [abs(e) for r in results.values() for e in r[stat]["single_device_error_pct"].values() if e is not None]
-        reps = [abs(r[stat]["replicate_difference_pct"]) for r in results.values() if "replicate_difference_pct" in r[stat]]
-        summary[stat] = {
-            "mean_abs_error_pct": float(np.mean(errs)) if errs else None,
-            # a one-device plan and that device's runner are the same configuration, timed in
-            # the same interleaved rounds: how far apart they measure is the noise floor
-            "replicate_mean_abs_difference_pct": float(np.mean(reps)) if reps else None,
-            "replicate_worst_abs_difference_pct": float(np.max(reps)) if reps else None,
-            "worst_abs_error_pct": float(np.max(errs)) if errs else None,
-            "mean_abs_error_single_device_plans_pct": float(np.mean(single_errs)) if single_errs else None,
-            "plans_slower_than_best_single": [m for m, r in results.items() if r[stat]["speedup_over_best_single"] < 1.0],
-            "plans_measurably_slower_than_best_single": [
-                m for m, r in results.items() if r[stat]["slower_than_best_single"]["measurably_slower"]],
-            "mean_speedup_over_best_single": float(np.mean([r[stat]["speedup_over_best_single"] for r in results.values()])) if results else None,
-        }
-        q = summary[stat]
-        if errs:
-            print(f"{stat:<6}: mean |error| {q['mean_abs_error_pct']:.1f}% (target 3.0), worst {q['worst_abs_error_pct']:.1f}% "
-                  f"(target 8.0); single-device plans mean |error| {q['mean_abs_error_single_device_plans_pct']:.1f}%; "
-                  f"mean speed-up over the best single device {q['mean_speedup_over_best_single']:.2f}x; "
-                  f"slower than it: {q['plans_slower_than_best_single'] or 'none'} (measurably, paired sign test "
-                  f"p < 0.05: {q['plans_measurably_slower_than_best_single'] or 'none'})")
-            if q["replicate_mean_abs_difference_pct"] is not None:
-                print(f"{'':<8}noise floor: a one-device plan vs that device's own runner (same configuration, same "
-                      f"rounds) differ by {q['replicate_mean_abs_difference_pct']:.1f}% mean, "
-                      f"{q['replicate_worst_abs_difference_pct']:.1f}% worst")
-    print(f"load average at end {summary['host']['loadavg_at_end'][0]:.1f} on {os.cpu_count()} CPUs")
+    sets = device_sets()
+    bad = [m for m in names if m not in ALL] + [s for s in args.sets.split(",") if s not in sets]
+    if bad:
+        ap.error(f"unknown model(s) or device set(s): {', '.join(bad)}")
+    names = [m for m in names if m in GENERATED or (LIGHT / f"light_{m}.onnx").exists()]
+    regimes = [None] + ([args.rate] if args.rate > 0 else [])
+    host = {"node": pyplatform.node(), "cpus_usable": len(CORES), "cpus": os.cpu_count(), "onnxruntime": ort.__version__,
+            "python": pyplatform.python_version(), "loadavg_at_start": os.getloadavg()}
+    print(f"host {host['node']}: {host['cpus_usable']} usable of {host['cpus']} CPUs, onnxruntime {ort.__version__}, "
+          f"load average {host['loadavg_at_start'][0]:.1f} at start")
+    print("errors: (measured - predicted) / predicted, positive = slower than predicted; reference = plain ONNX Runtime "
+          "sessions of the plan's slices timed with time.perf_counter; verified = the measured best of the plan, its "
+          f"{args.verify} next-best and the single devices (planner solve --verify)")
+    head = (f"{'model':<14} {'set':<12} {'regime':<8} {'plan':<16} {'pred_ms':>8} {'ref_ms':>8} {'err':>7} "
+            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'best single':>18} {'vs it':>6}")
+    print(head)
+    rows = []
+    for m in names:
+        for s in args.sets.split(","):
+            for rate in regimes:
+                r = bench_case(m, s, sets[s], rate, args)
+                rows.append(r)
+                slow = "SLOWER" if r["slower_than_best_single"]["measurably_slower"] else f"{r['speedup_over_best_single']:.2f}x"
+                print(f"{m:<14} {s:<12} {r['regime']:<8} {r['plan'][:16]:<16} {r['predicted_ms']:>8.3f} {r['reference_ms']:>8.3f} "
+                      f"{r['prediction_error_pct']:>+6.1f}% {r['verified_plan'][:16]:<16} {r['verified_measured_ms']:>8.3f} "
+                      f"{r['verified_reference_ms']:>8.3f} {r['verified_error_pct']:>+6.1f}% {r['noise_floor_pct']:>5.1f}% "
+                      f"{r['best_single'] + ' ' + format(r['single_reference_ms'][r['best_single']], '.3f'):>18} {slow:>6}",
+                      flush=True)
+    summary = {"all": summarise(rows)}
+    for key in ("device_set", "regime"):
+        for val in dict.fromkeys(r[key] for r in rows):
+            summary[f"{key}={val}"] = summarise([r for r in rows if r[key] == val])
+    host["loadavg_at_end"] = os.getloadavg()
+    print()
+    for k, q in summary.items():
+        if not q["cases"]:
+            continue
+        print(f"{k:<26} {q['cases']:>3} cases: prediction mean |err| {q['prediction']['mean_abs_pct']:.1f}%, worst "
+              f"{q['prediction']['worst_abs_pct']:.1f}%; verified mean |err| {q['verified']['mean_abs_pct']:.1f}%, worst "
+              f"{q['verified']['worst_abs_pct']:.1f}% (targets 3% / 8%); noise floor mean {q['noise_floor_mean_pct']:.1f}%, "
+              f"worst {q['noise_floor_worst_pct']:.1f}%; measurably slower than the best plain single device: "
+              f"{', '.join(q['measurably_slower_than_best_single']) or 'none'}")
+    print(f"load average at end {host['loadavg_at_end'][0]:.1f} on {host['cpus']} CPUs")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"summary": summary, "models": results}, indent=2) + "\n")
+    Path(args.out).write_text(json.dumps({"host": host, "args": vars(args), "summary": summary, "cases": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
 

@@ -54,6 +54,7 @@ from planner.core.telemetry import (
     MAX_ERRORS,
     MAX_SAMPLES,
     AgentPlanAnswer,
+    ServedRegime,
     TelemetryBatch,
     TelemetryError,
     TelemetrySample,
@@ -116,8 +117,10 @@ def build_runner(lm: LayeredModel, plan: Mapping, devices: Sequence[RuntimeDevic
                             f"(declared: {', '.join(sorted(declared))})")
     if problems:
         raise PlanBuildError("; ".join(problems))
+    pool = ((plan.get("regime") or {}).get("pool")) or "auto"  # as the profile measured it
     try:
-        return SlicedModel(lm, [(s["first_index"], s["last_index"], s["device"]) for s in slices], list(devices))
+        return SlicedModel(lm, [(s["first_index"], s["last_index"], s["device"]) for s in slices], list(devices),
+                           pool=pool)
     except Exception as exc:  # noqa: BLE001 - a provider's own failure is the reason to report
         raise PlanBuildError(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
 
@@ -293,7 +296,8 @@ class Agent:
                 self._sleep_backoff(failures)
 
     # ------------------------------------------------------------------ sender
-    def _batches(self, plan_id: str | None, revision: int | None, samples: list, errors: list) -> list[TelemetryBatch]:
+    def _batches(self, plan_id: str | None, revision: int | None, samples: list, errors: list,
+                 regime: ServedRegime | None = None) -> list[TelemetryBatch]:
         """Samples and errors as batches of at most MAX_SAMPLES samples and max_batch_bytes
         of JSON each (halved until they fit), so that none is over the service's body limit."""
         with self._lock:
@@ -301,16 +305,17 @@ class Agent:
             seq = self._seq
         batch = TelemetryBatch(batch_id=f"{self.name}-{seq}-{uuid.uuid4().hex[:8]}", agent=self.name,
                                plan_id=plan_id if samples else None, revision=revision if samples else None,
-                               samples=samples, errors=errors)
+                               samples=samples, errors=errors, regime=regime)
         if len(samples) <= MAX_SAMPLES and (len(samples) + len(errors) <= 1
                                             or len(batch.model_dump_json()) <= self.max_batch_bytes):
             return [batch]
         if len(samples) > 1:
             half = len(samples) // 2
-            return (self._batches(plan_id, revision, samples[:half], errors)
-                    + self._batches(plan_id, revision, samples[half:], []))
+            return (self._batches(plan_id, revision, samples[:half], errors, regime)
+                    + self._batches(plan_id, revision, samples[half:], [], regime))
         half = len(errors) // 2
-        return self._batches(plan_id, revision, samples, errors[:half]) + self._batches(None, None, [], errors[half:])
+        return (self._batches(plan_id, revision, samples, errors[:half], regime)
+                + self._batches(None, None, [], errors[half:], regime))
 
     def _cut_batch(self) -> None:
         """Move the samples and errors so far into batches on the outbox."""
@@ -321,7 +326,9 @@ class Agent:
             cur = self._current
         if not samples and not errors:
             return
-        batches = self._batches(cur.plan_id if cur else None, cur.revision if cur else None, samples, errors)
+        regime = ServedRegime(mode="rate", rate_hz=self.rate_hz,
+                              pool=getattr(cur.runner, "pool_policy", None) if cur and samples else None)
+        batches = self._batches(cur.plan_id if cur else None, cur.revision if cur else None, samples, errors, regime)
         with self._lock:
             self._outbox.extend(batches)
             while len(self._outbox) > self._max_pending:  # the bound: the oldest go, and the log says so
@@ -351,7 +358,8 @@ class Agent:
             halves: list[TelemetryBatch] = []
             if r.status_code == 413 and len(batch.samples) + len(batch.errors) > 1:  # the service's limit is lower
                 self.max_batch_bytes = max(1024, min(self.max_batch_bytes, len(batch.model_dump_json())) // 2)
-                halves = self._batches(batch.plan_id, batch.revision, list(batch.samples), list(batch.errors))
+                halves = self._batches(batch.plan_id, batch.revision, list(batch.samples), list(batch.errors),
+                                       batch.regime)
             elif r.status_code == 422:  # samples the service calls implausible: those go, the rest are resent
                 halves = self._without_refused(batch, r)
             with self._lock:
@@ -377,7 +385,7 @@ class Agent:
         self.stats.samples_dropped += len(batch.samples) - len(keep)
         self.log(f"telemetry batch {batch.batch_id}: {len(batch.samples) - len(keep)} sample(s) refused "
                  f"({str(issues[0].get('reason', ''))[:200]}); resending the other {len(keep)}")
-        return self._batches(batch.plan_id, batch.revision, keep, list(batch.errors))
+        return self._batches(batch.plan_id, batch.revision, keep, list(batch.errors), batch.regime)
 
     def _sender(self) -> None:
         failures = 0

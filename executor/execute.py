@@ -62,16 +62,19 @@ def run_plan(
     calibration_count: int = 8,
     clock: str = "wall",
     statistic: str = "median",
+    rate_hz: float | None = None,
 ) -> dict:
     """Build the plan's slices, check the outputs, time it; a JSON-ready report. The
     error compares the prediction with `statistic` (median | mean | min) of the runs:
-    the one the profile took of its runs."""
+    the one the profile took of its runs. `rate_hz`: served at that rate (an idle gap
+    before each run) instead of back to back; the plan's regime says which its
+    prediction holds in, and the report says when this run is in another."""
     key = f"{statistic}_ms"
     data = plan.model_dump() if hasattr(plan, "model_dump") else plan
     sliced = SlicedModel.from_plan(lm, data, devices, calibration_count=calibration_count, clock=clock)
     try:
         check = check_outputs(sliced, inputs)
-        timing = measure(sliced, inputs, runs=runs, warmup=warmup)
+        timing = measure(sliced, inputs, runs=runs, warmup=warmup, rate_hz=rate_hz)
     finally:
         unpin()
     slices = []
@@ -106,4 +109,22 @@ def run_plan(
         "error_pct": error_pct(predicted, total[key]),
         "slices": slices,
         "devices": {d.id: d.spec for d in devices},
+        "regime": {"mode": "rate" if rate_hz else "back_to_back", "rate_hz": rate_hz, "pool": sliced.pool_policy},
+        "regime_note": regime_note(data.get("regime"), rate_hz),
     }
+
+
+def regime_note(plan_regime: dict | None, rate_hz: float | None) -> str | None:
+    """Why a run at `rate_hz` (None: back to back) is not in the regime the plan's
+    prediction holds in, or None: the comparison is then between unlike things."""
+    if not plan_regime:
+        return None
+    mode = "rate" if rate_hz else "back_to_back"
+    want_mode, want_rate = plan_regime.get("mode", "back_to_back"), plan_regime.get("rate_hz")
+    if mode != want_mode:
+        theirs = f"at {rate_hz:g} Hz" if rate_hz else "back to back"
+        ours = f"at {want_rate:g} Hz" if want_mode == "rate" else "back to back"
+        return f"run {theirs}, but the profile was measured {ours}: the prediction holds in that regime"
+    if rate_hz and want_rate and abs(rate_hz - want_rate) > 0.1 * want_rate:
+        return f"run at {rate_hz:g} Hz, but the profile was measured at {want_rate:g} Hz"
+    return None

@@ -21,6 +21,7 @@ profile documents is the caller's job (planner profile).
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -31,7 +32,7 @@ from onnx import helper
 
 from executor.quantize import quantize_int8
 from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned
-from executor.sessions import capture, run_slices, summarise_ms
+from executor.sessions import Pacer, capture, run_slices, slice_policy, summarise_ms
 from executor.slicing import LayeredModel, boundary, random_inputs, slice_model
 
 Progress = Callable[[int, int, str], None]
@@ -61,6 +62,9 @@ class ProfileRun:
     # cut..L-1 on `to`) per round]}; from == to is the same two slices on one device,
     # what a switch is measured against (see profile_model)
     switch_ms: dict = field(default_factory=dict)
+    settle: int = 1
+    rate_hz: float | None = None  # None: back to back
+    pool: str = "auto"  # thread-pool mode (executor.sessions.slice_policy)
 
     def layer_summary(self, device_id: str, layer: int) -> dict:
         return summarise_ms(self.times[device_id].layer_ms[layer])
@@ -142,15 +146,26 @@ def profile_model(
     power=None,
     clock: str = "wall",
     settle: int = 1,
+    rate_hz: float | None = None,
+    pool: str = "auto",
 ) -> ProfileRun:
     """Per-layer, transfer and whole-model timing samples on every device; with a
     `power` reader (executor.power) also each layer's energy per run on each device,
     read around `runs` back-to-back runs (a counter's resolution needs a batch).
     `settle` untimed runs of each partition precede its timed run, as execution is
     measured (bench/fidelity.py, measure_interleaved): a plan served back to back runs
-    after itself, with its own weights in cache, not after the other devices' turns."""
+    after itself, with its own weights in cache, not after the other devices' turns.
+    `rate_hz`: measure as a plan served at that rate runs, each timed run after an idle
+    gap of one period (no settle run: what the gap does to pools and caches is the
+    point). `pool`: the thread-pool mode; each slice is timed under the policy it runs
+    with (the unsplit model as a one-slice plan, every other slice as part of several)."""
     if runs < 1 or warmup < 0 or settle < 0:
         raise ValueError("runs must be >= 1, warmup >= 0 and settle >= 0")
+    if rate_hz is not None and not (0 < rate_hz <= 10_000):
+        raise ValueError(f"rate_hz must be in (0, 10000], got {rate_hz}")
+    if rate_hz is not None:
+        settle = 0
+    pace = Pacer(rate_hz)
     now = clock_ns(clock, devices)
     t_start = time.perf_counter()
     L = len(lm.layers)
@@ -185,7 +200,7 @@ def profile_model(
         for k, d in enumerate(devices):
             t0 = time.perf_counter()
             m = quantize_int8(sub, [{x: v[x] for x in ins} for v in calib_values]) if d.precision == "int8" else sub
-            sess = build_session(m, d)
+            sess = build_session(m, d, slice_policy(pool, 1 if (a, b) == (0, L - 1) else 2))
             _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], warmup)
             built[((a, b), k)] = (sess, ins, outs)
             times[d.id].profiling_s += time.perf_counter() - t0
@@ -204,7 +219,7 @@ def profile_model(
             ins, outs = boundary(lm, *span)
             for k, d in enumerate(devices):
                 m = quantize_int8(sub, [{x: v[x] for x in ins} for v in calib_values]) if d.precision == "int8" else sub
-                sess = build_session(m, d)
+                sess = build_session(m, d, slice_policy(pool, 2))
                 _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], warmup)
                 built[(span, k)] = (sess, ins, outs)
     pairs = [(a, b) for a in range(len(devices)) for b in range(len(devices))] if len(devices) > 1 else []
@@ -216,6 +231,7 @@ def profile_model(
                 steps = [(*built[(span, k)], pins[d.id]) for span in part]
                 for _ in range(settle):  # as served back to back: after its own last run
                     run_slices(steps, dict(feed), now)
+                pace()
                 for span, t in zip(part, run_slices(steps, dict(feed), now)):
                     samples[(span, k)].append(t)
             times[d.id].profiling_s += time.perf_counter() - t_dev
@@ -231,6 +247,7 @@ def profile_model(
                 steps = [(s_pre[0], s_pre[1], s_pre[2], pins[devices[ka].id]),
                          (s_suf[0], s_suf[1], s_suf[2], pins[devices[kb].id])]
                 run_slices(steps[1:], dict(values), now)  # the previous inference ended here
+                pace()
                 t_pair = run_slices(steps, dict(feed), now)
                 switches.setdefault((devices[ka].id, devices[kb].id), {}).setdefault(c, []).append(tuple(t_pair))
         tick(f"round {r + 1}/{runs}")
@@ -246,12 +263,36 @@ def profile_model(
                 e0 = power.energy_mj()
                 _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], runs)
                 times[d.id].layer_energy_mj = (times[d.id].layer_energy_mj or []) + [max(0.0, (power.energy_mj() - e0) / runs)]
+    whole = {k: built[((0, L - 1), k)] for k in range(len(devices)) if ((0, L - 1), k) in built}
     del built, samples
+    gc.collect()
+    # The unsplit model once more, as a one-slice plan runs it: its session alone in the
+    # process (the layer and chunk sessions freed), each device in a block of back-to-back
+    # runs (or paced at the rate), not in turns with the others. Most plans are one slice,
+    # and calibration makes their prediction this measurement, so it is taken in the
+    # regime of use rather than in the middle of the profiler's own rounds.
+    for k, d in enumerate(devices):
+        if k not in whole:
+            continue
+        sess, ins, outs = whole[k]
+        steps = [(sess, ins, outs, pins[d.id])]
+        for _ in range(max(warmup, 1)):
+            run_slices(steps, dict(feed), now)
+        block = []
+        for _ in range(runs):
+            for _ in range(settle - 1 if settle > 1 else 0):
+                run_slices(steps, dict(feed), now)
+            pace()
+            block.append(run_slices(steps, dict(feed), now)[0])
+        times[d.id].whole_ms = block
+        times[d.id].chunk_ms[(0, L - 1)] = block
+    del whole
 
     for size in transfer_sizes:
         x = np.random.default_rng(seed).standard_normal((1, max(1, size // 4))).astype(np.float32)
-        tjobs = [(build_session(transfer_model(size, d.precision == "int8"), d), {"x": x}, ["y"], pins[d.id]) for d in devices]
+        tjobs = [(build_session(transfer_model(size, d.precision == "int8"), d, slice_policy(pool, 2)), {"x": x}, ["y"], pins[d.id]) for d in devices]
         for d, smp in zip(devices, _round_robin(tjobs, runs, warmup, now)):
             times[d.id].transfer_points.extend((size, t / 2.0) for t in smp)  # in + out: half each
         tick(f"transfer {size} bytes")
-    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock, switch_ms=switches)
+    return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock, switch_ms=switches,
+                      settle=settle, rate_hz=rate_hz, pool=pool)

@@ -33,6 +33,14 @@ OPT_LEVELS = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
+# Thread-pool policies (session config entries): what a session does between and after
+# its parallel sections. One policy per regime of use, recorded in the profile so that a
+# slice is measured as it will run (executor.sessions picks "plain" for a one-slice plan).
+POOL_POLICIES = {
+    "plain": {},
+    "stop": {"session.force_spinning_stop": "1"},
+    "off": {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"},
+}
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/+-]{0,63}$")
 
 
@@ -55,10 +63,15 @@ class RuntimeDevice:
     provider_options: tuple[tuple[str, str], ...] = ()
     spec: str = ""
 
-    def session_options(self) -> ort.SessionOptions:
-        """SessionOptions for a session of this device. Spinning is off unless the spec
-        says otherwise: a sliced model holds several sessions whose idle pool threads
-        would otherwise busy-wait on the cores the running slice needs."""
+    def session_options(self, policy: str = "stop") -> ort.SessionOptions:
+        """SessionOptions for a session of this device under a thread-pool `policy`
+        (POOL_POLICIES): "plain" is ONNX Runtime's defaults (a one-slice plan runs as a
+        plain session of the device would); "stop" lets the pool spin inside a run and
+        stops it when the run returns (a slice of a multi-slice plan: fast while active,
+        and an idle pool does not busy-wait on the cores the next slice needs); "off"
+        never spins. `session.*` entries of the spec win over the policy."""
+        if policy not in POOL_POLICIES:
+            raise ValueError(f"pool policy must be one of {', '.join(POOL_POLICIES)}, got '{policy}'")
         so = ort.SessionOptions()
         so.graph_optimization_level = OPT_LEVELS[self.opt]
         so.log_severity_level = 3
@@ -67,8 +80,8 @@ class RuntimeDevice:
         if self.inter_threads is not None:
             so.inter_op_num_threads = self.inter_threads
         config = dict(self.session_config)
-        config.setdefault("session.intra_op.allow_spinning", "0")
-        config.setdefault("session.inter_op.allow_spinning", "0")
+        for key, value in POOL_POLICIES[policy].items():
+            config.setdefault(key, value)
         if self.affinity is not None and (self.threads or 1) > 1:
             cores = ",".join(str(c + 1) for c in self.affinity)  # ORT counts processors from 1
             config.setdefault("session.intra_op_thread_affinities", ";".join([cores] * (self.threads - 1)))
@@ -248,17 +261,18 @@ def clock_ns(name: str, devices: Iterable[RuntimeDevice] = ()):
     return CLOCKS[name]
 
 
-def build_session(model, device: RuntimeDevice) -> ort.InferenceSession:
+def build_session(model, device: RuntimeDevice, policy: str = "stop") -> ort.InferenceSession:
     """An InferenceSession for `model` (ModelProto, bytes or path) on `device`. The model
     is expected to be in the device's precision already (see executor.quantize). Built
     on the device's cores: ORT's pool threads inherit the creating thread's affinity, so
     a device without affinity built while the caller was pinned for another device
-    would keep its pool threads on that device's cores for good."""
+    would keep its pool threads on that device's cores for good. `policy`: the
+    thread-pool policy (POOL_POLICIES)."""
     data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
     before = getattr(_PIN, "current", None)
     try:
         with pinned(device):
-            return ort.InferenceSession(data, sess_options=device.session_options(), providers=device.providers())
+            return ort.InferenceSession(data, sess_options=device.session_options(policy), providers=device.providers())
     finally:  # the caller stays where it was
         if before is None:
             unpin()

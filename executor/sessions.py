@@ -14,6 +14,7 @@ calibration feeds of their own inputs, obtained by running the fp32 model.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
@@ -22,7 +23,7 @@ import onnx
 from onnx import helper
 
 from executor.quantize import quantize_int8
-from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned
+from executor.runtime import POOL_POLICIES, RuntimeDevice, build_session, clock_ns, pinned
 from executor.slicing import LayeredModel, SlicingError, boundary, random_inputs, split_model
 
 
@@ -59,6 +60,41 @@ def capture(lm: LayeredModel, names: Sequence[str], feeds: Sequence[Mapping[str,
         values.update({k: v for k, v in feed.items() if k in names})
         out.append(values)
     return out
+
+
+POOL_MODES = ("auto", *POOL_POLICIES)
+
+
+def slice_policy(mode: str, n_slices: int) -> str:
+    """The thread-pool policy of each session of an n-slice run under a regime's pool
+    mode. "auto": a one-slice plan is a plain ONNX Runtime session of its device (so it
+    is never slower than one), a multi-slice plan's sessions spin while they run and
+    stop when they return (runtime.POOL_POLICIES). The profiler asks the same question
+    for each slice it times, so a slice is measured under the policy it will run with."""
+    if mode not in POOL_MODES:
+        raise ValueError(f"pool mode must be one of {', '.join(POOL_MODES)}, got '{mode}'")
+    if mode != "auto":
+        return mode
+    return "plain" if n_slices == 1 else "stop"
+
+
+class Pacer:
+    """Sleeps until the next tick of a fixed rate (a no-op back to back): a timed run
+    after `pace()` follows an idle gap as a plan served at that rate does. A tick
+    missed (the previous work took longer than a period) starts the next at once."""
+
+    def __init__(self, rate_hz: float | None):
+        self.period_s = None if rate_hz is None else 1.0 / rate_hz
+        self.next = None
+
+    def __call__(self) -> None:
+        if self.period_s is None:
+            return
+        now = time.perf_counter()
+        if self.next is not None and self.next > now:
+            time.sleep(self.next - now)
+            now = time.perf_counter()
+        self.next = now + self.period_s
 
 
 @dataclass
@@ -106,6 +142,7 @@ class SlicedModel:
         calibration_count: int = 8,
         seed: int = 0,
         clock: str = "wall",
+        pool: str = "auto",
     ):
         by_id = dict(devices) if isinstance(devices, Mapping) else {d.id: d for d in devices}
         unknown = sorted({dev for _, _, dev in slices if dev not in by_id})
@@ -128,8 +165,9 @@ class SlicedModel:
             values = capture(lm, [x for s in int8 for x in s.inputs], feeds)
             for s in int8:
                 s.model = quantize_int8(s.model, [{k: v[k] for k in s.inputs} for v in values])
+        self.pool_policy = slice_policy(pool, len(self.slices))
         for s in self.slices:
-            s.session = build_session(s.model, s.device)
+            s.session = build_session(s.model, s.device, self.pool_policy)
         # last slice that reads each tensor: free it after that
         self._last_use: dict[str, int] = {}
         for i, s in enumerate(self.slices):
@@ -182,13 +220,17 @@ def summarise_ms(samples: Sequence[float]) -> dict[str, float]:
 STATISTICS = {"median": np.median, "mean": np.mean, "min": np.min}
 
 
-def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3) -> dict:
-    """Run `warmup` + `runs` times; per-slice and end-to-end timing summaries."""
+def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3,
+            rate_hz: float | None = None) -> dict:
+    """Run `warmup` + `runs` times, back to back or (`rate_hz`) one run per period with
+    the idle gap between; per-slice and end-to-end timing summaries."""
     for _ in range(warmup):
         sliced.run(inputs)
+    pace = Pacer(rate_hz)
     per_slice: list[list[float]] = [[] for _ in sliced.slices]
     total = []
     for _ in range(runs):
+        pace()
         t0 = sliced.clock()
         _, ts = sliced.run_timed(inputs)
         total.append((sliced.clock() - t0) / 1e6)
@@ -199,7 +241,7 @@ def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 2
 
 def measure_interleaved(
     runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3,
-    settle: int = 0, shuffle_seed: int | None = None,
+    settle: int = 0, shuffle_seed: int | None = None, rate_hz: float | None = None,
 ) -> dict[str, dict]:
     """Several sliced models timed in turns, run by run, so that a noisy machine slows
     them alike and their ratios mean something. name -> measure()'s summary, plus
@@ -211,7 +253,12 @@ def measure_interleaved(
     With `shuffle_seed` the runners take their turns in a new random order every round,
     so whatever one runner leaves behind for the next (the core the calling thread was
     last pinned to, warm caches) falls on each of them alike instead of always on the
-    same one."""
+    same one. With `rate_hz` each timed run follows an idle gap (one period since the
+    previous timed run started) and nothing settles it: the regime of a plan served at
+    that rate."""
+    pace = Pacer(rate_hz)
+    if rate_hz is not None:
+        settle = 0
     for sm in runners.values():
         for _ in range(warmup):
             sm.run(inputs)
@@ -225,6 +272,7 @@ def measure_interleaved(
             sm = runners[name]
             for _ in range(settle):
                 sm.run(inputs)
+            pace()
             t0 = sm.clock()
             _, ts = sm.run_timed(inputs)
             totals[name].append((sm.clock() - t0) / 1e6)

@@ -17,8 +17,9 @@ communication estimate). Robustly:
 
 - m is the median over the slice's samples (the service summarises them, setting aside
   samples more than OUTLIER_MADS scaled MADs from the median: a stalled frame, a misread
-  clock; the report names how many per plan), and a slice with fewer than `min_samples`
-  samples is not used;
+  clock; the report names how many per plan), scaled so that a plan's slices add up to
+  its end-to-end median (the latency the board sees includes the work between slices);
+  a slice with fewer than `min_samples` samples is not used;
 - r is bounded to [1 / max_scale, max_scale] (a misread or a cold start never turns a
   layer 100x slower), and reported as clamped;
 - a (layer, device, frequency) covered by slices of several plans takes the median of
@@ -103,8 +104,12 @@ def _target_index(problem, device: str, freq_mhz: float) -> int | None:  # noqa:
 
 
 def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemetry],
-          options: RefitOptions = RefitOptions()) -> tuple[ModelProfile, RefitReport]:
-    """A new profile whose predictions for the measured slices meet the measurements."""
+          options: RefitOptions = RefitOptions(), profile_id: str | None = None) -> tuple[ModelProfile, RefitReport]:
+    """A new profile whose predictions for the measured slices meet the measurements.
+    It records `profile_id` (the id of `profile`) as what it was refit from, so the
+    deployment that measured it can run its plans; and where the boards served every
+    used plan at one rate, that rate becomes its regime (the times now hold there)."""
+    plans = list(plans)
     problem = compile_problem(platform, profile)
     ids = [layer.id for layer in profile.layers]
     report = RefitReport()
@@ -112,6 +117,12 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
     used_plans: set[str] = set()
     for plan in plans:
         report.samples.append((plan.plan_id, plan.samples, plan.set_aside, list(plan.revisions)))
+        # what the board sees is the end-to-end median; the slices' medians do not add up
+        # to it (the work between slices, and medians of sums are not sums of medians):
+        # scale them so that they do, and the refit plan predicts the end-to-end time
+        meds = [sl.median_ms for sl in plan.slices]
+        whole = plan.median_ms
+        to_total = (whole / sum(meds)) if whole and all(v is not None for v in meds) and sum(meds) > 0 else 1.0
         for sl in plan.slices:
             where = f"{plan.plan_id} slice {sl.index}"
             if sl.median_ms is None or sl.samples < options.min_samples:
@@ -131,11 +142,12 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
                 report.skipped.append(f"{where}: no finite execution estimate on {sl.device}@{sl.freq_mhz:g}")
                 continue
             overhead = max(0.0, sl.predicted_ms - exec_ms)
-            raw = (sl.median_ms - overhead) / exec_ms
+            slice_ms = sl.median_ms * to_total
+            raw = (slice_ms - overhead) / exec_ms
             ratio = min(max(raw, 1.0 / options.max_scale), options.max_scale)
             report.slices.append(SliceFit(plan.plan_id, sl.index, f"{sl.device}@{sl.freq_mhz:g}",
                                           f"{sl.first_layer}..{sl.last_layer}", sl.samples, sl.predicted_ms,
-                                          sl.median_ms, ratio, ratio != raw))
+                                          slice_ms, ratio, ratio != raw))
             used_plans.add(plan.plan_id)
             for k in layers:
                 ratios.setdefault((k, sl.device, float(problem.targets[t].freq_mhz)), []).append(ratio)
@@ -167,4 +179,11 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
             f"median measured/predicted ratio per slice, bounded to [1/{options.max_scale:g}, {options.max_scale:g}]")
     doc["source"] = (doc.get("source", "") + "; " if doc.get("source") else "") + note
     doc["source"] = doc["source"][-2000:]
+    if profile_id is not None:
+        doc["refit_of"] = profile_id
+    rates = {p.served_rate_hz for p in plans if p.plan_id in used_plans}
+    if len(rates) == 1 and None not in rates:
+        regime = dict(doc.get("regime") or {})
+        regime.update(mode="rate", rate_hz=rates.pop(), settle=0)
+        doc["regime"] = regime
     return ModelProfile.model_validate(doc), report

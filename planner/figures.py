@@ -181,6 +181,7 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
         "notation: device letter + first layer of each slice (1-based), @MHz = DVFS level; slice time includes its "
         "tensor transfers" + constraint,
     ]
+    right = _with_verification(right, p)
     return alt.hconcat(left, right, spacing=30).resolve_scale(color="independent", shape="independent").properties(
         title=_title(f"{p['model']} on {p['platform']}: {p['notation']}", subtitle))
 
@@ -200,8 +201,40 @@ def _time_only_plan(p: dict, m: dict, left) -> alt.HConcatChart:
         f"latency {_fmt(m['latency_ms'])} ms, energy not measured, {m['slices']} slices, {m['transitions']} transitions",
         "notation: device letter + first layer of each slice (1-based); slice time includes its tensor transfers",
     ]
+    right = _with_verification(right, p)
     return alt.hconcat(left, right, spacing=30).resolve_scale(color="independent").properties(
         title=_title(f"{p['model']} on {p['platform']}: {p['notation']}", subtitle))
+
+
+def _with_verification(right, p: dict):  # noqa: ANN001, ANN202 - Altair charts
+    """Below the alternatives, a verified plan's candidates: predicted beside measured
+    on the device (bar: the statistic; whisker: p10..p90), the returned one marked."""
+    v = p.get("verification")
+    if not v:
+        return right
+    rows = []
+    for c in v["candidates"]:
+        name = c["name"] + (" (returned)" if c["name"] == v["chosen"] else "")
+        rows.append({"candidate": name, "notation": c["notation"], "what": "predicted", "ms": c["predicted_ms"],
+                     "lo": None, "hi": None, "error": f"{c['error_pct']:+.1f}%"})
+        rows.append({"candidate": name, "notation": c["notation"], "what": "measured", "ms": c["measured_ms"],
+                     "lo": c["measured_p10_ms"], "hi": c["measured_p90_ms"], "error": f"{c['error_pct']:+.1f}%"})
+    data = alt.Data(values=rows)
+    what = alt.Scale(domain=["predicted", "measured"], range=["#9ecae1", "#08519c"])
+    y = alt.Y("candidate:N", title=None, sort=None)
+    tip = ["candidate:N", "notation:N", "what:N", alt.Tooltip("ms:Q", format=".4g"),
+           alt.Tooltip("error:N", title="(measured - predicted) / predicted")]
+    bars = alt.Chart(data).mark_bar().encode(
+        x=alt.X("ms:Q", title="latency (ms)"), y=y, yOffset="what:N",
+        color=alt.Color("what:N", scale=what, legend=alt.Legend(title="verified", orient="right")), tooltip=tip)
+    whiskers = alt.Chart(data).transform_filter("datum.lo != null").mark_rule().encode(
+        x="lo:Q", x2="hi:Q", y=y, yOffset="what:N")
+    regime = v["regime"]
+    how = f"at {regime['rate_hz']:g} Hz" if regime.get("mode") == "rate" else "back to back"
+    panel = (bars + whiskers).properties(width=260, height=max(60, 30 * len(v["candidates"])), title=alt.TitleParams(
+        "verified on the device", subtitle=[f"{v['statistic']} of {v['runs']} runs, {how}; whisker p10..p90"],
+        fontSize=12, anchor="start"))
+    return alt.vconcat(right, panel, spacing=20)
 
 
 def _declutter(points: list[dict], width: float = 260, height: float = 230,

@@ -304,6 +304,7 @@ def assemble(
             "request_sha256": content_hash(request),
             "planner_version": __version__,
         },
+        "regime": regime.model_dump() if (regime := getattr(profile, "regime", None)) is not None else None,
     })
 
 

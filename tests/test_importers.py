@@ -199,3 +199,146 @@ def test_no_layer_matches_names_the_device():
         rec.parts = ("zz_" + rec.name,)
     with pytest.raises(InputError, match="no record matched a layer for device 'npu'"):
         build_profile([tr], "tiny", base=base)
+
+
+# ---------------------------------------------------------------- hostile files (issue 21, finding 10)
+
+
+def _one_line_error(capsys, argv: list[str], tmp_path: Path) -> str:
+    code, out, err = run(capsys, *argv, "--out", str(tmp_path / "o.json"))
+    assert code == 2 and "internal error" not in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1
+    return err
+
+
+@pytest.mark.parametrize("padding", ["", " " * 20])
+def test_deeply_nested_json_is_an_input_error(padding, tmp_path, capsys):
+    """200k levels: refused before parsing (a bracket every few bytes), or, padded past
+    that check, by the parser's depth limit; never an internal error."""
+    path = tmp_path / "deep.json"
+    path.write_text(("[" + padding) * 200_000 + "]" * 200_000)
+    err = _one_line_error(capsys, ["import", "pytorch", str(path), "--device", "gpu"], tmp_path)
+    assert "deep.json" in err and ("nested too deeply" in err or "not a profiler trace" in err)
+
+
+@pytest.mark.parametrize("count", ['"abc"', "1e400", "0", "2.5", "true"])
+def test_trtexec_count_is_checked(count, tmp_path, capsys):
+    path = tmp_path / "p.json"
+    path.write_text(f'[{{"count": {count}}}, {{"name": "conv1", "averageMs": 0.1}}]')
+    err = _one_line_error(capsys, ["import", "trtexec", str(path), "--device", "gpu"], tmp_path)
+    assert "[0].count" in err and "whole number" in err
+
+
+@pytest.mark.parametrize("ms", ["-1", "1e400", '"5"', "1e308"])
+def test_trtexec_times_are_checked(ms, tmp_path, capsys):
+    path = tmp_path / "p.json"
+    path.write_text(f'[{{"count": 10}}, {{"name": "conv1", "averageMs": {ms}}}]')
+    err = _one_line_error(capsys, ["import", "trtexec", str(path), "--device", "gpu"], tmp_path)
+    assert "[1].averageMs" in err
+
+
+@pytest.mark.parametrize("name", ["PWN()", "PWN() input reformatter 0", "Reformatting CopyNode for Input Tensor 0 to PWN()",
+                                  "ForeignNode[]"])
+def test_trtexec_empty_fusion_names_import(name, tmp_path, capsys):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps([{"count": 10}, {"name": name, "averageMs": 0.1}, {"name": "conv1", "averageMs": 0.2}]))
+    code, out, err = run(capsys, "import", "trtexec", str(path), "--device", "gpu", "--profile",
+                         str(F / "tiny_profile.json"), "--out", str(tmp_path / "o.json"))
+    assert code == 0, err
+    assert "matched 1/2 records" in out and f"unmatched: {name}" in out
+
+
+@pytest.mark.parametrize("avg,needle", [("5%", "[avg ms] must be a plain number"), ("-7.000", "[avg ms] must be 0 to"),
+                                        ("99999999.5", "[avg ms] must be 0 to"), ("1e9", "cannot read this row")])
+def test_tflite_average_is_checked(avg, needle, tmp_path, capsys):
+    text = (F / "tflite_op_profiling.txt").read_text().splitlines()
+    row = next(i for i, line in enumerate(text) if line.strip().endswith("[conv1]:0"))
+    text[row] = text[row].replace("0.402", avg, 1)
+    path = tmp_path / "t.txt"
+    path.write_text("\n".join(text) + "\n")
+    err = _one_line_error(capsys, ["import", "tflite", str(path), "--device", "npu"], tmp_path)
+    assert f"line {row + 1}" in err and needle in err
+
+
+@pytest.mark.parametrize("dur", ["1e308", "-1", "1e400", '"7"'])
+def test_ort_duration_is_checked(dur, tmp_path, capsys):
+    path = tmp_path / "ort.json"
+    path.write_text(f'[{{"cat": "Node", "name": "conv_kernel_time", "dur": {dur}, "args": {{}}}}]')
+    err = _one_line_error(capsys, ["import", "onnxruntime", str(path), "--device", "cpu"], tmp_path)
+    assert "[0].dur" in err and "microseconds" in err
+
+
+@pytest.mark.parametrize("dur", ["1e308", "-5", "NaN"])
+def test_pytorch_duration_is_checked(dur, tmp_path, capsys):
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::conv2d", "ts": 1, "dur": %s}]}' % dur)
+    err = _one_line_error(capsys, ["import", "pytorch", str(path), "--device", "cpu"], tmp_path)
+    assert "traceEvents[0].dur" in err
+
+
+def test_a_file_of_empty_objects_is_refused_before_parsing(tmp_path, capsys):
+    """`[{}, {}, ...]`: parsed whole it takes ~25x the file in memory (150 MB -> 3.6 GB);
+    refused from a count of its brackets, holding little more than the text."""
+    import tracemalloc
+
+    path = tmp_path / "empty.json"
+    path.write_text("[" + "{}," * 1_000_000 + "{}]")
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        err = _one_line_error(capsys, ["import", "onnxruntime", str(path), "--device", "cpu"], tmp_path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "not a profiler trace" in err and "refused before parsing" in err
+    assert peak < 3 * size
+
+
+def test_gzip_trace_is_bounded_once_decompressed(tmp_path, capsys, monkeypatch):
+    import gzip
+
+    from executor.importers import common
+
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(b" " * 200_000 + (F / "pytorch_trace.json").read_bytes()))
+    monkeypatch.setattr(common, "MAX_TRACE_BYTES", 100_000)
+    err = _one_line_error(capsys, ["import", "pytorch", str(path), "--device", "gpu"], tmp_path)
+    assert "once decompressed" in err
+    (tmp_path / "bad.json.gz").write_bytes(b"\x1f\x8b" + b"garbage")
+    err = _one_line_error(capsys, ["import", "pytorch", str(tmp_path / "bad.json.gz"), "--device", "gpu"], tmp_path)
+    assert "gzip" in err
+
+
+def test_pytorch_trace_of_many_steps_parses_each_event_once(tmp_path):
+    """20k events in one file (the size that took over 60 s when each layer scanned every
+    op): all records and steps come out (bench/importers.py times it)."""
+    from tests.support.traces import synthetic_torch_trace
+
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(synthetic_torch_trace(steps=100, layers=66)))
+    [trace] = read("pytorch", [str(path)], "gpu")
+    assert trace.runs == 100 and len(trace.records) == 66
+    assert all(len(r.samples_ms) == 100 for r in trace.records)
+    assert trace.records[7].samples_ms[3] == pytest.approx(0.007 + 0.001 * 3)
+
+
+def test_ort_byte_counts_out_of_range_are_unknown_not_errors(tmp_path, capsys):
+    path = tmp_path / "ort.json"
+    path.write_text('[{"cat": "Node", "name": "conv_kernel_time", "dur": 12, "args": {"activation_size": 1e400, '
+                    '"output_size": -5, "parameter_size": "77"}}]')
+    [trace] = read("onnxruntime", [str(path)], "cpu")
+    rec = trace.records[0]
+    assert (rec.input_bytes, rec.output_bytes, rec.weight_bytes) == (None, None, 77)
+
+
+def test_trtexec_huge_or_negative_tensor_facts_are_unknown(tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text('[{"count": 5}, {"name": "conv1", "averageMs": 0.2}]')
+    info = tmp_path / "l.json"
+    info.write_text(json.dumps({"Layers": [{"Name": "conv1", "LayerType": "Conv",
+                                            "Inputs": [{"Name": "x", "Dimensions": [10**9, 10**9], "Format/Datatype": "FP32"}],
+                                            "Outputs": [{"Name": "y", "Dimensions": [1, 8], "Format/Datatype": "FP32"}],
+                                            "Weights": {"Type": "FP32", "Count": -3}}]}))
+    [trace] = read("trtexec", [str(prof), str(info)], "gpu")
+    rec = trace.records[0]
+    assert (rec.input_bytes, rec.output_bytes, rec.weight_bytes) == (None, 32, None)

@@ -113,11 +113,15 @@ def test_the_profiler_settles_each_partition_before_timing_it(monkeypatch):
                 return self.sess.run(outs, feed)
         return Spy
 
+    policies = []
+
     def profile(settle):
         log, k = [], iter(range(10**6))
+        policies.clear()
 
-        def build(m, d):
-            return counted(log, next(k))(real(m, d))
+        def build(m, d, policy="stop"):
+            policies.append(policy)
+            return counted(log, next(k))(real(m, d, policy))
 
         monkeypatch.setattr(profiler, "build_session", build)
         try:
@@ -130,7 +134,10 @@ def test_the_profiler_settles_each_partition_before_timing_it(monkeypatch):
     for settle in (0, 2):
         log = profile(settle)
         first = L + 1  # sessions 0..L-1: the layers; L: the unsplit model; each warmed once when built
-        rounds = log[first:]  # per round: the layers in order, then the unsplit model
+        # last, the unsplit model alone as a one-slice plan runs: a warm-up, then back-to-back runs
+        block = 1 + 2 * (1 + max(settle - 1, 0))
+        assert log[-block:] == [L] * block
+        rounds = log[first:-block]  # per round: the layers in order, then the unsplit model
         per_round = (1 + settle) * (L + 1)
         assert len(rounds) == 2 * per_round
         for r in range(2):
@@ -138,3 +145,6 @@ def test_the_profiler_settles_each_partition_before_timing_it(monkeypatch):
             layers_part, whole_part = block[:(1 + settle) * L], block[(1 + settle) * L:]
             assert layers_part == list(range(L)) * (1 + settle)  # the whole sequence settled, then timed
             assert whole_part == [L] * (1 + settle)
+        # each slice timed under the pool policy it runs with: the unsplit model as a
+        # one-slice plan (ONNX Runtime's defaults), every layer as part of several
+        assert policies[:L] == ["stop"] * L and policies[L] == "plain"

@@ -48,10 +48,19 @@ def model_layers(model_path: str, name: str) -> tuple[ModelProfile, dict[str, st
     """The model cut into the planner's fused layers as `planner profile` cuts it (ids,
     op types, bytes, DAG; no measurements yet), and ONNX node name -> layer id: the
     names the ORT profiler reports at the basic optimisation level."""
+    skeleton, groups, _ = model_graph(model_path, name)
+    return skeleton, groups
+
+
+def model_graph(model_path: str, name: str) -> tuple[ModelProfile, dict[str, str], list]:
+    """`model_layers`, and the graph's nodes in execution order with their module scope
+    (`structure.GraphNode`), for placing unlabelled PyTorch records."""
     from executor import slicing
+    from executor.importers.structure import GraphNode, node_scope
 
     lm = slicing.layers(slicing.load_model(model_path))
     nodes = lm.model.graph.node
+    graph = [GraphNode(n.name, n.op_type, *node_scope(n)) for n in nodes if n.name]
     ids = [layer.id for layer in lm.layers]
     skeleton = ModelProfile(name=name, source=f"layers of {model_path}", layers=[
         {"id": layer.id, "op_type": layer.op_type, "input_bytes": layer.input_bytes,
@@ -59,7 +68,8 @@ def model_layers(model_path: str, name: str) -> tuple[ModelProfile, dict[str, st
          "predecessors": [ids[p] for p in layer.predecessors]}
         for layer in lm.layers
     ])
-    return skeleton, {nodes[k].name: layer.id for layer in lm.layers for k in layer.nodes if nodes[k].name}
+    return skeleton, {nodes[k].name: layer.id for layer in lm.layers for k in layer.nodes if nodes[k].name}, graph
 
 
-__all__ = ["FORMATS", "ImportReport", "OpRecord", "Trace", "TraceMatch", "build_profile", "layer_id", "model_layers", "read"]
+__all__ = ["FORMATS", "ImportReport", "OpRecord", "Trace", "TraceMatch", "build_profile", "layer_id", "model_graph", "model_layers",
+           "read"]

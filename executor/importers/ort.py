@@ -13,7 +13,7 @@ the report lists the rewritten nodes as unmatched.
 
 from __future__ import annotations
 
-from executor.importers.common import load_json_file
+from executor.importers.common import MAX_DURATION_US, load_json_file
 from executor.importers.records import OpRecord, Trace
 from planner.core.errors import InputError
 
@@ -21,10 +21,12 @@ SUFFIX = "_kernel_time"
 
 
 def _int(value) -> int | None:  # noqa: ANN001
+    """A byte count ORT wrote (an int or its string), else unknown."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return n if 0 <= n < 2**53 else None
 
 
 def parse(path: str, device: str) -> Trace:
@@ -44,8 +46,9 @@ def parse(path: str, device: str) -> Trace:
         if ev.get("cat") != "Node" or not isinstance(name, str) or not name.endswith(SUFFIX):
             continue
         dur = ev.get("dur")
-        if not isinstance(dur, (int, float)) or dur < 0:
-            raise InputError(f"{path}: [{i}].dur", f"expected a duration in microseconds, got {dur!r}")
+        if isinstance(dur, bool) or not isinstance(dur, (int, float)) or not 0 <= dur <= MAX_DURATION_US:
+            raise InputError(f"{path}: [{i}].dur", f"expected a duration from 0 to {MAX_DURATION_US:.0f} microseconds, "
+                                                   f"got {dur!r}"[:200])
         node = name[: -len(SUFFIX)]
         args = ev.get("args") or {}
         if args.get("provider"):
@@ -61,4 +64,19 @@ def parse(path: str, device: str) -> Trace:
     if not records:
         raise InputError(path, "no `Node` events named *_kernel_time: was the session created with enable_profiling?")
     notes = [f"providers: {', '.join(sorted(providers))}"] if providers else []
-    return Trace("onnxruntime", path, device, list(records.values()), runs or None, notes)
+    return Trace("onnxruntime", path, device, list(records.values()), runs or None, notes, device_kind=_kind(providers))
+
+
+_GPU_PROVIDERS = ("CUDA", "Tensorrt", "TensorRT", "ROCM", "MIGraphX", "Dml", "WebGpu")
+_NPU_PROVIDERS = ("QNN", "Nnapi", "NNAPI", "CoreML", "Vitis", "RKNPU")
+
+
+def _kind(providers: set[str]) -> str | None:
+    """Device kind from the providers that ran the nodes: the accelerator's (a CUDA session
+    runs a few nodes, shape arithmetic, on the CPU provider), cpu alone, else unknown."""
+    kinds = {"gpu" if p.startswith(_GPU_PROVIDERS) else "npu" if p.startswith(_NPU_PROVIDERS)
+             else "cpu" if p.startswith("CPU") else "other" for p in providers}
+    accelerators = kinds - {"cpu"}
+    if len(accelerators) == 1:
+        return accelerators.pop()
+    return "cpu" if kinds == {"cpu"} else None

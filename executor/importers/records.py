@@ -15,7 +15,7 @@ Light on purpose (stdlib, numpy, planner.core): a board can convert its own trac
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -59,6 +59,10 @@ class OpRecord:
     output_bytes: int | None = None
     weight_bytes: int | None = None
     feeds: str | None = None  # a reformat/copy record: the node whose input it prepares
+    kind: str = "op"  # "label" (names graph nodes), "module" (an nn.Module), "op" (an operator)
+    scope: tuple[str, ...] = ()  # enclosing modules outermost first (PyTorch traces with with_modules=True)
+    host_timed: bool = False  # on a GPU trace: launched no kernel, timed by its host wall time
+    merged_into: str | None = None  # no graph node of its own: its time is charged to this record's nodes
 
     def node_names(self) -> tuple[str, ...]:
         return self.parts or (self.name,)
@@ -74,6 +78,9 @@ class Trace:
     records: list[OpRecord]
     runs: int | None = None
     notes: list[str] = field(default_factory=list)
+    device_kind: str | None = None  # "cpu", "gpu", ... when the trace shows it (CUDA kernels -> gpu)
+    device_name: str | None = None  # e.g. the GPU's name from the trace's device properties
+    copies: list[tuple[str, int, float]] = field(default_factory=list)  # host<->device memcpy: (h2d|d2h, bytes, ms)
 
 
 @dataclass
@@ -87,20 +94,34 @@ class TraceMatch:
     spanning: list[str]
     layers_without_time: list[str]
     runs: int | None
+    merged: list[str] = field(default_factory=list)  # "record -> record": no graph node of its own
+    layers_timed: int = 0  # layers given a time by this device's records
+    estimated: list[str] = field(default_factory=list)  # "layer: how", timed from bytes, not from the trace
+    structural: bool = False  # records placed on the graph by structure and order (no labels)
+    no_time_reason: str = ""  # why layers_without_time could not be estimated
 
     def summary(self) -> str:
         def names(xs: list[str]) -> str:
             return ", ".join(xs[:8]) + (f" (+{len(xs) - 8} more)" if len(xs) > 8 else "")
 
         out = f"{self.source} ({self.format}) -> {self.device}: matched {self.matched}/{self.records} records"
+        if self.structural:
+            out += " by module structure and order"
         if self.runs:
             out += f" over {self.runs} runs"
+        out += f"; {self.layers_timed} layer(s) timed from the trace"
+        if self.merged:
+            out += f"; merged into a neighbour (no graph node of their own): {names(self.merged)}"
         if self.unmatched:
             out += f"; unmatched: {names(self.unmatched)}"
         if self.spanning:
-            out += f"; fused across layers (time given to the first): {names(self.spanning)}"
+            out += f"; fused across layers (time split by their share of its nodes): {names(self.spanning)}"
+        if self.estimated:
+            out += f"; estimated from bytes: {names(self.estimated)}"
         if self.layers_without_time:
             out += f"; layers with no time on {self.device}: {names(self.layers_without_time)}"
+            if self.no_time_reason:
+                out += f" (not estimated: {self.no_time_reason})"
         return out
 
 
@@ -161,6 +182,31 @@ def _reference_layers(trace: Trace) -> list[dict]:
     return layers
 
 
+# layers that move or reshape data rather than compute: their measured time per byte is
+# the device's copy bandwidth, used to estimate such a layer the trace did not time
+DATA_MOVEMENT = {"Concat", "Reshape", "Flatten", "Transpose", "Split", "Slice", "Gather", "Squeeze", "Unsqueeze",
+                 "Identity", "Pad", "Expand", "Tile", "Cast", "DepthToSpace", "SpaceToDepth"}
+
+
+def _moved_bytes(layer: dict) -> int:
+    """Bytes a layer reads and writes; Shape/Size read only their input's metadata."""
+    head = layer.get("op_type", "").split("+")[0]
+    return layer.get("output_bytes", 0) + (0 if head in ("Shape", "Size") else layer.get("input_bytes", 0))
+
+
+def _copy_bandwidth(layers: list[dict], timed: dict[int, float], traces: Sequence[Trace]) -> tuple[float | None, str]:
+    """Bytes per ms on one device: the median over its timed data-movement layers of
+    (input + output bytes) / time, else its traces' host<->device copies."""
+    rates = [_moved_bytes(layers[i]) / ms for i, ms in timed.items()
+             if ms > 0 and layers[i].get("op_type", "").split("+")[0] in DATA_MOVEMENT and _moved_bytes(layers[i]) > 0]
+    if rates:
+        return float(np.median(rates)), f"median of {len(rates)} timed data-movement layer(s)"
+    copies = [c for t in traces for c in t.copies if c[2] > 0]
+    if copies:
+        return sum(c[1] for c in copies) / sum(c[2] for c in copies), f"{len(copies)} host<->device copies"
+    return None, "no data-movement layer or copy timed on this device"
+
+
 def build_profile(
     traces: Sequence[Trace],
     name: str,
@@ -168,16 +214,21 @@ def build_profile(
     node_layers: Mapping[str, str] | None = None,
     freq_mhz: Mapping[str, float] | None = None,
     source: str | None = None,
+    graph: Sequence | None = None,
 ) -> tuple[ModelProfile, ImportReport]:
     """One ModelProfile from several devices' traces.
 
     Layers come from `base` (an existing profile: its layers, bytes and DAG are kept,
     and measurements on the imported devices are replaced) or, without it, from the
     first trace's records as a chain. `node_layers` maps graph node names to layer ids
-    (from the ONNX model: several nodes fused into one layer). A record whose parts
-    fall in several layers (a runtime fused across the planner's cut) is charged to
-    the first and reported. Per (layer, device): sum over the layer's records of each
-    run's time, then median and p90 - p10 over runs."""
+    (from the ONNX model: several nodes fused into one layer); `graph` (the model's
+    nodes, `structure.GraphNode`) places unlabelled PyTorch records by module structure
+    and order. A record whose parts fall in several layers (a runtime fused across the
+    planner's cut) is charged to the first and reported. Per (layer, device): sum over
+    the layer's records of each run's time, then median and p90 - p10 over runs. A layer
+    no record timed is estimated from its bytes at the device's measured copy bandwidth
+    (reported), or listed with the reason. The times are operator times inside a whole
+    run (tensors already on the device): `includes_communication` is false."""
     if not traces:
         raise InputError("FILES", "no profiler output to import")
     if base is not None:
@@ -193,30 +244,51 @@ def build_profile(
     per_device: dict[str, dict[int, list[OpRecord]]] = {}
     for tr in traces:
         got = per_device.setdefault(tr.device, {})
+        structural = False
+        merged: list[str] = []
+        if graph and tr.format == "pytorch" and any(r.kind != "label" and not r.parts for r in tr.records):
+            from executor.importers.structure import place
+
+            placement = place(tr.records, list(graph), tr.source)
+            structural = any(r.kind == "module" for r in tr.records)
+            merged = placement.merged
         unmatched, spanning, matched = [], [], 0
         for rec in tr.records:
             hits = resolve.record(rec)
             if not hits:
                 unmatched.append(rec.name)
                 continue
-            matched += 1
-            if len(hits) > 1:
+            if rec.merged_into is not None and rec.host_timed and tr.device_kind == "gpu":
+                continue  # folded away and launched no kernel: nothing ran on the device
+            if rec.merged_into is None:
+                matched += 1
+            if len(hits) == 1:
+                got.setdefault(hits[0], []).append(rec)
+                continue
+            # fused across the planner's layers: each layer its share of the record's nodes
+            if rec.merged_into is None:
                 spanning.append(f"{rec.name} ({', '.join(layers[h]['id'] for h in hits)})")
-            got.setdefault(hits[0], []).append(rec)
+            share = [resolve(node) for node in rec.node_names()]
+            for h in hits:
+                w = share.count(h) / sum(1 for x in share if x is not None)
+                got.setdefault(h, []).append(replace(rec, samples_ms=[x * w for x in rec.samples_ms]))
         matches.append(TraceMatch(tr.source, tr.format, tr.device, len(tr.records), matched, unmatched, spanning, [],
-                                  tr.runs))
+                                  tr.runs, merged=merged, structural=structural))
     issues: list[Issue] = []
+    estimated: dict[str, list[str]] = {}
+    reasons: dict[str, str] = {}
     for dev, got in per_device.items():
         if not got:
             srcs = ", ".join(t.source for t in traces if t.device == dev)
             issues.append(Issue(srcs, f"no record matched a layer for device '{dev}'; give --model or --profile "
                                       "whose layer names the profiler used"))
             continue
+        timed: dict[int, float] = {}
         for i, layer in enumerate(layers):
             recs = got.get(i)
             keep = [m for m in layer.get("measurements", []) if m["device"] != dev]
+            layer["measurements"] = keep
             if not recs:
-                layer["measurements"] = keep
                 continue
             counts = {len(r.samples_ms) for r in recs}
             if len(counts) == 1 and counts != {0}:
@@ -228,20 +300,44 @@ def build_profile(
                 spread, runs = None, max([r.runs or len(r.samples_ms) for r in recs])
             if time_ms <= 0:
                 time_ms = 1e-6  # a profiler's 0 us (below its resolution); the schema needs > 0
-            m = {"device": dev, "time_ms": time_ms, "includes_communication": True, "runs": max(1, runs)}
+            m = {"device": dev, "time_ms": time_ms, "includes_communication": False, "runs": max(1, runs)}
             if spread is not None:
                 m["time_spread_ms"] = spread
             if dev in freq_mhz:
                 m["freq_mhz"] = freq_mhz[dev]
             layer["measurements"] = keep + [m]
+            timed[i] = time_ms
+        bw, how = _copy_bandwidth(layers, timed, [t for t in traces if t.device == dev])
+        reasons[dev] = how if bw is None else "their bytes are unknown"
+        for i, layer in enumerate(layers):
+            nbytes = _moved_bytes(layer)
+            if i in timed or bw is None or nbytes <= 0:
+                continue
+            m = {"device": dev, "time_ms": max(nbytes / bw, 1e-6), "includes_communication": False}
+            if dev in freq_mhz:
+                m["freq_mhz"] = freq_mhz[dev]
+            layer["measurements"] = layer["measurements"] + [m]
+            estimated.setdefault(dev, []).append(
+                f"{layer['id']} ({nbytes} B at {bw * 1e3 / 1e9:.3g} GB/s, {how})")
         devices_done.add(dev)
     if issues:
         raise InputError(issues)
     for tm in matches:
-        tm.layers_without_time = [l["id"] for i, l in enumerate(layers) if i not in per_device[tm.device]]
+        got = per_device[tm.device]
+        est = estimated.get(tm.device, [])
+        est_ids = {e.split(" (", 1)[0] for e in est}
+        tm.layers_timed = sum(1 for i in range(len(layers)) if got.get(i))
+        tm.estimated = est
+        tm.layers_without_time = [l["id"] for i, l in enumerate(layers) if not got.get(i) and l["id"] not in est_ids]
+        tm.no_time_reason = reasons.get(tm.device, "") if tm.layers_without_time else ""
+    notes = []
+    for dev, est in estimated.items():
+        notes.append(f"{dev}: {len(est)} layer(s) estimated from bytes at the measured copy bandwidth: "
+                     + ", ".join(e.split(" (", 1)[0] for e in est))
     doc = {
         "name": name,
-        "source": source or "imported: " + "; ".join(f"{t.format} {t.source} on {t.device}" for t in traces),
+        "source": (source or "imported: " + "; ".join(f"{t.format} {t.source} on {t.device}" for t in traces))
+        + ("; " + "; ".join(notes) if notes else ""),
         "energy_source": "none: profiler traces carry time only (no power source); energy objectives are refused",
         "layers": layers,
     }

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from executor.importers.common import read_text
+from executor.importers.common import MAX_DURATION_MS, read_text
 from executor.importers.records import OpRecord, Trace
 from planner.core.errors import InputError
 
@@ -29,6 +29,16 @@ _NAME = re.compile(r"^\[(?P<tensors>.*)\](?::(?P<index>\d+))?$")
 
 def _row_pattern(numeric: int) -> re.Pattern:
     return re.compile(rf"^\s*(?P<type>\S.*?)\s+(?P<nums>(?:{_NUM}\s+){{{numeric}}})(?P<name>\S.*?)\s*$")
+
+
+def _plain(text: str, where: str, column: str) -> float:
+    """A column that must hold a plain number (the `%` columns may not stand in for it)."""
+    try:
+        if text.endswith("%"):
+            raise ValueError
+        return float(text)
+    except ValueError:
+        raise InputError(where, f"{column} must be a plain number, got {text!r}"[:200]) from None
 
 
 def parse(path: str, device: str) -> Trace:
@@ -57,11 +67,13 @@ def parse(path: str, device: str) -> Trace:
         if m is None:
             raise InputError(f"{path}: line {end + 1}", f"cannot read this row of the Run Order table: {line.strip()!r}")
         nums = m.group("nums").split()
-        avg_ms = float(nums[avg_col])
+        avg_ms = _plain(nums[avg_col], f"{path}: line {end + 1}", "[avg ms]")
+        if not 0 <= avg_ms <= MAX_DURATION_MS:
+            raise InputError(f"{path}: line {end + 1}", f"[avg ms] must be 0 to {MAX_DURATION_MS:.0f}, got {nums[avg_col]}")
         name = m.group("name")
         nm = _NAME.match(name)
         parts = tuple(p.strip() for p in nm.group("tensors").split(",") if p.strip()) if nm else (name,)
-        calls = int(float(nums[calls_col])) if calls_col is not None else None
+        calls = int(_plain(nums[calls_col], f"{path}: line {end + 1}", "[times called]")) if calls_col is not None else None
         rec = OpRecord(name=parts[-1] if nm and len(parts) == 1 else name, op_type=m.group("type").strip(),
                        parts=parts, samples_ms=[avg_ms])
         if calls and calls > 1:

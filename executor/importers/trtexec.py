@@ -11,6 +11,10 @@
   (`Name`, `Dimensions`, `Format/Datatype`), `Weights` (`Type`, `Count`) and, since
   TensorRT 8.6, `Metadata` holding `[ONNX Layer: NAME]` for each ONNX node it covers.
 
+- times (optional, `--exportTimes=T.json`): a JSON array with one object per inference,
+  `latencyMs`, `computeMs`, `h2dMs`, `d2hMs` (and their start/end stamps); the host<->device
+  copies of the bindings (sizes from the layer info's tensors) measure the link to the GPU.
+
 Engine layer names join fused nodes with ` + ` and horizontally merged ones with
 ` || `; `PWN(a, b)` wraps pointwise fusions; reformat layers (`X input reformatter 0`,
 `Reformatting CopyNode for Input Tensor 0 to X`) are charged to the layer X they feed.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from executor.importers.common import load_json_file
+from executor.importers.common import MAX_DURATION_MS, load_json_file
 from executor.importers.records import ELEMENT_BYTES, OpRecord, Trace
 from planner.core.errors import InputError
 
@@ -37,9 +41,10 @@ def split_name(name: str) -> tuple[str, ...]:
     for piece in re.split(r" \+ | \|\| ", name):
         piece = piece.strip()
         m = re.fullmatch(r"(?:PWN|ForeignNode)[(\[](.*)[)\]]", piece)
-        if m:
-            parts.extend(p.strip() for p in re.split(r", |\.\.\.", m.group(1)) if p.strip())
-        elif piece:
+        inner = [p.strip() for p in re.split(r", |\.\.\.", m.group(1)) if p.strip()] if m else []
+        if inner:
+            parts.extend(inner)
+        elif piece:  # a plain name, or an empty PWN() / ForeignNode[]: the name itself
             parts.append(piece)
     return tuple(dict.fromkeys(parts))
 
@@ -64,6 +69,8 @@ def _tensor_bytes(tensors) -> int | None:  # noqa: ANN001
         for d in dims:
             n *= d
         total += n * size
+        if total >= 2**50:  # not a tensor of one inference: unknown rather than an overflow later
+            return None
     return total
 
 
@@ -88,22 +95,32 @@ def _profile(data: list, path: str) -> tuple[int | None, list[tuple[str, float, 
         if not isinstance(row, dict):
             raise InputError(f"{path}: [{i}]", "expected an object")
         if "count" in row and "name" not in row:
-            count = int(row["count"])
+            c = row["count"]
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not (1 <= c <= 1e9) or c != int(c):
+                raise InputError(f"{path}: [{i}].count", f"the number of profiled iterations must be a whole number "
+                                                         f"from 1 to 1e9, got {c!r}"[:200])
+            count = int(c)
             continue
         name = row.get("name")
         ms = row.get("medianMs", row.get("averageMs"))
-        if not isinstance(name, str) or not isinstance(ms, (int, float)) or ms < 0:
-            raise InputError(f"{path}: [{i}]", "expected `name` and `averageMs` (or `medianMs`) >= 0")
+        if not isinstance(name, str) or not name.strip() or len(name) > 4096:
+            raise InputError(f"{path}: [{i}].name", "expected the engine layer's name (a non-empty string)")
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not (0 <= ms <= MAX_DURATION_MS):
+            field = "medianMs" if "medianMs" in row else "averageMs"
+            raise InputError(f"{path}: [{i}].{field}", f"expected a time per run from 0 to {MAX_DURATION_MS:.0f} ms, "
+                                                       f"got {ms!r}"[:200])
         rows.append((name, float(ms), row.get("averageMs")))
     return count, rows
 
 
 def parse(paths: list[str], device: str) -> Trace:
     """One device's trtexec output: one profile file, and optionally its layer-info file."""
-    profile, info, sources = None, {}, []
+    profile, info, sources, times = None, {}, [], []
     for path in paths:
         data = load_json_file(path)
-        if isinstance(data, list):
+        if isinstance(data, list) and data and isinstance(data[0], dict) and "h2dMs" in data[0]:
+            times = _times(data, path)
+        elif isinstance(data, list):
             if profile is not None:
                 raise InputError(path, "a second --exportProfile file for the same device; import one per device")
             profile = _profile(data, path)
@@ -128,7 +145,8 @@ def parse(paths: list[str], device: str) -> Trace:
             feeds, parts = split_name(target)[0], ()
         weights = layer.get("Weights")
         wbytes = None
-        if isinstance(weights, dict) and isinstance(weights.get("Count"), int):
+        count_w = weights.get("Count") if isinstance(weights, dict) else None
+        if isinstance(count_w, int) and not isinstance(count_w, bool) and 0 <= count_w < 2**50:
             wbytes = weights["Count"] * (_element_bytes(str(weights.get("Type", ""))) or ELEMENT_BYTES["float"])
         records.append(OpRecord(
             name=name, op_type=str(layer.get("LayerType") or "trt_layer"), parts=parts, samples_ms=[ms], runs=count,
@@ -136,4 +154,44 @@ def parse(paths: list[str], device: str) -> Trace:
             weight_bytes=wbytes, feeds=feeds,
         ))
     notes = [] if info else ["no layer-info file: op types and tensor bytes unknown"]
-    return Trace("trtexec", " + ".join(sources), device, records, count, notes)
+    copies = []
+    if times:
+        sizes = _binding_bytes(info)
+        copies = [(d, sizes.get(d, 0), ms) for row in times for d, ms in row if ms > 0]
+        notes.append(f"{len(times)} timed inferences: host<->device copies "
+                     + ("sized from the layer info's bindings" if sizes else "of unknown size (no layer info)"))
+    return Trace("trtexec", " + ".join(sources), device, records, count, notes, device_kind="gpu", copies=copies)
+
+
+def _times(data: list, path: str) -> list[list[tuple[str, float]]]:
+    """Per inference: (h2d|d2h, ms) from a --exportTimes file."""
+    out = []
+    for i, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: [{i}]", "expected an object")
+        pair = []
+        for key, direction in (("h2dMs", "h2d"), ("d2hMs", "d2h")):
+            ms = row.get(key, 0.0)
+            if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not (0 <= ms <= MAX_DURATION_MS):
+                raise InputError(f"{path}: [{i}].{key}", f"expected a time from 0 to {MAX_DURATION_MS:.0f} ms, got {ms!r}"[:200])
+            pair.append((direction, float(ms)))
+        out.append(pair)
+    return out
+
+
+def _binding_bytes(info: dict[str, dict]) -> dict[str, int]:
+    """Bytes of the engine's input (h2d) and output (d2h) bindings, from the layer info:
+    the tensors no layer produces are inputs, those no layer consumes are outputs."""
+    made, used, tensors = set(), set(), {}
+    for layer in info.values():
+        for key, bucket in (("Inputs", used), ("Outputs", made)):
+            for t in layer.get(key) or []:
+                if isinstance(t, dict) and isinstance(t.get("Name"), str):
+                    bucket.add(t["Name"])
+                    tensors[t["Name"]] = t
+    out = {}
+    for direction, names in (("h2d", used - made), ("d2h", made - used)):
+        sizes = [_tensor_bytes([tensors[n]]) for n in sorted(names)]
+        if names and all(sz for sz in sizes):
+            out[direction] = sum(sizes)
+    return out

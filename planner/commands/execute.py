@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--statistic", choices=("median", "mean", "min"), default="median",
                    help="--plan: what of the runs the prediction is compared with; use the statistic the profile "
                         "was made with (planner profile --statistic)")
+    p.add_argument("--rate", type=float, default=None, metavar="HZ",
+                   help="--plan: serve at HZ (one run per period) instead of back to back; default: the regime "
+                        "the plan's profile was measured in (planner profile --rate), else back to back")
     p.add_argument("--entry", type=int, default=0, help="--schedule: which Pareto entry to run (0 = best first)")
     p.add_argument("--frames", type=int, default=200, help="--schedule: frames released per network")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="--schedule: stop the run after this long")
@@ -70,6 +73,11 @@ def render(report: dict) -> str:
     lines.append(f"{'total':>5}  {'':<24} {'':<8} {report['predicted_ms']:>12.3f} {report['measured_ms']:>10.3f} "
                  f"{report['measured_p90_ms']:>9.3f} {pct(report['error_pct']):>8}")
     lines.append(f"(error: (predicted - measured {stat}) / measured {stat})")
+    how = report.get("regime") or {}
+    lines.append("regime: " + (f"served at {how['rate_hz']:g} Hz" if how.get("rate_hz") else "back to back")
+                 + f", pools {how.get('pool', '?')}")
+    if report.get("regime_note"):
+        lines.append(f"NOTE: {report['regime_note']}")
     return "\n".join(lines)
 
 
@@ -158,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--runs: must be >= 1, got {args.runs}")
     if args.warmup < 0:
         problems.append(f"--warmup: must be >= 0, got {args.warmup}")
+    if args.rate is not None and not (0 < args.rate <= 10_000):
+        problems.append(f"--rate: must be in (0, 10000] Hz, got {args.rate:g}")
     output_problems(problems, "--out", args.out)
     devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
@@ -168,11 +178,14 @@ def run(args: argparse.Namespace) -> int:
     missing = sorted({s.device for s in plan.slices} - {d.id for d in devices})
     if missing:
         raise InputError("--device", f"the plan uses device(s) {', '.join(missing)}; declare each as ID=PROVIDER[:k=v,...]")
+    rate = args.rate
+    if rate is None and plan.regime is not None and plan.regime.mode == "rate":
+        rate = plan.regime.rate_hz  # measure where the prediction holds
     lm = layered_model(args.model, args.weights, args.seed)
     inputs = model_inputs(lm, args.inputs, args.seed)
     try:
         report = run_plan(lm, plan, devices, inputs, runs=args.runs, warmup=args.warmup, clock=args.clock,
-                          statistic=args.statistic)
+                          statistic=args.statistic, rate_hz=rate)
     except (PlanMismatch, SlicingError) as exc:
         raise InputError("--plan", str(exc)) from None
     print(render(report))

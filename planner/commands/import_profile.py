@@ -3,7 +3,9 @@ profiler output (ONNX Runtime, trtexec, TFLite benchmark_model, PyTorch). Severa
 devices merge into one profile: give `--device` once per file (in order), or once for
 all, and add further devices/formats to an existing profile with `--profile`. The
 match of the tool's layer names to the profile's layers is printed, unmatched names
-listed."""
+listed. `--out-platform` writes the platform the traces ran on (kinds from the traces,
+the CPU<->accelerator transfer measured from copies or declared with `--link`), so
+`planner solve` plans the import with no hand editing."""
 
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ import json
 import sys
 from pathlib import Path
 
-from executor.importers import FORMATS, build_profile, model_layers, read
+from executor.importers import FORMATS, build_profile, model_graph, read
+from executor.importers.platform import KINDS, build_platform, parse_link
 from planner.core.errors import InputError
-from planner.core.io import load
-from planner.core.schema import ModelProfile
+from planner.core.io import load, parse
+from planner.core.schema import ModelProfile, Platform
 from planner.plan import canonical_json
 
 
@@ -34,10 +37,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", metavar="BASE.json", default=None,
                    help="existing profile: keep its layers, bytes and DAG, replace measurements on these devices")
     p.add_argument("--model", metavar="MODEL.onnx", default=None,
-                   help="ONNX model: group node-level timings into the planner's fused layers (as `planner profile`)")
+                   help="ONNX model: group node-level timings into the planner's fused layers (as `planner profile`); "
+                        "unlabelled PyTorch module traces are placed on its nodes by structure and order")
     p.add_argument("--name", default=None, help="profile name (default: the base profile's, else the first file's stem)")
     p.add_argument("--freq-mhz", action="append", default=[], metavar="ID=MHZ",
                    help="DVFS level a device ran at, e.g. gpu=1300 (omit for single-level devices)")
+    p.add_argument("--out-platform", metavar="P.json", default=None,
+                   help="also write the platform the traces ran on (device kinds from the traces, transfer costs) "
+                        "for `planner solve`")
+    p.add_argument("--platform", metavar="BASE.json", default=None,
+                   help="with --out-platform: extend this platform (its devices kept, the imported ones added)")
+    p.add_argument("--link", action="append", default=[], metavar="HOST:DEV=GBps,latency_ms",
+                   help="declared transfer between the host and an accelerator, e.g. cpu:gpu=12,0.01 (GB/s, ms per "
+                        "transfer); marked as declared in the platform. Needed where the traces show no copies to "
+                        "measure it from; given anyway, it is used and the measured figure printed beside it")
+    p.add_argument("--kind", action="append", default=[], metavar="ID=KIND",
+                   help=f"device kind where the trace does not say it ({', '.join(KINDS)}), e.g. npu0=npu")
+    p.add_argument("--platform-name", default=None, help="platform name; omitted: the profile name + '-imported'")
     p.add_argument("--json", action="store_true", help="print the match report as JSON")
     p.set_defaults(func=run)
 
@@ -55,7 +71,29 @@ def _freqs(items: list[str]) -> dict[str, float]:
     return out
 
 
+def _kinds(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        dev, _, kind = item.partition("=")
+        if not dev or kind not in KINDS:
+            raise InputError("--kind", f"expected ID=KIND with KIND one of {', '.join(KINDS)}, got '{item}'"[:200])
+        out[dev] = kind
+    return out
+
+
+def _size_copies(traces: list, base: ModelProfile) -> None:
+    """Copies the trace could not size (trtexec without layer info): the model's input
+    (host to device) and output (device to host) bytes."""
+    sizes = {"h2d": base.layers[0].input_bytes, "d2h": base.layers[-1].output_bytes}
+    for tr in traces:
+        tr.copies = [(d, b or sizes[d], ms) for d, b, ms in tr.copies]
+
+
 def run(args: argparse.Namespace) -> int:
+    if (args.platform or args.link or args.kind) and not args.out_platform:  # they describe the platform
+        raise InputError("--out-platform", "--platform, --link and --kind describe the platform to write: give --out-platform")
+    links = [parse_link(x) for x in args.link]
+    kinds = _kinds(args.kind)
     devices = args.device
     if len(devices) not in (1, len(args.files)) and args.format not in ("trtexec", "trt", "tensorrt"):
         raise InputError("--device", f"give one --device for all files or one per file ({len(args.files)} files, "
@@ -70,15 +108,31 @@ def run(args: argparse.Namespace) -> int:
         for path, dev in zip(args.files, devices):
             traces += read(args.format, [path], dev)
     base = load(ModelProfile, args.profile, "profile") if args.profile else None
-    name = args.name or (base.name if base else Path(args.files[0]).stem)
-    groups = None
+    name = args.name or (base.name if base else Path(args.files[0]).name.split(".")[0] or "imported")
+    groups = graph = None
     if args.model:
-        skeleton, groups = model_layers(args.model, name)
+        skeleton, groups, graph = model_graph(args.model, name)
         base = base or skeleton
-    profile, report = build_profile(traces, name, base=base, node_layers=groups, freq_mhz=_freqs(args.freq_mhz))
+    freqs = _freqs(args.freq_mhz)
+    platform = lines = None
+    if args.out_platform and base is not None:
+        _size_copies(traces, base)
+    if args.out_platform:
+        base_platform = load(Platform, args.platform, "platform").model_dump(exclude_none=True) if args.platform else None
+        covered = {t.device for t in traces} | {d["id"] for d in (base_platform or {}).get("devices", [])}
+        also = sorted({m.device for layer in (base.layers if base else []) for m in layer.measurements} - covered)
+        doc, lines = build_platform(traces, args.platform_name or f"{name}-imported", links, kinds, freqs, base_platform,
+                                    also)
+        platform = parse(Platform, doc, "platform")
+    profile, report = build_profile(traces, name, base=base, node_layers=groups, freq_mhz=freqs, graph=graph)
+    if platform is not None:
+        profile = profile.model_copy(update={"platform": platform.name})
     Path(args.out).write_bytes(canonical_json(profile) + b"\n")
+    if platform is not None:
+        Path(args.out_platform).write_bytes(canonical_json(platform) + b"\n")
     if args.json:
-        json.dump({**report.as_dict(), "out": args.out}, sys.stdout, indent=2)
+        extra = {"out_platform": args.out_platform, "platform_devices": lines} if platform is not None else {}
+        json.dump({**report.as_dict(), "out": args.out, **extra}, sys.stdout, indent=2)
         print()
         return 0
     print(f"profile '{profile.name}': {report.layers} layers -> {args.out}")
@@ -86,4 +140,8 @@ def run(args: argparse.Namespace) -> int:
         print("  " + tm.summary())
         for note in tr.notes:
             print(f"    note: {note}")
+    if platform is not None:
+        print(f"platform '{platform.name}': {len(platform.devices)} device(s) -> {args.out_platform}")
+        for line in lines:
+            print(f"  {line}")
     return 0

@@ -52,6 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="untimed runs of a slice sequence right before each timed one, so it is timed as a plan is "
                         "served back to back (after its own last run, caches holding its weights), not after the "
                         "other devices' turns; 0: time it right after them")
+    p.add_argument("--rate", type=float, default=None, metavar="HZ",
+                   help="measure as the model will be served at HZ inferences per second: each timed run after an "
+                        "idle gap of one period, no settle run (default: back to back); recorded in the profile, "
+                        "carried by its plans, and used by execute and the agent")
+    p.add_argument("--pool", choices=("auto", "plain", "stop", "off"), default="auto",
+                   help="thread-pool policy: auto = ONNX Runtime's defaults for a one-slice plan, spin-then-stop for "
+                        "each slice of a multi-slice plan; plain / stop / off for every session")
     p.add_argument("--weights", choices=("computed", "random"), default="computed",
                    help="computed: evaluate weight-producing nodes as the model says; random: seeded He-initialised "
                         "values for computed tensors of 2+ dimensions (light test models)")
@@ -66,6 +73,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="wall: elapsed time; thread: the calling thread's CPU time, without the time other processes "
                         "held the core (a shared machine; every device threads=1)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--verify", type=int, default=None, metavar="K",
+                   help="then plan for latency (dp) and verify: run the plan, its K next-best candidates and every "
+                        "single device end to end in the profile's regime; write the measured best to --out-plan "
+                        "(default: no plan)")
+    p.add_argument("--verify-runs", type=int, default=20, metavar="N", help="timed runs per verified candidate")
+    p.add_argument("--out-plan", metavar="PLAN.json", default=None, help="with --verify: the verified Plan document")
     p.add_argument("--pe-cluster", metavar="ID=PROVIDER[:affinity=CORES]",
                    help="profile for multi-network scheduling (planner schedule, Kang et al.): this CPU cluster's "
                         "logical PEs, every layer with k = 1..n threads pinned to k of its cores, and the PE-to-PE "
@@ -240,14 +253,20 @@ def _through_unsplit(layer_ms, in_b, out_b, chunk_ms: dict, stat, alpha: float, 
         da, db = np.cos(theta) * unit_a, np.sin(theta) * unit_b
         if da + db <= 0:
             continue
-        lo, hi = 0.0, 1.0 / (np.cos(theta) + np.sin(theta))  # the length that is exact without clipping
-        for _ in range(30):  # compile clips layers at 0, which only raises the prediction: go further
-            if whole(hi * da, hi * db) <= target:
-                break
-            lo, hi = hi, hi * 1.5
-        else:
+        # Along the ray the prediction is convex and piecewise linear in the length (each
+        # layer's execution is clipped at 0 past its own breakpoint): its minimum is at a
+        # breakpoint; if that reaches the target, the shortest length that does lies
+        # between 0 (the layers summed, above the target) and it: bisect there.
+        rate = da * (in_b + out_b) + 2.0 * db
+        knots = np.sort(layer_ms[rate > 0] / rate[rate > 0])
+        if knots.size == 0:
             continue
-        for _ in range(50):
+        values = [whole(x * da, x * db) for x in knots]
+        best_k = int(np.argmin(values))
+        if values[best_k] > target:
+            continue
+        lo, hi = 0.0, float(knots[best_k])
+        for _ in range(60):
             mid = 0.5 * (lo + hi)
             lo, hi = (lo, mid) if whole(mid * da, mid * db) <= target else (mid, hi)
         cand = (loss(hi * da, hi * db), hi * da, hi * db)
@@ -364,7 +383,7 @@ def slice_uncertainty(errors) -> float:
 
 
 def build_documents(lm, run, *, name: str, platform_name: str, energy_source: str, model_path: str,
-                    statistic: str = "median") -> tuple[dict, dict, list[str]]:
+                    statistic: str = "median", weights: str | None = None, seed: int = 0) -> tuple[dict, dict, list[str]]:
     """Platform and profile dicts from a ProfileRun, and summary lines (fits, calibration).
     `statistic` (median | mean | min) is what time_ms and the calibration take of the runs:
     the median is the typical run; the mean adds up over slices under load; the minimum
@@ -467,9 +486,28 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
                   f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10; "
                   f"clock: {run.clock})",
         "energy_source": energy_source,
+        "regime": regime_of(run, model_path, weights, seed),
         "layers": layers,
     }
     return platform, profile, lines
+
+
+def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -> dict:
+    """The profile's MeasurementRegime: how the profiler ran, so a plan's prediction says
+    where it holds and execution can run (or flag) the same way."""
+    return {
+        "mode": "rate" if run.rate_hz is not None else "back_to_back",
+        "rate_hz": run.rate_hz,
+        "settle": run.settle,
+        "pool": run.pool,
+        "concurrent": "none: the profiled devices take turns, never run at once",
+        "clock": run.clock,
+        "runtime": f"onnxruntime {__import__('onnxruntime').__version__}",
+        "model_file": str(Path(model_path).resolve()),
+        "devices": [d.spec for d in run.devices if d.spec],
+        "weights": weights,
+        "seed": seed,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -493,6 +531,16 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--settle: must be >= 0, got {args.settle}")
     if args.calibration < 1:
         problems.append(f"--calibration: must be >= 1, got {args.calibration}")
+    if args.rate is not None and not (0 < args.rate <= 10_000):
+        problems.append(f"--rate: must be in (0, 10000] Hz, got {args.rate:g}")
+    if args.verify is not None and not args.out_plan:
+        problems.append("--out-plan: give the file the verified plan goes to (with --verify)")
+    if args.verify is not None and not (0 <= args.verify <= 16):
+        problems.append(f"--verify: must be in 0..16, got {args.verify}")
+    if args.verify_runs < 3:
+        problems.append(f"--verify-runs: must be >= 3, got {args.verify_runs}")
+    if args.out_plan and Path(args.out_plan).parent and not Path(args.out_plan).parent.is_dir():
+        problems.append(f"--out-plan: no such directory: {Path(args.out_plan).parent}")
     devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
         problems.append(f"MODEL: no such file: {args.model}")
@@ -514,7 +562,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         prof = profile_model(lm, devices, runs=args.runs, warmup=args.warmup, calibration_count=args.calibration,
                              progress=report, seed=args.seed, power=power, clock=args.clock,
-                             settle=args.settle)
+                             settle=args.settle, rate_hz=args.rate, pool=args.pool)
     except SlicingError as exc:
         raise InputError("MODEL", str(exc)) from None
     finally:
@@ -525,7 +573,7 @@ def run(args: argparse.Namespace) -> int:
     platform_name = args.platform_name or f"{os.uname().nodename}-onnxruntime"
     platform, profile, lines = build_documents(lm, prof, name=name, platform_name=platform_name,
                                                energy_source=energy_source, model_path=args.model,
-                                               statistic=args.statistic)
+                                               statistic=args.statistic, weights=args.weights, seed=args.seed)
     parse(Platform, platform, "platform")  # what we write must load
     parse(ModelProfile, profile, "profile")
     Path(args.out_platform).write_text(json.dumps(platform, indent=2) + "\n")
@@ -541,4 +589,27 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"energy: {energy_source}")
     print(f"wrote {args.out_platform} and {args.out_profile}")
+    if args.verify is not None:
+        verify_after_profile(args, lm, devices, platform, profile)
     return 0
+
+
+def verify_after_profile(args: argparse.Namespace, lm, devices, platform_doc: dict, profile_doc: dict) -> None:
+    """--verify K: plan for latency and return the measured best of the plan, its K
+    next-best and the single devices, measured in the regime just profiled."""
+    from planner.commands._onnx import model_inputs
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, PlanRequest, Platform
+    from planner.progress import Bar
+    from planner.verify import measure_on_device, render_verification, verify_plan
+
+    platform, profile = parse(Platform, platform_doc, "platform"), parse(ModelProfile, profile_doc, "profile")
+    request = PlanRequest(objective="latency", solver="dp")
+    with Bar("verify: measuring candidates", delay_s=0.5):
+        plan = verify_plan(platform, profile, request, args.verify,
+                           measure_on_device(lm, devices, model_inputs(lm, None, args.seed), args.seed),
+                           runs=args.verify_runs)
+    Path(args.out_plan).write_text(plan.model_dump_json(indent=2) + "\n")
+    print(f"plan {plan.notation} (dp, latency), predicted {plan.metrics.latency_ms:.3f} ms")
+    print("\n".join(render_verification(plan)))
+    print(f"wrote {args.out_plan}")

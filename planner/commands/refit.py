@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     summary = parse(TelemetrySummary, data, Path(args.telemetry).name if args.telemetry else "telemetry")
     profile_id = content_hash(profile)
     plans = [p for p in summary.plans if p.profile_id in (None, profile_id)]
-    new, report = refit(platform, profile, plans, RefitOptions(args.min_samples, args.max_scale))
+    new, report = refit(platform, profile, plans, RefitOptions(args.min_samples, args.max_scale), profile_id=profile_id)
     Path(args.out).write_bytes(canonical_json(new) + b"\n")
     for line in report.lines():
         print(line)

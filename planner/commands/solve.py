@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from pathlib import Path
 
 from planner.core.errors import InputError
 from planner.core.io import load, parse
@@ -20,7 +21,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", required=True, metavar="FILE", help="model profile JSON")
     add_request_arguments(p)
     p.add_argument("--json", action="store_true", help="print the Plan document (JSON) instead of the table")
+    add_verify_arguments(p)
     p.set_defaults(func=run)
+
+
+def add_verify_arguments(p: argparse.ArgumentParser) -> None:
+    """--verify K and what it runs on (shared with planner profile)."""
+    p.add_argument("--verify", type=int, default=None, metavar="K",
+                   help="run the plan, its K next-best candidates and every single device end to end on this "
+                        "machine, in the profile's regime, and return the measured best with predicted and measured "
+                        "latency side by side (default: no verification)")
+    p.add_argument("--verify-runs", type=int, default=20, metavar="N",
+                   help="timed runs per candidate with --verify (default: %(default)s)")
+    p.add_argument("--verify-model", metavar="MODEL.onnx", default=None,
+                   help="--verify: the ONNX model (default: the file the profile recorded)")
+    p.add_argument("--verify-device", action="append", default=[], metavar="ID=PROVIDER[:k=v,...]",
+                   help="--verify: runtime device, repeatable (default: the specs the profile recorded)")
+    p.add_argument("--verify-weights", choices=("computed", "random"), default=None,
+                   help="--verify: as given to planner profile --weights (default: what the profile recorded, "
+                        "else computed)")
 
 
 def add_request_arguments(p: argparse.ArgumentParser) -> None:
@@ -194,5 +213,35 @@ def run(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     with Bar(f"solve ({request.solver})", delay_s=0.5) as bar:  # appears only if the solve takes a while
         plan = make_plan(platform, profile, request, progress=bar)
+    if args.verify is not None:
+        plan = verify(args, platform, profile, request, plan)
     print(plan.model_dump_json(indent=2) if args.json else render(plan))
+    if not args.json and plan.verification is not None:
+        from planner.verify import render_verification
+
+        print("\n".join(render_verification(plan)))
     return 0
+
+
+def verify(args: argparse.Namespace, platform, profile, request, plan: Plan) -> Plan:
+    """`--verify K`: the measured best of the plan, its K next-best and the single devices."""
+    from planner.commands._onnx import layered_model, model_inputs, runtime_devices
+    from planner.verify import devices_for, measure_on_device, verify_plan
+
+    path, specs = devices_for(profile, args.verify_model, args.verify_device)
+    problems: list[str] = []
+    devices = runtime_devices(specs, problems, option="--verify-device")
+    if not Path(path).is_file():
+        problems.append(f"--verify-model: no such file: {path}")
+    if args.verify < 0:
+        problems.append(f"--verify: must be >= 0, got {args.verify}")
+    if args.verify_runs < 3:
+        problems.append(f"--verify-runs: must be >= 3, got {args.verify_runs}")
+    if problems:
+        raise InputError("arguments", "; ".join(problems))
+    weights = args.verify_weights or (profile.regime.weights if profile.regime and profile.regime.weights else "computed")
+    lm = layered_model(path, weights, profile.regime.seed if profile.regime else args.seed, option="--verify-model")
+    inputs = model_inputs(lm, None, args.seed)
+    with Bar("verify: measuring candidates", delay_s=0.5):
+        return verify_plan(platform, profile, request, args.verify, measure_on_device(lm, devices, inputs, args.seed),
+                           runs=args.verify_runs, plan=plan)

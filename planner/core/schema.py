@@ -571,6 +571,49 @@ class Layer(Strict):
         return self.weight_bytes if self.memory_bytes is None else self.memory_bytes
 
 
+class MeasurementRegime(Strict):
+    """How a profile's times were measured: a plan's prediction holds in this regime, and
+    execution, the agent and telemetry say when they run in another one."""
+
+    mode: Literal["back_to_back", "rate"] = Field(
+        "back_to_back", description="back_to_back: each timed run right after an untimed run of itself (a model served "
+        "continuously); rate: each timed run after an idle gap of one period (a model served at rate_hz)")
+    rate_hz: float | None = Field(None, gt=0, le=10_000, description="The serving rate (mode 'rate' only)")
+    settle: int = Field(1, ge=0, le=100, description="Untimed runs right before each timed one (0 at a rate)")
+    pool: Literal["auto", "plain", "stop", "off"] = Field(
+        "auto", description="Thread-pool policy: plain = ONNX Runtime's defaults; stop = spin inside a run, stop when "
+        "it returns; off = never spin; auto = plain for a one-slice plan, stop for each slice of a multi-slice plan")
+    concurrent: str = Field("none", max_length=200, description="Other load while measuring, as known to the "
+                            "profiler (its own devices take turns, never run at once)")
+    clock: Literal["wall", "thread"] = "wall"
+    runtime: str | None = Field(None, max_length=200, description="Runtime and version that measured, e.g. onnxruntime 1.30.0")
+    model_file: str | None = Field(None, max_length=500, description="The ONNX file profiled (for --verify and execute)")
+    devices: list[str] = Field(default_factory=list, max_length=64,
+                               description="Runtime device specs measured (ID=PROVIDER[:key=value,...])")
+    weights: Literal["computed", "random"] | None = Field(None, description="planner profile --weights")
+    seed: int = Field(0, ge=0, description="Seed of the random inputs (and random weights)")
+
+    @model_validator(mode="after")
+    def _check_rate(self) -> "MeasurementRegime":
+        if (self.mode == "rate") != (self.rate_hz is not None):
+            raise ValueError("rate_hz is given exactly when mode is 'rate'")
+        return self
+
+    def describe(self) -> str:
+        how = f"at {self.rate_hz:g} Hz (idle gap before each run)" if self.mode == "rate" else \
+            f"back to back (settle {self.settle})"
+        return f"{how}, pools {self.pool}, clock {self.clock}"
+
+    def differs(self, mode: str, rate_hz: float | None) -> str | None:
+        """Why a run in (mode, rate_hz) is not in this regime, or None. Rates within 10% count as the same."""
+        if mode != self.mode:
+            theirs = f"at {rate_hz:g} Hz" if mode == "rate" and rate_hz else "back to back"
+            return f"measured {theirs}; the profile was measured {self.describe()}"
+        if mode == "rate" and rate_hz and self.rate_hz and abs(rate_hz - self.rate_hz) > 0.1 * self.rate_hz:
+            return f"measured at {rate_hz:g} Hz; the profile was measured at {self.rate_hz:g} Hz"
+        return None
+
+
 class ModelProfile(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str = Field(min_length=1, max_length=200)
@@ -582,6 +625,11 @@ class ModelProfile(Strict):
         "'csv:meter.csv'), or why there is none; measurements without power_w/energy_mj are time-only and "
         "an energy objective or cap on them is refused",
     )
+    regime: MeasurementRegime | None = Field(None, description="How the times were measured (planner profile "
+                                             "records it; plans carry it; absent: not known)")
+    refit_of: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                                 description="Id of the profile this one was refit from (planner refit): a deployment "
+                                 "of that profile accepts plans made from this one")
     layers: list[Layer] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -806,6 +854,28 @@ class Provenance(BaseModel):
     planner_version: str
 
 
+class VerifiedCandidate(BaseModel):
+    name: str = Field(description="plan (the solver's), next-k (the k-th next best prediction), or single-<device>")
+    notation: str
+    predicted_ms: float = Field(description="The evaluator's latency for it")
+    measured_ms: float = Field(description="Its measured latency (the regime's statistic) end to end on the device")
+    measured_p10_ms: float
+    measured_p90_ms: float
+    error_pct: float = Field(description="(measured - predicted) / predicted, percent: positive = slower than predicted")
+
+
+class Verification(BaseModel):
+    """The plan, its next-best candidates and the best single devices, run end to end
+    on the device in the profile's regime; the plan returned is the measured best."""
+
+    regime: MeasurementRegime
+    statistic: Literal["median", "mean", "min"]
+    runs: int
+    chosen: str = Field(description="Name of the candidate returned (the measured best)")
+    candidates: list[VerifiedCandidate]
+    note: str = ""
+
+
 class Plan(BaseModel):
     __doc__ = "A plan: which consecutive layers form a slice and which target runs each.\n\n" + NOTATION_LEGEND
 
@@ -823,6 +893,8 @@ class Plan(BaseModel):
     comparisons: list[Comparison] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     provenance: Provenance
+    regime: MeasurementRegime | None = Field(None, description="The regime the prediction holds in (the profile's)")
+    verification: Verification | None = Field(None, description="Measured on the device (planner solve --verify K)")
 
 
 # --------------------------------------------------------------------------- schedule

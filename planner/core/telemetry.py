@@ -40,6 +40,15 @@ class TelemetryError(Strict):
     count: Annotated[int, Field(ge=1, le=10_000_000)] = 1
 
 
+class ServedRegime(Strict):
+    """How the agent served the samples of a batch: at a rate (idle gaps between frames)
+    or back to back; compared with the regime the plan's profile was measured in."""
+
+    mode: Literal["back_to_back", "rate"] = "rate"
+    rate_hz: Annotated[float, Field(gt=0, le=10_000)] | None = None
+    pool: Literal["plain", "stop", "off"] | None = None
+
+
 class TelemetryBatch(Strict):
     """Samples taken on one plan (an agent starts a new batch when it swaps plans) and
     the errors seen since the last batch. `plan_id` None: no plan applied yet."""
@@ -50,6 +59,7 @@ class TelemetryBatch(Strict):
     revision: Annotated[int, Field(ge=0, le=MAX_DB_INT)] | None = None
     samples: list[TelemetrySample] = Field(default_factory=list, max_length=MAX_SAMPLES)
     errors: list[TelemetryError] = Field(default_factory=list, max_length=MAX_ERRORS)
+    regime: ServedRegime | None = Field(None, description="How these samples were served (rate, pool policy)")
 
     @model_validator(mode="after")
     def _check(self) -> "TelemetryBatch":
@@ -95,8 +105,12 @@ class PlanTelemetry(BaseModel):
     predicted_latency_ms: float
     median_ms: float | None = None
     p90_ms: float | None = None
-    error_pct: float | None = None
+    error_pct: float | None = Field(None, description="(measured median - predicted) / predicted, in percent")
     slices: list[SliceTelemetry]
+    served_rate_hz: float | None = Field(None, description="The rate the samples were served at (median over "
+                                         "batches that said; None: not said or back to back)")
+    regime_note: str | None = Field(None, description="Set when the samples were served in another regime than the "
+                                    "one the plan's profile was measured in: the error then compares unlike things")
 
 
 class TelemetryEvent(BaseModel):

@@ -1,0 +1,134 @@
+"""Does the loop converge? A real service and a real agent: profile a model here (in the
+regime it will be served in: `planner profile --rate HZ`), plan (dp, latency), deploy,
+serve with `planner agent --rate HZ`, read the telemetry median against the plan's
+prediction; refit from that telemetry (`planner refit`), plan again, deploy the refit
+plan to the same deployment, serve again and compare once more.
+
+Targets (issue: predictions that hold where the model runs): the agent's telemetry
+within 10% of the prediction at 20 Hz before any refit, within 5% after one.
+Errors are (measured - predicted) / predicted: positive = slower than predicted.
+Writes bench/results/loop.json with the host it ran on.
+
+    .venv/bin/python bench/loop.py                      # light_squeezenet, cpu1 + cpu2 + q8, 20 Hz
+    .venv/bin/python bench/loop.py --model wide_mlp --seconds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform as pyplatform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import onnx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.genmodels import GENERATED  # noqa: E402
+from tests.support.server import PLANNER, Server  # noqa: E402
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+DEVICES = ["cpu1=CPUExecutionProvider:threads=1,affinity=0", "cpu2=CPUExecutionProvider:threads=2",
+           "q8=CPUExecutionProvider:threads=1,affinity=1,precision=int8"]
+
+
+def planner(*args: str, env=None, timeout: float = 900) -> str:  # noqa: ANN001
+    out = subprocess.run([str(PLANNER), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise SystemExit(f"planner {args[0]} failed:\n{out.stderr[-2000:]}")
+    return out.stdout
+
+
+def serve(server: Server, board: str, model: Path, devices: list[str], rate: float, seconds: float, weights: str) -> None:
+    cmd = [str(PLANNER), "agent", "--server", server.url, "--deployment", "loop", "--model", str(model), "--rate", str(rate),
+           "--duration", str(seconds), "--batch-s", "1", "--poll-wait", "2", "--weights", weights]
+    for d in devices:
+        cmd += ["--device", d]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**server.env, "PLANNER_TOKEN": board}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        proc.wait(seconds + 120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="squeezenet", help="a light model name or a generated one "
+                    f"({', '.join(GENERATED)}) (default %(default)s)")
+    ap.add_argument("--device", action="append", help="runtime devices (default: " + " ".join(DEVICES) + ")")
+    ap.add_argument("--rate", type=float, default=20.0, help="serving rate in Hz, profiled at the same (default %(default)s)")
+    ap.add_argument("--seconds", type=float, default=15.0, help="agent run before and after the refit (default %(default)s)")
+    ap.add_argument("--runs", type=int, default=10, help="profiling rounds (default %(default)s)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/loop.json"), help="JSON results (default %(default)s)")
+    args = ap.parse_args()
+    devices = args.device or DEVICES
+    host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if args.model in GENERATED:
+            model, weights = tmp / f"{args.model}.onnx", "computed"
+            onnx.save(GENERATED[args.model](), str(model))
+        else:
+            model, weights = LIGHT / f"light_{args.model}.onnx", "random"
+        p, m, m2 = tmp / "p.json", tmp / "m.json", tmp / "m2.json"
+        t0 = time.perf_counter()
+        planner("profile", str(model), *sum((["--device", d] for d in devices), []), "--weights", weights,
+                "--runs", str(args.runs), "--rate", str(args.rate), "--out-platform", str(p), "--out-profile", str(m))
+        profiling_s = time.perf_counter() - t0
+        server = Server(tmp / "data", env={"PLANNER_MAX_WAIT_S": "2"}).start()
+        try:
+            def token(*targs: str) -> str:
+                return planner("token", "create", *targs, "--data-dir", str(server.data_dir), env=server.env).strip()
+
+            ci = token("--name", "ci", "--scope", "pipeline")
+            api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=120)
+            pid = api.post("/v1/platforms", json=json.loads(p.read_text())).json()["id"]
+            mid = api.post("/v1/profiles", json=json.loads(m.read_text())).json()["id"]
+            plan = api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}).json()
+            api.post("/v1/deployments", json={"name": "loop", "platform_id": pid, "profile_id": mid}).raise_for_status()
+            api.put("/v1/deployments/loop/active", json={"plan_id": plan["id"]}).raise_for_status()
+            board = token("--name", "board", "--scope", "executor", "--deployment", "loop")
+            rounds = []
+            for step in ("before refit", "after one refit"):
+                serve(server, board, model, devices, args.rate, args.seconds, weights)
+                tel = api.get("/v1/deployments/loop/telemetry").json()
+                mine = next(q for q in tel["plans"] if q["plan_id"] == plan["id"])
+                rounds.append({"step": step, "plan": plan["plan"]["notation"], "predicted_ms": mine["predicted_latency_ms"],
+                               "median_ms": mine["median_ms"], "p90_ms": mine["p90_ms"], "samples": mine["samples"],
+                               "error_pct": mine["error_pct"], "regime_note": mine.get("regime_note")})
+                print(f"{step:<16} plan {plan['plan']['notation']:<14} predicted {mine['predicted_latency_ms']:.3f} ms, "
+                      f"telemetry median {mine['median_ms']:.3f} ms (p90 {mine['p90_ms']:.3f}) over {mine['samples']} "
+                      f"samples: {mine['error_pct']:+.1f}%" + (f"  [{mine['regime_note']}]" if mine.get("regime_note") else ""),
+                      flush=True)
+                if step == "before refit":
+                    print(planner("refit", "--platform", str(p), "--profile", str(m), "--server", server.url,
+                                  "--deployment", "loop", "--token", ci, "--out", str(m2), env=server.env).strip()
+                          .splitlines()[-1])
+                    mid2 = api.post("/v1/profiles", json=json.loads(m2.read_text())).json()["id"]
+                    plan = api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid2,
+                                                       "compare_baselines": False}).json()
+                    api.put("/v1/deployments/loop/active", json={"plan_id": plan["id"]}).raise_for_status()
+        finally:
+            server.stop()
+    host["loadavg_at_end"] = os.getloadavg()
+    print(f"targets: within 10% before a refit, 5% after one (rate {args.rate:g} Hz); host {host['node']}, "
+          f"{host['cpus']} CPUs, load average {host['loadavg_at_start'][0]:.1f} -> {host['loadavg_at_end'][0]:.1f}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"host": host, "args": vars(args), "devices": devices,
+                                          "profiling_s": profiling_s, "rounds": rounds}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

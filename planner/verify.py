@@ -1,0 +1,232 @@
+"""Verified plans: run the plan, its next-best candidates and the best single devices end
+to end on the device, in the regime the profile was measured in, and return the
+measured best with predicted and measured latency side by side (TensorRT's builder
+times candidate tactics on the device it builds for; TVM measures candidate schedules
+on the hardware). A prediction is a model of the device; the measurement is the device.
+
+Candidates come from an exact k-best enumeration of the chain DP (Lawler's partition
+of the solution space over each layer's target): `next_best(view, objective, k)`
+returns the k cheapest target sequences by the evaluator's objective, in order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from planner.core.errors import InputError
+from planner.core.evaluate import constraint_violations, evaluate
+from planner.core.problem import Assignment, Problem
+from planner.core.schema import MeasurementRegime, ModelProfile, Plan, PlanRequest, Platform
+from planner.core.solver import Solution
+from planner.plan import assemble, make_plan, notation, problem_for, select_view
+from planner.registry import get_solver
+from solvers.dp import solve_fast
+
+MAX_CANDIDATES = 16
+
+
+def _restricted(view: Problem, allowed: np.ndarray) -> Problem:
+    """`view` where layer i may run only on targets allowed[i] (the others infinitely costly)."""
+    return replace(view, exec_time_ms=np.where(allowed, view.exec_time_ms, np.inf),
+                   exec_energy_mj=np.where(allowed, view.exec_energy_mj, np.inf))
+
+
+def next_best(view: Problem, objective: str, k: int) -> list[tuple[float, Assignment]]:
+    """The k best assignments (objective value, assignment) of the chain DP, distinct in
+    their per-layer targets, cheapest first (ties in target order). Lawler: after the
+    j-th best s is found in a subspace (layers < m fixed, some targets excluded at m),
+    that subspace minus s splits into L - m subspaces: layers < i as in s, layer i not
+    s[i]; each subspace's best is one DP; the next best overall is the cheapest of
+    every open subspace's best."""
+    L, T = view.n_layers, view.n_targets
+    if k < 1:
+        return []
+    base = view.feasible.copy()
+
+    def best(prefix: tuple[int, ...], banned: frozenset[int]):
+        allowed = base.copy()
+        for i, t in enumerate(prefix):
+            allowed[i] = False
+            allowed[i, t] = base[i, t]
+        m = len(prefix)
+        if m < L:
+            for t in banned:
+                allowed[m, t] = False
+        if not allowed.any(axis=1).all():
+            return None
+        value, a = solve_fast(_restricted(view, allowed), objective)
+        if a is None or not math.isfinite(value):
+            return None
+        return float(evaluate(view, a).objective(objective)), a
+
+    out: list[tuple[float, Assignment]] = []
+    heap: list = []
+    counter = 0
+    first = best((), frozenset())
+    if first is None:
+        return out
+    heapq.heappush(heap, (first[0], counter, first[1], (), frozenset()))
+    while heap and len(out) < k:
+        value, _, a, prefix, banned = heapq.heappop(heap)
+        out.append((value, a))
+        m = len(prefix)
+        for i in range(m, L):
+            sub_prefix = tuple(a.targets[:i])
+            sub_banned = (banned if i == m else frozenset()) | {a.targets[i]}
+            found = best(sub_prefix, frozenset(sub_banned))
+            if found is not None:
+                counter += 1
+                heapq.heappush(heap, (found[0], counter, found[1], sub_prefix, frozenset(sub_banned)))
+    return out
+
+
+@dataclass
+class Candidate:
+    name: str
+    assignment: Assignment
+    predicted_ms: float
+
+
+def candidates(view: Problem, request: PlanRequest, plan_assignment: Assignment, k: int) -> list[Candidate]:
+    """The plan, its k next-best admissible assignments (by the evaluator's objective)
+    other than single devices, and each device alone at its fastest target: what a
+    verification runs."""
+    L = view.n_layers
+    singles = []
+    for dev in dict.fromkeys(t.device_id for t in view.targets):
+        idx = [j for j, t in enumerate(view.targets) if t.device_id == dev and view.feasible[:, j].all()]
+        evs = [(evaluate(view, Assignment.from_targets([j] * L)), j) for j in idx]
+        evs = [(ev, j) for ev, j in evs if math.isfinite(ev.latency_ms)]
+        if evs:
+            ev, j = min(evs, key=lambda e: e[0].latency_ms)
+            singles.append(Candidate(f"single-{dev}", Assignment.from_targets([j] * L), ev.latency_ms))
+    out = [Candidate("plan", plan_assignment, evaluate(view, plan_assignment).latency_ms)]
+    seen = {plan_assignment.targets} | {c.assignment.targets for c in singles}
+    n = 0
+    for _, a in next_best(view, request.objective, 2 * k + len(singles) + 1):  # some are singles or break the request
+        if n >= k:
+            break
+        ev = evaluate(view, a)
+        if a.targets in seen or constraint_violations(ev, request.constraints):
+            continue
+        seen.add(a.targets)
+        n += 1
+        out.append(Candidate(f"next-{n}", a, ev.latency_ms))
+    return out + [c for c in singles if c.assignment.targets != plan_assignment.targets]
+
+
+def _slices(view: Problem, a: Assignment) -> list[tuple[int, int, str]]:
+    return [(first, last, view.targets[t].device_id) for first, last, t in a.slices()]
+
+
+Measure = Callable[[Mapping[str, list[tuple[int, int, str]]], MeasurementRegime, int, str], dict[str, dict]]
+
+
+def measure_on_device(lm, devices, inputs, seed: int = 0) -> Measure:
+    """A Measure that runs each candidate's slices as planner execute and the agent do
+    (executor.sessions.SlicedModel, its pool policy), in turns, shuffled every round,
+    back to back (with the regime's settle runs) or at the regime's rate."""
+    from executor.runtime import unpin
+    from executor.sessions import SlicedModel, measure_interleaved
+
+    def run(slices_by_name, regime: MeasurementRegime, runs: int, statistic: str) -> dict[str, dict]:
+        runners = {name: SlicedModel(lm, sl, devices, clock=regime.clock, pool=regime.pool)
+                   for name, sl in slices_by_name.items()}
+        try:
+            timing = measure_interleaved(runners, inputs, runs=runs, warmup=2, settle=regime.settle, shuffle_seed=seed,
+                                         rate_hz=regime.rate_hz if regime.mode == "rate" else None)
+        finally:
+            unpin()
+        return {name: t["total"] for name, t in timing.items()}
+
+    return run
+
+
+def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest, k: int, measure: Measure,
+                runs: int = 20, statistic: str = "median", plan: Plan | None = None) -> Plan:
+    """The plan (made here unless given), its k next-best candidates and the single
+    devices measured by `measure`; the measured best returned, with every candidate's
+    predicted and measured latency in `verification`."""
+    if request.objective != "latency":
+        raise InputError("objective", "verification measures latency: plan for latency (there is no power sensor "
+                                      "to verify energy with)")
+    if not 0 <= k <= MAX_CANDIDATES:
+        raise InputError("verify", f"K must be in 0..{MAX_CANDIDATES}, got {k}")
+    if runs < 3:
+        raise InputError("verify_runs", f"must be >= 3, got {runs}")
+    solver = get_solver(request.solver)
+    if getattr(solver, "problem_kind", "chain") != "chain":
+        raise InputError("solver", f"'{request.solver}' plans a problem the executor cannot run slice by slice; "
+                                   "verify a chain solver's plan (dp, ilp, smt ...)")
+    plan = plan or make_plan(platform, profile, request)
+    view = select_view(problem_for(solver, platform, profile, request), request)
+    label_to_target = {t.label: j for j, t in enumerate(view.targets)}
+    plan_targets: list[int] = []
+    for s in plan.slices:
+        j = label_to_target.get(s.target)
+        if j is None:
+            raise InputError("plan", f"slice {s.index} runs on target '{s.target}', which this profile's targets lack")
+        plan_targets += [j] * (s.last_index - s.first_index + 1)
+    plan_a = Assignment.from_targets(plan_targets, [s.first_index for s in plan.slices])
+    cands = candidates(view, request, plan_a, k)
+    regime = profile.regime or MeasurementRegime()
+    measured = measure({c.name: _slices(view, c.assignment) for c in cands}, regime, runs, statistic)
+    key = f"{statistic}_ms"
+    rows = []
+    for c in cands:
+        t = measured[c.name]
+        rows.append({"name": c.name, "notation": notation(view, c.assignment, with_freq=False), "predicted_ms": c.predicted_ms,
+                     "measured_ms": t[key], "measured_p10_ms": t["p10_ms"], "measured_p90_ms": t["p90_ms"],
+                     "error_pct": 100.0 * (t[key] - c.predicted_ms) / c.predicted_ms if c.predicted_ms > 0 else 0.0})
+    best = min(rows, key=lambda r: r["measured_ms"])
+    chosen = next(c for c in cands if c.name == best["name"])
+    note = (f"the plan measured fastest of {len(rows)} candidates" if chosen.name == "plan" else
+            f"'{chosen.name}' ({best['notation']}) measured {best['measured_ms']:.3f} ms against the plan's "
+            f"{rows[0]['measured_ms']:.3f} ms: returned instead")
+    if chosen.name != "plan":
+        sol = Solution(chosen.assignment, "feasible", objective=chosen.predicted_ms,
+                       notes=[*plan.report.notes, f"verified: {note}"],
+                       details={**plan.report.details, "verified_from": plan.notation})
+        out = assemble(platform, profile, request, view, sol, exact=False)
+    else:
+        out = plan
+    verification = {"regime": regime.model_dump(), "statistic": statistic, "runs": runs, "chosen": chosen.name,
+                    "candidates": rows, "note": note}
+    return Plan.model_validate({**out.model_dump(), "verification": verification})
+
+
+def render_verification(plan: Plan) -> list[str]:
+    """The verification table for `planner solve` (predicted beside measured)."""
+    v = plan.verification
+    if v is None:
+        return []
+    lines = ["", f"verified on this device ({v.regime.describe()}, {v.statistic} of {v.runs} runs per candidate):",
+             f"  {'candidate':<16} {'plan':<28} {'predicted_ms':>12} {'measured_ms':>11} {'p10..p90_ms':>15} {'error':>8}"]
+    for c in v.candidates:
+        mark = "*" if c.name == v.chosen else " "
+        lines.append(f"{mark} {c.name:<16} {c.notation[:28]:<28} {c.predicted_ms:>12.3f} {c.measured_ms:>11.3f} "
+                     f"{c.measured_p10_ms:>7.3f}..{c.measured_p90_ms:<7.3f} {c.error_pct:>+7.1f}%")
+    lines.append("  (* returned: the measured best; error = (measured - predicted) / predicted: positive = slower "
+                 "than predicted)")
+    lines.append(f"  {v.note}")
+    return lines
+
+
+def devices_for(profile: ModelProfile, model: str | None, device_specs: Sequence[str]) -> tuple[str, list[str]]:
+    """The ONNX file and runtime device specs to verify on: given, else the profile's regime."""
+    regime = profile.regime
+    path = model or (regime.model_file if regime else None)
+    specs = list(device_specs) or (list(regime.devices) if regime else [])
+    problems = []
+    if not path:
+        problems.append("--model: give the ONNX file (the profile does not record one)")
+    if not specs:
+        problems.append("--device: give the runtime devices (the profile does not record them)")
+    if problems:
+        raise InputError("verify", "; ".join(problems))
+    return path, specs

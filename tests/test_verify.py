@@ -1,0 +1,188 @@
+"""Verified plans (planner.verify): the k-best enumeration is exact against brute force,
+the measured best is returned with predicted and measured side by side, and the CLI
+runs candidates end to end on a real ONNX model."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from gen_problems import make_problem, problems
+from hypothesis import HealthCheck, given, settings
+
+from planner.core.evaluate import evaluate
+from planner.core.schema import PlanRequest
+from planner.verify import candidates, next_best
+from solvers.brute import all_assignments
+
+
+def brute_ranking(problem, objective):
+    """Each distinct per-layer target sequence's best objective, sorted (inf dropped)."""
+    best: dict[tuple, float] = {}
+    for a in all_assignments(problem.n_layers, problem.n_targets):
+        v = evaluate(problem, a).objective(objective)
+        if math.isfinite(v) and v < best.get(a.targets, math.inf):
+            best[a.targets] = v
+    return sorted(best.values())
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_layers=5, max_targets=3))
+def test_next_best_is_the_brute_force_ranking(problem):
+    for objective in ("latency", "energy"):
+        truth = brute_ranking(problem, objective)
+        got = next_best(problem, objective, 6)
+        assert [v for v, _ in got] == pytest.approx(truth[:6], rel=1e-9, abs=1e-9)
+        seqs = [a.targets for _, a in got]
+        assert len(set(seqs)) == len(seqs)  # distinct plans
+        for v, a in got:  # every reported value is the evaluator's
+            assert evaluate(problem, a).objective(objective) == pytest.approx(v, rel=1e-9, abs=1e-9)
+
+
+def test_next_best_edge_cases():
+    one = make_problem(np.array([[2.0]]))
+    assert [v for v, _ in next_best(one, "latency", 3)] == [2.0]  # single layer, single device: one plan
+    tie = make_problem(np.array([[1.0, 1.0], [1.0, 1.0]]))  # ties: all four sequences, each once
+    got = next_best(tie, "latency", 10)
+    assert len(got) == 4 and {a.targets for _, a in got} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    none = make_problem(np.array([[np.inf, np.inf]]))
+    assert next_best(none, "latency", 3) == []
+    assert next_best(tie, "latency", 0) == []
+
+
+def test_candidates_are_plan_next_best_and_single_devices():
+    p = make_problem(np.array([[1.0, 3.0], [3.0, 1.0], [1.0, 3.0]]))
+    plan = next_best(p, "latency", 1)[0][1]
+    cands = candidates(p, PlanRequest(objective="latency"), plan, 2)
+    names = [c.name for c in cands]
+    assert names == ["plan", "next-1", "next-2", "single-d0", "single-d1"]  # singles beside, never as next-k
+    assert cands[0].predicted_ms == 3.0
+    assert len({c.assignment.targets for c in cands}) == len(cands)
+
+
+def _onnx_documents(tmp_path):
+    from planner.commands.profile import build_documents
+    from executor.profiler import profile_model
+    from executor.runtime import parse_devices
+    from executor.slicing import layers, load_model
+
+    from test_agent import tiny_model
+
+    path = tmp_path / "tiny.onnx"
+    tiny_model(path)
+    lm = layers(load_model(str(path)))
+    devices = parse_devices(["a=CPUExecutionProvider:threads=1", "b=CPUExecutionProvider:threads=1,opt=basic"])
+    run = profile_model(lm, devices, runs=3, warmup=1, transfer_sizes=(4096, 65536))
+    plat, prof, _ = build_documents(lm, run, name="tiny", platform_name="here", energy_source="none", model_path=str(path))
+    return path, lm, devices, plat, prof
+
+
+def test_verify_returns_the_measured_best_with_both_figures(tmp_path):
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, Platform
+    from planner.verify import verify_plan
+
+    _, _, _, plat, prof = _onnx_documents(tmp_path)
+    platform, profile = parse(Platform, plat, "platform"), parse(ModelProfile, prof, "profile")
+    assert profile.regime is not None and profile.regime.mode == "back_to_back" and profile.regime.devices
+
+    def measured(slices_by_name, regime, runs, statistic):  # the device says: single-b is fastest
+        out = {}
+        for name in slices_by_name:
+            ms = 1.0 if name == "single-b" else 2.0
+            out[name] = {"median_ms": ms, "p10_ms": ms * 0.9, "p90_ms": ms * 1.1}
+        return out
+
+    plan = verify_plan(platform, profile, PlanRequest(objective="latency"), 2, measured, runs=5)
+    v = plan.verification
+    assert v is not None and v.chosen == "single-b"
+    assert plan.notation.split()[0].startswith(plan.slices[0].target.split("@")[0]) and len(plan.slices) == 1
+    assert plan.slices[0].device == "b"
+    by = {c.name: c for c in v.candidates}
+    assert by["single-b"].measured_ms == 1.0 and "plan" in by
+    for c in v.candidates:  # (measured - predicted) / predicted
+        assert c.error_pct == pytest.approx(100 * (c.measured_ms - c.predicted_ms) / c.predicted_ms)
+    assert plan.regime == profile.regime
+
+
+def test_verify_refuses_energy_and_bad_k(tmp_path):
+    from planner.core.errors import InputError
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, Platform
+    from planner.verify import verify_plan
+
+    _, _, _, plat, prof = _onnx_documents(tmp_path)
+    platform, profile = parse(Platform, plat, "platform"), parse(ModelProfile, prof, "profile")
+    with pytest.raises(InputError, match="verify"):
+        verify_plan(platform, profile, PlanRequest(objective="latency"), 99, lambda *a: {})
+    with pytest.raises(InputError, match="energy|latency"):
+        verify_plan(platform, profile, PlanRequest(objective="energy"), 1, lambda *a: {})
+
+
+def test_cli_profile_then_solve_verify_measures_every_candidate(tmp_path, capsys):
+    from planner.cli import main
+
+    from test_agent import tiny_model
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    p, m = tmp_path / "p.json", tmp_path / "m.json"
+    assert main(["profile", str(model), "--device", "a=CPUExecutionProvider:threads=1",
+                 "--device", "b=CPUExecutionProvider:threads=1,opt=basic", "--runs", "3",
+                 "--out-platform", str(p), "--out-profile", str(m)]) == 0
+    capsys.readouterr()
+    assert main(["solve", "--platform", str(p), "--profile", str(m), "--verify", "1", "--verify-runs", "5",
+                 "--json", "--no-compare"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    v = plan["verification"]
+    names = [c["name"] for c in v["candidates"]]
+    assert names[0] == "plan"
+    alone = {c["notation"][0] for c in v["candidates"] if len(c["notation"].split()) == 1}
+    assert len(alone) == 2  # each device alone was run (the plan may be one of them)
+    assert all(c["measured_ms"] > 0 and c["predicted_ms"] > 0 for c in v["candidates"])
+    chosen = next(c for c in v["candidates"] if c["name"] == v["chosen"])
+    assert chosen["measured_ms"] == min(c["measured_ms"] for c in v["candidates"])
+    assert plan["regime"]["mode"] == "back_to_back"
+    assert main(["solve", "--platform", str(p), "--profile", str(m), "--verify", "1", "--verify-runs", "5",
+                 "--no-compare"]) == 0
+    out = capsys.readouterr().out
+    assert "verified on this device" in out and "predicted_ms" in out and "measured_ms" in out
+
+
+def test_cli_profile_verify_writes_the_measured_best_plan(tmp_path, capsys):
+    from planner.cli import main
+
+    from test_agent import tiny_model
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    out = tmp_path / "plan.json"
+    assert main(["profile", str(model), "--device", "a=CPUExecutionProvider:threads=1", "--runs", "2",
+                 "--out-platform", str(tmp_path / "p.json"), "--out-profile", str(tmp_path / "m.json"),
+                 "--verify", "1", "--verify-runs", "4", "--out-plan", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["verification"]["candidates"] and plan["verification"]["regime"]["mode"] == "back_to_back"
+    assert "verified on this device" in capsys.readouterr().out
+    assert main(["profile", str(model), "--device", "a=CPUExecutionProvider:threads=1", "--verify", "1",
+                 "--out-platform", str(tmp_path / "p.json"), "--out-profile", str(tmp_path / "m.json")]) == 2
+    assert "--out-plan" in capsys.readouterr().err
+
+
+def test_plot_draws_the_verification(tmp_path):
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, Platform
+    from planner.figures import plan_figure, spec
+    from planner.verify import verify_plan
+
+    _, _, _, plat, prof = _onnx_documents(tmp_path)
+    platform, profile = parse(Platform, plat, "platform"), parse(ModelProfile, prof, "profile")
+
+    def measured(slices_by_name, regime, runs, statistic):
+        return {n: {"median_ms": 1.5, "p10_ms": 1.4, "p90_ms": 1.7} for n in slices_by_name}
+
+    plan = verify_plan(platform, profile, PlanRequest(objective="latency"), 1, measured, runs=5)
+    text = json.dumps(spec(plan_figure(plan)))
+    assert "verified on the device" in text and "(returned)" in text
+    assert "verified on the device" not in json.dumps(spec(plan_figure(plan.model_copy(update={"verification": None}))))
