@@ -62,32 +62,34 @@ from planner.core.telemetry import (
 
 MAX_PLAN_BYTES = 4 * 1024 * 1024  # a plan answer (256 slices at most) is a few KiB; more is not a plan
 MAX_PLAN_DEPTH = 32  # JSON nesting of a plan answer (a real one has 4)
-_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_NEST = np.zeros(256, np.int8)
-_NEST[[ord("["), ord("{")]] = 1
-_NEST[[ord("]"), ord("}")]] = -1
-
-
 class BadPlanAnswer(ValueError):
     """The service's answer to GET .../plan is not a plan this agent can read."""
 
 
-def json_depth(body: bytes) -> int:
-    """Deepest [ / { nesting of a JSON text (strings removed first), without parsing it."""
-    bare = _STRINGS.sub(b"", body)
-    return int(np.cumsum(_NEST[np.frombuffer(bare, np.uint8)], dtype=np.int64).max(initial=0)) if bare else 0
+def json_depth(value: object, limit: int = MAX_PLAN_DEPTH) -> int:
+    """Nesting depth of a parsed JSON value, level by level (no recursion), stopping
+    once past `limit`."""
+    depth, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level and depth <= limit:
+        depth += 1
+        level = [x for v in level for x in (v.values() if type(v) is dict else v) if type(x) in (dict, list)]
+    return depth
 
 
 def parse_plan_answer(body: bytes) -> AgentPlanAnswer:
-    """The plan answer, or BadPlanAnswer saying why not: depth checked before parsing,
-    every field typed and bounded."""
-    depth = json_depth(body)
-    if depth > MAX_PLAN_DEPTH:
-        raise BadPlanAnswer(f"the answer is JSON nested {depth} levels deep; a plan has at most {MAX_PLAN_DEPTH}")
+    """The plan answer, or BadPlanAnswer saying why not: JSON (C parser, linear; nesting
+    past the interpreter's limit is refused by it), at most MAX_PLAN_DEPTH deep, every
+    field typed and bounded."""
     try:
         value = json.loads(body)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise BadPlanAnswer("the answer is JSON nested deeper than the parser allows; a plan has at most "
+                            f"{MAX_PLAN_DEPTH} levels") from None
+    except ValueError as exc:
         raise BadPlanAnswer(f"the answer is not JSON: {exc}"[:300]) from None
+    depth = json_depth(value)
+    if depth > MAX_PLAN_DEPTH:
+        raise BadPlanAnswer(f"the answer is JSON nested more than {MAX_PLAN_DEPTH} levels deep; a plan has 4")
     try:
         return AgentPlanAnswer.model_validate(value)
     except ValidationError as exc:

@@ -326,7 +326,7 @@ def test_agent_poller_survives_hostile_plan_answers(tmp_path):
 
     hostile = [b"null", b"[1, 2]", b'"a plan"', answer(slices="abc"), answer(slices=[{**good_slice, "first_index": "0"}]),
                answer(slices=[{**good_slice, "index": None}]), b"[" * 200_000 + b"]" * 200_000,
-               b'{"plan": ' * 50 + b"1" + b"}" * 50, _huge_declared, _huge_chunked, _drip, _drip_headers, b"{not json"]
+               b'{"plan": ' * 50 + b"1" + b"}" * 50, b'"' + b'\\"' * (1 << 20), _huge_declared, _huge_chunked, _drip, _drip_headers, b"{not json"]
     final = json.dumps({"deployment_id": "d", "deployment": "cam", "revision": 2,
                         "plan": {"plan_id": "good", "notation": "A4", "slices": [good_slice]}}).encode()
     died: list = []
@@ -338,10 +338,9 @@ def test_agent_poller_survives_hostile_plan_answers(tmp_path):
                           random_inputs(lm), rate_hz=50, batch_s=0.2, poll_wait_s=0.2, answer_s=1.5,
                           backoff_s=(0.01, 0.05), log=lines.append)
             runner = threading.Thread(target=agent.run, kwargs={"duration_s": 60, "drain_s": 2})
-            t0 = time.monotonic()
             runner.start()
+            # each drip would hold the poller a minute: the real plan within 45 s means both were cut off
             wait_for(lambda: agent.stats.swaps == 1 or died, 45, "the real plan after the hostile answers")
-            took = time.monotonic() - t0
             wait_for(lambda: any(s for b in svc.batches for s in b["samples"]), 10, "samples on the real plan")
             agent.stop()
             runner.join(30)
@@ -349,7 +348,6 @@ def test_agent_poller_survives_hostile_plan_answers(tmp_path):
         threading.excepthook = hook
     assert not died, died
     assert agent.stats.plans == ["good"] and agent.stats.bad_plans == len(hostile), (agent.stats, lines)
-    assert took < 30  # the drips were cut off at poll_wait + answer_s, not waited on byte by byte (a minute)
     reported = [e for b in svc.batches for e in b["errors"] if e["kind"] == "invalid_plan"]
     messages = " | ".join(e["message"] for e in reported)
     assert sum(e["count"] for e in reported) == len(hostile), messages
