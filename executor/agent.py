@@ -184,6 +184,8 @@ class Agent:
 
     # ------------------------------------------------------------------ errors
     def _error(self, kind: str, message: str, plan_id: str | None = None, revision: int | None = None) -> None:
+        # what a server or a provider said may hold NUL or lone surrogates, which the service refuses
+        message = message.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
         key = (kind, message[:1000], plan_id, revision)
         with self._lock:
             if key not in self._errors and len(self._errors) >= MAX_ERRORS - 1:  # a batch holds MAX_ERRORS

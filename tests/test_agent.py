@@ -284,6 +284,12 @@ def _drip_headers(handler) -> None:  # noqa: ANN001
         time.sleep(0.3)
 
 
+def _failure_with_nul(handler) -> None:  # noqa: ANN001
+    """A 500 whose text holds a NUL and invalid UTF-8 (reported as plan_fetch_failed: the
+    service refuses NUL in any string, so the agent must not echo it)."""
+    handler._send(500, b'{"detail": "broken\x00 \xff"}')
+
+
 def _huge_declared(handler) -> None:  # noqa: ANN001
     handler.send_response(200)
     handler.send_header("Content-Length", str(600 * 1024 * 1024))
@@ -327,6 +333,8 @@ def test_agent_poller_survives_hostile_plan_answers(tmp_path):
     hostile = [b"null", b"[1, 2]", b'"a plan"', answer(slices="abc"), answer(slices=[{**good_slice, "first_index": "0"}]),
                answer(slices=[{**good_slice, "index": None}]), b"[" * 200_000 + b"]" * 200_000,
                b'{"plan": ' * 50 + b"1" + b"}" * 50, b'"' + b'\\"' * (1 << 20), _huge_declared, _huge_chunked, _drip, _drip_headers, b"{not json"]
+    unusable = len(hostile)
+    hostile.append(_failure_with_nul)
     final = json.dumps({"deployment_id": "d", "deployment": "cam", "revision": 2,
                         "plan": {"plan_id": "good", "notation": "A4", "slices": [good_slice]}}).encode()
     died: list = []
@@ -347,10 +355,13 @@ def test_agent_poller_survives_hostile_plan_answers(tmp_path):
     finally:
         threading.excepthook = hook
     assert not died, died
-    assert agent.stats.plans == ["good"] and agent.stats.bad_plans == len(hostile), (agent.stats, lines)
+    assert agent.stats.plans == ["good"] and agent.stats.bad_plans == unusable, (agent.stats, lines)
     reported = [e for b in svc.batches for e in b["errors"] if e["kind"] == "invalid_plan"]
     messages = " | ".join(e["message"] for e in reported)
-    assert sum(e["count"] for e in reported) == len(hostile), messages
+    assert sum(e["count"] for e in reported) == unusable, messages
+    failed = [e["message"] for b in svc.batches for e in b["errors"] if e["kind"] == "plan_fetch_failed"]
+    assert any("500" in m and "broken" in m for m in failed), failed
+    assert "\x00" not in json.dumps(svc.batches) and "\\u0000" not in json.dumps(svc.batches)
     for needle in ("not a plan", "nested", "600", "over 4194304 bytes", "to arrive", "not JSON", "slices",
                    "first_index"):
         assert needle in messages, (needle, messages)
