@@ -281,7 +281,8 @@ def test_ga_job_returns_its_front_at_the_time_limit_marked_not_proven(tmp_path):
         report = sched["report"]
         assert report["status"] == "not_proven" and sched["entries"], report
         assert any("time limit" in n for n in report["notes"]), report["notes"]
-        skipped = report["details"]["configs_not_searched"]
-        assert 0 < len(skipped) < 22 and len(report["details"]["per_config"]) + len(skipped) == 22
+        skipped = report["details"]["configs_not_searched"]  # on this 2-core box most: seeds take longer than a share
+        assert len(report["details"]["per_config"]) >= 1 and len(report["details"]["per_config"]) + len(skipped) == 22
+        assert not skipped or any(f"{len(skipped)} of 22 CPU configurations not searched" in n for n in report["notes"])
     finally:
         api.client.__exit__(None, None, None)
