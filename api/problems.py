@@ -202,10 +202,13 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         404: "Not found",
         409: "Conflict",
         413: "Request body too large",
+        415: "The body is not JSON (send it with Content-Type: application/json)",
         422: "Invalid input: the JSON path and reason of each issue",
         503: "A worker process stopped while serving the request; retry (Retry-After)",
     }
     out: dict[int | str, dict[str, Any]] = {}
+    if 413 in codes and 415 not in codes:  # an operation with a body: the JSON gate (api/middleware.py) may answer 415
+        codes = (*codes, 415)
     for c in codes:
         if c == 304:
             out[c] = {"description": desc[c]}
