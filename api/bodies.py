@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
@@ -156,18 +157,40 @@ def _is_json(request: Request) -> bool:
 class JsonRoute(APIRoute):
     """A route whose JSON body is parsed by `parse_json` (large ones in a thread)."""
 
+    defer_errors = False  # True: a bad body is refused only after the route's dependencies (its 403 comes first)
+
     def get_route_handler(self) -> Callable:
         handler = super().get_route_handler()
         if self.body_field is None:  # no body model (document uploads read their body themselves)
             return handler
+        defer = self.defer_errors
 
         async def checked(request: Request) -> Response:
+            refused = None
             if request.method in BODY_METHODS and _is_json(request):
                 body = await request.body()
                 if body:
                     settings = request.app.state.settings
                     args = (body, settings.limits.max_json_depth, settings.limits.max_string_bytes)
-                    request._json = parse_json(*args) if len(body) <= INLINE_BYTES else await run_in_threadpool(parse_json, *args)
-            return await handler(request)
+                    try:
+                        request._json = (parse_json(*args) if len(body) <= INLINE_BYTES
+                                         else await run_in_threadpool(parse_json, *args))
+                    except ApiError as exc:
+                        if not defer:
+                            raise
+                        refused, request._json = exc, None  # FastAPI runs the dependencies, then finds no body
+            if refused is None:
+                return await handler(request)
+            try:
+                return await handler(request)
+            except RequestValidationError:
+                raise refused from None
 
         return checked
+
+
+class AuthFirstJsonRoute(JsonRoute):
+    """JsonRoute whose body errors come after its dependencies: a caller who may not
+    use the resource gets 403 whatever it posted."""
+
+    defer_errors = True

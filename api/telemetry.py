@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import defaultdict
 
-from sqlalchemy import func, select
+import numpy as np
+
+from pydantic import ValidationError
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from api.auth import Principal
 from api.problems import ApiError, from_planner_error, invalid
 from api.rows import DeploymentEventRow, DeploymentRow, PlanRow, TelemetryBatchRow, utcnow
-from planner.core.errors import PlannerError
+from planner.core.errors import InputError, Issue, PlannerError
 from planner.core.schema import Plan
 from planner.core.telemetry import (
     PlanTelemetry,
@@ -29,6 +33,7 @@ from planner.core.telemetry import (
     TelemetryEvent,
     TelemetrySummary,
     error_pct,
+    outliers,
     stats_ms,
 )
 
@@ -62,12 +67,7 @@ def post_batch(svc, dep: DeploymentRow, batch: TelemetryBatch, who: Principal) -
     existing = _find(svc, dep.id, batch.batch_id)
     if existing is not None:
         return _receipt(existing, dep, digest), False
-    if batch.plan_id is not None:
-        with svc.db.session() as s:
-            known = s.scalar(select(func.count()).select_from(DeploymentEventRow).where(
-                DeploymentEventRow.deployment_id == dep.id, DeploymentEventRow.plan_id == batch.plan_id))
-        if not known:
-            raise invalid("plan_id", f"plan {batch.plan_id} was never active on deployment {dep.name}")
+    _check_batch(svc, dep, batch)
     body = json.dumps({
         "latency_ms": [s.latency_ms for s in batch.samples],
         "slice_ms": [s.slice_ms for s in batch.samples],
@@ -87,6 +87,82 @@ def post_batch(svc, dep: DeploymentRow, batch: TelemetryBatch, who: Principal) -
     return _receipt(row, dep, digest), True
 
 
+PLAUSIBLE_FACTOR = 1000.0  # a sample this many times off the plan's prediction is not a measurement of it
+PLAUSIBLE_SLACK_MS = 1000.0  # ... above it, plus this (a session run's overhead on a tiny predicted slice)
+MAX_ISSUES = 20
+
+
+def _check_batch(svc, dep: DeploymentRow, batch: TelemetryBatch) -> None:  # noqa: ANN001
+    """Refuse (422, every problem named) what cannot be this deployment's telemetry: a
+    plan or revision it never ran (plans of other deployments included: a board may not
+    name them, nor learn whether they exist), slice times of another slicing, and samples
+    beyond physical bounds or PLAUSIBLE_FACTOR off the plan's prediction."""
+    with svc.db.session() as s:
+        events = dict(s.execute(select(DeploymentEventRow.revision, DeploymentEventRow.plan_id).where(
+            DeploymentEventRow.deployment_id == dep.id)).all())
+    plans = set(events.values())
+    issues: list[Issue] = []
+
+    def check_ref(path: str, plan_id: str | None, revision: int | None) -> None:
+        if plan_id is not None and plan_id not in plans:
+            issues.append(Issue(f"{path}plan_id", f"plan {plan_id} was never active on deployment {dep.name}"))
+        elif revision is not None and revision not in events:
+            issues.append(Issue(f"{path}revision", f"deployment {dep.name} has no revision {revision} "
+                                                   f"(its revisions: 1..{max(events, default=0)})"))
+        elif revision is not None and plan_id is not None and events[revision] != plan_id:
+            issues.append(Issue(f"{path}revision", f"revision {revision} of deployment {dep.name} ran plan "
+                                                   f"{events[revision]}, not {plan_id}"))
+
+    check_ref("", batch.plan_id, batch.revision)
+    for i, e in enumerate(batch.errors):
+        check_ref(f"errors[{i}].", e.plan_id, e.revision)
+    if batch.samples and not issues:
+        with svc.db.session() as s:
+            prow = s.get(PlanRow, batch.plan_id)
+            plan = _plan(prow.body) if prow is not None else None
+        if plan is not None:
+            issues += _implausible(plan, batch)
+    if issues:
+        raise from_planner_error(InputError(issues[:MAX_ISSUES] + (
+            [Issue("samples", f"and {len(issues) - MAX_ISSUES} more")] if len(issues) > MAX_ISSUES else [])))
+
+
+def _plan(body: str) -> Plan | None:
+    """A stored plan, or None for one stored before its numbers were checked (an infinite
+    latency stored as null): no prediction to compare with, and no 500 over it."""
+    try:
+        return Plan.model_validate_json(body)
+    except ValidationError:
+        return None
+
+
+def _implausible(plan: Plan, batch: TelemetryBatch) -> list[Issue]:
+    """Samples that cannot be measurements of `plan`: a slice count other than its, or
+    times PLAUSIBLE_FACTOR above (+ PLAUSIBLE_SLACK_MS) or below its prediction."""
+    issues = []
+    n = len(plan.slices)
+    first = batch.samples[0].slice_ms
+    if first and len(first) != n:
+        issues.append(Issue("samples[0].slice_ms", f"{len(first)} slice times; plan {batch.plan_id} has {n} slice(s)"))
+    predicted = plan.metrics.latency_ms
+    if predicted is not None and not (math.isfinite(predicted) and predicted > 0):
+        predicted = None
+    per_slice = np.array([sl.time_ms for sl in plan.slices], dtype=float)
+    latency = np.array([x.latency_ms for x in batch.samples], dtype=float)
+    if predicted is not None:
+        hi, lo = predicted * PLAUSIBLE_FACTOR + PLAUSIBLE_SLACK_MS, predicted / PLAUSIBLE_FACTOR
+        for i in np.flatnonzero((latency > hi) | (latency < lo))[:MAX_ISSUES + 1].tolist():
+            issues.append(Issue(f"samples[{i}].latency_ms", f"{latency[i]:.6g} ms is implausible for plan "
+                                f"{batch.plan_id}, predicted {predicted:.6g} ms (accepted: {lo:.3g} .. {hi:.6g} ms)"))
+    if first and len(first) == n and np.isfinite(per_slice).all():
+        times = np.array([x.slice_ms for x in batch.samples], dtype=float)
+        hi = per_slice * PLAUSIBLE_FACTOR + PLAUSIBLE_SLACK_MS
+        for i, k in np.argwhere(times > hi[None, :])[:MAX_ISSUES + 1].tolist():
+            issues.append(Issue(f"samples[{i}].slice_ms[{k}]", f"{times[i, k]:.6g} ms is implausible for slice {k} "
+                                f"of plan {batch.plan_id}, predicted {per_slice[k]:.6g} ms (accepted: up to {hi[k]:.6g} ms)"))
+    return issues
+
+
 def _find(svc, dep_id: str, batch_id: str) -> TelemetryBatchRow | None:  # noqa: ANN001
     with svc.db.session() as s:
         return s.scalars(select(TelemetryBatchRow).where(TelemetryBatchRow.deployment_id == dep_id,
@@ -101,8 +177,23 @@ def _receipt(row: TelemetryBatchRow, dep: DeploymentRow, digest: str) -> dict:
             "received_at": row.received_at.replace(microsecond=0).isoformat() + "Z"}
 
 
-def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = None) -> TelemetrySummary:  # noqa: ANN001
-    """Predicted vs measured per plan over the `limit` most recent batches."""
+def _screened(latency: list[float], slices: list[list[float]], n: int, screen: bool) -> tuple[list[bool], int]:
+    """(keep per sample, how many set aside): with `screen`, a sample whose end-to-end or
+    any slice time is an outlier (planner.core.telemetry.outliers) is left out."""
+    if not screen or not latency:
+        return [True] * len(latency), 0
+    out = outliers(latency)
+    full = [i for i, row in enumerate(slices) if len(row) == n]
+    if full and n:
+        times = np.array([slices[i] for i in full], dtype=float)
+        out[full] |= np.any([outliers(times[:, k]) for k in range(n)], axis=0)
+    return (~out).tolist(), int(out.sum())
+
+
+def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = None,  # noqa: ANN001
+            screen: bool = False) -> TelemetrySummary:
+    """Predicted vs measured per plan over the `limit` most recent batches; `screen`
+    leaves outlying samples out of the statistics (a refit's view; counted in set_aside)."""
     dep = authorised_deployment(svc, dep_id, who)
     with svc.db.session() as s:
         q = select(TelemetryBatchRow).where(TelemetryBatchRow.deployment_id == dep.id)
@@ -139,16 +230,24 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
         slices[r.plan_id].extend(data["slice_ms"])
         if data.get("regime") and data["latency_ms"]:
             served[r.plan_id].append((data["regime"]["mode"], data["regime"].get("rate_hz")))
+    with svc.db.session() as s:  # only plans this deployment ran (rows stored before that check named others)
+        own = set(s.scalars(select(DeploymentEventRow.plan_id).where(DeploymentEventRow.deployment_id == dep.id)))
     plans = []
     for pid in list(dict.fromkeys([r.plan_id for r in rows if r.plan_id] + list(errors_per_plan))):
+        if pid not in own:
+            continue
         with svc.db.session() as s:
             prow = s.get(PlanRow, pid)
             body = prow.body if prow is not None else None
         if body is None:
             continue
-        plan = Plan.model_validate_json(body)
-        med, p90 = stats_ms(latency[pid])
-        per_slice = [row for row in slices[pid] if len(row) == len(plan.slices)]
+        plan = _plan(body)
+        if plan is None:
+            continue
+        kept, set_aside = _screened(latency[pid], slices[pid], len(plan.slices), screen)
+        lat = [v for v, keep in zip(latency[pid], kept) if keep]
+        med, p90 = stats_ms(lat)
+        per_slice = [row for row, keep in zip(slices[pid], kept) if keep and len(row) == len(plan.slices)]
         out_slices = []
         for k, sl in enumerate(plan.slices):
             smed, sp90 = stats_ms([row[k] for row in per_slice])
@@ -159,7 +258,7 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
         rate, note = served_regime(plan, served[pid])
         plans.append(PlanTelemetry(
             plan_id=pid, profile_id=prow.profile_id, notation=plan.notation, revisions=sorted(revisions[pid]),
-            samples=len(latency[pid]), errors=errors_per_plan[pid], predicted_latency_ms=plan.metrics.latency_ms,
+            samples=len(lat), set_aside=set_aside, errors=errors_per_plan[pid], predicted_latency_ms=plan.metrics.latency_ms,
             median_ms=med, p90_ms=p90, error_pct=error_pct(med, plan.metrics.latency_ms), slices=out_slices,
             served_rate_hz=rate, regime_note=note))
     return TelemetrySummary(deployment_id=dep.id, deployment=dep.name, profile_id=dep.profile_id, batches=len(rows),
@@ -187,7 +286,7 @@ def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, li
     dep = svc.deployment(dep_id)
     if dep.profile_id != profile_id:
         raise invalid("deployment", f"deployment {dep.name} runs profile {dep.profile_id[:12]}…, not this one")
-    tel = summary(svc, dep.id, who, limit)
+    tel = summary(svc, dep.id, who, limit, screen=True)
     plans = [p for p in tel.plans if p.profile_id == profile_id and (not plan_ids or p.plan_id in plan_ids)]
     platform = svc.planner.parsed("platform", dep.platform_id, "deployment")
     profile = svc.planner.parsed("profile", profile_id, "profile_id")

@@ -5,7 +5,9 @@ Three threads, so that inference never waits on the network:
 
 - the **poller** long-polls `GET /v1/deployments/{name}/plan` with the last ETag
   (`If-None-Match`, `wait=`; 304 = unchanged) and, on a new plan, builds its slice
-  sessions right there, off the hot path. A plan that cannot be built (a device this
+  sessions right there, off the hot path. An answer is bounded (MAX_PLAN_BYTES, the
+  wait plus `answer_s` in all, MAX_PLAN_DEPTH) and typed (AgentPlanAnswer): one that is
+  not a plan is reported (`invalid_plan`) and the poller goes on; no failure ends it. A plan that cannot be built (a device this
   board does not declare, layers of another model, a provider that fails) is reported
   (`build_failed`, with the reason) and the board keeps serving the previous plan.
   When the service is away it retries with capped, jittered exponential backoff.
@@ -14,10 +16,13 @@ Three threads, so that inference never waits on the network:
   runs wholly on one plan. Before the first plan arrives it runs the unsplit model on
   the first declared device (not reported as a plan's samples). A failing frame is
   counted and reported, and the loop goes on.
-- the **sender** cuts a telemetry batch every `batch_s` (and at every plan swap: a
-  batch is one plan's samples) and posts it; batch ids make retries idempotent, so a
-  batch is resent until the service answers, oldest first, from a bounded queue (the
-  oldest are dropped past `max_pending`, and counted).
+- the **sender** cuts telemetry batches every `batch_s` (and at every plan swap: a
+  batch is one plan's samples) of at most `max_batch_bytes` of JSON (under the
+  service's body limit) and posts them; batch ids make retries idempotent, so a batch
+  is resent until the service answers (5xx, 408, 429 and no answer are retried), oldest
+  first, from a bounded queue. A 413 (a service with a lower limit) splits the batch in
+  two; only a refusal (403, 422) or the queue's bound (the oldest past `max_pending`)
+  drops one, counted in batches and samples and logged with the reason.
 
 Imports planner.core, httpx and the executor package only (a board installs
 `.[executor]`).
@@ -26,7 +31,10 @@ Imports planner.core, httpx and the executor package only (a board installs
 from __future__ import annotations
 
 import collections
+import json
 import random
+import re
+import socket
 import sys
 import threading
 import time
@@ -40,7 +48,53 @@ import numpy as np
 from executor.runtime import RuntimeDevice
 from executor.sessions import SlicedModel
 from executor.slicing import LayeredModel
-from planner.core.telemetry import MAX_SAMPLES, ServedRegime, TelemetryBatch, TelemetryError, TelemetrySample
+from pydantic import ValidationError
+
+from planner.core.telemetry import (
+    MAX_ERRORS,
+    MAX_SAMPLES,
+    AgentPlanAnswer,
+    ServedRegime,
+    TelemetryBatch,
+    TelemetryError,
+    TelemetrySample,
+)
+
+MAX_PLAN_BYTES = 4 * 1024 * 1024  # a plan answer (256 slices at most) is a few KiB; more is not a plan
+MAX_PLAN_DEPTH = 32  # JSON nesting of a plan answer (a real one has 4)
+class BadPlanAnswer(ValueError):
+    """The service's answer to GET .../plan is not a plan this agent can read."""
+
+
+def json_depth(value: object, limit: int = MAX_PLAN_DEPTH) -> int:
+    """Nesting depth of a parsed JSON value, level by level (no recursion), stopping
+    once past `limit`."""
+    depth, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level and depth <= limit:
+        depth += 1
+        level = [x for v in level for x in (v.values() if type(v) is dict else v) if type(x) in (dict, list)]
+    return depth
+
+
+def parse_plan_answer(body: bytes) -> AgentPlanAnswer:
+    """The plan answer, or BadPlanAnswer saying why not: JSON (C parser, linear; nesting
+    past the interpreter's limit is refused by it), at most MAX_PLAN_DEPTH deep, every
+    field typed and bounded."""
+    try:
+        value = json.loads(body)
+    except RecursionError:
+        raise BadPlanAnswer("the answer is JSON nested deeper than the parser allows; a plan has at most "
+                            f"{MAX_PLAN_DEPTH} levels") from None
+    except ValueError as exc:
+        raise BadPlanAnswer(f"the answer is not JSON: {exc}"[:300]) from None
+    depth = json_depth(value)
+    if depth > MAX_PLAN_DEPTH:
+        raise BadPlanAnswer(f"the answer is JSON nested more than {MAX_PLAN_DEPTH} levels deep; a plan has 4")
+    try:
+        return AgentPlanAnswer.model_validate(value)
+    except ValidationError as exc:
+        where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<answer>'}: {e['msg']}" for e in exc.errors()[:5])
+        raise BadPlanAnswer(f"the answer is not a plan ({exc.error_count()} problem(s)): {where}"[:600]) from None
 
 
 class PlanBuildError(RuntimeError):
@@ -88,7 +142,9 @@ class AgentStats:
     swaps: int = 0
     build_failures: int = 0
     batches_sent: int = 0
-    batches_dropped: int = 0
+    batches_dropped: int = 0  # refused by the service, or the oldest past the backlog bound
+    samples_dropped: int = 0  # of those batches' samples (each drop is logged with its reason)
+    bad_plans: int = 0  # plan answers that were not a plan (reported as invalid_plan)
     reconnects: int = 0
     plans: list[str] = field(default_factory=list)
 
@@ -100,7 +156,8 @@ class Agent:
     def __init__(self, server: str, deployment: str, token: str, lm: LayeredModel, devices: Sequence[RuntimeDevice],
                  inputs: Mapping[str, np.ndarray], *, rate_hz: float = 10.0, batch_s: float = 2.0,
                  poll_wait_s: float = 30.0, name: str = "", max_pending: int = 1000,
-                 backoff_s: tuple[float, float] = (0.2, 5.0), log: Callable[[str], None] | None = None):
+                 backoff_s: tuple[float, float] = (0.2, 5.0), log: Callable[[str], None] | None = None,
+                 answer_s: float = 10.0, max_batch_bytes: int = 512 * 1024):
         if rate_hz <= 0:
             raise ValueError("rate_hz must be > 0")
         self.base = server.rstrip("/")
@@ -108,6 +165,8 @@ class Agent:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.lm, self.devices, self.inputs = lm, list(devices), dict(inputs)
         self.rate_hz, self.batch_s, self.poll_wait_s = rate_hz, batch_s, poll_wait_s
+        self.answer_s = answer_s  # a plan answer arrives within poll_wait_s + answer_s, or is given up
+        self.max_batch_bytes = max_batch_bytes  # under the service's telemetry body limit (1 MiB by default)
         self.name = name or f"agent-{uuid.uuid4().hex[:8]}"
         self.backoff = backoff_s
         self.log = log or (lambda msg: print(f"agent: {msg}", file=sys.stderr, flush=True))
@@ -125,8 +184,13 @@ class Agent:
 
     # ------------------------------------------------------------------ errors
     def _error(self, kind: str, message: str, plan_id: str | None = None, revision: int | None = None) -> None:
+        # what a server or a provider said may hold NUL or lone surrogates, which the service refuses
+        message = message.encode("utf-8", "replace").decode("utf-8").replace("\x00", "\\0")
         key = (kind, message[:1000], plan_id, revision)
         with self._lock:
+            if key not in self._errors and len(self._errors) >= MAX_ERRORS - 1:  # a batch holds MAX_ERRORS
+                kind, message, plan_id, revision = "other", "more distinct errors than a batch holds; not itemised", None, None
+                key = (kind, message, plan_id, revision)
             e = self._errors.get(key)
             self._errors[key] = TelemetryError(kind=kind, message=message[:1000], plan_id=plan_id, revision=revision,
                                                count=1 if e is None else min(e.count + 1, 10_000_000))
@@ -136,54 +200,129 @@ class Agent:
         lo, hi = self.backoff
         self._stop.wait(min(hi, lo * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0))
 
+    def _read_answer(self, r: httpx.Response, deadline: float) -> bytes:
+        """The answer's body, bounded in bytes and in total time (a server that drips a
+        byte at a time is cut off at the deadline, not waited on for ever)."""
+        declared = r.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > MAX_PLAN_BYTES:
+            raise BadPlanAnswer(f"the answer is {int(declared)} bytes; a plan is at most {MAX_PLAN_BYTES}")
+        chunks, size = [], 0
+        for chunk in r.iter_bytes():
+            size += len(chunk)
+            if size > MAX_PLAN_BYTES:
+                raise BadPlanAnswer(f"the answer is over {MAX_PLAN_BYTES} bytes; a plan is at most that")
+            if time.monotonic() > deadline:
+                raise BadPlanAnswer(f"the answer took over {self.poll_wait_s + self.answer_s:g} s to arrive")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     def _poll_once(self, client: httpx.Client) -> None:
         headers = dict(self.headers)
         if self._etag:
             headers["If-None-Match"] = self._etag
-        r = client.get(f"{self.base}/v1/deployments/{self.deployment}/plan", params={"wait": self.poll_wait_s},
-                       headers=headers, timeout=httpx.Timeout(5.0, read=self.poll_wait_s + 10.0))
-        if r.status_code == 304:
-            return
-        if r.status_code == 404:  # no active plan yet (the service waited `wait` already)
-            return
-        if r.status_code != 200:
-            raise httpx.HTTPStatusError(f"{r.status_code}: {r.text[:300]}", request=r.request, response=r)
-        etag = r.headers.get("ETag")
-        body = r.json()
-        plan, revision = body["plan"], body.get("revision")
-        self._etag = etag
-        self.log(f"plan {plan['plan_id']} ({plan.get('notation', '')}) revision {revision}: building")
+        total_s = self.poll_wait_s + self.answer_s
+        deadline = time.monotonic() + total_s
+        sockets, expired = [], threading.Event()
+
+        def trace(event: str, info: dict) -> None:  # this poll's socket (a fresh connection each poll)
+            if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+                sockets.append(info["return_value"].get_extra_info("socket"))
+
+        def cut() -> None:  # the deadline also ends a server that drips its headers a byte at a time
+            expired.set()
+            for sock in sockets:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except (OSError, AttributeError):
+                    pass
+
+        timer = threading.Timer(total_s, cut)
+        timer.daemon = True
+        timer.start()
         try:
-            runner = build_runner(self.lm, plan, self.devices)
+            with client.stream("GET", f"{self.base}/v1/deployments/{self.deployment}/plan",
+                               params={"wait": self.poll_wait_s}, headers=headers, extensions={"trace": trace},
+                               timeout=httpx.Timeout(5.0, read=total_s)) as r:
+                if r.status_code in (304, 404):  # unchanged; no active plan yet (the service waited `wait` already)
+                    return
+                if r.status_code != 200:
+                    try:
+                        text = self._read_answer(r, deadline).decode("utf-8", "replace")[:300]
+                    except BadPlanAnswer:
+                        text = ""
+                    raise httpx.HTTPStatusError(f"{r.status_code}: {text}", request=r.request, response=r)
+                etag = r.headers.get("ETag")
+                body = self._read_answer(r, deadline)
+        except httpx.TransportError:
+            if expired.is_set():
+                raise BadPlanAnswer(f"the answer took over {total_s:g} s to arrive") from None
+            raise
+        finally:
+            timer.cancel()
+        answer = parse_plan_answer(body)
+        plan, revision = answer.plan, answer.revision
+        self._etag = etag
+        self.log(f"plan {plan.plan_id} ({plan.notation[:200]}) revision {revision}: building")
+        try:
+            runner = build_runner(self.lm, plan.model_dump(), self.devices)
         except PlanBuildError as exc:
             self.stats.build_failures += 1
-            self._error("build_failed", str(exc), plan["plan_id"], revision)
-            self.log(f"plan {plan['plan_id']} cannot be built here, keeping the previous one: {exc}")
+            self._error("build_failed", str(exc), plan.plan_id, revision)
+            self.log(f"plan {plan.plan_id} cannot be built here, keeping the previous one: {exc}")
             return
         with self._lock:
-            self._pending = Applied(runner, plan["plan_id"], revision)
+            self._pending = Applied(runner, plan.plan_id, revision)
 
     def _poller(self) -> None:
+        """Never dies: a failure of any kind is logged, reported and retried with backoff."""
         failures = 0
-        with httpx.Client() as client:
+        with httpx.Client(limits=httpx.Limits(max_keepalive_connections=0)) as client:  # see _poll_once's trace
             while not self._stop.is_set():
                 try:
                     self._poll_once(client)
                     if failures:
                         self.log("service reachable again")
                     failures = 0
-                except (httpx.HTTPError, ValueError, KeyError) as exc:
+                    continue
+                except BadPlanAnswer as exc:
+                    self.stats.bad_plans += 1
+                    self._error("invalid_plan", str(exc))
+                    self.log(f"the service's plan answer is unusable, keeping the current plan: {exc}")
+                except Exception as exc:  # noqa: BLE001 - the poller outlives every failure
                     if failures == 0:
                         self.log(f"cannot fetch the plan ({type(exc).__name__}: {exc}); retrying with backoff")
                         self.stats.reconnects += 1
                     if isinstance(exc, httpx.HTTPStatusError):
                         self._error("plan_fetch_failed", str(exc)[:300])
-                    failures += 1
-                    self._sleep_backoff(failures)
+                    elif not isinstance(exc, httpx.HTTPError):
+                        self._error("other", f"plan poller: {type(exc).__name__}: {exc}"[:1000])
+                failures += 1
+                self._sleep_backoff(failures)
 
     # ------------------------------------------------------------------ sender
+    def _batches(self, plan_id: str | None, revision: int | None, samples: list, errors: list,
+                 regime: ServedRegime | None = None) -> list[TelemetryBatch]:
+        """Samples and errors as batches of at most MAX_SAMPLES samples and max_batch_bytes
+        of JSON each (halved until they fit), so that none is over the service's body limit."""
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        batch = TelemetryBatch(batch_id=f"{self.name}-{seq}-{uuid.uuid4().hex[:8]}", agent=self.name,
+                               plan_id=plan_id if samples else None, revision=revision if samples else None,
+                               samples=samples, errors=errors, regime=regime)
+        if len(samples) <= MAX_SAMPLES and (len(samples) + len(errors) <= 1
+                                            or len(batch.model_dump_json()) <= self.max_batch_bytes):
+            return [batch]
+        if len(samples) > 1:
+            half = len(samples) // 2
+            return (self._batches(plan_id, revision, samples[:half], errors, regime)
+                    + self._batches(plan_id, revision, samples[half:], [], regime))
+        half = len(errors) // 2
+        return (self._batches(plan_id, revision, samples, errors[:half], regime)
+                + self._batches(None, None, [], errors[half:], regime))
+
     def _cut_batch(self) -> None:
-        """Move the samples and errors so far into a batch on the outbox."""
+        """Move the samples and errors so far into batches on the outbox."""
         with self._lock:
             samples, self._samples = self._samples, []
             errors = list(self._errors.values())
@@ -191,25 +330,22 @@ class Agent:
             cur = self._current
         if not samples and not errors:
             return
-        plan_id = cur.plan_id if cur is not None else None
-        for i in range(0, max(1, len(samples)), MAX_SAMPLES):
-            with self._lock:
-                self._seq += 1
-                seq = self._seq
-            chunk = samples[i:i + MAX_SAMPLES]
-            batch = TelemetryBatch(batch_id=f"{self.name}-{seq}-{uuid.uuid4().hex[:8]}", agent=self.name,
-                                   plan_id=plan_id if chunk else None, revision=cur.revision if cur and chunk else None,
-                                   samples=chunk, errors=errors if i == 0 else [],
-                                   regime=ServedRegime(mode="rate", rate_hz=self.rate_hz,
-                                                       pool=cur.runner.pool_policy if cur and chunk else None))
-            with self._lock:
-                self._outbox.append(batch)
-                while len(self._outbox) > self._max_pending:
-                    self._outbox.popleft()
-                    self.stats.batches_dropped += 1
+        regime = ServedRegime(mode="rate", rate_hz=self.rate_hz,
+                              pool=getattr(cur.runner, "pool_policy", None) if cur and samples else None)
+        batches = self._batches(cur.plan_id if cur else None, cur.revision if cur else None, samples, errors, regime)
+        with self._lock:
+            self._outbox.extend(batches)
+            while len(self._outbox) > self._max_pending:  # the bound: the oldest go, and the log says so
+                self._dropped(self._outbox.popleft(), f"the backlog is over {self._max_pending} batches")
+
+    def _dropped(self, batch: TelemetryBatch, why: str) -> None:
+        self.stats.batches_dropped += 1
+        self.stats.samples_dropped += len(batch.samples)
+        self.log(f"telemetry batch {batch.batch_id} dropped ({len(batch.samples)} samples, {len(batch.errors)} errors): {why}")
 
     def _send_pending(self, client: httpx.Client) -> bool:
-        """Post the outbox oldest first; False when the service is unreachable."""
+        """Post the outbox oldest first; False when the service is unreachable or busy
+        (the batch stays, to be resent with its id: stored once)."""
         while True:
             with self._lock:
                 if not self._outbox:
@@ -221,16 +357,39 @@ class Agent:
                                 timeout=10.0)
             except httpx.HTTPError:
                 return False
-            if r.status_code >= 500:
+            if r.status_code >= 500 or r.status_code in (408, 429):
                 return False
+            halves: list[TelemetryBatch] = []
+            if r.status_code == 413 and len(batch.samples) + len(batch.errors) > 1:  # the service's limit is lower
+                self.max_batch_bytes = max(1024, min(self.max_batch_bytes, len(batch.model_dump_json())) // 2)
+                halves = self._batches(batch.plan_id, batch.revision, list(batch.samples), list(batch.errors),
+                                       batch.regime)
+            elif r.status_code == 422:  # samples the service calls implausible: those go, the rest are resent
+                halves = self._without_refused(batch, r)
             with self._lock:
                 if self._outbox and self._outbox[0] is batch:
                     self._outbox.popleft()
+                    self._outbox.extendleft(reversed(halves))
             if r.status_code in (200, 201):
                 self.stats.batches_sent += 1
-            else:  # refused (403, 413, 422): resending will not help; say so and drop it
-                self.stats.batches_dropped += 1
-                self.log(f"telemetry batch {batch.batch_id} refused: {r.status_code} {r.text[:200]}")
+            elif not halves:  # refused (403, 413 for one sample, 422): resending will not help
+                self._dropped(batch, f"refused: {r.status_code} {r.text[:300]}")
+
+    def _without_refused(self, batch: TelemetryBatch, r: httpx.Response) -> list[TelemetryBatch]:
+        """The batch less the samples a 422 names (`samples[i]...`), as new batches; [] when
+        it names none, or every one (then the whole batch is refused)."""
+        try:
+            issues = r.json().get("errors") or []
+            bad = {int(m.group(1)) for e in issues if (m := re.match(r"samples\[(\d+)\]", str(e.get("path", ""))))}
+        except (ValueError, AttributeError, TypeError):
+            return []
+        keep = [x for i, x in enumerate(batch.samples) if i not in bad]
+        if not bad or not keep or len(bad) >= 20:  # the service lists at most 20: more may be wrong than it named
+            return []
+        self.stats.samples_dropped += len(batch.samples) - len(keep)
+        self.log(f"telemetry batch {batch.batch_id}: {len(batch.samples) - len(keep)} sample(s) refused "
+                 f"({str(issues[0].get('reason', ''))[:200]}); resending the other {len(keep)}")
+        return self._batches(batch.plan_id, batch.revision, keep, list(batch.errors), batch.regime)
 
     def _sender(self) -> None:
         failures = 0

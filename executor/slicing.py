@@ -12,6 +12,8 @@ tensors crossing the boundary.
 
 from __future__ import annotations
 
+import math
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
@@ -186,10 +188,17 @@ def _shape_facts(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, ...]], di
     shapes: dict[str, tuple[int, ...]] = {}
     dtypes: dict[str, int] = {}
     g = model.graph
+    inputs = {vi.name for vi in g.input}
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         tt = vi.type.tensor_type
         if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
-            shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+            dims = tuple(int(d.dim_value) for d in tt.shape.dim)
+            if min(dims, default=0) < 0:
+                if vi.name in inputs:
+                    raise SlicingError(f"input '{vi.name}' declares shape {list(dims)}: a dimension below 0; "
+                                       "export the model with fixed, non-negative input shapes")
+                continue  # an intermediate's shape unknown, as without shape inference
+            shapes[vi.name] = dims
         dtypes[vi.name] = tt.elem_type
     for t in g.initializer:
         shapes[t.name] = tuple(t.dims)
@@ -354,14 +363,71 @@ def split_model(lm: LayeredModel, slices: Sequence[tuple[int, int]]) -> list[onn
     return [slice_model(lm, a, b) for a, b in slices]
 
 
+def _gib(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def available_memory_bytes() -> int | None:
+    """What this process may still allocate: the machine's available memory, or less
+    under an address-space limit (RLIMIT_AS less what is mapped); None if unknown."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            found += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except OSError:
+        pass
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            with open("/proc/self/statm") as f:
+                mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            found.append(max(0, soft - mapped))
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def memory_estimate(lm: LayeredModel) -> tuple[int, list[str]]:
+    """(bytes, the largest tensors described) that running the model needs at its
+    declared shapes, from the shapes alone: its inputs, every intermediate and output
+    whose shape is known, its weights once more (a session's copy) and the float64 draw
+    of the largest random input. An upper bound (a runtime reuses buffers), exact in
+    Python ints for any shape."""
+    sizes = {}
+    for name, shape in lm.shapes.items():
+        sizes[name] = math.prod(shape) * DTYPE_BYTES.get(lm.dtypes.get(name, 1), 4)
+    draw = max((8 * math.prod(lm.shapes[n]) for n in lm.graph_inputs if n in lm.shapes), default=0)
+    largest = sorted(sizes, key=sizes.get, reverse=True)[:3]
+    return sum(sizes.values()) + draw, [f"'{n}' {list(lm.shapes[n])}: {_gib(sizes[n])}" for n in largest]
+
+
+MEMORY_SHARE = 0.5  # of the available memory, what one model's tensors may take (sessions, arenas and copies need the rest)
+
+
+def check_memory(lm: LayeredModel, available: int | None = None) -> None:
+    """SlicingError with the figure when the model's tensors need more than MEMORY_SHARE
+    of the memory there is, before a byte of them is allocated."""
+    need, largest = memory_estimate(lm)
+    available = available_memory_bytes() if available is None else available
+    if available is not None and need > MEMORY_SHARE * available:
+        raise SlicingError(f"running the model needs about {_gib(need)} at its declared shapes (largest tensors: "
+                           f"{', '.join(largest)}); at most {MEMORY_SHARE:.0%} of the {_gib(available)} of memory "
+                           "available may go to them: export it with smaller input shapes")
+
+
 def random_inputs(lm: LayeredModel, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs of the model's declared shapes (standard normal floats; zeros for ints)."""
+    """Inputs of the model's declared shapes (standard normal floats; zeros for ints),
+    after check_memory: a hostile shape is refused with its figure, not a MemoryError."""
+    for name in lm.graph_inputs:
+        if lm.shapes.get(name) is None:
+            raise SlicingError(f"input '{name}' has no static shape; export the model with fixed input shapes (batch size included)")
+    check_memory(lm)
     rng = np.random.default_rng(seed)
     out = {}
     for name in lm.graph_inputs:
-        shape = lm.shapes.get(name)
-        if shape is None:
-            raise SlicingError(f"input '{name}' has no static shape; export the model with fixed input shapes (batch size included)")
+        shape = lm.shapes[name]
         dt = onnx.helper.tensor_dtype_to_np_dtype(lm.dtypes.get(name, onnx.TensorProto.FLOAT))
         out[name] = rng.standard_normal(shape).astype(dt) if np.issubdtype(dt, np.floating) else np.zeros(shape, dt)
     return out

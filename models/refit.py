@@ -15,10 +15,11 @@ measurement as T' = T + (r - 1) * E (T' = r * T when the measurement excludes
 communication; exact for one that includes it, since the estimator subtracts its own
 communication estimate). Robustly:
 
-- m is the median over the slice's samples (the service summarises them), scaled so
-  that a plan's slices add up to its end-to-end median (the latency the board sees
-  includes the work between slices); a slice with fewer than `min_samples` samples
-  is not used;
+- m is the median over the slice's samples (the service summarises them, setting aside
+  samples more than OUTLIER_MADS scaled MADs from the median: a stalled frame, a misread
+  clock; the report names how many per plan), scaled so that a plan's slices add up to
+  its end-to-end median (the latency the board sees includes the work between slices);
+  a slice with fewer than `min_samples` samples is not used;
 - r is bounded to [1 / max_scale, max_scale] (a misread or a cold start never turns a
   layer 100x slower), and reported as clamped;
 - a (layer, device, frequency) covered by slices of several plans takes the median of
@@ -40,7 +41,7 @@ import numpy as np
 from models.compile import compile_problem
 from planner.core.errors import InputError
 from planner.core.schema import ModelProfile, Platform
-from planner.core.telemetry import PlanTelemetry
+from planner.core.telemetry import OUTLIER_MADS, PlanTelemetry
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,21 @@ class RefitReport:
     slices: list[SliceFit] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     measurements_changed: int = 0
+    samples: list[tuple[str, int, int, list[int]]] = field(default_factory=list)  # (plan, used, set aside, revisions)
+
+    @property
+    def samples_used(self) -> int:
+        return sum(used for _, used, _, _ in self.samples)
+
+    @property
+    def samples_set_aside(self) -> int:
+        return sum(aside for _, _, aside, _ in self.samples)
 
     def lines(self) -> list[str]:
-        out = [f"{s.plan_id} slice {s.index} {s.target} ({s.layers}): predicted {s.predicted_ms:.3f} ms, measured "
+        out = [f"{plan}: {used} sample(s) used (revision(s) {', '.join(map(str, revs)) or '-'}), {aside} set aside as "
+               f"outliers (end-to-end or a slice time more than {OUTLIER_MADS:g} scaled MADs from its median)"
+               for plan, used, aside, revs in self.samples]
+        out += [f"{s.plan_id} slice {s.index} {s.target} ({s.layers}): predicted {s.predicted_ms:.3f} ms, measured "
                f"{s.measured_ms:.3f} ms over {s.samples} samples -> execution x{s.ratio:.3f}"
                + (" (clamped)" if s.clamped else "") for s in self.slices]
         out += [f"skipped: {s}" for s in self.skipped]
@@ -103,6 +116,7 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
     ratios: dict[tuple[int, str, float], list[float]] = {}
     used_plans: set[str] = set()
     for plan in plans:
+        report.samples.append((plan.plan_id, plan.samples, plan.set_aside, list(plan.revisions)))
         # what the board sees is the end-to-end median; the slices' medians do not add up
         # to it (the work between slices, and medians of sums are not sums of medians):
         # scale them so that they do, and the refit plan predicts the end-to-end time

@@ -73,6 +73,8 @@ OPTIONS = ["population", "generations", "selection", "crossover", "mutation", "w
 
 ALONE_ENUMERATION_LIMIT = 50_000  # a network whose own mapping space is this small is enumerated for seeds
 SEEDS_PER_SUBSET = 8  # members of a network's own front per set of PE classes kept for joint seeds
+SEARCH_SHARE = 0.5  # of time_limit_s the search may take: the rest scores the front into entries (500 by
+# default, timelines included: seconds) before a job is stopped at the limit plus a short grace
 JOINT_SEEDS = 6  # x population: most all-on-one-PE joint seeds sampled
 BEAM_WIDTH = 16  # partial joint mappings kept per network placed (_beam)
 
@@ -556,8 +558,17 @@ class GaScheduler:
         try:
             cands, per_config, history, evals, stopped = [], [], [], 0, False
             n_cfg = len(problem.configs)
+            search_s = request.time_limit_s * SEARCH_SHARE
+            not_searched = []
             for ci, mp in enumerate(problem.configs):
-                budget_s = (request.time_limit_s - clock.ms / 1e3) / (n_cfg - ci)
+                left_s = search_s - clock.ms / 1e3
+                if ci > 0 and left_s < clock.ms / 1e3 / ci:  # the next would end past the search's share (a
+                    # configuration takes its seeds and a generation however small its budget): anytime, the
+                    # front so far is the answer, not a job stopped at the limit
+                    not_searched = [c.config_dict() for c in problem.configs[ci:]]
+                    stopped = True
+                    break
+                budget_s = max(0.0, left_s) / (n_cfg - ci)
                 rng = np.random.default_rng([request.seed, ci])
                 ev = _Evaluator(mp, map_fn, chunks)
                 out = None
@@ -591,13 +602,17 @@ class GaScheduler:
         notes = []
         if stopped:
             notes.append("stopped by the time limit before the last generation: the front depends on machine speed")
-        status = "feasible" if best else "not_proven"
+        if not_searched:
+            notes.append(f"time limit: {len(not_searched)} of {n_cfg} CPU configurations not searched "
+                         "(details.configs_not_searched); raise time_limit_s to search them")
+        status = "not_proven" if stopped or not best else "feasible"
         if not best:
             notes.append("no schedulable mapping found (not a proof that none exists)")
         return ScheduleSolution(
             cands, status, objective=min(best) if best else None, wall_time_ms=clock.ms, evaluations=evals,
             notes=notes, details={"per_config": per_config, "selection": selection, "population": pop_n, "generations": gens,
-                     "strategy": strategy, "patience": patience, "restarts": restarts, "network_moves": network_moves},
+                     "strategy": strategy, "patience": patience, "restarts": restarts, "network_moves": network_moves,
+                     "configs_not_searched": not_searched, "search_s": search_s},
             history=history if record else None,
         )
 

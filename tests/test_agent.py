@@ -190,3 +190,231 @@ def test_agent_swaps_plans_survives_bad_plans_and_service_restarts(tmp_path):
             os.killpg(agent.pid, signal.SIGKILL)
             agent.wait(10)
         server.stop()
+
+
+class FakeService:
+    """A hostile service in a thread: GET .../plan answers `answers` in turn (bytes, or a
+    callable writing its own answer), then `final` for ever (304 for its ETag); POST
+    .../telemetry stores the batch, or answers 413 over `limit_bytes`."""
+
+    def __init__(self, answers: list, final: bytes, limit_bytes: int = 1 << 30, judge=None):  # noqa: ANN001
+        import http.server
+        import threading
+
+        self.answers, self.final, self.limit, self.judge = list(answers), final, limit_bytes, judge
+        self.batches: list[dict] = []
+        self.refused = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # noqa: ANN002
+                pass
+
+            def _send(self, status: int, body: bytes, **headers: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                answer = outer.answers.pop(0) if outer.answers else None
+                try:
+                    if callable(answer):
+                        answer(self)
+                    elif answer is not None:
+                        self._send(200, answer, ETag='"bad"')
+                    elif self.headers.get("If-None-Match") == '"good"':
+                        time.sleep(0.2)
+                        self._send(304, b"", ETag='"good"')
+                    else:
+                        self._send(200, outer.final, ETag='"good"')
+                except OSError:  # the agent hung up on a hostile answer, as it should
+                    self.close_connection = True
+
+            def do_POST(self) -> None:  # noqa: N802
+                n = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(n)
+                if n > outer.limit:
+                    outer.refused += 1
+                    self._send(413, b'{"detail": "too large"}')
+                    return
+                batch = json.loads(body)
+                refusal = outer.judge(batch) if outer.judge else None
+                if refusal is not None:
+                    self._send(422, json.dumps(refusal).encode())
+                    return
+                outer.batches.append(batch)
+                self._send(201, b"{}")
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FakeService":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:  # noqa: ANN002
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _drip(handler) -> None:  # noqa: ANN001
+    """Headers, then one byte every 0.3 s (at most 200: a minute)."""
+    handler.send_response(200)
+    handler.send_header("Content-Length", "1000")
+    handler.end_headers()
+    for _ in range(200):
+        handler.wfile.write(b" ")
+        handler.wfile.flush()
+        time.sleep(0.3)
+
+
+def _drip_headers(handler) -> None:  # noqa: ANN001
+    """The status line, then a header one byte every 0.3 s (at most 200: a minute)."""
+    handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+    for _ in range(200):
+        handler.wfile.write(b"a")
+        handler.wfile.flush()
+        time.sleep(0.3)
+
+
+def _failure_with_nul(handler) -> None:  # noqa: ANN001
+    """A 500 whose text holds a NUL and invalid UTF-8 (reported as plan_fetch_failed: the
+    service refuses NUL in any string, so the agent must not echo it)."""
+    handler._send(500, b'{"detail": "broken\x00 \xff"}')
+
+
+def _huge_declared(handler) -> None:  # noqa: ANN001
+    handler.send_response(200)
+    handler.send_header("Content-Length", str(600 * 1024 * 1024))
+    handler.end_headers()
+    handler.wfile.write(b"[" * 1024)
+
+
+def _huge_chunked(handler) -> None:  # noqa: ANN001
+    """8 MiB of a JSON string with no Content-Length (the connection's end is the end)."""
+    handler.send_response(200)
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.close_connection = True
+    handler.wfile.write(b'"')
+    for _ in range(128):
+        handler.wfile.write(b"x" * 65536)
+
+
+def test_agent_poller_survives_hostile_plan_answers(tmp_path):
+    """Issue 21 finding 2: null, a list, a string, slices not a list, a string index,
+    deeply nested JSON, a 600 MB answer (declared and streamed) and a server that drips a
+    byte every 0.3 s (body or headers): each is reported (invalid_plan) and the poller lives on to apply the
+    next real plan. Before: `Exception in thread agent-poller`, and no plan ever again."""
+    import threading
+
+    from executor.agent import Agent
+    from executor.runtime import parse_devices
+    from executor.slicing import layers, load_model, random_inputs
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    lm = layers(load_model(model))
+    ids = [layer.id for layer in lm.layers]
+    good_slice = {"index": 0, "first_layer": ids[0], "last_layer": ids[-1], "first_index": 0,
+                  "last_index": len(ids) - 1, "device": "cpu1", "freq_mhz": 1000.0, "target": "cpu1@1000"}
+
+    def answer(**plan) -> bytes:  # noqa: ANN003
+        return json.dumps({"deployment_id": "d", "deployment": "cam", "revision": 1,
+                           "plan": {"plan_id": "bad", "notation": "x", "slices": [good_slice], **plan}}).encode()
+
+    hostile = [b"null", b"[1, 2]", b'"a plan"', answer(slices="abc"), answer(slices=[{**good_slice, "first_index": "0"}]),
+               answer(slices=[{**good_slice, "index": None}]), b"[" * 200_000 + b"]" * 200_000,
+               b'{"plan": ' * 50 + b"1" + b"}" * 50, b'"' + b'\\"' * (1 << 20), _huge_declared, _huge_chunked, _drip, _drip_headers, b"{not json"]
+    unusable = len(hostile)
+    hostile.append(_failure_with_nul)
+    final = json.dumps({"deployment_id": "d", "deployment": "cam", "revision": 2,
+                        "plan": {"plan_id": "good", "notation": "A4", "slices": [good_slice]}}).encode()
+    died: list = []
+    hook, threading.excepthook = threading.excepthook, died.append
+    lines: list[str] = []
+    try:
+        with FakeService(hostile, final) as svc:
+            agent = Agent(svc.url, "cam", "t", lm, parse_devices(["cpu1=CPUExecutionProvider:threads=1"]),
+                          random_inputs(lm), rate_hz=50, batch_s=0.2, poll_wait_s=0.2, answer_s=1.5,
+                          backoff_s=(0.01, 0.05), log=lines.append)
+            runner = threading.Thread(target=agent.run, kwargs={"duration_s": 60, "drain_s": 2})
+            runner.start()
+            # each drip would hold the poller a minute: the real plan within 45 s means both were cut off
+            wait_for(lambda: agent.stats.swaps == 1 or died, 45, "the real plan after the hostile answers")
+            wait_for(lambda: any(s for b in svc.batches for s in b["samples"]), 10, "samples on the real plan")
+            agent.stop()
+            runner.join(30)
+    finally:
+        threading.excepthook = hook
+    assert not died, died
+    assert agent.stats.plans == ["good"] and agent.stats.bad_plans == unusable, (agent.stats, lines)
+    reported = [e for b in svc.batches for e in b["errors"] if e["kind"] == "invalid_plan"]
+    messages = " | ".join(e["message"] for e in reported)
+    assert sum(e["count"] for e in reported) == unusable, messages
+    failed = [e["message"] for b in svc.batches for e in b["errors"] if e["kind"] == "plan_fetch_failed"]
+    assert any("500" in m and "broken" in m for m in failed), failed
+    assert "\x00" not in json.dumps(svc.batches) and "\\u0000" not in json.dumps(svc.batches)
+    for needle in ("not a plan", "nested", "600", "over 4194304 bytes", "to arrive", "not JSON", "slices",
+                   "first_index"):
+        assert needle in messages, (needle, messages)
+    assert {b["plan_id"] for b in svc.batches if b["samples"]} == {"good"}
+
+
+def test_agent_batches_by_bytes_and_splits_what_the_service_refuses_as_too_large(tmp_path):
+    """Issue 21 finding 3: 10,000 samples of a 4-slice plan are 1.2 MB of JSON, over the
+    service's 1 MiB limit; the agent cut them into one batch, the service answered 413 and
+    the agent dropped it. Now batches stay under max_batch_bytes, and a 413 (a service
+    with a lower limit) splits the batch instead of dropping it: every sample arrives."""
+    from executor.agent import Agent, Applied
+    from executor.runtime import parse_devices
+    from executor.slicing import layers, load_model, random_inputs
+    from planner.core.telemetry import TelemetrySample
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    lm = layers(load_model(model))
+    rng = np.random.default_rng(0)
+
+    def agent_for(url: str) -> Agent:
+        a = Agent(url, "cam", "t", lm, parse_devices(["cpu1=CPUExecutionProvider:threads=1"]), random_inputs(lm),
+                  log=lambda _: None)
+        a._current = Applied(None, "p4", 3)
+        a._samples = [TelemetrySample(latency_ms=float(x), slice_ms=[float(v) for v in x * rng.uniform(0.1, 0.3, 4)])
+                      for x in rng.uniform(1, 100, 10_000)]
+        return a
+
+    a = agent_for("http://127.0.0.1:9")
+    a._cut_batch()
+    sizes = [len(b.model_dump_json()) for b in a._outbox]
+    assert sum(len(b.samples) for b in a._outbox) == 10_000
+    assert max(sizes) <= a.max_batch_bytes < 1024 * 1024, sizes
+    with FakeService([], b"", limit_bytes=100_000) as svc:  # a service with a lower limit than the agent's batches
+        a = agent_for(svc.url)
+        a._cut_batch()
+        with httpx.Client() as client:
+            assert a._send_pending(client)
+    assert svc.refused >= 1 and a.stats.batches_dropped == 0 and a.stats.samples_dropped == 0
+    assert sum(len(b["samples"]) for b in svc.batches) == 10_000
+    assert {b["revision"] for b in svc.batches} == {3} and len({b["batch_id"] for b in svc.batches}) == len(svc.batches)
+
+    def implausible(batch: dict) -> dict | None:  # as the service names them: samples[i].latency_ms
+        bad = [i for i, x in enumerate(batch["samples"]) if x["latency_ms"] > 99.9]
+        return {"detail": "implausible", "errors": [{"path": f"samples[{i}].latency_ms", "reason": "implausible"}
+                                                    for i in bad]} if bad else None
+
+    with FakeService([], b"", judge=implausible) as svc:  # a few implausible samples cost only themselves
+        a = agent_for(svc.url)
+        slow = sum(x.latency_ms > 99.9 for x in a._samples)
+        a._cut_batch()
+        with httpx.Client() as client:
+            assert a._send_pending(client)
+    assert 0 < slow < 40 and a.stats.samples_dropped == slow and a.stats.batches_dropped == 0
+    assert sum(len(b["samples"]) for b in svc.batches) == 10_000 - slow

@@ -79,3 +79,13 @@ def test_bad_input_is_a_422_on_postgres_too(pg_api):
     wrong = bad_inputs.check(client, api.h(), bad_inputs.plan_cases(p, m) + bad_inputs.document_cases())
     assert not wrong, "\n".join(wrong)
     assert client.get("/v1/jobs?limit=500", headers=api.h()).status_code == 200
+
+
+def test_hostile_telemetry_on_postgres(pg_api):
+    """Issue 21 findings 3-5: NUL in `agent`, revision 2^31 and error counts past the
+    INTEGER column were 500s on PostgreSQL only; each is a 422 naming the field."""
+    from tests.support import telemetry_attacks
+
+    env = telemetry_attacks.setup(pg_api, "pg")
+    wrong = telemetry_attacks.check(pg_api, env)
+    assert not wrong, "\n".join(wrong)

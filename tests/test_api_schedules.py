@@ -255,3 +255,34 @@ def test_a_profile_measured_on_devices_the_platform_lacks_is_422_naming_them(api
     err = problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)
     assert err["errors"][0]["path"] == "apps[1].profile_id"
     assert "device(s) 'tpu' (1 measurement) that platform 'tiny' lacks" in err["errors"][0]["reason"]
+
+
+def test_ga_job_returns_its_front_at_the_time_limit_marked_not_proven(tmp_path):
+    """Issue 21 finding 12: a GA schedule job with time_limit_s failed ("did not stop within
+    12 s (+2 s grace); its process was stopped") on a platform with many CPU
+    configurations: every configuration ran its seeds and a generation whatever its share
+    of the time. Now the search stops at its share of the limit and the job succeeds with
+    the front so far, status not_proven, saying which configurations it did not search."""
+    rng = np.random.default_rng(3)
+    plat = si.platform(rng, cores=8, npu=True)  # 22 core partitions: 22 configurations
+    profiles = [si.profile(rng, f"n{i}", 40, cores=8) for i in range(3)]
+    api = start(tmp_path, timeout_grace_s=2.0)  # the service's default grace
+    try:
+        pid = api.upload("platform", plat.model_dump(mode="json", exclude_none=True))
+        apps = [{"profile_id": api.upload("profile", p.model_dump(mode="json", exclude_none=True)),
+                 "period_ms": 50.0 * (i + 1), "priority": i} for i, p in enumerate(profiles)]
+        r = api.client.post("/v1/schedules", json={
+            "platform_id": pid, "apps": apps, "solver": "ga", "time_limit_s": 4, "front_max_points": 20,
+            "timelines": "none", "options": {"population": 200, "generations": 100_000}}, headers=api.h())
+        assert r.status_code == 202, r.text
+        done = api.wait_job(r.json()["id"], timeout_s=60)
+        assert done["state"] == "succeeded", done
+        sched = api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()["schedule"]
+        report = sched["report"]
+        assert report["status"] == "not_proven" and sched["entries"], report
+        assert any("time limit" in n for n in report["notes"]), report["notes"]
+        skipped = report["details"]["configs_not_searched"]  # on this 2-core box most: seeds take longer than a share
+        assert len(report["details"]["per_config"]) >= 1 and len(report["details"]["per_config"]) + len(skipped) == 22
+        assert not skipped or any(f"{len(skipped)} of 22 CPU configurations not searched" in n for n in report["notes"])
+    finally:
+        api.client.__exit__(None, None, None)

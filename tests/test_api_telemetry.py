@@ -161,3 +161,70 @@ def test_refit_a_profile_from_the_deployments_telemetry(api, dep):
         r = api.client.post(url, json=body, headers=api.h())
         assert r.status_code == status and needle in r.text, r.text
     assert api.client.post(f"/v1/profiles/{'0' * 64}/refit", json={"deployment": "cam"}, headers=api.h()).status_code == 404
+
+
+def test_hostile_telemetry_is_refused_naming_the_field(tmp_path):
+    """Issue 21 findings 3-5 on SQLite: no 500 (revision 2^70 was an OverflowError), NUL
+    refused, 403 before any body check for another deployment, no other deployment's
+    plan named in errors[], no unknown revision, no implausible sample stored."""
+    from tests.support import telemetry_attacks
+
+    api = start(tmp_path, raise_server_exceptions=False)
+    try:
+        env = telemetry_attacks.setup(api, "lite")
+        wrong = telemetry_attacks.check(api, env)
+        assert not wrong, "\n".join(wrong)
+    finally:
+        api.client.__exit__(None, None, None)
+
+
+def test_refit_sets_aside_outlying_samples_and_says_so(api, dep):
+    """Issue 21 finding 5: a few stalled frames (50x, plausible but outliers) do not move
+    the refit, and the report says how many samples it used and set aside."""
+    p0 = dep["plans"][0]
+    r = api.client.post("/v1/deployments", json={"name": "stall", "platform_id": dep["platform_id"],
+                                                 "profile_id": dep["profile_id"]}, headers=api.h())
+    assert r.status_code == 201, r.text
+    assert api.client.put("/v1/deployments/stall/active", json={"plan_id": p0["id"]}, headers=api.h()).status_code == 200
+    api.token("stall-board", ["executor"], ["stall"])
+    body = _batch(p0, "stall-1", scale=1.25, n=40)
+    for s in body["samples"][:3]:
+        s["slice_ms"] = [t * 40 for t in s["slice_ms"]]
+        s["latency_ms"] = sum(s["slice_ms"]) * 1.01
+    assert api.client.post("/v1/deployments/stall/telemetry", json=body, headers=api.h("stall-board")).status_code == 201
+    raw = api.client.get("/v1/deployments/stall/telemetry", headers=api.h()).json()["plans"][0]
+    screened = api.client.get("/v1/deployments/stall/telemetry?screen=true", headers=api.h()).json()["plans"][0]
+    assert raw["samples"] == 40 and raw["set_aside"] == 0
+    assert screened["samples"] == 37 and screened["set_aside"] == 3
+    assert screened["p90_ms"] < raw["p90_ms"]
+    r = api.client.post(f"/v1/profiles/{dep['profile_id']}/refit", json={"deployment": "stall"}, headers=api.h())
+    assert r.status_code in (200, 201), r.text
+    res = r.json()
+    assert res["samples_used"] == 37 and res["samples_set_aside"] == 3
+    assert any(f"{p0['id']}: 37 sample(s) used (revision(s) 1), 3 set aside" in line for line in res["report"]), res["report"]
+    for sl in screened["slices"]:
+        assert sl["error_pct"] == pytest.approx(25.0, abs=3.0)
+
+
+def test_a_stored_plan_with_a_null_latency_is_no_500(tmp_path):
+    """A plan stored before infinite latencies were refused has latency_ms null and no
+    longer validates: posting and reading its telemetry answer without a prediction, not 500."""
+    from api.rows import PlanRow
+    from tests.support import telemetry_attacks
+
+    api = start(tmp_path, raise_server_exceptions=False)
+    try:
+        env = telemetry_attacks.setup(api, "null")
+        with api.service.db.session() as s:
+            row = s.get(PlanRow, env["a"]["id"])
+            body = json.loads(row.body)
+            body["metrics"]["latency_ms"] = None
+            row.body = json.dumps(body)
+        ok = {"batch_id": "n1", "agent": "b", "plan_id": env["a"]["id"], "revision": 1,
+              "samples": telemetry_attacks.samples(env["a"])}
+        r = api.client.post("/v1/deployments/null-a/telemetry", json=ok, headers=api.h("null-board"))
+        assert r.status_code == 201, r.text
+        r = api.client.get("/v1/deployments/null-a/telemetry", headers=api.h())
+        assert r.status_code == 200 and r.json()["batches"] == 1, r.text
+    finally:
+        api.client.__exit__(None, None, None)

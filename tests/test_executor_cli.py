@@ -225,3 +225,79 @@ def test_thread_clock_needs_single_threaded_devices():
     sm = SlicedModel(lm, [(0, 9, "a"), (10, len(lm.layers) - 1, "a")], one, clock="thread")
     _, ms = sm.run_timed(random_inputs(lm))
     assert len(ms) == 2 and all(t > 0 for t in ms)
+
+
+def _relu_model(path: Path, shape: list[int]) -> Path:
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "hostile",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def _plan_for(capsys, model: Path, tmp_path: Path) -> Path:  # noqa: ANN001
+    """A plan of the one-layer model on device c (made-up documents: the run must be refused before it starts)."""
+    from executor.importers import model_layers
+
+    skeleton, _ = model_layers(str(model), "hostile")
+    profile = skeleton.model_dump(exclude_none=True)
+    for layer in profile["layers"]:
+        layer["measurements"] = [{"device": "c", "time_ms": 1.0}]
+    platform = {"name": "box", "source": "test", "devices": [{"id": "c", "kind": "cpu", "dvfs_levels": [{"freq_mhz": 1000}]}]}
+    (tmp_path / "p.json").write_text(json.dumps(platform))
+    (tmp_path / "m.json").write_text(json.dumps(profile))
+    code, out, err = run(capsys, "solve", "--platform", str(tmp_path / "p.json"), "--profile", str(tmp_path / "m.json"), "--json")
+    assert code == 0, err
+    (tmp_path / "plan.json").write_text(out)
+    return tmp_path / "plan.json"
+
+
+def test_hostile_model_shapes_are_refused_with_the_figure_before_running(capsys, tmp_path):
+    """Issue 21 finding 11: a 2^40-element input was a MemoryError and a negative
+    dimension a ValueError ("internal error"); `execute --out` into a missing directory
+    failed after the whole run. Each is now one line before anything runs."""
+    dev = "c=CPUExecutionProvider:threads=1"
+    outs = ["--out-platform", str(tmp_path / "p2.json"), "--out-profile", str(tmp_path / "m2.json")]
+    huge = _relu_model(tmp_path / "huge.onnx", [2**20, 2**20])
+    code, _, err = run(capsys, "profile", str(huge), "--device", dev, "--runs", "1", *outs)
+    assert code == 2 and err.count("\n") == 1 and "internal error" not in err, err
+    assert "needs about 16,384.0 GiB" in err and "'x' [1048576, 1048576]: 4,096.0 GiB" in err, err
+    plan = _plan_for(capsys, huge, tmp_path)
+    code, _, err = run(capsys, "execute", "--plan", str(plan), "--model", str(huge), "--device", dev, "--runs", "1")
+    assert code == 2 and "needs about 16,384.0 GiB" in err and "internal error" not in err, err
+    negative = _relu_model(tmp_path / "neg.onnx", [1, -3])
+    code, _, err = run(capsys, "profile", str(negative), "--device", dev, "--runs", "1", *outs)
+    assert code == 2 and "input 'x' declares shape [1, -3]: a dimension below 0" in err, err
+    small = _relu_model(tmp_path / "small.onnx", [1, 8])
+    plan = _plan_for(capsys, small, tmp_path)
+    for cmd in (["execute", "--plan", str(plan), "--model", str(small), "--device", dev, "--runs", "1",
+                 "--out", str(tmp_path / "missing" / "r.json")],
+                ["profile", str(small), "--device", dev, "--runs", "1", "--out-platform", str(tmp_path / "missing" / "p.json"),
+                 "--out-profile", str(tmp_path)]):
+        code, out, err = run(capsys, *cmd)
+        assert code == 2 and "no such directory" in err and "internal error" not in err and not out, (out, err)
+    assert "--out-profile" in err and "is a directory" in err
+
+
+def test_a_billion_element_input_is_refused_under_a_memory_limit(tmp_path):
+    """Issue 21 finding 11: a 1e9-element input ran to 7.7 GB and "internal error:
+    MemoryError". Under an 8 GiB address-space limit (so the test is the same on any
+    machine) it is refused at once with the estimate."""
+    import resource
+    import subprocess
+
+    from tests.support.server import PLANNER, ROOT
+
+    model = _relu_model(tmp_path / "e9.onnx", [1, 10**9])
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+
+    out = subprocess.run([str(PLANNER), "profile", str(model), "--device", "c=CPUExecutionProvider:threads=1", "--runs", "1",
+                          "--out-platform", str(tmp_path / "p.json"), "--out-profile", str(tmp_path / "m.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120, preexec_fn=limit)
+    assert out.returncode == 2, out.stderr
+    assert "needs about 14.9 GiB" in out.stderr and "'x' [1, 1000000000]: 3.7 GiB" in out.stderr, out.stderr
+    assert "internal error" not in out.stderr

@@ -36,6 +36,8 @@ class RefitResult(BaseModel):
     profile: DocumentInfo
     slices: int
     measurements_changed: int
+    samples_used: int = Field(description="Telemetry samples the refit stands on")
+    samples_set_aside: int = Field(description="Samples left out as outliers (the report says of which plans, and why)")
     report: list[str]
 
 
@@ -61,4 +63,5 @@ async def refit_profile(doc_id: DocId, body: RefitRequest, response: Response,
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/profiles/{row.id}"
     return RefitResult(profile=views.document(row, created), slices=len(report.slices),
-                       measurements_changed=report.measurements_changed, report=report.lines())
+                       measurements_changed=report.measurements_changed, samples_used=report.samples_used,
+                       samples_set_aside=report.samples_set_aside, report=report.lines())

@@ -10,13 +10,14 @@ from starlette.concurrency import run_in_threadpool
 
 from api import telemetry
 from api.auth import Principal, require
+from api.bodies import AuthFirstJsonRoute
 from api.problems import ApiError, responses
 from api.routers.deployments import DepId
 from api.routers.deps import service
 from api.service import Service
 from planner.core.telemetry import TelemetryBatch, TelemetrySummary
 
-router = APIRouter(prefix="/v1/deployments", tags=["telemetry"])
+router = APIRouter(prefix="/v1/deployments", tags=["telemetry"], route_class=AuthFirstJsonRoute)
 AGENT = Depends(require("executor"))
 READER = Depends(require("pipeline", "executor"))
 
@@ -58,5 +59,8 @@ async def post_telemetry(deployment_id: DepId, batch: TelemetryBatch, response: 
             responses=responses(401, 403, 404, 422))
 async def get_telemetry(deployment_id: DepId, limit: int = Query(1000, ge=1, le=20_000, description="Batches read"),
                         plan_id: str | None = Query(None, max_length=40, pattern=r"^[A-Za-z0-9_-]+$"),
+                        screen: bool = Query(False, description="Leave outlying samples (more than 10 scaled MADs "
+                                                                "from the median) out of the statistics, as a refit does; "
+                                                                "counted per plan in set_aside"),
                         who: Principal = READER, svc: Service = Depends(service)):
-    return await run_in_threadpool(telemetry.summary, svc, deployment_id, who, limit, plan_id)
+    return await run_in_threadpool(telemetry.summary, svc, deployment_id, who, limit, plan_id, screen)

@@ -3,17 +3,38 @@ problem as one InputError naming the option (`_` keeps it out of command discove
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from planner.core.errors import InputError
 
 
 def layered_model(path: str, weights: str, seed: int, option: str = "--model"):  # noqa: ANN201
-    """executor.slicing's layered model of an ONNX file (computed weights materialised)."""
-    from executor.slicing import SlicingError, layers, load_model, materialise
+    """executor.slicing's layered model of an ONNX file (computed weights materialised),
+    refused with the figure when its declared shapes need more memory than there is."""
+    from executor.slicing import SlicingError, check_memory, layers, load_model, materialise
 
     try:
-        return layers(materialise(load_model(path), weights, seed), materialised=True)
+        lm = layers(materialise(load_model(path), weights, seed), materialised=True)
+        check_memory(lm)
+        return lm
     except SlicingError as exc:
         raise InputError(option, str(exc)) from None
+
+
+def output_problems(problems: list[str], option: str, path: str | None) -> None:
+    """Add why `path` cannot be written (no such directory, a directory, not writable)
+    to `problems`: checked before a run, not found out after it."""
+    if not path:
+        return
+    target = Path(path)
+    parent = target.parent
+    if target.is_dir():
+        problems.append(f"{option}: {path} is a directory; give a file name")
+    elif not parent.is_dir():
+        problems.append(f"{option}: no such directory: {parent}")
+    elif not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        problems.append(f"{option}: cannot write {path} (permission denied)")
 
 
 def model_inputs(lm, path: str | None, seed: int) -> dict:  # noqa: ANN001

@@ -77,5 +77,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"agent {agent.name}: {stats.frames} frames ({stats.unplanned_frames} before the first plan, "
               f"{stats.failed_frames} failed), {stats.swaps} plan swap(s), {stats.build_failures} plan(s) not buildable, "
-              f"{stats.batches_sent} telemetry batches sent, {stats.batches_dropped} dropped")
+              f"{stats.bad_plans} unusable plan answer(s), {stats.batches_sent} telemetry batches sent, "
+              f"{stats.batches_dropped} dropped ({stats.samples_dropped} samples)")
     return 0

@@ -113,7 +113,7 @@ def render_schedule(report: dict) -> str:
 
 def run_schedule(args: argparse.Namespace) -> int:
     from executor.pipeline import PipelineError, run_schedule_entry
-    from planner.commands._onnx import layered_model, runtime_devices
+    from planner.commands._onnx import layered_model, output_problems, runtime_devices
     from planner.core.io import load
     from planner.core.schema import Schedule
 
@@ -129,6 +129,7 @@ def run_schedule(args: argparse.Namespace) -> int:
             models[name] = path
     if args.frames < 1:
         problems.append(f"--frames: must be >= 1, got {args.frames}")
+    output_problems(problems, "--out", args.out)
     devices = runtime_devices(args.device, problems)
     if problems:
         raise InputError("arguments", "; ".join(problems))
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     from executor.execute import run_plan
     from executor.sessions import PlanMismatch
     from executor.slicing import SlicingError
-    from planner.commands._onnx import layered_model, model_inputs, runtime_devices
+    from planner.commands._onnx import layered_model, model_inputs, output_problems, runtime_devices
     from planner.core.io import load
     from planner.core.schema import Plan
 
@@ -169,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--warmup: must be >= 0, got {args.warmup}")
     if args.rate is not None and not (0 < args.rate <= 10_000):
         problems.append(f"--rate: must be in (0, 10000] Hz, got {args.rate:g}")
+    output_problems(problems, "--out", args.out)
     devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
         problems.append(f"--model: no such file: {args.model}")

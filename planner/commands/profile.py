@@ -99,8 +99,8 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
     """`--pe-cluster`: Kang-style documents for `planner schedule` / `planner execute --schedule`."""
     from executor.pe_profile import profile_for_schedule
     from executor.runtime import DeviceSpecError, parse_device
-    from planner.commands._onnx import runtime_devices
-    from executor.slicing import SlicingError, layers, load_model, materialise
+    from planner.commands._onnx import output_problems, runtime_devices
+    from executor.slicing import SlicingError, check_memory, layers, load_model, materialise
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, Platform
     from planner.pe_documents import schedule_documents
@@ -119,11 +119,14 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
                         "every core count 1..n is measured, fp32")
     if not Path(args.model).is_file():
         problems.append(f"MODEL: no such file: {args.model}")
+    output_problems(problems, "--out-platform", args.out_platform)
+    output_problems(problems, "--out-profile", args.out_profile)
     if problems:
         raise InputError("arguments", "; ".join(problems))
     t0 = time.perf_counter()
     try:
         lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
+        check_memory(lm)
     except SlicingError as exc:
         raise InputError("MODEL", str(exc)) from None
     bar, report = _progress(f"profiling {Path(args.model).name} for scheduling")
@@ -515,8 +518,8 @@ def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -
 def run(args: argparse.Namespace) -> int:
     from executor.power import detect
     from executor.profiler import profile_model
-    from planner.commands._onnx import runtime_devices
-    from executor.slicing import SlicingError, layers, load_model, materialise
+    from planner.commands._onnx import output_problems, runtime_devices
+    from executor.slicing import SlicingError, check_memory, layers, load_model, materialise
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, Platform
 
@@ -546,6 +549,8 @@ def run(args: argparse.Namespace) -> int:
     devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
         problems.append(f"MODEL: no such file: {args.model}")
+    output_problems(problems, "--out-platform", args.out_platform)
+    output_problems(problems, "--out-profile", args.out_profile)
     if problems:
         raise InputError("arguments", "; ".join(problems))
     try:
@@ -555,6 +560,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
+        check_memory(lm)
     except SlicingError as exc:
         raise InputError("MODEL", str(exc)) from None
     bar, report = _progress(f"profiling {Path(args.model).name}")

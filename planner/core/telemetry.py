@@ -11,13 +11,15 @@ from __future__ import annotations
 from typing import Annotated, Literal, Sequence
 
 import numpy as np
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.core.schema import NonNegFloat, PosFloat, Strict, _fail
+from planner.core.schema import Strict, _fail
 
 MAX_SAMPLES = 10_000
 MAX_SLICES = 256
 MAX_ERRORS = 1_000
+MAX_DB_INT = 2**31 - 1  # revisions and counts live in INTEGER columns (int32 on PostgreSQL)
+MAX_SAMPLE_MS = 3_600_000.0  # an hour: no inference or slice of it takes longer (physical bound)
 BatchId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$",
                                 description="Unique per batch; a retry with the same id is stored once")]
 PlanId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
@@ -26,15 +28,15 @@ PlanId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9
 class TelemetrySample(Strict):
     """One inference: end-to-end wall time and each slice's (session run and its tensors)."""
 
-    latency_ms: PosFloat
-    slice_ms: list[NonNegFloat] = Field(default_factory=list, max_length=MAX_SLICES)
+    latency_ms: Annotated[float, Field(gt=0, le=MAX_SAMPLE_MS)]
+    slice_ms: list[Annotated[float, Field(ge=0, le=MAX_SAMPLE_MS)]] = Field(default_factory=list, max_length=MAX_SLICES)
 
 
 class TelemetryError(Strict):
     kind: Literal["build_failed", "inference_failed", "plan_fetch_failed", "invalid_plan", "other"]
     message: str = Field(max_length=1000)
     plan_id: PlanId | None = None
-    revision: Annotated[int, Field(ge=0)] | None = None
+    revision: Annotated[int, Field(ge=0, le=MAX_DB_INT)] | None = None
     count: Annotated[int, Field(ge=1, le=10_000_000)] = 1
 
 
@@ -54,7 +56,7 @@ class TelemetryBatch(Strict):
     batch_id: BatchId
     agent: str = Field("", max_length=200, description="Which board/agent sent it")
     plan_id: PlanId | None = None
-    revision: Annotated[int, Field(ge=0)] | None = None
+    revision: Annotated[int, Field(ge=0, le=MAX_DB_INT)] | None = None
     samples: list[TelemetrySample] = Field(default_factory=list, max_length=MAX_SAMPLES)
     errors: list[TelemetryError] = Field(default_factory=list, max_length=MAX_ERRORS)
     regime: ServedRegime | None = Field(None, description="How these samples were served (rate, pool policy)")
@@ -69,6 +71,9 @@ class TelemetryBatch(Strict):
             first = len(self.samples[0].slice_ms)
             bad = next(i for i, s in enumerate(self.samples) if len(s.slice_ms) != first)
             issues.append((("samples", bad, "slice_ms"), f"{len(self.samples[bad].slice_ms)} slice times; the batch's first sample has {first}"))
+        if sum(e.count for e in self.errors) > MAX_DB_INT:
+            issues.append((("errors",), f"the counts sum to {sum(e.count for e in self.errors)}, over {MAX_DB_INT}; "
+                                        "post them in several batches"))
         _fail("TelemetryBatch", issues, self.batch_id)
         return self
 
@@ -94,6 +99,8 @@ class PlanTelemetry(BaseModel):
     notation: str
     revisions: list[int]
     samples: int
+    set_aside: int = Field(0, description="Samples left out of the statistics as outliers (a refit's summary only; "
+                                          "more than 10 scaled median absolute deviations from the median)")
     errors: int
     predicted_latency_ms: float
     median_ms: float | None = None
@@ -136,6 +143,21 @@ def stats_ms(samples: Sequence[float]) -> tuple[float | None, float | None]:
     return float(med), float(p90)
 
 
+OUTLIER_MADS = 10.0
+
+
+def outliers(values: Sequence[float]) -> np.ndarray:
+    """Which values lie more than OUTLIER_MADS scaled median absolute deviations from the
+    median (a stalled frame, a misread clock); the scale is at least 1% of the median, so
+    identical samples do not make every other one an outlier. Fewer than 3: none."""
+    v = np.asarray(values, dtype=float)
+    if len(v) < 3:
+        return np.zeros(len(v), dtype=bool)
+    med = float(np.median(v))
+    scale = max(1.4826 * float(np.median(np.abs(v - med))), 0.01 * abs(med), 1e-9)
+    return np.abs(v - med) > OUTLIER_MADS * scale
+
+
 ERROR_CONVENTION = "error = (measured - predicted) / predicted; + = slower than predicted"
 
 
@@ -145,3 +167,41 @@ def error_pct(measured_ms: float | None, predicted_ms: float | None) -> float | 
     if measured_ms is None or predicted_ms is None or not predicted_ms > 0:
         return None
     return 100.0 * (measured_ms - predicted_ms) / predicted_ms
+
+
+# ---------------------------------------------------------------- the plan an agent reads
+# GET /v1/deployments/{name}/plan as the agent reads it: only what it applies, every
+# field typed (strict ints: a string index is refused, not coerced), sizes bounded, so
+# an answer that is not a plan is a clear error and never an exception in the poller.
+StrictIndex = Annotated[int, Field(strict=True, ge=0, le=MAX_DB_INT)]
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class AgentSlice(_View):
+    index: StrictIndex
+    first_layer: str = Field(max_length=1000)
+    last_layer: str = Field(max_length=1000)
+    first_index: StrictIndex
+    last_index: StrictIndex
+    device: str = Field(max_length=200)
+
+
+class AgentRegime(_View):
+    """What the agent needs of the plan's regime: the thread-pool mode its slices run with."""
+
+    pool: Literal["auto", "plain", "stop", "off"] = "auto"
+
+
+class AgentPlan(_View):
+    plan_id: PlanId
+    notation: str = Field("", max_length=10_000)
+    slices: list[AgentSlice] = Field(min_length=1, max_length=MAX_SLICES)
+    regime: AgentRegime | None = None
+
+
+class AgentPlanAnswer(_View):
+    revision: StrictIndex
+    plan: AgentPlan
