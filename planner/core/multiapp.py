@@ -89,6 +89,27 @@ def _ms(x: float) -> str:
     return f"{round(float(x), 6):.4g}"
 
 
+def analysis_terms(problem: MappingProblem) -> list[str]:
+    """The legend of a response-time bound: each term it includes, in words."""
+    if problem.analysis == "executor":
+        return [
+            "own: the network's ASAP schedule alone (profiled layer times, PE-to-PE handoffs from the platform's transitions)",
+            "blocking: each of its segments (a run of layers on one PE, run without preemption) may wait once for the "
+            "longest lower-priority segment on that PE",
+            "interference: all work on its PEs of every higher-priority job that can overlap the window, "
+            "ceil((R + R_h) / P_h) jobs, iterated to a fixed point",
+            f"interference factor x{problem.interference_factor:g}: every time, for PEs slowing each other while they run at once",
+            f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release and dispatch lateness",
+        ]
+    return [
+        "own: the network's ASAP schedule alone; each layer's mobility (ALAP - ASAP) absorbs delay",
+        f"interference: higher-priority demand bound dbf over the {problem.interference_window} window (eq. 10)",
+        "blocking: the longest lower-priority layer on non-preemptive PEs (GPU, NPU; eq. 11); CPU PEs preemptive",
+        "not included: blocking on CPU PEs, delays of different layers added up (footnote 5), PEs slowing each other, "
+        "release jitter: not a bound for executor.pipeline",
+    ]
+
+
 def objective_names(problem: MappingProblem) -> list[str]:
     if problem.mode == "throughput":
         return ["period_ms", "energy_mj"]
