@@ -26,6 +26,19 @@ eq. 6 states). For each layer i of network a on PE p:
 The worst-case response time is R_a = P_a - min_i slack_i = max_i (R0 + I_i - mobility_i),
 so R_a <= P_a exactly when eq. 11 holds for every layer (footnote 5's simplification:
 interference on different layers is not accumulated).
+That is the paper's analysis (analysis "kang"). It is not a bound for executor.pipeline,
+which runs segments (maximal runs of consecutive layers on one PE) without preemption on
+every PE, CPU included, and adds up delays on every layer of a chain. The default analysis
+"executor" models that runtime: with S_p the network's segments on PE p, B_p the longest
+lower-priority segment on p, W_p(h) a higher network's work on p per job and f the
+interference factor (PEs slowing each other, the periodic regime's cold caches),
+    R = f (R0 + sum_p S_p B_p) + J + sum_h ceil((R + R_h) / P_h) f sum_{p used} W_p(h),
+iterated from R = f (R0 + ...) + J to its least fixed point (J: release jitter). It holds
+because the executor runs a network's segments on a PE in layer order (the ASAP order R0
+is computed in): the finish of the last segment is a max-plus function of the segments'
+durations, so each wait (one lower-priority segment per segment, higher-priority work in
+the window, disjoint per PE) adds at most itself to R0. The jobs of h released up to R_h
+before the window or inside it can run there: ceil((R + R_h) / P_h) of them.
 Unschedulable mappings get PENALTY plus how far they miss (lateness in ms, overload
 and cap excess scaled by the longest period) on every objective (VI.B): the large
 constant keeps them out of any front with a schedulable mapping, the rest guides the
