@@ -44,6 +44,7 @@ from models.multiapp import compile_schedule  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
 from planner.pe_documents import schedule_documents  # noqa: E402
 from planner.progress import Bar  # noqa: E402
+from planner.core.multiapp import evaluate_mapping  # noqa: E402
 from planner.scheduling import entries_of, make_schedule  # noqa: E402
 
 LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "light"
@@ -98,6 +99,76 @@ def release_jitter_ms(devices, frames: int) -> float:
     ex = PipelineExecutor([Network("jitter", lm, [0, 0], period_ms=2.0, priority=0)], [one], "response_time")
     ex.run(5, timeout_s=30)
     return float(max(ex.run(frames, timeout_s=60).networks[0].response_ms))
+
+
+class _Wait:
+    """A segment's session replaced by a timed wait of its predicted occupancy: the
+    executor's scheduling (priorities, non-preemptive segments, handoffs, releases) runs
+    as it does, without the CPU contention a shared machine puts on the compute."""
+
+    def __init__(self, ms: float, n_out: int):
+        self.s, self.n = ms / 1e3, n_out
+
+    def run(self, outputs, feed):
+        time.sleep(self.s)
+        return [np.zeros(1, np.float32)] * self.n
+
+
+def _waits_run(mp, entry, lms, frames: int) -> list[dict]:
+    """Run a schedule entry on the executor with every segment a timed wait (_Wait) of its
+    layers' occupancy in the compiled problem (the times the bound is made of)."""
+    from dataclasses import replace
+
+    cpu = runtime.parse_device("cpu=CPUExecutionProvider")
+    pes = [replace(cpu, id=pl.pe, threads=1, affinity=None) for pl in entry.pe_loads]
+    names = [pl.pe for pl in entry.pe_loads]
+    nets = [Network(a.name, lms[a.name], [names.index(x) for x in a.mapping], a.period_ms, a.priority) for a in entry.apps]
+    genes = [names.index(x) for a in entry.apps for x in a.mapping]
+    occ = {e.name: e.occupancy_ms for e in evaluate_mapping(mp, genes).apps}
+    ex = PipelineExecutor(nets, pes, "response_time")
+    for net, segs in zip(nets, ex.segments):
+        for sg in segs:
+            sg.session = _Wait(sum(occ[net.name][sg.first:sg.last + 1]), len(sg.outputs))
+    ex.run(3, timeout_s=60)
+    res = ex.run(frames, timeout_s=600)
+    return [r.summary() for r in res.networks]
+
+
+def waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames: int) -> dict:
+    """The bound against the executor with timed waits for segments: jitter from a
+    zero-length wait released alone, factor from each network alone, then both together
+    and at deadlines 0.9/1.05/1.2 x the bound."""
+    mp0, e0 = _entry(platform, profs, _request(pair, periods, cfg), mapping)
+    lm = _two_layer_model(4096)
+    from dataclasses import replace
+
+    ex = PipelineExecutor([Network("jitter", lm, [0, 0], period_ms=2.0, priority=0)],
+                          [replace(runtime.parse_device("cpu=CPUExecutionProvider"), id="j", threads=1)], "response_time")
+    ex.segments[0][0].session = _Wait(0.0, 1)
+    ex.run(3, timeout_s=30)
+    jitter = float(max(ex.run(frames, timeout_s=60).networks[0].response_ms))
+    factor = 1.0
+    for a, m in enumerate(pair):
+        mp1, e1 = _entry(platform, [profs[a]], _request([m], [periods[a]], cfg), {m: mapping[m]})
+        worst = _waits_run(mp1, e1, {m: lms[m]}, frames)[0]["response_max_ms"]
+        factor = max(factor, (worst - jitter) / e1.apps[0].latency_ms)
+    kw = {"interference_factor": min(factor, 10.0), "release_jitter_ms": jitter}
+    mp, entry = _entry(platform, profs, _request(pair, periods, cfg, **kw), mapping)
+    got = _waits_run(mp, entry, lms, frames)
+    nets = [{"name": a.name, "bound_ms": a.response_time_ms, "response_max_ms": g["response_max_ms"],
+             "response_p50_ms": g["response_p50_ms"], "bound_over_max": a.response_time_ms / g["response_max_ms"],
+             "over_bound": bool(g["response_max_ms"] > a.response_time_ms)} for a, g in zip(entry.apps, got)]
+    deadlines = []
+    for f in (0.9, 1.05, 1.2):
+        tight = [round(f * a.response_time_ms, 3) for a in entry.apps]
+        mp2, e2 = _entry(platform, profs, _request(pair, tight, cfg, **kw), mapping)
+        misses = [g["deadline_misses"] for g in _waits_run(mp2, e2, lms, frames)]
+        deadlines.append({"factor": f, "periods_ms": tight, "schedulable": e2.schedulable,
+                          "bounds_ms": [round(a.response_time_ms, 3) for a in e2.apps], "misses_per_network": misses,
+                          "deadline_misses": sum(misses), "frames": frames,
+                          "contradicted": bool(e2.schedulable and sum(misses) > 0)})
+    return {"interference_factor": kw["interference_factor"], "release_jitter_ms": jitter, "networks": nets,
+            "deadlines": deadlines}
 
 
 def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
@@ -158,7 +229,8 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
                               "misses_per_network": misses, "deadline_misses": sum(misses), "frames": frames,
                               "contradicted": bool(e2.schedulable and sum(misses) > 0),
                               "response_max_ms": [n.get("response_max_ms") for n in rep["networks"]]})
-        out.append({"cpu_config": cfg, "periods_ms": periods, "mapping": {n: _runs(v) for n, v in mapping.items()},
+        waits = waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames) if args.waits else None
+        out.append({"waits": waits, "cpu_config": cfg, "periods_ms": periods, "mapping": {n: _runs(v) for n, v in mapping.items()},
                     "schedulable": entry.schedulable, "interference_factor": kw["interference_factor"],
                     "release_jitter_ms": jitter, "calibration": {m: round(c["measured_max_ms"], 3) for m, c in calib.items()},
                     "calibration_detail": calib, "networks": nets, "deadlines": deadlines})
@@ -181,6 +253,8 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=150, help="frames per run (default: %(default)s)")
     ap.add_argument("--response-frames", type=int, default=120,
                     help="frames per response-time run (default: %(default)s)")
+    ap.add_argument("--no-waits", dest="waits", action="store_false",
+                    help="skip the check of the bound on the executor with timed waits for segments (default: run it)")
     ap.add_argument("--runs", type=int, default=10, help="profiling runs per layer (default: %(default)s)")
     ap.add_argument("--ilp-limit", type=float, default=20.0, help="CP-SAT time limit per schedule, s (default: %(default)s)")
     ap.add_argument("--ga-limit", type=float, default=20.0, help="GA time limit of the two-network schedule, s (default: %(default)s)")
@@ -245,6 +319,11 @@ def main() -> int:
         "unschedulable_runs": sum(not d["schedulable"] for d in tight),
         "unschedulable_that_missed": sum(d["deadline_misses"] > 0 for d in tight if not d["schedulable"]),
         "verdicts_contradicted": sum(d["contradicted"] for d in tight),
+        "waits_responses_over_bound": sum(n["over_bound"] for t in two if t["waits"] for n in t["waits"]["networks"]),
+        "waits_mean_bound_over_measured_max": float(np.mean(wr)) if (wr := [n["bound_over_max"] for t in two if t["waits"]
+                                                                              for n in t["waits"]["networks"]]) else None,
+        "waits_misses_in_schedulable": sum(d["deadline_misses"] for t in two if t["waits"]
+                                           for d in t["waits"]["deadlines"] if d["schedulable"]),
         "target_mean_abs_error_pct": 7.0,
     }
     print(f"\n{'model':<14} {'cpu':<8} {'seg':>4} {'pred fps':>9} {'meas fps':>9} {'error':>8}")
@@ -262,6 +341,19 @@ def main() -> int:
                   f"{n['replicate_max_ms']:>8.2f} {n['response_p50_ms']:>7.2f} {n['bound_over_max']:>9.2f}"
                   f"{'  OVER THE BOUND' if n['over_bound'] else ''}")
         for d in t["deadlines"]:
+            print(f"  deadlines {d['factor']:.2f} x bound {d['periods_ms']} ms: "
+                  f"{'schedulable' if d['schedulable'] else 'unschedulable'} (bounds {d['bounds_ms']}), "
+                  f"misses {d['misses_per_network']} of {d['frames']}{' VERDICT CONTRADICTED' if d['contradicted'] else ''}")
+    for t in two:
+        w = t["waits"]
+        if not w:
+            continue
+        print(f"\ntimed waits for segments (the executor's scheduling alone), cpu {tuple(t['cpu_config'])}: factor "
+              f"x{w['interference_factor']:.3f}, release jitter {w['release_jitter_ms']:.3f} ms")
+        for n in w["networks"]:
+            print(f"  {n['name']:<12} bound {n['bound_ms']:>8.2f} max {n['response_max_ms']:>8.2f} p50 "
+                  f"{n['response_p50_ms']:>7.2f} bound/max {n['bound_over_max']:.2f}{'  OVER THE BOUND' if n['over_bound'] else ''}")
+        for d in w["deadlines"]:
             print(f"  deadlines {d['factor']:.2f} x bound {d['periods_ms']} ms: "
                   f"{'schedulable' if d['schedulable'] else 'unschedulable'} (bounds {d['bounds_ms']}), "
                   f"misses {d['misses_per_network']} of {d['frames']}{' VERDICT CONTRADICTED' if d['contradicted'] else ''}")
