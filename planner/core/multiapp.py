@@ -288,6 +288,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         for i in range(app.n_layers):
             busy[m[i]] += c[i]
             util[m[i]] += c[i] / app.period_ms
+
     def busy_of(x: int, p: int) -> float:
         return sum(occ[x][j] for j in range(problem.apps[x].n_layers) if maps[x][j] == p)
 
