@@ -366,10 +366,10 @@ def main() -> int:
               f"{summary['mean_bound_over_measured_max']:.2f} (target <= 1.3); deadline misses in schedulable runs: "
               f"{summary['misses_in_schedulable']} of {summary['schedulable_deadline_runs']} runs; unschedulable runs "
               f"that missed: {summary['unschedulable_that_missed']} of {summary['unschedulable_runs']}")
-    load = [round(x, 2) for x in os.getloadavg()]
-    print(f"host: {len(cores)} core(s) {cores}, load average before {load_before}, after {load} (1/5/15 min)")
+    load_after = [round(x, 2) for x in os.getloadavg()]
+    print(f"host: {len(cores)} core(s) {cores}, load average before {load_before}, after {load_after} (1/5/15 min)")
     out = {"machine": {"cores": cores, "python": pyplatform.python_version(), "processor": pyplatform.processor() or pyplatform.machine(),
-                       "load_average_before": load_before, "load_average_after": load},
+                       "load_average_before": load_before, "load_average_after": load_after},
            "frames": args.frames, "profiling": rows, "pipelined": pipelined, "two_networks": two, "summary": summary,
            "wall_s": round(time.perf_counter() - t_all, 1)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
