@@ -431,7 +431,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
-        "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": []}
+        "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": [],
+        "analysis": (data.get("analysis") or {}).get("name")}  # which response-time bound pred_R is
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()
         row["period_ms"] = spec["period_ms"]

@@ -238,3 +238,28 @@ def test_simulated_responses_never_exceed_the_bound(seed):
                 for a, app in enumerate(mp.apps):
                     bound = next(x.response_time_ms for x in ev.apps if x.name == app.name)
                     assert got[a] <= bound + 1e-7, (app.name, got[a], bound)
+
+
+def test_execute_report_names_the_analysis_its_prediction_comes_from():
+    """A two-network schedule of tiny models run for real: the report and `planner execute`'s
+    table say which analysis pred_R is the bound of."""
+    from executor import runtime
+    from executor.pe_profile import _two_layer_model
+    from executor.pipeline import run_schedule_entry
+    from planner.commands.execute import render_schedule
+    from planner.core.multiapp import analysis_terms
+    from planner.scheduling import entries_of
+
+    p = two_core_plat()
+    a = prof("A", [("l0", 0.05, None), ("l1", 0.05, ["l0"])])
+    b = prof("B", [("l0", 0.05, None), ("l1", 0.05, ["l0"])])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 30, 1)])
+    entry = entries_of(mp, [[C0, C1, C0, C0]], [False])[0]
+    doc = {"mode": "response_time", "entries": [entry.model_dump()],
+           "analysis": {"name": "executor", "terms": analysis_terms(mp)}}
+    lm = _two_layer_model(4096)
+    cpu = runtime.parse_device("cpu=CPUExecutionProvider")
+    rep = run_schedule_entry(doc, {"A": lm, "B": lm}, {"cpu": cpu, "gpu": cpu},  # the unused GPU PE: any device
+                             frames=3, warmup_frames=1, available_cores=[0, 0])
+    assert rep["analysis"] == "executor" and [n["frames_done"] for n in rep["networks"]] == [3, 3]
+    assert "pred_R is the worst case the executor analysis bounds" in render_schedule(rep)
