@@ -9,7 +9,9 @@ This is that runtime:
   ONNX Runtime session on its PE's device (threads = the PE's cores, pinned to them);
 - one worker thread per logical PE, pinned to its cores, runs its ready segments
   non-preemptively, highest network priority first (lower number = higher), then by
-  release time, frame and segment (so one network's frames stay in order);
+  release time, frame and segment (so one network's frames stay in order); a network's
+  segments on one PE run in layer order (a segment waits for the previous one there), the
+  order the response-time analysis (planner.core.multiapp, executor analysis) assumes;
 - a tensor that crosses PEs has two buffers: frame n's producer may not start until the
   consumer of frame n - 2 has finished reading (double buffering);
 - `throughput` mode pipelines one network, releasing a frame whenever the double buffers
@@ -127,8 +129,15 @@ def segments_of(lm: LayeredModel, mapping: Sequence[int], app: int = 0) -> list[
             segs.append(Segment(app, len(segs), start, i - 1, int(mapping[start]), ins, outs))
             start = i
     producer = {x: s.index for s in segs for x in s.outputs}
+    prev_on_pe: dict[int, int] = {}
     for s in segs:
-        s.preds = sorted({producer[x] for x in s.inputs if x in producer})
+        # a PE runs one network's segments in layer order (the analysis' ASAP, Kang eq. 6): a
+        # segment also waits for the previous one on its PE, so a frame's own segments never
+        # overtake each other there and no delay can reorder them (a scheduling anomaly the
+        # response-time bound would not cover)
+        order = {prev_on_pe[s.pe]} if s.pe in prev_on_pe else set()
+        prev_on_pe[s.pe] = s.index
+        s.preds = sorted({producer[x] for x in s.inputs if x in producer} | order)
         for p in s.preds:
             segs[p].succs.append(s.index)
             if segs[p].pe != s.pe:
@@ -424,7 +433,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
-        "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": []}
+        "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": [],
+        "analysis": (data.get("analysis") or {}).get("name")}  # which response-time bound pred_R is
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()
         row["period_ms"] = spec["period_ms"]

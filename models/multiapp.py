@@ -342,7 +342,8 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             device_memory_limit_bytes=limits, pe_cores=np.array([pe.cores for pe in pes]),
             pe_is_cpu=np.array([pe.is_cpu for pe in pes]), pe_preemptive=np.array([pe.preemptive for pe in pes]),
             total_cpu_cores=total_cpu_cores, utilisation_cap=request.cpu_utilisation_cap,
-            interference_window=request.interference_window,
+            interference_window=request.interference_window, analysis=request.analysis,
+            interference_factor=request.interference_factor, release_jitter_ms=request.release_jitter_ms,
         ))
     if missing_pairs:
         raise InputError([Issue("transitions", f"no transition {a} -> {b} (needed: {why}); add it to the platform's "

@@ -449,6 +449,12 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
                 x="t:Q", y=alt.value(0), color=alt.Color("app:N", scale=app_colour, legend=app_legend),
                 tooltip=["app:N", alt.Tooltip("t:Q", title="worst-case response time (ms)", format=".4g")]))
         loads = ", ".join(f"{pl['pe']} {100 * pl['utilisation']:.0f}%" for pl in e["pe_loads"])
+        an = s.get("analysis") or {}
+        late_txt = ("red outline: the network's response bound exceeds its period" if an.get("name") == "executor"
+                    else "red outline: a layer's interference + blocking exceeds its slack")
+        bound_txt = ([f"response bound ({an['name']} analysis) includes: " + "; ".join(t.split(":")[0] for t in an["terms"])
+                      + (f" (x{an['interference_factor']:g}, +{an['release_jitter_ms']:g} ms)" if an["name"] == "executor" else "")]
+                     if an else [])
         charts.append(alt.layer(*layers).properties(
             width=width, height=max(140, min(22 * len(pes) * len(apps), 600)),
             title=alt.TitleParams(f"entry {entry}: per-PE timeline ({'schedulable' if e['schedulable'] else 'NOT schedulable'})",
@@ -456,7 +462,7 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
                                             "networks sharing a PE are served by priority",
                                             ("dashed rule: pipeline period; " if throughput else
                                              "dashed rule: period = deadline; triangle: worst-case response time; ")
-                                            + "red outline: a layer's interference + blocking exceeds its slack",
+                                            + late_txt, *bound_txt,
                                             f"PE utilisation: {loads}"],
                                   fontSize=12, anchor="start")))
     else:

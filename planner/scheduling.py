@@ -15,12 +15,13 @@ from planner.core.mapping import MappingProblem, ScheduleProblem
 from models.multiapp import compile_schedule
 from planner import __version__
 from planner.core.errors import UnsupportedRequest
-from planner.core.multiapp import evaluate_batch, objective_names
+from planner.core.multiapp import analysis_terms, evaluate_batch, objective_names
 from planner.core.schema import (
     AppResult,
     ModelProfile,
     PeLoad,
     Platform,
+    ResponseAnalysis,
     Schedule,
     ScheduleEntry,
     ScheduleProvenance,
@@ -297,6 +298,10 @@ def make_schedule(
         entries = [_without_energy(e) for e in entries]  # type: ignore[arg-type]
     by_name = {p.name: p for p in profiles}
     names = objective_names(problem.configs[0])
+    first = problem.configs[0]
+    analysis = None if problem.mode != "response_time" else ResponseAnalysis(
+        name=first.analysis, terms=analysis_terms(first), interference_factor=first.interference_factor,
+        release_jitter_ms=first.release_jitter_ms)
     return Schedule(
         platform=platform.name,
         mode=problem.mode,
@@ -318,6 +323,7 @@ def make_schedule(
             notes=solution.notes,
             details=solution.details,
         ),
+        analysis=analysis,
         warnings=warnings,
         provenance=ScheduleProvenance(
             platform_sha256=content_hash(platform),

@@ -201,7 +201,7 @@ def _filtered(mp, pools: _Pools, idx: np.ndarray, front_o: np.ndarray, score):
     """Objectives of the combinations idx and which are schedulable and worth merging.
     With the mobility window: the optimistic bound first, then the exact sweep only for
     the rows it cannot discard (schedulable and not dominated by the front)."""
-    if mp.interference_window == "period":
+    if mp.analysis == "executor" or mp.interference_window == "period":
         return score(idx)
     lo, ok = evaluate_combinations(mp, pools.terms, idx, bound=True)
     cand = np.flatnonzero(ok)

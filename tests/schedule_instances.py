@@ -146,5 +146,6 @@ def varied_instance(rng: np.random.Generator, *, max_mappings: int = 1_000_000, 
     req = request([(p.name, round(t, 3), r) for p, t, r in zip(profiles, periods, prio)],
                   cpu_utilisation_cap=float(rng.choice([0.5, 0.7, 1.0])),
                   interference_window=str(rng.choice(["period", "mobility"])),
+                  analysis=str(rng.choice(["executor", "kang"])),  # drawn last: earlier draws keep their values
                   **({"cpu_partitions": {"cpu": parts}} if parts else {}))
     return plat, profiles, req

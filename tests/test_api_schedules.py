@@ -84,6 +84,15 @@ def test_schedule_job_stores_what_make_schedule_returns(api, docs, ids):
     item = next(i for i in listed["items"] if i["id"] == sid)
     assert item["front_size"] == got.front_size and item["schedulable"] == got.entries[0].schedulable
     assert item["solver"] == "exhaustive" and item["mode"] == "response_time"
+    # the UI's schedule page says which terms the response bound includes (legend and figure)
+    import re
+
+    page = api.client.get("/ui/login").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    api.client.post("/ui/login", data={"csrf": csrf, "token": api.tokens["pipeline"], "next": "/ui"}, follow_redirects=False)
+    html = api.client.get(f"/ui/schedules/{sid}").text
+    assert "Response-time bound (executor analysis) includes:" in html and "blocking: each of its segments" in html
+    assert "response bound (executor analysis) includes: own; blocking; interference" in html
 
 
 def test_bad_schedule_requests_are_422_before_any_job(api, ids):

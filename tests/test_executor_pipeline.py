@@ -88,7 +88,9 @@ def test_segments_follow_the_mapping_and_the_data(squeezenet):
     L = len(squeezenet.layers)
     segs = segments_of(squeezenet, [0] * 5 + [1] * 10 + [0] * (L - 15))
     assert [(s.first, s.last, s.pe) for s in segs] == [(0, 4, 0), (5, 14, 1), (15, L - 1, 0)]
-    assert segs[1].preds == [0] and segs[2].preds == [1] and segs[0].cross_succs == [1]
+    # the third also waits for the first, the previous segment on its PE (layer order per PE)
+    assert segs[1].preds == [0] and segs[2].preds == [0, 1] and segs[0].cross_succs == [1]
+    assert segs[2].cross_preds == [1]
     with pytest.raises(PipelineError, match="mapping has 3 layers"):
         segments_of(squeezenet, [0, 1, 0])
 

@@ -30,6 +30,18 @@ def test_two_networks_table_and_document(tmp_path, capsys):
     assert doc.entries[0].timeline is not None and all(e.timeline is None for e in doc.entries[1:])
     assert [a.name for a in doc.entries[0].apps] == ["SqueezeNet", "MobileNet-v1"]
     assert len(doc.entries[0].apps[0].mapping) == 39 and doc.provenance.profile_sha256[0]
+    # the legend: which terms the bound includes
+    assert "executor analysis; it includes:" in out and "  - blocking: each of its segments" in out
+    assert "  - release jitter +0 ms" in out and "slack = period - response bound" in out
+    assert doc.analysis.name == "executor" and any(t.startswith("interference:") for t in doc.analysis.terms)
+
+
+def test_kang_analysis_legend_says_what_it_leaves_out(capsys):
+    code, out, err = run(["schedule", "--platform", S9, "--app", f"{SQ}:33:0", "--app", f"{V1}:40:1",
+                          "--devices", "cpu,gpu", "--cpu-config", "cpu=1,1,1,1", "--generations", "4",
+                          "--population", "16", "--rows", "2", "--analysis", "kang", "--interference-factor", "1.2"], capsys)
+    assert code in (0, 3), err
+    assert "kang analysis; it includes:" in out and "not included: blocking on CPU PEs" in out
 
 
 def test_pipelined_ilp_json(tmp_path, capsys):

@@ -49,6 +49,7 @@ def prof(name, layers, chain=True):
 
 
 def problem(platform, profiles, apps, **kw):
+    kw.setdefault("analysis", "kang")  # the hand-worked examples below are the paper's eq. 10-11
     req = ScheduleRequest.model_validate({"apps": [{"profile": p, "period_ms": t, "priority": r} for p, t, r in apps], **kw})
     return compile_schedule(platform, profiles, req).configs[0]
 
@@ -201,13 +202,14 @@ def test_merge_front_equals_pareto_of_the_union(seed, m, nf, nk):
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), apps=st.integers(1, 3), window=st.sampled_from(["period", "mobility"]),
-       cap=st.sampled_from([0.4, 0.7, 1.0]), npu=st.booleans())
-def test_batch_equals_reference(seed, apps, window, cap, npu):
+       cap=st.sampled_from([0.4, 0.7, 1.0]), npu=st.booleans(), analysis=st.sampled_from(["executor", "kang"]))
+def test_batch_equals_reference(seed, apps, window, cap, npu, analysis):
     rng = np.random.default_rng(seed)
     platform = rand_platform(rng, npu=npu, gpu_limit=int(rng.integers(1e6, 4e6)) if seed % 3 == 0 else None)
     profiles = [rand_profile(rng, f"N{k}", int(rng.integers(1, 6))) for k in range(apps)]
     periods = [float(rng.uniform(5, 40)) for _ in range(apps)]
-    req = rand_request([(f"N{k}", periods[k], k) for k in range(apps)], cpu_utilisation_cap=cap, interference_window=window)
+    req = rand_request([(f"N{k}", periods[k], k) for k in range(apps)], cpu_utilisation_cap=cap, interference_window=window,
+                       analysis=analysis)
     for mp in compile_schedule(platform, profiles, req).configs:
         choices = mp.gene_choices()
         genes = np.array([[rng.choice(c) for c in choices] for _ in range(12)])
@@ -230,8 +232,8 @@ def test_batch_equals_reference(seed, apps, window, cap, npu):
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), apps=st.integers(2, 3), window=st.sampled_from(["period", "mobility"]),
-       cap=st.sampled_from([0.4, 0.7, 1.0]), npu=st.booleans())
-def test_combinations_equal_batch(seed, apps, window, cap, npu):
+       cap=st.sampled_from([0.4, 0.7, 1.0]), npu=st.booleans(), analysis=st.sampled_from(["executor", "kang"]))
+def test_combinations_equal_batch(seed, apps, window, cap, npu, analysis):
     """evaluate_combinations (per-network terms, any choice of one candidate each) scores
     every joint mapping as evaluate_batch does on the concatenated genes, and its bound
     never exceeds the exact value of a schedulable row nor drops a schedulable one."""
@@ -241,7 +243,7 @@ def test_combinations_equal_batch(seed, apps, window, cap, npu):
     periods = [float(rng.uniform(3, 30)) for _ in range(apps)]
     order = rng.permutation(apps)  # priorities not in request order
     req = rand_request([(f"N{k}", periods[k], int(order[k])) for k in range(apps)], cpu_utilisation_cap=cap,
-                       interference_window=window)
+                       interference_window=window, analysis=analysis)
     for mp in compile_schedule(platform, profiles, req).configs:
         pools = [np.array([[rng.choice(np.flatnonzero(r)) for r in app.feasible] for _ in range(8)]) for app in mp.apps]
         terms = [network_terms(mp, a, rows) for a, rows in enumerate(pools)]

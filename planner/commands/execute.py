@@ -105,7 +105,8 @@ def render_schedule(report: dict) -> str:
                          f"{n['deadline_misses']:>7} {pct(n['error_pct']):>8}")
         verdict = "schedulable" if report["schedulable"] else "not schedulable"
         misses = sum(n["deadline_misses"] for n in report["networks"])
-        lines.append(f"(R: response time in ms; pred_R is the worst case the analysis bounds; the schedule was called "
+        which = f"the {report['analysis']} analysis" if report.get("analysis") else "the analysis"
+        lines.append(f"(R: response time in ms; pred_R is the worst case {which} bounds; the schedule was called "
                      f"{verdict}, the run missed {misses} deadline(s)"
                      f"{' -- THE VERDICT IS CONTRADICTED' if report['schedulable'] and misses else ''})")
     return "\n".join(lines)

@@ -72,6 +72,9 @@ class MappingProblem:
     total_cpu_cores: int
     utilisation_cap: float
     interference_window: Literal["period", "mobility"] = "period"
+    analysis: Literal["executor", "kang"] = "executor"  # ScheduleRequest.analysis
+    interference_factor: float = 1.0
+    release_jitter_ms: float = 0.0
 
     @property
     def n_pes(self) -> int:

@@ -26,6 +26,19 @@ eq. 6 states). For each layer i of network a on PE p:
 The worst-case response time is R_a = P_a - min_i slack_i = max_i (R0 + I_i - mobility_i),
 so R_a <= P_a exactly when eq. 11 holds for every layer (footnote 5's simplification:
 interference on different layers is not accumulated).
+That is the paper's analysis (analysis "kang"). It is not a bound for executor.pipeline,
+which runs segments (maximal runs of consecutive layers on one PE) without preemption on
+every PE, CPU included, and adds up delays on every layer of a chain. The default analysis
+"executor" models that runtime: with S_p the network's segments on PE p, B_p the longest
+lower-priority segment on p, W_p(h) a higher network's work on p per job and f the
+interference factor (PEs slowing each other, the periodic regime's cold caches),
+    R = f (R0 + sum_p S_p B_p) + J + sum_h ceil((R + R_h) / P_h) f sum_{p used} W_p(h),
+iterated from R = f (R0 + ...) + J to its least fixed point (J: release jitter). It holds
+because the executor runs a network's segments on a PE in layer order (the ASAP order R0
+is computed in): the finish of the last segment is a max-plus function of the segments'
+durations, so each wait (one lower-priority segment per segment, higher-priority work in
+the window, disjoint per PE) adds at most itself to R0. The jobs of h released up to R_h
+before the window or inside it can run there: ceil((R + R_h) / P_h) of them.
 Unschedulable mappings get PENALTY plus how far they miss (lateness in ms, overload
 and cap excess scaled by the longest period) on every objective (VI.B): the large
 constant keeps them out of any front with a schedulable mapping, the rest guides the
@@ -89,6 +102,27 @@ def _ms(x: float) -> str:
     return f"{round(float(x), 6):.4g}"
 
 
+def analysis_terms(problem: MappingProblem) -> list[str]:
+    """The legend of a response-time bound: each term it includes, in words."""
+    if problem.analysis == "executor":
+        return [
+            "own: the network's ASAP schedule alone (profiled layer times, PE-to-PE handoffs from the platform's transitions)",
+            "blocking: each of its segments (a run of layers on one PE, run without preemption) may wait once for the "
+            "longest lower-priority segment on that PE",
+            "interference: all work on its PEs of every higher-priority job that can overlap the window, "
+            "ceil((R + R_h) / P_h) jobs, iterated to a fixed point",
+            f"interference factor x{problem.interference_factor:g}: every time, for PEs slowing each other while they run at once",
+            f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release and dispatch lateness",
+        ]
+    return [
+        "own: the network's ASAP schedule alone; each layer's mobility (ALAP - ASAP) absorbs delay",
+        f"interference: higher-priority demand bound dbf over the {problem.interference_window} window (eq. 10)",
+        "blocking: the longest lower-priority layer on non-preemptive PEs (GPU, NPU; eq. 11); CPU PEs preemptive",
+        "not included: blocking on CPU PEs, delays of different layers added up (footnote 5), PEs slowing each other, "
+        "release jitter: not a bound for executor.pipeline",
+    ]
+
+
 def objective_names(problem: MappingProblem) -> list[str]:
     if problem.mode == "throughput":
         return ["period_ms", "energy_mj"]
@@ -142,6 +176,50 @@ def demand_bound(intervals: Sequence[tuple[float, float]], period_ms: float, win
         busy = sum(max(0.0, min(f, x + window_ms) - max(s, x)) for s, f in unrolled)
         best = max(best, busy)
     return best
+
+
+def segment_terms(m: Sequence[int], c: Sequence[float], n_pes: int) -> tuple[list[int], list[float]]:
+    """(segments on each PE, longest segment on each PE): a segment is a maximal run of
+    consecutive layers on one PE, the unit executor.pipeline runs without preemption."""
+    count, longest = [0] * n_pes, [0.0] * n_pes
+    i = 0
+    while i < len(m):
+        j, run = i, 0.0
+        while j < len(m) and m[j] == m[i]:
+            run += c[j]
+            j += 1
+        count[m[i]] += 1
+        longest[m[i]] = max(longest[m[i]], run)
+        i = j
+    return count, longest
+
+
+FIXED_POINT_ROUNDS = 200
+
+
+def executor_response(base_ms: np.ndarray, higher: Sequence[tuple[np.ndarray, float, np.ndarray]],
+                      deadline_ms: float) -> np.ndarray:
+    """The executor analysis' response bound R = base + sum_h ceil((R + R_h) / P_h) W_h,
+    iterated from R = base to its least fixed point (classic response-time analysis with
+    the higher network's response as its jitter: a job of h released up to R_h before the
+    window, or inside it, can run there). higher: (R_h, P_h, W_h) with W_h h's work on
+    the PEs this network uses. A row stops once past the deadline (unschedulable, its
+    value is a lower bound); a row still moving after FIXED_POINT_ROUNDS is put past it."""
+    base = np.asarray(base_ms, dtype=float)
+    r = base.copy()
+    if not higher:
+        return r
+    for _ in range(FIXED_POINT_ROUNDS):
+        nxt = base.copy()
+        for rh, ph, wh in higher:
+            nxt = nxt + np.ceil((r + rh) / ph - 1e-9) * wh
+        live = r <= deadline_ms * (1 + EPS) + EPS
+        moved = live & (nxt > r)
+        if not moved.any():
+            return r
+        r = np.where(moved, nxt, r)
+    live = (r <= deadline_ms * (1 + EPS) + EPS)
+    return np.where(live, np.maximum(r, deadline_ms * (1 + 1e-6) + 1e-6), r)
 
 
 def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEval:
@@ -210,9 +288,15 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         for i in range(app.n_layers):
             busy[m[i]] += c[i]
             util[m[i]] += c[i] / app.period_ms
+
+    def busy_of(x: int, p: int) -> float:
+        return sum(occ[x][j] for j in range(problem.apps[x].n_layers) if maps[x][j] == p)
+
     rank = problem.priority_rank
     apps_out = []
     lateness = 0.0
+    segs = [segment_terms(m, c, P) for m, c in zip(maps, occ)]
+    resp_of: dict[int, float] = {}
     for pos, a in enumerate(rank):
         app, m, c = problem.apps[a], maps[a], occ[a]
         start, finish = asap[a]
@@ -220,6 +304,27 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         alap0 = _alap(app, m, c, P, r0)
         alap_d = _alap(app, m, c, P, app.period_ms)
         higher, lower = rank[:pos], rank[pos + 1:]
+        if problem.analysis == "executor":
+            fct = problem.interference_factor
+            used = [p for p in range(P) if segs[a][0][p]]
+            block = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(P)]
+            base = fct * (r0 + sum(segs[a][0][p] * block[p] for p in used)) + problem.release_jitter_ms
+            work = {h: fct * sum(busy_of(h, p) for p in used) for h in higher}
+            worst = float(executor_response(np.array([base]), [(np.array([resp_of[h]]), problem.apps[h].period_ms,
+                                                                 np.array([work[h]])) for h in higher],
+                                            app.period_ms)[0])
+            resp_of[a] = worst
+            per_pe = [fct * segs[a][0][p] * block[p] + sum(math.ceil((worst + resp_of[h]) / problem.apps[h].period_ms - 1e-9)
+                                                           * fct * busy_of(h, p) for h in higher) for p in range(P)]
+            inter = [per_pe[m[i]] for i in range(app.n_layers)]
+            slack = [app.period_ms - worst] * app.n_layers
+            meets = worst <= app.period_ms * (1 + EPS) + EPS
+            if not meets:
+                violations.append(f"{app.name}: response time {_ms(worst)} ms exceeds the period {app.period_ms:g} ms")
+                lateness += worst - app.period_ms
+            apps_out.append((a, AppEval(app.name, tuple(c), tuple(start), tuple(finish), r0, energy[a], tuple(alap_d),
+                                        tuple(inter), tuple(slack), worst, meets_deadline=meets)))
+            continue
         inter, slack = [], []
         worst = r0
         mrd_cache: dict[int, float] = {}
@@ -372,6 +477,49 @@ def _batch_alap(app: AppGraph, m: np.ndarray, c: np.ndarray, n_pes: int, deadlin
     return alap
 
 
+def _batch_segments(m: np.ndarray, c: np.ndarray, n_pes: int) -> tuple[np.ndarray, np.ndarray]:
+    """segment_terms of N mappings: (N, P) segment counts and longest segment per PE."""
+    N, L = m.shape
+    if L == 0:
+        return np.zeros((N, n_pes)), np.zeros((N, n_pes))
+    new = np.ones((N, L), dtype=bool)
+    new[:, 1:] = m[:, 1:] != m[:, :-1]
+    sid = np.cumsum(new, axis=1) - 1  # segment index of each layer
+    rows = np.repeat(np.arange(N)[:, None], L, axis=1)
+    total = np.zeros((N, L))
+    np.add.at(total, (rows, sid), c)
+    seg_pe = np.full((N, L), -1)
+    seg_pe[rows, sid] = m
+    oh = seg_pe[:, :, None] == np.arange(n_pes)[None, None, :]
+    count = (new[:, :, None] & (m[:, :, None] == np.arange(n_pes)[None, None, :])).sum(axis=1).astype(float)
+    return count, np.where(oh, total[:, :, None], 0.0).max(axis=1)
+
+
+def _lower_blocking(longest: Sequence[np.ndarray], n: int, n_pes: int) -> np.ndarray:
+    """(N, P) the longest segment of any lower-priority network on each PE."""
+    block = np.zeros((n, n_pes))
+    for x in longest:
+        block = np.maximum(block, x)
+    return block
+
+
+def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, block: np.ndarray,
+                    higher: Sequence[tuple[np.ndarray, float, np.ndarray]], deadline_ms: float) -> tuple[np.ndarray, np.ndarray]:
+    """The executor analysis of one network for N mappings: (response bound (N,), the delay
+    charged on each PE (N, P): blocking of its segments there + higher-priority work).
+    higher: (R_h (N,), P_h, busy of h per PE (N, P)) in priority order."""
+    f = problem.interference_factor
+    used = count > 0
+    blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed
+    base = f * (r0 + blocked.sum(axis=1)) + problem.release_jitter_ms
+    hw = [(rh, ph, f * np.where(used, bh, 0.0).sum(axis=1)) for rh, ph, bh in higher]
+    r = executor_response(base, hw, deadline_ms)
+    per_pe = f * blocked
+    for rh, ph, bh in higher:
+        per_pe = per_pe + np.ceil((r + rh) / ph - 1e-9)[:, None] * f * bh
+    return r, per_pe
+
+
 TICKS_PER_MS = 1e9  # the batch dbf works in integer picoseconds: exact, whatever the batch holds
 
 
@@ -498,16 +646,29 @@ def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = F
 
     busy_pe = np.zeros((N, P))
     util_pe = np.zeros((N, P))
+    busy_app = []
     for app, oh, c in zip(problem.apps, pe_onehot, occ):
         b = (oh * c[:, :, None]).sum(axis=1)
+        busy_app.append(b)
         busy_pe += b
         util_pe += b / app.period_ms
     rank = problem.priority_rank
     resp = np.zeros((N, A))
     alap_l, inter_l, slack_l = [None] * A, [None] * A, [None] * A
+    segs = [_batch_segments(m, c, P) for m, c in zip(maps, occ)] if problem.analysis == "executor" else []
     for pos, a in enumerate(rank):
         app, m, c = problem.apps[a], maps[a], occ[a]
         start, finish = asap[a]
+        if problem.analysis == "executor":
+            r0 = latency[:, a]
+            higher = [(resp[:, h], problem.apps[h].period_ms, busy_app[h]) for h in rank[:pos]]
+            block = _lower_blocking([segs[lp][1] for lp in rank[pos + 1:]], N, P)
+            resp[:, a], per_pe = _executor_terms(problem, r0, segs[a][0], block, higher, app.period_ms)
+            if details:
+                alap_l[a] = _batch_alap(app, m, c, P, np.full(N, app.period_ms))
+                inter_l[a] = np.take_along_axis(per_pe, m, axis=1)
+                slack_l[a] = np.repeat((app.period_ms - resp[:, a])[:, None], app.n_layers, axis=1)
+            continue
         r0 = latency[:, a]
         mob0 = _batch_alap(app, m, c, P, r0) - start
         if problem.interference_window == "period":
@@ -623,6 +784,8 @@ class NetworkTerms:
     window_ms: np.ndarray  # (N, P) the mobility interference window on p (0 where unused)
     busy_in_period_ms: np.ndarray  # (N, P) busy time within [0, P_a) (what dbf counts per period)
     longest_in_period_ms: np.ndarray  # (N, P) longest single occupancy within [0, P_a)
+    segments: np.ndarray  # (N, P) segments (runs of consecutive layers) on p: each may be blocked once
+    longest_segment_ms: np.ndarray  # (N, P) the blocking this network's segments cause on p (executor analysis)
     dbf_at_period_ms: dict[int, np.ndarray]  # lower network b -> (N, P) this network's dbf over P_b
 
     def __len__(self) -> int:
@@ -656,8 +819,8 @@ def network_terms(problem: MappingProblem, a: int, rows: np.ndarray) -> NetworkT
     terms = NetworkTerms(a, rows, s, f, r0, np.where(oh, mob0[:, :, None], np.inf).min(axis=1), (oh * cl).sum(axis=1),
                          (oh * cl).max(axis=1), _batch_energy(app, rows), runs,
                          (oh * app.memory_bytes[None, :, None]).sum(axis=1), window, (oh * inside).sum(axis=1),
-                         (oh * inside).max(axis=1), {})
-    if problem.interference_window == "period":
+                         (oh * inside).max(axis=1), *_batch_segments(rows, c, P), {})
+    if problem.analysis == "kang" and problem.interference_window == "period":
         every = np.arange(len(rows))
         for b in lower:
             terms.dbf_at_period_ms[b] = _pair_dbf(terms, every, app.period_ms, np.full((len(rows), P), problem.apps[b].period_ms))
@@ -741,6 +904,11 @@ def evaluate_combinations(problem: MappingProblem, terms: Sequence[NetworkTerms]
     resp = np.zeros((N, A))
     for pos, a in enumerate(rank):
         t, k = terms[a], idx[:, a]
+        if problem.analysis == "executor":  # exact and cheap: `bound` needs no lower value
+            higher = [(resp[:, h], problem.apps[h].period_ms, terms[h].busy_ms[idx[:, h]]) for h in rank[:pos]]
+            block = _lower_blocking([terms[lp].longest_segment_ms[idx[:, lp]] for lp in rank[pos + 1:]], N, P)
+            resp[:, a], _ = _executor_terms(problem, t.r0_ms[k], t.segments[k], block, higher, problem.apps[a].period_ms)
+            continue
         block = np.zeros((N, P))
         for lp in rank[pos + 1:]:
             block = np.maximum(block, terms[lp].max_occupancy_ms[idx[:, lp]])

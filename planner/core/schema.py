@@ -944,6 +944,24 @@ class ScheduleRequest(Strict):
         description="Interval of the higher-priority demand bound (Kang eq. 10-11): the network's period as printed, "
         "or the layers' pending window ASAP..ALAP+C on each PE (tighter, same assumptions)",
     )
+    analysis: Literal["executor", "kang"] = Field(
+        "executor",
+        description="Response-time analysis. executor (default): what executor.pipeline does, so the bound holds "
+        "there: every PE runs segments (runs of consecutive layers on one PE) non-preemptively, each segment may be "
+        "blocked once by the longest lower-priority segment on its PE, higher-priority networks interfere with all "
+        "their work on the shared PEs of every job that can overlap (ceil((R + R_h) / P_h) jobs, iterated to a fixed "
+        "point), costs x interference_factor, + release_jitter_ms. kang: eq. 10-11 as printed (CPU preemptive, "
+        "blocking on GPU/NPU only, per-layer slack, interference not accumulated across layers: footnote 5)",
+    )
+    interference_factor: Annotated[float, Field(ge=1, le=10)] = Field(
+        1.0,
+        description="executor analysis: every segment's time x this, the slowdown a segment shows in periodic "
+        "execution (other PEs running, cold caches, thread wake-up) beyond its profiled time; measured by "
+        "bench/schedule_fidelity.py (1 = the profile as is)",
+    )
+    release_jitter_ms: Annotated[float, Field(ge=0, le=1000)] = Field(
+        0.0, description="executor analysis: added to every response bound, the executor's release and dispatch lateness"
+    )
     timelines: Literal["all", "first", "none"] = Field(
         "all", description="Which Pareto entries carry their per-PE timeline (large fronts make large documents)"
     )
@@ -992,8 +1010,10 @@ class TimelineItem(BaseModel):
     start_ms: float = Field(description="ASAP start in the network's own schedule, from its release")
     finish_ms: float = Field(description="start + execution + outgoing transfers (eq. 7's per-task term)")
     alap_start_ms: float | None = Field(None, description="Latest start that still meets the deadline (response_time mode)")
-    interference_ms: float | None = Field(None, description="Higher-priority demand bound + non-preemptive blocking (eq. 11)")
-    slack_ms: float | None = Field(None, description="MAI - interference: eq. 11 holds when >= 0")
+    interference_ms: float | None = Field(
+        None, description="Higher-priority interference + non-preemptive blocking charged on this layer's PE (eq. 11; "
+        "executor analysis: the network's whole delay on this PE)")
+    slack_ms: float | None = Field(None, description="kang: MAI - interference, eq. 11 holds when >= 0; executor: period - response bound")
 
 
 class PeLoad(BaseModel):
@@ -1061,6 +1081,15 @@ class FrontCompaction(BaseModel):
     )
 
 
+class ResponseAnalysis(BaseModel):
+    """Which terms the response-time bounds of a Schedule include (its legend)."""
+
+    name: Literal["executor", "kang"]
+    terms: list[str] = Field(description="Each term of the bound, in words")
+    interference_factor: float = 1.0
+    release_jitter_ms: float = 0.0
+
+
 class Schedule(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     platform: str
@@ -1076,6 +1105,7 @@ class Schedule(BaseModel):
     solver_choice: SolverChoice | None = Field(None, description="The solver requested, the one that ran, and why")
     compaction: FrontCompaction | None = None
     report: SolverReport
+    analysis: ResponseAnalysis | None = Field(None, description="Response-time mode: the terms the bounds include")
     warnings: list[str] = Field(default_factory=list)
     provenance: ScheduleProvenance
 

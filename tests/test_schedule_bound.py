@@ -1,0 +1,265 @@
+"""The executor response-time analysis (planner.core.multiapp, ScheduleRequest.analysis =
+"executor"): hand-worked blocking, interference, factor and jitter cases, and the bound
+against a brute simulation of what executor.pipeline does (fixed priority, segments run
+non-preemptively, a network's segments on a PE in layer order) on random instances."""
+
+import heapq
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from executor.pipeline import segments_of
+from executor.slicing import layers
+from models.multiapp import compile_schedule
+from planner.core.multiapp import evaluate_batch, evaluate_mapping, segment_terms
+from planner.core.schema import ScheduleRequest
+from schedule_instances import varied_instance
+from test_schedule_eval import plat
+
+
+def prof(name, spec):
+    """A profile of 1-core CPU measurements: spec [(id, time_ms, predecessors or None)]."""
+    from planner.core.schema import ModelProfile
+
+    out = []
+    for lid, t, preds in spec:
+        layer = {"id": lid, "op_type": "op", "input_bytes": 10, "output_bytes": 10,
+                 "measurements": [{"device": "cpu", "cores": 1, "time_ms": t, "includes_communication": False}]}
+        if preds is not None:
+            layer["predecessors"] = preds
+        out.append(layer)
+    return ModelProfile.model_validate({"name": name, "layers": out})
+
+
+def problem(platform, profiles, apps, **kw):
+    req = ScheduleRequest.model_validate({"apps": [{"profile": p, "period_ms": t, "priority": r} for p, t, r in apps],
+                                          "cpu_partitions": {"cpu": [[1, 1]]}, **kw})
+    return compile_schedule(platform, profiles, req).configs[0]
+
+
+def two_core_plat():
+    p = plat().model_dump()
+    p["devices"][0]["cores"] = 2
+    from planner.core.schema import Platform
+    return Platform.model_validate(p)
+
+
+C0, C1 = 0, 1  # the two 1-core PEs of cpu=(1,1)
+
+
+def test_a_low_priority_segment_of_5_ms_blocks_a_high_priority_one_for_5_ms():
+    """A (high, 2 ms) and B (low, one 5 ms layer) share one CPU PE. The executor runs B's
+    segment to its end once started: A's response = C + 5 = 7. B's = 5 + one job of A = 7.
+    The paper's eq. 11 treats the CPU as preemptive: no blocking, R_A = 2."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)])
+    b = prof("B", [("b1", 5, None)])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)])
+    ev = evaluate_mapping(mp, [C0, C0])
+    assert [x.response_time_ms for x in ev.apps] == pytest.approx([7.0, 7.0])
+    assert ev.apps[0].interference_ms == pytest.approx((5.0,))  # the blocking, charged on A's PE
+    assert ev.schedulable
+    kang = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], analysis="kang")
+    assert evaluate_mapping(kang, [C0, C0]).apps[0].response_time_ms == pytest.approx(2.0)
+    # on separate PEs nothing blocks and nothing interferes
+    assert [x.response_time_ms for x in evaluate_mapping(mp, [C0, C1]).apps] == pytest.approx([2.0, 5.0])
+
+
+def test_blocking_is_the_longest_lower_priority_segment_not_layer():
+    """B's three 1 ms layers in a row on A's PE are one 3 ms segment (the executor runs it in
+    one session): A waits up to 3 ms. Split by a layer on the other PE, B's longest segment
+    there is 2 ms."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)])
+    b = prof("B", [(f"b{i}", 1, None) for i in range(3)])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)])
+    assert evaluate_mapping(mp, [C0, C0, C0, C0]).apps[0].response_time_ms == pytest.approx(5.0)
+    assert evaluate_mapping(mp, [C0, C0, C0, C1]).apps[0].response_time_ms == pytest.approx(4.0)
+    assert segment_terms([0, 0, 1, 0], [1.0, 2.0, 4.0, 8.0], 2) == ([2, 1], [8.0, 4.0])
+
+
+def test_each_segment_of_a_network_may_be_blocked_once():
+    """A's layers alternate PE0, PE1, PE0 (chain 1+1+1 ms): two segments on PE0, each may
+    find B's 4 ms segment running there: R_A = 3 + 2 x 4 = 11."""
+    p = two_core_plat()
+    a = prof("A", [(f"a{i}", 1, None) for i in range(3)])
+    b = prof("B", [("b1", 4, None)])
+    mp = problem(p, [a, b], [("A", 30, 0), ("B", 60, 1)])
+    ev = evaluate_mapping(mp, [C0, C1, C0, C0])
+    assert ev.apps[0].response_time_ms == pytest.approx(3.0 + 8.0)
+    assert ev.apps[0].interference_ms == pytest.approx((8.0, 0.0, 8.0))
+
+
+def test_higher_priority_interference_is_iterated_to_a_fixed_point():
+    """A (1 ms every 4 ms, high) and B (2 ms, low) on one PE. R_A = 1 + 2 (blocking) = 3.
+    R_B = 2 + ceil((R_B + R_A) / 4) x 1: from 2, ceil(5/4) = 2 -> 4, ceil(7/4) = 2 -> 4."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 1, None)])
+    b = prof("B", [("b1", 2, None)])
+    mp = problem(p, [a, b], [("A", 4, 0), ("B", 20, 1)])
+    ev = evaluate_mapping(mp, [C0, C0])
+    assert [x.response_time_ms for x in ev.apps] == pytest.approx([3.0, 4.0])
+    assert evaluate_batch(mp, np.array([[C0, C0]])).value_ms[0] == pytest.approx([3.0, 4.0])
+    # interference on a PE B does not use is not charged to it
+    assert evaluate_mapping(mp, [C1, C0]).apps[1].response_time_ms == pytest.approx(2.0)
+
+
+def test_interference_factor_and_release_jitter():
+    """Every time x the factor (the slowdown of a segment while other PEs run), then the
+    jitter added: A = 1.5 x (2 + 5) + 0.25, B = 1.5 x (5 + 2) + 0.25."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)])
+    b = prof("B", [("b1", 5, None)])
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)], interference_factor=1.5, release_jitter_ms=0.25)
+    ev = evaluate_mapping(mp, [C0, C0])
+    assert [x.response_time_ms for x in ev.apps] == pytest.approx([10.75, 10.75])
+    # with A every 20 ms, B's window of 13.75 ms can meet a job of A released up to
+    # R_A = 10.75 ms before it and the next: ceil((13.75 + 10.75) / 20) = 2 jobs
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 80, 1)], interference_factor=1.5, release_jitter_ms=0.25)
+    assert evaluate_mapping(mp, [C0, C0]).apps[1].response_time_ms == pytest.approx(7.75 + 2 * 3.0)
+    assert ev.apps[0].latency_ms == pytest.approx(2.0)  # the own schedule stays as profiled
+    tight = problem(p, [a, b], [("A", 10, 0), ("B", 40, 1)], interference_factor=1.5, release_jitter_ms=0.25)
+    ev = evaluate_mapping(tight, [C0, C0])
+    assert not ev.schedulable and ev.violations[0] == "A: response time 10.75 ms exceeds the period 10 ms"
+
+
+def test_executor_runs_a_networks_segments_on_a_pe_in_layer_order():
+    """Mapping PE0, PE1, PE0 on a fan-out (the third layer reads only the first): the third
+    segment waits for the first on PE0 as well as for its data, so a delay elsewhere can
+    never let a later segment overtake an earlier one (the analysis' ASAP order)."""
+    import onnx
+    from onnx import helper
+
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])
+    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [1, 4]) for n in ("b", "c", "d")]
+    nodes = [helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Relu", ["a"], ["c"]), helper.make_node("Neg", ["x"], ["d"])]
+    lm = layers(helper.make_model(helper.make_graph(nodes, "g", [x], outs), opset_imports=[helper.make_opsetid("", 13)],
+                                  ir_version=8))
+    segs = segments_of(lm, [0, 1, 0, 1])
+    assert [s.pe for s in segs] == [0, 1, 0, 1]
+    assert segs[2].preds == [0] and segs[3].preds == [1]  # the fourth reads only x: it waits for the second on PE1
+    assert 3 in segs[1].succs and segs[3].cross_preds == []
+
+
+# --------------------------------------------------------------------------- brute simulation
+
+
+def simulate(mp, genes, offsets, scale, horizon_jobs=6):
+    """Event simulation of executor.pipeline on the compiled costs: each network released
+    every period from its offset, its segments (runs of layers on one PE, cost = the
+    layers' occupancy x scale in (0, 1]) wait for their data and for the previous segment
+    of the network on their PE; a free PE takes the ready segment of the highest priority
+    (then earliest release) and runs it to the end. Returns each network's worst response."""
+    maps = mp.split(genes)
+    segs = []  # per app: list of (pe, cost, preds)
+    for a, (app, m) in enumerate(zip(mp.apps, maps)):
+        c = [float(app.exec_time_ms[i, m[i]]) for i in range(app.n_layers)]
+        for e, (u, v) in enumerate(app.edges):
+            c[u] += float(app.edge_time_ms[e, m[u], m[v]])
+        seg_of, out, prev = [], [], {}
+        for i in range(app.n_layers):
+            if i == 0 or m[i] != m[i - 1]:
+                out.append([int(m[i]), 0.0, set()])
+                if m[i] in prev:
+                    out[-1][2].add(prev[m[i]])
+                prev[m[i]] = len(out) - 1
+            k = len(out) - 1
+            seg_of.append(k)
+            out[k][1] += c[i] * scale[a][k % len(scale[a])]
+            out[k][2] |= {seg_of[p] for p in app.preds[i] if seg_of[p] != k}
+        segs.append(out)
+    releases = sorted((offsets[a] + j * app.period_ms, a, j) for a, app in enumerate(mp.apps) for j in range(horizon_jobs))
+    left = {}  # (a, j) -> remaining deps per segment
+    done_at = {}
+    ready = [[] for _ in range(mp.n_pes)]
+    busy_until = [0.0] * mp.n_pes
+    running = [None] * mp.n_pes
+    events = []  # (time, kind, payload)
+    for t, a, j in releases:
+        heapq.heappush(events, (t, 1, (a, j)))
+    worst = [0.0] * len(mp.apps)
+    remaining = {}
+
+    def push(t, a, j, k):
+        heapq.heappush(ready[segs[a][k][0]], (mp.apps[a].priority, offsets[a] + j * mp.apps[a].period_ms, j, k, a))
+
+    while events:
+        t, kind, payload = heapq.heappop(events)
+        if kind == 1:
+            a, j = payload
+            left[(a, j)] = [len(s[2]) for s in segs[a]]
+            remaining[(a, j)] = len(segs[a])
+            for k, n in enumerate(left[(a, j)]):
+                if n == 0:
+                    push(t, a, j, k)
+        else:
+            p = payload
+            a, j, k = running[p]
+            running[p] = None
+            remaining[(a, j)] -= 1
+            if remaining[(a, j)] == 0:
+                worst[a] = max(worst[a], t - (offsets[a] + j * mp.apps[a].period_ms))
+            for k2, s in enumerate(segs[a]):
+                if k in s[2]:
+                    left[(a, j)][k2] -= 1
+                    if left[(a, j)][k2] == 0:
+                        push(t, a, j, k2)
+        # every free PE takes its best ready segment (same-time events first: a release
+        # at t is seen before a PE picks, as the executor's lock orders them either way)
+        if events and events[0][0] == t:
+            continue
+        for p in range(mp.n_pes):
+            if running[p] is None and ready[p]:
+                _, _, j, k, a = heapq.heappop(ready[p])
+                running[p] = (a, j, k)
+                heapq.heappush(events, (t + segs[a][k][1], 2, p))
+    return worst
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_simulated_responses_never_exceed_the_bound(seed):
+    rng = np.random.default_rng(seed)
+    plat_, profiles, req = varied_instance(rng, networks=int(rng.integers(2, 4)), layers=(2, 5), max_mappings=10**9)
+    req = req.model_copy(update={"analysis": "executor"})
+    for mp in compile_schedule(plat_, profiles, req).configs[:2]:
+        choices = mp.gene_choices()
+        for _ in range(6):
+            genes = np.array([rng.choice(c) for c in choices])
+            ev = evaluate_mapping(mp, genes)
+            if not ev.feasible or not all(x.meets_deadline for x in ev.apps):
+                continue
+            for _ in range(8):
+                offsets = [float(rng.uniform(0, app.period_ms)) for app in mp.apps]
+                scale = [rng.choice([1.0, 1.0, float(rng.uniform(0.2, 1.0))], size=8) for _ in mp.apps]
+                got = simulate(mp, genes, offsets, scale)
+                for a, app in enumerate(mp.apps):
+                    bound = next(x.response_time_ms for x in ev.apps if x.name == app.name)
+                    assert got[a] <= bound + 1e-7, (app.name, got[a], bound)
+
+
+def test_execute_report_names_the_analysis_its_prediction_comes_from():
+    """A two-network schedule of tiny models run for real: the report and `planner execute`'s
+    table say which analysis pred_R is the bound of."""
+    from executor import runtime
+    from executor.pe_profile import _two_layer_model
+    from executor.pipeline import run_schedule_entry
+    from planner.commands.execute import render_schedule
+    from planner.core.multiapp import analysis_terms
+    from planner.scheduling import entries_of
+
+    p = two_core_plat()
+    a = prof("A", [("l0", 0.05, None), ("l1", 0.05, ["l0"])])
+    b = prof("B", [("l0", 0.05, None), ("l1", 0.05, ["l0"])])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 30, 1)])
+    entry = entries_of(mp, [[C0, C1, C0, C0]], [False])[0]
+    doc = {"mode": "response_time", "entries": [entry.model_dump()],
+           "analysis": {"name": "executor", "terms": analysis_terms(mp)}}
+    lm = _two_layer_model(4096)
+    cpu = runtime.parse_device("cpu=CPUExecutionProvider")
+    rep = run_schedule_entry(doc, {"A": lm, "B": lm}, {"cpu": cpu, "gpu": cpu},  # the unused GPU PE: any device
+                             frames=3, warmup_frames=1, available_cores=[0, 0])
+    assert rep["analysis"] == "executor" and [n["frames_done"] for n in rep["networks"]] == [3, 3]
+    assert "pred_R is the worst case the executor analysis bounds" in render_schedule(rep)
