@@ -1,7 +1,9 @@
-"""`--executor dask://HOST:PORT` (issue 12, deliverable 8): jobs (brute, z3, ilp and GA
-schedules, the GA's evaluation map included) run on a Dask cluster started on loopback;
-cancel reaches the running task (its solve is killed); a worker killed mid-job gets the
-job re-run on another worker."""
+"""`--executor dask://HOST:PORT` (issue 12, deliverable 8; issue 28): jobs (brute, z3, ilp
+and GA schedules) run on a Dask cluster started on loopback, one task per attempt (the
+GA's evaluations stay in the job's process: a task never waits on tasks, so one-thread
+workers cannot deadlock); cancel reaches the running task (its solve is killed); a
+worker killed mid-job gets the job re-run on another worker; with no worker at all, jobs
+stay queued saying why and start when one joins."""
 
 from __future__ import annotations
 
@@ -81,7 +83,6 @@ def test_plan_and_schedule_jobs_run_on_the_cluster(api, cluster, plan_docs):
     sp = api.upload("platform", si.platform(rng).model_dump(mode="json", exclude_none=True))
     a, b = (api.upload("profile", si.profile(rng, n, 4).model_dump(mode="json", exclude_none=True)) for n in "AB")
     apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
-    # the seeded GA maps its evaluations over the cluster (the decomposed one, the default, scores in the job's process)
     for solver, n_apps, options in (("ilp", 1, {}), ("ga", 2, {"population": 16, "generations": 4, "chunks": 4,
                                                                "strategy": "seeded"})):
         r = api.client.post("/v1/schedules", json={"platform_id": sp, "solver": solver, "apps": apps[:n_apps], "options": options,
@@ -91,9 +92,29 @@ def test_plan_and_schedule_jobs_run_on_the_cluster(api, cluster, plan_docs):
         assert done["state"] == "succeeded", (done["message"], done.get("error"))
         sched = api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()["schedule"]
         assert sched["report"]["solver"] == solver and sched["entries"]
-    with Client(cluster.address, timeout="10s") as c:  # the GA's evaluations were tasks of the cluster
+    with Client(cluster.address, timeout="10s") as c:  # one task per job; the GA scored in the job's process
         prefixes = c.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
-    assert "score" in prefixes and "planner-job" in prefixes, prefixes
+    assert "planner-job" in prefixes and "score" not in prefixes, prefixes
+
+
+def test_chunked_ga_jobs_complete_on_one_thread_workers(api, cluster):
+    """Issue 28.1: as many chunked GA jobs as the cluster has threads (two workers, one
+    thread each): each job's task held its worker's only thread while waiting for its own
+    `_score` chunks queued behind it, and the jobs sat at running / progress 0 forever."""
+    rng = np.random.default_rng(11)
+    sp = api.upload("platform", si.platform(rng).model_dump(mode="json", exclude_none=True))
+    a, b = (api.upload("profile", si.profile(rng, n, 6).model_dump(mode="json", exclude_none=True)) for n in "CD")
+    apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
+    jobs = []
+    for seed in (1, 2, 3):
+        r = api.client.post("/v1/schedules", json={
+            "platform_id": sp, "solver": "ga", "apps": apps, "seed": seed, "time_limit_s": 60,
+            "options": {"population": 16, "generations": 6, "chunks": 2, "strategy": "seeded"}}, headers=api.h())
+        assert r.status_code == 202, r.text
+        jobs.append(r.json()["id"])
+    for job_id in jobs:
+        done = api.wait_job(job_id, timeout_s=90)
+        assert done["state"] == "succeeded" and done["attempts"] == 1, (done["message"], done.get("error"))
 
 
 def test_cancel_reaches_the_dask_task(api, cluster, plan_docs, tmp_path):
@@ -209,7 +230,7 @@ def test_a_job_whose_scheduler_went_away_is_re_queued_not_cancelled(tmp_path):
             own.scheduler.wait(10)
             job = wait_for(lambda: (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())["state"] != "running"
                            and j, what="the lost attempt to be given back")
-            assert job["state"] == "queued" and "lost the task" in job["message"], job
+            assert job["state"] == "queued" and "Dask" in job["message"], job  # lost the task / no scheduler
             own.scheduler = own._spawn("scheduler2", "scheduler", "--host", "127.0.0.1", "--port", str(own.port),
                                        "--no-dashboard", "--no-show")
             own.add_worker("w-new")  # a worker without a nanny leaves with its scheduler; its supervisor starts another
@@ -217,5 +238,43 @@ def test_a_job_whose_scheduler_went_away_is_re_queued_not_cancelled(tmp_path):
             assert done["state"] == "succeeded" and done["attempts"] == 2, (done["message"], done["attempts"])
             events = runs(log)
             assert [e["event"] for e in events][-2:] == ["start", "end"] and events[-1]["ppid"] == own.workers[-1].pid
+        finally:
+            api.client.__exit__(None, None, None)
+
+
+def test_with_no_worker_jobs_stay_queued_saying_why_and_start_when_one_joins(tmp_path):
+    """Issue 28.2: a cluster with no workers (they left with a restarted scheduler) took
+    jobs to `running / starting` with nothing running them. Now they stay `queued` with the
+    reason, no attempt spent, until a worker joins; a job whose only worker dies mid-solve
+    goes back to `queued` (same attempt) and runs again on the next worker."""
+    with DaskCluster(tmp_path / "dask", workers=0) as own:
+        api = start(tmp_path / "svc", executor=own.url)
+        try:
+            p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+            log = tmp_path / "idle.jsonl"
+            job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                                        "options": {"duration_s": 30, "log": str(log)}},
+                                     headers=api.h()).json()["id"]
+            job = wait_for(lambda: "no Dask worker" in (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())
+                           ["message"] and j, timeout_s=20, what="the queued job to say why")
+            time.sleep(2 * api.settings.poll_interval_s + 2.5)  # several claim rounds and a capacity refresh
+            job = api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json()
+            assert job["state"] == "queued" and job["attempts"] == 0 and job["started_at"] is None, job
+            assert own.address.removeprefix("tcp://") in job["message"], job["message"]
+
+            first = own.add_worker("w-late")
+            start_ = wait_for(lambda: runs(log), timeout_s=60, what="the solve to start on the new worker")[0]
+            job = wait_for(lambda: (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())["state"] == "running"
+                           and j, timeout_s=20, what="the job to be running")
+            assert job["attempts"] == 1 and job["started_at"] is not None
+            own.kill_worker(first.pid)  # its only worker dies mid-solve
+            wait_for(lambda: not alive(start_["pid"]), timeout_s=20, what="the solve to die with its worker")
+            job = wait_for(lambda: (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())["state"] == "queued"
+                           and j, timeout_s=20, what="the job back in the queue")
+            assert "no Dask worker" in job["message"] and job["attempts"] == 1, job
+            own.add_worker("w-next")
+            wait_for(lambda: len(runs(log)) >= 2, timeout_s=60, what="the solve to start again")
+            api.client.delete(f"/v1/jobs/{job_id}", headers=api.h())
+            assert api.wait_job(job_id)["state"] == "cancelled"
         finally:
             api.client.__exit__(None, None, None)

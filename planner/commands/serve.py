@@ -94,7 +94,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise InputError("--executor", f"'{args.executor}' is neither 'local' nor 'dask://HOST:PORT'")
     settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
                          replica_id=args.replica_id)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.insecure_dev:
         print(BANNER, file=sys.stderr, flush=True)
@@ -105,8 +105,20 @@ def run_serve(args: argparse.Namespace) -> int:
           f"{'in local worker processes' if settings.executor == 'local' else 'on ' + settings.executor}",
           file=sys.stderr, flush=True)
     uvicorn.run(create_app(settings), host=args.host, port=args.port, access_log=not args.no_access_log,
-                timeout_graceful_shutdown=5, log_level="info")
+                timeout_graceful_shutdown=5, log_level="info", log_config=_timestamped(uvicorn.config.LOGGING_CONFIG))
     return 0
+
+
+def _timestamped(config: dict) -> dict:
+    """uvicorn's log configuration with the time in front of every line (an operator
+    matching a log to an outage needs it)."""
+    import copy
+
+    config = copy.deepcopy(config)
+    for formatter in config.get("formatters", {}).values():
+        if "fmt" in formatter:
+            formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+    return config
 
 
 def first_admin(settings) -> None:  # noqa: ANN001

@@ -53,7 +53,8 @@ class DaskCluster:
         while time.monotonic() < deadline:
             try:
                 with Client(self.address, timeout="5s") as c:
-                    c.wait_for_workers(self.n, timeout=max(1.0, deadline - time.monotonic()))
+                    if self.n:  # a cluster of none is a test of its own
+                        c.wait_for_workers(self.n, timeout=max(1.0, deadline - time.monotonic()))
                 return self
             except (OSError, TimeoutError):
                 time.sleep(0.5)
