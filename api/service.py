@@ -138,6 +138,7 @@ class Service:
         self.planner = Planner(self.db, self.limits)
         self.plan_workers.start()
         self.auth = Authenticator(self.db, self.settings.insecure_dev, self.settings.token_cache_s)
+        self.bus.subscribe("tokens", self.auth.forget)  # a revocation on any replica
         self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts, lease_s=self.settings.job_lease_s,
                                poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus)
         self.executor.start(self.jobs)

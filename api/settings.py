@@ -71,7 +71,6 @@ class Settings:
     executor: str = "local"  # where jobs run: "local" (a process pool) or "dask://HOST:PORT"
     job_lease_s: float = 20.0  # a replica's claim on a job attempt holds this long unless renewed
     replica_id: str | None = None  # lease owner name; default: host-pid-random (stable: take back own jobs at restart)
-    session_secret: str | None = None  # signs the web UI's session cookie; None = random per process (log in again after a restart)
 
     @property
     def url(self) -> str:
@@ -115,6 +114,5 @@ class Settings:
             job_lease_s=_env_float("PLANNER_JOB_LEASE_S", 20.0),
             replica_id=os.environ.get("PLANNER_REPLICA_ID") or None,
             poll_interval_s=_env_float("PLANNER_POLL_INTERVAL_S", 1.0),
-            session_secret=os.environ.get("PLANNER_SESSION_SECRET") or None,
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

@@ -323,3 +323,42 @@ def test_a_postgres_outage_logs_a_bounded_number_of_lines(tmp_path, pg):
     assert sum("database unavailable" in ln for ln in lines) == 1 and sum("database back after" in ln for ln in lines) == 1, during
     assert re.search(rf"job {job_id} \(plan, test-slow\) attempt 1 succeeded", during), during
     assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", ln) for ln in lines if "planner." in ln), lines
+
+
+def test_ui_sessions_and_revocations_hold_across_replicas(tmp_path, pg):
+    """Issue 28.5: a UI login on A was refused on B (a per-process cookie key), and a token
+    revoked through A stayed valid on B for the token cache time. Now a login holds on both,
+    logout on A ends it on B, and a revocation through A takes effect on B at once although
+    B caches tokens for 30 s (NOTIFY)."""
+    import re
+
+    db = Database(pg.url, run_migrations=False)
+    admin_id, admin = create_token(db, "admin-x", ["admin"], [])
+    user_id, user = create_token(db, "ui-x", ["pipeline"], [])
+    db.dispose()
+    a = replica(tmp_path, pg, "rep-ua", PLANNER_TOKEN_CACHE_S="30").start()
+    b = replica(tmp_path, pg, "rep-ub", PLANNER_TOKEN_CACHE_S="30").start()
+    try:
+        with httpx.Client(base_url=a.url, timeout=30) as ca, httpx.Client(base_url=b.url, timeout=30) as cb:
+            csrf = re.search(r'name="csrf" value="([^"]+)"', ca.get("/ui/login").text).group(1)
+            r = ca.post("/ui/login", data={"csrf": csrf, "token": user, "next": "/ui/plans"})
+            assert r.status_code == 303 and r.headers["location"] == "/ui/plans", r.text[:300]
+            cb.cookies = ca.cookies  # the browser, now behind the load balancer on B
+            r = cb.get("/ui/plans", follow_redirects=False)
+            assert r.status_code == 200, r.headers.get("location")
+            page = cb.get("/ui/plans").text
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+            replay = dict(ca.cookies.items())
+            assert ca.post("/ui/logout", data={"csrf": csrf}, follow_redirects=False).status_code == 303  # on A
+            r = httpx.get(f"{b.url}/ui/plans", cookies=replay, follow_redirects=False)
+            assert r.status_code == 303 and r.headers["location"].startswith("/ui/login"), r.status_code
+
+            bearer = {"Authorization": f"Bearer {user}"}
+            assert cb.get("/v1/plans", headers=bearer).status_code == 200  # B has it cached for 30 s
+            r = ca.delete(f"/v1/tokens/{user_id}", headers={"Authorization": f"Bearer {admin}"})
+            assert r.status_code == 200, r.text
+            wait_for(lambda: cb.get("/v1/plans", headers=bearer).status_code == 401, timeout_s=2.0,
+                     what="the revoked token refused on the other replica")
+    finally:
+        a.stop()
+        b.stop()
