@@ -193,9 +193,9 @@ class JobManager:
         self._queued()
         return job
 
-    def create_schedule(self, platform_id: str, solver: str, submission_json: str) -> JobRow:
+    def create_schedule(self, platform_id: str, solver: str, submission_json: str, request_key: str | None = None) -> JobRow:
         job = JobRow(id=new_id("job"), kind="schedule", platform_id=platform_id, profile_id=None, solver=solver,
-                     request=submission_json, state="queued", progress=0.0, message="queued", attempts=0,
+                     request=submission_json, request_key=request_key, state="queued", progress=0.0, message="queued", attempts=0,
                      created_at=utcnow())
         readable(job)
         with self.db.session() as s:

@@ -126,7 +126,7 @@ class _ScheduleSubmissionBase(Strict):
     def request(self, profile_names: list[str]) -> ScheduleRequest:
         """The core's ScheduleRequest, app i naming profile_names[i]; raises pydantic's
         ValidationError with the same paths as this document (apps[i].priority, mode, ...)."""
-        data = self.model_dump(exclude={"platform_id", "apps"})
+        data = self.model_dump(exclude={"platform_id", "apps", "reuse"})
         data["apps"] = [{**a.model_dump(exclude={"profile_id"}), "profile": n} for a, n in zip(self.apps, profile_names)]
         return ScheduleRequest.model_validate(data)
 
@@ -136,6 +136,9 @@ ScheduleSubmission = create_model(
     __doc__="A schedule request (Kang et al.: several networks sharing the PEs) naming uploaded documents by id.",
     platform_id=(Sha256, Field(description="Id of an uploaded platform")),
     apps=(list[AppSubmission], Field(min_length=1, max_length=16)),
+    reuse=(bool, Field(True, description="Answer with the job (200 once it succeeded, 202 while it runs) of an "
+                                         "identical earlier request (same documents, request and seed, this planner "
+                                         "version) instead of computing it again; false computes it again")),
     **{k: (f.annotation, f) for k, f in ScheduleRequest.model_fields.items() if k != "apps"},
 )
 

@@ -255,3 +255,23 @@ def test_a_profile_measured_on_devices_the_platform_lacks_is_422_naming_them(api
     err = problem_of(api.client.post("/v1/schedules", json=b, headers=api.h()), 422)
     assert err["errors"][0]["path"] == "apps[1].profile_id"
     assert "device(s) 'tpu' (1 measurement) that platform 'tiny' lacks" in err["errors"][0]["reason"]
+
+
+def test_an_identical_schedule_request_is_answered_from_the_store(api, ids):
+    """Issue 28.8: the same body (no idempotency key) was computed again each time."""
+    b = body(ids, seed=28, max_entries=2)
+    first = api.client.post("/v1/schedules", json=b, headers=api.h())
+    assert first.status_code == 202, first.text
+    again = api.client.post("/v1/schedules", json=b, headers=api.h())  # while it may still run: the same job
+    assert again.json()["id"] == first.json()["id"]
+    done = api.wait_job(first.json()["id"])
+    assert done["state"] == "succeeded", done
+    total = jobs_total(api)
+    r = api.client.post("/v1/schedules", json=b, headers=api.h())
+    assert r.status_code == 200 and r.json()["id"] == done["id"] and r.json()["schedule_id"] == done["schedule_id"]
+    assert jobs_total(api) == total  # nothing queued
+    other = api.client.post("/v1/schedules", json={**b, "seed": 29}, headers=api.h())
+    assert other.status_code == 202 and other.json()["id"] != done["id"]
+    fresh = api.client.post("/v1/schedules", json={**b, "reuse": False}, headers=api.h())
+    assert fresh.status_code == 202 and fresh.json()["id"] not in (done["id"], other.json()["id"])
+    assert fresh.json()["request"]["reuse"] is False
