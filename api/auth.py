@@ -112,19 +112,20 @@ def list_tokens(db: Database) -> list[TokenInfo]:
         return [TokenInfo(r.id, r.name, r.scopes.split(","), json.loads(r.deployments), r.created_at, r.revoked_at) for r in rows]
 
 
-FIRST_ADMIN_FILE = "admin-token"
-
-
-def ensure_first_admin(db: Database, data_dir: Path) -> tuple[str, str, Path] | None:
-    """A service with no token at all gets one admin token, once: its secret is
-    returned to be printed and written (mode 0600) to data_dir/admin-token, so a
-    first-time user can authenticate. A store that has ever had a token (even a
-    revoked one) gets none: a restart never mints another."""
+def has_tokens(db: Database) -> bool:
     with db.session() as s:
-        if s.scalar(select(TokenRow.id).limit(1)) is not None:
-            return None
+        return s.scalar(select(TokenRow.id).limit(1)) is not None
+
+
+def ensure_first_admin(db: Database, path: Path) -> tuple[str, str, Path] | None:
+    """A service with no token at all gets one admin token, once: its secret is
+    returned to be printed and written (mode 0600) to `path`, so a first-time user can
+    authenticate. A store that has ever had a token (even a revoked one) gets none: a
+    restart never mints another."""
+    if has_tokens(db):
+        return None
     token_id, secret = create_token(db, "first-admin", ["admin"])
-    path = Path(data_dir).resolve() / FIRST_ADMIN_FILE
+    path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -36,6 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--replica-id", default=None, metavar="NAME",
                    help="this replica's name in job leases; a restarted replica with the same name takes its jobs back "
                         "at once (default $PLANNER_REPLICA_ID or host-pid-random)")
+    p.add_argument("--admin-token-file", default=None, metavar="FILE",
+                   help="where the first start of an empty store writes its admin token (mode 0600); default "
+                        "$PLANNER_ADMIN_TOKEN_FILE, else DATA_DIR/admin-token with SQLite and none with DATABASE_URL "
+                        "(create one with 'planner token create --scope admin')")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     p.set_defaults(func=run_serve)
 
@@ -93,7 +97,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.executor is not None and args.executor != "local" and not args.executor.startswith("dask://"):
         raise InputError("--executor", f"'{args.executor}' is neither 'local' nor 'dask://HOST:PORT'")
     settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
-                         replica_id=args.replica_id)
+                         replica_id=args.replica_id,
+                         admin_token_file=Path(args.admin_token_file) if args.admin_token_file else None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.insecure_dev:
@@ -122,13 +127,21 @@ def _timestamped(config: dict) -> dict:
 
 
 def first_admin(settings) -> None:  # noqa: ANN001
-    """First run: an empty store gets an admin token, printed once with where it is kept."""
-    from api.auth import ensure_first_admin
+    """First run: an empty store gets an admin token, printed once with where it is kept;
+    with DATABASE_URL and no admin token file configured, none: the operator makes one."""
+    from api.auth import ensure_first_admin, has_tokens
     from api.db import Database
 
     db = Database(settings.url)
     try:
-        made = ensure_first_admin(db, Path(settings.data_dir))
+        path = settings.first_admin_file
+        if path is None:
+            if not has_tokens(db):
+                print("planner: the database has no API token yet: create one with 'planner token create --name admin "
+                      "--scope admin' (it reads DATABASE_URL), or set PLANNER_ADMIN_TOKEN_FILE=FILE (outside any source "
+                      "tree) for the first start to write one there", file=sys.stderr, flush=True)
+            return
+        made = ensure_first_admin(db, path)
     finally:
         db.dispose()
     if made is None:
