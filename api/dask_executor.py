@@ -17,6 +17,7 @@ from api.executors import Executor, JobEvents
 from api.worker import JobOutcome, JobSpec, failure
 
 log = logging.getLogger("planner.jobs")
+RECONNECT_EVERY_S = 10.0
 
 
 class DaskExecutor(Executor):
@@ -36,6 +37,7 @@ class DaskExecutor(Executor):
         self.client = None
         self._events: queue_mod.Queue = queue_mod.Queue()
         self._relay: threading.Thread | None = None
+        self._next_reconnect = 0.0
         self._threads = (0.0, 0)  # (when asked, the cluster's worker threads; -1: the scheduler did not answer)
 
     @property
@@ -43,6 +45,7 @@ class DaskExecutor(Executor):
         """Attempts this replica runs at once: the cluster's worker threads (or as configured),
         asked of the scheduler at most every 2 s; 0 while the scheduler is away or has no
         workers (the jobs then stay queued, saying why: waiting_reason)."""
+        self._reconnect()
         if self.client is None or self.client.status != "running":
             return 0  # the scheduler is away: claim nothing (another replica may)
         asked, n = self._threads
@@ -67,6 +70,30 @@ class DaskExecutor(Executor):
         if self._threads[1] == 0:
             return f"queued: no Dask worker is connected to {self.address}; jobs start when one joins"
         return None
+
+    def _reconnect(self) -> None:
+        """A Dask client gives up after its timeout without the scheduler and stays closed:
+        try a new one every RECONNECT_EVERY_S (briefly: this runs in the claim loop), so a
+        scheduler back after minutes gets this replica's jobs again without a restart."""
+        if self.client is None or self.client.status not in ("closed", "closing") or self._stopping.is_set():
+            return
+        if time.monotonic() < self._next_reconnect:
+            return
+        self._next_reconnect = time.monotonic() + RECONNECT_EVERY_S
+        from distributed import Client
+
+        try:
+            client = Client(self.address, timeout=f"{min(5.0, self.connect_timeout_s)}s", set_as_default=False)
+        except Exception:  # noqa: BLE001 - still away: the jobs stay queued saying so
+            return
+        old, self.client = self.client, client
+        client.subscribe_topic(self.topic, lambda event: self._events.put(event[1]))
+        self._threads = (0.0, 0)
+        log.warning("reconnected to the Dask scheduler at %s", self.address)
+        try:
+            old.close(timeout=2)
+        except Exception:  # noqa: BLE001
+            pass
 
     def start(self, events: JobEvents) -> None:
         from distributed import Client

@@ -278,3 +278,39 @@ def test_with_no_worker_jobs_stay_queued_saying_why_and_start_when_one_joins(tmp
             assert api.wait_job(job_id)["state"] == "cancelled"
         finally:
             api.client.__exit__(None, None, None)
+
+
+def test_the_executor_reconnects_to_a_scheduler_back_after_its_client_gave_up(tmp_path, monkeypatch):
+    """A Dask client closes for good once its reconnect timeout passes without the
+    scheduler: the replica then claimed nothing until restarted. Now it tries a new client
+    and claims again when the scheduler is back with a worker."""
+    import signal
+
+    from api import dask_executor
+    from api.dask_executor import DaskExecutor
+
+    monkeypatch.setattr(dask_executor, "RECONNECT_EVERY_S", 1.0)
+
+    class Events:
+        def started(self, job_id): ...  # noqa: ANN001, ANN201, E704
+
+        def progress(self, job_id, fraction, message): ...  # noqa: ANN001, ANN201, E704
+
+        def finished(self, job_id, outcome): ...  # noqa: ANN001, ANN201, E704
+
+    with DaskCluster(tmp_path / "dask", workers=1) as own:
+        ex = DaskExecutor(own.url, connect_timeout_s=2.0)
+        ex.start(Events())
+        try:
+            assert ex.capacity == 1
+            os.killpg(own.scheduler.pid, signal.SIGKILL)
+            own.scheduler.wait(10)
+            wait_for(lambda: ex.client.status == "closed", timeout_s=30, what="the client to give up")
+            time.sleep(3.0)  # away a while longer: reconnect attempts fail quietly
+            assert ex.capacity == 0 and "does not answer" in ex.waiting_reason()
+            own.scheduler = own._spawn("scheduler2", "scheduler", "--host", "127.0.0.1", "--port", str(own.port),
+                                       "--no-dashboard", "--no-show")
+            own.add_worker("w-back")
+            wait_for(lambda: ex.capacity == 1, timeout_s=60, what="the executor to see the scheduler and its worker again")
+        finally:
+            ex.shutdown()

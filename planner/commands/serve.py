@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--insecure-dev", action="store_true", help="no authentication: every caller is admin (development only)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="solver worker processes (default 1)")
     p.add_argument("--executor", default=None, metavar="WHERE",
-                   help="where solver jobs run: 'local' (worker processes) or 'dask://HOST:PORT' (a Dask scheduler); "
+                   help="where solver jobs run: 'local' (worker processes) or 'dask://HOST:PORT' (a Dask scheduler; "
+                        "tls://HOST:PORT with Dask's TLS settings, DASK_DISTRIBUTED__COMM__TLS__*); "
                         "default $PLANNER_EXECUTOR or local")
     p.add_argument("--replica-id", default=None, metavar="NAME",
                    help="this replica's name in job leases; a restarted replica with the same name takes its jobs back "
@@ -94,7 +95,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise InputError("--port", f"{args.port} is not a TCP port")
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers", "needs at least 1 worker process")
-    if args.executor is not None and args.executor != "local" and not args.executor.startswith("dask://"):
+    if args.executor is not None and args.executor != "local" and not args.executor.startswith(("dask://", "tls://")):
         raise InputError("--executor", f"'{args.executor}' is neither 'local' nor 'dask://HOST:PORT'")
     settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
                          replica_id=args.replica_id,
