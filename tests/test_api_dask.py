@@ -20,7 +20,7 @@ from tests.support.api import start
 
 pytest.importorskip("distributed", reason="pip install -e '.[test]' installs dask[distributed]")
 
-from tests.support.dask_cluster import DaskCluster  # noqa: E402
+from tests.support.dask_cluster import LOOPBACK_HTTP, DaskCluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +232,7 @@ def test_a_job_whose_scheduler_went_away_is_re_queued_not_cancelled(tmp_path):
                            and j, what="the lost attempt to be given back")
             assert job["state"] == "queued" and "Dask" in job["message"], job  # lost the task / no scheduler
             own.scheduler = own._spawn("scheduler2", "scheduler", "--host", "127.0.0.1", "--port", str(own.port),
-                                       "--no-dashboard", "--no-show")
+                                       *LOOPBACK_HTTP, "--no-show")
             own.add_worker("w-new")  # a worker without a nanny leaves with its scheduler; its supervisor starts another
             done = api.wait_job(job_id, timeout_s=90)
             assert done["state"] == "succeeded" and done["attempts"] == 2, (done["message"], done["attempts"])
@@ -309,7 +309,7 @@ def test_the_executor_reconnects_to_a_scheduler_back_after_its_client_gave_up(tm
             time.sleep(3.0)  # away a while longer: reconnect attempts fail quietly
             assert ex.capacity == 0 and "does not answer" in ex.waiting_reason()
             own.scheduler = own._spawn("scheduler2", "scheduler", "--host", "127.0.0.1", "--port", str(own.port),
-                                       "--no-dashboard", "--no-show")
+                                       *LOOPBACK_HTTP, "--no-show")
             own.add_worker("w-back")
             wait_for(lambda: ex.capacity == 1, timeout_s=60, what="the executor to see the scheduler and its worker again")
         finally:

@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.support.server import ROOT, free_port
 
 DASK = Path(sys.executable).parent / "dask"
+LOOPBACK_HTTP = ("--no-dashboard", "--dashboard-address", "127.0.0.1:0")  # --no-dashboard alone still serves on 0.0.0.0
 
 
 def _die_with_parent() -> None:
@@ -46,7 +47,7 @@ class DaskCluster:
         from distributed import Client
 
         self.scheduler = self._spawn("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                                     "--no-dashboard", "--no-show")
+                                     *LOOPBACK_HTTP, "--no-show")
         for i in range(self.n):
             self.add_worker(f"w{i}")
         deadline = time.monotonic() + timeout_s
@@ -63,7 +64,7 @@ class DaskCluster:
 
     def add_worker(self, name: str) -> subprocess.Popen:
         w = self._spawn(name, "worker", self.address, "--name", name, "--nthreads", str(self.threads), "--no-nanny",
-                        "--no-dashboard", "--host", "127.0.0.1")
+                        *LOOPBACK_HTTP, "--host", "127.0.0.1")
         self.workers.append(w)
         return w
 
