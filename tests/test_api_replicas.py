@@ -362,3 +362,30 @@ def test_ui_sessions_and_revocations_hold_across_replicas(tmp_path, pg):
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_run_that_finished_itself_is_not_stopped_as_stale(pg, caplog):
+    """Issue 28.6: the heartbeat's snapshot of its runs raced the recording of a success,
+    and logged `attempt 1 is no longer current here; stopping it` for a job that had just
+    succeeded (and cancelled it in the engine)."""
+    import logging
+
+    db = Database(pg.url, run_migrations=False)
+    ex = _Recorder()
+    jm = JobManager(db, ex, max_attempts=3, lease_s=30, replica="race-a")
+    from api.rows import DocumentRow
+    from planner.plan import make_plan
+    from planner.core.schema import ModelProfile, PlanRequest, Platform
+
+    with db.session() as s:
+        p_id, m_id = (s.scalar(select(DocumentRow.id).where(DocumentRow.kind == k)) for k in ("platform", "profile"))
+    request = PlanRequest(solver="dp", seed=2828)
+    job = jm.create(p_id, m_id, "dp", request.model_dump_json())
+    assert jm.claim() == [job.id]
+    jm.started(job.id)
+    plan = make_plan(Platform.model_validate(docs.platform()), ModelProfile.model_validate(docs.profile()), request)
+    jm._record(job.id, JobOutcome("succeeded", plan_json=plan.model_dump_json()))  # recorded, not yet forgotten
+    with caplog.at_level(logging.INFO, logger="planner.jobs"):
+        jm.heartbeat()
+    assert ex.cancelled == [] and "no longer current" not in caplog.text, caplog.text
+    db.dispose()
