@@ -314,3 +314,52 @@ def test_the_executor_reconnects_to_a_scheduler_back_after_its_client_gave_up(tm
             wait_for(lambda: ex.capacity == 1, timeout_s=60, what="the executor to see the scheduler and its worker again")
         finally:
             ex.shutdown()
+
+
+def _certificates(folder) -> tuple:  # noqa: ANN001
+    """A throwaway CA and one certificate for 127.0.0.1 it signed (openssl)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=planner-test-ca",
+        "-keyout", "ca.key", "-out", "ca.pem")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=planner-node", "-keyout", "node.key", "-out", "node.csr")
+    (folder / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
+        "-extfile", "ext.cnf", "-out", "node.pem")
+    return folder / "ca.pem", folder / "node.pem", folder / "node.key"
+
+
+def test_jobs_run_on_a_tls_cluster_configured_as_the_readme_says(tmp_path):
+    """The README's "Securing a real cluster": scheduler and workers with --protocol tls and
+    certificates, `planner serve --executor tls://...` with Dask's TLS settings in its
+    environment; a client without them is refused."""
+    from distributed import Client
+
+    from tests.support.server import Server
+
+    tls = _certificates(tmp_path / "certs")
+    with DaskCluster(tmp_path / "dask", workers=1, tls=tls) as own:
+        with pytest.raises(Exception):  # noqa: B017 - plain TCP, no certificate: no way in
+            Client(own.address.replace("tls://", "tcp://"), timeout="3s").close()
+        server = Server(tmp_path / "svc", insecure=True, env=own.client_env, extra_args=("--executor", own.url)).start()
+        try:
+            import httpx
+
+            c = httpx.Client(base_url=server.url, timeout=60)
+            p = c.post("/v1/platforms", json=docs.platform()).json()["id"]
+            m = c.post("/v1/profiles", json=docs.profile()).json()["id"]
+            job = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "z3"}).json()
+            done = wait_for(lambda: (j := c.get(f"/v1/jobs/{job['id']}").json())["state"] in ("succeeded", "failed") and j,
+                            timeout_s=120, what="the job on the TLS cluster")
+            assert done["state"] == "succeeded", done
+            assert "tls://127.0.0.1" in server.log.read_text()
+        finally:
+            server.stop()
