@@ -194,7 +194,8 @@ class ScheduleList(Page):
 class JobResource(BaseModel):
     id: str
     kind: Literal["plan", "schedule"] = Field("plan", description="plan: POST /v1/plans; schedule: POST /v1/schedules")
-    state: JobState
+    state: JobState = Field(description="queued until a worker starts solving it (claimed or not: `message` says what "
+                                        "it waits for); running while a worker solves it; then succeeded, failed or cancelled")
     progress: float = Field(ge=0, le=1)
     message: str
     solver: str
@@ -206,7 +207,7 @@ class JobResource(BaseModel):
     schedule_id: str | None = Field(None, description="The schedule a succeeded schedule job made")
     error: dict[str, Any] | None = Field(None, description="Problem details when the job failed")
     created_at: dt.datetime
-    started_at: dt.datetime | None = None
+    started_at: dt.datetime | None = Field(None, description="When a worker began solving the current attempt")
     finished_at: dt.datetime | None = None
 
 
