@@ -334,8 +334,7 @@ class JobManager:
                     err = {"type": "/problems/unreadable-job", "title": "Unreadable job", "status": 422, "detail": reason,
                            "errors": [{"path": "<job>", "reason": reason}]}
                     s.execute(update(JobRow).where(JobRow.id == job.id, JobRow.attempts == job.attempts + 1).values(
-                        state="failed", finished_at=now, message=reason, error=json.dumps(err), lease_expires_at=None)
-                        .execution_options(synchronize_session=False))
+                        state="failed", finished_at=now, message=reason, error=json.dumps(err), lease_expires_at=None))
         for spec in specs:
             with self._lock:
                 self.local[spec.job_id] = spec.attempt

@@ -18,7 +18,7 @@ def upgrade() -> None:
         "ui_sessions",
         sa.Column("id_sha256", sa.String(length=64), primary_key=True),
         sa.Column("token_id", sa.String(length=40), sa.ForeignKey("tokens.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("created_at", sa.DateTime(), nullable=True),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("expires_at", sa.DateTime(), nullable=False),
     )
     op.create_index("ix_ui_sessions_token_id", "ui_sessions", ["token_id"])
