@@ -26,7 +26,7 @@ which device and DVFS level runs each slice). Upload a platform and a model prof
 request a plan, point a deployment at it; on-device executors pull the active plan.
 
 Authenticate with `Authorization: Bearer <token>`. The first start of an empty service prints an admin
-token (and writes it to DATA_DIR/admin-token); admins make others at `POST /v1/tokens` or with `planner token create`.
+token (SQLite: written to DATA_DIR/admin-token; with DATABASE_URL only to PLANNER_ADMIN_TOKEN_FILE, if set); admins make others at `POST /v1/tokens` or with `planner token create`.
 Errors are `application/problem+json` with the JSON path and reason of each issue."""
 
 

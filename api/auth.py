@@ -87,10 +87,23 @@ def create_token(db: Database, name: str, scopes: list[str], deployments: list[s
     return token_id, secret
 
 
-def revoke_token(db: Database, token_id: str) -> bool:
+def revoke_token(db: Database, token_id: str, bus=None) -> bool:  # noqa: ANN001
+    """Revoke, then tell every replica to forget its cached answers (`bus`: the service's;
+    default: one for db's URL, which reaches other processes on PostgreSQL only)."""
     with db.session() as s:
         res = s.execute(update(TokenRow).where(TokenRow.id == token_id, TokenRow.revoked_at.is_(None)).values(revoked_at=utcnow()))
-        return res.rowcount > 0
+        done = res.rowcount > 0
+    if done:
+        from api.events import make_bus
+
+        own = bus is None
+        bus = make_bus(db.url) if own else bus
+        try:
+            bus.publish("tokens", token_id)
+        finally:
+            if own:
+                bus.stop()
+    return done
 
 
 def list_tokens(db: Database) -> list[TokenInfo]:
@@ -99,19 +112,20 @@ def list_tokens(db: Database) -> list[TokenInfo]:
         return [TokenInfo(r.id, r.name, r.scopes.split(","), json.loads(r.deployments), r.created_at, r.revoked_at) for r in rows]
 
 
-FIRST_ADMIN_FILE = "admin-token"
-
-
-def ensure_first_admin(db: Database, data_dir: Path) -> tuple[str, str, Path] | None:
-    """A service with no token at all gets one admin token, once: its secret is
-    returned to be printed and written (mode 0600) to data_dir/admin-token, so a
-    first-time user can authenticate. A store that has ever had a token (even a
-    revoked one) gets none: a restart never mints another."""
+def has_tokens(db: Database) -> bool:
     with db.session() as s:
-        if s.scalar(select(TokenRow.id).limit(1)) is not None:
-            return None
+        return s.scalar(select(TokenRow.id).limit(1)) is not None
+
+
+def ensure_first_admin(db: Database, path: Path) -> tuple[str, str, Path] | None:
+    """A service with no token at all gets one admin token, once: its secret is
+    returned to be printed and written (mode 0600) to `path`, so a first-time user can
+    authenticate. A store that has ever had a token (even a revoked one) gets none: a
+    restart never mints another."""
+    if has_tokens(db):
+        return None
     token_id, secret = create_token(db, "first-admin", ["admin"])
-    path = Path(data_dir).resolve() / FIRST_ADMIN_FILE
+    path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -121,7 +135,9 @@ def ensure_first_admin(db: Database, data_dir: Path) -> tuple[str, str, Path] | 
 
 class Authenticator:
     """Checks bearer tokens; results are cached briefly (token_cache_s) to keep the
-    database off the hot path, so a revocation takes effect within that time."""
+    database off the hot path. A revocation clears the cache of every replica at once
+    (the "tokens" event, PostgreSQL NOTIFY); were that message lost, it takes effect
+    within token_cache_s anyway."""
 
     def __init__(self, db: Database, insecure: bool, cache_s: float):
         self.db = db
@@ -147,6 +163,11 @@ class Authenticator:
                 self._cache.clear()
             self._cache[digest] = (now + self.cache_s, principal)
         return principal
+
+    def forget(self, _payload: str | None = None) -> None:
+        """Drop every cached answer (a token was revoked, here or on another replica)."""
+        with self._lock:
+            self._cache.clear()
 
     def authenticate(self, credentials: HTTPAuthorizationCredentials | None) -> Principal:
         if self.insecure:

@@ -17,6 +17,7 @@ from api.executors import Executor, JobEvents
 from api.worker import JobOutcome, JobSpec, failure
 
 log = logging.getLogger("planner.jobs")
+RECONNECT_EVERY_S = 10.0
 
 
 class DaskExecutor(Executor):
@@ -36,24 +37,63 @@ class DaskExecutor(Executor):
         self.client = None
         self._events: queue_mod.Queue = queue_mod.Queue()
         self._relay: threading.Thread | None = None
-        self._threads = (0.0, 1)  # (when asked, the cluster's worker threads)
+        self._next_reconnect = 0.0
+        self._threads = (0.0, 0)  # (when asked, the cluster's worker threads; -1: the scheduler did not answer)
 
     @property
     def capacity(self) -> int:
         """Attempts this replica runs at once: the cluster's worker threads (or as configured),
-        asked of the scheduler at most every 2 s."""
+        asked of the scheduler at most every 2 s; 0 while the scheduler is away or has no
+        workers (the jobs then stay queued, saying why: waiting_reason)."""
+        self._reconnect()
         if self.client is None or self.client.status != "running":
             return 0  # the scheduler is away: claim nothing (another replica may)
-        if self._capacity:
-            return self._capacity
         asked, n = self._threads
         if time.monotonic() - asked > 2.0:
             try:
-                n = max(1, sum(self.client.nthreads().values()))
-            except Exception:  # noqa: BLE001 - the scheduler unreachable: claim no more than one
-                n = 1
+                n = sum(self.client.nthreads().values())
+            except Exception:  # noqa: BLE001 - the scheduler unreachable: claim nothing
+                n = -1
             self._threads = (time.monotonic(), n)
-        return n
+        if n <= 0:
+            return 0
+        return self._capacity or n
+
+    @property
+    def workerless(self) -> bool:
+        """The scheduler answers and has no worker: no task of ours can be running."""
+        return self.client is not None and self.client.status == "running" and self._threads[1] == 0
+
+    def waiting_reason(self) -> str | None:
+        if self.client is None or self.client.status != "running" or self._threads[1] < 0:
+            return f"queued: the Dask scheduler at {self.address} does not answer; jobs start when it is back with workers"
+        if self._threads[1] == 0:
+            return f"queued: no Dask worker is connected to {self.address}; jobs start when one joins"
+        return None
+
+    def _reconnect(self) -> None:
+        """A Dask client gives up after its timeout without the scheduler and stays closed:
+        try a new one every RECONNECT_EVERY_S (briefly: this runs in the claim loop), so a
+        scheduler back after minutes gets this replica's jobs again without a restart."""
+        if self.client is None or self.client.status not in ("closed", "closing") or self._stopping.is_set():
+            return
+        if time.monotonic() < self._next_reconnect:
+            return
+        self._next_reconnect = time.monotonic() + RECONNECT_EVERY_S
+        from distributed import Client
+
+        try:
+            client = Client(self.address, timeout=f"{min(5.0, self.connect_timeout_s)}s", set_as_default=False)
+        except Exception:  # noqa: BLE001 - still away: the jobs stay queued saying so
+            return
+        old, self.client = self.client, client
+        client.subscribe_topic(self.topic, lambda event: self._events.put(event[1]))
+        self._threads = (0.0, 0)
+        log.warning("reconnected to the Dask scheduler at %s", self.address)
+        try:
+            old.close(timeout=2)
+        except Exception:  # noqa: BLE001
+            pass
 
     def start(self, events: JobEvents) -> None:
         from distributed import Client
@@ -87,7 +127,7 @@ class DaskExecutor(Executor):
 
         for earlier in range(1, spec.attempt):  # a dead replica's run may still go on in the cluster: stop it
             Event(cancel_name(spec, earlier), client=self.client).set()
-        future = self.client.submit(run_attempt, spec, self.topic, self.solver_modules, self.address,
+        future = self.client.submit(run_attempt, spec, self.topic, self.solver_modules,
                                     key=f"planner-job-{spec.job_id}-a{spec.attempt}", pure=False)
         with self._lock:
             self._futures[spec.job_id] = (future, spec, None)  # the time limit starts when a worker starts it

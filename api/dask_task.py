@@ -3,9 +3,14 @@ process of its own (`python -m api.dask_task`, its own process group, killed wit
 worker by a parent-death signal) and relays the child's events to the service
 (`Worker.log_event` on the attempt's topic), while watching the attempt's
 cancellation flag (a `distributed.Event`): a cancel or a time-out kills the child,
-whatever the solver is doing (a native z3 or CBC call checks no callback). A GA
-schedule's evaluation map runs on the cluster too (a client in the child maps the
-GA's chunks over the workers).
+whatever the solver is doing (a native z3 or CBC call checks no callback).
+
+The task waits on a process, never on other tasks: a GA's evaluations run in the
+job's child process (its `workers` option: a process pool on that worker's machine),
+not as tasks of the cluster. Mapping them over the cluster deadlocked one-thread
+workers (the job held the thread its own chunk needed) and never paid: a round trip
+through the scheduler costs ~45 ms on loopback against ~6-15 ms to score a whole
+generation in place (bench/dask_chunks.py). The cluster's parallelism is across jobs.
 
 Protocol on the child's fd 1 (the solver's own prints are sent to stderr): one JSON
 line per event, ["started", id], ["progress", id, fraction, message], then
@@ -31,14 +36,14 @@ def cancel_name(spec: JobSpec, attempt: int | None = None) -> str:
     return f"planner-cancel-{spec.job_id}-a{spec.attempt if attempt is None else attempt}"
 
 
-def run_attempt(spec: JobSpec, topic: str, solver_modules: tuple[str, ...], scheduler: str) -> dict:
+def run_attempt(spec: JobSpec, topic: str, solver_modules: tuple[str, ...]) -> dict:
     """The Dask task: returns the JobOutcome as a dict (plain data crosses the wire)."""
     from distributed import Event, get_worker
 
     worker = get_worker()
     flag = Event(cancel_name(spec))
     child = subprocess.Popen(
-        [sys.executable, "-m", "api.dask_task", scheduler, ",".join(solver_modules)],
+        [sys.executable, "-m", "api.dask_task", ",".join(solver_modules)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
     child.stdin.write(pickle.dumps(spec))
     child.stdin.close()
@@ -106,7 +111,7 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _child(scheduler: str, modules: str) -> int:
+def _child(modules: str) -> int:
     _die_with_parent()
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # a solver's prints must not corrupt the protocol
@@ -119,25 +124,12 @@ def _child(scheduler: str, modules: str) -> int:
 
     worker._emitter = emit
     worker.load_solver_modules([m for m in modules.split(",") if m])
-    client = None
-    if spec.kind == "schedule" and json.loads(spec.request_json).get("solver") == "ga":
-        from distributed import Client
-
-        client = Client(scheduler, timeout="10s", set_as_default=False)
-
-        def cluster_map(fn, chunks):  # noqa: ANN001, ANN202
-            return client.gather(client.map(fn, list(chunks), pure=False))
-
-        worker._map_fn = cluster_map
     try:
         outcome = worker.run_job(spec)
     except Exception as exc:  # noqa: BLE001 - a solver bug is the job's failure, stated
         reason = f"the solver failed: {type(exc).__name__}: {exc}"
         outcome = JobOutcome("failed", error={"type": "/problems/solver-failed", "title": "Solver failed", "status": 422,
                                               "detail": f"solver: {reason}", "errors": [{"path": "solver", "reason": reason}]})
-    finally:
-        if client is not None:
-            client.close()
     out.write(json.dumps(["outcome", {"state": outcome.state, "plan_json": outcome.plan_json,
                                       "schedule_json": outcome.schedule_json, "error": outcome.error}]) + "\n")
     out.flush()
@@ -145,4 +137,4 @@ def _child(scheduler: str, modules: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else ""))
+    sys.exit(_child(sys.argv[1] if len(sys.argv) > 1 else ""))

@@ -4,6 +4,9 @@ The schema is managed by alembic and brought to head at start-up."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -12,6 +15,59 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def unavailable(exc: BaseException) -> bool:
+    """The database is away (a restart, a failover, a cut connection), as opposed to a
+    statement that is wrong (a bug)."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    if isinstance(exc, OperationalError) or (isinstance(exc, DBAPIError) and exc.connection_invalidated):
+        return True
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    return isinstance(exc, psycopg.OperationalError)
+
+
+class OutageLog:
+    """One log line when the database goes away and one when it is back, however many
+    calls (progress events, polls, requests) fail meanwhile: an outage of seconds must
+    not bury the log under thousands of tracebacks."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.log = logger
+        self._since: float | None = None
+        self._failures = 0
+        self._lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        return self._since is not None
+
+    def failed(self, what: str, exc: BaseException) -> None:
+        with self._lock:
+            self._failures += 1
+            if self._since is not None:
+                return
+            self._since = time.monotonic()
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        self.log.error("database unavailable (%s: %s); retrying quietly until it is back", what,
+                       reason[0][:300] if reason else type(exc).__name__)
+
+    def ok(self) -> None:
+        if self._since is None:
+            return
+        with self._lock:
+            if self._since is None:
+                return
+            down_s, failures = time.monotonic() - self._since, self._failures
+            self._since, self._failures = None, 0
+        self.log.warning("database back after %.1f s (%d calls failed meanwhile)", down_s, failures)
+
+
+outage = OutageLog(logging.getLogger("planner.db"))
 
 
 def make_engine(url: str) -> Engine:
@@ -58,6 +114,7 @@ class Database:
         with self.sessions() as s:
             with s.begin():
                 yield s
+        outage.ok()  # a transaction went through: the database is back if it was away
 
     def dispose(self) -> None:
         self.engine.dispose()

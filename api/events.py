@@ -90,7 +90,12 @@ class PostgresBus(LocalBus):
                     self._send.execute("SELECT pg_notify(%s, %s)", (PREFIX + channel, payload))
                     return
                 except psycopg.Error as exc:
-                    log.warning("NOTIFY %s failed (%s); other replicas will see it at their next poll", channel, exc)
+                    from api.db import outage, unavailable
+
+                    if unavailable(exc):
+                        outage.failed(f"NOTIFY {channel} (other replicas see it at their next poll)", exc)
+                    else:
+                        log.warning("NOTIFY %s failed (%s); other replicas will see it at their next poll", channel, exc)
                     try:
                         self._send.close()
                     except Exception:  # noqa: BLE001
@@ -101,12 +106,16 @@ class PostgresBus(LocalBus):
         import psycopg
 
         delay = 0.2
+        lost = False
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
                     for channel in list(self._handlers):
                         conn.execute(f'LISTEN "{PREFIX}{channel}"')
                     self.connected.set()
+                    if lost:
+                        log.info("LISTEN connection back")
+                        lost = False
                     delay = 0.2
                     for channel in list(self._handlers):
                         self._dispatch(channel, None)  # whatever happened while we were not listening
@@ -117,7 +126,10 @@ class PostgresBus(LocalBus):
                 self.connected.clear()
                 if self._stop.is_set():
                     return
-                log.warning("LISTEN connection lost (%s); reconnecting in %.1f s", exc, delay)
+                if not lost:  # once per outage; reconnects quietly with backoff until it is back
+                    log.warning("LISTEN connection lost (%s); reconnecting every %.1f s at most", str(exc).strip()[:300],
+                                self.reconnect_max_s)
+                    lost = True
                 self._stop.wait(delay)
                 delay = min(self.reconnect_max_s, delay * 2)
 

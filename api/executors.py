@@ -155,8 +155,8 @@ def make_executor(settings) -> Executor:  # noqa: ANN001
     if where == "local":
         return PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s,
                               memory_mb=settings.worker_memory_mb)
-    if where.startswith(("dask://", "tcp://")):
+    if where.startswith(("dask://", "tcp://", "tls://")):
         from api.dask_executor import DaskExecutor
 
         return DaskExecutor(where, settings.solver_modules, settings.timeout_grace_s)
-    raise ValueError(f"executor: '{where}' is neither 'local' nor 'dask://HOST:PORT'")
+    raise ValueError(f"executor: '{where}' is neither 'local' nor 'dask://HOST:PORT' (or tls://HOST:PORT)")

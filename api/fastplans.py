@@ -131,12 +131,28 @@ def _twice(store, op):  # noqa: ANN001, ANN202
     """op(), and once more on a fresh connection if it fails: after a database restart the
     worker's connection is dead and the first statement is what finds out. A second
     failure propagates (the database is really away: the request is answered 503)."""
+    from api.db import outage, unavailable
+
     try:
-        return op()
-    except Exception:  # noqa: BLE001 - retried once, then raised
-        log.warning("plan store statement failed; retrying on a fresh connection", exc_info=True)
+        result = op()
+    except Exception as exc:  # noqa: BLE001 - retried once, then raised
+        if unavailable(exc):
+            outage.failed("plan store", exc)  # one line per outage, not a traceback per request
+        else:
+            log.warning("plan store statement failed; retrying on a fresh connection", exc_info=True)
         store.reset()
-        return op()
+        result = op()
+    outage.ok()
+    return result
+
+
+def _store_failed(what: str, exc: Exception) -> None:
+    from api.db import outage, unavailable
+
+    if unavailable(exc):
+        outage.failed(what, exc)
+    else:
+        log.error("%s failed", what, exc_info=exc)
 
 
 def kinds_for(solver) -> tuple[str, str]:  # noqa: ANN001
@@ -401,7 +417,7 @@ class Planner:
         try:
             stored = _twice(store, lambda: store.find([it[4] for it in items if it[5]]))
         except Exception as exc:  # noqa: BLE001 - the store cannot be read: nothing can be answered
-            log.exception("looking up %d request keys failed", len(items))
+            _store_failed(f"looking up {len(items)} request keys", exc)
             return [(it[0], "unavailable", f"the plan store could not be read ({type(exc).__name__}); retry the request")
                     for it in items]
         for req_id, platform_id, profile_id, request_json, key, reuse in items:
@@ -433,7 +449,7 @@ class Planner:
             try:
                 _twice(store, lambda: store.insert(rows))
             except Exception as exc:  # noqa: BLE001 - nothing of this batch is stored: say so to each
-                log.exception("storing %d plans failed", len(rows))
+                _store_failed(f"storing {len(rows)} plans", exc)
                 lost = {r["id"] for r in rows}
                 out = [(o[0], "unavailable", f"the plan could not be stored ({type(exc).__name__}); retry the request")
                        if o[1] == "plan" and o[2] in lost else o for o in out]

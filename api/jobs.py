@@ -8,7 +8,12 @@ never wait on each other; SQLite: its single writer) and takes them as a new att
 `attempts` is the fencing token, `owner` + `lease_expires_at` the lease, renewed by a
 heartbeat. A worker's progress and result are written only while its attempt is the
 current one; a lease that runs out (its replica died) is claimed again by any replica
-as the next attempt, and the replica that lost it stops its run."""
+as the next attempt, and the replica that lost it stops its run.
+
+A claimed attempt stays `queued` (owner and lease set, message saying what it waits
+for) until its engine starts the solve: `running` and `started_at` mean a worker is
+solving it. An engine with no capacity at all (a Dask cluster with no workers) leaves
+the queue alone and says why in the queued jobs' message."""
 
 from __future__ import annotations
 
@@ -22,9 +27,9 @@ import threading
 import time
 
 from sqlalchemy import and_, or_, select, update
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 
-from api.db import Database
+from api.db import Database, outage, unavailable
 from api.events import LocalBus
 from api.executors import Executor
 from api.rows import DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
@@ -126,6 +131,11 @@ class JobManager:
         """Jobs this replica runs at once: the executor's (read each time: a cluster grows)."""
         return max(0, int(getattr(self.executor, "capacity", 1)))
 
+    def _mine(self, job_id: str, attempt: int):  # noqa: ANN202
+        """WHERE: the job's attempt is still the one this replica claimed (not finished,
+        cancelled, given back or claimed again by another)."""
+        return and_(JobRow.id == job_id, JobRow.attempts == attempt, JobRow.state.in_(ACTIVE), JobRow.owner == self.replica)
+
     def _notify(self) -> None:
         with self.changed:
             self.changed.notify_all()
@@ -151,7 +161,7 @@ class JobManager:
         for job_id, attempt in held.items():
             try:
                 with self.db.session() as s:
-                    s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.attempts == attempt, JobRow.state == "running")
+                    s.execute(update(JobRow).where(self._mine(job_id, attempt))
                               .values(state="queued", owner=None, lease_expires_at=None,
                                       message=f"re-queued: the replica running attempt {attempt} shut down"))
             except DBAPIError:
@@ -183,9 +193,9 @@ class JobManager:
         self._queued()
         return job
 
-    def create_schedule(self, platform_id: str, solver: str, submission_json: str) -> JobRow:
+    def create_schedule(self, platform_id: str, solver: str, submission_json: str, request_key: str | None = None) -> JobRow:
         job = JobRow(id=new_id("job"), kind="schedule", platform_id=platform_id, profile_id=None, solver=solver,
-                     request=submission_json, state="queued", progress=0.0, message="queued", attempts=0,
+                     request=submission_json, request_key=request_key, state="queued", progress=0.0, message="queued", attempts=0,
                      created_at=utcnow())
         readable(job)
         with self.db.session() as s:
@@ -238,11 +248,14 @@ class JobManager:
         kills the service must not loop forever). Other replicas' expired leases are
         found by the claim loop."""
         with self.db.session() as s:
-            mine = JobRow.state == "running"
+            mine = and_(JobRow.state.in_(ACTIVE), JobRow.owner.is_not(None))
             if self._pg:
                 mine = and_(mine, JobRow.owner == self.replica)
             for job in s.scalars(select(JobRow).where(mine).order_by(JobRow.created_at)).all():
-                if job.attempts >= self.max_attempts:
+                if job.state == "queued":  # claimed, never started: simply free again
+                    job.owner, job.lease_expires_at = None, None
+                    job.message = f"re-queued after a service restart (attempt {job.attempts} had not started)"
+                elif job.attempts >= self.max_attempts:
                     err = _interrupted(job.attempts)
                     job.state, job.finished_at, job.message, job.error = "failed", utcnow(), err["detail"], json.dumps(err)
                 else:
@@ -264,7 +277,10 @@ class JobManager:
                 backoff = 0.2
                 self._wake.wait(min(self.poll_s, self.heartbeat_s))
             except Exception as exc:  # noqa: BLE001 - the database restarting: keep trying
-                log.warning("job claim loop: %s; retrying in %.1f s", exc, backoff)
+                if unavailable(exc):
+                    outage.failed("job claims and leases", exc)
+                else:
+                    log.warning("job claim loop: %s; retrying in %.1f s", exc, backoff)
                 self._stop.wait(backoff)
                 backoff = min(5.0, backoff * 2)
 
@@ -274,14 +290,17 @@ class JobManager:
         skipped by the others (PostgreSQL), and the update is conditional on the attempt
         read, so a claim can only ever succeed once per attempt."""
         capacity = self.capacity()  # may ask a remote engine: never under the lock
+        if capacity <= 0:
+            self._waiting()
+            return []
         with self._lock:
             free = capacity - len(self.local)
             busy = set(self.local)
         if free <= 0:
             return []
         now = utcnow()
-        claimable = or_(JobRow.state == "queued",
-                        and_(JobRow.state == "running", or_(JobRow.lease_expires_at.is_(None), JobRow.lease_expires_at < now)))
+        # unclaimed, or claimed (queued or running) under a lease that ran out
+        claimable = and_(JobRow.state.in_(ACTIVE), or_(JobRow.lease_expires_at.is_(None), JobRow.lease_expires_at < now))
         q = select(JobRow).where(claimable).order_by(JobRow.created_at, JobRow.id).limit(free + len(busy))
         if self._pg:
             q = q.with_for_update(skip_locked=True)
@@ -297,11 +316,12 @@ class JobManager:
                                                                 error=json.dumps(err), lease_expires_at=None)
                               .execution_options(synchronize_session=False))
                     continue
-                lost = job.state == "running"
+                lost = job.owner is not None
                 res = s.execute(update(JobRow).where(seen).values(
-                    state="running", attempts=job.attempts + 1, owner=self.replica, lease_expires_at=now + self.lease,
-                    started_at=now, progress=0.0,
-                    message=(f"attempt {job.attempts + 1}: the lease of attempt {job.attempts} ran out" if lost else "starting"))
+                    state="queued", attempts=job.attempts + 1, owner=self.replica, lease_expires_at=now + self.lease,
+                    progress=0.0,
+                    message=(f"attempt {job.attempts + 1} (the lease of attempt {job.attempts} ran out): waiting for a "
+                             "worker to start it" if lost else f"claimed by {self.replica}: waiting for a worker to start it"))
                     .execution_options(synchronize_session=False))
                 if res.rowcount != 1:
                     continue  # another replica took this attempt
@@ -326,13 +346,34 @@ class JobManager:
                 with self._lock:
                     self.local.pop(spec.job_id, None)
                 with self.db.session() as s:
-                    s.execute(update(JobRow).where(JobRow.id == spec.job_id, JobRow.attempts == spec.attempt,
-                                                   JobRow.state == "running")
+                    s.execute(update(JobRow).where(self._mine(spec.job_id, spec.attempt))
                               .values(state="queued", attempts=spec.attempt - 1, owner=None, lease_expires_at=None,
                                       message="queued: the executor refused it; retrying"))
         if specs:
             self._notify()
         return [s.job_id for s in specs]
+
+    def _waiting(self) -> None:
+        """No capacity at all: say why in the unclaimed queued jobs' message and, when the
+        engine knows nothing of ours can be running (a cluster with no workers), put this
+        replica's claimed runs back to `queued` (same attempt, lease kept: the engine
+        starts them when a worker joins, and `started` makes them running again)."""
+        reason_of = getattr(self.executor, "waiting_reason", None)
+        reason = reason_of() if reason_of is not None else None
+        if not reason:
+            return
+        reason = reason[:2000]
+        with self._lock:
+            held = dict(self.local)
+        with self.db.session() as s:
+            s.execute(update(JobRow).where(JobRow.state == "queued", JobRow.owner.is_(None), JobRow.message != reason)
+                      .values(message=reason).execution_options(synchronize_session=False))
+            if held and getattr(self.executor, "workerless", False):
+                for job_id, attempt in held.items():
+                    s.execute(update(JobRow).where(self._mine(job_id, attempt), JobRow.message != reason)
+                              .values(state="queued", progress=0.0, message=reason)
+                              .execution_options(synchronize_session=False))
+        self._notify()
 
     def heartbeat(self) -> None:
         """Renew the leases of this replica's runs; stop a run whose attempt is no longer
@@ -345,13 +386,21 @@ class JobManager:
         lost = []
         with self.db.session() as s:
             for job_id, attempt in held.items():
-                res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.attempts == attempt,
-                                                     JobRow.state == "running", JobRow.owner == self.replica)
-                                .values(lease_expires_at=until))
+                res = s.execute(update(JobRow).where(self._mine(job_id, attempt)).values(lease_expires_at=until))
                 if res.rowcount == 0:
                     lost.append(job_id)
+            rows = {i: (st, at) for i, st, at in s.execute(select(JobRow.id, JobRow.state, JobRow.attempts)
+                                                           .where(JobRow.id.in_(lost)))} if lost else {}
         for job_id in lost:
-            log.warning("job %s: attempt %d is no longer current here; stopping it", job_id, held[job_id])
+            attempt = held[job_id]
+            state, current = rows.get(job_id, (None, None))
+            if current == attempt and state in ("succeeded", "failed"):
+                continue  # this run finished itself between the snapshot and the renewal: nothing to stop
+            if current == attempt and state == "cancelled":
+                log.info("job %s: cancelled; stopping attempt %d", job_id, attempt)
+            else:
+                log.warning("job %s: attempt %d is no longer current here (state %s, attempt %s); stopping it",
+                            job_id, attempt, state, current)
             self.executor.cancel(job_id)
 
     # ------------------------------------------------------------------ events (executor threads)
@@ -362,14 +411,21 @@ class JobManager:
             attempt = self.local.get(job_id)
         if attempt is None:
             return None
-        return and_(JobRow.id == job_id, JobRow.attempts == attempt, JobRow.state == "running")
+        return self._mine(job_id, attempt)
 
     def started(self, job_id: str) -> None:
+        """A worker began the solve: now (and only now) the job is running."""
         where = self._current(job_id)
         if where is None:
             return
-        with self.db.session() as s:
-            s.execute(update(JobRow).where(where).values(message="running", progress=0.0))
+        try:
+            with self.db.session() as s:
+                s.execute(update(JobRow).where(where).values(state="running", started_at=utcnow(), message="running",
+                                                             progress=0.0))
+        except DBAPIError as exc:
+            if not unavailable(exc):
+                raise
+            outage.failed("recording a job's start", exc)
         self._notify()
 
     def progress(self, job_id: str, fraction: float, message: str) -> None:
@@ -377,8 +433,14 @@ class JobManager:
         if where is None:
             return
         fraction = min(1.0, max(0.0, fraction))
-        with self.db.session() as s:
-            s.execute(update(JobRow).where(where).values(progress=fraction, message=message))
+        try:
+            with self.db.session() as s:
+                s.execute(update(JobRow).where(where).values(progress=fraction, message=message))
+        except DBAPIError as exc:  # progress is a hint: drop it while the database is away
+            if not unavailable(exc):
+                raise
+            outage.failed("recording job progress", exc)
+            return
         self._notify()
 
     def requeue(self, job_id: str, reason: str) -> None:
@@ -409,8 +471,9 @@ class JobManager:
                     self._record(job_id, outcome)
                     break
                 except DBAPIError as exc:
-                    if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
+                    if not unavailable(exc):
                         raise  # not the database being away: a bug, retrying will not help
+                    outage.failed("recording a job's outcome", exc)
                     if time.monotonic() > deadline:
                         log.error("job %s: the outcome could not be recorded (%s); the job will be re-run", job_id, exc)
                         break
@@ -452,3 +515,7 @@ class JobManager:
                 err = outcome.error or {}
                 s.execute(update(JobRow).where(where).values(
                     state="failed", message=str(err.get("detail", "failed"))[:2000], error=json.dumps(err), **done))
+            ran_s = (now - job.started_at).total_seconds() if job.started_at else 0.0
+            detail = str((outcome.error or {}).get("detail", ""))[:200] if outcome.state == "failed" else ""
+        log.info("job %s (%s, %s) attempt %d %s after %.1f s of solving%s", job_id, job.kind, job.solver, job.attempts,
+                 outcome.state, ran_s, f": {detail}" if detail else "")

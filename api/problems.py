@@ -180,7 +180,9 @@ def install(app: FastAPI) -> None:
         """The database unreachable (a PostgreSQL restart, a failover): nothing was
         accepted, so the client may retry; any other database error is a bug (500)."""
         if isinstance(exc, OperationalError) or exc.connection_invalidated:
-            log.warning("database unreachable on %s %s: %s", request.method, request.url.path, exc.orig)
+            from api.db import outage
+
+            outage.failed(f"{request.method} {request.url.path}", exc)  # one line per outage, not per request
             return problem_response(503, "Service Unavailable", "the database is not reachable; retry the request",
                                     kind="database-unavailable", instance=request.url.path, headers={"Retry-After": "1"})
         return await _internal(request, exc)

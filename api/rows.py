@@ -177,3 +177,15 @@ class TelemetryBatchRow(Base):
     errors: Mapped[int] = mapped_column(Integer, default=0)
     body: Mapped[str] = mapped_column(Text, deferred=True)  # {"latency_ms": [...], "slice_ms": [[...]], "errors": [...]}
     received_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
+
+
+class UiSessionRow(Base):
+    """A web UI login: the browser's cookie holds only a random session id (its sha256 is
+    the key here), never the API token. Stored in the database, so a login holds on every
+    replica and logout or the token's revocation ends it everywhere at once."""
+
+    __tablename__ = "ui_sessions"
+    id_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[str] = mapped_column(String(40), ForeignKey("tokens.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime, index=True)

@@ -129,7 +129,7 @@ class _ScheduleSubmissionBase(Strict):
     def request(self, profile_names: list[str]) -> ScheduleRequest:
         """The core's ScheduleRequest, app i naming profile_names[i]; raises pydantic's
         ValidationError with the same paths as this document (apps[i].priority, mode, ...)."""
-        data = self.model_dump(exclude={"platform_id", "apps"})
+        data = self.model_dump(exclude={"platform_id", "apps", "reuse"})
         data["apps"] = [{**a.model_dump(exclude={"profile_id"}), "profile": n} for a, n in zip(self.apps, profile_names)]
         return ScheduleRequest.model_validate(data)
 
@@ -139,6 +139,9 @@ ScheduleSubmission = create_model(
     __doc__="A schedule request (Kang et al.: several networks sharing the PEs) naming uploaded documents by id.",
     platform_id=(Sha256, Field(description="Id of an uploaded platform")),
     apps=(list[AppSubmission], Field(min_length=1, max_length=16)),
+    reuse=(bool, Field(True, description="Answer with the job (200 once it succeeded, 202 while it runs) of an "
+                                         "identical earlier request (same documents, request and seed, this planner "
+                                         "version) instead of computing it again; false computes it again")),
     **{k: (f.annotation, f) for k, f in ScheduleRequest.model_fields.items() if k != "apps"},
 )
 
@@ -194,7 +197,8 @@ class ScheduleList(Page):
 class JobResource(BaseModel):
     id: str
     kind: Literal["plan", "schedule"] = Field("plan", description="plan: POST /v1/plans; schedule: POST /v1/schedules")
-    state: JobState
+    state: JobState = Field(description="queued until a worker starts solving it (claimed or not: `message` says what "
+                                        "it waits for); running while a worker solves it; then succeeded, failed or cancelled")
     progress: float = Field(ge=0, le=1)
     message: str
     solver: str
@@ -206,7 +210,7 @@ class JobResource(BaseModel):
     schedule_id: str | None = Field(None, description="The schedule a succeeded schedule job made")
     error: dict[str, Any] | None = Field(None, description="Problem details when the job failed")
     created_at: dt.datetime
-    started_at: dt.datetime | None = None
+    started_at: dt.datetime | None = Field(None, description="When a worker began solving the current attempt")
     finished_at: dt.datetime | None = None
 
 

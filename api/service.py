@@ -138,6 +138,7 @@ class Service:
         self.planner = Planner(self.db, self.limits)
         self.plan_workers.start()
         self.auth = Authenticator(self.db, self.settings.insecure_dev, self.settings.token_cache_s)
+        self.bus.subscribe("tokens", self.auth.forget)  # a revocation on any replica
         self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts, lease_s=self.settings.job_lease_s,
                                poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus)
         self.executor.start(self.jobs)
@@ -348,10 +349,20 @@ class Service:
             raise from_planner_error(exc) from None
         return request
 
-    def submit_schedule(self, sub: ScheduleSubmission) -> JobRow:
-        """Check (422) then queue a schedule job; runs in a thread (compiles the problem)."""
+    def submit_schedule(self, sub: ScheduleSubmission) -> tuple[JobRow, bool]:
+        """(job, reused): the job of an identical earlier request that succeeded or still
+        runs (sub.reuse), else check (422) and queue a new one; runs in a thread (compiles
+        the problem)."""
+        key = schedule_key(sub)
+        if sub.reuse:
+            with self.db.session() as s:
+                earlier = s.scalars(select(JobRow).where(
+                    JobRow.kind == "schedule", JobRow.request_key == key,
+                    JobRow.state.in_(("queued", "running", "succeeded"))).order_by(JobRow.created_at.desc()).limit(1)).first()
+            if earlier is not None:
+                return earlier, True
         request = self.checked_schedule(sub)
-        return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json())
+        return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json(), key), False
 
     def schedule_json(self, schedule_id: str, shape: "ScheduleShape | None" = None) -> bytes:
         """The ScheduleResource; `shape` (None = the whole document) cuts a Pareto set of
@@ -511,6 +522,13 @@ def partition_count(n: int) -> int:
         for total in range(part, n + 1):
             ways[total] += ways[total - part]
     return ways[n]
+
+
+def schedule_key(sub: ScheduleSubmission) -> str:
+    """What makes two schedule requests the same: the documents (content ids), the whole
+    request (seed included) and the planner version."""
+    head = f"{__version__}\nschedule\n".encode()
+    return hashlib.sha256(head + canonical_json(sub.model_dump(mode="json", exclude={"reuse"}))).hexdigest()
 
 
 def request_key(platform_id: str, profile_id: str, request: PlanRequest) -> str:

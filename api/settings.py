@@ -71,7 +71,16 @@ class Settings:
     executor: str = "local"  # where jobs run: "local" (a process pool) or "dask://HOST:PORT"
     job_lease_s: float = 20.0  # a replica's claim on a job attempt holds this long unless renewed
     replica_id: str | None = None  # lease owner name; default: host-pid-random (stable: take back own jobs at restart)
-    session_secret: str | None = None  # signs the web UI's session cookie; None = random per process (log in again after a restart)
+    # where the first start of an empty store writes its admin token's secret (mode 0600). Default: the data
+    # directory with SQLite; none with DATABASE_URL (a replica's working directory may be a source tree).
+    admin_token_file: Path | None = None
+
+    @property
+    def first_admin_file(self) -> Path | None:
+        """Where a first admin token goes: the configured file, else (SQLite only) the data directory."""
+        if self.admin_token_file is not None:
+            return Path(self.admin_token_file)
+        return None if self.database_url else Path(self.data_dir) / "admin-token"
 
     @property
     def url(self) -> str:
@@ -114,7 +123,7 @@ class Settings:
             executor=os.environ.get("PLANNER_EXECUTOR") or "local",
             job_lease_s=_env_float("PLANNER_JOB_LEASE_S", 20.0),
             replica_id=os.environ.get("PLANNER_REPLICA_ID") or None,
+            admin_token_file=Path(os.environ["PLANNER_ADMIN_TOKEN_FILE"]) if os.environ.get("PLANNER_ADMIN_TOKEN_FILE") else None,
             poll_interval_s=_env_float("PLANNER_POLL_INTERVAL_S", 1.0),
-            session_secret=os.environ.get("PLANNER_SESSION_SECRET") or None,
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

@@ -12,7 +12,6 @@ from typing import Any
 
 _progress_queue = None
 _emitter = None  # another engine's event sink (api.dask_task): called with each event instead of the queue
-_map_fn = None  # another engine's map for the GA's evaluations (api.dask_task: the Dask cluster)
 _problems: OrderedDict = OrderedDict()
 PROGRESS_EVERY_S = 0.2
 
@@ -115,8 +114,7 @@ def run_schedule_job(spec: JobSpec) -> JobOutcome:
         request = ScheduleRequest.model_validate_json(spec.request_json)
         platform = Platform.model_validate_json(spec.platform_json)
         profiles = [ModelProfile.model_validate_json(p) for p in spec.profiles_json]
-        schedule = make_schedule(platform, profiles, request, progress=_progress_fn(spec.job_id),
-                                 map_fn=_map_fn if request.solver == "ga" else None)
+        schedule = make_schedule(platform, profiles, request, progress=_progress_fn(spec.job_id))
     except PlannerError as exc:
         return _planner_failure(exc)
     return JobOutcome("succeeded", schedule_json=schedule.model_dump_json())

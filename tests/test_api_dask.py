@@ -1,7 +1,9 @@
-"""`--executor dask://HOST:PORT` (issue 12, deliverable 8): jobs (brute, z3, ilp and GA
-schedules, the GA's evaluation map included) run on a Dask cluster started on loopback;
-cancel reaches the running task (its solve is killed); a worker killed mid-job gets the
-job re-run on another worker."""
+"""`--executor dask://HOST:PORT` (issue 12, deliverable 8; issue 28): jobs (brute, z3, ilp
+and GA schedules) run on a Dask cluster started on loopback, one task per attempt (the
+GA's evaluations stay in the job's process: a task never waits on tasks, so one-thread
+workers cannot deadlock); cancel reaches the running task (its solve is killed); a
+worker killed mid-job gets the job re-run on another worker; with no worker at all, jobs
+stay queued saying why and start when one joins."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from tests.support.api import start
 
 pytest.importorskip("distributed", reason="pip install -e '.[test]' installs dask[distributed]")
 
-from tests.support.dask_cluster import DaskCluster  # noqa: E402
+from tests.support.dask_cluster import LOOPBACK_HTTP, DaskCluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,6 @@ def test_plan_and_schedule_jobs_run_on_the_cluster(api, cluster, plan_docs):
     sp = api.upload("platform", si.platform(rng).model_dump(mode="json", exclude_none=True))
     a, b = (api.upload("profile", si.profile(rng, n, 4).model_dump(mode="json", exclude_none=True)) for n in "AB")
     apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
-    # the seeded GA maps its evaluations over the cluster (the decomposed one, the default, scores in the job's process)
     for solver, n_apps, options in (("ilp", 1, {}), ("ga", 2, {"population": 16, "generations": 4, "chunks": 4,
                                                                "strategy": "seeded"})):
         r = api.client.post("/v1/schedules", json={"platform_id": sp, "solver": solver, "apps": apps[:n_apps], "options": options,
@@ -91,9 +92,29 @@ def test_plan_and_schedule_jobs_run_on_the_cluster(api, cluster, plan_docs):
         assert done["state"] == "succeeded", (done["message"], done.get("error"))
         sched = api.client.get(f"/v1/schedules/{done['schedule_id']}", headers=api.h()).json()["schedule"]
         assert sched["report"]["solver"] == solver and sched["entries"]
-    with Client(cluster.address, timeout="10s") as c:  # the GA's evaluations were tasks of the cluster
+    with Client(cluster.address, timeout="10s") as c:  # one task per job; the GA scored in the job's process
         prefixes = c.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.task_prefixes))
-    assert "score" in prefixes and "planner-job" in prefixes, prefixes
+    assert "planner-job" in prefixes and "score" not in prefixes, prefixes
+
+
+def test_chunked_ga_jobs_complete_on_one_thread_workers(api, cluster):
+    """Issue 28.1: as many chunked GA jobs as the cluster has threads (two workers, one
+    thread each): each job's task held its worker's only thread while waiting for its own
+    `_score` chunks queued behind it, and the jobs sat at running / progress 0 forever."""
+    rng = np.random.default_rng(11)
+    sp = api.upload("platform", si.platform(rng).model_dump(mode="json", exclude_none=True))
+    a, b = (api.upload("profile", si.profile(rng, n, 6).model_dump(mode="json", exclude_none=True)) for n in "CD")
+    apps = [{"profile_id": a, "period_ms": 60.0, "priority": 0}, {"profile_id": b, "period_ms": 80.0, "priority": 1}]
+    jobs = []
+    for seed in (1, 2, 3):
+        r = api.client.post("/v1/schedules", json={
+            "platform_id": sp, "solver": "ga", "apps": apps, "seed": seed, "time_limit_s": 60,
+            "options": {"population": 16, "generations": 6, "chunks": 2, "strategy": "seeded"}}, headers=api.h())
+        assert r.status_code == 202, r.text
+        jobs.append(r.json()["id"])
+    for job_id in jobs:
+        done = api.wait_job(job_id, timeout_s=90)
+        assert done["state"] == "succeeded" and done["attempts"] == 1, (done["message"], done.get("error"))
 
 
 def test_cancel_reaches_the_dask_task(api, cluster, plan_docs, tmp_path):
@@ -209,9 +230,9 @@ def test_a_job_whose_scheduler_went_away_is_re_queued_not_cancelled(tmp_path):
             own.scheduler.wait(10)
             job = wait_for(lambda: (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())["state"] != "running"
                            and j, what="the lost attempt to be given back")
-            assert job["state"] == "queued" and "lost the task" in job["message"], job
+            assert job["state"] == "queued" and "Dask" in job["message"], job  # lost the task / no scheduler
             own.scheduler = own._spawn("scheduler2", "scheduler", "--host", "127.0.0.1", "--port", str(own.port),
-                                       "--no-dashboard", "--no-show")
+                                       *LOOPBACK_HTTP, "--no-show")
             own.add_worker("w-new")  # a worker without a nanny leaves with its scheduler; its supervisor starts another
             done = api.wait_job(job_id, timeout_s=90)
             assert done["state"] == "succeeded" and done["attempts"] == 2, (done["message"], done["attempts"])
@@ -219,3 +240,126 @@ def test_a_job_whose_scheduler_went_away_is_re_queued_not_cancelled(tmp_path):
             assert [e["event"] for e in events][-2:] == ["start", "end"] and events[-1]["ppid"] == own.workers[-1].pid
         finally:
             api.client.__exit__(None, None, None)
+
+
+def test_with_no_worker_jobs_stay_queued_saying_why_and_start_when_one_joins(tmp_path):
+    """Issue 28.2: a cluster with no workers (they left with a restarted scheduler) took
+    jobs to `running / starting` with nothing running them. Now they stay `queued` with the
+    reason, no attempt spent, until a worker joins; a job whose only worker dies mid-solve
+    goes back to `queued` (same attempt) and runs again on the next worker."""
+    with DaskCluster(tmp_path / "dask", workers=0) as own:
+        api = start(tmp_path / "svc", executor=own.url)
+        try:
+            p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+            log = tmp_path / "idle.jsonl"
+            job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                                        "options": {"duration_s": 30, "log": str(log)}},
+                                     headers=api.h()).json()["id"]
+            job = wait_for(lambda: "no Dask worker" in (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())
+                           ["message"] and j, timeout_s=20, what="the queued job to say why")
+            time.sleep(2 * api.settings.poll_interval_s + 2.5)  # several claim rounds and a capacity refresh
+            job = api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json()
+            assert job["state"] == "queued" and job["attempts"] == 0 and job["started_at"] is None, job
+            assert own.address.removeprefix("tcp://") in job["message"], job["message"]
+
+            first = own.add_worker("w-late")
+            start_ = wait_for(lambda: runs(log), timeout_s=60, what="the solve to start on the new worker")[0]
+            job = wait_for(lambda: (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())["state"] == "running"
+                           and j, timeout_s=20, what="the job to be running")
+            assert job["attempts"] == 1 and job["started_at"] is not None
+            own.kill_worker(first.pid)  # its only worker dies mid-solve
+            wait_for(lambda: not alive(start_["pid"]), timeout_s=20, what="the solve to die with its worker")
+            job = wait_for(lambda: (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())["state"] == "queued"
+                           and j, timeout_s=20, what="the job back in the queue")
+            assert "no Dask worker" in job["message"] and job["attempts"] == 1, job
+            own.add_worker("w-next")
+            wait_for(lambda: len(runs(log)) >= 2, timeout_s=60, what="the solve to start again")
+            api.client.delete(f"/v1/jobs/{job_id}", headers=api.h())
+            assert api.wait_job(job_id)["state"] == "cancelled"
+        finally:
+            api.client.__exit__(None, None, None)
+
+
+def test_the_executor_reconnects_to_a_scheduler_back_after_its_client_gave_up(tmp_path, monkeypatch):
+    """A Dask client closes for good once its reconnect timeout passes without the
+    scheduler: the replica then claimed nothing until restarted. Now it tries a new client
+    and claims again when the scheduler is back with a worker."""
+    import signal
+
+    from api import dask_executor
+    from api.dask_executor import DaskExecutor
+
+    monkeypatch.setattr(dask_executor, "RECONNECT_EVERY_S", 1.0)
+
+    class Events:
+        def started(self, job_id): ...  # noqa: ANN001, ANN201, E704
+
+        def progress(self, job_id, fraction, message): ...  # noqa: ANN001, ANN201, E704
+
+        def finished(self, job_id, outcome): ...  # noqa: ANN001, ANN201, E704
+
+    with DaskCluster(tmp_path / "dask", workers=1) as own:
+        ex = DaskExecutor(own.url, connect_timeout_s=2.0)
+        ex.start(Events())
+        try:
+            assert ex.capacity == 1
+            os.killpg(own.scheduler.pid, signal.SIGKILL)
+            own.scheduler.wait(10)
+            wait_for(lambda: ex.client.status == "closed", timeout_s=30, what="the client to give up")
+            time.sleep(3.0)  # away a while longer: reconnect attempts fail quietly
+            assert ex.capacity == 0 and "does not answer" in ex.waiting_reason()
+            own.scheduler = own._spawn("scheduler2", "scheduler", "--host", "127.0.0.1", "--port", str(own.port),
+                                       *LOOPBACK_HTTP, "--no-show")
+            own.add_worker("w-back")
+            wait_for(lambda: ex.capacity == 1, timeout_s=60, what="the executor to see the scheduler and its worker again")
+        finally:
+            ex.shutdown()
+
+
+def _certificates(folder) -> tuple:  # noqa: ANN001
+    """A throwaway CA and one certificate for 127.0.0.1 it signed (openssl)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=planner-test-ca",
+        "-keyout", "ca.key", "-out", "ca.pem")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=planner-node", "-keyout", "node.key", "-out", "node.csr")
+    (folder / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
+        "-extfile", "ext.cnf", "-out", "node.pem")
+    return folder / "ca.pem", folder / "node.pem", folder / "node.key"
+
+
+def test_jobs_run_on_a_tls_cluster_configured_as_the_readme_says(tmp_path):
+    """The README's "Securing a real cluster": scheduler and workers with --protocol tls and
+    certificates, `planner serve --executor tls://...` with Dask's TLS settings in its
+    environment; a client without them is refused."""
+    from distributed import Client
+
+    from tests.support.server import Server
+
+    tls = _certificates(tmp_path / "certs")
+    with DaskCluster(tmp_path / "dask", workers=1, tls=tls) as own:
+        with pytest.raises(Exception):  # noqa: B017 - plain TCP, no certificate: no way in
+            Client(own.address.replace("tls://", "tcp://"), timeout="3s").close()
+        server = Server(tmp_path / "svc", insecure=True, env=own.client_env, extra_args=("--executor", own.url)).start()
+        try:
+            import httpx
+
+            c = httpx.Client(base_url=server.url, timeout=60)
+            p = c.post("/v1/platforms", json=docs.platform()).json()["id"]
+            m = c.post("/v1/profiles", json=docs.profile()).json()["id"]
+            job = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "z3"}).json()
+            done = wait_for(lambda: (j := c.get(f"/v1/jobs/{job['id']}").json())["state"] in ("succeeded", "failed") and j,
+                            timeout_s=120, what="the job on the TLS cluster")
+            assert done["state"] == "succeeded", done
+            assert "tls://127.0.0.1" in server.log.read_text()
+        finally:
+            server.stop()

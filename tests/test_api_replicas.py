@@ -228,9 +228,15 @@ def test_a_stale_attempt_can_never_write_its_result(pg):
     assert jb.claim() == [job.id] and eb.submitted[0].attempt == 2
     plan = make_plan(Platform.model_validate(docs.platform()), ModelProfile.model_validate(docs.profile()), request)
     ja.finished(job.id, JobOutcome("succeeded", plan_json=plan.model_dump_json()))  # the stale attempt
+    with db.session() as s:  # claimed by B, not started yet: still queued (running = a worker solves it)
+        row = s.get(JobRow, job.id)
+        assert row.state == "queued" and row.plan_id is None and row.attempts == 2 and row.owner == "fence-b"
+        assert row.started_at is None and "waiting for a worker" in row.message
+    jb.started(job.id)
+    ja.started(job.id)  # the stale attempt's late "started" changes nothing
     with db.session() as s:
         row = s.get(JobRow, job.id)
-        assert row.state == "running" and row.plan_id is None and row.attempts == 2 and row.owner == "fence-b"
+        assert row.state == "running" and row.started_at is not None and row.owner == "fence-b"
     ja.local[job.id] = 1  # as if A still ran it: its heartbeat finds the attempt gone and stops it
     ja.heartbeat()
     assert ea.cancelled == [job.id]
@@ -276,3 +282,110 @@ def test_postgres_restart_mid_session_loses_no_accepted_request(tmp_path, pg):
         assert time.monotonic() - t0 < 15  # woken (the database is re-read only every 30 s)
     finally:
         s.stop()
+
+
+def test_a_postgres_outage_logs_a_bounded_number_of_lines(tmp_path, pg):
+    """Issue 28.6: a PostgreSQL outage of a few seconds, with a job reporting progress and a
+    client polling, logged thousands of tracebacks per replica. Now: one line when the
+    database goes away and one when it is back (the LISTEN connection says so once too),
+    no traceback, every line timestamped, and the job's completion logged."""
+    import re
+
+    s = replica(tmp_path, pg, "rep-log", PLANNER_JOB_LEASE_S="30").start()
+    try:
+        c = client(s, pg.token)
+        p, m = documents(c)
+        job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                           "options": {"duration_s": 8}, "seed": 41}).json()["id"]
+        wait_for(lambda: c.get(f"/v1/jobs/{job_id}").json()["state"] == "running", what="the job to run")
+        before = s.log.read_text()
+        pg.halt()
+        try:
+            deadline = time.monotonic() + 4.0
+            answered = 0
+            while time.monotonic() < deadline:  # a client polling through the outage
+                answered += c.get(f"/v1/jobs/{job_id}").status_code == 503
+                time.sleep(0.05)
+            assert answered > 20
+        finally:
+            pg.resume()
+        job = wait_for(lambda: (j := c.get(f"/v1/jobs/{job_id}").json())["state"] in ("succeeded", "failed") and j,
+                       what="the job after the outage")
+        assert job["state"] == "succeeded", job
+        time.sleep(1.0)
+    finally:
+        s.stop()
+    during = s.log.read_text()[len(before):]
+    lines = [ln for ln in during.splitlines() if ln.strip()]
+    noisy = [ln for ln in lines if " WARNING " in ln or " ERROR " in ln]
+    assert "Traceback" not in during, during[-3000:]
+    assert len(noisy) <= 6, "\n".join(noisy)
+    assert sum("database unavailable" in ln for ln in lines) == 1 and sum("database back after" in ln for ln in lines) == 1, during
+    assert re.search(rf"job {job_id} \(plan, test-slow\) attempt 1 succeeded", during), during
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", ln) for ln in lines if "planner." in ln), lines
+
+
+def test_ui_sessions_and_revocations_hold_across_replicas(tmp_path, pg):
+    """Issue 28.5: a UI login on A was refused on B (a per-process cookie key), and a token
+    revoked through A stayed valid on B for the token cache time. Now a login holds on both,
+    logout on A ends it on B, and a revocation through A takes effect on B at once although
+    B caches tokens for 30 s (NOTIFY)."""
+    import re
+
+    db = Database(pg.url, run_migrations=False)
+    admin_id, admin = create_token(db, "admin-x", ["admin"], [])
+    user_id, user = create_token(db, "ui-x", ["pipeline"], [])
+    db.dispose()
+    a = replica(tmp_path, pg, "rep-ua", PLANNER_TOKEN_CACHE_S="30").start()
+    b = replica(tmp_path, pg, "rep-ub", PLANNER_TOKEN_CACHE_S="30").start()
+    try:
+        with httpx.Client(base_url=a.url, timeout=30) as ca, httpx.Client(base_url=b.url, timeout=30) as cb:
+            csrf = re.search(r'name="csrf" value="([^"]+)"', ca.get("/ui/login").text).group(1)
+            r = ca.post("/ui/login", data={"csrf": csrf, "token": user, "next": "/ui/plans"})
+            assert r.status_code == 303 and r.headers["location"] == "/ui/plans", r.text[:300]
+            cb.cookies = ca.cookies  # the browser, now behind the load balancer on B
+            r = cb.get("/ui/plans", follow_redirects=False)
+            assert r.status_code == 200, r.headers.get("location")
+            page = cb.get("/ui/plans").text
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+            replay = dict(ca.cookies.items())
+            assert ca.post("/ui/logout", data={"csrf": csrf}, follow_redirects=False).status_code == 303  # on A
+            r = httpx.get(f"{b.url}/ui/plans", cookies=replay, follow_redirects=False)
+            assert r.status_code == 303 and r.headers["location"].startswith("/ui/login"), r.status_code
+
+            bearer = {"Authorization": f"Bearer {user}"}
+            assert cb.get("/v1/plans", headers=bearer).status_code == 200  # B has it cached for 30 s
+            r = ca.delete(f"/v1/tokens/{user_id}", headers={"Authorization": f"Bearer {admin}"})
+            assert r.status_code == 200, r.text
+            wait_for(lambda: cb.get("/v1/plans", headers=bearer).status_code == 401, timeout_s=2.0,
+                     what="the revoked token refused on the other replica")
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_run_that_finished_itself_is_not_stopped_as_stale(pg, caplog):
+    """Issue 28.6: the heartbeat's snapshot of its runs raced the recording of a success,
+    and logged `attempt 1 is no longer current here; stopping it` for a job that had just
+    succeeded (and cancelled it in the engine)."""
+    import logging
+
+    db = Database(pg.url, run_migrations=False)
+    ex = _Recorder()
+    jm = JobManager(db, ex, max_attempts=3, lease_s=30, replica="race-a")
+    from api.rows import DocumentRow
+    from planner.plan import make_plan
+    from planner.core.schema import ModelProfile, PlanRequest, Platform
+
+    with db.session() as s:
+        p_id, m_id = (s.scalar(select(DocumentRow.id).where(DocumentRow.kind == k)) for k in ("platform", "profile"))
+    request = PlanRequest(solver="dp", seed=2828)
+    job = jm.create(p_id, m_id, "dp", request.model_dump_json())
+    assert jm.claim() == [job.id]
+    jm.started(job.id)
+    plan = make_plan(Platform.model_validate(docs.platform()), ModelProfile.model_validate(docs.profile()), request)
+    jm._record(job.id, JobOutcome("succeeded", plan_json=plan.model_dump_json()))  # recorded, not yet forgotten
+    with caplog.at_level(logging.INFO, logger="planner.jobs"):
+        jm.heartbeat()
+    assert ex.cancelled == [] and "no longer current" not in caplog.text, caplog.text
+    db.dispose()

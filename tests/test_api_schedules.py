@@ -295,3 +295,23 @@ def test_ga_job_returns_its_front_at_the_time_limit_marked_not_proven(tmp_path):
         assert not skipped or any(f"{len(skipped)} of 22 CPU configurations not searched" in n for n in report["notes"])
     finally:
         api.client.__exit__(None, None, None)
+
+
+def test_an_identical_schedule_request_is_answered_from_the_store(api, ids):
+    """Issue 28.8: the same body (no idempotency key) was computed again each time."""
+    b = body(ids, seed=28, max_entries=2)
+    first = api.client.post("/v1/schedules", json=b, headers=api.h())
+    assert first.status_code == 202, first.text
+    again = api.client.post("/v1/schedules", json=b, headers=api.h())  # while it may still run: the same job
+    assert again.json()["id"] == first.json()["id"]
+    done = api.wait_job(first.json()["id"])
+    assert done["state"] == "succeeded", done
+    total = jobs_total(api)
+    r = api.client.post("/v1/schedules", json=b, headers=api.h())
+    assert r.status_code == 200 and r.json()["id"] == done["id"] and r.json()["schedule_id"] == done["schedule_id"]
+    assert jobs_total(api) == total  # nothing queued
+    other = api.client.post("/v1/schedules", json={**b, "seed": 29}, headers=api.h())
+    assert other.status_code == 202 and other.json()["id"] != done["id"]
+    fresh = api.client.post("/v1/schedules", json={**b, "reuse": False}, headers=api.h())
+    assert fresh.status_code == 202 and fresh.json()["id"] not in (done["id"], other.json()["id"])
+    assert fresh.json()["request"]["reuse"] is False

@@ -81,3 +81,36 @@ def test_token_api_is_for_admins(api):
     assert gone.status_code == 200 and gone.json()["revoked_at"] is not None
     assert api.client.get("/v1/solvers", headers=new).status_code == 401
     assert api.client.delete("/v1/tokens/tok_00", headers=api.h("admin")).status_code == 404
+
+
+def test_with_postgres_the_first_admin_token_goes_only_where_configured(tmp_path):
+    """Issue 28.4: with DATABASE_URL the first start wrote the admin secret to ./data of the
+    working directory (a checkout). Now it writes none unless PLANNER_ADMIN_TOKEN_FILE
+    names where, and says how to make a token; with the file named, it goes there, 0600."""
+    pytest.importorskip("psycopg")
+    from tests.support.postgres import Postgres
+
+    pg = Postgres()
+    url = pg.start()
+    try:
+        data = tmp_path / "replica-1"
+        server = Server(data, env={"DATABASE_URL": url}).start()
+        try:
+            log = server.log.read_text()
+            assert "first run" not in log and "hp_" not in log
+            assert "planner token create --name admin --scope admin" in log and "PLANNER_ADMIN_TOKEN_FILE" in log
+            assert not list(data.rglob("admin-token"))
+        finally:
+            server.stop()
+        secret_file = tmp_path / "secrets" / "planner-admin"
+        server = Server(tmp_path / "replica-2", env={"DATABASE_URL": url, "PLANNER_ADMIN_TOKEN_FILE": str(secret_file)}).start()
+        try:
+            secret = secret_file.read_text().strip()
+            assert secret.startswith("hp_") and stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+            assert str(secret_file.resolve()) in server.log.read_text()
+            assert httpx.get(f"{server.url}/v1/tokens", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+            assert not list((tmp_path / "replica-2").rglob("admin-token"))
+        finally:
+            server.stop()
+    finally:
+        pg.stop()

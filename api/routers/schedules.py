@@ -33,12 +33,16 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
                          "ran and why (`solver_choice`) and whether its front is exact (`front_exact`). "
                          "The request is checked in full first (422 naming the field), "
                          "then answered 202 with a job; when it succeeds the job's `schedule_id` names the Schedule "
-                         "at `/v1/schedules/{id}`. Send `Idempotency-Key` to retry safely.",
-             responses={**responses(401, 403, 409, 413, 422)})
+                         "at `/v1/schedules/{id}`. An identical earlier request (same documents, request and seed) is answered "
+                         "with its job (200 once it succeeded, 202 while it runs) unless `reuse` is false. "
+                         "Send `Idempotency-Key` to retry safely.",
+             responses={**responses(401, 403, 409, 413, 422), 200: {"model": JobResource,
+                        "description": "An identical earlier request's job, succeeded: its schedule_id names the result"}})
 async def create_schedule(submission: ScheduleSubmission, svc: Service = Depends(service), _: Principal = PIPELINE):
-    job = views.job(await run_in_threadpool(svc.submit_schedule, submission))
-    return Response(job.model_dump_json(), status_code=202, media_type="application/json",
-                    headers={"Location": f"/v1/jobs/{job.id}"})
+    row, reused = await run_in_threadpool(svc.submit_schedule, submission)
+    job = views.job(row)
+    return Response(job.model_dump_json(), status_code=200 if reused and job.state == "succeeded" else 202,
+                    media_type="application/json", headers={"Location": f"/v1/jobs/{job.id}"})
 
 
 @router.get("/schedules", response_model=ScheduleList, summary="List schedules", responses=responses(401, 403, 422))

@@ -43,10 +43,11 @@ async def listing(svc: Service = Depends(service), _: Principal = ADMIN):
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenResource, summary="Revoke a token",
-               description="The token stops working within the service's token cache time (PLANNER_TOKEN_CACHE_S).",
+               description="The token stops working at once on every replica (PostgreSQL NOTIFY; within the token cache "
+                           "time, PLANNER_TOKEN_CACHE_S, were that message lost), and so do its web UI sessions.",
                responses=responses(401, 403, 404, 422))
 async def revoke(token_id: TokenId, svc: Service = Depends(service), _: Principal = ADMIN):
-    await run_in_threadpool(revoke_token, svc.db, token_id)
+    await run_in_threadpool(revoke_token, svc.db, token_id, svc.bus)  # every replica forgets it at once
     info = next((t for t in await run_in_threadpool(list_tokens, svc.db) if t.id == token_id), None)
     if info is None:
         raise ApiError(404, f"no token with id {token_id}")

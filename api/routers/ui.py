@@ -2,10 +2,10 @@
 the JSON routers call, each page with its figure from planner.figures, drawn in the
 browser by vega-embed served from the installed vl-convert package (no CDN).
 
-The bearer token is entered once and kept in the session: a signed, httponly,
-SameSite=Lax cookie (Starlette's SessionMiddleware). Every page re-checks it like
-the JSON API does, so a revoked token logs the browser out. Forms carry a CSRF token
-kept in the session."""
+The bearer token is entered once; the browser then holds a session id, never the
+token (api.sessions: sessions live in the database, so they hold on every replica).
+Every page reads the session and its token again, so logout or a revoked token ends
+it everywhere at once. Forms carry a CSRF token, double-submitted as a cookie."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from pebble import concurrent
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from api import views
+from api import sessions, views
 from api.auth import INSECURE, Principal
 from api.problems import ApiError, validation_issues
 from api.schemas import PlanSubmission
@@ -66,12 +66,8 @@ class LoginRequired(Exception):
 
 
 def install(app) -> None:  # noqa: ANN001
-    """Session cookie, the login redirect, the router."""
-    from starlette.middleware.sessions import SessionMiddleware
-
-    secret = app.state.settings.session_secret or secrets.token_urlsafe(32)
-    app.add_middleware(SessionMiddleware, secret_key=secret, session_cookie="planner_ui", same_site="lax",
-                       https_only=False, max_age=12 * 3600, path="/ui")
+    """Session cookies, the login redirect, the router."""
+    app.add_middleware(sessions.UiSessionCookies)
 
     @app.exception_handler(LoginRequired)
     async def _login(request: Request, exc: LoginRequired):  # noqa: ANN202
@@ -93,16 +89,15 @@ def principal(request: Request) -> Principal:
     if s.settings.insecure_dev:
         return INSECURE
     here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    token = request.session.get("token")
-    if not token:
+    sid = request.session.get("sid")
+    if not sid:
         raise LoginRequired(here)
-    who = s.auth.lookup(token)
+    who = sessions.principal_of(s.db, sid)
     if who is None:
-        request.session.clear()
-        raise LoginRequired(here, "the token is unknown or was revoked")
+        raise LoginRequired(here, "the session ended (logged out, expired, or its token was revoked)")
     if not who.has("pipeline"):
-        request.session.clear()
         raise LoginRequired(here, f"the UI needs a pipeline or admin token; this one has {', '.join(sorted(who.scopes))}")
+    request.session["who"] = who.name
     return who
 
 
@@ -129,7 +124,7 @@ def spec_json(chart) -> str:  # noqa: ANN001
 
 def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
     ctx.setdefault("insecure", svc(request).settings.insecure_dev)
-    ctx.setdefault("logged_in", bool(request.session.get("token")))
+    ctx.setdefault("logged_in", bool(request.session.get("sid")))
     ctx.setdefault("csrf", csrf(request))
     return templates.TemplateResponse(request, name, ctx, status_code=status)
 
@@ -230,9 +225,11 @@ async def login(request: Request):  # noqa: ANN201
         reason = ("enter a token" if not token else "the token is unknown or revoked" if who is None
                   else "the UI needs a pipeline or admin token")
         return render(request, "login.html", status=401, next=nxt, reason=reason)
-    request.session["token"] = token
-    request.session["who"] = who.name
-    return RedirectResponse(nxt, status_code=303)
+    sid = await run_in_threadpool(sessions.create, svc(request).db, who)
+    response = RedirectResponse(nxt, status_code=303)
+    response.headers.append("set-cookie", sessions.cookie(sessions.COOKIE, sid))
+    response.headers.append("set-cookie", sessions.cookie(sessions.CSRF_COOKIE, secrets.token_urlsafe(24)))  # a new one
+    return response
 
 
 @router.post("/logout")
@@ -240,8 +237,10 @@ async def login(request: Request):  # noqa: ANN201
 async def logout(request: Request):  # noqa: ANN201
     form = await request.form()
     check_csrf(request, form)
-    request.session.clear()
-    return RedirectResponse("/ui/login", status_code=303)
+    await run_in_threadpool(sessions.end, svc(request).db, request.session.get("sid"))  # on every replica at once
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.headers.append("set-cookie", sessions.cookie(sessions.COOKIE, "", max_age_s=0))
+    return response
 
 
 # --------------------------------------------------------------------------- pages

@@ -31,11 +31,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--insecure-dev", action="store_true", help="no authentication: every caller is admin (development only)")
     p.add_argument("--workers", type=int, default=None, metavar="N", help="solver worker processes (default 1)")
     p.add_argument("--executor", default=None, metavar="WHERE",
-                   help="where solver jobs run: 'local' (worker processes) or 'dask://HOST:PORT' (a Dask scheduler); "
+                   help="where solver jobs run: 'local' (worker processes) or 'dask://HOST:PORT' (a Dask scheduler; "
+                        "tls://HOST:PORT with Dask's TLS settings, DASK_DISTRIBUTED__COMM__TLS__*); "
                         "default $PLANNER_EXECUTOR or local")
     p.add_argument("--replica-id", default=None, metavar="NAME",
                    help="this replica's name in job leases; a restarted replica with the same name takes its jobs back "
                         "at once (default $PLANNER_REPLICA_ID or host-pid-random)")
+    p.add_argument("--admin-token-file", default=None, metavar="FILE",
+                   help="where the first start of an empty store writes its admin token (mode 0600); default "
+                        "$PLANNER_ADMIN_TOKEN_FILE, else DATA_DIR/admin-token with SQLite and none with DATABASE_URL "
+                        "(create one with 'planner token create --scope admin')")
     p.add_argument("--no-access-log", action="store_true", help="do not log every request")
     p.set_defaults(func=run_serve)
 
@@ -90,12 +95,13 @@ def run_serve(args: argparse.Namespace) -> int:
         raise InputError("--port", f"{args.port} is not a TCP port")
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers", "needs at least 1 worker process")
-    if args.executor is not None and args.executor != "local" and not args.executor.startswith("dask://"):
+    if args.executor is not None and args.executor != "local" and not args.executor.startswith(("dask://", "tls://")):
         raise InputError("--executor", f"'{args.executor}' is neither 'local' nor 'dask://HOST:PORT'")
     sock = listen(args.host, args.port)  # before anything is created: a busy port leaves no data dir, no token
     settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
-                         replica_id=args.replica_id)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+                         replica_id=args.replica_id,
+                         admin_token_file=Path(args.admin_token_file) if args.admin_token_file else None)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.insecure_dev:
         print(BANNER, file=sys.stderr, flush=True)
@@ -106,7 +112,8 @@ def run_serve(args: argparse.Namespace) -> int:
           f"{'in local worker processes' if settings.executor == 'local' else 'on ' + settings.executor}",
           file=sys.stderr, flush=True)
     config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, access_log=not args.no_access_log,
-                            timeout_graceful_shutdown=5, log_level="info")
+                            timeout_graceful_shutdown=5, log_level="info",
+                            log_config=_timestamped(uvicorn.config.LOGGING_CONFIG))
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 
@@ -133,14 +140,34 @@ def listen(host: str, port: int):  # noqa: ANN201
     return sock
 
 
+def _timestamped(config: dict) -> dict:
+    """uvicorn's log configuration with the time in front of every line (an operator
+    matching a log to an outage needs it)."""
+    import copy
+
+    config = copy.deepcopy(config)
+    for formatter in config.get("formatters", {}).values():
+        if "fmt" in formatter:
+            formatter["fmt"] = "%(asctime)s " + formatter["fmt"]
+    return config
+
+
 def first_admin(settings) -> None:  # noqa: ANN001
-    """First run: an empty store gets an admin token, printed once with where it is kept."""
-    from api.auth import ensure_first_admin
+    """First run: an empty store gets an admin token, printed once with where it is kept;
+    with DATABASE_URL and no admin token file configured, none: the operator makes one."""
+    from api.auth import ensure_first_admin, has_tokens
     from api.db import Database
 
     db = Database(settings.url)
     try:
-        made = ensure_first_admin(db, Path(settings.data_dir))
+        path = settings.first_admin_file
+        if path is None:
+            if not has_tokens(db):
+                print("planner: the database has no API token yet: create one with 'planner token create --name admin "
+                      "--scope admin' (it reads DATABASE_URL), or set PLANNER_ADMIN_TOKEN_FILE=FILE (outside any source "
+                      "tree) for the first start to write one there", file=sys.stderr, flush=True)
+            return
+        made = ensure_first_admin(db, path)
     finally:
         db.dispose()
     if made is None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.support.server import ROOT, free_port
 
 DASK = Path(sys.executable).parent / "dask"
+LOOPBACK_HTTP = ("--no-dashboard", "--dashboard-address", "127.0.0.1:0")  # --no-dashboard alone still serves on 0.0.0.0
 
 
 def _die_with_parent() -> None:
@@ -24,12 +25,22 @@ def _die_with_parent() -> None:
 
 
 class DaskCluster:
-    def __init__(self, log_dir: Path, workers: int = 2, threads: int = 1):
+    """tls: (CA file, certificate, key): the scheduler and workers speak TLS only, as the
+    README's "Securing a real cluster" says (client_env: what a client then needs)."""
+
+    def __init__(self, log_dir: Path, workers: int = 2, threads: int = 1, tls: tuple[Path, Path, Path] | None = None):
         self.log_dir = Path(log_dir)
         self.n, self.threads = workers, threads
         self.port = free_port()
-        self.address = f"tcp://127.0.0.1:{self.port}"
-        self.url = f"dask://127.0.0.1:{self.port}"
+        self.tls = tls
+        scheme = "tls" if tls else "tcp"
+        self.address = f"{scheme}://127.0.0.1:{self.port}"
+        self.url = self.address if tls else f"dask://127.0.0.1:{self.port}"
+        self.tls_args = ("--tls-ca-file", str(tls[0]), "--tls-cert", str(tls[1]), "--tls-key", str(tls[2])) if tls else ()
+        self.client_env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
+                           "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(tls[0]),
+                           "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(tls[1]),
+                           "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(tls[2])} if tls else {}
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
@@ -46,14 +57,16 @@ class DaskCluster:
         from distributed import Client
 
         self.scheduler = self._spawn("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
-                                     "--no-dashboard", "--no-show")
+                                     *LOOPBACK_HTTP, "--no-show", *(("--protocol", "tls") if self.tls else ()),
+                                     *self.tls_args)
         for i in range(self.n):
             self.add_worker(f"w{i}")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                with Client(self.address, timeout="5s") as c:
-                    c.wait_for_workers(self.n, timeout=max(1.0, deadline - time.monotonic()))
+                with Client(self.address, timeout="5s", security=self.security()) as c:
+                    if self.n:  # a cluster of none is a test of its own
+                        c.wait_for_workers(self.n, timeout=max(1.0, deadline - time.monotonic()))
                 return self
             except (OSError, TimeoutError):
                 time.sleep(0.5)
@@ -62,9 +75,17 @@ class DaskCluster:
 
     def add_worker(self, name: str) -> subprocess.Popen:
         w = self._spawn(name, "worker", self.address, "--name", name, "--nthreads", str(self.threads), "--no-nanny",
-                        "--no-dashboard", "--host", "127.0.0.1")
+                        *LOOPBACK_HTTP, "--host", "127.0.0.1", *self.tls_args)
         self.workers.append(w)
         return w
+
+    def security(self):  # noqa: ANN201
+        from distributed.security import Security
+
+        if not self.tls:
+            return None
+        ca, cert, key = (str(p) for p in self.tls)
+        return Security(tls_ca_file=ca, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
 
     def worker_pids(self) -> list[int]:
         return [w.pid for w in self.workers if w.poll() is None]
