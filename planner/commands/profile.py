@@ -177,6 +177,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
     `statistic` (median | mean | min) is what time_ms and the calibration take of the runs:
     the median is the typical run; the mean adds up over slices under load; the minimum
     estimates the run undisturbed by other load."""
+    from executor.runtime import runtime_versions
     from executor.sessions import STATISTICS, summarise_ms
 
     stat = STATISTICS[statistic]
@@ -234,7 +235,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
     platform = {
         "name": platform_name,
         "source": (
-            f"measured by planner profile on {os.uname().nodename} with onnxruntime {__import__('onnxruntime').__version__}; "
+            f"measured by planner profile on {os.uname().nodename} with {runtime_versions(run.devices)}; "
             "one nominal DVFS level (1000 MHz: frequency not controlled); communication (alpha per byte, beta per "
             "slice end) calibrated per device against measured slices of " + name + "; device-pair transitions: "
             "the extra time of two-slice runs switching devices over the same slices on their own devices; "
@@ -284,6 +285,8 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
 def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -> dict:
     """The profile's MeasurementRegime: how the profiler ran, so a plan's prediction says
     where it holds and execution can run (or flag) the same way."""
+    from executor.runtime import runtime_versions
+
     return {
         "mode": "rate" if run.rate_hz is not None else "back_to_back",
         "rate_hz": run.rate_hz,
@@ -291,7 +294,7 @@ def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -
         "pool": run.pool,
         "concurrent": "none: the profiled devices take turns, never run at once",
         "clock": run.clock,
-        "runtime": f"onnxruntime {__import__('onnxruntime').__version__}",
+        "runtime": runtime_versions(run.devices),
         "model_file": str(Path(model_path).resolve()),
         "devices": [d.spec for d in run.devices if d.spec],
         "weights": weights,
