@@ -153,11 +153,11 @@ def device_kind(provider: str) -> str:
     p = provider.lower()
     if p.startswith("cpu"):
         return "cpu"
-    if any(k in p for k in ("cuda", "rocm", "dml", "migraphx", "webgpu", "opencl")):
+    if p.startswith("gpu") or any(k in p for k in ("cuda", "rocm", "dml", "migraphx", "webgpu", "opencl")):  # GPU: OpenVINO's
         return "gpu"
     if "tensorrt" in p:
         return "gpu"
-    if any(k in p for k in ("qnn", "nnapi", "vitis", "coreml", "rknpu", "acl", "armnn")):
+    if p.startswith("npu") or any(k in p for k in ("qnn", "nnapi", "vitis", "coreml", "rknpu", "acl", "armnn")):
         return "npu"
     return "other"
 
