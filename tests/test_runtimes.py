@@ -178,3 +178,21 @@ def test_a_pipelined_schedule_runs_across_runtimes():
     for o in r.outputs["sq"]:
         for k, v in ref.items():
             np.testing.assert_allclose(o[k], v, rtol=1e-4, atol=1e-5 * float(np.abs(v).max()))
+
+
+def test_an_openvino_device_with_affinity_keeps_its_threads_on_its_cores():
+    from executor.runtime import build_session, pinned, unpin
+    from tests.test_executor_cli import _thread_cores
+
+    lm = light("squeezenet")
+    x = random_inputs(lm, 0)
+    dev = parse_device(f"one=openvino:CPU,threads=1,affinity={CORES[-1]}")
+    before = set(_thread_cores())
+    try:
+        sess = build_session(lm.model, dev)
+        with pinned(dev):
+            sess.run(list(lm.graph_outputs), x)
+        new = {k: v for k, v in _thread_cores().items() if k not in before}
+    finally:
+        unpin()
+    assert all(v == {CORES[-1]} for v in new.values()), new
