@@ -102,8 +102,13 @@ class OpenVino:
 
     def build(self, model, device, policy: str) -> _Session:  # noqa: ANN001
         c = core()
-        m = c.read_model(model, b"") if isinstance(model, (bytes, bytearray)) else c.read_model(str(model))
-        return _Session(c.compile_model(m, device.provider, self.config(device)))
+        try:
+            m = c.read_model(model, b"") if isinstance(model, (bytes, bytearray)) else c.read_model(str(model))
+            return _Session(c.compile_model(m, device.provider, self.config(device)))
+        except RuntimeError as exc:  # OpenVINO's multi-line report: the lines that say why, on one
+            why = [x.strip() for x in str(exc).splitlines() if x.strip() and not x.startswith(("Exception from", "Check 'false'"))]
+            raise RuntimeError(f"OpenVINO cannot build this slice on {device.id} ({device.provider}): "
+                               + " ".join(why)[:400]) from None
 
     def quantize(self, model, calibration):  # noqa: ANN001
         from executor.quantize import quantize_int8
