@@ -2,7 +2,7 @@
 we did not write: plain ONNX Runtime sessions (the plan's slices, each an
 `onnxruntime.InferenceSession` with only the device's threads, core affinity and
 precision set, ONNX Runtime's defaults for the rest; an OpenVINO device's slice a plain
-compiled model with only its threads set) timed with `time.perf_counter`
+compiled model with only its threads and precision set) timed with `time.perf_counter`
 around the chain of `session.run` calls, in steady state (back to back) and at the
 profile's rate (an idle gap before each run).
 
@@ -78,7 +78,7 @@ def device_sets() -> dict[str, list[str]]:
                          f"q8=CPUExecutionProvider:threads={min(2, n)},precision=int8"],
         "openvino": [f"ort1=CPUExecutionProvider:threads=1,affinity={c(0)}",  # the two runtimes side by side
                      f"ov1=openvino:CPU,threads=1,affinity={c(1)}",
-                     f"ov2=openvino:CPU,threads={min(2, n)}"],
+                     f"ovb=openvino:CPU,threads=1,affinity={c(0)},precision=bf16"],
         "clusters": [f"big=CPUExecutionProvider:threads={big_threads},affinity={big}",
                      f"little=CPUExecutionProvider:threads=1,affinity={little}",
                      f"q8=CPUExecutionProvider:threads={min(2, n)},affinity={q8a}-{q8b},precision=int8"
@@ -135,14 +135,19 @@ class PlainChain:
 
 
 class PlainOpenVino:
-    """A slice as a plain OpenVINO compiled model: only the device's threads set
-    (INFERENCE_NUM_THREADS), OpenVINO's defaults for the rest; int8 is the same QDQ model."""
+    """A slice as a plain OpenVINO compiled model: only the device's threads and precision
+    set (INFERENCE_NUM_THREADS, INFERENCE_PRECISION_HINT), OpenVINO's defaults for the rest;
+    int8 is the same QDQ model."""
 
     def __init__(self, model, device):
         import openvino as ov
 
         core = ov.Core()
-        config = {"INFERENCE_NUM_THREADS": str(device.threads)} if device.threads is not None else {}
+        from executor.runtimes.openvino import PRECISION_HINTS
+
+        config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[device.precision]}
+        if device.threads is not None:
+            config["INFERENCE_NUM_THREADS"] = str(device.threads)
         self.compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), device.provider, config)
         self.request = self.compiled.create_infer_request()
         self.ports = {n: p for p in self.compiled.outputs for n in p.get_names()}

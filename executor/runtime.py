@@ -27,7 +27,7 @@ SESSION_KEYS = {
     "threads": "intra-op threads (SessionOptions.intra_op_num_threads); default: the provider's",
     "inter_threads": "inter-op threads (SessionOptions.inter_op_num_threads)",
     "affinity": "cores the device runs on, e.g. 0, 0-3 or 0+2 (0-based; calling thread and pool threads)",
-    "precision": "fp32 (default) or int8 (static QDQ quantisation with calibration data)",
+    "precision": "fp32 (default) or int8 (static QDQ quantisation with calibration data); OpenVINO also bf16",
     "opt": "graph optimisation: disable, basic, extended, all (default all)",
 }
 PRECISIONS = ("fp32", "int8")
@@ -93,6 +93,13 @@ def _parse_cores(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(cores)))
 
 
+def _precisions(runtime: str) -> tuple[str, ...]:
+    try:
+        return runtimes.get(runtime).precisions
+    except runtimes.RuntimeUnavailable:  # reported once, after the keys
+        return PRECISIONS
+
+
 def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDevice:
     """`ID=PROVIDER[:key=value,...]` -> RuntimeDevice. Raises DeviceSpecError listing
     every problem (unknown provider with the installed ones, bad values, cores that
@@ -147,8 +154,9 @@ def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDe
                     raise ValueError(f"core(s) {bad} are not available to this process (allowed: {sorted(allowed)})")
                 values[key] = cores
             elif key == "precision":
-                if value not in PRECISIONS:
-                    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got '{value}'")
+                allowed = _precisions(runtime)
+                if value not in allowed:
+                    raise ValueError(f"precision must be one of {', '.join(allowed)}, got '{value}'")
                 values[key] = value
             elif key == "opt":
                 if value not in OPT_LEVELS:

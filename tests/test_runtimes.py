@@ -13,6 +13,7 @@ import onnx
 import pytest
 
 from executor import runtime, runtimes
+from executor.execute import check_outputs
 from executor.quantize import INT8_TOLERANCE, int8_error
 from executor.runtime import DeviceSpecError, parse_device, parse_devices
 from executor.sessions import SlicedModel
@@ -56,7 +57,8 @@ def test_openvino_spec_parses_and_ort_specs_are_unchanged():
         ("ov=openvino:CPU,session.intra_op.allow_spinning=0", "is an ONNX Runtime session key"),
         ("ov=openvino:CPU,FOO=1", "'FOO' is not a property of OpenVINO CPU"),
         ("ov=openvino:CPU,threads=0", "threads must be a positive integer"),
-        ("ov=openvino:CPU,precision=int4", "precision must be one of fp32, int8"),
+        ("ov=openvino:CPU,precision=int4", "precision must be one of fp32, bf16, int8"),
+        ("c=CPUExecutionProvider:precision=bf16", "precision must be one of fp32, int8"),  # OpenVINO's only
         ("c=CPUExecutionProvider:CPU", "'CPU' is not key=value"),  # ORT's grammar as before
     ],
 )
@@ -93,7 +95,7 @@ def test_a_plan_mixing_runtimes_computes_the_unsplit_model(name):
     lm = light(name)
     L = len(lm.layers)
     devs = parse_devices(["c=CPUExecutionProvider:threads=1", f"ov=openvino:CPU,threads=1,affinity={CORES[0]}",
-                          "q=openvino:CPU,threads=1,precision=int8"])
+                          "q=openvino:CPU,threads=1,precision=int8", "b=openvino:CPU,threads=1,precision=bf16"])
     x = random_inputs(lm, 5)
     try:
         ref = SlicedModel(lm, [(0, L - 1, "c")], devs).run(x)
@@ -104,6 +106,10 @@ def test_a_plan_mixing_runtimes_computes_the_unsplit_model(name):
             out = sm.run(x)
             for k in lm.graph_outputs:
                 np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-5 * float(np.abs(ref[k]).max()))
+        bf = SlicedModel(lm, [(0, L // 2, "b"), (L // 2 + 1, L - 1, "c")], devs)
+        check = check_outputs(bf, x, ref)
+        assert check["ok"] and check["mode"].startswith("bf16 vs fp32") and check["error"] > 0, check
+        assert not check_outputs(bf, x, {k: v + np.abs(v).max() for k, v in ref.items()})["ok"]
         q = SlicedModel(lm, [(0, L // 2, "c"), (L // 2 + 1, L - 1, "q")], devs)
         assert any(n.op_type == "QuantizeLinear" for n in q.slices[-1].model.graph.node)
         out = q.run(x)
