@@ -202,3 +202,25 @@ def test_an_openvino_device_with_affinity_keeps_its_threads_on_its_cores():
     finally:
         unpin()
     assert all(v == {CORES[-1]} for v in new.values()), new
+
+
+def test_a_runtime_package_is_imported_by_its_module_only():
+    """ARCHITECTURE.md: a runtime is one module; the rest of the house reaches it through
+    executor.runtime, so a board without the package still runs the others."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    owner = "executor/runtimes/openvino.py"
+    bad = []
+    for path in root.glob("*/**/*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel.split("/")[0] not in ("executor", "planner", "models", "solvers", "api", "profiles"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            for n in names:
+                if n.split(".")[0] == "openvino" and rel != owner:
+                    bad.append(f"{rel}:{node.lineno} imports {n}")
+    assert not bad, bad
