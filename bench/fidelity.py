@@ -226,6 +226,13 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     best_single = min(singles, key=singles.get)
     v = verified.verification
     chosen = next(c for c in v.candidates if c.name == v.chosen)
+    runtime_of = {d["symbol"]: next(x.runtime for x in devices if x.id == d["id"]) for d in plat_doc["devices"]}
+
+    def runtimes_in(notation: str) -> set[str]:  # "O1 OVB4": symbol + first layer (1-based) per slice
+        return {runtime_of[max((s for s in runtime_of if t.startswith(s) and t[len(s):].isdigit()), key=len)]
+                for t in notation.split()}
+    mixed = [{"notation": c.notation, "predicted_ms": c.predicted_ms, "measured_ms": c.measured_ms,
+              "error_pct": c.error_pct} for c in v.candidates if len(runtimes_in(c.notation)) > 1]
     return {
         "model": name, "layers": L, "device_set": set_name, "devices": specs,
         "regime": "back_to_back" if rate_hz is None else f"{rate_hz:g} Hz",
@@ -239,6 +246,7 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
         "single_reference_ms": singles, "best_single": best_single,
         "speedup_over_best_single": singles[best_single] / med[ver_name],
         "slower_than_best_single": sign_test(samples[ver_name], samples[best_single]),
+        "mixed_runtime_candidates": mixed,  # verified candidates whose slices run on more than one runtime
     }
 
 
@@ -298,6 +306,9 @@ def main() -> int:
                       f"{r['verified_reference_ms']:>8.3f} {r['verified_error_pct']:>+6.1f}% {r['noise_floor_pct']:>5.1f}% "
                       f"{r['best_single'] + ' ' + format(r['single_reference_ms'][r['best_single']], '.3f'):>18} {slow:>6}",
                       flush=True)
+                for c in r["mixed_runtime_candidates"]:
+                    print(f"{'':<14} mixed runtimes: {c['notation']:<24} predicted {c['predicted_ms']:.3f} ms, measured "
+                          f"{c['measured_ms']:.3f} ms by the executor ({c['error_pct']:+.1f}%)", flush=True)
     summary = {"all": summarise(rows)}
     for key in ("device_set", "regime"):
         for val in dict.fromkeys(r[key] for r in rows):
