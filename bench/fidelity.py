@@ -1,7 +1,8 @@
 """How good are the planner's predictions where the model runs? Judged against references
 we did not write: plain ONNX Runtime sessions (the plan's slices, each an
 `onnxruntime.InferenceSession` with only the device's threads, core affinity and
-precision set, ONNX Runtime's defaults for the rest) timed with `time.perf_counter`
+precision set, ONNX Runtime's defaults for the rest; an OpenVINO device's slice a plain
+compiled model with only its threads and precision set) timed with `time.perf_counter`
 around the chain of `session.run` calls, in steady state (back to back) and at the
 profile's rate (an idle gap before each run).
 
@@ -61,7 +62,7 @@ CORES = sorted(PROCESS_CORES)
 
 
 def device_sets() -> dict[str, list[str]]:
-    """The three device sets, laid on the cores this process has (16 on the quiet host,
+    """The device sets, laid on the cores this process has (16 on the quiet host,
     2 here): one-thread pinned devices; multi-thread devices; big/little/int8 clusters."""
     n = len(CORES)
     c = lambda i: CORES[min(i, n - 1)]  # noqa: E731
@@ -75,6 +76,9 @@ def device_sets() -> dict[str, list[str]]:
         "multi-thread": ["cpu1=CPUExecutionProvider:threads=1",
                          f"cpu2=CPUExecutionProvider:threads={min(2, n)}",
                          f"q8=CPUExecutionProvider:threads={min(2, n)},precision=int8"],
+        "openvino": [f"ort1=CPUExecutionProvider:threads=1,affinity={c(0)}",  # the two runtimes side by side
+                     f"ov1=openvino:CPU,threads=1,affinity={c(1)}",
+                     f"ovb=openvino:CPU,threads=1,affinity={c(0)},precision=bf16"],
         "clusters": [f"big=CPUExecutionProvider:threads={big_threads},affinity={big}",
                      f"little=CPUExecutionProvider:threads=1,affinity={little}",
                      f"q8=CPUExecutionProvider:threads={min(2, n)},affinity={q8a}-{q8b},precision=int8"
@@ -83,8 +87,8 @@ def device_sets() -> dict[str, list[str]]:
 
 
 def load(name: str, seed: int):
-    if name in GENERATED:
-        model = GENERATED[name](seed=seed)
+    if name in GENERATED:  # weights are initializers already; materialise infers the tensors' shapes (their bytes)
+        model = materialise(GENERATED[name](seed=seed))
     else:
         model = materialise(load_model(LIGHT / f"light_{name}.onnx"), "random", seed)
     return layers(model, materialised=True)
@@ -112,7 +116,10 @@ class PlainChain:
                                             ";".join([",".join(str(x + 1) for x in d.affinity)] * (d.threads - 1)))
             cores = set(d.affinity) if d.affinity is not None else set(PROCESS_CORES)
             os.sched_setaffinity(0, cores)  # built where it runs: pool threads inherit it
-            sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            if d.runtime == "openvino":
+                sess = PlainOpenVino(m, d)
+            else:
+                sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
             self.steps.append((sess, ins, outs, cores))
         os.sched_setaffinity(0, PROCESS_CORES)
         self.outputs = list(lm.graph_outputs)
@@ -125,6 +132,29 @@ class PlainChain:
                 os.sched_setaffinity(0, cores)
             env.update(zip(outs, sess.run(outs, {k: env[k] for k in ins})))
         return (time.perf_counter() - t0) * 1e3
+
+
+class PlainOpenVino:
+    """A slice as a plain OpenVINO compiled model: only the device's threads and precision
+    set (INFERENCE_NUM_THREADS, INFERENCE_PRECISION_HINT), OpenVINO's defaults for the rest;
+    int8 is the same QDQ model."""
+
+    def __init__(self, model, device):
+        import openvino as ov
+
+        core = ov.Core()
+        from executor.runtimes.openvino import PRECISION_HINTS
+
+        config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[device.precision]}
+        if device.threads is not None:
+            config["INFERENCE_NUM_THREADS"] = str(device.threads)
+        self.compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), device.provider, config)
+        self.request = self.compiled.create_infer_request()
+        self.ports = {n: p for p in self.compiled.outputs for n in p.get_names()}
+
+    def run(self, outs, feed):
+        r = self.request.infer(feed)
+        return [r[self.ports[o]] for o in outs]
 
 
 def time_references(chains: dict, feed, runs: int, rate_hz: float | None, seed: int) -> dict[str, list[float]]:
@@ -196,6 +226,13 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     best_single = min(singles, key=singles.get)
     v = verified.verification
     chosen = next(c for c in v.candidates if c.name == v.chosen)
+    runtime_of = {d["symbol"]: next(x.runtime for x in devices if x.id == d["id"]) for d in plat_doc["devices"]}
+
+    def runtimes_in(notation: str) -> set[str]:  # "O1 OVB4": symbol + first layer (1-based) per slice
+        return {runtime_of[max((s for s in runtime_of if t.startswith(s) and t[len(s):].isdigit()), key=len)]
+                for t in notation.split()}
+    mixed = [{"notation": c.notation, "predicted_ms": c.predicted_ms, "measured_ms": c.measured_ms,
+              "error_pct": c.error_pct} for c in v.candidates if len(runtimes_in(c.notation)) > 1]
     return {
         "model": name, "layers": L, "device_set": set_name, "devices": specs,
         "regime": "back_to_back" if rate_hz is None else f"{rate_hz:g} Hz",
@@ -209,6 +246,7 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
         "single_reference_ms": singles, "best_single": best_single,
         "speedup_over_best_single": singles[best_single] / med[ver_name],
         "slower_than_best_single": sign_test(samples[ver_name], samples[best_single]),
+        "mixed_runtime_candidates": mixed,  # verified candidates whose slices run on more than one runtime
     }
 
 
@@ -226,7 +264,9 @@ def summarise(rows: list[dict]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(DEFAULT), help=f"comma list or 'all' ({', '.join(ALL)}); default %(default)s")
-    ap.add_argument("--sets", default="pinned-1t,multi-thread,clusters", help="device sets (default %(default)s)")
+    ap.add_argument("--sets", default="pinned-1t,multi-thread,clusters",
+                    help="device sets: pinned-1t, multi-thread, clusters, openvino (ONNX Runtime and OpenVINO devices "
+                         "side by side; plans may mix them) (default %(default)s)")
     ap.add_argument("--rate", type=float, default=20.0, help="the at-a-rate regime in Hz; 0: back to back only (default %(default)s)")
     ap.add_argument("--runs", type=int, default=8, help="profiling rounds (default %(default)s)")
     ap.add_argument("--exec-runs", type=int, default=30, help="timed rounds of the references (default %(default)s)")
@@ -244,6 +284,8 @@ def main() -> int:
     regimes = [None] + ([args.rate] if args.rate > 0 else [])
     host = {"node": pyplatform.node(), "cpus_usable": len(CORES), "cpus": os.cpu_count(), "onnxruntime": ort.__version__,
             "python": pyplatform.python_version(), "loadavg_at_start": os.getloadavg()}
+    if "openvino" in args.sets.split(","):
+        host["openvino"] = __import__("openvino").get_version().split("-")[0]
     print(f"host {host['node']}: {host['cpus_usable']} usable of {host['cpus']} CPUs, onnxruntime {ort.__version__}, "
           f"load average {host['loadavg_at_start'][0]:.1f} at start")
     print("errors: (measured - predicted) / predicted, positive = slower than predicted; reference = plain ONNX Runtime "
@@ -264,6 +306,9 @@ def main() -> int:
                       f"{r['verified_reference_ms']:>8.3f} {r['verified_error_pct']:>+6.1f}% {r['noise_floor_pct']:>5.1f}% "
                       f"{r['best_single'] + ' ' + format(r['single_reference_ms'][r['best_single']], '.3f'):>18} {slow:>6}",
                       flush=True)
+                for c in r["mixed_runtime_candidates"]:
+                    print(f"{'':<14} mixed runtimes: {c['notation']:<24} predicted {c['predicted_ms']:.3f} ms, measured "
+                          f"{c['measured_ms']:.3f} ms by the executor ({c['error_pct']:+.1f}%)", flush=True)
     summary = {"all": summarise(rows)}
     for key in ("device_set", "regime"):
         for val in dict.fromkeys(r[key] for r in rows):

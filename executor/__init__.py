@@ -1,10 +1,14 @@
-"""The device side of the planner: run a plan on ONNX Runtime.
+"""The device side of the planner: run a plan on ONNX Runtime or OpenVINO.
 
 Light enough for a board: it imports the plan and profile documents from
-`planner.core` and otherwise only onnx, onnxruntime, numpy and httpx.
+`planner.core` and otherwise only onnx, onnxruntime, numpy and httpx (and openvino,
+only when a device names it).
 
 - `executor.runtime`: `parse_device("cpu1=CPUExecutionProvider:threads=1,affinity=0")`
-  -> RuntimeDevice; `build_session(model, device)`.
+  or `parse_device("ov=openvino:CPU,threads=2")` -> RuntimeDevice; `build_session(model,
+  device)` through the device's runtime.
+- `executor.runtimes`: one module per runtime behind the `Runtime` protocol (build a
+  session, quantise, version, targets, check a spec).
 - `executor.slicing`: `materialise`, `layers(model)` (fused layers, DAG, bytes),
   `split_model(layered, [(first, last), ...])`.
 - `executor.quantize`: int8 static QDQ quantisation with calibration data.

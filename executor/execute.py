@@ -16,6 +16,10 @@ from planner.core.telemetry import error_pct as _error_pct
 
 FP32_RTOL = 1e-4  # split fp32 vs unsplit fp32: same kernels, fusion may reorder sums
 FP32_ATOL_REL = 1e-5  # absolute tolerance as a fraction of the output's largest magnitude
+# bf16 (OpenVINO) whole model against fp32, relative L2, light and generated models with
+# seeded random weights: 6e-9 (SqueezeNet) to 0.025 (Inception v1); twice the worst
+BF16_TOLERANCE = 0.05
+REDUCED_TOLERANCE = {"int8": INT8_TOLERANCE, "bf16": BF16_TOLERANCE}
 
 
 def reference_outputs(lm: LayeredModel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -28,13 +32,16 @@ def reference_outputs(lm: LayeredModel, inputs: Mapping[str, np.ndarray]) -> dic
 
 def check_outputs(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray] | None = None) -> dict:
     """{'ok', 'mode', 'error', 'tolerance'}: fp32 plans must match allclose; plans with an
-    int8 slice must stay within INT8_TOLERANCE (relative L2) of the fp32 outputs."""
+    int8 (bf16) slice must stay within INT8_TOLERANCE (BF16_TOLERANCE), relative L2, of
+    the fp32 outputs."""
     ref = reference if reference is not None else reference_outputs(sliced.lm, inputs)
     got = sliced.run(inputs)
     names = list(sliced.lm.graph_outputs)
-    if any(s.device.precision == "int8" for s in sliced.slices):
+    low = sorted({s.device.precision for s in sliced.slices} & set(REDUCED_TOLERANCE))
+    if low:
         err = int8_error([ref[n] for n in names], [got[n] for n in names])
-        return {"ok": err <= INT8_TOLERANCE, "mode": "int8 vs fp32, relative L2", "error": err, "tolerance": INT8_TOLERANCE}
+        tol = max(REDUCED_TOLERANCE[p] for p in low)
+        return {"ok": err <= tol, "mode": f"{'+'.join(low)} vs fp32, relative L2", "error": err, "tolerance": tol}
     worst = 0.0
     ok = True
     for n in names:

@@ -30,8 +30,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from executor.quantize import quantize_int8
-from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned
+from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned, quantize
 from executor.sessions import Pacer, capture, run_slices, slice_policy, summarise_ms
 from executor.slicing import LayeredModel, boundary, random_inputs, slice_model
 
@@ -199,7 +198,7 @@ def profile_model(
         ins, outs = boundary(lm, a, b)
         for k, d in enumerate(devices):
             t0 = time.perf_counter()
-            m = quantize_int8(sub, [{x: v[x] for x in ins} for v in calib_values]) if d.precision == "int8" else sub
+            m = quantize(sub, d, [{x: v[x] for x in ins} for v in calib_values]) if d.precision == "int8" else sub
             sess = build_session(m, d, slice_policy(pool, 1 if (a, b) == (0, L - 1) else 2))
             _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], warmup)
             built[((a, b), k)] = (sess, ins, outs)
@@ -218,7 +217,7 @@ def profile_model(
             sub = slice_model(lm, *span)
             ins, outs = boundary(lm, *span)
             for k, d in enumerate(devices):
-                m = quantize_int8(sub, [{x: v[x] for x in ins} for v in calib_values]) if d.precision == "int8" else sub
+                m = quantize(sub, d, [{x: v[x] for x in ins} for v in calib_values]) if d.precision == "int8" else sub
                 sess = build_session(m, d, slice_policy(pool, 2))
                 _timed(sess, {x: values[x] for x in ins}, outs, pins[d.id], warmup)
                 built[(span, k)] = (sess, ins, outs)

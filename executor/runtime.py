@@ -1,11 +1,13 @@
 """Runtime devices: `ID=PROVIDER[:key=value,...]` parsed into a `RuntimeDevice`, and the
-ONNX Runtime session options it stands for.
+session a slice gets on it, built by the device's runtime (executor.runtimes).
 
-A device is an execution provider plus options, so one physical CPU can be several
-planner devices (one thread pinned to core 0, two threads, int8). Nothing is special-
-cased per provider: the keys this module knows are about the *session* (threads,
-affinity, precision, graph optimisation, `session.*` config entries); every other key
-is handed to the provider as a provider option, verbatim, and the provider judges it.
+A device is a runtime target plus options, so one physical CPU can be several planner
+devices (one thread pinned to core 0, two threads, int8, OpenVINO). On ONNX Runtime
+(PROVIDER an execution provider) nothing is special-cased per provider: the keys this
+module knows are about the *session* (threads, affinity, precision, graph optimisation,
+`session.*` config entries); every other key is handed to the provider as a provider
+option, verbatim, and the provider judges it. `ID=openvino[:DEVICE][,key=value,...]` is
+a device of OpenVINO (DEVICE: CPU by default; other keys are OpenVINO properties).
 """
 
 from __future__ import annotations
@@ -17,30 +19,21 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-import onnxruntime as ort
+from executor import runtimes
+from executor.runtimes.onnxruntime import OPT_LEVELS, POOL_POLICIES  # noqa: F401 - re-exported
+from executor.runtimes.onnxruntime import session_options as _ort_session_options
 
 SESSION_KEYS = {
     "threads": "intra-op threads (SessionOptions.intra_op_num_threads); default: the provider's",
     "inter_threads": "inter-op threads (SessionOptions.inter_op_num_threads)",
     "affinity": "cores the device runs on, e.g. 0, 0-3 or 0+2 (0-based; calling thread and pool threads)",
-    "precision": "fp32 (default) or int8 (static QDQ quantisation with calibration data)",
+    "precision": "fp32 (default) or int8 (static QDQ quantisation with calibration data); OpenVINO also bf16",
     "opt": "graph optimisation: disable, basic, extended, all (default all)",
 }
 PRECISIONS = ("fp32", "int8")
-OPT_LEVELS = {
-    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-}
-# Thread-pool policies (session config entries): what a session does between and after
-# its parallel sections. One policy per regime of use, recorded in the profile so that a
-# slice is measured as it will run (executor.sessions picks "plain" for a one-slice plan).
-POOL_POLICIES = {
-    "plain": {},
-    "stop": {"session.force_spinning_stop": "1"},
-    "off": {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"},
-}
+# keys of ONNX Runtime's session only; another runtime takes threads, affinity, precision
+# and its own properties
+_ORT_ONLY = ("inter_threads", "opt")
 _ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/+-]{0,63}$")
 
 
@@ -50,7 +43,8 @@ class DeviceSpecError(ValueError):
 
 @dataclass(frozen=True)
 class RuntimeDevice:
-    """One planner device realised on ONNX Runtime."""
+    """One planner device: `provider` is the runtime's target (an ONNX Runtime execution
+    provider, or OpenVINO's device name), `provider_options` what is handed to it."""
 
     id: str
     provider: str
@@ -62,38 +56,22 @@ class RuntimeDevice:
     session_config: tuple[tuple[str, str], ...] = ()
     provider_options: tuple[tuple[str, str], ...] = ()
     spec: str = ""
+    runtime: str = runtimes.DEFAULT
 
-    def session_options(self, policy: str = "stop") -> ort.SessionOptions:
+    def session_options(self, policy: str = "stop"):
         """SessionOptions for a session of this device under a thread-pool `policy`
         (POOL_POLICIES): "plain" is ONNX Runtime's defaults (a one-slice plan runs as a
         plain session of the device would); "stop" lets the pool spin inside a run and
         stops it when the run returns (a slice of a multi-slice plan: fast while active,
         and an idle pool does not busy-wait on the cores the next slice needs); "off"
         never spins. `session.*` entries of the spec win over the policy."""
-        if policy not in POOL_POLICIES:
-            raise ValueError(f"pool policy must be one of {', '.join(POOL_POLICIES)}, got '{policy}'")
-        so = ort.SessionOptions()
-        so.graph_optimization_level = OPT_LEVELS[self.opt]
-        so.log_severity_level = 3
-        if self.threads is not None:
-            so.intra_op_num_threads = self.threads
-        if self.inter_threads is not None:
-            so.inter_op_num_threads = self.inter_threads
-        config = dict(self.session_config)
-        for key, value in POOL_POLICIES[policy].items():
-            config.setdefault(key, value)
-        if self.affinity is not None and (self.threads or 1) > 1:
-            cores = ",".join(str(c + 1) for c in self.affinity)  # ORT counts processors from 1
-            config.setdefault("session.intra_op_thread_affinities", ";".join([cores] * (self.threads - 1)))
-        for key, value in config.items():
-            so.add_session_config_entry(key, value)
-        return so
+        return _ort_session_options(self, policy)
 
     def providers(self) -> list:
         return [(self.provider, dict(self.provider_options))]
 
     def describe(self) -> str:
-        parts = [f"{self.provider}"]
+        parts = [f"{self.provider}" if self.runtime == runtimes.DEFAULT else f"{self.runtime} {self.provider}"]
         if self.threads is not None:
             parts.append(f"{self.threads} thread(s)")
         if self.affinity is not None:
@@ -115,11 +93,19 @@ def _parse_cores(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(cores)))
 
 
+def _precisions(runtime: str) -> tuple[str, ...]:
+    try:
+        return runtimes.get(runtime).precisions
+    except runtimes.RuntimeUnavailable:  # reported once, after the keys
+        return PRECISIONS
+
+
 def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDevice:
     """`ID=PROVIDER[:key=value,...]` -> RuntimeDevice. Raises DeviceSpecError listing
     every problem (unknown provider with the installed ones, bad values, cores that
-    this process may not run on)."""
-    available = list(ort.get_available_providers() if available is None else available)
+    this process may not run on). PROVIDER `openvino` (a runtime's name, executor.runtimes)
+    makes an OpenVINO device: `ID=openvino[:DEVICE][,key=value,...]`, DEVICE CPU by
+    default; `available` lists ONNX Runtime's providers (default: the installed ones)."""
     problems: list[str] = []
     dev_id, eq, rest = spec.partition("=")
     if not eq:
@@ -129,15 +115,25 @@ def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDe
         problems.append(f"id '{dev_id}' must be 1-64 letters, digits or _ . : / + -")
     provider, _, opts = rest.partition(":")
     provider = provider.strip()
-    if provider not in available:
-        problems.append(f"provider '{provider}' is not available (onnxruntime.get_available_providers(): {', '.join(available)})")
+    items = [x for x in (x.strip() for x in opts.split(",")) if x] if opts else []
+    runtime = provider if provider in runtimes.NAMES and provider != runtimes.DEFAULT else runtimes.DEFAULT
+    if runtime == runtimes.DEFAULT:
+        available = list(runtimes.get(runtime).targets() if available is None else available)
+        if provider not in available:
+            problems.append(f"provider '{provider}' is not available (onnxruntime.get_available_providers(): {', '.join(available)})")
+    else:  # the runtime's device: the first item when it is not key=value
+        provider = items.pop(0) if items and "=" not in items[0] else "CPU"
     values: dict = {}
     config: list[tuple[str, str]] = []
     provider_options: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for item in filter(None, (x.strip() for x in opts.split(","))) if opts else []:
+    for item in items:
         key, eq, value = item.partition("=")
         key, value = key.strip(), value.strip()
+        if runtime != runtimes.DEFAULT and (key in _ORT_ONLY or key.startswith("session.")):
+            problems.append(f"'{key}' is an ONNX Runtime session key; {runtime} takes threads, affinity, precision "
+                            f"and its own properties")
+            continue
         if not eq or not key or not value:
             problems.append(f"'{item}' is not key=value")
             continue
@@ -158,8 +154,9 @@ def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDe
                     raise ValueError(f"core(s) {bad} are not available to this process (allowed: {sorted(allowed)})")
                 values[key] = cores
             elif key == "precision":
-                if value not in PRECISIONS:
-                    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got '{value}'")
+                allowed = _precisions(runtime)
+                if value not in allowed:
+                    raise ValueError(f"precision must be one of {', '.join(allowed)}, got '{value}'")
                 values[key] = value
             elif key == "opt":
                 if value not in OPT_LEVELS:
@@ -171,16 +168,23 @@ def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDe
                 provider_options.append((key, value))
         except ValueError as exc:
             problems.append(str(exc))
-    if problems:
-        raise DeviceSpecError(f"device '{spec}': " + "; ".join(problems))
-    return RuntimeDevice(
+    device = RuntimeDevice(
         id=dev_id,
         provider=provider,
         session_config=tuple(config),
         provider_options=tuple(provider_options),
         spec=spec,
+        runtime=runtime,
         **values,
     )
+    if runtime != runtimes.DEFAULT:
+        try:
+            problems.extend(runtimes.get(runtime).check(device))
+        except runtimes.RuntimeUnavailable as exc:
+            problems.append(str(exc))
+    if problems:
+        raise DeviceSpecError(f"device '{spec}': " + "; ".join(problems))
+    return device
 
 
 def parse_devices(specs: Iterable[str]) -> list[RuntimeDevice]:
@@ -252,30 +256,47 @@ def clock_ns(name: str, devices: Iterable[RuntimeDevice] = ()):
     if name not in CLOCKS:
         raise DeviceSpecError(f"clock must be one of {', '.join(CLOCKS)}, got '{name}'")
     if name == "thread":
-        bad = [d.id for d in devices if d.threads != 1 or d.provider != "CPUExecutionProvider"]
+        bad = [d.id for d in devices if d.threads != 1 or d.provider != "CPUExecutionProvider" or d.runtime != runtimes.DEFAULT]
         if bad:
             raise DeviceSpecError(
                 f"clock 'thread' counts the calling thread only: device(s) {', '.join(bad)} must be "
-                "CPUExecutionProvider with threads=1"
+                "CPUExecutionProvider with threads=1 (OpenVINO runs on threads of its own)"
             )
     return CLOCKS[name]
 
 
-def build_session(model, device: RuntimeDevice, policy: str = "stop") -> ort.InferenceSession:
-    """An InferenceSession for `model` (ModelProto, bytes or path) on `device`. The model
-    is expected to be in the device's precision already (see executor.quantize). Built
-    on the device's cores: ORT's pool threads inherit the creating thread's affinity, so
-    a device without affinity built while the caller was pinned for another device
-    would keep its pool threads on that device's cores for good. `policy`: the
-    thread-pool policy (POOL_POLICIES)."""
+def build_session(model, device: RuntimeDevice, policy: str = "stop"):
+    """A session for `model` (ModelProto, bytes or path) on `device`, built by its
+    runtime (executor.runtimes): `session.run(output_names, feed)` -> arrays. The model
+    is expected to be in the device's precision already (see `quantize`). Built on the
+    device's cores: pool threads inherit the creating thread's affinity, so a device
+    without affinity built while the caller was pinned for another device would keep
+    its pool threads on that device's cores for good. `policy`: the thread-pool policy
+    (POOL_POLICIES; a runtime without them ignores it)."""
+    if policy not in POOL_POLICIES:
+        raise ValueError(f"pool policy must be one of {', '.join(POOL_POLICIES)}, got '{policy}'")
     data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
+    rt = runtimes.get(device.runtime)
     before = getattr(_PIN, "current", None)
     try:
         with pinned(device):
-            return ort.InferenceSession(data, sess_options=device.session_options(policy), providers=device.providers())
+            return rt.build(data, device, policy)
     finally:  # the caller stays where it was
         if before is None:
             unpin()
         elif _PIN.current != before:
             os.sched_setaffinity(0, before)
             _PIN.current = before
+
+
+def quantize(model, device: RuntimeDevice, calibration):
+    """`model` (ModelProto) in int8 as `device`'s runtime runs it, calibrated on
+    `calibration` feeds (dicts input name -> array)."""
+    return runtimes.get(device.runtime).quantize(model, calibration)
+
+
+def runtime_versions(devices: Iterable[RuntimeDevice]) -> str:
+    """The runtimes (name and version) that `devices` run on, e.g. "onnxruntime 1.23.2,
+    openvino 2026.4.1": what a profile records as having measured."""
+    names = dict.fromkeys([runtimes.DEFAULT] + [d.runtime for d in devices])  # ORT always: it makes the references
+    return ", ".join(runtimes.get(n).version() for n in names)

@@ -1,4 +1,5 @@
-"""A model split into slices, one ONNX Runtime session per slice on its device.
+"""A model split into slices, one session per slice on its device (ONNX Runtime or
+OpenVINO: executor.runtimes).
 
     lm = slicing.layers(onnx.load("model.onnx"))
     devices = runtime.parse_devices(["cpu1=CPUExecutionProvider:threads=1,affinity=0",
@@ -22,8 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from executor.quantize import quantize_int8
-from executor.runtime import POOL_POLICIES, RuntimeDevice, build_session, clock_ns, pinned
+from executor.runtime import POOL_POLICIES, RuntimeDevice, build_session, clock_ns, pinned, quantize
 from executor.slicing import LayeredModel, SlicingError, boundary, random_inputs, split_model
 
 
@@ -164,7 +164,7 @@ class SlicedModel:
             feeds = list(calibration) if calibration else [random_inputs(lm, seed + i) for i in range(calibration_count)]
             values = capture(lm, [x for s in int8 for x in s.inputs], feeds)
             for s in int8:
-                s.model = quantize_int8(s.model, [{k: v[k] for k in s.inputs} for v in values])
+                s.model = quantize(s.model, s.device, [{k: v[k] for k in s.inputs} for v in values])
         self.pool_policy = slice_policy(pool, len(self.slices))
         for s in self.slices:
             s.session = build_session(s.model, s.device, self.pool_policy)

@@ -17,6 +17,12 @@ from planner.core.errors import PlannerError
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
 EXIT_INTERNAL = 1
+# optional packages (pyproject extras) -> the extra that brings them: a board installs
+# only `[board]`, and a planning command run there says what to install
+EXTRAS = {**dict.fromkeys(("z3", "ortools", "pulp", "deap", "moocore", "pebble"), "solvers"),
+          **dict.fromkeys(("fastapi", "fastapi_offline", "uvicorn", "sqlalchemy", "alembic", "altair", "vl_convert",
+                           "jinja2", "itsdangerous", "multipart", "starlette"), "service"),
+          "openvino": "openvino", "onnx": "board", "onnxruntime": "board"}
 
 
 class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -143,6 +149,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except ModuleNotFoundError as exc:
+        extra = EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None or os.environ.get("PLANNER_DEBUG"):
+            raise
+        print(f"planner: error: {args.command} needs {exc.name}, not installed here (a board install?): "
+              f"pip install 'hetero-planner[{extra}]'", file=sys.stderr)
+        return EXIT_INPUT
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback unless asked
         if os.environ.get("PLANNER_DEBUG"):
             raise

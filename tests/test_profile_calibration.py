@@ -1,4 +1,4 @@
-"""The profiler's per-slice calibration (planner.commands.profile.calibrate): the unsplit
+"""The profiler's per-slice calibration (models.calibration.calibrate): the unsplit
 model, the slice most plans on a board are, is predicted as measured, through the
 documents, models.compile and the evaluator, not only in the fit's own arithmetic."""
 
@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from executor.profiler import DeviceTimes, ProfileRun
 from executor.runtime import parse_devices
-from planner.commands.profile import build_documents, calibrate, slice_prediction
+from models.calibration import calibrate, slice_prediction
+from planner.commands.profile import build_documents
 from planner.core.io import parse
 from planner.core.schema import ModelProfile, PlanRequest, Platform
 from planner.plan import make_plan

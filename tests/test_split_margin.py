@@ -13,7 +13,7 @@ import onnx
 import pytest
 
 from models.compile import compile_problem
-from planner.commands.profile import fit_switch, slice_uncertainty, switch_extras
+from models.calibration import fit_switch, slice_uncertainty, switch_extras
 from planner.core.evaluate import evaluate
 from planner.core.margin import split_margin
 from planner.core.problem import Assignment
