@@ -71,6 +71,9 @@ class Settings:
     executor: str = "local"  # where jobs run: "local" (a process pool) or "dask://HOST:PORT"
     job_lease_s: float = 20.0  # a replica's claim on a job attempt holds this long unless renewed
     replica_id: str | None = None  # lease owner name; default: host-pid-random (stable: take back own jobs at restart)
+    drain_s: float = 30.0  # SIGTERM: running jobs get this long to finish before they are handed back to other replicas
+    access_log: bool = False  # the app writes one access line per request, with its ids (JSON log mode)
+    metrics_refresh_s: float = 10.0  # /metrics recomputes the per-deployment series at most this often
     session_secret: str | None = None  # signs the web UI's session cookie; None = random per process (log in again after a restart)
 
     @property
@@ -116,5 +119,7 @@ class Settings:
             replica_id=os.environ.get("PLANNER_REPLICA_ID") or None,
             poll_interval_s=_env_float("PLANNER_POLL_INTERVAL_S", 1.0),
             session_secret=os.environ.get("PLANNER_SESSION_SECRET") or None,
+            drain_s=_env_float("PLANNER_DRAIN_S", 30.0),
+            metrics_refresh_s=_env_float("PLANNER_METRICS_REFRESH_S", 10.0),
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

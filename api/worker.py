@@ -65,6 +65,9 @@ def init_worker(queue, solver_modules: tuple[str, ...], memory_mb: int | None = 
     from planner.core.procs import die_with_parent
 
     die_with_parent(parent_pid, own_group=True)
+    from api.logs import configure_job_worker
+
+    configure_job_worker()
     _progress_queue = queue
     load_solver_modules(solver_modules)
     importlib.import_module("planner.plan")  # warm imports before the first job
