@@ -5,7 +5,6 @@ revokes its API tokens (stored hashed; a secret is shown once)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -38,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--replica-id", default=None, metavar="NAME",
                    help="this replica's name in job leases; a restarted replica with the same name takes its jobs back "
                         "at once (default $PLANNER_REPLICA_ID or host-pid-random)")
-    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    p.add_argument("--no-access-log", dest="no_access_log", action="store_true", help="do not log every request")
+    p.add_argument("--access-log", dest="no_access_log", action="store_false",
+                   help="log every request (the default; the last of the two flags wins)")
     p.add_argument("--log-format", choices=("text", "json"), default=None,
                    help="text (default), or json: one JSON object per line with request id, job id, deployment and "
                         "token name where they apply, also from the worker processes (default $PLANNER_LOG_FORMAT or text)")
@@ -129,7 +130,13 @@ def run_serve(args: argparse.Namespace) -> int:
     app = create_app(settings)
     config = uvicorn.Config(app, host=args.host, port=args.port, access_log=not args.no_access_log and not json_logs,
                             timeout_graceful_shutdown=5, log_level="info", log_config=logs.uvicorn_log_config())
-    _draining_server()(config).run()
+    try:
+        _draining_server()(config).run()
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it shut down for
+        if not json_logs:
+            raise
+        logging.getLogger("planner").info("stopped (SIGINT)")
+        return 130
     return 0
 
 
@@ -166,8 +173,10 @@ def first_admin(settings, show_secret: bool = True) -> None:  # noqa: ANN001
         return
     token_id, secret, path = made
     if not show_secret:
-        print(json.dumps({"level": "warning", "logger": "planner", "msg": f"first run: created admin token {token_id}; "
-                          f"its secret is in {path} (mode 0600), not in the log"}), file=sys.stderr, flush=True)
+        from api.logs import json_line
+
+        print(json_line("planner", f"first run: created admin token {token_id}; its secret is in {path} (mode 0600), "
+                        "not in the log", level="warning"), file=sys.stderr, flush=True)
         return
     data = "" if Path(settings.data_dir).resolve() == Path("data").resolve() else f" --data-dir {Path(settings.data_dir).resolve()}"
     print(f"planner: first run: created admin token {token_id}; its secret (shown this once, also in {path}, mode 0600):\n"
