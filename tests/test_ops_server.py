@@ -185,3 +185,54 @@ def test_ready_fails_while_postgres_is_down(tmp_path, pg):
         wait_for(lambda: httpx.get(f"{s.url}/v1/ready", timeout=30).status_code == 200, 60, "readiness again")
     finally:
         s.stop()
+
+
+def test_the_agent_flushes_its_telemetry_on_sigterm(tmp_path):
+    """Telemetry batches every hour: all the agent measured reaches the service only because
+    SIGTERM makes it post what it holds before it exits. Its JSON log lines name the agent
+    and the deployment, never its token."""
+    import os
+
+    from tests.test_agent import documents as board_documents, tiny_model
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    platform, profile = board_documents(model)
+    server = Server(tmp_path / "data").start()
+    agent = None
+    try:
+        ci = token(server, "--name", "ci", "--scope", "pipeline")
+        pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
+        pid = pipe.post("/v1/platforms", json=platform).json()["id"]
+        mid = pipe.post("/v1/profiles", json=profile).json()["id"]
+        plan = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "constraints": {"devices": ["cpu1"]}})
+        assert plan.status_code in (200, 201), plan.text
+        assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201
+        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plan.json()["id"]}).status_code == 200
+        board = token(server, "--name", "board", "--scope", "executor", "--deployment", "cam")
+        err = tmp_path / "agent.log"
+        with open(err, "w") as errf:
+            agent = subprocess.Popen(
+                [str(PLANNER), "agent", "--server", server.url, "--deployment", "cam", "--model", str(model),
+                 "--device", "cpu1=CPUExecutionProvider:threads=1", "--rate", "40", "--batch-s", "3600",
+                 "--poll-wait", "2", "--name", "board-9", "--json", "--log-format", "json"],
+                cwd=ROOT, env={**server.env, "PLANNER_TOKEN": board}, stdout=subprocess.PIPE, stderr=errf, text=True,
+                start_new_session=True)
+        wait_for(lambda: "now running plan" in err.read_text(), 60, "the agent to run the plan")
+        time.sleep(1.0)  # frames measured on the plan, none posted yet (batches every hour)
+        assert pipe.get("/v1/deployments/cam/telemetry").json()["samples"] == 0
+        agent.send_signal(signal.SIGTERM)
+        out, _ = agent.communicate(timeout=60)
+        assert agent.returncode == 0, err.read_text()
+        stats = json.loads(out.strip().splitlines()[-1])
+        assert stats["frames"] - stats["unplanned_frames"] > 0 and stats["batches_dropped"] == 0
+        summary = pipe.get("/v1/deployments/cam/telemetry").json()
+        assert summary["samples"] == stats["frames"] - stats["unplanned_frames"]  # every measured frame arrived
+        lines = [json.loads(line) for line in err.read_text().splitlines() if line.strip()]
+        assert all(x["agent"] == "board-9" and x["deployment"] == "cam" for x in lines), lines
+        assert board not in err.read_text()
+    finally:
+        if agent is not None and agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)
+            agent.wait(10)
+        server.stop()
