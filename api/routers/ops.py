@@ -74,7 +74,9 @@ def _plan_workers_problem(svc: Service) -> str | None:
 
 
 @router.get("/v1/ready", summary="Readiness (no auth)",
-            responses={200: {"description": "This replica can serve"}, **responses(503)})
+            responses={200: {"description": "This replica can serve"},
+                       503: {**responses(503)[503], "description": "Not ready: one error per reason (database, "
+                                                                   "plan_workers, job_engine, draining)"}})
 async def ready(svc: Service = Depends(service)) -> Response:
     problems: list[Issue] = []
     if svc.draining:
