@@ -1,7 +1,8 @@
 """Bearer tokens with scopes. `admin` may do everything; `pipeline` writes documents,
 plans and deployments (and reads them); `executor` reads the active plan of the
-deployments it is bound to; `metrics` reads /metrics only (a Prometheus scraper). Only sha256(secret) is stored: secrets are 256-bit
-random, so a slow password hash would add latency and no safety."""
+deployments it is bound to; `metrics` reads /metrics only (a Prometheus scraper).
+Only sha256(secret) is stored: secrets are 256-bit random, so a slow password hash
+would add latency and no safety."""
 
 from __future__ import annotations
 

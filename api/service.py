@@ -160,11 +160,11 @@ class Service:
             return
         self.draining = True
         self._drain_until = time.monotonic() + self.settings.drain_s
-        log.warning("draining: SIGTERM; no new jobs, %d running may finish for up to %g s", len(jobs.local),
-                    self.settings.drain_s)
         threading.Thread(target=self._keep_leases, args=(jobs,), name="drain", daemon=True).start()
 
     def _keep_leases(self, jobs: JobManager) -> None:
+        log.warning("draining: SIGTERM; no new jobs, %d running may finish for up to %g s", len(jobs.local),
+                    self.settings.drain_s)
         jobs.stop_claiming()  # the claim loop (which also renews leases) ends: renew them here
         while not self._drained.wait(jobs.heartbeat_s):
             try:
