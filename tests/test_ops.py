@@ -194,3 +194,18 @@ def test_secrets_never_reach_a_log_line():
     finally:
         request_context.reset(token)
     assert line["request_id"] == "r-1" and line["deployment"] == "cam"
+
+
+@pytest.mark.parametrize("limits, reason", [({"max_in_flight": 0}, "in-flight"),
+                                            ({"rate_per_s": 0.001, "rate_burst": 1.0}, "rate")])
+def test_refusals_by_the_gate_are_counted_by_reason(tmp_path, limits, reason):
+    a = start(tmp_path, **limits)
+    try:
+        a.token("prom", ["metrics"])
+        codes = [a.client.get("/v1/plans", headers=a.h()).status_code for _ in range(3)]
+        assert codes.count(429) >= 2, codes
+        m = scrape(a)  # /metrics is outside the gate's caps: a scraper is never rate limited
+        assert value(m, "planner_refusals_total", reason=reason) == codes.count(429)
+        assert value(m, "planner_refusals_total") == codes.count(429)  # and under no other reason
+    finally:
+        a.client.__exit__(None, None, None)
