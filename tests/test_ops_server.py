@@ -67,11 +67,14 @@ def test_json_logs_carry_ids_and_never_a_secret(tmp_path):
         assert c.get(f"/v1/deployments/{dep['id']}").status_code == 200
         wrong = "hp_" + "Z" * 43  # a secret-shaped unknown token: refused, and not logged either
         assert httpx.get(f"{srv.url}/v1/plans", headers={"Authorization": f"Bearer {wrong}"}).status_code == 401
-        assert httpx.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {admin}"}).status_code == 200
+        prom = token(srv, "--name", "prometheus", "--scope", "metrics")
+        scraped = httpx.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {prom}"})
+        assert scraped.status_code == 200 and 'planner_http_requests_total{method="POST"' in scraped.text
+        assert httpx.get(f"{srv.url}/v1/plans", headers={"Authorization": f"Bearer {prom}"}).status_code == 403
     finally:
         srv.stop()
     text = srv.log.read_text()
-    for secret in (admin, ci, wrong):
+    for secret in (admin, ci, wrong, prom):
         assert secret not in text
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]  # every line is JSON
     mine = [x for x in lines if x.get("request_id") == "req-ops-1"]
