@@ -27,9 +27,10 @@ import json
 import logging
 import re
 import secrets
-from bisect import bisect_left
 import threading
 import time
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -106,14 +107,15 @@ class _RequestStats:
 
 
 class _Window:
-    """The newest DRIFT_WINDOW_SAMPLES latencies of one deployment's active plan (a ring)."""
+    """The newest DRIFT_WINDOW_SAMPLES latencies of one deployment's active plan: a ring of
+    doubles (8 kB a deployment; 5,000 deployments: 40 MB)."""
 
     __slots__ = ("plan_id", "samples", "_ring", "_n", "_median")
 
     def __init__(self, plan_id: str):
         self.plan_id = plan_id
         self.samples = 0  # stored for the active plan, all of them
-        self._ring: list[float] = []
+        self._ring = array("d")
         self._n = 0  # latencies ever added
         self._median: float | None = None
 
@@ -130,7 +132,7 @@ class _Window:
 
     def median(self, np) -> float | None:  # noqa: ANN001
         if self._median is None and self._ring:
-            self._median = float(np.median(np.asarray(self._ring, dtype=float)))
+            self._median = float(np.median(np.frombuffer(self._ring, dtype=np.float64)))
         return self._median
 
 
