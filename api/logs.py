@@ -100,8 +100,9 @@ def check_format(fmt: str) -> str:
 
 
 def configure(fmt: str | None = None, level: int = logging.INFO, replica: str | None = None) -> str:
-    """Route the root logger (and uvicorn's) to stderr in `fmt` (default: $PLANNER_LOG_FORMAT,
-    else text). Spawned worker processes read the same variable (`configure()` there)."""
+    """Route the root logger to stderr in `fmt` (default: $PLANNER_LOG_FORMAT, else text);
+    in JSON mode uvicorn's loggers too (in text mode uvicorn keeps its own format, as
+    before). Spawned worker processes read the same variable (`configure()` there)."""
     fmt = check_format(fmt or os.environ.get(ENV) or "text")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(replica) if fmt == "json" else RedactingFormatter(TEXT_FORMAT))
@@ -110,10 +111,11 @@ def configure(fmt: str | None = None, level: int = logging.INFO, replica: str | 
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):  # uvicorn's own handlers: through ours instead
-        lg = logging.getLogger(name)
-        lg.handlers.clear()
-        lg.propagate = True
+    if fmt == "json":
+        for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):  # uvicorn's own handlers: through ours instead
+            lg = logging.getLogger(name)
+            lg.handlers.clear()
+            lg.propagate = True
     return fmt
 
 

@@ -129,7 +129,8 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"planner: {serving}", file=sys.stderr, flush=True)
     app = create_app(settings)
     config = uvicorn.Config(app, host=args.host, port=args.port, access_log=not args.no_access_log and not json_logs,
-                            timeout_graceful_shutdown=5, log_level="info", log_config=logs.uvicorn_log_config())
+                            timeout_graceful_shutdown=5, log_level="info",
+                            log_config=logs.uvicorn_log_config() if json_logs else uvicorn.config.LOGGING_CONFIG)
     try:
         _draining_server()(config).run()
     except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it shut down for
