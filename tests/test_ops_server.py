@@ -108,11 +108,9 @@ def test_sigterm_lets_a_running_job_finish(tmp_path):
     assert "draining" in srv.log.read_text()
 
 
-pg_only = pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg")
-
-
 @pytest.fixture(scope="module")
 def pg():
+    pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg")
     from tests.support.postgres import Postgres
 
     pg = Postgres()
