@@ -28,6 +28,8 @@ TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
 # the request being served: {"request_id", "state" (the ASGI scope's state: principal), "scope" (path params)}
 request_context: contextvars.ContextVar[dict | None] = contextvars.ContextVar("planner_request", default=None)
 
+current_job: contextvars.ContextVar[str | None] = contextvars.ContextVar("planner_job", default=None)  # a job worker's
+
 _SECRETS = [
     (re.compile(r"hp_[A-Za-z0-9_\-]{8,}"), "hp_***"),  # API token secrets (api.auth.TOKEN_PREFIX)
     (re.compile(r"(?i)(bearer\s+)[^\s\"',;]+"), r"\1***"),
@@ -76,6 +78,8 @@ class JsonFormatter(logging.Formatter):
         for key in ("job_id", "deployment", "agent"):  # given by the caller (extra={...})
             if key in record.__dict__:
                 out[key] = record.__dict__[key]
+        if "job_id" not in out and (job := current_job.get()) is not None:
+            out["job_id"] = job
         if "job_id" not in out and (m := _JOB.search(msg)):
             out["job_id"] = m.group(0)
         if "deployment" not in out and (m := _DEP.search(msg)):

@@ -126,6 +126,9 @@ def run_schedule_job(spec: JobSpec) -> JobOutcome:
 
 
 def run_job(spec: JobSpec) -> JobOutcome:
+    from api.logs import current_job
+
+    current_job.set(spec.job_id)  # this worker's log lines name the job (JSON mode)
     try:
         return _run_job(spec)
     except MemoryError:

@@ -209,3 +209,15 @@ def test_refusals_by_the_gate_are_counted_by_reason(tmp_path, limits, reason):
         assert value(m, "planner_refusals_total") == codes.count(429)  # and under no other reason
     finally:
         a.client.__exit__(None, None, None)
+
+
+def test_a_job_worker_s_lines_name_its_job():
+    from api.logs import current_job
+
+    record = logging.LogRecord("planner.solvers", logging.WARNING, __file__, 1, "slow progress", (), None)
+    token = current_job.set("job_" + "a" * 16)
+    try:
+        line = json.loads(JsonFormatter().format(record))
+    finally:
+        current_job.reset(token)
+    assert line["job_id"] == "job_" + "a" * 16
