@@ -13,8 +13,9 @@ from api import problems
 from api.executors import Executor
 from fastapi.middleware.gzip import GZipMiddleware
 
+from api.metrics import OpsMiddleware
 from api.middleware import BodyLimit, Gate, Idempotency, JsonBody
-from api.routers import deployments, documents, meta, plans, refit, schedules, telemetry, tokens, ui
+from api.routers import deployments, documents, meta, ops, plans, refit, schedules, telemetry, tokens, ui
 from api.service import Service
 from api.settings import Settings
 from planner import __version__
@@ -50,7 +51,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.state.settings = settings
     problems.install(app)
     for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, tokens.router,
-              telemetry.router, refit.router):
+              telemetry.router, refit.router, ops.router):
         app.include_router(r)
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
     ui.install(app)  # the web UI at /ui (session cookie, login redirect)
@@ -67,4 +68,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.add_middleware(Gate, service_of=lambda scope: scope["app"].state.service, rate_per_s=settings.rate_per_s,
                        burst=settings.rate_burst, max_in_flight=settings.max_in_flight)
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
+    # outermost: the request id, metrics and the JSON access line see every answer
+    app.add_middleware(OpsMiddleware, metrics_of=lambda scope: scope["app"].state.service.metrics,
+                       access_log=settings.access_log)
     return app

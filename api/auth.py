@@ -1,7 +1,8 @@
 """Bearer tokens with scopes. `admin` may do everything; `pipeline` writes documents,
 plans and deployments (and reads them); `executor` reads the active plan of the
-deployments it is bound to. Only sha256(secret) is stored: secrets are 256-bit
-random, so a slow password hash would add latency and no safety."""
+deployments it is bound to; `metrics` reads /metrics only (a Prometheus scraper).
+Only sha256(secret) is stored: secrets are 256-bit random, so a slow password hash
+would add latency and no safety."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from api.problems import ApiError
 from api.rows import DeploymentRow, TokenRow, utcnow
 from api.schemas import DEPLOYMENT_ID_PREFIX
 
-SCOPES = ("admin", "pipeline", "executor")
+SCOPES = ("admin", "pipeline", "executor", "metrics")  # metrics: reads /metrics only (Prometheus)
 TOKEN_PREFIX = "hp_"
 
 

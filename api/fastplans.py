@@ -483,7 +483,9 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...],
     signal.signal(signal.SIGALRM, _on_alarm)
     from api.worker import load_solver_modules
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from api.logs import configure
+
+    configure()  # the service's format ($PLANNER_LOG_FORMAT: text or json)
     load_solver_modules(solver_modules)
     importlib.import_module("planner.plan")  # every import before the cap: it bounds planning, not start-up
     cap_memory(memory_mb)

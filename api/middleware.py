@@ -66,7 +66,7 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-PUBLIC_PATHS = {"/v1/health", "/v1", "/v1/"}  # the API's open doors; outside /v1 the docs, static files, the UI
+PUBLIC_PATHS = {"/v1/health", "/v1/ready", "/v1", "/v1/"}  # the API's open doors; outside /v1 the docs, static files, the UI
 DOCUMENT_UPLOADS = {"/v1/platforms", "/v1/profiles", "/v1/asymo-cpus", "/v1/asymo-networks"}
 
 

@@ -314,9 +314,9 @@ class TokenRequest(BaseModel):
     model_config = {"extra": "forbid"}
 
     name: str = Field(min_length=1, max_length=100, description="Who or what uses it (ci, board-17)")
-    scopes: list[Literal["admin", "pipeline", "executor"]] = Field(
+    scopes: list[Literal["admin", "pipeline", "executor", "metrics"]] = Field(
         min_length=1, description="admin: everything; pipeline: documents, plans, schedules, deployments; "
-        "executor: reads its deployments' active plan")
+        "executor: reads its deployments' active plan; metrics: reads /metrics (Prometheus)")
     deployments: list[str] = Field(default_factory=list, description="Executor tokens: the deployments (ids or names) it may read")
 
 

@@ -10,6 +10,7 @@ import json
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from api.events import make_bus
 from api.executors import Executor, make_executor
 from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, TooSlow, iso, plan_resource_json, spliced_json
 from api.jobs import JobManager, new_id
+from api.metrics import Metrics
 from api.problems import ApiError, from_planner_error, invalid, validation_issues
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
 from api.schemas import DEPLOYMENT_ID_PREFIX, ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSubmission
@@ -131,6 +133,10 @@ class Service:
         self.planner: Planner | None = None
         self.plan_workers = PlanWorkers(settings.url, settings.limits, settings.solver_modules, settings.plan_workers,
                                         deadline_s=settings.fast_deadline_s, memory_mb=settings.worker_memory_mb)
+        self.metrics = Metrics(settings.metrics_refresh_s)
+        self.draining = False  # SIGTERM seen: no new jobs (begin_drain)
+        self._drain_until = 0.0
+        self._drained = threading.Event()
 
     def start(self) -> None:
         load_solver_modules(self.settings.solver_modules)
@@ -141,17 +147,58 @@ class Service:
         self.bus.subscribe("tokens", self.auth.forget)  # a revocation on any replica
         self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts, lease_s=self.settings.job_lease_s,
                                poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus)
-        self.executor.start(self.jobs)
+        self.metrics.service, self.metrics.replica = self, self.jobs.replica
+        self.executor.start(self.metrics.job_events(self.jobs))
         self.jobs.start()
         self.bus.start()
+
+    def begin_drain(self) -> None:
+        """SIGTERM (from the signal handler: nothing here waits): claim no new job from now
+        on, keep the leases of the running ones alive; `stop` lets them finish for up to
+        drain_s from now, then hands the rest back."""
+        jobs = getattr(self, "jobs", None)
+        if self.draining or jobs is None:
+            return
+        self.draining = True
+        self._drain_until = time.monotonic() + self.settings.drain_s
+        threading.Thread(target=self._keep_leases, args=(jobs,), name="drain", daemon=True).start()
+
+    def _keep_leases(self, jobs: JobManager) -> None:
+        log.warning("draining: SIGTERM; no new jobs, %d running may finish for up to %g s", len(jobs.local),
+                    self.settings.drain_s)
+        jobs.stop_claiming()  # the claim loop (which also renews leases) ends: renew them here
+        while not self._drained.wait(jobs.heartbeat_s):
+            try:
+                jobs.heartbeat()
+            except Exception as exc:  # noqa: BLE001 - the database away: the next beat retries
+                log.warning("draining: renewing job leases failed: %s", exc)
+
+    def _wait_for_running(self, jobs: JobManager) -> None:
+        with jobs.changed:
+            while jobs.local and time.monotonic() < self._drain_until:
+                jobs.changed.wait(min(1.0, max(0.01, self._drain_until - time.monotonic())))
+        if jobs.local:
+            log.warning("draining: handing back %d running job(s) to the other replicas: %s", len(jobs.local),
+                        ", ".join(sorted(jobs.local)))
+        else:
+            log.info("draining: no job running; stopping")
 
     def stop(self) -> None:
         jobs = getattr(self, "jobs", None)
         if jobs is not None:
+            if self.draining:
+                self._wait_for_running(jobs)
+            self._drained.set()
             jobs.stop_claiming()
         self.executor.shutdown()  # first: a job still running is given back, not finished during shutdown
         if jobs is not None:
+            held = bool(jobs.local)
             jobs.release()
+            if held:  # their leases are released: any replica may claim them now; tell them so
+                try:
+                    self.bus.publish("jobs", "queued")
+                except Exception:  # noqa: BLE001 - they find the jobs at their next poll
+                    log.warning("announcing the handed-back jobs failed")
         self.plan_workers.stop()
         self.bus.stop()
         if self.db is not None:

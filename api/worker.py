@@ -64,6 +64,9 @@ def init_worker(queue, solver_modules: tuple[str, ...], memory_mb: int | None = 
     from planner.core.procs import die_with_parent
 
     die_with_parent(parent_pid, own_group=True)
+    from api.logs import configure_job_worker
+
+    configure_job_worker()
     _progress_queue = queue
     load_solver_modules(solver_modules)
     importlib.import_module("planner.plan")  # warm imports before the first job
@@ -121,6 +124,9 @@ def run_schedule_job(spec: JobSpec) -> JobOutcome:
 
 
 def run_job(spec: JobSpec) -> JobOutcome:
+    from api.logs import current_job
+
+    current_job.set(spec.job_id)  # this worker's log lines name the job (JSON mode)
     try:
         return _run_job(spec)
     except MemoryError:

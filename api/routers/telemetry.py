@@ -48,6 +48,7 @@ async def post_telemetry(deployment_id: DepId, batch: TelemetryBatch, response: 
                          svc: Service = Depends(service)):
     dep, who = caller
     receipt, created = await run_in_threadpool(telemetry.post_batch, svc, dep, batch, who)
+    svc.metrics.telemetry("stored" if created else "duplicate", len(batch.samples) if created else 0)
     response.status_code = 201 if created else 200
     return receipt
 

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 from planner.core.errors import InputError
@@ -35,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--poll-wait", type=float, default=30.0, help="long-poll wait for a plan change, seconds")
     p.add_argument("--name", default=None, help="agent name in telemetry (default: agent-<random>)")
     p.add_argument("--json", action="store_true", help="print the final counters as JSON")
+    p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("PLANNER_LOG_FORMAT") or "text",
+                   help="text, or json: one JSON object per log line with the agent and deployment "
+                        "(env PLANNER_LOG_FORMAT); the token is never logged")
     p.set_defaults(func=run)
 
 
@@ -62,8 +66,18 @@ def run(args: argparse.Namespace) -> int:
 
     lm = layered_model(args.model, args.weights, args.seed)
     inputs = model_inputs(lm, args.inputs, args.seed)
+    if args.log_format not in ("text", "json"):
+        raise InputError("PLANNER_LOG_FORMAT", f"must be text or json, got '{args.log_format}'")
+    log = None
+    if args.log_format == "json":
+        from api.logs import json_line
+
+        def log(msg: str) -> None:
+            print(json_line("planner.agent", msg, agent=agent.name, deployment=args.deployment), file=sys.stderr,
+                  flush=True)
+
     agent = Agent(args.server, args.deployment, args.token or "", lm, devices, inputs, rate_hz=args.rate,
-                  batch_s=args.batch_s, poll_wait_s=args.poll_wait, name=args.name or "")
+                  batch_s=args.batch_s, poll_wait_s=args.poll_wait, name=args.name or "", log=log)
     previous = signal.signal(signal.SIGTERM, lambda *_: agent.stop())
     try:
         stats = agent.run(frames=args.frames, duration_s=args.duration)

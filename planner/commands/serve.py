@@ -5,6 +5,7 @@ revokes its API tokens (stored hashed; a secret is shown once)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -41,7 +42,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where the first start of an empty store writes its admin token (mode 0600); default "
                         "$PLANNER_ADMIN_TOKEN_FILE, else DATA_DIR/admin-token with SQLite and none with DATABASE_URL "
                         "(create one with 'planner token create --scope admin')")
-    p.add_argument("--no-access-log", action="store_true", help="do not log every request")
+    p.add_argument("--no-access-log", dest="no_access_log", action="store_true", help="do not log every request")
+    p.add_argument("--access-log", dest="no_access_log", action="store_false",
+                   help="log every request (the default; the last of the two flags wins)")
+    p.add_argument("--log-format", choices=("text", "json"), default=None,
+                   help="text (default), or json: one JSON object per line with request id, job id, deployment and "
+                        "token name where they apply, also from the worker processes (default $PLANNER_LOG_FORMAT or text)")
+    p.add_argument("--drain-s", type=float, default=None, metavar="S",
+                   help="on SIGTERM, running jobs may finish for this long before they are handed back to the other "
+                        "replicas (default $PLANNER_DRAIN_S or 30)")
     p.set_defaults(func=run_serve)
 
     t = sub.add_parser("token", help="create, list or revoke API tokens", description=TOKEN_DOC)
@@ -51,8 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     tsub = t.add_subparsers(dest="token_command", metavar="ACTION", required=True)
     c = tsub.add_parser("create", parents=[where], help="create a token and print its secret (shown once)")
     c.add_argument("--name", required=True, help="who or what uses it (e.g. ci, board-17)")
-    c.add_argument("--scope", action="append", required=True, choices=("admin", "pipeline", "executor"),
-                   help="repeatable: admin, pipeline (writes profiles, plans, deployments), executor (reads its deployments' plans)")
+    c.add_argument("--scope", action="append", required=True, choices=("admin", "pipeline", "executor", "metrics"),
+                   help="repeatable: admin, pipeline (writes profiles, plans, deployments), executor (reads its deployments' plans), "
+                        "metrics (reads /metrics: a Prometheus scraper)")
     c.add_argument("--deployment", action="append", default=[], metavar="ID_OR_NAME",
                    help="repeatable: deployment an executor token may read (bound to its id; the deployment must exist)")
     c.set_defaults(func=run_token_create)
@@ -97,24 +107,44 @@ def run_serve(args: argparse.Namespace) -> int:
         raise InputError("--workers", "needs at least 1 worker process")
     if args.executor is not None and args.executor != "local" and not args.executor.startswith(("dask://", "tls://")):
         raise InputError("--executor", f"'{args.executor}' is neither 'local' nor 'dask://HOST:PORT'")
+    if args.drain_s is not None and not args.drain_s >= 0:
+        raise InputError("--drain-s", f"must be >= 0 seconds, got {args.drain_s:g}")
+    from api import logs
+
+    fmt = args.log_format or os.environ.get(logs.ENV) or "text"
+    if fmt not in logs.FORMATS:
+        raise InputError("PLANNER_LOG_FORMAT", f"must be one of {', '.join(logs.FORMATS)}, got '{fmt}'")
+    os.environ[logs.ENV] = fmt  # the plan and job worker processes this service spawns log the same way
+    json_logs = fmt == "json"
     sock = listen(args.host, args.port)  # before anything is created: a busy port leaves no data dir, no token
     settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
-                         replica_id=args.replica_id,
+                         replica_id=args.replica_id, drain_s=args.drain_s,
+                         access_log=(json_logs and not args.no_access_log) or None,
                          admin_token_file=Path(args.admin_token_file) if args.admin_token_file else None)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(fmt, replica=settings.replica_id)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if settings.insecure_dev:
         print(BANNER, file=sys.stderr, flush=True)
     where = settings.database_url and "DATABASE_URL" or str(Path(settings.data_dir).resolve())
     if not settings.insecure_dev:
-        first_admin(settings)
-    print(f"planner: serving on http://{args.host}:{args.port} (docs at /docs), data in {where}, jobs run "
-          f"{'in local worker processes' if settings.executor == 'local' else 'on ' + settings.executor}",
-          file=sys.stderr, flush=True)
-    config = uvicorn.Config(create_app(settings), host=args.host, port=args.port, access_log=not args.no_access_log,
+        first_admin(settings, show_secret=not json_logs)
+    serving = (f"serving on http://{args.host}:{args.port} (docs at /docs), data in {where}, jobs run "
+               f"{'in local worker processes' if settings.executor == 'local' else 'on ' + settings.executor}")
+    if json_logs:
+        logging.getLogger("planner").info(serving)
+    else:
+        print(f"planner: {serving}", file=sys.stderr, flush=True)
+    app = create_app(settings)
+    config = uvicorn.Config(app, host=args.host, port=args.port, access_log=not args.no_access_log and not json_logs,
                             timeout_graceful_shutdown=5, log_level="info",
-                            log_config=_timestamped(uvicorn.config.LOGGING_CONFIG))
-    uvicorn.Server(config).run(sockets=[sock])
+                            log_config=logs.uvicorn_log_config() if json_logs else _timestamped(uvicorn.config.LOGGING_CONFIG))
+    try:
+        _draining_server()(config).run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the SIGINT it shut down for
+        if not json_logs:
+            raise
+        logging.getLogger("planner").info("stopped (SIGINT)")
+        return 130
     return 0
 
 
@@ -152,9 +182,28 @@ def _timestamped(config: dict) -> dict:
     return config
 
 
-def first_admin(settings) -> None:  # noqa: ANN001
-    """First run: an empty store gets an admin token, printed once with where it is kept;
-    with DATABASE_URL and no admin token file configured, none: the operator makes one."""
+def _draining_server():  # noqa: ANN202
+    import signal
+
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        """SIGTERM starts the service's drain (no new jobs) at once, while uvicorn stops
+        accepting connections and finishes the requests in flight; the lifespan's
+        shutdown then waits for the running jobs (PLANNER_DRAIN_S) and hands back the rest."""
+
+        def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001
+            if sig == signal.SIGTERM:
+                self.config.app.state.service.begin_drain()
+            super().handle_exit(sig, frame)
+
+    return DrainingServer
+
+
+def first_admin(settings, show_secret: bool = True) -> None:  # noqa: ANN001
+    """First run: an empty store gets an admin token, printed once with where it is kept
+    (JSON log mode: only where it is kept, so no log pipeline ever receives it); with
+    DATABASE_URL and no admin token file configured, none: the operator makes one."""
     from api.auth import ensure_first_admin, has_tokens
     from api.db import Database
 
@@ -173,6 +222,12 @@ def first_admin(settings) -> None:  # noqa: ANN001
     if made is None:
         return
     token_id, secret, path = made
+    if not show_secret:
+        from api.logs import json_line
+
+        print(json_line("planner", f"first run: created admin token {token_id}; its secret is in {path} (mode 0600), "
+                        "not in the log", level="warning"), file=sys.stderr, flush=True)
+        return
     data = "" if Path(settings.data_dir).resolve() == Path("data").resolve() else f" --data-dir {Path(settings.data_dir).resolve()}"
     print(f"planner: first run: created admin token {token_id}; its secret (shown this once, also in {path}, mode 0600):\n"
           f"\n    {secret}\n\n"
