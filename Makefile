@@ -35,7 +35,8 @@ bench: $(STAMP)
 	$(PY) bench/energy_cap.py
 	$(PY) bench/multiapp.py
 	$(PY) bench/within_layer.py
-	$(PY) bench/fidelity.py --clock thread
+	$(PY) bench/fidelity.py
+	$(PY) bench/loop.py
 	$(PY) bench/schedule_fidelity.py
 	$(PY) bench/schedule_auto.py
 
