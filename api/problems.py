@@ -203,6 +203,7 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         409: "Conflict",
         413: "Request body too large",
         422: "Invalid input: the JSON path and reason of each issue",
+        429: "Over this token's rate, requests in flight or queued jobs; retry after Retry-After",
         503: "A worker process stopped while serving the request; retry (Retry-After)",
     }
     out: dict[int | str, dict[str, Any]] = {}

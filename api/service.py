@@ -139,7 +139,8 @@ class Service:
         self.plan_workers.start()
         self.auth = Authenticator(self.db, self.settings.insecure_dev, self.settings.token_cache_s)
         self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts, lease_s=self.settings.job_lease_s,
-                               poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus)
+                               poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus,
+                               max_jobs_per_token=self.settings.max_jobs_per_token)
         self.executor.start(self.jobs)
         self.jobs.start()
         self.bus.start()
@@ -201,12 +202,12 @@ class Service:
             raise from_planner_error(exc) from None
         return solver
 
-    async def submit_plan(self, sub: PlanSubmission) -> tuple[str, Any, bool]:
+    async def submit_plan(self, sub: PlanSubmission, token_id: str | None = None) -> tuple[str, Any, bool]:
         """(kind, result, created): ('plan', (plan id, response JSON bytes), ...) for a fast
         solver or a reused plan, ('job', JobRow, ...) otherwise; created False = reused.
         A new plan is stored before this returns. The loop only checks the request and
         answers a repeat from memory; solving and storage run in a plan worker process
-        (fast solvers) or a thread (job creation)."""
+        (fast solvers) or a thread (job creation). A job counts against `token_id`'s cap."""
         request, key = self.plan_key(sub)
         if sub.reuse:
             hit = self.reused.get(key)
@@ -218,12 +219,12 @@ class Service:
             sizes = await run_in_threadpool(self.doc_sizes, sub.platform_id, sub.profile_id)
         at_once = admission.admit(admission.estimate(solver.name, request, *sizes), self.limits)
         if not solver.capabilities.fast or not at_once:
-            return await run_in_threadpool(self.submit_job, sub, request, key, solver)
+            return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
         try:
             plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id,
                                                                   request.model_dump_json(), key, sub.reuse)
         except TooSlow:  # past the fast path's deadline: a job plans it, with its own time limit
-            return await run_in_threadpool(self.submit_job, sub, request, key, solver)
+            return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
         self.reused.put(key, (plan_id, body))
         return "plan", (plan_id, body), created
 
@@ -239,13 +240,15 @@ class Service:
             self.sizes.put((platform_id, profile_id), sizes)
         return sizes
 
-    def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver) -> tuple[str, Any, bool]:
+    def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver,
+                   token_id: str | None = None) -> tuple[str, Any, bool]:
         if sub.reuse:
             found = self.reusable(key, job_too=True)
             if found is not None:
                 return (*found, False)
         self.planner.check_plannable(solver, sub.platform_id, sub.profile_id, request)
-        return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request.model_dump_json(), key), True
+        return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request.model_dump_json(), key,
+                                       token_id), True
 
     def reusable(self, key: str, job_too: bool) -> tuple[str, Any] | None:
         """The stored plan made for this request key (or, for a slow solver, the job
@@ -347,10 +350,10 @@ class Service:
             raise from_planner_error(exc) from None
         return request
 
-    def submit_schedule(self, sub: ScheduleSubmission) -> JobRow:
+    def submit_schedule(self, sub: ScheduleSubmission, token_id: str | None = None) -> JobRow:
         """Check (422) then queue a schedule job; runs in a thread (compiles the problem)."""
         request = self.checked_schedule(sub)
-        return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json())
+        return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json(), token_id)
 
     def schedule_json(self, schedule_id: str, shape: "ScheduleShape | None" = None) -> bytes:
         """The ScheduleResource; `shape` (None = the whole document) cuts a Pareto set of

@@ -30,10 +30,10 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
                          "Send `Idempotency-Key` to retry safely.",
              responses={200: {"model": PlanResource, "description": "The stored plan of an identical earlier request"},
                         202: {"model": JobResource, "description": "Accepted: a job will compute the plan"},
-                        **responses(401, 403, 409, 413, 422, 503)})
-async def create_plan(submission: PlanSubmission, request: Request, _: Principal = PIPELINE):
+                        **responses(401, 403, 409, 413, 422, 429, 503)})
+async def create_plan(submission: PlanSubmission, request: Request, who: Principal = PIPELINE):
     # the service from the request, not a dependency: each dependency costs this hot route time
-    kind, result, created = await request.app.state.service.submit_plan(submission)
+    kind, result, created = await request.app.state.service.submit_plan(submission, who.token_id)
     if kind == "plan":
         plan_id, body = result
         return Response(body, status_code=201 if created else 200, media_type="application/json",

@@ -34,9 +34,9 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
                          "The request is checked in full first (422 naming the field), "
                          "then answered 202 with a job; when it succeeds the job's `schedule_id` names the Schedule "
                          "at `/v1/schedules/{id}`. Send `Idempotency-Key` to retry safely.",
-             responses={**responses(401, 403, 409, 413, 422)})
-async def create_schedule(submission: ScheduleSubmission, svc: Service = Depends(service), _: Principal = PIPELINE):
-    job = views.job(await run_in_threadpool(svc.submit_schedule, submission))
+             responses={**responses(401, 403, 409, 413, 422, 429)})
+async def create_schedule(submission: ScheduleSubmission, svc: Service = Depends(service), who: Principal = PIPELINE):
+    job = views.job(await run_in_threadpool(svc.submit_schedule, submission, who.token_id))
     return Response(job.model_dump_json(), status_code=202, media_type="application/json",
                     headers={"Location": f"/v1/jobs/{job.id}"})
 

@@ -343,13 +343,13 @@ def submission_of(values: dict) -> PlanSubmission:
 @router.post("/plans")
 @ui_errors
 async def plan_submit(request: Request):  # noqa: ANN201
-    principal(request)
+    who = principal(request)
     form = await request.form()
     check_csrf(request, form)
     values = {k: str(form.get(k, "")) for k in FORM_FIELDS}
     try:
         sub = submission_of(values)
-        kind, result, _ = await svc(request).submit_plan(sub)
+        kind, result, _ = await svc(request).submit_plan(sub, who.token_id)
     except ValidationError as exc:
         return await _plan_form(request, values, [str(i) for i in validation_issues(exc.errors())], 422)
     except ApiError as exc:
