@@ -13,7 +13,7 @@ from api import problems
 from api.executors import Executor
 from fastapi.middleware.gzip import GZipMiddleware
 
-from api.middleware import BodyLimit, Gate, Idempotency, JsonBody
+from api.middleware import BodyLimit, Gate, Idempotency, JsonBody, TokenLimiter
 from api.routers import deployments, documents, meta, plans, refit, schedules, telemetry, tokens, ui
 from api.service import Service
 from api.settings import Settings
@@ -48,6 +48,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
                   docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     app.state.service = svc
     app.state.settings = settings
+    app.state.limiter = TokenLimiter(settings.rate_per_s, settings.rate_burst, settings.max_in_flight)  # API and UI
     problems.install(app)
     for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, tokens.router,
               telemetry.router, refit.router):
@@ -64,7 +65,6 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
                        lease_s=settings.idempotency_lease_s)
     app.add_middleware(BodyLimit, max_body_bytes=settings.limits.max_body_bytes,
                        max_request_bytes=settings.limits.max_request_bytes)
-    app.add_middleware(Gate, service_of=lambda scope: scope["app"].state.service, rate_per_s=settings.rate_per_s,
-                       burst=settings.rate_burst, max_in_flight=settings.max_in_flight)
+    app.add_middleware(Gate, service_of=lambda scope: scope["app"].state.service, limiter=app.state.limiter)
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
     return app
