@@ -217,12 +217,14 @@ class Service:
         sizes = self.sizes.get((sub.platform_id, sub.profile_id))
         if sizes is None:
             sizes = await run_in_threadpool(self.doc_sizes, sub.platform_id, sub.profile_id)
-        at_once = admission.admit(admission.estimate(solver.name, request, *sizes), self.limits)
+        est = admission.estimate(solver.name, request, *sizes)
+        at_once = admission.admit(est, self.limits)
         if not solver.capabilities.fast or not at_once:
             return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
         try:
             plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id,
-                                                                  request.model_dump_json(), key, sub.reuse)
+                                                                  request.model_dump_json(), key, sub.reuse,
+                                                                  heavy=admission.heavy(est, self.limits))
         except TooSlow:  # past the fast path's deadline: a job plans it, with its own time limit
             return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
         self.reused.put(key, (plan_id, body))

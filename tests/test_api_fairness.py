@@ -5,7 +5,9 @@ asserted, never a time."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 import json
+import time
 
 import numpy as np
 import pytest
@@ -159,5 +161,37 @@ def test_a_token_over_its_job_cap_gets_429_and_another_token_is_served(tmp_path)
         assert sched.status_code == 429, sched.text  # schedules count against the same cap
         api.client.delete(f"/v1/jobs/{first[0].json()['id']}", headers=api.h())
         assert post(api.h(), 4).status_code == 202  # a cancelled job frees its place
+    finally:
+        api.client.__exit__(None, None, None)
+
+
+def test_light_plans_never_queue_behind_heavy_fast_requests(tmp_path):
+    """Issue 21, under load: two plan workers both busy with another token's heavy fast
+    requests held a DP plan for seconds. Heavy requests (estimate over 1% of the fast
+    path's limit) keep off the first worker, so a light request is answered while both
+    heavy ones are still being planned."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from api.settings import Limits
+    from tests.support.api import make_settings
+
+    limits = replace(make_settings(tmp_path).limits, max_fast_work=1e5)  # light: under 1e3 evaluations
+    api = start(tmp_path, plan_workers=2, fast_deadline_s=120.0, limits=limits)
+    try:
+        p, m = api.upload("platform", docs.hikey()), api.upload("profile", docs.mobilenet())  # 18 x 25^2: heavy here
+        body = {"platform_id": p, "profile_id": m, "compare_baselines": False}
+        workers = api.service.plan_workers.workers
+        with ThreadPoolExecutor(2) as pool:
+            heavy = [pool.submit(api.client.post, "/v1/plans", headers=api.h(), json={
+                **body, "solver": "test-busy", "seed": i, "options": {"duration_s": 15}}) for i in range(2)]
+            while sum(len(w.pending) for w in workers) < 2:  # both are with the workers
+                assert not any(f.done() for f in heavy), [f.result().text for f in heavy if f.done()]
+                time.sleep(0.01)
+            light = api.client.post("/v1/plans", headers=api.h(), json={
+                **body, "solver": "random", "seed": 7, "options": {"samples": 10}})
+            assert light.status_code == 201, light.text
+            assert not any(f.done() for f in heavy)  # before the fix: it waited for one of them
+            assert [len(w.pending) for w in workers] == [0, 2]
+            assert [f.result().status_code for f in heavy] == [201, 201]
     finally:
         api.client.__exit__(None, None, None)

@@ -470,10 +470,12 @@ def _frontier_process(platform_json: str, profile_json: str, k: int, devices: li
     size (and time) grows with layers and transitions; spawned, as the server is
     multi-threaded. It dies with the server and is held to the job workers' memory cap."""
     from api.fastplans import cap_memory
+    from api.worker import lower_priority
     from planner.core.procs import die_with_parent
     from planner.frontier import frontier_report
 
     die_with_parent(parent_pid)
+    lower_priority()
     cap_memory(memory_mb)
 
     return frontier_report(Platform.model_validate_json(platform_json), ModelProfile.model_validate_json(profile_json),
