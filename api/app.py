@@ -53,6 +53,8 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, tokens.router,
               telemetry.router, refit.router):
         app.include_router(r)
+    # first in line: POST /v1/plans's common path without FastAPI's per-request work (see FastCreatePlan)
+    app.router.routes.insert(0, plans.FastCreatePlan.route())
     app.mount(meta.STATIC_URL, StaticFiles(directory=str(meta.docs_assets_dir())), name="docs-static")
     ui.install(app)  # the web UI at /ui (session cookie, login redirect)
     # Added innermost first; outermost: gzip, then the Gate (bearer token, rate and

@@ -40,7 +40,7 @@ from api.rows import PlanRow, utcnow
 from api.settings import Limits
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
 from planner.core.errors import Issue, PlannerError
-from planner.plan import make_plan, problem_for, select_view
+from planner.plan import known_canonical, make_plan, problem_for, select_view
 from planner.core.schema import ModelProfile, PlanRequest, Platform
 from planner.registry import document_types, get_solver
 
@@ -409,6 +409,7 @@ class Planner:
                         out.append((req_id, "plan", hit[0], hit[1], False))
                         continue
                 request = PlanRequest.model_validate_json(request_json)
+                known_canonical(request, request_json.encode())  # the service sends it canonical: hashed once
                 row, body = self._bounded(self.plan, platform_id, profile_id, request, request_json, key)
                 rows.append(row)
                 stored[key] = (row["id"], body)  # an identical request later in this batch reuses it

@@ -223,7 +223,7 @@ class Service:
             return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
         try:
             plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id,
-                                                                  request.model_dump_json(), key, sub.reuse,
+                                                                  canonical_json(request).decode(), key, sub.reuse,
                                                                   heavy=admission.heavy(est, self.limits))
         except TooSlow:  # past the fast path's deadline: a job plans it, with its own time limit
             return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
