@@ -53,10 +53,10 @@ class FastCreatePlan:
     dependency solving, body-field wrapper and route matching cost the event loop
     several times the service's own work for a DP plan; issue 21, bench/service.py).
     The same checks in the same order: the Gate's principal and its scope, the body
-    through api.bodies.parse_json, PlanSubmission's validation. Anything off the
-    common path (no principal, another scope, a body that does not parse or validate,
-    a large one) goes to the declared route (`route`, which also documents the
-    operation), which answers it as always; nothing has happened by then."""
+    through api.bodies.parse_json (whose refusal is the route's own), PlanSubmission's
+    validation. Anything else off the common path (no principal, another scope, a body
+    that does not validate, a large one) goes to the declared route, which answers it
+    as always (and documents the operation); nothing has happened by then."""
 
     DECLINED = "planner.fast_path_declined"
 
@@ -89,9 +89,10 @@ class FastCreatePlan:
         sub = None
         if who is not None and who.has("pipeline") and ctype == b"application/json" and 0 < len(body) <= INLINE_BYTES:
             limits = app.state.settings.limits
+            value = parse_json(body, limits.max_json_depth, limits.max_string_bytes)  # its 422 is the route's too
             try:
-                sub = PlanSubmission.model_validate(parse_json(body, limits.max_json_depth, limits.max_string_bytes))
-            except (ApiError, ValidationError):
+                sub = PlanSubmission.model_validate(value)
+            except ValidationError:  # the route words it (FastAPI's locations and messages)
                 sub = None
         if sub is None:
             scope[self.DECLINED] = True
