@@ -173,9 +173,10 @@ def fair_candidates(s, claimable, exclude: set[str], per_token: int, now: dt.dat
 class JobManager:
     def __init__(self, db: Database, executor: Executor, max_attempts: int, *, lease_s: float = 20.0,
                  poll_s: float = 1.0, replica: str | None = None, bus: LocalBus | None = None,
-                 max_jobs_per_token: int = 0):
+                 max_jobs_per_token: int = 0, fair_slots: int = 0):
         self.db = db
         self.max_jobs_per_token = max_jobs_per_token  # queued + running per token; 0: no cap
+        self.fair_slots = fair_slots  # runs past the capacity, only for a token with none running (see claim)
         self.served: dict[str | None, int] = {}  # token -> claim counter at its last claim here (fair_order)
         self._claims = 0
         self.executor = executor
@@ -347,22 +348,29 @@ class JobManager:
         them to the executor. Exactly once across replicas: the rows are locked and
         skipped by the others (PostgreSQL), and the update is conditional on the attempt
         read, so a claim can only ever succeed once per attempt. Taken fairly across the
-        tokens that queued them (fair_candidates, fair_order)."""
+        tokens that queued them (fair_candidates, fair_order); past the capacity, up to
+        `fair_slots` more, only for a token with no job running anywhere: while one token
+        fills every worker with hour-long jobs, another's job starts at once instead of
+        after one of them (issue 21, finding 9)."""
         capacity = self.capacity()  # may ask a remote engine: never under the lock
         with self._lock:
             free = capacity - len(self.local)
             busy = set(self.local)
-        if free <= 0:
+        slots = free + (self.fair_slots if capacity > 0 else 0)  # the fair slots; none for an engine with no workers
+        if slots <= 0:
             return []
         now = utcnow()
         claimable = or_(JobRow.state == "queued",
                         and_(JobRow.state == "running", or_(JobRow.lease_expires_at.is_(None), JobRow.lease_expires_at < now)))
         specs: list[JobSpec] = []
+        claimed: set[str | None] = set()  # tokens given a job in this claim
         with self.db.session() as s:
-            candidates, running = fair_candidates(s, claimable, busy, free, now, lock=self._pg)
+            candidates, running = fair_candidates(s, claimable, busy, slots, now, lock=self._pg)
             for job in fair_order(candidates, running, self.served):
-                if job.id in busy or len(specs) >= free:
+                if job.id in busy or len(specs) >= slots:
                     continue
+                if len(specs) >= free and (running.get(job.token_id, 0) or job.token_id in claimed):
+                    continue  # a fair slot: only for a token with nothing running
                 seen = and_(JobRow.id == job.id, JobRow.attempts == job.attempts, JobRow.state == job.state)
                 if job.attempts >= self.max_attempts:  # interrupted that often already
                     err = _interrupted(job.attempts)
@@ -384,6 +392,7 @@ class JobManager:
                     self.served = dict(sorted(self.served.items(), key=lambda kv: kv[1])[-5_000:])
                 try:
                     specs.append(self.spec(job, s, job.attempts + 1))
+                    claimed.add(job.token_id)
                 except DBAPIError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - a stored request that no longer reads: fail it, stated

@@ -140,7 +140,7 @@ class Service:
         self.auth = Authenticator(self.db, self.settings.insecure_dev, self.settings.token_cache_s)
         self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts, lease_s=self.settings.job_lease_s,
                                poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus,
-                               max_jobs_per_token=self.settings.max_jobs_per_token)
+                               max_jobs_per_token=self.settings.max_jobs_per_token, fair_slots=self.settings.fair_slots)
         self.executor.start(self.jobs)
         self.jobs.start()
         self.bus.start()

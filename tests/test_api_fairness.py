@@ -195,3 +195,20 @@ def test_light_plans_never_queue_behind_heavy_fast_requests(tmp_path):
             assert [f.result().status_code for f in heavy] == [201, 201]
     finally:
         api.client.__exit__(None, None, None)
+
+
+def test_a_fair_slot_starts_another_tokens_job_while_one_token_fills_the_workers(manager):
+    """Issue 21, finding 9: the flood's jobs may run for an hour; the other token's job
+    must not wait for one of them to end. One run past the capacity, only for a token
+    with none running; a token alone never exceeds the capacity."""
+    db, make = manager
+    jm, rec = make(capacity=1)
+    jm.fair_slots = 1
+    flood = queue(jm, "tok_flood", 3)
+    assert jm.claim() == [flood[0]]
+    assert jm.claim() == []  # alone, the flood keeps to the capacity
+    legit = queue(jm, "tok_legit", 2)
+    assert jm.claim() == [legit[0]]  # before the fix: nothing until flood[0] ended
+    assert jm.claim() == []  # one fair slot, and the legitimate token now has a job running
+    jm.finished(legit[0], JobOutcome("cancelled"))
+    assert jm.claim() == [legit[1]]
