@@ -11,8 +11,9 @@ current one; a lease that runs out (its replica died) is claimed again by any re
 as the next attempt, and the replica that lost it stops its run.
 
 Tokens share the queue fairly: each has at most PLANNER_MAX_JOBS_PER_TOKEN jobs queued
-or running (429 beyond), and a free slot goes to the token with the fewest jobs
-running, then to the one served least recently (issue 21, finding 9)."""
+or running (429 beyond), a free slot goes to the token with the fewest jobs running,
+then to the one served least recently, and a fair slot past the capacity runs a job
+of a token that has none running (issue 21, finding 9)."""
 
 from __future__ import annotations
 
