@@ -41,6 +41,15 @@ def estimate(solver_name: str, request: PlanRequest, layers: int, targets: int) 
     return est
 
 
+LIGHT_SHARE = 0.01  # of max_fast_work: a request under it plans in milliseconds (a DP plan: ~1e4)
+
+
+def heavy(est: Estimate, limits: Limits) -> bool:
+    """A fast-path request that may take seconds: kept off the plan worker that light
+    requests can always reach (api.fastplans.PlanWorkers)."""
+    return est.work > LIGHT_SHARE * limits.max_fast_work
+
+
 def admit(est: Estimate, limits: Limits) -> bool:
     """True: plan at once; False: as a job. Refuses (422) what is over max_work."""
     if est.work > limits.max_work:

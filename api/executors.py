@@ -51,8 +51,9 @@ class PebbleExecutor(Executor):
         return self.workers
 
     def __init__(self, workers: int = 1, solver_modules: tuple[str, ...] = (), grace_s: float = 2.0,
-                 memory_mb: int | None = None):
+                 memory_mb: int | None = None, spare: int = 0):
         self.workers = max(1, workers)
+        self.spare = spare  # processes past `capacity` for the claimer's fair slots (api.jobs.JobManager.claim)
         self.memory_mb = memory_mb
         self.solver_modules = tuple(solver_modules)
         self.grace_s = grace_s
@@ -69,7 +70,7 @@ class PebbleExecutor(Executor):
         self.events = events
         ctx = multiprocessing.get_context("spawn")  # the server is multi-threaded: never fork it
         self._queue = ctx.Queue()
-        self._pool = ProcessPool(max_workers=self.workers, initializer=init_worker,
+        self._pool = ProcessPool(max_workers=self.workers + self.spare, initializer=init_worker,
                                  initargs=(self._queue, self.solver_modules, self.memory_mb, os.getpid()), context=ctx)
         self._drain = threading.Thread(target=self._drain_progress, name="job-progress", daemon=True)
         self._drain.start()
@@ -154,7 +155,7 @@ def make_executor(settings) -> Executor:  # noqa: ANN001
     where = settings.executor or "local"
     if where == "local":
         return PebbleExecutor(settings.workers, settings.solver_modules, settings.timeout_grace_s,
-                              memory_mb=settings.worker_memory_mb)
+                              memory_mb=settings.worker_memory_mb, spare=max(0, settings.fair_slots))
     if where.startswith(("dask://", "tcp://", "tls://")):
         from api.dask_executor import DaskExecutor
 

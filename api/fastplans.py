@@ -40,7 +40,7 @@ from api.rows import PlanRow, utcnow
 from api.settings import Limits
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
 from planner.core.errors import Issue, PlannerError
-from planner.plan import make_plan, problem_for, select_view
+from planner.plan import known_canonical, make_plan, problem_for, select_view
 from planner.core.schema import ModelProfile, PlanRequest, Platform
 from planner.registry import document_types, get_solver
 
@@ -428,6 +428,7 @@ class Planner:
                         out.append((req_id, "plan", hit[0], hit[1], False))
                         continue
                 request = PlanRequest.model_validate_json(request_json)
+                known_canonical(request, request_json.encode())  # the service sends it canonical: hashed once
                 row, body = self._bounded(self.plan, platform_id, profile_id, request, request_json, key)
                 rows.append(row)
                 stored[key] = (row["id"], body)  # an identical request later in this batch reuses it
@@ -472,13 +473,19 @@ def cap_memory(memory_mb: int | None) -> None:
 
 
 def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...], deadline_s: float | None = None,  # noqa: ANN001
-                memory_mb: int | None = None, parent_pid: int | None = None) -> None:
+                memory_mb: int | None = None, parent_pid: int | None = None, nice: int = 0) -> None:
     """A plan worker: reads batches of requests from `conn`, answers each batch with one
     message after its commit. Stops when the service closes the connection, and dies
-    with the service (parent-death signal) even when it is killed with SIGKILL."""
+    with the service (parent-death signal) even when it is killed with SIGKILL. `nice`:
+    the workers that take heavy requests run below the event loop and the light lane."""
     from planner.core.procs import die_with_parent
 
     die_with_parent(parent_pid, own_group=True)
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the service, which then closes the pipe
     signal.signal(signal.SIGALRM, _on_alarm)
     from api.worker import load_solver_modules
@@ -529,6 +536,7 @@ class _Worker:
         self.connecting: asyncio.Task | None = None
         self.outbox: list[bytes] = []
         self.pending: dict[int, asyncio.Future] = {}
+        self.heavy = 0  # heavy requests among the pending ones
 
     def spawn(self, wait: bool = False) -> None:
         """Start the process. wait: keep our end for `ready` (service start-up)."""
@@ -646,6 +654,10 @@ class _Worker:
                 self.process.join(timeout=5)
 
 
+HEAVY_DOCUMENT_BYTES = 1024 * 1024  # an upload over this parses for long enough to count as heavy
+HEAVY_LANE_NICE = 5  # the plan workers heavy requests may use run below the event loop
+
+
 class PlanWorkers:
     """The plan worker processes, seen from the event loop: `await plan(...)`."""
 
@@ -655,7 +667,8 @@ class PlanWorkers:
 
         ctx = multiprocessing.get_context("spawn")  # the service is multi-threaded: never fork it
         args = (url, limits, tuple(solver_modules), deadline_s, memory_mb, os.getpid())
-        self.workers = [_Worker(ctx, args) for _ in range(max(1, processes))]
+        n = max(1, processes)  # the first is the light lane; with several, the others take heavy requests, niced
+        self.workers = [_Worker(ctx, args + ((HEAVY_LANE_NICE,) if i and n > 1 else ())) for i in range(n)]
         self._ids = itertools.count(1)
 
     def start(self) -> None:
@@ -666,16 +679,18 @@ class PlanWorkers:
 
     async def document(self, kind: str, body: bytes) -> tuple[dict, bool]:
         """(document row fields, created) once it is stored; ApiError (422) otherwise."""
-        answer = await self._ask(lambda req_id: ("doc", req_id, kind, body))
+        answer = await self._ask(lambda req_id: ("doc", req_id, kind, body), heavy=len(body) > HEAVY_DOCUMENT_BYTES)
         if answer[1] == "doc":
             return answer[2], answer[3]
         return self._raise(answer)
 
     async def plan(self, platform_id: str, profile_id: str, request_json: str, key: str,
-                   reuse: bool) -> tuple[str, bytes, bool]:
+                   reuse: bool, heavy: bool = False) -> tuple[str, bytes, bool]:
         """(plan id, PlanResource JSON, created) once the plan is stored; ApiError as the
-        request's answer otherwise."""
-        answer = await self._ask(lambda req_id: (req_id, platform_id, profile_id, request_json, key, reuse))
+        request's answer otherwise. `heavy` (its estimate is over the light share of the
+        fast path): it never goes to the first worker, so light requests (a DP plan in
+        a millisecond) never wait seconds behind it (issue 21, under load)."""
+        answer = await self._ask(lambda req_id: (req_id, platform_id, profile_id, request_json, key, reuse), heavy)
         if answer[1] == "plan":
             return answer[2], answer[3], answer[4]
         return self._raise(answer)
@@ -692,9 +707,14 @@ class PlanWorkers:
                            kind="database-unavailable", headers={"Retry-After": "1"})
         raise RuntimeError(answer[2])
 
-    async def _ask(self, message: Callable[[int], tuple]) -> tuple:
-        """Send message(req id) to the least busy worker; its answer."""
-        w = min(self.workers, key=lambda w: len(w.pending))
+    async def _ask(self, message: Callable[[int], tuple], heavy: bool = False) -> tuple:
+        """Send message(req id) to the least busy worker (a light request: the least busy
+        of those without a heavy one; a heavy one: not the first, kept for light ones
+        when there are several); its answer."""
+        if heavy:
+            w = min(self.workers[1:] or self.workers, key=lambda w: len(w.pending))
+        else:
+            w = min(self.workers, key=lambda w: (w.heavy > 0, len(w.pending)))
         if not w.alive:
             if w.process is not None:
                 w.stop(timeout_s=0.5)
@@ -711,7 +731,11 @@ class PlanWorkers:
         fut = asyncio.get_running_loop().create_future()
         w.pending[req_id] = fut
         w.send(pickle.dumps(message(req_id), protocol=pickle.HIGHEST_PROTOCOL))
-        return await fut
+        w.heavy += heavy
+        try:
+            return await fut
+        finally:
+            w.heavy -= heavy
 
     def stop(self) -> None:
         for w in self.workers:

@@ -13,7 +13,12 @@ as the next attempt, and the replica that lost it stops its run.
 A claimed attempt stays `queued` (owner and lease set, message saying what it waits
 for) until its engine starts the solve: `running` and `started_at` mean a worker is
 solving it. An engine with no capacity at all (a Dask cluster with no workers) leaves
-the queue alone and says why in the queued jobs' message."""
+the queue alone and says why in the queued jobs' message.
+
+Tokens share the queue fairly: each has at most PLANNER_MAX_JOBS_PER_TOKEN jobs queued
+or running (429 beyond), a free slot goes to the token with the fewest jobs running,
+then to the one served least recently, and a fair slot past the capacity runs a job
+of a token that has none running (issue 21, finding 9)."""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ import socket
 import threading
 import time
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
 from api.db import Database, outage, unavailable
@@ -107,10 +112,80 @@ def _interrupted(attempts: int) -> dict:
             "errors": [{"path": "<job>", "reason": reason}]}
 
 
+def token_cap(s, token_id: str | None, cap: int) -> None:  # noqa: ANN001
+    """429 when the token already has `cap` jobs queued or running (issue 21, finding 9): one
+    token cannot fill the shared queue. Checked in the creating transaction; concurrent
+    creates of one token may pass it together, so the bound is the cap plus that token's
+    requests in flight (PLANNER_MAX_IN_FLIGHT)."""
+    if token_id is None or cap <= 0:
+        return
+    n = s.scalar(select(func.count()).select_from(JobRow).where(JobRow.token_id == token_id, JobRow.state.in_(ACTIVE)))
+    if n >= cap:
+        from api.problems import ApiError
+        from planner.core.errors import Issue
+
+        reason = (f"{n} jobs of this token are queued or running; the service's limit is {cap} per token "
+                  "(PLANNER_MAX_JOBS_PER_TOKEN): wait for one to finish, or cancel one")
+        raise ApiError(429, reason, errors=[Issue("header.authorization", reason)], kind="too-many-jobs",
+                       headers={"Retry-After": "5"})
+
+
+def fair_order(candidates: list[JobRow], running: dict[str | None, int], served: dict[str | None, int]) -> list[JobRow]:
+    """The candidates in the order they are to be claimed: each next one from the token
+    with the fewest jobs running (counting those ordered before it), ties to the token
+    served least recently (`served`: token -> the claim counter when it last got a slot;
+    never served first), then to the oldest job; oldest first within a token. So a token
+    that queued a hundred jobs takes turns with another token's single job instead of
+    running all of its own first (issue 21, finding 9). Jobs without a token (older
+    versions) count as one token."""
+    queues: dict[str | None, list[JobRow]] = {}
+    for job in sorted(candidates, key=lambda j: (j.created_at, j.id)):
+        queues.setdefault(job.token_id, []).append(job)
+    load = {t: running.get(t, 0) for t in queues}
+    last = dict(served)
+    order: list[JobRow] = []
+    while queues:
+        token = min(queues, key=lambda t: (load[t], last.get(t, -1), queues[t][0].created_at, queues[t][0].id))
+        order.append(queues[token].pop(0))
+        load[token] += 1
+        last[token] = max(last.values(), default=0) + 1
+        if not queues[token]:
+            del queues[token]
+    return order
+
+
+def fair_candidates(s, claimable, exclude: set[str], per_token: int, now: dt.datetime,  # noqa: ANN001
+                    lock: bool) -> tuple[list[JobRow], dict[str | None, int]]:
+    """The oldest `per_token` claimable jobs of each token (a window over the queue, so a
+    flood of one token does not hide the others' jobs behind a LIMIT), and the jobs each
+    token has running under a live lease. PostgreSQL refuses FOR UPDATE with a window,
+    so the rows are locked (SKIP LOCKED) by id afterwards; the claim's conditional
+    update fences them either way."""
+    rank = func.row_number().over(partition_by=JobRow.token_id, order_by=(JobRow.created_at, JobRow.id)).label("rank")
+    where = [claimable] + ([JobRow.id.notin_(exclude)] if exclude else [])
+    heads = select(JobRow.id, rank).where(*where).subquery()
+    ids = list(s.scalars(select(heads.c.id).where(heads.c.rank <= per_token)).all())
+    if not ids:
+        return [], {}
+    q = select(JobRow).where(JobRow.id.in_(ids))
+    if lock:
+        q = q.with_for_update(skip_locked=True)
+    rows = list(s.scalars(q).all())
+    running = dict(s.execute(select(JobRow.token_id, func.count()).where(  # claimed (starting or running), lease live
+        JobRow.state.in_(ACTIVE), JobRow.lease_expires_at.is_not(None), JobRow.lease_expires_at >= now)
+        .group_by(JobRow.token_id)).all())
+    return rows, running
+
+
 class JobManager:
     def __init__(self, db: Database, executor: Executor, max_attempts: int, *, lease_s: float = 20.0,
-                 poll_s: float = 1.0, replica: str | None = None, bus: LocalBus | None = None):
+                 poll_s: float = 1.0, replica: str | None = None, bus: LocalBus | None = None,
+                 max_jobs_per_token: int = 0, fair_slots: int = 0):
         self.db = db
+        self.max_jobs_per_token = max_jobs_per_token  # queued + running per token; 0: no cap
+        self.fair_slots = fair_slots  # runs past the capacity, only for a token with none running (see claim)
+        self.served: dict[str | None, int] = {}  # token -> claim counter at its last claim here (fair_order)
+        self._claims = 0
         self.executor = executor
         self.max_attempts = max_attempts
         self.lease = dt.timedelta(seconds=lease_s)
@@ -183,22 +258,25 @@ class JobManager:
 
     # ------------------------------------------------------------------ commands
     def create(self, platform_id: str, profile_id: str, solver: str, request_json: str,
-               request_key: str | None = None) -> JobRow:
+               request_key: str | None = None, token_id: str | None = None) -> JobRow:
         job = JobRow(id=new_id("job"), platform_id=platform_id, profile_id=profile_id, solver=solver,
                      request=request_json, request_key=request_key, state="queued", progress=0.0, message="queued", attempts=0,
-                     created_at=utcnow())
+                     created_at=utcnow(), token_id=token_id)
         readable(job)
         with self.db.session() as s:
+            token_cap(s, token_id, self.max_jobs_per_token)
             s.add(job)
         self._queued()
         return job
 
-    def create_schedule(self, platform_id: str, solver: str, submission_json: str, request_key: str | None = None) -> JobRow:
+    def create_schedule(self, platform_id: str, solver: str, submission_json: str, request_key: str | None = None,
+                        token_id: str | None = None) -> JobRow:
         job = JobRow(id=new_id("job"), kind="schedule", platform_id=platform_id, profile_id=None, solver=solver,
-                     request=submission_json, request_key=request_key, state="queued", progress=0.0, message="queued", attempts=0,
-                     created_at=utcnow())
+                     request=submission_json, request_key=request_key, state="queued", progress=0.0, message="queued",
+                     attempts=0, created_at=utcnow(), token_id=token_id)
         readable(job)
         with self.db.session() as s:
+            token_cap(s, token_id, self.max_jobs_per_token)
             s.add(job)
         self._queued()
         return job
@@ -288,7 +366,11 @@ class JobManager:
         """Claim queued jobs (and jobs whose lease ran out) up to the free capacity and hand
         them to the executor. Exactly once across replicas: the rows are locked and
         skipped by the others (PostgreSQL), and the update is conditional on the attempt
-        read, so a claim can only ever succeed once per attempt."""
+        read, so a claim can only ever succeed once per attempt. Taken fairly across the
+        tokens that queued them (fair_candidates, fair_order); past the capacity, up to
+        `fair_slots` more, only for a token with no job running anywhere: while one token
+        fills every worker with hour-long jobs, another's job starts at once instead of
+        after one of them (issue 21, finding 9)."""
         capacity = self.capacity()  # may ask a remote engine: never under the lock
         if capacity <= 0:
             self._waiting()
@@ -296,19 +378,21 @@ class JobManager:
         with self._lock:
             free = capacity - len(self.local)
             busy = set(self.local)
-        if free <= 0:
+        slots = free + (self.fair_slots if capacity > 0 else 0)  # the fair slots; none for an engine with no workers
+        if slots <= 0:
             return []
         now = utcnow()
         # unclaimed, or claimed (queued or running) under a lease that ran out
         claimable = and_(JobRow.state.in_(ACTIVE), or_(JobRow.lease_expires_at.is_(None), JobRow.lease_expires_at < now))
-        q = select(JobRow).where(claimable).order_by(JobRow.created_at, JobRow.id).limit(free + len(busy))
-        if self._pg:
-            q = q.with_for_update(skip_locked=True)
         specs: list[JobSpec] = []
+        claimed: set[str | None] = set()  # tokens given a job in this claim
         with self.db.session() as s:
-            for job in s.scalars(q).all():
-                if job.id in busy or len(specs) >= free:
+            candidates, running = fair_candidates(s, claimable, busy, slots, now, lock=self._pg)
+            for job in fair_order(candidates, running, self.served):
+                if job.id in busy or len(specs) >= slots:
                     continue
+                if len(specs) >= free and (running.get(job.token_id, 0) or job.token_id in claimed):
+                    continue  # a fair slot: only for a token with nothing running
                 seen = and_(JobRow.id == job.id, JobRow.attempts == job.attempts, JobRow.state == job.state)
                 if job.attempts >= self.max_attempts:  # interrupted that often already
                     err = _interrupted(job.attempts)
@@ -325,8 +409,13 @@ class JobManager:
                     .execution_options(synchronize_session=False))
                 if res.rowcount != 1:
                     continue  # another replica took this attempt
+                self._claims += 1
+                self.served[job.token_id] = self._claims
+                if len(self.served) > 10_000:  # forget the longest-unserved: they keep the front of the line
+                    self.served = dict(sorted(self.served.items(), key=lambda kv: kv[1])[-5_000:])
                 try:
                     specs.append(self.spec(job, s, job.attempts + 1))
+                    claimed.add(job.token_id)
                 except DBAPIError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - a stored request that no longer reads: fail it, stated

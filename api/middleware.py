@@ -84,16 +84,53 @@ class _Bucket:
         self.tokens, self.stamp, self.in_flight = burst, now, 0
 
 
-class Gate:
-    """Authentication before the body, then per-token rate and concurrency caps."""
+class TokenLimiter:
+    """Per-token request rate (a token bucket) and requests in flight: one instance per
+    app, shared by the API's Gate and the web UI's pages (issue 21, finding 8), so a
+    browser session counts against the same limits as its token's API calls."""
 
-    def __init__(self, app: ASGIApp, service_of, rate_per_s: float, burst: float, max_in_flight: int):  # noqa: ANN001
-        self.app = app
-        self.service_of = service_of
+    def __init__(self, rate_per_s: float, burst: float, max_in_flight: int):
         self.rate = rate_per_s
         self.burst = max(burst, 1.0)
         self.max_in_flight = max_in_flight
         self.buckets: dict[str, _Bucket] = {}
+
+    def enter(self, token_id: str) -> tuple[str, float] | None:
+        """None: admitted (call leave() when done); else (reason, retry after s): refused."""
+        bucket = self._bucket(token_id)
+        if bucket.in_flight >= self.max_in_flight:
+            return (f"{bucket.in_flight} requests of this token are in flight; the service's limit is "
+                    f"{self.max_in_flight} (PLANNER_MAX_IN_FLIGHT)", 1.0)
+        if self.rate > 0:
+            now = time.monotonic()
+            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.stamp) * self.rate)
+            bucket.stamp = now
+            if bucket.tokens < 1.0:
+                return (f"over this token's rate of {self.rate:g} requests/s (burst {self.burst:g}; PLANNER_RATE_PER_S)",
+                        (1.0 - bucket.tokens) / self.rate)
+            bucket.tokens -= 1.0
+        bucket.in_flight += 1
+        return None
+
+    def leave(self, token_id: str) -> None:
+        self.buckets[token_id].in_flight -= 1
+
+    def _bucket(self, token_id: str) -> _Bucket:
+        bucket = self.buckets.get(token_id)
+        if bucket is None:
+            if len(self.buckets) > 100_000:  # idle ones are full: forgetting them changes nothing
+                self.buckets = {k: b for k, b in self.buckets.items() if b.in_flight}
+            bucket = self.buckets[token_id] = _Bucket(self.burst, time.monotonic())
+        return bucket
+
+
+class Gate:
+    """Authentication before the body, then per-token rate and concurrency caps."""
+
+    def __init__(self, app: ASGIApp, service_of, limiter: TokenLimiter):  # noqa: ANN001
+        self.app = app
+        self.service_of = service_of
+        self.limiter = limiter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -121,33 +158,14 @@ class Gate:
             return await send_problem(send, 401, "Unauthorized", detail, [Issue("header.authorization", detail)],
                                       "unauthorized", path, headers=[(b"www-authenticate", b'Bearer realm="planner"'),
                                                                      *_close_unread(scope)])
-        bucket = self._bucket(principal.token_id)
-        if bucket.in_flight >= self.max_in_flight:
-            return await self._too_many(send, path, f"{bucket.in_flight} requests of this token are in flight; the "
-                                                    f"service's limit is {self.max_in_flight} (PLANNER_MAX_IN_FLIGHT)", 1.0)
-        if self.rate > 0:
-            now = time.monotonic()
-            bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.stamp) * self.rate)
-            bucket.stamp = now
-            if bucket.tokens < 1.0:
-                wait = (1.0 - bucket.tokens) / self.rate
-                return await self._too_many(send, path, f"over this token's rate of {self.rate:g} requests/s "
-                                                        f"(burst {self.burst:g}; PLANNER_RATE_PER_S)", wait)
-            bucket.tokens -= 1.0
+        refused = self.limiter.enter(principal.token_id)
+        if refused is not None:
+            return await self._too_many(send, path, *refused)
         scope.setdefault("state", {})["principal"] = principal
-        bucket.in_flight += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            bucket.in_flight -= 1
-
-    def _bucket(self, token_id: str) -> _Bucket:
-        bucket = self.buckets.get(token_id)
-        if bucket is None:
-            if len(self.buckets) > 100_000:  # idle ones are full: forgetting them changes nothing
-                self.buckets = {k: b for k, b in self.buckets.items() if b.in_flight}
-            bucket = self.buckets[token_id] = _Bucket(self.burst, time.monotonic())
-        return bucket
+            self.limiter.leave(principal.token_id)
 
     @staticmethod
     async def _too_many(send: Send, path: str, reason: str, retry_after_s: float) -> None:

@@ -206,6 +206,7 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         413: "Request body too large",
         415: "The body is not JSON (send it with Content-Type: application/json)",
         422: "Invalid input: the JSON path and reason of each issue",
+        429: "Over this token's rate, requests in flight or queued jobs; retry after Retry-After",
         503: "A worker process stopped while serving the request; retry (Retry-After)",
     }
     out: dict[int | str, dict[str, Any]] = {}

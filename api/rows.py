@@ -44,6 +44,7 @@ class JobRow(Base):
     solver: Mapped[str] = mapped_column(String(64))
     request: Mapped[str] = mapped_column(Text)  # PlanRequest JSON, or ScheduleSubmission JSON (profiles by id)
     request_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    token_id: Mapped[str | None] = mapped_column(String(40), nullable=True)  # who queued it: caps and fair claiming
     state: Mapped[str] = mapped_column(String(16), index=True, default="queued")
     progress: Mapped[float] = mapped_column(Float, default=0.0)
     message: Mapped[str] = mapped_column(Text, default="")
@@ -156,6 +157,7 @@ class IdempotencyRow(Base):
 
 
 Index("ix_plans_platform_profile", PlanRow.platform_id, PlanRow.profile_id)
+Index("ix_jobs_token_state", JobRow.token_id, JobRow.state)
 
 
 class TelemetryBatchRow(Base):

@@ -146,7 +146,8 @@ class Service:
         self.auth = Authenticator(self.db, self.settings.insecure_dev, self.settings.token_cache_s)
         self.bus.subscribe("tokens", self.auth.forget)  # a revocation on any replica
         self.jobs = JobManager(self.db, self.executor, self.settings.max_attempts, lease_s=self.settings.job_lease_s,
-                               poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus)
+                               poll_s=self.settings.poll_interval_s, replica=self.settings.replica_id, bus=self.bus,
+                               max_jobs_per_token=self.settings.max_jobs_per_token, fair_slots=self.settings.fair_slots)
         self.metrics.service, self.metrics.replica = self, self.jobs.replica
         self.executor.start(self.metrics.job_events(self.jobs))
         self.jobs.start()
@@ -249,12 +250,12 @@ class Service:
             raise from_planner_error(exc) from None
         return solver
 
-    async def submit_plan(self, sub: PlanSubmission) -> tuple[str, Any, bool]:
+    async def submit_plan(self, sub: PlanSubmission, token_id: str | None = None) -> tuple[str, Any, bool]:
         """(kind, result, created): ('plan', (plan id, response JSON bytes), ...) for a fast
         solver or a reused plan, ('job', JobRow, ...) otherwise; created False = reused.
         A new plan is stored before this returns. The loop only checks the request and
         answers a repeat from memory; solving and storage run in a plan worker process
-        (fast solvers) or a thread (job creation)."""
+        (fast solvers) or a thread (job creation). A job counts against `token_id`'s cap."""
         request, key = self.plan_key(sub)
         if sub.reuse:
             hit = self.reused.get(key)
@@ -264,14 +265,16 @@ class Service:
         sizes = self.sizes.get((sub.platform_id, sub.profile_id))
         if sizes is None:
             sizes = await run_in_threadpool(self.doc_sizes, sub.platform_id, sub.profile_id)
-        at_once = admission.admit(admission.estimate(solver.name, request, *sizes), self.limits)
+        est = admission.estimate(solver.name, request, *sizes)
+        at_once = admission.admit(est, self.limits)
         if not solver.capabilities.fast or not at_once:
-            return await run_in_threadpool(self.submit_job, sub, request, key, solver)
+            return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
         try:
             plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id,
-                                                                  request.model_dump_json(), key, sub.reuse)
+                                                                  canonical_json(request).decode(), key, sub.reuse,
+                                                                  heavy=admission.heavy(est, self.limits))
         except TooSlow:  # past the fast path's deadline: a job plans it, with its own time limit
-            return await run_in_threadpool(self.submit_job, sub, request, key, solver)
+            return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
         self.reused.put(key, (plan_id, body))
         return "plan", (plan_id, body), created
 
@@ -287,13 +290,15 @@ class Service:
             self.sizes.put((platform_id, profile_id), sizes)
         return sizes
 
-    def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver) -> tuple[str, Any, bool]:
+    def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver,
+                   token_id: str | None = None) -> tuple[str, Any, bool]:
         if sub.reuse:
             found = self.reusable(key, job_too=True)
             if found is not None:
                 return (*found, False)
         self.planner.check_plannable(solver, sub.platform_id, sub.profile_id, request)
-        return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request.model_dump_json(), key), True
+        return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request.model_dump_json(), key,
+                                       token_id), True
 
     def reusable(self, key: str, job_too: bool) -> tuple[str, Any] | None:
         """The stored plan made for this request key (or, for a slow solver, the job
@@ -396,7 +401,7 @@ class Service:
             raise from_planner_error(exc) from None
         return request
 
-    def submit_schedule(self, sub: ScheduleSubmission) -> tuple[JobRow, bool]:
+    def submit_schedule(self, sub: ScheduleSubmission, token_id: str | None = None) -> tuple[JobRow, bool]:
         """(job, reused): the job of an identical earlier request that succeeded or still
         runs (sub.reuse), else check (422) and queue a new one; runs in a thread (compiles
         the problem)."""
@@ -409,7 +414,7 @@ class Service:
             if earlier is not None:
                 return earlier, True
         request = self.checked_schedule(sub)
-        return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json(), key), False
+        return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json(), key, token_id), False
 
     def schedule_json(self, schedule_id: str, shape: "ScheduleShape | None" = None) -> bytes:
         """The ScheduleResource; `shape` (None = the whole document) cuts a Pareto set of

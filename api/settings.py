@@ -64,6 +64,8 @@ class Settings:
     rate_per_s: float = 5000.0  # requests per second per token (token bucket; 0: no rate limit)
     rate_burst: float = 10000.0
     max_in_flight: int = 64  # requests of one token being served at once (long-polls included)
+    max_jobs_per_token: int = 32  # jobs one token may have queued or running (0: no cap); the claimer is fair across tokens
+    fair_slots: int = 1  # job runs past `workers`, only for a token with none running while others fill the workers
     max_attempts: int = 2  # runs of a job interrupted by restarts before it is failed
     solver_modules: tuple[str, ...] = ()  # extra modules exposing SOLVERS = [...] (plug-ins, tests)
     timeout_grace_s: float = 2.0  # a solver past time_limit_s + grace is killed
@@ -122,6 +124,8 @@ class Settings:
             rate_per_s=_env_float("PLANNER_RATE_PER_S", 5000.0),
             rate_burst=_env_float("PLANNER_RATE_BURST", 10000.0),
             max_in_flight=_env_int("PLANNER_MAX_IN_FLIGHT", 64),
+            max_jobs_per_token=_env_int("PLANNER_MAX_JOBS_PER_TOKEN", 32),
+            fair_slots=_env_int("PLANNER_FAIR_SLOTS", 1),
             solver_modules=modules,
             executor=os.environ.get("PLANNER_EXECUTOR") or "local",
             job_lease_s=_env_float("PLANNER_JOB_LEASE_S", 20.0),

@@ -5,6 +5,7 @@ so any engine (process pool today, a distributed one later) can run it."""
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -55,6 +56,19 @@ def load_solver_modules(names: tuple[str, ...] | list[str]) -> None:
             reg.setdefault(solver.name, solver)
 
 
+JOB_NICE = 10  # job workers run below the service's event loop and plan workers
+
+
+def lower_priority() -> None:
+    """A job runs for seconds to an hour on every core it gets: niced, it takes the CPU
+    the event loop and the plan workers leave, so health checks and light plans keep
+    their latency while heavy jobs run (issue 21, under load)."""
+    try:
+        os.nice(JOB_NICE)
+    except OSError:
+        pass
+
+
 def init_worker(queue, solver_modules: tuple[str, ...], memory_mb: int | None = None,  # noqa: ANN001
                 parent_pid: int | None = None) -> None:
     """A job worker process: dies with the service (parent-death signal; its own
@@ -67,6 +81,7 @@ def init_worker(queue, solver_modules: tuple[str, ...], memory_mb: int | None = 
     from api.logs import configure_job_worker
 
     configure_job_worker()
+    lower_priority()
     _progress_queue = queue
     load_solver_modules(solver_modules)
     importlib.import_module("planner.plan")  # warm imports before the first job

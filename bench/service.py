@@ -140,6 +140,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--rounds", type=int, default=2, help="alternate trivial/plan this many times; best of each kept")
     ap.add_argument("--out", default=str(ROOT / "bench/results/service.json"))
+    ap.add_argument("--note", default="", help="what the figures were measured on, written to the JSON (default: none)")
     args = ap.parse_args()
 
     import httpx
@@ -229,7 +230,7 @@ def main() -> int:
         "goal_met": ratio >= 0.5,
         "plans_stored": stored,
         "machine": {"cpus": os.cpu_count(), "python": pyplatform.python_version(), "platform": pyplatform.platform(),
-                    "load_average": os.getloadavg()},
+                    "load_average": os.getloadavg(), "note": args.note},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")

@@ -61,6 +61,14 @@ def _frozen_entry(doc: BaseModel) -> tuple[bytes, str]:
     return body, digest
 
 
+def known_canonical(doc: BaseModel, body: bytes) -> None:
+    """Record that `body` is the canonical JSON of the frozen `doc` (it was parsed from
+    it): its content hash is then one sha256, not a re-serialisation (a plan worker gets
+    each request as its canonical JSON from the service, which hashed it for the key)."""
+    key = id(doc)
+    _HASHED[key] = (weakref.ref(doc, lambda _ref, k=key: _HASHED.pop(k, None)), body, hashlib.sha256(body).hexdigest())
+
+
 def content_hash(doc: BaseModel | dict) -> str:
     """sha256 of the canonical JSON: the same document always has the same id.
     A frozen (validated, immutable) document is serialised and hashed once per
@@ -222,10 +230,13 @@ def assemble(
     solution: Solution,
     exact: bool,
     margin_kept_single: bool = False,
+    evaluation: Evaluation | None = None,
 ) -> Plan:
+    """`evaluation`: the evaluator's result for the solution's assignment when the caller
+    has it already (make_plan: the split margin's), so a plan is evaluated once."""
     assert solution.assignment is not None
     a = solution.assignment
-    ev = evaluate(view, a)
+    ev = evaluation if evaluation is not None else evaluate(view, a)
     broken = constraint_violations(ev, request.constraints)
     if broken:
         raise RuntimeError(f"solver '{request.solver}' returned a plan that breaks the request: {broken[0]}")
@@ -346,4 +357,4 @@ def make_plan(
                            details={**solution.details, "split_margin": "single device: the split's gain is within "
                                     "the predictions' uncertainty (see notes)"})
     return assemble(platform, profile, request, view, solution, solver.capabilities.exact,
-                    margin_kept_single=margin.replaced)
+                    margin_kept_single=margin.replaced, evaluation=margin.evaluation)

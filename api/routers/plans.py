@@ -7,6 +7,8 @@ import json
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from starlette.routing import Match, Route
+from starlette.types import Receive, Scope, Send
 
 from api import views
 from api.bodies import JsonRoute
@@ -30,10 +32,13 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
                          "Send `Idempotency-Key` to retry safely.",
              responses={200: {"model": PlanResource, "description": "The stored plan of an identical earlier request"},
                         202: {"model": JobResource, "description": "Accepted: a job will compute the plan"},
-                        **responses(401, 403, 409, 413, 422, 503)})
-async def create_plan(submission: PlanSubmission, request: Request, _: Principal = PIPELINE):
+                        **responses(401, 403, 409, 413, 422, 429, 503)})
+async def create_plan(submission: PlanSubmission, request: Request, who: Principal = PIPELINE):
     # the service from the request, not a dependency: each dependency costs this hot route time
-    kind, result, created = await request.app.state.service.submit_plan(submission)
+    return plan_answer(*await request.app.state.service.submit_plan(submission, who.token_id))
+
+
+def plan_answer(kind: str, result, created: bool) -> Response:  # noqa: ANN001
     if kind == "plan":
         plan_id, body = result
         return Response(body, status_code=201 if created else 200, media_type="application/json",
@@ -41,6 +46,59 @@ async def create_plan(submission: PlanSubmission, request: Request, _: Principal
     job = views.job(result)
     return Response(job.model_dump_json(), status_code=202, media_type="application/json",
                     headers={"Location": f"/v1/jobs/{job.id}"})
+
+
+class FastCreatePlan:
+    """POST /v1/plans on the common path without FastAPI's per-request machinery (its
+    dependency solving, body-field wrapper and route matching cost the event loop
+    several times the service's own work for a DP plan; issue 21, bench/service.py).
+    The same checks in the same order: the Gate's principal and its scope, the body
+    through api.bodies.parse_json (whose refusal is the route's own), PlanSubmission's
+    validation. Anything else off the common path (no principal, another scope, a body
+    that does not validate, a large one) goes to the declared route, which answers it
+    as always (and documents the operation); nothing has happened by then."""
+
+    DECLINED = "planner.fast_path_declined"
+
+    @classmethod
+    def route(cls) -> Route:
+        class _Route(Route):
+            def matches(self, scope: Scope):  # noqa: ANN202 - declined once: the router's other routes answer
+                return (Match.NONE, {}) if scope.get(cls.DECLINED) else super().matches(scope)
+
+        return _Route("/v1/plans", cls(), methods=["POST"], include_in_schema=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from pydantic import ValidationError
+
+        from api.auth import INSECURE
+        from api.bodies import INLINE_BYTES, parse_json
+        from api.middleware import _replay
+
+        app = scope["app"]
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        svc = app.state.service
+        who = scope.get("state", {}).get("principal") or (INSECURE if svc.auth.insecure else None)
+        ctype = dict(scope["headers"]).get(b"content-type", b"application/json").split(b";")[0].strip().lower()
+        sub = None
+        if who is not None and who.has("pipeline") and ctype == b"application/json" and 0 < len(body) <= INLINE_BYTES:
+            limits = app.state.settings.limits
+            value = parse_json(body, limits.max_json_depth, limits.max_string_bytes)  # its 422 is the route's too
+            try:
+                sub = PlanSubmission.model_validate(value)
+            except ValidationError:  # the route words it (FastAPI's locations and messages)
+                sub = None
+        if sub is None:
+            scope[self.DECLINED] = True
+            return await scope["router"](scope, _replay(body), send)
+        answer = plan_answer(*await svc.submit_plan(sub, who.token_id))
+        await answer(scope, receive, send)
 
 
 @router.get("/plans", response_model=PlanList, summary="List plans", tags=["plans"], responses=responses(401, 403, 422))

@@ -5,7 +5,10 @@ browser by vega-embed served from the installed vl-convert package (no CDN).
 The bearer token is entered once; the browser then holds a session id, never the
 token (api.sessions: sessions live in the database, so they hold on every replica).
 Every page reads the session and its token again, so logout or a revoked token ends
-it everywhere at once. Forms carry a CSRF token, double-submitted as a cookie."""
+it everywhere at once. Forms carry a CSRF token, double-submitted as a cookie.
+Every page of a session counts against its token's request rate and requests in
+flight, as the API's calls do, and the frontier (a process of its own) runs at most
+PLANNER_WORKERS at once (issue 21, finding 8)."""
 
 from __future__ import annotations
 
@@ -16,13 +19,14 @@ import hmac
 import json
 import math
 import multiprocessing
+import os
 import secrets
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from pebble import concurrent
@@ -51,7 +55,42 @@ def number(value: float | None, fmt: str = "%.3f") -> str:
 
 
 templates.env.filters["num"] = number
-router = APIRouter(prefix="/ui", include_in_schema=False)
+OPEN_PATHS = ("/ui/login", "/ui/logout", "/ui/static/")  # no session needed: nothing to count against
+
+
+class Refused(Exception):
+    """A page refused before it ran (429: the token's limits; 503: the frontier slots are taken)."""
+
+    def __init__(self, status: int, reason: str, retry_after_s: float):
+        self.status, self.reason, self.retry_after_s = status, reason, retry_after_s
+
+
+async def admitted(request: Request):  # noqa: ANN201
+    """The API's per-token limits for a session's pages: the same limiter as the Gate's,
+    so a browser tab counts against its token's rate and requests in flight (a page
+    whose session is not logged in goes on to its login redirect)."""
+    path = request.url.path
+    if path.startswith(OPEN_PATHS) or svc(request).settings.insecure_dev:
+        yield
+        return
+    try:
+        who = principal(request)
+    except LoginRequired:
+        if path.endswith("/status"):  # the job page's poll answers its own 401
+            yield
+            return
+        raise
+    limiter = request.app.state.limiter
+    refused = limiter.enter(who.token_id)
+    if refused is not None:
+        raise Refused(429, *refused)
+    try:
+        yield
+    finally:
+        limiter.leave(who.token_id)
+
+
+router = APIRouter(prefix="/ui", include_in_schema=False, dependencies=[Depends(admitted)])
 PAGE = 50
 MAX_FRONTIER_CELLS = 200_000  # layers x targets the UI computes a frontier for
 MAX_FRONTIER_TRANSITIONS = 8
@@ -72,6 +111,15 @@ def install(app) -> None:  # noqa: ANN001
     @app.exception_handler(LoginRequired)
     async def _login(request: Request, exc: LoginRequired):  # noqa: ANN202
         return RedirectResponse(f"/ui/login?{urlencode({'next': exc.next_url, 'reason': exc.reason})}", status_code=303)
+
+    @app.exception_handler(Refused)
+    async def _refused(request: Request, exc: Refused):  # noqa: ANN202
+        title = "Too Many Requests" if exc.status == 429 else "Service Unavailable"
+        page = render(request, "error.html", status=exc.status, title=title, detail=exc.reason, errors=[])
+        page.headers["Retry-After"] = str(max(1, int(exc.retry_after_s + 0.999)))
+        return page
+
+    app.state.frontier_slots = Slots(max(1, app.state.settings.workers))
 
     app.include_router(router)
 
@@ -403,7 +451,7 @@ def submission_of(values: dict) -> PlanSubmission:
 @router.post("/plans")
 @ui_errors
 async def plan_submit(request: Request):  # noqa: ANN201
-    principal(request)
+    who = principal(request)
     form = await request.form()
     check_csrf(request, form)
     values = {k: str(form.get(k, "")) for k in FORM_FIELDS}
@@ -413,7 +461,7 @@ async def plan_submit(request: Request):  # noqa: ANN201
             from planner.registry import choose_plan_solver
 
             sub = sub.model_copy(update={"solver": choose_plan_solver(sub.request())[0]})
-        kind, result, _ = await svc(request).submit_plan(sub)
+        kind, result, _ = await svc(request).submit_plan(sub, who.token_id)
     except ValidationError as exc:
         return await _plan_form(request, values, [str(i) for i in validation_issues(exc.errors())], 422)
     except ApiError as exc:
@@ -465,12 +513,36 @@ async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
     return render(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
 
 
+class Slots:
+    """Frontier processes running at once, per app (the event loop is the only user: no lock)."""
+
+    def __init__(self, size: int):
+        self.size, self.used = size, 0
+
+    def take(self) -> bool:
+        if self.used >= self.size:
+            return False
+        self.used += 1
+        return True
+
+    def give(self) -> None:
+        self.used -= 1
+
+
 @concurrent.process(mp_context=multiprocessing.get_context("spawn"))
-def _frontier_process(platform_json: str, profile_json: str, k: int, devices: list[str] | None) -> dict:
+def _frontier_process(platform_json: str, profile_json: str, k: int, devices: list[str] | None,
+                      parent_pid: int | None = None, memory_mb: int | None = None) -> dict:
     """The frontier in a process of its own, cancelled (killed) at FRONTIER_TIMEOUT_S: its
     size (and time) grows with layers and transitions; spawned, as the server is
-    multi-threaded."""
+    multi-threaded. It dies with the server and is held to the job workers' memory cap."""
+    from api.fastplans import cap_memory
+    from api.worker import lower_priority
+    from planner.core.procs import die_with_parent
     from planner.frontier import frontier_report
+
+    die_with_parent(parent_pid)
+    lower_priority()
+    cap_memory(memory_mb)
 
     return frontier_report(Platform.model_validate_json(platform_json), ModelProfile.model_validate_json(profile_json),
                            max_transitions=k, devices=devices).as_dict()
@@ -509,16 +581,30 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
                             f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
                        title="Too large")
     wanted = [d.strip() for d in devices.split(",") if d.strip()] or None
-    future = _frontier_process(platform.model_dump_json(), profile.model_dump_json(), k, wanted)
+    slots: Slots = request.app.state.frontier_slots
+    if not slots.take():
+        raise Refused(503, f"the service is computing {slots.used} frontier(s), its limit at once (PLANNER_WORKERS); "
+                           "retry in a few seconds, or run `planner frontier`", 5.0)
     try:
-        data = await asyncio.wait_for(asyncio.wrap_future(future), FRONTIER_TIMEOUT_S)
-    except PlannerError as exc:
-        raise ApiError(422, exc.one_line(), errors=exc.issues, title="No frontier") from None
-    except (asyncio.TimeoutError, FutureTimeout):
-        future.cancel()  # pebble stops the process
-        raise ApiError(422, f"the frontier took longer than the UI's {FRONTIER_TIMEOUT_S:g} s (its size grows with layers "
-                            "and transitions): lower max transitions, or run `planner frontier`",
-                       errors=[Issue("max_transitions", "too many plans to enumerate here")], title="Too large") from None
+        future = _frontier_process(platform.model_dump_json(), profile.model_dump_json(), k, wanted, os.getpid(),
+                                   s.settings.worker_memory_mb)
+        try:
+            data = await asyncio.wait_for(asyncio.wrap_future(future), FRONTIER_TIMEOUT_S)
+        except PlannerError as exc:
+            raise ApiError(422, exc.one_line(), errors=exc.issues, title="No frontier") from None
+        except MemoryError:
+            raise ApiError(422, f"the frontier needed more than the service's {s.settings.worker_memory_mb} MB "
+                                "(PLANNER_WORKER_MEMORY_MB): lower max transitions, or run `planner frontier`",
+                           errors=[Issue("max_transitions", "too many plans to enumerate here")], title="Too large") from None
+        except (asyncio.TimeoutError, FutureTimeout):
+            raise ApiError(422, f"the frontier took longer than the UI's {FRONTIER_TIMEOUT_S:g} s (its size grows with "
+                                "layers and transitions): lower max transitions, or run `planner frontier`",
+                           errors=[Issue("max_transitions", "too many plans to enumerate here")], title="Too large") from None
+        finally:
+            if not future.done():
+                future.cancel()  # pebble stops the process (timed out, or the browser went away)
+    finally:
+        slots.give()
     chart = await run_in_threadpool(lambda: figures.frontier_figure(data, energy_cap_mj=cap))
     return render(request, "frontier.html", report=data, spec=spec_json(chart), platform_id=platform_id,
                   profile_id=profile_id, max_transitions=k, energy_cap_mj=energy_cap_mj, devices=devices,

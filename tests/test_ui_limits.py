@@ -1,0 +1,86 @@
+"""The web UI obeys the API's limits (issue 21, finding 8): a session's pages count against
+its token's request rate and requests in flight (one limiter for /v1 and /ui), and the
+frontier, a process per request, runs at most PLANNER_WORKERS at once: beyond, 503
+with Retry-After, and no process is started."""
+
+from __future__ import annotations
+
+import re
+
+from tests.support import docs
+from tests.support.api import start
+
+
+def login(api, who: str = "pipeline") -> None:
+    form = api.client.get("/ui/login").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form).group(1)
+    r = api.client.post("/ui/login", data={"token": api.tokens[who], "csrf": csrf, "next": "/ui"}, follow_redirects=False)
+    assert r.status_code == 303, r.text
+
+
+def token_id(api, who: str = "pipeline") -> str:
+    return api.service.auth.lookup(api.tokens[who]).token_id
+
+
+def test_ui_pages_count_against_the_tokens_rate(tmp_path):
+    api = start(tmp_path, rate_per_s=0.01, rate_burst=3)
+    try:
+        login(api)  # the login form is open: it counts against nothing
+        assert [api.client.get("/ui/plans").status_code for _ in range(3)] == [200, 200, 200]
+        r = api.client.get("/ui/plans")
+        assert r.status_code == 429, r.text[:300]  # before the fix: 200 however fast a browser asked
+        assert "PLANNER_RATE_PER_S" in r.text and int(r.headers["retry-after"]) >= 1
+        assert "text/html" in r.headers["content-type"]  # a page saying so, for people
+        # one bucket for the token: its API calls are over the rate too
+        assert api.client.get("/v1/plans", headers=api.h()).status_code == 429
+        assert api.client.get("/ui/login").status_code == 200
+    finally:
+        api.client.__exit__(None, None, None)
+
+
+def test_ui_pages_count_against_the_tokens_requests_in_flight(tmp_path):
+    api = start(tmp_path, max_in_flight=1)
+    try:
+        login(api)
+        assert api.client.get("/ui/plans").status_code == 200
+        limiter = api.client.app.state.limiter
+        assert limiter.enter(token_id(api)) is None  # as if one API call of this token were being served
+        try:
+            r = api.client.get("/ui/plans")
+            assert r.status_code == 429 and "PLANNER_MAX_IN_FLIGHT" in r.text, r.text[:300]
+            r = api.client.post("/ui/plans", data={"csrf": "x"})
+            assert r.status_code == 429  # a form that starts work is refused before it runs
+        finally:
+            limiter.leave(token_id(api))
+        assert api.client.get("/ui/plans").status_code == 200
+        assert limiter.buckets[token_id(api)].in_flight == 0  # every page gave its slot back
+    finally:
+        api.client.__exit__(None, None, None)
+
+
+def test_frontiers_beyond_the_worker_count_are_refused_before_a_process_starts(tmp_path, monkeypatch):
+    from api.routers import ui
+
+    api = start(tmp_path, workers=1)
+    started = []
+    real = ui._frontier_process
+    monkeypatch.setattr(ui, "_frontier_process", lambda *a: started.append(a) or real(*a))
+    try:
+        p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+        login(api)
+        url = f"/ui/frontier?platform_id={p}&profile_id={m}&max_transitions=1"
+        slots = api.client.app.state.frontier_slots
+        assert slots.size == 1
+        assert slots.take()  # one frontier is being computed
+        try:
+            r = api.client.get(url)
+            assert r.status_code == 503 and "PLANNER_WORKERS" in r.text, r.text[:300]
+            assert int(r.headers["retry-after"]) >= 1 and not started
+        finally:
+            slots.give()
+        r = api.client.get(url)
+        assert r.status_code == 200, r.text[:500]
+        assert len(started) == 1 and slots.used == 0
+        assert started[0][4] is not None and started[0][5] == api.settings.worker_memory_mb  # dies with us, memory-capped
+    finally:
+        api.client.__exit__(None, None, None)
