@@ -59,6 +59,7 @@ class FastCreatePlan:
     as always (and documents the operation); nothing has happened by then."""
 
     DECLINED = "planner.fast_path_declined"
+    ROUTE: Route | None = None  # set by route(): what scope["route"] names for metrics and logs
 
     @classmethod
     def route(cls) -> Route:
@@ -66,7 +67,9 @@ class FastCreatePlan:
             def matches(self, scope: Scope):  # noqa: ANN202 - declined once: the router's other routes answer
                 return (Match.NONE, {}) if scope.get(cls.DECLINED) else super().matches(scope)
 
-        return _Route("/v1/plans", cls(), methods=["POST"], include_in_schema=False)
+        route = _Route("/v1/plans", cls(), methods=["POST"], include_in_schema=False)
+        cls.ROUTE = route
+        return route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from pydantic import ValidationError
@@ -97,6 +100,7 @@ class FastCreatePlan:
         if sub is None:
             scope[self.DECLINED] = True
             return await scope["router"](scope, _replay(body), send)
+        scope["route"] = self.ROUTE  # the route template metrics and logs name (as FastAPI's routes set it)
         answer = plan_answer(*await svc.submit_plan(sub, who.token_id))
         await answer(scope, receive, send)
 
