@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--access-log", dest="no_access_log", action="store_false",
                    help="log every request (the default; the last of the two flags wins)")
     p.add_argument("--log-format", choices=("text", "json"), default=None,
-                   help="text (default), or json: one JSON object per line with request id, job id, deployment and "
+                   help="text, or json: one JSON object per line with request id, job id, deployment and "
                         "token name where they apply, also from the worker processes (default $PLANNER_LOG_FORMAT or text)")
     p.add_argument("--drain-s", type=float, default=None, metavar="S",
                    help="on SIGTERM, running jobs may finish for this long before they are handed back to the other "
