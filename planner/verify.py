@@ -142,7 +142,7 @@ def measure_on_device(lm, devices, inputs, seed: int = 0) -> Measure:
                                          rate_hz=regime.rate_hz if regime.mode == "rate" else None)
         finally:
             unpin()
-        return {name: t["total"] for name, t in timing.items()}
+        return {name: {**t["total"], "samples_ms": t["total_samples_ms"]} for name, t in timing.items()}
 
     return run
 
@@ -184,10 +184,24 @@ def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest,
                      "measured_ms": t[key], "measured_p10_ms": t["p10_ms"], "measured_p90_ms": t["p90_ms"],
                      "error_pct": 100.0 * (t[key] - c.predicted_ms) / c.predicted_ms if c.predicted_ms > 0 else 0.0})
     best = min(rows, key=lambda r: r["measured_ms"])
+    guard = ""
+    one_slice = [r for r, c in zip(rows, cands) if c.assignment.n_slices == 1]
+    best_c = next(c for c in cands if c.name == best["name"])
+    if best_c.assignment.n_slices > 1 and one_slice:
+        # a split is returned only when it is measurably faster than the fastest single
+        # device (paired by round, one-sided sign test p < 0.05): noise must not trade a
+        # plain device for a split that is slower where it runs
+        single = min(one_slice, key=lambda r: r["measured_ms"])
+        p = sign_test_p(measured[best["name"]].get("samples_ms"), measured[single["name"]].get("samples_ms"))
+        if p >= 0.05:
+            guard = (f"; '{best['name']}' ({best['notation']}) measured {best['measured_ms']:.3f} ms but is not measurably "
+                     f"faster than '{single['name']}' ({single['measured_ms']:.3f} ms; sign test p = {p:.2g}): the "
+                     "single device is returned")
+            best = single
     chosen = next(c for c in cands if c.name == best["name"])
     note = (f"the plan measured fastest of {len(rows)} candidates" if chosen.name == "plan" else
             f"'{chosen.name}' ({best['notation']}) measured {best['measured_ms']:.3f} ms against the plan's "
-            f"{rows[0]['measured_ms']:.3f} ms: returned instead")
+            f"{rows[0]['measured_ms']:.3f} ms: returned instead") + guard
     if chosen.name != "plan":
         sol = Solution(chosen.assignment, "feasible", objective=chosen.predicted_ms,
                        notes=[*plan.report.notes, f"verified: {note}"],
@@ -198,6 +212,17 @@ def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest,
     verification = {"regime": regime.model_dump(), "statistic": statistic, "runs": runs, "chosen": chosen.name,
                     "candidates": rows, "note": note}
     return Plan.model_validate({**out.model_dump(), "verification": verification})
+
+
+def sign_test_p(a_ms, b_ms) -> float:
+    """One-sided paired sign test: the p-value of `a` being faster than `b` in as many
+    rounds as it was, under 'neither is faster'. Without paired samples: 1 (not shown)."""
+    if not a_ms or not b_ms:
+        return 1.0
+    n = min(len(a_ms), len(b_ms))
+    faster = sum(1 for x, y in zip(a_ms[:n], b_ms[:n]) if x < y)
+    m = n - sum(1 for x, y in zip(a_ms[:n], b_ms[:n]) if x == y)
+    return sum(math.comb(m, j) for j in range(faster, m + 1)) / 2 ** m if m else 1.0
 
 
 def render_verification(plan: Plan) -> list[str]:
