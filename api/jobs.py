@@ -167,7 +167,7 @@ def fair_candidates(s, claimable, exclude: set[str], per_token: int, now: dt.dat
     ids = list(s.scalars(select(heads.c.id).where(heads.c.rank <= per_token)).all())
     if not ids:
         return [], {}
-    q = select(JobRow).where(JobRow.id.in_(ids))
+    q = select(JobRow).where(JobRow.id.in_(ids), claimable)  # claimable still: another replica may have claimed since
     if lock:
         q = q.with_for_update(skip_locked=True)
     rows = list(s.scalars(q).all())
@@ -393,7 +393,9 @@ class JobManager:
                     continue
                 if len(specs) >= free and (running.get(job.token_id, 0) or job.token_id in claimed):
                     continue  # a fair slot: only for a token with nothing running
-                seen = and_(JobRow.id == job.id, JobRow.attempts == job.attempts, JobRow.state == job.state)
+                # the attempt read, still unclaimed or under a lease that ran out: a claim succeeds once per attempt
+                seen = and_(JobRow.id == job.id, JobRow.attempts == job.attempts, JobRow.state == job.state,
+                            or_(JobRow.lease_expires_at.is_(None), JobRow.lease_expires_at < now))
                 if job.attempts >= self.max_attempts:  # interrupted that often already
                     err = _interrupted(job.attempts)
                     s.execute(update(JobRow).where(seen).values(state="failed", finished_at=now, message=err["detail"],
