@@ -50,7 +50,7 @@ from planner.commands.profile import build_documents  # noqa: E402
 from planner.core.io import parse  # noqa: E402
 from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
-from planner.verify import measure_on_device, verify_plan  # noqa: E402
+from planner.verify import STEADY_SETTLE, measure_on_device, verify_plan  # noqa: E402
 from tests.support.genmodels import GENERATED  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -159,7 +159,9 @@ class PlainOpenVino:
 
 def time_references(chains: dict, feed, runs: int, rate_hz: float | None, seed: int) -> dict[str, list[float]]:
     """Each chain timed once per round, rounds shuffled; back to back each timed run
-    follows an untimed run of itself, at a rate it follows an idle gap of one period."""
+    follows STEADY_SETTLE untimed runs of itself (its steady state, as one model served
+    continuously: after another model's runs a session takes several runs to return to
+    it), at a rate it follows an idle gap of one period."""
     for chain in chains.values():
         chain(feed)
         chain(feed)
@@ -171,7 +173,8 @@ def time_references(chains: dict, feed, runs: int, rate_hz: float | None, seed: 
         for i in rng.permutation(len(names)):
             chain = chains[names[i]]
             if period is None:
-                chain(feed)
+                for _ in range(STEADY_SETTLE):
+                    chain(feed)
             else:
                 time.sleep(period)
             out[names[i]].append(chain(feed))

@@ -28,6 +28,11 @@ from planner.registry import get_solver
 from solvers.dp import solve_fast
 
 MAX_CANDIDATES = 16
+# Back to back, each timed run of a candidate follows this many untimed runs of itself:
+# its steady state, as when one plan is served continuously. Measured on the 2-core VM:
+# after another model's runs a two-thread int8 session took about ten runs to return
+# to its steady time (7.4 ms after one settling run, 3.2 ms after ten, 3.4 ms in a block).
+STEADY_SETTLE = 10
 
 
 def _restricted(view: Problem, allowed: np.ndarray) -> Problem:
@@ -138,8 +143,8 @@ def measure_on_device(lm, devices, inputs, seed: int = 0) -> Measure:
         runners = {name: SlicedModel(lm, sl, devices, clock=regime.clock, pool=regime.pool)
                    for name, sl in slices_by_name.items()}
         try:
-            timing = measure_interleaved(runners, inputs, runs=runs, warmup=2, settle=regime.settle, shuffle_seed=seed,
-                                         rate_hz=regime.rate_hz if regime.mode == "rate" else None)
+            timing = measure_interleaved(runners, inputs, runs=runs, warmup=2, settle=max(regime.settle, STEADY_SETTLE),
+                                         shuffle_seed=seed, rate_hz=regime.rate_hz if regime.mode == "rate" else None)
         finally:
             unpin()
         return {name: {**t["total"], "samples_ms": t["total_samples_ms"]} for name, t in timing.items()}
