@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform as pyplatform
 import sys
@@ -50,7 +49,7 @@ from planner.commands.profile import build_documents  # noqa: E402
 from planner.core.io import parse  # noqa: E402
 from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
-from planner.verify import STEADY_SETTLE, measure_on_device, verify_plan  # noqa: E402
+from planner.verify import STEADY_SETTLE, measure_on_device, sign_test_p, verify_plan  # noqa: E402
 from tests.support.genmodels import GENERATED  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -183,12 +182,12 @@ def time_references(chains: dict, feed, runs: int, rate_hz: float | None, seed: 
 
 
 def sign_test(a_ms, b_ms) -> dict:
-    """Paired by round: is `a` measurably slower than `b` (one-sided binomial, p < 0.05)?"""
+    """Paired by round: is `a` measurably slower than `b` (one-sided sign test, p < 0.05)?
+    The verification's own test (planner.verify.sign_test_p), asked whether `b` is faster."""
     n = min(len(a_ms), len(b_ms))
-    k = sum(1 for x, y in zip(a_ms[:n], b_ms[:n]) if x > y)
-    m = n - sum(1 for x, y in zip(a_ms[:n], b_ms[:n]) if x == y)
-    p = sum(math.comb(m, j) for j in range(k, m + 1)) / 2 ** m if m else 1.0
-    return {"rounds": n, "slower_in": k, "p_value": p, "measurably_slower": p < 0.05}
+    p = sign_test_p(list(b_ms[:n]), list(a_ms[:n]))
+    return {"rounds": n, "slower_in": sum(1 for x, y in zip(a_ms[:n], b_ms[:n]) if x > y), "p_value": p,
+            "measurably_slower": p < 0.05}
 
 
 def pct(measured: float, predicted: float) -> float:

@@ -12,6 +12,7 @@ from executor.quantize import INT8_TOLERANCE, int8_error
 from executor.runtime import RuntimeDevice, unpin
 from executor.sessions import SlicedModel, measure
 from executor.slicing import LayeredModel
+from planner.core.schema import MeasurementRegime
 from planner.core.telemetry import error_pct as _error_pct
 
 FP32_RTOL = 1e-4  # split fp32 vs unsplit fp32: same kernels, fusion may reorder sums
@@ -123,15 +124,8 @@ def run_plan(
 
 def regime_note(plan_regime: dict | None, rate_hz: float | None) -> str | None:
     """Why a run at `rate_hz` (None: back to back) is not in the regime the plan's
-    prediction holds in, or None: the comparison is then between unlike things."""
+    prediction holds in (MeasurementRegime.differs), or None: the comparison is then
+    between unlike things."""
     if not plan_regime:
         return None
-    mode = "rate" if rate_hz else "back_to_back"
-    want_mode, want_rate = plan_regime.get("mode", "back_to_back"), plan_regime.get("rate_hz")
-    if mode != want_mode:
-        theirs = f"at {rate_hz:g} Hz" if rate_hz else "back to back"
-        ours = f"at {want_rate:g} Hz" if want_mode == "rate" else "back to back"
-        return f"run {theirs}, but the profile was measured {ours}: the prediction holds in that regime"
-    if rate_hz and want_rate and abs(rate_hz - want_rate) > 0.1 * want_rate:
-        return f"run at {rate_hz:g} Hz, but the profile was measured at {want_rate:g} Hz"
-    return None
+    return MeasurementRegime.model_validate(plan_regime).differs("rate" if rate_hz else "back_to_back", rate_hz)

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from executor.importers import model_layers
-from tests.support.server import PLANNER, ROOT, Server
+from tests.support.server import PLANNER, ROOT, Server, wait_for
 
 DEVICES = ("cpu1", "cpu2", "cpu3")  # the board declares cpu1 and cpu2 only: a cpu3 plan cannot be built
 
@@ -65,15 +65,6 @@ def token(server: Server, *args: str) -> str:
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
-
-def wait_for(predicate, timeout_s: float, what: str):  # noqa: ANN001
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def test_agent_keeps_inferring_without_a_service(tmp_path):

@@ -17,6 +17,7 @@ import pytest
 from tests import schedule_instances as si
 from tests.support import docs
 from tests.support.api import start
+from tests.support.server import wait_for
 
 pytest.importorskip("distributed", reason="pip install -e '.[test]' installs dask[distributed]")
 
@@ -44,15 +45,6 @@ def plan_docs(api):
 def runs(path) -> list[dict]:  # noqa: ANN001
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
-
-def wait_for(fn, timeout_s: float = 60.0, what: str = "the condition"):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not met after {timeout_s} s")
 
 
 def alive(pid: int) -> bool:

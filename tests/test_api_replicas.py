@@ -22,19 +22,10 @@ from api.rows import JobRow, PlanRow
 from api.worker import JobOutcome
 from tests.support import docs
 from tests.support.postgres import Postgres
-from tests.support.server import Server
+from tests.support.server import Server, wait_for
 
 pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg")
 
-
-def wait_for(fn, timeout_s: float = 60.0, what: str = "the condition"):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not met after {timeout_s} s")
 
 
 @pytest.fixture(scope="module")

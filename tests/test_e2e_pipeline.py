@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.support import docs
-from tests.support.server import PLANNER, ROOT, Server
+from tests.support.server import PLANNER, ROOT, Server, wait_for
 
 PLATFORM = str(ROOT / "profiles/platforms/hikey970.json")
 PROFILE = str(ROOT / "profiles/models/mobilenet_v2_1.4.json")
@@ -27,15 +27,6 @@ def cli(server: Server, *args: str, token: str | None = None, check: bool = True
         assert out.returncode == 0, f"planner {' '.join(args)}: {out.stderr}"
     return out
 
-
-def wait_for(predicate, timeout_s: float = 60.0, what: str = ""):  # noqa: ANN001
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture()

@@ -18,17 +18,8 @@ from api.auth import create_token
 from api.db import Database
 from api.rows import JobRow, PlanRow
 from tests.support import docs
-from tests.support.server import PLANNER, ROOT, Server
+from tests.support.server import PLANNER, ROOT, Server, wait_for
 
-
-def wait_for(fn, timeout_s: float = 60.0, what: str = "the condition"):  # noqa: ANN001, ANN201
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not met after {timeout_s} s")
 
 
 def runs(path) -> list[dict]:  # noqa: ANN001

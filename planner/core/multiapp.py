@@ -222,6 +222,17 @@ def executor_response(base_ms: np.ndarray, higher: Sequence[tuple[np.ndarray, fl
     return np.where(live, np.maximum(r, deadline_ms * (1 + 1e-6) + 1e-6), r)
 
 
+
+def _close_app(apps_out: list, violations: list[str], a: int, app, c, start, finish, r0: float, energy: float,  # noqa: ANN001
+               alap_d, inter, slack, worst: float) -> float:
+    """Record network `a`'s evaluation (both analyses end alike); its lateness past the period."""
+    meets = worst <= app.period_ms * (1 + EPS) + EPS
+    if not meets:
+        violations.append(f"{app.name}: response time {_ms(worst)} ms exceeds the period {app.period_ms:g} ms")
+    apps_out.append((a, AppEval(app.name, tuple(c), tuple(start), tuple(finish), r0, energy, tuple(alap_d),
+                                tuple(inter), tuple(slack), worst, meets_deadline=meets)))
+    return 0.0 if meets else worst - app.period_ms
+
 def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEval:
     """The reference evaluation of one joint mapping (plain loops, no vectorisation)."""
     genes = [int(g) for g in genes]
@@ -318,12 +329,8 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
                                                            * fct * busy_of(h, p) for h in higher) for p in range(P)]
             inter = [per_pe[m[i]] for i in range(app.n_layers)]
             slack = [app.period_ms - worst] * app.n_layers
-            meets = worst <= app.period_ms * (1 + EPS) + EPS
-            if not meets:
-                violations.append(f"{app.name}: response time {_ms(worst)} ms exceeds the period {app.period_ms:g} ms")
-                lateness += worst - app.period_ms
-            apps_out.append((a, AppEval(app.name, tuple(c), tuple(start), tuple(finish), r0, energy[a], tuple(alap_d),
-                                        tuple(inter), tuple(slack), worst, meets_deadline=meets)))
+            lateness += _close_app(apps_out, violations, a, app, c, start, finish, r0, energy[a], alap_d, inter, slack,
+                                   worst)
             continue
         inter, slack = [], []
         worst = r0
@@ -349,12 +356,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             inter.append(interference)
             slack.append(mai - interference)
             worst = max(worst, r0 + interference - (alap0[i] - start[i]))
-        meets = worst <= app.period_ms * (1 + EPS) + EPS
-        if not meets:
-            violations.append(f"{app.name}: response time {_ms(worst)} ms exceeds the period {app.period_ms:g} ms")
-            lateness += worst - app.period_ms
-        apps_out.append((a, AppEval(app.name, tuple(c), tuple(start), tuple(finish), r0, energy[a], tuple(alap_d),
-                                    tuple(inter), tuple(slack), worst, meets_deadline=meets)))
+        lateness += _close_app(apps_out, violations, a, app, c, start, finish, r0, energy[a], alap_d, inter, slack, worst)
     apps_sorted = tuple(ev for _, ev in sorted(apps_out))
     for p in range(P):
         if util[p] > 1 + EPS:

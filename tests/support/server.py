@@ -16,6 +16,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PLANNER = Path(sys.executable).parent / "planner"
 
 
+def wait_for(predicate, timeout_s: float = 60.0, what: str = "the condition"):  # noqa: ANN001, ANN201
+    """Poll `predicate` until it returns something truthy (returned) or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
