@@ -21,13 +21,20 @@ import numpy as np
 from planner.core.errors import InputError
 from planner.core.evaluate import constraint_violations, evaluate
 from planner.core.problem import Assignment, Problem
-from planner.core.schema import MeasurementRegime, ModelProfile, Plan, PlanRequest, Platform
+from planner.core.schema import (
+    MAX_CANDIDATES,
+    MAX_VERIFY_RUNS,
+    MeasurementRegime,
+    ModelProfile,
+    Plan,
+    PlanRequest,
+    Platform,
+)
 from planner.core.solver import Solution
 from planner.plan import assemble, make_plan, notation, problem_for, select_view
 from planner.registry import get_solver
 from solvers.dp import solve_fast
 
-MAX_CANDIDATES = 16
 # Back to back, each timed run of a candidate follows this many untimed runs of itself:
 # its steady state, as when one plan is served continuously. Measured on the 2-core VM:
 # after another model's runs a two-thread int8 session took about ten runs to return
@@ -162,8 +169,8 @@ def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest,
                                       "to verify energy with)")
     if not 0 <= k <= MAX_CANDIDATES:
         raise InputError("verify", f"K must be in 0..{MAX_CANDIDATES}, got {k}")
-    if runs < 3:
-        raise InputError("verify_runs", f"must be >= 3, got {runs}")
+    if not 3 <= runs <= MAX_VERIFY_RUNS:
+        raise InputError("verify_runs", f"must be in 3..{MAX_VERIFY_RUNS}, got {runs}")
     solver = get_solver(request.solver)
     if getattr(solver, "problem_kind", "chain") != "chain":
         raise InputError("solver", f"'{request.solver}' plans a problem the executor cannot run slice by slice; "

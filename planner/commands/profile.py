@@ -29,6 +29,7 @@ import numpy as np
 
 from models.calibration import calibrate, fit_switch, fit_transfer, slice_uncertainty, switch_extras
 from planner.core.errors import InputError
+from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS
 
 RUNS = 10
 WARMUP = 2
@@ -335,10 +336,10 @@ def run(args: argparse.Namespace) -> int:
         problems.append(f"--rate: must be in (0, 10000] Hz, got {args.rate:g}")
     if args.verify is not None and not args.out_plan:
         problems.append("--out-plan: give the file the verified plan goes to (with --verify)")
-    if args.verify is not None and not (0 <= args.verify <= 16):
-        problems.append(f"--verify: must be in 0..16, got {args.verify}")
-    if args.verify_runs < 3:
-        problems.append(f"--verify-runs: must be >= 3, got {args.verify_runs}")
+    if args.verify is not None and not (0 <= args.verify <= MAX_CANDIDATES):
+        problems.append(f"--verify: must be in 0..{MAX_CANDIDATES}, got {args.verify}")
+    if not 3 <= args.verify_runs <= MAX_VERIFY_RUNS:
+        problems.append(f"--verify-runs: must be in 3..{MAX_VERIFY_RUNS}, got {args.verify_runs}")
     if args.out_plan and Path(args.out_plan).parent and not Path(args.out_plan).parent.is_dir():
         problems.append(f"--out-plan: no such directory: {Path(args.out_plan).parent}")
     devices = runtime_devices(args.device, problems, args.clock)

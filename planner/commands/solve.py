@@ -13,7 +13,7 @@ from planner.core.errors import InputError
 from planner.core.io import load, parse
 from planner.plan import make_plan
 from planner.progress import Bar
-from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform
+from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, ModelProfile, Plan, PlanRequest, Platform
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -252,10 +252,10 @@ def verify(args: argparse.Namespace, platform, profile, request, plan: Plan) -> 
     devices = runtime_devices(specs, problems, option="--verify-device")
     if not Path(path).is_file():
         problems.append(f"--verify-model: no such file: {path}")
-    if args.verify < 0:
-        problems.append(f"--verify: must be >= 0, got {args.verify}")
-    if args.verify_runs < 3:
-        problems.append(f"--verify-runs: must be >= 3, got {args.verify_runs}")
+    if not 0 <= args.verify <= MAX_CANDIDATES:
+        problems.append(f"--verify: must be in 0..{MAX_CANDIDATES}, got {args.verify}")
+    if not 3 <= args.verify_runs <= MAX_VERIFY_RUNS:
+        problems.append(f"--verify-runs: must be in 3..{MAX_VERIFY_RUNS}, got {args.verify_runs}")
     if problems:
         raise InputError("arguments", "; ".join(problems))
     weights = args.verify_weights or (profile.regime.weights if profile.regime and profile.regime.weights else "computed")

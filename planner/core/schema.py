@@ -857,6 +857,10 @@ class Provenance(BaseModel):
     planner_version: str
 
 
+MAX_CANDIDATES = 16  # next-best plans a verification may run (planner solve --verify K)
+MAX_VERIFY_RUNS = 1000  # timed runs per candidate: verification is bounded before it starts
+
+
 class VerifiedCandidate(BaseModel):
     name: str = Field(description="plan (the solver's), next-k (the k-th next best prediction), or single-<device>")
     notation: str
