@@ -33,6 +33,7 @@ from onnx import helper
 from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned, quantize
 from executor.sessions import Pacer, capture, run_slices, slice_policy, summarise_ms
 from executor.slicing import LayeredModel, boundary, random_inputs, slice_model
+from planner.core.schema import STEADY_SETTLE
 
 Progress = Callable[[int, int, str], None]
 TRANSFER_SIZES_BYTES = tuple(int(4096 * 2 ** (1.5 * k)) for k in range(9))  # 4 KB .. ~16 MB
@@ -144,7 +145,7 @@ def profile_model(
     seed: int = 0,
     power=None,
     clock: str = "wall",
-    settle: int = 1,
+    settle: int = STEADY_SETTLE,
     rate_hz: float | None = None,
     pool: str = "auto",
 ) -> ProfileRun:
