@@ -46,10 +46,11 @@ def test_the_board_verifies_a_first_deploy_and_the_measured_best_becomes_the_nex
         pid = pipe.post("/v1/platforms", json=json.loads(p.read_text())).json()["id"]
         mid = pipe.post("/v1/profiles", json=json.loads(m.read_text())).json()["id"]
         plan = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}).json()
-        assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201
-        r = pipe.put("/v1/deployments/cam/active", json={"plan_id": plan["id"], "verify": {"candidates": 2, "runs": 5}})
-        assert r.status_code == 200, r.text
-        assert r.json()["revision"] == 1
+        out = subprocess.run([str(PLANNER), "deploy", "--server", server.url, "--token", ci, "--deployment", "cam",
+                              "--plan", plan["id"], "--verify", "2", "--verify-runs", "5", "--json"],
+                             cwd=ROOT, env=server.env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["revision"] == 1
         order = pipe.get("/v1/deployments/cam/plan").json()["verify"]
         names = [c["name"] for c in order["candidates"]]
         assert names[0] == "plan" and {"single-c1", "single-c2"} & set(names) and order["runs"] == 5
