@@ -302,7 +302,9 @@ def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -
         "rate_hz": run.rate_hz,
         "settle": run.settle,
         "pool": run.pool,
-        "concurrent": "none: the profiled devices take turns, never run at once",
+        "concurrent": "none of the profiler's own (its devices take turns, never run at once)" + (
+            f"; host load average {run.load_avg[0]:.2f} -> {run.load_avg[1]:.2f} on {os.cpu_count()} CPUs"
+            if getattr(run, "load_avg", None) else ""),
         "clock": run.clock,
         "runtime": runtime_versions(run.devices),
         "model_file": str(Path(model_path).resolve()),
