@@ -226,7 +226,10 @@ class DeploymentCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$",
                       description=f"Unique; may not start with '{DEPLOYMENT_ID_PREFIX}' (the prefix of deployment ids)")
     platform_id: Sha256
-    profile_id: Sha256
+    profile_id: Sha256 | None = Field(None, description="The model of a plan deployment (or give profile_ids)")
+    profile_ids: list[Sha256] | None = Field(None, min_length=1, max_length=16, description=(
+        "The networks of a schedule deployment (one profile each, as the schedule's apps): its active "
+        "state is a schedule entry, not a plan"))
 
     @field_validator("name")
     @classmethod
@@ -236,12 +239,19 @@ class DeploymentCreate(BaseModel):
         return name
 
 
+class ActiveEntry(BaseModel):
+    schedule_id: str
+    entry: int
+
+
 class Deployment(BaseModel):
     id: str
     name: str
     platform_id: Sha256
     profile_id: Sha256
+    profile_ids: list[Sha256] | None = Field(None, description="A schedule deployment's networks")
     active_plan_id: str | None
+    active_schedule: ActiveEntry | None = Field(None, description="A schedule deployment's active entry")
     revision: int
     created_at: dt.datetime
     updated_at: dt.datetime
@@ -252,8 +262,13 @@ class DeploymentList(Page):
 
 
 class ActivatePlan(BaseModel):
+    """A plan (plan deployments) or a schedule entry (schedule deployments)."""
+
     model_config = ConfigDict(extra="forbid")
-    plan_id: ResourceId
+    plan_id: ResourceId | None = None
+    schedule_id: ResourceId | None = Field(None, description="With entry: a schedule deployment's new active entry")
+    entry: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(None, description="Index in the schedule's entries")
+    force: bool = Field(False, description="Activate an entry the analysis calls unschedulable (deadline misses expected)")
 
 
 class Rollback(BaseModel):
@@ -265,7 +280,9 @@ class Rollback(BaseModel):
 class DeploymentEvent(BaseModel):
     revision: int
     action: Literal["activate", "rollback"]
-    plan_id: str
+    plan_id: str | None
+    schedule_id: str | None = None
+    entry: int | None = None
     actor: str
     created_at: dt.datetime
 
@@ -281,7 +298,9 @@ class DeployedPlan(BaseModel):
     deployment_id: str
     deployment: str
     revision: int
-    plan: ExecutorPlan
+    plan: ExecutorPlan | None = None
+    schedule: dict[str, Any] | None = Field(None, description="A schedule deployment's entry, executor view "
+                                            "(planner.core.telemetry.AgentSchedule)")
 
 
 class SolverInfo(BaseModel):

@@ -205,3 +205,44 @@ class AgentPlan(_View):
 class AgentPlanAnswer(_View):
     revision: StrictIndex
     plan: AgentPlan
+
+
+# ---------------------------------------------------------------- the schedule entry an agent reads
+# GET /v1/deployments/{name}/plan of a schedule deployment: one entry of a Schedule's
+# Pareto set, as the agent applies it (executor.schedule_agent).
+MAX_NETWORKS = 16
+MAX_LAYERS = 100_000
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class AgentPe(_View):
+    pe: Name
+    device: Name
+    cores: Annotated[int, Field(strict=True, ge=0, le=4096)]
+    predicted_utilisation: float | None = None
+
+
+class AgentNetwork(_View):
+    name: Name
+    period_ms: Annotated[float, Field(gt=0, le=MAX_SAMPLE_MS)]
+    priority: Annotated[int, Field(strict=True, ge=-MAX_DB_INT, le=MAX_DB_INT)]
+    mapping: list[Name] = Field(min_length=1, max_length=MAX_LAYERS, description="Logical PE of each layer")
+    layers: list[str] = Field(default_factory=list, max_length=MAX_LAYERS, description="Layer ids, profile order")
+    predicted_response_ms: float | None = Field(None, description="The analysis' worst-case response time")
+    predicted_latency_ms: float | None = Field(None, description="One frame alone")
+    meets_deadline: bool = True
+
+
+class AgentSchedule(_View):
+    schedule_id: PlanId
+    entry: StrictIndex
+    schedulable: bool
+    analysis: str | None = None
+    cpu_config: dict[str, list[int]] = Field(default_factory=dict)
+    pes: list[AgentPe] = Field(min_length=1, max_length=MAX_SLICES)
+    networks: list[AgentNetwork] = Field(min_length=1, max_length=MAX_NETWORKS)
+
+
+class AgentScheduleAnswer(_View):
+    revision: StrictIndex
+    schedule: AgentSchedule
