@@ -1,0 +1,187 @@
+"""A schedule deployment end to end (issue 26), with a real service and a real agent
+process: two networks profiled here, scheduled by the service, an entry deployed; the
+agent (`planner agent --model NAME=FILE ...`) runs it on executor.pipeline, swaps to a
+second entry between hyperperiods losing no frame, keeps that entry when a third cannot
+be built (reported), and a forced unschedulable entry's deadline misses are reported as
+misses; the service summarises predicted vs measured per network, segment and PE."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import uuid
+
+import httpx
+import onnx
+import pytest
+
+from tests.support.genmodels import deep_thin_cnn
+from tests.support.server import PLANNER, ROOT, Server, wait_for
+from test_agent import tiny_model, token
+
+DEVICE = "cpu=CPUExecutionProvider"
+pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="schedules over two 1-core PEs need 2 cores")
+
+
+def profile(model, name: str, tmp_path) -> tuple[dict, dict]:  # noqa: ANN001
+    p, m = tmp_path / f"p-{name}.json", tmp_path / f"m-{name}.json"
+    out = subprocess.run([str(PLANNER), "profile", str(model), "--pe-cluster", DEVICE, "--runs", "3", "--warmup", "1",
+                          "--name", name, "--platform-name", "here", "--out-platform", str(p), "--out-profile", str(m)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(p.read_text()), json.loads(m.read_text())
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("schedagent")
+    a, b = tmp / "a.onnx", tmp / "b.onnx"
+    tiny_model(a)
+    onnx.save(deep_thin_cnn(depth=4, channels=8, size=32), str(b))
+    platform, prof_a = profile(a, "A", tmp)
+    _, prof_b = profile(b, "B", tmp)  # the same cluster: A's platform document serves both
+    server = Server(tmp / "data", env={"PLANNER_MAX_WAIT_S": "2"}).start()
+    try:
+        ci = token(server, "--name", "ci", "--scope", "pipeline")
+        pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
+        ids = {"platform": pipe.post("/v1/platforms", json=platform).json()["id"],
+               "A": pipe.post("/v1/profiles", json=prof_a).json()["id"],
+               "B": pipe.post("/v1/profiles", json=prof_b).json()["id"]}
+        yield {"server": server, "pipe": pipe, "ids": ids, "a": a, "b": b, "tmp": tmp}
+    finally:
+        server.stop()
+
+
+def schedule(pipe: httpx.Client, ids: dict, period_a: float, period_b: float) -> dict:
+    r = pipe.post("/v1/schedules", json={
+        "platform_id": ids["platform"], "solver": "exhaustive", "cpu_partitions": {"cpu": [[1, 1]]},
+        "apps": [{"profile_id": ids["A"], "period_ms": period_a, "priority": 0},
+                 {"profile_id": ids["B"], "period_ms": period_b, "priority": 1}]})
+    assert r.status_code in (200, 202), r.text
+    job = wait_for(lambda: (j := pipe.get(f"/v1/jobs/{r.json()['id']}").json())["state"] in ("succeeded", "failed") and j,
+                   60, "the schedule job")
+    assert job["state"] == "succeeded", job
+    return pipe.get(f"/v1/schedules/{job['schedule_id']}?view=entries&limit=1000").json()
+
+
+def agent(world, board: str, *extra: str) -> subprocess.Popen:  # noqa: ANN001
+    return subprocess.Popen(
+        [str(PLANNER), "agent", "--server", world["server"].url, "--deployment", "duo", "--model", f"A={world['a']}",
+         "--model", f"B={world['b']}", "--device", DEVICE, "--duration", "120", "--batch-s", "0.3", "--poll-wait", "2",
+         "--json", *extra],
+        cwd=ROOT, env={**world["server"].env, "PLANNER_TOKEN": board}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+
+
+def test_two_networks_swap_without_losing_a_frame_keep_an_entry_that_cannot_be_built_and_report_misses(world):
+    pipe, ids = world["pipe"], world["ids"]
+    relaxed = schedule(pipe, ids, 40.0, 60.0)
+    other = schedule(pipe, ids, 30.0, 90.0)
+    first = (relaxed["id"], next(i for i, e in enumerate(relaxed["schedule"]["entries"]) if e["schedulable"]))
+    second = (other["id"], next(i for i, e in enumerate(other["schedule"]["entries"]) if e["schedulable"]))
+    r = pipe.post("/v1/deployments", json={"name": "duo", "platform_id": ids["platform"],
+                                           "profile_ids": [ids["A"], ids["B"]]})
+    assert r.status_code == 201, r.text
+    assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": first[0], "entry": first[1]}).status_code == 200
+    board = token(world["server"], "--name", "board", "--scope", "executor", "--deployment", "duo")
+
+    def entry(ref) -> dict:  # noqa: ANN001
+        r = pipe.get("/v1/deployments/duo/telemetry")
+        found = [s for s in r.json()["schedules"] if (s["schedule_id"], s["entry"]) == ref] if r.status_code == 200 else []
+        return found[0] if found else {}
+
+    def net(ref, name: str) -> dict:  # noqa: ANN001
+        return next((n for n in entry(ref).get("networks", []) if n["name"] == name), {})
+
+    proc = agent(world, board)
+    try:
+        wait_for(lambda: min(net(first, "A").get("frames", 0), net(first, "B").get("frames", 0)) >= 10, 90,
+                 "frames of both networks on the first entry")
+        assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": second[0], "entry": second[1]}).status_code == 200
+        wait_for(lambda: min(net(second, "A").get("frames", 0), net(second, "B").get("frames", 0)) >= 10, 90,
+                 "frames of both networks on the second entry")
+
+        # an entry whose periods repeat only every 40 minutes: refused by the board, the second one keeps running
+        odd = schedule(pipe, ids, 40.001, 60.0)
+        assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": odd["id"], "entry": 0,
+                                                            "force": True}).status_code == 200
+        build = lambda: [e for e in pipe.get("/v1/deployments/duo/telemetry").json()["errors"]  # noqa: E731
+                         if e["kind"] == "build_failed"]
+        wait_for(build, 60, "the build failure reported")
+        assert "hyperperiod" in build()[0]["message"] or "repeat every" in build()[0]["message"]
+        before = net(second, "A")["frames"]
+        wait_for(lambda: net(second, "A")["frames"] >= before + 10, 60, "frames on the previous entry after the failure")
+        assert entry((odd["id"], 0)) == {}
+
+        # an entry the analysis calls unschedulable, forced: its misses arrive as misses
+        tight = schedule(pipe, ids, 0.05, 60.0)
+        bad = next(i for i, e in enumerate(tight["schedule"]["entries"]) if not e["schedulable"])
+        assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": tight["id"], "entry": bad}).status_code == 422
+        assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": tight["id"], "entry": bad,
+                                                            "force": True}).status_code == 200
+        wait_for(lambda: net((tight["id"], bad), "A").get("deadline_misses", 0) >= 5, 60, "deadline misses reported")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert stats["build_failures"] == 1 and stats["swaps"] == 3 and stats["deadline_misses"] >= 5
+
+    summary = pipe.get("/v1/deployments/duo/telemetry").json()
+    one, two = entry(first), entry(second)
+    for name in ("A", "B"):
+        a, b = net(first, name), net(second, name)
+        # the swap lost no frame: every release ran and was reported, and the numbers run on
+        assert a["first_seq"] == 0 and a["frames_lost"] == b["frames_lost"] == 0
+        assert b["first_seq"] == a["last_seq"] + 1 and a["frames"] == a["last_seq"] + 1
+        assert a["dropped"] == b["dropped"] == 0
+        assert a["predicted_response_ms"] > 0 and a["median_ms"] > 0 and a["max_ms"] >= a["median_ms"]
+        assert a["measured_fps"] > 0 and a["segments"] and all(s["samples"] == a["frames"] for s in a["segments"])
+        assert {s["pe"] for s in a["segments"]} <= set(one["schedule_id"] and [p["pe"] for p in one["pes"]])
+    assert one["schedulable"] and two["schedulable"] and one["revisions"] == [1] and two["revisions"] == [2]
+    assert all(p["measured_utilisation"] is not None and 0 <= p["measured_utilisation"] <= 1.5 for p in one["pes"])
+    t = net((tight["id"], bad), "A")
+    assert t["deadline_misses"] >= 5 and t["deadline_misses"] <= t["frames"]
+    assert any(e["kind"] == "deadline_missed" and "'A'" in e["message"] for e in summary["errors"])
+    print(json.dumps({"bounds_vs_measured": [
+        {"entry": f"{s['schedule_id']}#{s['entry']}", "network": n["name"], "period_ms": n["period_ms"],
+         "bound_ms": n["predicted_response_ms"], "median_ms": n["median_ms"], "p90_ms": n["p90_ms"],
+         "max_ms": n["max_ms"], "over_bound": n["over_bound"], "frames": n["frames"], "misses": n["deadline_misses"]}
+        for s in (one, two) for n in s["networks"]]}))
+
+
+def test_bad_frames_are_422_naming_the_field(world):
+    """A board may post only frames of an entry its deployment ran, of that entry's networks
+    and segments."""
+    pipe, ids = world["pipe"], world["ids"]
+    s = schedule(pipe, ids, 40.0, 60.0)
+    e = next(i for i, x in enumerate(s["schedule"]["entries"]) if x["schedulable"])
+    pipe.post("/v1/deployments", json={"name": "trio", "platform_id": ids["platform"], "profile_ids": [ids["A"], ids["B"]]})
+    pipe.put("/v1/deployments/trio/active", json={"schedule_id": s["id"], "entry": e})
+    board = httpx.Client(base_url=world["server"].url, timeout=60, headers={
+        "Authorization": f"Bearer {token(world['server'], '--name', 'b3', '--scope', 'executor', '--deployment', 'trio')}"})
+
+    def post(**kw) -> httpx.Response:  # noqa: ANN003
+        body = {"batch_id": uuid.uuid4().hex, "schedule_id": s["id"], "entry": e, "revision": 1,
+                "frames": [{"network": "A", "seq": 0, "response_ms": 1.0, "segment_ms": [], "missed": False}], **kw}
+        return board.post("/v1/deployments/trio/telemetry", json=body)
+
+    assert post().status_code == 201
+    cases = [({"entry": e + 100}, "schedule_id"), ({"revision": 7}, "revision"),
+             ({"frames": [{"network": "Z", "seq": 0, "response_ms": 1.0}]}, "frames[0].network"),
+             ({"frames": [{"network": "A", "seq": 0, "response_ms": 1.0, "segment_ms": [1.0] * 9}]}, "frames[0].segment_ms"),
+             ({"frames": [{"network": "A", "seq": -1, "response_ms": 1.0}]}, "frames.0.seq"),
+             ({"frames": [{"network": "A", "seq": 0, "response_ms": -1.0}]}, "frames.0.response_ms"),
+             ({"schedule_id": None}, "schedule_id"), ({"pes": [{"pe": "nope", "busy_ms": 1.0}]}, "pes[0].pe")]
+    for kw, field in cases:
+        r = post(**kw)
+        assert r.status_code == 422, (kw, r.text)
+        paths = [x["path"] for x in r.json()["errors"]]
+        assert any(p.replace("[", ".").replace("]", "") .startswith(field.replace("[", ".").replace("]", ""))
+                   for p in paths), (kw, paths)
