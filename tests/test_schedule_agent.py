@@ -197,3 +197,47 @@ def test_bad_frames_are_422_naming_the_field(world):
         paths = [x["path"] for x in r.json()["errors"]]
         assert any(p.replace("[", ".").replace("]", "") .startswith(field.replace("[", ".").replace("]", ""))
                    for p in paths), (kw, paths)
+
+
+def test_an_entry_this_board_cannot_run_is_refused_naming_every_problem(world):
+    """build_entry, directly: networks, layers and devices the board lacks, periods that
+    never line up; each a PlanBuildError (the agent reports it and keeps its entry)."""
+    from executor.agent import PlanBuildError
+    from executor.runtime import parse_device
+    from executor.schedule_agent import build_entry, hyperperiod
+    from executor.slicing import layers, load_model, materialise
+    from planner.core.telemetry import AgentSchedule
+
+    assert hyperperiod([40.0, 60.0]) == (120.0, [3, 2])
+    assert hyperperiod([0.5, 0.25]) == (0.5, [1, 2])
+    with pytest.raises(PlanBuildError, match="repeat every"):
+        hyperperiod([40.001, 60.0])
+    lm = {n: layers(materialise(load_model(str(world[f]))), materialised=True) for n, f in (("A", "a"), ("B", "b"))}
+    pipe, ids = world["pipe"], world["ids"]
+    s = schedule(pipe, ids, 40.0, 60.0)
+    pipe.post("/v1/deployments", json={"name": "view", "platform_id": ids["platform"], "profile_ids": [ids["A"], ids["B"]]})
+    pipe.put("/v1/deployments/view/active", json={"schedule_id": s["id"], "entry": 0})
+    board = token(world["server"], "--name", "b4", "--scope", "executor", "--deployment", "view")
+    view = AgentSchedule.model_validate(httpx.get(f"{world['server'].url}/v1/deployments/view/plan",
+                                                  headers={"Authorization": f"Bearer {board}"}).json()["schedule"])
+    dev = {"cpu": parse_device(DEVICE)}
+    built = build_entry(view, lm, dev)
+    assert built.hyperperiod_ms == 120.0 and built.counts == [3, 2] and built.pes == [p.pe for p in view.pes]
+    with pytest.raises(PlanBuildError) as e:
+        build_entry(view, {"A": lm["B"]}, {})
+    text = str(e.value)
+    assert "no --device for schedule device(s) cpu" in text and "no --model for network 'B'" in text
+    assert "network 'A': the entry maps" in text
+    with pytest.raises(PlanBuildError, match="cores"):  # more cores than this process may use
+        build_entry(view, lm, dev, available_cores=[0])
+
+
+def test_agent_command_lists_every_problem_in_one_line(world, tmp_path):
+    out = subprocess.run([str(PLANNER), "agent", "--server", "http://127.0.0.1:9", "--deployment", "duo", "--model",
+                          f"A={world['a']}", "--model", str(world["b"]), "--model", "C=nope.onnx", "--model",
+                          f"A={world['a']}", "--device", DEVICE, "--inputs", "x.npz"],
+                         cwd=ROOT, env=world["server"].env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    for part in ("expected NAME=FILE.onnx for every network", "no such file: nope.onnx", "network 'A' given twice",
+                 "--inputs: not for a schedule deployment"):
+        assert part in out.stderr, (part, out.stderr)
