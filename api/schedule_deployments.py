@@ -32,8 +32,9 @@ def checked_entry(svc, dep: DeploymentRow, plan_id: str | None, schedule_id: str
         raise invalid("schedule_id", f"no schedule with id {schedule_id}")
     if row.platform_id != dep.platform_id:
         raise invalid("schedule_id", "the schedule was made for another platform than this deployment's")
-    mine, theirs = sorted(json.loads(dep.profile_ids)), sorted(json.loads(row.profile_ids))
-    if mine != theirs:
+    mine, theirs = json.loads(dep.profile_ids), json.loads(row.profile_ids)
+    # each network's profile is the deployment's, or refit from it (or it from that): refit closes the loop
+    if len(mine) != len(theirs) or not all(any(p == q or svc._same_lineage(p, q) for q in mine) for p in theirs):
         raise invalid("schedule_id", f"the schedule's networks ({len(theirs)} profile(s)) are not this deployment's "
                                      f"({len(mine)}): schedule the deployment's profiles")
     entries = json.loads(body)["entries"]
@@ -178,7 +179,7 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
                 over_bound=int((r > bound).sum()) if bound is not None and r.size else 0,
                 error_pct=error_pct(worst, bound), expected_fps=1000.0 / n.period_ms,
                 measured_fps=len(done) / (span_ms / 1000.0) if span_ms > 0 else None, segments=segs))
-        pes = [PeTelemetry(pe=p.pe, device=p.device, predicted_utilisation=p.predicted_utilisation,
+        pes = [PeTelemetry(pe=p.pe, device=p.device, cores=p.cores, predicted_utilisation=p.predicted_utilisation,
                            measured_utilisation=busy[p.pe] / span_ms if span_ms > 0 and p.pe in busy else None)
                for p in view.pes]
         out.append(ScheduleTelemetry(schedule_id=sid, entry=entry, revisions=revisions, schedulable=view.schedulable,

@@ -303,6 +303,16 @@ def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, li
 
     svc.document_body("profile", profile_id)  # 404 for an unknown profile
     dep = svc.deployment(dep_id)
+    if dep.profile_ids is not None:  # a schedule deployment: the network's segments (models/refit_schedule.py)
+        from models.refit_schedule import refit_from_schedules
+
+        if not any(svc._same_lineage(profile_id, p) for p in json.loads(dep.profile_ids)):
+            raise invalid("deployment", f"deployment {dep.name} runs no network of this profile")
+        profile = svc.planner.parsed("profile", profile_id, "profile_id")
+        try:
+            return refit_from_schedules(profile, summary(svc, dep.id, who, limit).schedules, options, profile_id)
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
     if dep.profile_id != profile_id:
         raise invalid("deployment", f"deployment {dep.name} runs profile {dep.profile_id[:12]}…, not this one")
     tel = summary(svc, dep.id, who, limit, screen=True)

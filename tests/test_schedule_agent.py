@@ -50,7 +50,8 @@ def world(tmp_path_factory):
         ids = {"platform": pipe.post("/v1/platforms", json=platform).json()["id"],
                "A": pipe.post("/v1/profiles", json=prof_a).json()["id"],
                "B": pipe.post("/v1/profiles", json=prof_b).json()["id"]}
-        yield {"server": server, "pipe": pipe, "ids": ids, "a": a, "b": b, "tmp": tmp}
+        yield {"server": server, "pipe": pipe, "ids": ids, "a": a, "b": b, "tmp": tmp, "prof_a": prof_a,
+               "platform": platform}
     finally:
         server.stop()
 
@@ -117,7 +118,7 @@ def test_two_networks_swap_without_losing_a_frame_keep_an_entry_that_cannot_be_b
         assert entry((odd["id"], 0)) == {}
 
         # an entry the analysis calls unschedulable, forced: its misses arrive as misses
-        tight = schedule(pipe, ids, 0.05, 60.0)
+        tight = schedule(pipe, ids, 0.2, 60.0)
         bad = next(i for i, e in enumerate(tight["schedule"]["entries"]) if not e["schedulable"])
         assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": tight["id"], "entry": bad}).status_code == 422
         assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": tight["id"], "entry": bad,
@@ -161,6 +162,31 @@ def test_two_networks_swap_without_losing_a_frame_keep_an_entry_that_cannot_be_b
     assert 'id="telemetry-schedules"' in html and 'fig-schedule' in html and 'id="active-entry"' in html
     assert html.count('class="network-row"') == 6 and 'class="segment-row"' in html and 'class="pe-row"' in html
     assert f'{tight["id"]} #{bad}' in html and "unschedulable" in html
+    # refit: network A's profile corrected from its segments' times; a schedule of the refit
+    # profile goes onto the deployment that measured it
+    tmp = world["tmp"]
+    (tmp / "A.json").write_text(json.dumps(world["prof_a"]))
+    (tmp / "P.json").write_text(json.dumps(world["platform"]))
+    out = subprocess.run([str(PLANNER), "refit", "--platform", str(tmp / "P.json"), "--profile", str(tmp / "A.json"),
+                          "--server", world["server"].url, "--deployment", "duo", "--token", ci, "--out",
+                          str(tmp / "A2.json")], cwd=ROOT, env=world["server"].env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"{first[0]}#{first[1]} A:" in out.stdout and "measurement(s) changed" in out.stdout
+    refit = json.loads((tmp / "A2.json").read_text())
+    assert refit["refit_of"] == ids["A"] and refit != world["prof_a"]
+    r = pipe.post(f"/v1/profiles/{ids['A']}/refit", json={"deployment": "duo"})
+    assert r.status_code in (200, 201), r.text
+    assert r.json()["measurements_changed"] > 0 and r.json()["slices"] > 0
+    a2 = pipe.post("/v1/profiles", json=refit).json()["id"]
+    r = pipe.post("/v1/schedules", json={"platform_id": ids["platform"], "solver": "exhaustive",
+                                         "cpu_partitions": {"cpu": [[1, 1]]},
+                                         "apps": [{"profile_id": a2, "period_ms": 40.0, "priority": 0},
+                                                  {"profile_id": ids["B"], "period_ms": 60.0, "priority": 1}]})
+    job = wait_for(lambda: (j := pipe.get(f"/v1/jobs/{r.json()['id']}").json())["state"] == "succeeded" and j, 60, "job")
+    assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": job["schedule_id"], "entry": 0,
+                                                        "force": True}).status_code == 200
+    assert pipe.post(f"/v1/profiles/{ids['A']}/refit", json={"deployment": "trio-none"}).status_code == 404
     print(json.dumps({"bounds_vs_measured": [
         {"entry": f"{s['schedule_id']}#{s['entry']}", "network": n["name"], "period_ms": n["period_ms"],
          "bound_ms": n["predicted_response_ms"], "median_ms": n["median_ms"], "p90_ms": n["p90_ms"],

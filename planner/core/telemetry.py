@@ -190,6 +190,7 @@ class NetworkTelemetry(BaseModel):
 class PeTelemetry(BaseModel):
     pe: str
     device: str
+    cores: int | None = None
     predicted_utilisation: float | None = None
     measured_utilisation: float | None = Field(None, description="Busy time / wall time over the reported spans")
 
