@@ -267,3 +267,35 @@ def test_agent_command_lists_every_problem_in_one_line(world, tmp_path):
     for part in ("expected NAME=FILE.onnx for every network", "no such file: nope.onnx", "network 'A' given twice",
                  "--inputs: not for a schedule deployment"):
         assert part in out.stderr, (part, out.stderr)
+
+
+def test_each_late_frame_is_one_miss_and_a_dropped_release_is_a_miss_and_a_lost_frame():
+    """The agent's accounting of one chunk, on a result with known times: a frame past
+    its period is one miss, a release that never ran is a miss and a lost frame, and the
+    frame numbers run on from the previous chunk."""
+    from executor.agent import Applied
+    from executor.pipeline import NetworkResult, PipelineResult
+    from executor.schedule_agent import BuiltEntry, ScheduleAgent
+    from planner.core.telemetry import AgentSchedule
+
+    view = AgentSchedule.model_validate({
+        "schedule_id": "sch_x", "entry": 0, "schedulable": True, "pes": [{"pe": "cpu0", "device": "cpu", "cores": 1}],
+        "networks": [{"name": "A", "period_ms": 10.0, "priority": 0, "mapping": ["cpu0", "cpu0"]},
+                     {"name": "B", "period_ms": 20.0, "priority": 1, "mapping": ["cpu0"]}]})
+    agent = ScheduleAgent("http://127.0.0.1:9", "d", "", {}, [], log=lambda _: None)
+    cur = Applied(BuiltEntry(view, None, 20.0, [2, 1], ["cpu0"]), "sch_x#0", 1)
+    res = PipelineResult("response_time", [
+        NetworkResult("A", 2, 2, 0, 1, [4.0, 12.5], [0.004, 0.0225], True, 1, [0, 1], [[4.0], [12.5]]),
+        NetworkResult("B", 1, 0, 1, 1, [], [], True, 1, [], [])], 0.02, False, {}, [0.0165])
+    agent._next_seq["A"] = 7
+    agent._record(cur, res, [2, 1], 20.0)
+    frames = [(f.network, f.seq, f.response_ms, f.missed) for f in agent._frames]
+    assert frames == [("A", 7, 4.0, False), ("A", 8, 12.5, True), ("B", 0, None, True)]
+    assert agent.stats.deadline_misses == 2 and agent.stats.frames_lost == 1 and agent.stats.frames == 2
+    kinds = sorted((e.kind, e.message) for e in agent._errors.values())
+    assert [k for k, _ in kinds] == ["deadline_missed", "deadline_missed"] and "'A'" in kinds[0][1]
+    agent._current = cur
+    agent._cut_batch()
+    (batch,) = agent._outbox
+    assert (batch.schedule_id, batch.entry, batch.revision, len(batch.frames)) == ("sch_x", 0, 1, 3)
+    assert batch.span_ms == 20.0 and [(p.pe, p.busy_ms) for p in batch.pes] == [("cpu0", 16.5)]
