@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from planner.core.schema import AppSpec, MeasurementRegime, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
+from planner.core.telemetry import AgentSchedule
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="Content id: sha256 of the canonical JSON")]
 ResourceId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
@@ -299,8 +300,7 @@ class DeployedPlan(BaseModel):
     deployment: str
     revision: int
     plan: ExecutorPlan | None = None
-    schedule: dict[str, Any] | None = Field(None, description="A schedule deployment's entry, executor view "
-                                            "(planner.core.telemetry.AgentSchedule)")
+    schedule: AgentSchedule | None = Field(None, description="A schedule deployment's active entry, executor view")
 
 
 class SolverInfo(BaseModel):

@@ -26,6 +26,7 @@ and chunk, with the count.
 from __future__ import annotations
 
 import math
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -35,7 +36,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from executor.agent import Agent, AgentStats, Applied, PlanBuildError, parse_plan_answer
-from executor.pipeline import Network, PipelineError, PipelineExecutor, cpu_cores_for
+from executor.pipeline import Network, PipelineExecutor, cpu_cores_for
 from executor.runtime import PROCESS_CORES, RuntimeDevice
 from executor.slicing import LayeredModel, random_inputs
 from planner.core.telemetry import (
@@ -228,8 +229,6 @@ class ScheduleAgent(Agent):
     # ------------------------------------------------------------------ serving
     def run(self, frames: int | None = None, duration_s: float | None = None, drain_s: float = 5.0) -> AgentStats:
         """Serve whole hyperperiods until `frames` frames or `duration_s` seconds (or stop())."""
-        import threading
-
         threads = [threading.Thread(target=self._poller, name="agent-poller", daemon=True),
                    threading.Thread(target=self._sender, name="agent-sender", daemon=True)]
         for t in threads:
