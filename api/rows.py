@@ -107,6 +107,11 @@ class DeploymentRow(Base):
     platform_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
     profile_id: Mapped[str] = mapped_column(String(64), ForeignKey("documents.id"))
     active_plan_id: Mapped[str | None] = mapped_column(String(40), ForeignKey("plans.id"), nullable=True)
+    # a schedule deployment (several networks): its profiles (JSON list; profile_id is the first)
+    # and its active schedule entry instead of a plan
+    profile_ids: Mapped[str | None] = mapped_column(Text, nullable=True)
+    active_schedule_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    active_entry: Mapped[int | None] = mapped_column(Integer, nullable=True)
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
@@ -119,7 +124,9 @@ class DeploymentEventRow(Base):
     deployment_id: Mapped[str] = mapped_column(String(40), ForeignKey("deployments.id"), index=True)
     revision: Mapped[int] = mapped_column(Integer)
     action: Mapped[str] = mapped_column(String(16))  # activate | rollback
-    plan_id: Mapped[str] = mapped_column(String(40), ForeignKey("plans.id"))
+    plan_id: Mapped[str | None] = mapped_column(String(40), ForeignKey("plans.id"), nullable=True)
+    schedule_id: Mapped[str | None] = mapped_column(String(40), nullable=True)  # or a schedule entry
+    entry: Mapped[int | None] = mapped_column(Integer, nullable=True)
     actor: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
 
@@ -194,6 +201,8 @@ class TelemetryBatchRow(Base):
     token_id: Mapped[str] = mapped_column(String(40), default="")
     plan_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
     revision: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    schedule_id: Mapped[str | None] = mapped_column(String(40), nullable=True)  # a schedule entry's frames
+    entry: Mapped[int | None] = mapped_column(Integer, nullable=True)
     samples: Mapped[int] = mapped_column(Integer, default=0)
     errors: Mapped[int] = mapped_column(Integer, default=0)
     body: Mapped[str] = mapped_column(Text, deferred=True)  # {"latency_ms": [...], "slice_ms": [[...]], "errors": [...]}

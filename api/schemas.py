@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from planner.core.schema import AppSpec, MeasurementRegime, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
-from planner.core.telemetry import AgentVerifyOrder, VerificationReport, VerifyOnDevice
+from planner.core.telemetry import AgentSchedule, AgentVerifyOrder, VerificationReport, VerifyOnDevice
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="Content id: sha256 of the canonical JSON")]
 ResourceId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
@@ -227,7 +227,10 @@ class DeploymentCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.:+-]*$",
                       description=f"Unique; may not start with '{DEPLOYMENT_ID_PREFIX}' (the prefix of deployment ids)")
     platform_id: Sha256
-    profile_id: Sha256
+    profile_id: Sha256 | None = Field(None, description="The model of a plan deployment (or give profile_ids)")
+    profile_ids: list[Sha256] | None = Field(None, min_length=1, max_length=16, description=(
+        "The networks of a schedule deployment (one profile each, as the schedule's apps): its active "
+        "state is a schedule entry, not a plan"))
 
     @field_validator("name")
     @classmethod
@@ -237,12 +240,19 @@ class DeploymentCreate(BaseModel):
         return name
 
 
+class ActiveEntry(BaseModel):
+    schedule_id: str
+    entry: int
+
+
 class Deployment(BaseModel):
     id: str
     name: str
     platform_id: Sha256
     profile_id: Sha256
+    profile_ids: list[Sha256] | None = Field(None, description="A schedule deployment's networks")
     active_plan_id: str | None
+    active_schedule: ActiveEntry | None = Field(None, description="A schedule deployment's active entry")
     revision: int
     created_at: dt.datetime
     updated_at: dt.datetime
@@ -253,13 +263,18 @@ class DeploymentList(Page):
 
 
 class ActivatePlan(BaseModel):
+    """A plan (plan deployments) or a schedule entry (schedule deployments)."""
+
     model_config = ConfigDict(extra="forbid")
-    plan_id: ResourceId
+    plan_id: ResourceId | None = None
+    schedule_id: ResourceId | None = Field(None, description="With entry: a schedule deployment's new active entry")
+    entry: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(None, description="Index in the schedule's entries")
+    force: bool = Field(False, description="Activate an entry the analysis calls unschedulable (deadline misses expected)")
     verify: VerifyOnDevice | None = Field(
-        None, description="Have the board measure the plan, its `candidates` next-best and each device alone end to "
-        "end before serving it (on a first deploy: an agent already serving says it skipped); the measured best, "
-        "with predicted and measured latency side by side, becomes the next revision (action 'verify'). Needs a "
-        "latency plan of a chain solver. Always makes a new revision, so the board reads the order.")
+        None, description="Plan deployments: have the board measure the plan, its `candidates` next-best and each "
+        "device alone end to end before serving it (on a first deploy: an agent already serving says it skipped); "
+        "the measured best, with predicted and measured latency side by side, becomes the next revision (action "
+        "'verify'). Needs a latency plan of a chain solver. Always makes a new revision, so the board reads the order.")
 
 
 class Rollback(BaseModel):
@@ -271,7 +286,9 @@ class Rollback(BaseModel):
 class DeploymentEvent(BaseModel):
     revision: int
     action: Literal["activate", "rollback", "verify"]
-    plan_id: str
+    plan_id: str | None
+    schedule_id: str | None = None
+    entry: int | None = None
     actor: str
     created_at: dt.datetime
 
@@ -287,7 +304,8 @@ class DeployedPlan(BaseModel):
     deployment_id: str
     deployment: str
     revision: int
-    plan: ExecutorPlan
+    plan: ExecutorPlan | None = None
+    schedule: AgentSchedule | None = Field(None, description="A schedule deployment's active entry, executor view")
     verify: AgentVerifyOrder | None = Field(None, description="Present while this revision awaits the board's "
                                             "verification: the candidates to measure and how")
 

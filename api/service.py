@@ -454,15 +454,26 @@ class Service:
         return self.job(job_id)
 
     # ------------------------------------------------------------------ deployments
-    def create_deployment(self, name: str, platform_id: str, profile_id: str) -> DeploymentRow:
+    def create_deployment(self, name: str, platform_id: str, profile_id: str | None,
+                          profile_ids: list[str] | None = None) -> DeploymentRow:
+        """A plan deployment (one profile) or a schedule deployment (profile_ids: several
+        networks, api.schedule_deployments)."""
+        if (profile_id is None) == (profile_ids is None):
+            raise invalid("profile_id", "give profile_id (a plan deployment) or profile_ids (a schedule deployment), "
+                                        "one of the two")
+        refs = [("profile_id", profile_id)] if profile_ids is None else \
+            [(f"profile_ids[{i}]", p) for i, p in enumerate(profile_ids)]
         with self.db.session() as s:
-            for path, kind, doc_id in (("platform_id", "platform", platform_id), ("profile_id", "profile", profile_id)):
+            for path, kind, doc_id in (("platform_id", "platform", platform_id), *((p, "profile", d) for p, d in refs)):
                 if s.scalar(select(DocumentRow.id).where(DocumentRow.id == doc_id, DocumentRow.kind == kind)) is None:
                     raise invalid(path, f"no {kind} with this id")
+            if profile_ids is not None and len(set(profile_ids)) < len(profile_ids):
+                raise invalid("profile_ids", "a profile is named twice; one per network")
             if s.scalar(select(DeploymentRow.id).where(DeploymentRow.name == name)) is not None:
                 raise ApiError(409, f"name: a deployment named '{name}' exists", errors=[Issue("name", "already used")])
             now = utcnow()
-            row = DeploymentRow(id=new_id("dep"), name=name, platform_id=platform_id, profile_id=profile_id,
+            row = DeploymentRow(id=new_id("dep"), name=name, platform_id=platform_id, profile_id=refs[0][1],
+                                profile_ids=json.dumps(profile_ids) if profile_ids is not None else None,
                                 active_plan_id=None, revision=0, created_at=now, updated_at=now)
             s.add(row)
         return row
@@ -492,27 +503,30 @@ class Service:
             return list(s.scalars(select(DeploymentEventRow).where(DeploymentEventRow.deployment_id == dep.id)
                                   .order_by(DeploymentEventRow.revision)).all())
 
-    def _set_active(self, dep: DeploymentRow, plan_id: str, action: str, actor: str,
-                    profile_id: str | None = None, expect_revision: int | None = None,
-                    verify_order: str | None = None) -> DeploymentRow:
-        """A new revision running `plan_id` (unchanged when it already runs, unless a
-        verification is asked for; unchanged when the deployment is no longer at
-        `expect_revision`), with its pending verification order in the same transaction."""
+    def _set_active(self, dep: DeploymentRow, plan_id: str | None, action: str, actor: str,
+                    profile_id: str | None = None, entry: tuple[str, int] | None = None,
+                    expect_revision: int | None = None, verify_order: str | None = None) -> DeploymentRow:
+        """Make a plan, or a schedule entry ((schedule id, index): a schedule deployment),
+        active as a new revision: unchanged when it already runs (unless a verification is
+        asked for) or when the deployment is no longer at `expect_revision`; a pending
+        verification order is stored in the same transaction."""
+        sid, index = entry if entry is not None else (None, None)
         for _ in range(20):
             with self.db.session() as s:
                 current = s.get(DeploymentRow, dep.id)
-                if (current.active_plan_id == plan_id and action == "activate" and verify_order is None) or \
+                if ((current.active_plan_id, current.active_schedule_id, current.active_entry) == (plan_id, sid, index)
+                        and action == "activate" and verify_order is None) or \
                         (expect_revision is not None and current.revision != expect_revision):
                     return current
                 now, revision = utcnow(), current.revision + 1
                 res = s.execute(update(DeploymentRow).where(DeploymentRow.id == dep.id, DeploymentRow.revision == revision - 1)
-                                .values(active_plan_id=plan_id, revision=revision, updated_at=now,
-                                        profile_id=profile_id or current.profile_id)
+                                .values(active_plan_id=plan_id, active_schedule_id=sid, active_entry=index,
+                                        revision=revision, updated_at=now, profile_id=profile_id or current.profile_id)
                                 .execution_options(synchronize_session=False))
                 if res.rowcount == 0:
                     continue  # someone else changed it meanwhile; read again
                 s.add(DeploymentEventRow(deployment_id=dep.id, revision=revision, action=action,
-                                         plan_id=plan_id, actor=actor, created_at=now))
+                                         plan_id=plan_id, schedule_id=sid, entry=index, actor=actor, created_at=now))
                 if verify_order is not None:
                     s.add(VerificationRow(deployment_id=dep.id, revision=revision, plan_id=plan_id, state="pending",
                                           order_json=verify_order, note="", created_at=now, updated_at=now))
@@ -520,8 +534,19 @@ class Service:
             return self.deployment(dep.id)
         raise ApiError(409, "the deployment changed concurrently too often; retry")
 
-    def activate(self, dep_id: str, plan_id: str, actor: str, verify: VerifyOnDevice | None = None) -> DeploymentRow:
+    def activate(self, dep_id: str, plan_id: str | None, actor: str, schedule_id: str | None = None,
+                 entry: int | None = None, force: bool = False, verify: VerifyOnDevice | None = None) -> DeploymentRow:
         dep = self.deployment(dep_id)
+        if dep.profile_ids is not None or schedule_id is not None or entry is not None:
+            from api.schedule_deployments import checked_entry
+
+            if verify is not None:
+                raise invalid("verify", "a board verifies a plan's candidates; a schedule entry is checked by its "
+                                        "response-time bounds instead")
+            return self._set_active(dep, None, "activate", actor,
+                                    entry=checked_entry(self, dep, plan_id, schedule_id, entry, force))
+        if plan_id is None:
+            raise invalid("plan_id", "required: the plan to make active")
         with self.db.session() as s:
             plan = s.get(PlanRow, plan_id)
         if plan is None:
@@ -559,10 +584,13 @@ class Service:
         if target < 1:
             raise ApiError(409, "nothing to roll back to: the deployment has no earlier revision")
         with self.db.session() as s:
-            plan_id = s.scalar(select(DeploymentEventRow.plan_id).where(
-                DeploymentEventRow.deployment_id == dep.id, DeploymentEventRow.revision == target))
-        if plan_id is None:
+            event = s.scalars(select(DeploymentEventRow).where(
+                DeploymentEventRow.deployment_id == dep.id, DeploymentEventRow.revision == target)).first()
+        if event is None:
             raise invalid("revision", f"revision {target} does not exist")
+        if event.schedule_id is not None:  # a schedule deployment: its entry again
+            return self._set_active(dep, None, "rollback", actor, entry=(event.schedule_id, event.entry))
+        plan_id = event.plan_id
         with self.db.session() as s:
             profile_id = s.scalar(select(PlanRow.profile_id).where(PlanRow.id == plan_id))
         return self._set_active(dep, plan_id, "rollback", actor, profile_id=profile_id)
@@ -570,6 +598,10 @@ class Service:
     def deployed_plan(self, dep_id: str, principal: Principal) -> tuple[DeploymentRow, str | None, bytes | None]:
         """(deployment, ETag, body) of the active plan; ETag None when none is active."""
         dep = self.deployment(dep_id, principal)
+        if dep.active_schedule_id is not None:
+            from api.schedule_deployments import deployed_entry
+
+            return dep, *deployed_entry(self, dep)
         if dep.active_plan_id is None:
             return dep, None, None
         view = self.executor_view(dep.active_plan_id)

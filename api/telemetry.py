@@ -73,10 +73,13 @@ def post_batch(svc, dep: DeploymentRow, batch: TelemetryBatch, who: Principal) -
         "slice_ms": [s.slice_ms for s in batch.samples],
         "errors": [e.model_dump() for e in batch.errors],
         "regime": batch.regime.model_dump() if batch.regime is not None else None,
+        **({"frames": [f.model_dump() for f in batch.frames], "pes": [p.model_dump() for p in batch.pes],
+            "span_ms": batch.span_ms} if batch.schedule_id is not None else {}),
     }, separators=(",", ":"))
     row = TelemetryBatchRow(deployment_id=dep.id, batch_id=batch.batch_id, digest=digest, agent=batch.agent,
                             token_id=who.token_id[:40], plan_id=batch.plan_id, revision=batch.revision,
-                            samples=len(batch.samples), errors=sum(e.count for e in batch.errors), body=body,
+                            schedule_id=batch.schedule_id, entry=batch.entry,
+                            samples=len(batch.samples) + len(batch.frames), errors=sum(e.count for e in batch.errors), body=body,
                             received_at=utcnow())
     try:
         with svc.db.session() as s:
@@ -116,6 +119,10 @@ def _check_batch(svc, dep: DeploymentRow, batch: TelemetryBatch) -> None:  # noq
     check_ref("", batch.plan_id, batch.revision)
     for i, e in enumerate(batch.errors):
         check_ref(f"errors[{i}].", e.plan_id, e.revision)
+    if batch.schedule_id is not None and not issues:
+        from api.schedule_deployments import check_frames
+
+        issues += check_frames(svc, dep, batch)
     if batch.samples and not issues:
         with svc.db.session() as s:
             prow = s.get(PlanRow, batch.plan_id)
@@ -214,6 +221,8 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
     errors_per_plan: dict[str, int] = defaultdict(int)
     served: dict[str, list[tuple[str, float | None]]] = defaultdict(list)
     events: list[TelemetryEvent] = []
+    entries: dict[tuple[str, int], list] = {}
+    errors_per_revision: dict[int, int] = defaultdict(int)
     for r in rows:  # newest first
         data = json.loads(bodies[r.id])
         for e in data["errors"]:
@@ -222,6 +231,11 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
                                              agent=r.agent, **e))
             if e.get("plan_id"):
                 errors_per_plan[e["plan_id"]] += e.get("count", 1)
+        if r.schedule_id is not None:  # a schedule entry's frames
+            entries.setdefault((r.schedule_id, r.entry), []).append((r.revision, data))
+        for e in data["errors"] if r.schedule_id is not None or r.plan_id is None else ():
+            if e.get("revision") is not None and not e.get("plan_id"):
+                errors_per_revision[e["revision"]] += e.get("count", 1)
         if r.plan_id is None:
             continue
         if r.revision is not None:
@@ -261,8 +275,13 @@ def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = 
             samples=len(lat), set_aside=set_aside, errors=errors_per_plan[pid], predicted_latency_ms=plan.metrics.latency_ms,
             median_ms=med, p90_ms=p90, error_pct=error_pct(med, plan.metrics.latency_ms), slices=out_slices,
             served_rate_hz=rate, regime_note=note))
+    schedules = []
+    if entries:
+        from api.schedule_deployments import schedule_telemetry
+
+        schedules = schedule_telemetry(svc, entries, errors_per_revision)
     return TelemetrySummary(deployment_id=dep.id, deployment=dep.name, profile_id=dep.profile_id, batches=len(rows),
-                            samples=sum(r.samples for r in rows), plans=plans, errors=events)
+                            samples=sum(r.samples for r in rows), plans=plans, schedules=schedules, errors=events)
 
 
 def served_regime(plan: Plan, served: list[tuple[str, float | None]]) -> tuple[float | None, str | None]:
@@ -284,6 +303,16 @@ def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, li
 
     svc.document_body("profile", profile_id)  # 404 for an unknown profile
     dep = svc.deployment(dep_id)
+    if dep.profile_ids is not None:  # a schedule deployment: the network's segments (models/refit_schedule.py)
+        from models.refit_schedule import refit_from_schedules
+
+        if not any(svc._same_lineage(profile_id, p) for p in json.loads(dep.profile_ids)):
+            raise invalid("deployment", f"deployment {dep.name} runs no network of this profile")
+        profile = svc.planner.parsed("profile", profile_id, "profile_id")
+        try:
+            return refit_from_schedules(profile, summary(svc, dep.id, who, limit).schedules, options, profile_id)
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
     if dep.profile_id != profile_id:
         raise invalid("deployment", f"deployment {dep.name} runs profile {dep.profile_id[:12]}…, not this one")
     tel = summary(svc, dep.id, who, limit, screen=True)

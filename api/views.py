@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow
 from api.schemas import (
+    ActiveEntry,
     Deployment,
     DeploymentEvent,
     DocumentInfo,
@@ -88,11 +89,15 @@ def schedule_summary(row: ScheduleRow) -> ScheduleSummary:
 
 
 def deployment(row: DeploymentRow) -> Deployment:
+    active = (ActiveEntry(schedule_id=row.active_schedule_id, entry=row.active_entry)
+              if row.active_schedule_id is not None else None)
     return Deployment(id=row.id, name=row.name, platform_id=row.platform_id, profile_id=row.profile_id,
-                      active_plan_id=row.active_plan_id, revision=row.revision, created_at=aware(row.created_at),
-                      updated_at=aware(row.updated_at))
+                      profile_ids=json.loads(row.profile_ids) if row.profile_ids else None,
+                      active_plan_id=row.active_plan_id, active_schedule=active, revision=row.revision,
+                      created_at=aware(row.created_at), updated_at=aware(row.updated_at))
 
 
 def event(row: DeploymentEventRow) -> DeploymentEvent:
-    return DeploymentEvent(revision=row.revision, action=row.action, plan_id=row.plan_id, actor=row.actor,
+    return DeploymentEvent(revision=row.revision, action=row.action, plan_id=row.plan_id, schedule_id=row.schedule_id,
+                           entry=row.entry, actor=row.actor,
                            created_at=aware(row.created_at))

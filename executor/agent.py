@@ -84,7 +84,7 @@ def json_depth(value: object, limit: int = MAX_PLAN_DEPTH) -> int:
     return depth
 
 
-def parse_plan_answer(body: bytes) -> AgentPlanAnswer:
+def parse_plan_answer(body: bytes, model: type = AgentPlanAnswer) -> AgentPlanAnswer:
     """The plan answer, or BadPlanAnswer saying why not: JSON (C parser, linear; nesting
     past the interpreter's limit is refused by it), at most MAX_PLAN_DEPTH deep, every
     field typed and bounded."""
@@ -99,7 +99,7 @@ def parse_plan_answer(body: bytes) -> AgentPlanAnswer:
     if depth > MAX_PLAN_DEPTH:
         raise BadPlanAnswer(f"the answer is JSON nested more than {MAX_PLAN_DEPTH} levels deep; a plan has 4")
     try:
-        return AgentPlanAnswer.model_validate(value)
+        return model.model_validate(value)
     except ValidationError as exc:
         where = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<answer>'}: {e['msg']}" for e in exc.errors()[:5])
         raise BadPlanAnswer(f"the answer is not a plan ({exc.error_count()} problem(s)): {where}"[:600]) from None
@@ -275,11 +275,16 @@ class Agent:
             raise
         finally:
             timer.cancel()
+        self._apply(body, etag)
+
+    def _apply(self, body: bytes, etag: str | None) -> None:
+        """Parse a changed answer and build it off the hot path (a schedule agent
+        overrides this: executor.schedule_agent)."""
         answer = parse_plan_answer(body)
         plan, revision = answer.plan, answer.revision
         self._etag = etag
         if answer.verify is not None:
-            self._verify(client, answer)
+            self._verify(answer)
         self.log(f"plan {plan.plan_id} ({plan.notation[:200]}) revision {revision}: building")
         try:
             runner = build_runner(self.lm, plan.model_dump(), self.devices)
@@ -291,7 +296,7 @@ class Agent:
         with self._lock:
             self._pending = Applied(runner, plan.plan_id, revision)
 
-    def _verify(self, client: httpx.Client, answer: AgentPlanAnswer) -> None:
+    def _verify(self, answer: AgentPlanAnswer) -> None:
         """Measure the revision's candidates (first deploy only) and post the figures, or
         post why not. A failure to post is reported and logged; the plan is served anyway."""
         order, plan = answer.verify, answer.plan
@@ -325,12 +330,13 @@ class Agent:
                 skipped = f"measuring failed: {type(exc).__name__}: {str(exc)[:300]}"
         report = VerificationReport(revision=answer.revision, plan_id=plan.plan_id, agent=self.name,
                                     measured=measured, skipped=skipped)
-        why = ""
+        why, r = "", None
         for attempt in range(5):
             try:
-                r = client.post(f"{self.base}/v1/deployments/{self.deployment}/verification",
-                                content=report.model_dump_json(), timeout=30.0,
-                                headers={**self.headers, "Content-Type": "application/json"})
+                with httpx.Client() as client:
+                    r = client.post(f"{self.base}/v1/deployments/{self.deployment}/verification",
+                                    content=report.model_dump_json(), timeout=30.0,
+                                    headers={**self.headers, "Content-Type": "application/json"})
             except httpx.HTTPError as exc:
                 r, why = None, f"{type(exc).__name__}: {exc}"
             if r is not None and r.status_code < 500 and r.status_code not in (408, 429):
@@ -412,8 +418,8 @@ class Agent:
 
     def _dropped(self, batch: TelemetryBatch, why: str) -> None:
         self.stats.batches_dropped += 1
-        self.stats.samples_dropped += len(batch.samples)
-        self.log(f"telemetry batch {batch.batch_id} dropped ({len(batch.samples)} samples, {len(batch.errors)} errors): {why}")
+        self.stats.samples_dropped += len(batch.samples) + len(batch.frames)
+        self.log(f"telemetry batch {batch.batch_id} dropped ({len(batch.samples) + len(batch.frames)} samples, {len(batch.errors)} errors): {why}")
 
     def _send_pending(self, client: httpx.Client) -> bool:
         """Post the outbox oldest first; False when the service is unreachable or busy
@@ -432,10 +438,9 @@ class Agent:
             if r.status_code >= 500 or r.status_code in (408, 429):
                 return False
             halves: list[TelemetryBatch] = []
-            if r.status_code == 413 and len(batch.samples) + len(batch.errors) > 1:  # the service's limit is lower
+            if r.status_code == 413 and len(batch.samples) + len(batch.frames) + len(batch.errors) > 1:  # a lower limit
                 self.max_batch_bytes = max(1024, min(self.max_batch_bytes, len(batch.model_dump_json())) // 2)
-                halves = self._batches(batch.plan_id, batch.revision, list(batch.samples), list(batch.errors),
-                                       batch.regime)
+                halves = self._split(batch)
             elif r.status_code == 422:  # samples the service calls implausible: those go, the rest are resent
                 halves = self._without_refused(batch, r)
             with self._lock:
@@ -446,6 +451,10 @@ class Agent:
                 self.stats.batches_sent += 1
             elif not halves:  # refused (403, 413 for one sample, 422): resending will not help
                 self._dropped(batch, f"refused: {r.status_code} {r.text[:300]}")
+
+    def _split(self, batch: TelemetryBatch) -> list[TelemetryBatch]:
+        """A batch again, cut to max_batch_bytes (after a 413)."""
+        return self._batches(batch.plan_id, batch.revision, list(batch.samples), list(batch.errors), batch.regime)
 
     def _without_refused(self, batch: TelemetryBatch, r: httpx.Response) -> list[TelemetryBatch]:
         """The batch less the samples a 422 names (`samples[i]...`), as new batches; [] when

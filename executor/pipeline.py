@@ -85,6 +85,8 @@ class NetworkResult:
     finish_s: list[float]  # completion times (s from the run's start), in completion order
     order_ok: bool  # frames completed in release order
     segments: int
+    frame_ids: list[int] = field(default_factory=list)  # each completed frame's number, in completion order
+    segment_ms: list[list[float]] = field(default_factory=list)  # its segments' session times, segment order
 
     def summary(self) -> dict:
         r = np.asarray(self.response_ms, dtype=float)
@@ -180,13 +182,16 @@ class PipelineExecutor:
 
     # ------------------------------------------------------------------ run
 
-    def run(self, frames: int, *, timeout_s: float = 60.0, keep_outputs: int = 0,
+    def run(self, frames: int | Sequence[int], *, timeout_s: float = 60.0, keep_outputs: int = 0,
             inputs: Sequence[Mapping[str, np.ndarray]] | None = None) -> PipelineResult:
-        """Release `frames` frames of every network (throughput: as fast as the pipeline
-        takes them); stop at `timeout_s` or on cancel. Keeps the first `keep_outputs`
-        frames' outputs per network (for checking them against the unsplit model)."""
-        if frames < 1:
-            raise PipelineError("frames must be >= 1")
+        """Release `frames` frames of every network (or frames[a] of network a: one
+        hyperperiod's releases; throughput: as fast as the pipeline takes them); stop at
+        `timeout_s` or on cancel. Keeps the first `keep_outputs` frames' outputs per
+        network (for checking them against the unsplit model)."""
+        counts = [frames] * len(self.networks) if isinstance(frames, int) else [int(f) for f in frames]
+        if len(counts) != len(self.networks) or min(counts) < 1:
+            raise PipelineError("frames must be >= 1 (one count, or one per network)")
+        frames = counts[0]
         from executor.slicing import random_inputs
 
         feeds = [dict(inputs[a]) if inputs is not None else (dict(n.inputs) if n.inputs is not None else random_inputs(n.model, a))
@@ -223,7 +228,7 @@ class PipelineExecutor:
 
         def release(a: int, n: int, now: float) -> None:
             segs = self.segments[a]
-            st = {"env": dict(feeds[a]), "release": now, "deps": {}, "left": len(segs)}
+            st = {"env": dict(feeds[a]), "release": now, "deps": {}, "left": len(segs), "seg_ms": [0.0] * len(segs)}
             frames_state[a][n] = st
             done_seg[a][n] = set()
             results[a].frames_released += 1
@@ -256,6 +261,8 @@ class PipelineExecutor:
                 r.frames_done += 1
                 r.response_ms.append((end - t0 - st["release"]) * 1e3)
                 r.finish_s.append(end - t0)
+                r.frame_ids.append(n)
+                r.segment_ms.append(st["seg_ms"])
                 if n < last_done[a]:
                     r.order_ok = False
                 last_done[a] = max(last_done[a], n)
@@ -288,8 +295,10 @@ class PipelineExecutor:
                             feed = {x: env[x] for x in s.inputs}
                         t = time.perf_counter()
                         out = s.session.run(s.outputs, feed)
-                        busy[p] += time.perf_counter() - t
+                        took = time.perf_counter() - t
+                        busy[p] += took
                         with self._lock:
+                            frames_state[a][n]["seg_ms"][si] = took * 1e3
                             finish(a, n, s, dict(zip(s.outputs, out)))
             except BaseException as exc:  # noqa: BLE001 - reported by run(), never lost
                 errors.append(exc)
@@ -319,8 +328,8 @@ class PipelineExecutor:
             else:
                 nxt = [0] * len(self.networks)
                 periods = [n.period_ms / 1e3 for n in self.networks]
-                while not self._stop.is_set() and any(k < frames for k in nxt):
-                    a = min((i for i in range(len(nxt)) if nxt[i] < frames), key=lambda i: nxt[i] * periods[i])
+                while not self._stop.is_set() and any(k < c for k, c in zip(nxt, counts)):
+                    a = min((i for i in range(len(nxt)) if nxt[i] < counts[i]), key=lambda i: nxt[i] * periods[i])
                     due = t0 + nxt[a] * periods[a]
                     while not self._stop.is_set():
                         wait = due - time.perf_counter()

@@ -30,7 +30,7 @@ DepId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_
 @router.post("", status_code=201, response_model=Deployment, summary="Create a deployment",
              responses=responses(401, 403, 409, 413, 422))
 def create_deployment(body: DeploymentCreate, response: Response, svc: Service = Depends(service), _: Principal = PIPELINE):
-    row = svc.create_deployment(body.name, body.platform_id, body.profile_id)
+    row = svc.create_deployment(body.name, body.platform_id, body.profile_id, body.profile_ids)
     response.headers["Location"] = f"/v1/deployments/{row.id}"
     return views.deployment(row)
 
@@ -47,11 +47,14 @@ def get_deployment(deployment_id: DepId, svc: Service = Depends(service), who: P
     return views.deployment(svc.deployment(deployment_id, who))
 
 
-@router.put("/{deployment_id}/active", response_model=Deployment, summary="Set the active plan",
-            description="Idempotent: setting the plan that is already active changes nothing.",
+@router.put("/{deployment_id}/active", response_model=Deployment, summary="Set the active plan or schedule entry",
+            description="Idempotent: setting the plan (or entry) that is already active changes nothing. A schedule "
+                        "deployment takes `schedule_id` and `entry`; an entry the analysis calls unschedulable is "
+                        "refused (422, with its violations) unless `force`.",
             responses=responses(401, 403, 404, 409, 413, 422))
 def activate(deployment_id: DepId, body: ActivatePlan, svc: Service = Depends(service), who: Principal = PIPELINE):
-    return views.deployment(svc.activate(deployment_id, body.plan_id, who.name, body.verify))
+    return views.deployment(svc.activate(deployment_id, body.plan_id, who.name, body.schedule_id, body.entry, body.force,
+                                         body.verify))
 
 
 @router.post("/{deployment_id}/verification", response_model=VerificationView,

@@ -725,6 +725,13 @@ async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
     s = svc(request)
     dep, events, points, telemetry = await run_in_threadpool(deployment_rows, s, dep_id, who)
     spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
-    names = await run_in_threadpool(names_of, s, {dep.platform_id, dep.profile_id})
-    return render(request, "deployment.html", dep=views.deployment(dep), events=[views.event(e) for e in events],
-                  spec=spec, points=points, telemetry=telemetry, names=names, error_convention=ERROR_CONVENTION)
+    timeline = None
+    if dep.active_schedule_id is not None:  # a schedule deployment: its active entry's timeline beside the telemetry
+        body = await run_in_threadpool(s.schedule_json, dep.active_schedule_id)
+        sched = Schedule.model_validate(json.loads(body)["schedule"])
+        timeline = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=dep.active_entry))
+    view = views.deployment(dep)
+    names = await run_in_threadpool(names_of, s, {dep.platform_id, *(view.profile_ids or [dep.profile_id])})
+    return render(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
+                  spec=spec, points=points, telemetry=telemetry, names=names, error_convention=ERROR_CONVENTION,
+                  timeline=timeline)

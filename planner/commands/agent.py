@@ -2,7 +2,13 @@
 the on-device agent (executor/agent.py). It follows its deployment's active plan
 (long-poll, ETag), runs inference at `--rate` on the plan's slice sessions, swaps to a
 new plan between two frames once built, keeps the previous plan when a new one cannot
-be built, and posts telemetry; it keeps inferring while the service is away."""
+be built, and posts telemetry; it keeps inferring while the service is away.
+
+A schedule deployment (several networks): one `--model NAME=FILE.onnx` per network (NAME as
+the schedule names it: its profile's name) and `--device ID=PROVIDER` per schedule device;
+the agent runs the active entry's segments on their PEs, releasing each network at its
+period with its priority, whole hyperperiods at a time (`--rate` does not apply), and
+reports each network's response times, deadline misses and segment times."""
 
 from __future__ import annotations
 
@@ -23,7 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deployment", required=True, metavar="NAME", help="deployment (name or id) whose active plan to run")
     p.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
                    help="executor token bound to the deployment (env PLANNER_TOKEN)")
-    p.add_argument("--model", required=True, metavar="MODEL.onnx", help="the model the deployment's profile was made from")
+    p.add_argument("--model", required=True, action="append", metavar="MODEL.onnx|NAME=FILE.onnx",
+                   help="the model the deployment's profile was made from; for a schedule deployment NAME=FILE.onnx "
+                        "per network (repeatable)")
     p.add_argument("--device", action="append", required=True, metavar="ID=PROVIDER[:k=v,...]",
                    help="runtime device for each device id plans may use (as given to planner profile), repeatable")
     p.add_argument("--rate", type=float, default=10.0, help="inferences per second")
@@ -62,15 +70,31 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None and not args.duration > 0:
         problems.append(f"--duration: must be > 0, got {args.duration:g}")
     devices = runtime_devices(args.device, problems)
-    if not Path(args.model).is_file():
-        problems.append(f"--model: no such file: {args.model}")
+    named = {}
+    schedule = any("=" in m for m in args.model)
+    for item in args.model:
+        name, sep, path = item.partition("=") if schedule else ("", "", item)
+        if schedule and (not sep or not name or not path):
+            problems.append(f"--model: expected NAME=FILE.onnx for every network of a schedule, got '{item}'")
+        elif not Path(path).is_file():
+            problems.append(f"--model: no such file: {path}")
+        elif name in named:
+            problems.append(f"--model: network '{name}' given twice")
+        else:
+            named[name] = path
+    if not schedule and len(args.model) > 1:
+        problems.append("--model: one model for a plan deployment; NAME=FILE.onnx per network for a schedule")
+    if schedule and args.inputs:
+        problems.append("--inputs: not for a schedule deployment (each network runs seeded random inputs)")
     if problems:
         raise InputError("arguments", "; ".join(problems))
 
-    lm = layered_model(args.model, args.weights, args.seed)
-    inputs = model_inputs(lm, args.inputs, args.seed)
     if args.log_format not in ("text", "json"):
         raise InputError("PLANNER_LOG_FORMAT", f"must be text or json, got '{args.log_format}'")
+    if schedule:
+        return run_schedule(args, {n: layered_model(f, args.weights, args.seed) for n, f in named.items()}, devices)
+    lm = layered_model(args.model[0], args.weights, args.seed)
+    inputs = model_inputs(lm, args.inputs, args.seed)
     log = None
     if args.log_format == "json":
         from api.logs import json_line
@@ -82,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     agent = Agent(args.server, args.deployment, args.token or "", lm, devices, inputs, rate_hz=args.rate,
                   batch_s=args.batch_s, poll_wait_s=args.poll_wait, name=args.name or "", log=log,
                   verify=args.verify)
+    return serve(agent, args)
+
+
+def serve(agent, args: argparse.Namespace) -> int:  # noqa: ANN001
     previous = signal.signal(signal.SIGTERM, lambda *_: agent.stop())
     try:
         stats = agent.run(frames=args.frames, duration_s=args.duration)
@@ -97,5 +125,23 @@ def run(args: argparse.Namespace) -> int:
               f"{stats.failed_frames} failed), {stats.swaps} plan swap(s), {stats.build_failures} plan(s) not buildable, "
               f"{stats.bad_plans} unusable plan answer(s), {stats.verifications} verification(s) "
               f"({stats.verification_s:.1f} s), {stats.batches_sent} telemetry batches sent, "
-              f"{stats.batches_dropped} dropped ({stats.samples_dropped} samples)")
+              f"{stats.batches_dropped} dropped ({stats.samples_dropped} samples)"
+              + (f"; {stats.deadline_misses} deadline miss(es), {stats.frames_lost} release(s) dropped"
+                 if hasattr(stats, "deadline_misses") else ""))
     return 0
+
+
+def run_schedule(args: argparse.Namespace, models: dict, devices: list) -> int:
+    from executor.schedule_agent import ScheduleAgent
+
+    log = None
+    if args.log_format == "json":
+        from api.logs import json_line
+
+        def log(msg: str) -> None:
+            print(json_line("planner.agent", msg, agent=agent.name, deployment=args.deployment), file=sys.stderr,
+                  flush=True)
+
+    agent = ScheduleAgent(args.server, args.deployment, args.token or "", models, devices, batch_s=args.batch_s,
+                          poll_wait_s=args.poll_wait, name=args.name or "", log=log)
+    return serve(agent, args)

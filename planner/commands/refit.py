@@ -62,7 +62,13 @@ def run(args: argparse.Namespace) -> int:
     summary = parse(TelemetrySummary, data, Path(args.telemetry).name if args.telemetry else "telemetry")
     profile_id = content_hash(profile)
     plans = [p for p in summary.plans if p.profile_id in (None, profile_id)]
-    new, report = refit(platform, profile, plans, RefitOptions(args.min_samples, args.max_scale), profile_id=profile_id)
+    options = RefitOptions(args.min_samples, args.max_scale)
+    if not plans and summary.schedules:  # a schedule deployment: the network's segments
+        from models.refit_schedule import refit_from_schedules
+
+        new, report = refit_from_schedules(profile, summary.schedules, options, profile_id=profile_id)
+    else:
+        new, report = refit(platform, profile, plans, options, profile_id=profile_id)
     Path(args.out).write_bytes(canonical_json(new) + b"\n")
     for line in report.lines():
         print(line)

@@ -33,7 +33,7 @@ class TelemetrySample(Strict):
 
 
 class TelemetryError(Strict):
-    kind: Literal["build_failed", "inference_failed", "plan_fetch_failed", "invalid_plan", "other"]
+    kind: Literal["build_failed", "inference_failed", "plan_fetch_failed", "invalid_plan", "deadline_missed", "other"]
     message: str = Field(max_length=1000)
     plan_id: PlanId | None = None
     revision: Annotated[int, Field(ge=0, le=MAX_DB_INT)] | None = None
@@ -49,6 +49,24 @@ class ServedRegime(Strict):
     pool: Literal["plain", "stop", "off"] | None = None
 
 
+class FrameSample(Strict):
+    """One frame of one network of a schedule entry: its response time (release to the
+    last segment's end; None: the release was dropped, the network's backlog full) and
+    its segments' session times, in segment order."""
+
+    network: str = Field(min_length=1, max_length=200)
+    seq: Annotated[int, Field(ge=0, le=2**53)] = Field(description="The network's frame number since the agent "
+                                                                   "started: consecutive unless frames were lost")
+    response_ms: Annotated[float, Field(gt=0, le=MAX_SAMPLE_MS)] | None = None
+    segment_ms: list[Annotated[float, Field(ge=0, le=MAX_SAMPLE_MS)]] = Field(default_factory=list, max_length=MAX_SLICES)
+    missed: bool = Field(False, description="Finished after its period (its deadline), or dropped")
+
+
+class PeBusy(Strict):
+    pe: str = Field(min_length=1, max_length=200)
+    busy_ms: Annotated[float, Field(ge=0, le=MAX_SAMPLE_MS)]
+
+
 class TelemetryBatch(Strict):
     """Samples taken on one plan (an agent starts a new batch when it swaps plans) and
     the errors seen since the last batch. `plan_id` None: no plan applied yet."""
@@ -60,10 +78,20 @@ class TelemetryBatch(Strict):
     samples: list[TelemetrySample] = Field(default_factory=list, max_length=MAX_SAMPLES)
     errors: list[TelemetryError] = Field(default_factory=list, max_length=MAX_ERRORS)
     regime: ServedRegime | None = Field(None, description="How these samples were served (rate, pool policy)")
+    schedule_id: PlanId | None = Field(None, description="A schedule deployment's batch: the entry its frames ran")
+    entry: Annotated[int, Field(ge=0, le=MAX_DB_INT)] | None = None
+    frames: list[FrameSample] = Field(default_factory=list, max_length=MAX_SAMPLES)
+    pes: list[PeBusy] = Field(default_factory=list, max_length=MAX_SLICES, description="Each PE's busy time over span_ms")
+    span_ms: Annotated[float, Field(ge=0, le=MAX_SAMPLE_MS)] | None = Field(
+        None, description="Wall time the frames were released over (throughput = frames / span)")
 
     @model_validator(mode="after")
     def _check(self) -> "TelemetryBatch":
         issues = []
+        if self.frames and (self.schedule_id is None or self.entry is None):
+            issues.append((("schedule_id",), "frames need the schedule entry they ran on (schedule_id and entry)"))
+        if self.frames and self.samples:
+            issues.append((("frames",), "a batch holds one plan's samples or one schedule entry's frames, not both"))
         if self.samples and self.plan_id is None:
             issues.append((("plan_id",), "samples need the plan they were measured on"))
         counts = {len(s.slice_ms) for s in self.samples}
@@ -123,8 +151,64 @@ class TelemetryEvent(BaseModel):
     count: int = 1
 
 
+class SegmentTelemetry(BaseModel):
+    index: int
+    pe: str
+    first_layer: str | None = None
+    last_layer: str | None = None
+    samples: int
+    median_ms: float | None = None
+    p90_ms: float | None = None
+
+
+class NetworkTelemetry(BaseModel):
+    """One network of a schedule entry: the analysis' prediction beside the board's frames."""
+
+    name: str
+    period_ms: float = Field(description="Its release period, which is its deadline")
+    priority: int
+    frames: int = Field(description="Releases reported")
+    dropped: int = Field(description="Releases that never ran (the network's backlog was full)")
+    deadline_misses: int = Field(description="Frames that finished after their period, or were dropped")
+    frames_lost: int = Field(0, description="Gaps in the frames' sequence numbers: frames the board never reported")
+    first_seq: int | None = Field(None, description="The network's first and last frame number on this entry "
+                                  "(they run on across entries: a swap loses no frame when they follow on)")
+    last_seq: int | None = None
+    predicted_response_ms: float | None = Field(None, description="The analysis' worst-case response time (its bound)")
+    predicted_latency_ms: float | None = Field(None, description="One frame alone")
+    median_ms: float | None = None
+    p90_ms: float | None = None
+    max_ms: float | None = None
+    over_bound: int = Field(0, description="Frames whose response time exceeded the predicted bound")
+    error_pct: float | None = Field(None, description="(measured max - predicted bound) / predicted bound, in percent: "
+                                    "+ = the bound did not hold")
+    expected_fps: float = Field(description="1000 / period_ms")
+    measured_fps: float | None = Field(None, description="Frames done / the wall time they were released over")
+    segments: list[SegmentTelemetry]
+
+
+class PeTelemetry(BaseModel):
+    pe: str
+    device: str
+    cores: int | None = None
+    predicted_utilisation: float | None = None
+    measured_utilisation: float | None = Field(None, description="Busy time / wall time over the reported spans")
+
+
+class ScheduleTelemetry(BaseModel):
+    schedule_id: str
+    entry: int
+    revisions: list[int]
+    schedulable: bool
+    analysis: str | None = None
+    frames: int
+    errors: int
+    networks: list[NetworkTelemetry]
+    pes: list[PeTelemetry]
+
+
 class TelemetrySummary(BaseModel):
-    """Predicted vs measured per plan a deployment ran (GET /v1/deployments/{name}/telemetry)."""
+    """Predicted vs measured per plan (or schedule entry) a deployment ran (GET /v1/deployments/{name}/telemetry)."""
 
     deployment_id: str
     deployment: str
@@ -132,6 +216,7 @@ class TelemetrySummary(BaseModel):
     batches: int
     samples: int
     plans: list[PlanTelemetry]
+    schedules: list[ScheduleTelemetry] = Field(default_factory=list, description="A schedule deployment's entries")
     errors: list[TelemetryEvent] = Field(default_factory=list, description="The most recent errors, newest first")
 
 
@@ -272,3 +357,44 @@ class VerificationReport(Strict):
         if (self.measured is None) == (self.skipped is None):
             raise ValueError("give exactly one of measured (figures for every candidate) and skipped (why not)")
         return self
+
+
+# ---------------------------------------------------------------- the schedule entry an agent reads
+# GET /v1/deployments/{name}/plan of a schedule deployment: one entry of a Schedule's
+# Pareto set, as the agent applies it (executor.schedule_agent).
+MAX_NETWORKS = 16
+MAX_LAYERS = 100_000
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class AgentPe(_View):
+    pe: Name
+    device: Name
+    cores: Annotated[int, Field(strict=True, ge=0, le=4096)]
+    predicted_utilisation: float | None = None
+
+
+class AgentNetwork(_View):
+    name: Name
+    period_ms: Annotated[float, Field(gt=0, le=MAX_SAMPLE_MS)]
+    priority: Annotated[int, Field(strict=True, ge=-MAX_DB_INT, le=MAX_DB_INT)]
+    mapping: list[Name] = Field(min_length=1, max_length=MAX_LAYERS, description="Logical PE of each layer")
+    layers: list[str] = Field(default_factory=list, max_length=MAX_LAYERS, description="Layer ids, profile order")
+    predicted_response_ms: float | None = Field(None, description="The analysis' worst-case response time")
+    predicted_latency_ms: float | None = Field(None, description="One frame alone")
+    meets_deadline: bool = True
+
+
+class AgentSchedule(_View):
+    schedule_id: PlanId
+    entry: StrictIndex
+    schedulable: bool
+    analysis: str | None = None
+    cpu_config: dict[str, list[int]] = Field(default_factory=dict)
+    pes: list[AgentPe] = Field(min_length=1, max_length=MAX_SLICES)
+    networks: list[AgentNetwork] = Field(min_length=1, max_length=MAX_NETWORKS)
+
+
+class AgentScheduleAnswer(_View):
+    revision: StrictIndex
+    schedule: AgentSchedule

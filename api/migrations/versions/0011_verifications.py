@@ -2,14 +2,14 @@
 candidates before serving it; the order, the board's figures and the outcome live here,
 one row per (deployment, revision) verified.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 

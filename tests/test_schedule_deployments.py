@@ -1,0 +1,151 @@
+"""Deployments of multi-network schedules (issue 26) through the service: a deployment
+names several profiles and activates a schedule entry with the revisions, history,
+rollback, ETag and long-poll plans have; an unschedulable entry is refused (422 with
+its violations) unless forced; every bad input is a 422 naming the field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from planner.core.telemetry import AgentScheduleAnswer
+from tests import schedule_instances as si
+from tests.support.api import start
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    a = start(tmp_path_factory.mktemp("schedep"))
+    yield a
+    a.client.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def ids(api):
+    rng = np.random.default_rng(7)
+    docs = {"platform": si.platform(rng), "a": si.profile(rng, "A", 4), "b": si.profile(rng, "B", 4),
+            "c": si.profile(rng, "C", 3)}
+    return {k: api.upload("platform" if k == "platform" else "profile", d.model_dump(mode="json", exclude_none=True))
+            for k, d in docs.items()}
+
+
+def schedule(api, ids, period_a: float, period_b: float) -> dict:
+    r = api.client.post("/v1/schedules", headers=api.h(), json={
+        "platform_id": ids["platform"], "solver": "exhaustive",
+        "apps": [{"profile_id": ids["a"], "period_ms": period_a, "priority": 0},
+                 {"profile_id": ids["b"], "period_ms": period_b, "priority": 1}]})
+    assert r.status_code in (200, 202), r.text  # 200: the same request again (reused)
+    job = api.wait_job(r.json()["id"])
+    assert job["state"] == "succeeded", job
+    return api.client.get(f"/v1/schedules/{job['schedule_id']}?view=entries&limit=1000", headers=api.h()).json()
+
+
+def field_of(r) -> str:
+    assert r.status_code == 422, r.text
+    return r.json()["errors"][0]["path"]
+
+
+def test_a_schedule_deployment_activates_entries_with_revisions_rollback_etag_and_long_poll(api, ids):
+    s = schedule(api, ids, 60.0, 80.0)
+    ok = [i for i, e in enumerate(s["schedule"]["entries"]) if e["schedulable"]]
+    assert len(ok) >= 2, "the instance must give two schedulable entries"
+    r = api.client.post("/v1/deployments", headers=api.h(),
+                        json={"name": "duo", "platform_id": ids["platform"], "profile_ids": [ids["a"], ids["b"]]})
+    assert r.status_code == 201, r.text
+    dep = r.json()
+    assert dep["profile_ids"] == [ids["a"], ids["b"]] and dep["active_schedule"] is None
+    board = api.token("board", ["executor"], [dep["id"]])
+    exe = {"Authorization": f"Bearer {board}"}
+    assert api.client.get("/v1/deployments/duo/plan", headers=exe).status_code == 404
+
+    r = api.client.put("/v1/deployments/duo/active", headers=api.h(), json={"schedule_id": s["id"], "entry": ok[0]})
+    assert r.status_code == 200, r.text
+    assert r.json()["active_schedule"] == {"schedule_id": s["id"], "entry": ok[0]} and r.json()["revision"] == 1
+    again = api.client.put("/v1/deployments/duo/active", headers=api.h(), json={"schedule_id": s["id"], "entry": ok[0]})
+    assert again.json()["revision"] == 1  # idempotent
+    got = api.client.get("/v1/deployments/duo/plan", headers=exe)
+    assert got.status_code == 200
+    answer = AgentScheduleAnswer.model_validate(got.json())
+    entry = s["schedule"]["entries"][ok[0]]
+    assert answer.revision == 1 and answer.schedule.entry == ok[0] and answer.schedule.schedulable
+    assert [n.name for n in answer.schedule.networks] == ["A", "B"]
+    assert [n.mapping for n in answer.schedule.networks] == [a["mapping"] for a in entry["apps"]]
+    assert [n.period_ms for n in answer.schedule.networks] == [60.0, 80.0]
+    assert [n.priority for n in answer.schedule.networks] == [0, 1]
+    assert [n.predicted_response_ms for n in answer.schedule.networks] == [a["response_time_ms"] for a in entry["apps"]]
+    assert len(answer.schedule.networks[0].layers) == 4 and [p.pe for p in answer.schedule.pes] == entry["pes"]
+    etag = got.headers["etag"]
+    assert api.client.get("/v1/deployments/duo/plan", headers={**exe, "If-None-Match": etag}).status_code == 304
+
+    # long-poll: held until the entry changes (here: already changed by the time it asks)
+    api.client.put("/v1/deployments/duo/active", headers=api.h(), json={"schedule_id": s["id"], "entry": ok[1]})
+    polled = api.client.get("/v1/deployments/duo/plan?wait=5", headers={**exe, "If-None-Match": etag})
+    assert polled.status_code == 200 and polled.json()["schedule"]["entry"] == ok[1] and polled.json()["revision"] == 2
+    assert polled.headers["etag"] != etag
+
+    r = api.client.post("/v1/deployments/duo/rollback", headers=api.h())
+    assert r.status_code == 200 and r.json()["active_schedule"]["entry"] == ok[0] and r.json()["revision"] == 3
+    hist = api.client.get("/v1/deployments/duo/history", headers=api.h()).json()["items"]
+    assert [(h["action"], h["schedule_id"], h["entry"], h["plan_id"]) for h in hist] == [
+        ("activate", s["id"], ok[0], None), ("activate", s["id"], ok[1], None), ("rollback", s["id"], ok[0], None)]
+    r = api.client.post("/v1/deployments/duo/rollback", headers=api.h(), json={"revision": 2})
+    assert r.json()["active_schedule"]["entry"] == ok[1] and r.json()["revision"] == 4
+
+
+def test_an_unschedulable_entry_is_refused_with_its_reason_unless_forced(api, ids):
+    s = schedule(api, ids, 0.5, 0.5)  # periods far below the networks' latency
+    bad = [i for i, e in enumerate(s["schedule"]["entries"]) if not e["schedulable"]]
+    assert bad
+    api.client.post("/v1/deployments", headers=api.h(),
+                    json={"name": "tight", "platform_id": ids["platform"], "profile_ids": [ids["b"], ids["a"]]})
+    r = api.client.put("/v1/deployments/tight/active", headers=api.h(), json={"schedule_id": s["id"], "entry": bad[0]})
+    assert field_of(r) == "entry"
+    reason = r.json()["errors"][0]["reason"]
+    assert "not schedulable" in reason and "force" in reason
+    assert s["schedule"]["entries"][bad[0]]["violations"][0][:40] in reason
+    assert api.client.get("/v1/deployments/tight", headers=api.h()).json()["revision"] == 0
+    r = api.client.put("/v1/deployments/tight/active", headers=api.h(),
+                       json={"schedule_id": s["id"], "entry": bad[0], "force": True})
+    assert r.status_code == 200 and r.json()["active_schedule"]["entry"] == bad[0]
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"schedule_id": "sch_nope", "entry": 0}, "schedule_id"),
+    ({"entry": 0}, "schedule_id"),
+    ({"plan_id": "pln_x"}, "plan_id"),
+    ({"schedule_id": "SID"}, "entry"),
+    ({"schedule_id": "SID", "entry": 999}, "entry"),
+    ({"schedule_id": "SID", "entry": -1}, "entry"),
+    ({"schedule_id": "SID", "entry": "one"}, "entry"),
+    ({"schedule_id": "SID", "entry": 0, "force": "maybe"}, "force"),
+])
+def test_bad_activations_are_422_naming_the_field(api, ids, body, field):
+    s = schedule(api, ids, 60.0, 80.0)
+    api.client.post("/v1/deployments", headers=api.h(),
+                    json={"name": "bad", "platform_id": ids["platform"], "profile_ids": [ids["a"], ids["b"]]})
+    body = {k: (s["id"] if v == "SID" else v) for k, v in body.items()}
+    assert field_of(api.client.put("/v1/deployments/bad/active", headers=api.h(), json=body)).endswith(field)
+
+
+def test_schedules_and_deployments_must_match(api, ids):
+    s = schedule(api, ids, 60.0, 80.0)
+    h = api.h()
+    api.client.post("/v1/deployments", headers=h, json={"name": "other", "platform_id": ids["platform"],
+                                                       "profile_ids": [ids["a"], ids["c"]]})
+    r = api.client.put("/v1/deployments/other/active", headers=h, json={"schedule_id": s["id"], "entry": 0})
+    assert field_of(r) == "schedule_id" and "networks" in r.json()["errors"][0]["reason"]
+    api.client.post("/v1/deployments", headers=h, json={"name": "single", "platform_id": ids["platform"],
+                                                       "profile_id": ids["a"]})
+    r = api.client.put("/v1/deployments/single/active", headers=h, json={"schedule_id": s["id"], "entry": 0})
+    assert field_of(r) == "schedule_id" and "runs plans" in r.json()["errors"][0]["reason"]
+    # creation: exactly one of profile_id / profile_ids, every id known, none twice
+    base = {"name": "x", "platform_id": ids["platform"]}
+    assert field_of(api.client.post("/v1/deployments", headers=h, json=base)) == "profile_id"
+    assert field_of(api.client.post("/v1/deployments", headers=h, json={
+        **base, "profile_id": ids["a"], "profile_ids": [ids["b"]]})) == "profile_id"
+    assert field_of(api.client.post("/v1/deployments", headers=h, json={
+        **base, "profile_ids": [ids["a"], "0" * 64]})) == "profile_ids[1]"
+    assert field_of(api.client.post("/v1/deployments", headers=h, json={
+        **base, "profile_ids": [ids["a"], ids["a"]]})) == "profile_ids"
+    assert field_of(api.client.post("/v1/deployments", headers=h, json={**base, "profile_ids": []})).startswith("profile_ids")
+    assert field_of(api.client.post("/v1/deployments", headers=h, json={**base, "profile_ids": ["x"]})).startswith("profile_ids")
