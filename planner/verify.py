@@ -172,7 +172,7 @@ def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest,
     if not 3 <= runs <= MAX_VERIFY_RUNS:
         raise InputError("verify_runs", f"must be in 3..{MAX_VERIFY_RUNS}, got {runs}")
     solver = get_solver(request.solver)
-    if getattr(solver, "problem_kind", "chain") != "chain":
+    if solver.problem_kind != "chain":
         raise InputError("solver", f"'{request.solver}' plans a problem the executor cannot run slice by slice; "
                                    "verify a chain solver's plan (dp, ilp, smt ...)")
     plan = plan or make_plan(platform, profile, request)
