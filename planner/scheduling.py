@@ -258,8 +258,7 @@ def make_schedule(
     solver_options(solver, request.options)
     if problem is None:
         problem = compile_schedule(platform, profiles, request)
-    kwargs = {"map_fn": map_fn} if map_fn is not None else {}
-    solution: ScheduleSolution = solver.solve(problem, request, progress, **kwargs)
+    solution: ScheduleSolution = solver.solve(problem, request, progress, map_fn=map_fn)
     ran = solution.ran or request.solver
     ran_solver = get_schedule_solver(ran) if ran != request.solver else solver
     front = select_front(problem, solution.candidates)
