@@ -53,8 +53,12 @@ def _discover() -> dict[str, Solver]:
         module = importlib.import_module(f"solvers.{mod.name}")
         _add(found, getattr(module, "SOLVERS", ()), f"solvers.{mod.name}")
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        module = ep.load()
-        _add(found, getattr(module, "SOLVERS", ()), f"entry point {ep.name} = {ep.value}")
+        where = f"the plug-in {ep.name} = {ep.value} (entry point group {ENTRY_POINT_GROUP})"
+        try:
+            module = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in is named, not a traceback from importlib
+            raise RuntimeError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
+        _add(found, getattr(module, "SOLVERS", ()), where)
     return found
 
 

@@ -203,3 +203,16 @@ def test_the_service_lists_admits_and_plans_it_at_once_or_on_a_dask_worker(api):
     planned = api.client.get(f"/v1/plans/{done['plan_id']}", headers=api.h()).json()["plan"]
     assert planned["report"]["solver"] == NAME
     assert planned["metrics"]["latency_ms"] <= plan["metrics"]["latency_ms"] + 1e-9  # more rounds, never worse
+
+
+def test_a_broken_or_incomplete_plugin_is_named_in_one_line(tmp_path):
+    """A plug-in that does not import, or whose solver lacks members of the protocol, is
+    refused naming the entry point and what is missing: one line at the CLI."""
+    for source, expect in (("import no_such_package_here\n", "could not be loaded: ModuleNotFoundError"),
+                           ("class Half:\n    name = 'tmp-half'\n\nSOLVERS = [Half()]\n",
+                            "lacks capabilities, options_model, problem_kind")):
+        folder = install_plugin(tmp_path / expect.split()[0])
+        (folder / "tmp_descent_solver.py").write_text(source)
+        out = cli(folder, "solvers")
+        assert out.returncode != 0 and "tmp = tmp_descent_solver" in out.stderr and expect in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
