@@ -124,6 +124,25 @@ class DeploymentEventRow(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class VerificationRow(Base):
+    """A board's verification of a deployment revision (PUT .../active with `verify`):
+    the candidates it was asked to measure, its figures, and what became of them."""
+
+    __tablename__ = "verifications"
+    __table_args__ = (UniqueConstraint("deployment_id", "revision"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    deployment_id: Mapped[str] = mapped_column(String(40), ForeignKey("deployments.id"), index=True)
+    revision: Mapped[int] = mapped_column(Integer)
+    plan_id: Mapped[str] = mapped_column(String(40), ForeignKey("plans.id"))
+    state: Mapped[str] = mapped_column(String(16))  # pending | verified | skipped
+    order_json: Mapped[str] = mapped_column(Text)  # AgentVerifyOrder + each candidate's targets
+    result_json: Mapped[str | None] = mapped_column(Text, nullable=True)  # the board's VerificationReport
+    verified_plan_id: Mapped[str | None] = mapped_column(String(40), ForeignKey("plans.id"), nullable=True)
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class TokenRow(Base):
     """An API token; only the sha256 of the secret is stored (secrets are 256-bit random)."""
 

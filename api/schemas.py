@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from planner.core.schema import AppSpec, MeasurementRegime, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
+from planner.core.telemetry import AgentVerifyOrder, VerificationReport, VerifyOnDevice
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="Content id: sha256 of the canonical JSON")]
 ResourceId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
@@ -254,6 +255,11 @@ class DeploymentList(Page):
 class ActivatePlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
     plan_id: ResourceId
+    verify: VerifyOnDevice | None = Field(
+        None, description="Have the board measure the plan, its `candidates` next-best and each device alone end to "
+        "end before serving it (on a first deploy: an agent already serving says it skipped); the measured best, "
+        "with predicted and measured latency side by side, becomes the next revision (action 'verify'). Needs a "
+        "latency plan of a chain solver. Always makes a new revision, so the board reads the order.")
 
 
 class Rollback(BaseModel):
@@ -264,7 +270,7 @@ class Rollback(BaseModel):
 
 class DeploymentEvent(BaseModel):
     revision: int
-    action: Literal["activate", "rollback"]
+    action: Literal["activate", "rollback", "verify"]
     plan_id: str
     actor: str
     created_at: dt.datetime
@@ -282,6 +288,25 @@ class DeployedPlan(BaseModel):
     deployment: str
     revision: int
     plan: ExecutorPlan
+    verify: AgentVerifyOrder | None = Field(None, description="Present while this revision awaits the board's "
+                                            "verification: the candidates to measure and how")
+
+
+class VerificationView(BaseModel):
+    """GET /v1/deployments/{id}/verification: a revision's verification and its outcome."""
+
+    deployment_id: str
+    revision: int
+    plan_id: str
+    state: Literal["pending", "verified", "skipped"]
+    runs: int
+    candidates: list[dict[str, Any]] = Field(description="name, notation, predicted_ms of each candidate")
+    report: VerificationReport | None = Field(None, description="What the board posted")
+    verified_plan_id: str | None = Field(None, description="The measured best, activated as the next revision "
+                                         "(unless the deployment had moved on)")
+    note: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
 
 
 class SolverInfo(BaseModel):

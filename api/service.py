@@ -27,7 +27,8 @@ from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, TooSlow, iso, pl
 from api.jobs import JobManager, new_id
 from api.metrics import Metrics
 from api.problems import ApiError, from_planner_error, invalid, validation_issues
-from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
+from api import verification
+from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, VerificationRow, utcnow
 from api.schemas import DEPLOYMENT_ID_PREFIX, ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSubmission
 from api.settings import Settings
 from api.worker import load_solver_modules
@@ -36,6 +37,7 @@ from planner.core.errors import Issue, PlannerError
 from planner.plan import canonical_json
 from planner.core.schema import ModelProfile, Plan, PlanRequest, ScheduleRequest
 from planner.core.solver import Solver
+from planner.core.telemetry import VerifyOnDevice
 from planner.registry import check_supported, get_solver, solver_options
 
 log = logging.getLogger("planner.api")
@@ -491,11 +493,16 @@ class Service:
                                   .order_by(DeploymentEventRow.revision)).all())
 
     def _set_active(self, dep: DeploymentRow, plan_id: str, action: str, actor: str,
-                    profile_id: str | None = None) -> DeploymentRow:
+                    profile_id: str | None = None, expect_revision: int | None = None,
+                    verify_order: str | None = None) -> DeploymentRow:
+        """A new revision running `plan_id` (unchanged when it already runs, unless a
+        verification is asked for; unchanged when the deployment is no longer at
+        `expect_revision`), with its pending verification order in the same transaction."""
         for _ in range(20):
             with self.db.session() as s:
                 current = s.get(DeploymentRow, dep.id)
-                if current.active_plan_id == plan_id and action == "activate":
+                if (current.active_plan_id == plan_id and action == "activate" and verify_order is None) or \
+                        (expect_revision is not None and current.revision != expect_revision):
                     return current
                 now, revision = utcnow(), current.revision + 1
                 res = s.execute(update(DeploymentRow).where(DeploymentRow.id == dep.id, DeploymentRow.revision == revision - 1)
@@ -506,11 +513,14 @@ class Service:
                     continue  # someone else changed it meanwhile; read again
                 s.add(DeploymentEventRow(deployment_id=dep.id, revision=revision, action=action,
                                          plan_id=plan_id, actor=actor, created_at=now))
+                if verify_order is not None:
+                    s.add(VerificationRow(deployment_id=dep.id, revision=revision, plan_id=plan_id, state="pending",
+                                          order_json=verify_order, note="", created_at=now, updated_at=now))
             self.bus.publish("deployments", dep.id)  # this replica's long-polls, and every other's
             return self.deployment(dep.id)
         raise ApiError(409, "the deployment changed concurrently too often; retry")
 
-    def activate(self, dep_id: str, plan_id: str, actor: str) -> DeploymentRow:
+    def activate(self, dep_id: str, plan_id: str, actor: str, verify: VerifyOnDevice | None = None) -> DeploymentRow:
         dep = self.deployment(dep_id)
         with self.db.session() as s:
             plan = s.get(PlanRow, plan_id)
@@ -519,7 +529,8 @@ class Service:
         if plan.platform_id != dep.platform_id or not self._same_lineage(plan.profile_id, dep.profile_id):
             raise invalid("plan_id", "the plan was made for another platform or profile than this deployment's "
                                      "(or a profile refit from it)")
-        return self._set_active(dep, plan_id, "activate", actor, profile_id=plan.profile_id)
+        order = verification.order(self, plan_id, verify) if verify is not None else None
+        return self._set_active(dep, plan_id, "activate", actor, profile_id=plan.profile_id, verify_order=order)
 
     def _refit_parents(self, profile_id: str, limit: int = 64) -> list[str]:
         """The profile and those it was refit from, newest first (refit_of), bounded."""
@@ -562,7 +573,9 @@ class Service:
         if dep.active_plan_id is None:
             return dep, None, None
         view = self.executor_view(dep.active_plan_id)
-        head = json.dumps({"deployment_id": dep.id, "deployment": dep.name, "revision": dep.revision})
+        head = {"deployment_id": dep.id, "deployment": dep.name, "revision": dep.revision}
+        order = verification.pending_order(self, dep.id, dep.revision)
+        head = json.dumps({**head, "verify": order} if order is not None else head)
         body = f'{head[:-1]},"plan":'.encode() + view + b"}"
         return dep, f'"r{dep.revision}-{dep.active_plan_id}"', body
 

@@ -2,7 +2,9 @@
 regime it will be served in: `planner profile --rate HZ`), plan (dp, latency), deploy,
 serve with `planner agent --rate HZ`, read the telemetry median against the plan's
 prediction; refit from that telemetry (`planner refit`), plan again, deploy the refit
-plan to the same deployment, serve again and compare once more.
+plan to the same deployment, serve again and compare once more. With `--verify K` (default
+2) the first deploy is verified on the board: the agent measures the plan, its K next-best
+and each device alone before serving, and the measured best is what it then serves.
 
 Targets (issue: predictions that hold where the model runs): the agent's telemetry
 within 10% of the prediction at 20 Hz before any refit, within 5% after one.
@@ -69,6 +71,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=20.0, help="serving rate in Hz, profiled at the same (default %(default)s)")
     ap.add_argument("--seconds", type=float, default=15.0, help="agent run before and after the refit (default %(default)s)")
     ap.add_argument("--runs", type=int, default=10, help="profiling rounds (default %(default)s)")
+    ap.add_argument("--verify", type=int, default=2, help="verify the first deploy on the board with K next-best "
+                    "candidates; -1: no verification (default %(default)s)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/loop.json"), help="JSON results (default %(default)s)")
     args = ap.parse_args()
     devices = args.device or DEVICES
@@ -96,13 +100,31 @@ def main() -> int:
             mid = api.post("/v1/profiles", json=json.loads(m.read_text())).json()["id"]
             plan = api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}).json()
             api.post("/v1/deployments", json={"name": "loop", "platform_id": pid, "profile_id": mid}).raise_for_status()
-            api.put("/v1/deployments/loop/active", json={"plan_id": plan["id"]}).raise_for_status()
+            first = {"plan_id": plan["id"]}
+            if args.verify >= 0:
+                first["verify"] = {"candidates": args.verify, "runs": 20}
+            api.put("/v1/deployments/loop/active", json=first).raise_for_status()
+            verification = None
             board = token("--name", "board", "--scope", "executor", "--deployment", "loop")
             rounds = []
             for step in ("before refit", "after one refit"):
-                serve(server, board, model, devices, args.rate, args.seconds, weights)
+                verifying = step == "before refit" and args.verify >= 0
+                # the first deploy's verification runs before serving: give it its time on top
+                serve(server, board, model, devices, args.rate, args.seconds + (30 if verifying else 0), weights)
+                if verifying:
+                    verification = api.get("/v1/deployments/loop/verification").json()
+                    print(f"verified on the board ({verification['state']}): {verification['note']}")
+                    for c in verification["candidates"]:
+                        t = ((verification.get("report") or {}).get("measured") or {}).get(c["name"])
+                        if t:
+                            print(f"  {c['name']:<14} {c['notation'][:28]:<28} predicted {c['predicted_ms']:8.3f} ms  "
+                                  f"measured {t['median_ms']:8.3f} ms  {100 * (t['median_ms'] - c['predicted_ms']) / c['predicted_ms']:+6.1f}%")
+                    if verification.get("verified_plan_id"):
+                        plan = api.get(f"/v1/plans/{verification['verified_plan_id']}").json()
                 tel = api.get("/v1/deployments/loop/telemetry").json()
-                mine = next(q for q in tel["plans"] if q["plan_id"] == plan["id"])
+                mine = next((q for q in tel["plans"] if q["plan_id"] == plan["id"]), None)
+                if mine is None:
+                    raise SystemExit(f"no telemetry on plan {plan['id']} after {step}: {json.dumps(tel)[:1000]}")
                 rounds.append({"step": step, "plan": plan["plan"]["notation"], "predicted_ms": mine["predicted_latency_ms"],
                                "median_ms": mine["median_ms"], "p90_ms": mine["p90_ms"], "samples": mine["samples"],
                                "error_pct": mine["error_pct"], "regime_note": mine.get("regime_note")})
@@ -125,7 +147,8 @@ def main() -> int:
           f"{host['cpus']} CPUs, load average {host['loadavg_at_start'][0]:.1f} -> {host['loadavg_at_end'][0]:.1f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"host": host, "args": vars(args), "devices": devices,
-                                          "profiling_s": profiling_s, "rounds": rounds}, indent=2) + "\n")
+                                          "profiling_s": profiling_s, "verification": verification, "rounds": rounds},
+                                         indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
     return 0
 

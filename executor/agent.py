@@ -11,6 +11,11 @@ Three threads, so that inference never waits on the network:
   board does not declare, layers of another model, a provider that fails) is reported
   (`build_failed`, with the reason) and the board keeps serving the previous plan.
   When the service is away it retries with capped, jittered exponential backoff.
+  A revision activated with `verify` carries candidates: on a first deploy (nothing
+  served yet) the poller measures them end to end in the profile's regime, the
+  inference loop held off the cores meanwhile, and posts the figures; the service
+  activates the measured best as the next revision. Already serving, or run with
+  `verify=False` (--no-verify), it posts why it skipped.
 - the **inference loop** (the caller's thread) runs frames at `rate_hz` on the given
   or random inputs; between two frames it swaps to a newly built plan, so a frame
   runs wholly on one plan. Before the first plan arrives it runs the unsplit model on
@@ -46,7 +51,7 @@ import httpx
 import numpy as np
 
 from executor.runtime import RuntimeDevice
-from executor.sessions import SlicedModel
+from executor.sessions import SlicedModel, measure_candidates
 from executor.slicing import LayeredModel
 from pydantic import ValidationError
 
@@ -54,11 +59,14 @@ from planner.core.telemetry import (
     MAX_ERRORS,
     MAX_SAMPLES,
     AgentPlanAnswer,
+    CandidateTiming,
     ServedRegime,
     TelemetryBatch,
     TelemetryError,
     TelemetrySample,
+    VerificationReport,
 )
+from planner.core.schema import STEADY_SETTLE
 
 MAX_PLAN_BYTES = 4 * 1024 * 1024  # a plan answer (256 slices at most) is a few KiB; more is not a plan
 MAX_PLAN_DEPTH = 32  # JSON nesting of a plan answer (a real one has 4)
@@ -101,12 +109,11 @@ class PlanBuildError(RuntimeError):
     """A deployed plan this board cannot run; the message says why."""
 
 
-def build_runner(lm: LayeredModel, plan: Mapping, devices: Sequence[RuntimeDevice]) -> SlicedModel:
-    """Slice sessions for an executor-view plan (`plan` of GET .../plan): its slices'
-    layer indices and ids must be this model's, its devices declared here."""
+def checked_slices(lm: LayeredModel, slices: Sequence[Mapping], devices: Sequence[RuntimeDevice]) -> list[tuple[int, int, str]]:
+    """(first, last, device) of a plan's slices, or PlanBuildError: their layer indices
+    and ids must be this model's, their devices declared here."""
     ids = [layer.id for layer in lm.layers]
     declared = {d.id for d in devices}
-    slices = plan.get("slices") or []
     if not slices:
         raise PlanBuildError("the plan has no slices")
     problems = []
@@ -119,10 +126,15 @@ def build_runner(lm: LayeredModel, plan: Mapping, devices: Sequence[RuntimeDevic
                             f"(declared: {', '.join(sorted(declared))})")
     if problems:
         raise PlanBuildError("; ".join(problems))
+    return [(s["first_index"], s["last_index"], s["device"]) for s in slices]
+
+
+def build_runner(lm: LayeredModel, plan: Mapping, devices: Sequence[RuntimeDevice]) -> SlicedModel:
+    """Slice sessions for an executor-view plan (`plan` of GET .../plan)."""
+    slices = checked_slices(lm, plan.get("slices") or [], devices)
     pool = ((plan.get("regime") or {}).get("pool")) or "auto"  # as the profile measured it
     try:
-        return SlicedModel(lm, [(s["first_index"], s["last_index"], s["device"]) for s in slices], list(devices),
-                           pool=pool)
+        return SlicedModel(lm, slices, list(devices), pool=pool)
     except Exception as exc:  # noqa: BLE001 - a provider's own failure is the reason to report
         raise PlanBuildError(f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}") from None
 
@@ -145,6 +157,8 @@ class AgentStats:
     batches_dropped: int = 0  # refused by the service, or the oldest past the backlog bound
     samples_dropped: int = 0  # of those batches' samples (each drop is logged with its reason)
     bad_plans: int = 0  # plan answers that were not a plan (reported as invalid_plan)
+    verifications: int = 0  # revisions whose candidates this agent measured
+    verification_s: float = 0.0  # seconds the inference loop was held off the cores for them
     reconnects: int = 0
     plans: list[str] = field(default_factory=list)
 
@@ -157,7 +171,7 @@ class Agent:
                  inputs: Mapping[str, np.ndarray], *, rate_hz: float = 10.0, batch_s: float = 2.0,
                  poll_wait_s: float = 30.0, name: str = "", max_pending: int = 1000,
                  backoff_s: tuple[float, float] = (0.2, 5.0), log: Callable[[str], None] | None = None,
-                 answer_s: float = 10.0, max_batch_bytes: int = 512 * 1024):
+                 answer_s: float = 10.0, max_batch_bytes: int = 512 * 1024, verify: bool = True):
         if rate_hz <= 0:
             raise ValueError("rate_hz must be > 0")
         self.base = server.rstrip("/")
@@ -181,6 +195,8 @@ class Agent:
         self._max_pending = max_pending
         self._seq = 0
         self._etag: str | None = None
+        self.verify = verify  # may this board measure candidates on a first deploy (the operator's --no-verify)
+        self._cores = threading.Lock()  # held by a frame, or by a verification for all its runs
 
     # ------------------------------------------------------------------ errors
     def _error(self, kind: str, message: str, plan_id: str | None = None, revision: int | None = None) -> None:
@@ -262,6 +278,8 @@ class Agent:
         answer = parse_plan_answer(body)
         plan, revision = answer.plan, answer.revision
         self._etag = etag
+        if answer.verify is not None:
+            self._verify(client, answer)
         self.log(f"plan {plan.plan_id} ({plan.notation[:200]}) revision {revision}: building")
         try:
             runner = build_runner(self.lm, plan.model_dump(), self.devices)
@@ -272,6 +290,60 @@ class Agent:
             return
         with self._lock:
             self._pending = Applied(runner, plan.plan_id, revision)
+
+    def _verify(self, client: httpx.Client, answer: AgentPlanAnswer) -> None:
+        """Measure the revision's candidates (first deploy only) and post the figures, or
+        post why not. A failure to post is reported and logged; the plan is served anyway."""
+        order, plan = answer.verify, answer.plan
+        with self._lock:
+            serving = self._current or self._pending
+        skipped, measured = None, None
+        if not self.verify:
+            skipped = "the agent runs with --no-verify"
+        elif serving is not None:
+            skipped = (f"the board is serving plan {serving.plan_id} (revision {serving.revision}): it verifies on a "
+                       "first deploy only, as measuring needs the cores to itself")
+        else:
+            try:
+                slices = {c.name: checked_slices(self.lm, [x.model_dump() for x in c.slices], self.devices)
+                          for c in order.candidates}
+                r = order.regime
+                self.log(f"revision {answer.revision}: measuring {len(slices)} candidates x {order.runs} runs "
+                         f"({'at %g Hz' % r.rate_hz if r.mode == 'rate' else 'back to back'}) before serving")
+                t0 = time.monotonic()
+                with self._cores:  # the inference loop waits: nothing else runs while candidates are timed
+                    figures = measure_candidates(self.lm, self.devices, self.inputs, slices, runs=order.runs,
+                                                 settle=max(r.settle, STEADY_SETTLE), pool=r.pool, clock=r.clock,
+                                                 rate_hz=r.rate_hz if r.mode == "rate" else None)
+                self.stats.verifications += 1
+                self.stats.verification_s += time.monotonic() - t0
+                measured = {name: CandidateTiming(median_ms=max(f["median_ms"], 1e-6), p10_ms=max(f["p10_ms"], 1e-6),
+                                                  p90_ms=max(f["p90_ms"], 1e-6),
+                                                  samples_ms=[max(x, 1e-6) for x in f["samples_ms"]])
+                            for name, f in figures.items()}
+            except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is the reason to report
+                skipped = f"measuring failed: {type(exc).__name__}: {str(exc)[:300]}"
+        report = VerificationReport(revision=answer.revision, plan_id=plan.plan_id, agent=self.name,
+                                    measured=measured, skipped=skipped)
+        why = ""
+        for attempt in range(5):
+            try:
+                r = client.post(f"{self.base}/v1/deployments/{self.deployment}/verification",
+                                content=report.model_dump_json(), timeout=30.0,
+                                headers={**self.headers, "Content-Type": "application/json"})
+            except httpx.HTTPError as exc:
+                r, why = None, f"{type(exc).__name__}: {exc}"
+            if r is not None and r.status_code < 500 and r.status_code not in (408, 429):
+                break
+            why = why if r is None else f"{r.status_code}"
+            self._sleep_backoff(attempt)
+        if r is not None and r.status_code == 200:
+            self.log(f"revision {answer.revision} verification: {r.json().get('note', '')[:300]}")
+        else:
+            text = why if r is None else f"{r.status_code} {r.text[:300]}"
+            self._error("other", f"verification of revision {answer.revision} not accepted: {text}", plan.plan_id,
+                        answer.revision)
+            self.log(f"the service did not take revision {answer.revision}'s verification: {text}")
 
     def _poller(self) -> None:
         """Never dies: a failure of any kind is logged, reported and retried with backoff."""
@@ -443,6 +515,7 @@ class Agent:
                 self._take_pending()
                 cur = self._current
                 runner = cur.runner if cur is not None else fallback
+                self._cores.acquire()
                 t0 = time.perf_counter_ns()
                 try:
                     _, slice_ms = runner.run_timed(self.inputs)
@@ -456,6 +529,8 @@ class Agent:
                     self.stats.failed_frames += 1
                     self._error("inference_failed", f"{type(exc).__name__}: {exc}"[:1000],
                                 cur.plan_id if cur else None, cur.revision if cur else None)
+                finally:
+                    self._cores.release()
                 self.stats.frames += 1
                 next_at += period
                 delay = next_at - time.monotonic()

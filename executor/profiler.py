@@ -22,6 +22,7 @@ profile documents is the caller's job (planner profile).
 from __future__ import annotations
 
 import gc
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
@@ -33,6 +34,7 @@ from onnx import helper
 from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned, quantize
 from executor.sessions import Pacer, capture, run_slices, slice_policy, summarise_ms
 from executor.slicing import LayeredModel, boundary, random_inputs, slice_model
+from planner.core.schema import STEADY_SETTLE
 
 Progress = Callable[[int, int, str], None]
 TRANSFER_SIZES_BYTES = tuple(int(4096 * 2 ** (1.5 * k)) for k in range(9))  # 4 KB .. ~16 MB
@@ -64,6 +66,7 @@ class ProfileRun:
     settle: int = 1
     rate_hz: float | None = None  # None: back to back
     pool: str = "auto"  # thread-pool mode (executor.sessions.slice_policy)
+    load_avg: tuple[float, float] | None = None  # the host's 1-minute load average before and after (Linux)
 
     def layer_summary(self, device_id: str, layer: int) -> dict:
         return summarise_ms(self.times[device_id].layer_ms[layer])
@@ -144,7 +147,7 @@ def profile_model(
     seed: int = 0,
     power=None,
     clock: str = "wall",
-    settle: int = 1,
+    settle: int = STEADY_SETTLE,
     rate_hz: float | None = None,
     pool: str = "auto",
 ) -> ProfileRun:
@@ -167,6 +170,7 @@ def profile_model(
     pace = Pacer(rate_hz)
     now = clock_ns(clock, devices)
     t_start = time.perf_counter()
+    load_start = _load_avg()
     L = len(lm.layers)
     feed = dict(inputs) if inputs is not None else random_inputs(lm, seed)
     need = list(dict.fromkeys([x for layer in lm.layers for x in layer.inputs] + list(lm.graph_inputs)))
@@ -293,5 +297,16 @@ def profile_model(
         for d, smp in zip(devices, _round_robin(tjobs, runs, warmup, now)):
             times[d.id].transfer_points.extend((size, t / 2.0) for t in smp)  # in + out: half each
         tick(f"transfer {size} bytes")
+    load_end = _load_avg()
     return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, clock=clock, switch_ms=switches,
-                      settle=settle, rate_hz=rate_hz, pool=pool)
+                      settle=settle, rate_hz=rate_hz, pool=pool,
+                      load_avg=(load_start, load_end) if load_start is not None and load_end is not None else None)
+
+
+def _load_avg() -> float | None:
+    """The host's 1-minute load average: the concurrent load the profile was measured
+    under, as far as the profiler can know it (None where the OS does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None

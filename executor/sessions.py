@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from executor.runtime import POOL_POLICIES, RuntimeDevice, build_session, clock_ns, pinned, quantize
+from executor.runtime import POOL_POLICIES, RuntimeDevice, build_session, clock_ns, pinned, quantize, unpin
 from executor.slicing import LayeredModel, SlicingError, boundary, random_inputs, split_model
 
 
@@ -283,3 +283,23 @@ def measure_interleaved(
                "total_samples_ms": totals[name]}  # in round order: paired across runners
         for name in runners
     }
+
+
+def measure_candidates(
+    lm: LayeredModel, devices: Sequence[RuntimeDevice], inputs: Mapping[str, np.ndarray],
+    slices_by_name: Mapping[str, Sequence[tuple[int, int, str]]], *, runs: int, settle: int,
+    rate_hz: float | None = None, pool: str = "auto", clock: str = "wall", seed: int = 0,
+) -> dict[str, dict]:
+    """Candidate slicings of one model timed end to end as planner execute and the agent
+    run them (SlicedModel, its pool policy), in turns shuffled every round: back to back
+    after `settle` untimed runs of each, or at `rate_hz`. name -> the total's summary plus
+    `samples_ms` in round order (paired across candidates). What a verified plan
+    (planner solve --verify, the agent on a first deploy) is chosen from."""
+    runners = {name: SlicedModel(lm, list(sl), list(devices), clock=clock, pool=pool)
+               for name, sl in slices_by_name.items()}
+    try:
+        timing = measure_interleaved(runners, inputs, runs=runs, warmup=2, settle=settle, shuffle_seed=seed,
+                                     rate_hz=rate_hz)
+    finally:
+        unpin()
+    return {name: {**t["total"], "samples_ms": t["total_samples_ms"]} for name, t in timing.items()}

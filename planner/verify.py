@@ -24,6 +24,7 @@ from planner.core.problem import Assignment, Problem
 from planner.core.schema import (
     MAX_CANDIDATES,
     MAX_VERIFY_RUNS,
+    STEADY_SETTLE,
     MeasurementRegime,
     ModelProfile,
     Plan,
@@ -35,11 +36,6 @@ from planner.plan import assemble, make_plan, notation, problem_for, select_view
 from planner.registry import get_solver
 from solvers.dp import solve_fast
 
-# Back to back, each timed run of a candidate follows this many untimed runs of itself:
-# its steady state, as when one plan is served continuously. Measured on the 2-core VM:
-# after another model's runs a two-thread int8 session took about ten runs to return
-# to its steady time (7.4 ms after one settling run, 3.2 ms after ten, 3.4 ms in a block).
-STEADY_SETTLE = 10
 
 
 def _restricted(view: Problem, allowed: np.ndarray) -> Problem:
@@ -140,37 +136,46 @@ Measure = Callable[[Mapping[str, list[tuple[int, int, str]]], MeasurementRegime,
 
 
 def measure_on_device(lm, devices, inputs, seed: int = 0) -> Measure:
-    """A Measure that runs each candidate's slices as planner execute and the agent do
-    (executor.sessions.SlicedModel, its pool policy), in turns, shuffled every round,
-    back to back (with the regime's settle runs) or at the regime's rate."""
-    from executor.runtime import unpin
-    from executor.sessions import SlicedModel, measure_interleaved
+    """A Measure that runs the candidates here (executor.sessions.measure_candidates) in
+    the regime, each timed run back to back after at least STEADY_SETTLE runs of itself."""
+    from executor.sessions import measure_candidates
 
     def run(slices_by_name, regime: MeasurementRegime, runs: int, statistic: str) -> dict[str, dict]:
-        runners = {name: SlicedModel(lm, sl, devices, clock=regime.clock, pool=regime.pool)
-                   for name, sl in slices_by_name.items()}
-        try:
-            timing = measure_interleaved(runners, inputs, runs=runs, warmup=2, settle=max(regime.settle, STEADY_SETTLE),
-                                         shuffle_seed=seed, rate_hz=regime.rate_hz if regime.mode == "rate" else None)
-        finally:
-            unpin()
-        return {name: {**t["total"], "samples_ms": t["total_samples_ms"]} for name, t in timing.items()}
+        return measure_candidates(lm, devices, inputs, slices_by_name, runs=runs,
+                                  settle=max(regime.settle, STEADY_SETTLE), seed=seed, clock=regime.clock,
+                                  pool=regime.pool, rate_hz=regime.rate_hz if regime.mode == "rate" else None)
 
     return run
 
 
-def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest, k: int, measure: Measure,
-                runs: int = 20, statistic: str = "median", plan: Plan | None = None) -> Plan:
+@dataclass
+class Prepared:
+    """What a verification runs: the candidates of a plan in the view they index."""
+
+    plan: Plan
+    view: Problem
+    candidates: list[Candidate]
+    regime: MeasurementRegime
+
+    def slices(self) -> dict[str, list[tuple[int, int, str]]]:
+        return {c.name: _slices(self.view, c.assignment) for c in self.candidates}
+
+
+def check_verify_bounds(k: int, runs: int) -> None:
+    if not 0 <= k <= MAX_CANDIDATES:
+        raise InputError("verify", f"K must be in 0..{MAX_CANDIDATES}, got {k}")
+    if not 3 <= runs <= MAX_VERIFY_RUNS:
+        raise InputError("verify_runs", f"must be in 3..{MAX_VERIFY_RUNS}, got {runs}")
+
+
+def prepare(platform: Platform, profile: ModelProfile, request: PlanRequest, k: int, plan: Plan | None = None) -> Prepared:
     """The plan (made here unless given), its k next-best candidates and the single
-    devices measured by `measure`; the measured best returned, with every candidate's
-    predicted and measured latency in `verification`."""
+    devices, ready to be measured here or on a board (the agent)."""
     if request.objective != "latency":
         raise InputError("objective", "verification measures latency: plan for latency (there is no power sensor "
                                       "to verify energy with)")
     if not 0 <= k <= MAX_CANDIDATES:
         raise InputError("verify", f"K must be in 0..{MAX_CANDIDATES}, got {k}")
-    if not 3 <= runs <= MAX_VERIFY_RUNS:
-        raise InputError("verify_runs", f"must be in 3..{MAX_VERIFY_RUNS}, got {runs}")
     solver = get_solver(request.solver)
     if solver.problem_kind != "chain":
         raise InputError("solver", f"'{request.solver}' plans a problem the executor cannot run slice by slice; "
@@ -185,9 +190,18 @@ def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest,
             raise InputError("plan", f"slice {s.index} runs on target '{s.target}', which this profile's targets lack")
         plan_targets += [j] * (s.last_index - s.first_index + 1)
     plan_a = Assignment.from_targets(plan_targets, [s.first_index for s in plan.slices])
-    cands = candidates(view, request, plan_a, k)
-    regime = profile.regime or MeasurementRegime()
-    measured = measure({c.name: _slices(view, c.assignment) for c in cands}, regime, runs, statistic)
+    return Prepared(plan, view, candidates(view, request, plan_a, k), profile.regime or MeasurementRegime())
+
+
+def conclude(platform: Platform, profile: ModelProfile, request: PlanRequest, prep: Prepared,
+             measured: Mapping[str, Mapping], runs: int, statistic: str = "median", where: str = "") -> Plan:
+    """The measured best of the prepared candidates as a Plan document, every candidate's
+    predicted and measured latency in its `verification`. `measured`: name -> summary
+    (`{statistic}_ms`, `p10_ms`, `p90_ms`, optional paired `samples_ms`) for every candidate."""
+    missing = [c.name for c in prep.candidates if c.name not in measured]
+    if missing:
+        raise InputError("measured", f"no figures for candidate(s) {', '.join(missing)}")
+    plan, view, cands, regime = prep.plan, prep.view, prep.candidates, prep.regime
     key = f"{statistic}_ms"
     rows = []
     for c in cands:
@@ -213,7 +227,7 @@ def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest,
     chosen = next(c for c in cands if c.name == best["name"])
     note = (f"the plan measured fastest of {len(rows)} candidates" if chosen.name == "plan" else
             f"'{chosen.name}' ({best['notation']}) measured {best['measured_ms']:.3f} ms against the plan's "
-            f"{rows[0]['measured_ms']:.3f} ms: returned instead") + guard
+            f"{rows[0]['measured_ms']:.3f} ms: returned instead") + guard + where
     if chosen.name != "plan":
         sol = Solution(chosen.assignment, "feasible", objective=chosen.predicted_ms,
                        notes=[*plan.report.notes, f"verified: {note}"],
@@ -224,6 +238,17 @@ def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest,
     verification = {"regime": regime.model_dump(), "statistic": statistic, "runs": runs, "chosen": chosen.name,
                     "candidates": rows, "note": note}
     return Plan.model_validate({**out.model_dump(), "verification": verification})
+
+
+def verify_plan(platform: Platform, profile: ModelProfile, request: PlanRequest, k: int, measure: Measure,
+                runs: int = 20, statistic: str = "median", plan: Plan | None = None) -> Plan:
+    """The plan (made here unless given), its k next-best candidates and the single
+    devices measured by `measure`; the measured best returned, with every candidate's
+    predicted and measured latency in `verification`."""
+    check_verify_bounds(k, runs)
+    prep = prepare(platform, profile, request, k, plan)
+    measured = measure(prep.slices(), prep.regime, runs, statistic)
+    return conclude(platform, profile, request, prep, measured, runs, statistic)
 
 
 def sign_test_p(a_ms, b_ms) -> float:

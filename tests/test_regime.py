@@ -5,6 +5,8 @@ at the profile's rate, and a run in another regime flagged."""
 from __future__ import annotations
 
 import json
+import os
+import re
 
 import pytest
 
@@ -91,6 +93,8 @@ def test_profile_records_its_regime_and_plans_and_execute_use_it(tmp_path, capsy
     assert regime["mode"] == "rate" and regime["rate_hz"] == 200 and regime["settle"] == 0
     assert regime["pool"] == "auto" and regime["devices"] == ["a=CPUExecutionProvider:threads=1"]
     assert regime["model_file"].endswith("t.onnx") and regime["runtime"].startswith("onnxruntime")
+    if hasattr(os, "getloadavg"):  # the load it was measured under, as far as the host says
+        assert re.search(r"host load average [0-9.]+ -> [0-9.]+ on \d+ CPUs", regime["concurrent"])
     capsys.readouterr()
     assert main(["solve", "--platform", str(p), "--profile", str(m), "--json", "--no-compare"]) == 0
     plan = json.loads(capsys.readouterr().out)

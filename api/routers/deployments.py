@@ -14,7 +14,10 @@ from api.bodies import JsonRoute
 from api.auth import Principal, require
 from api.problems import ApiError, responses
 from api.routers.deps import Paging, paging, service
-from api.schemas import ActivatePlan, DeployedPlan, Deployment, DeploymentCreate, DeploymentHistory, DeploymentList, Rollback
+from api import verification
+from api.schemas import (ActivatePlan, DeployedPlan, Deployment, DeploymentCreate, DeploymentHistory, DeploymentList,
+                         Rollback, VerificationView)
+from planner.core.telemetry import VerificationReport
 from api.service import Service
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"], route_class=JsonRoute)
@@ -48,7 +51,30 @@ def get_deployment(deployment_id: DepId, svc: Service = Depends(service), who: P
             description="Idempotent: setting the plan that is already active changes nothing.",
             responses=responses(401, 403, 404, 409, 413, 422))
 def activate(deployment_id: DepId, body: ActivatePlan, svc: Service = Depends(service), who: Principal = PIPELINE):
-    return views.deployment(svc.activate(deployment_id, body.plan_id, who.name))
+    return views.deployment(svc.activate(deployment_id, body.plan_id, who.name, body.verify))
+
+
+@router.post("/{deployment_id}/verification", response_model=VerificationView,
+             summary="The board's figures for a revision's verification",
+             description="The agent posts, for the revision it was asked to verify, each candidate's measured "
+                         "end-to-end latency (or why it did not measure: `skipped`). The service returns the measured "
+                         "best (a split only when measurably faster than the fastest single device) and activates it, "
+                         "with its verification, as the next revision (action 'verify'), unless the deployment has "
+                         "moved on. 409 when the revision has no pending verification.",
+             responses=responses(401, 403, 404, 409, 413, 422))
+def post_verification(deployment_id: DepId, body: VerificationReport, svc: Service = Depends(service),
+                      who: Principal = READER):
+    dep = svc.deployment(deployment_id, who)
+    return verification.row_view(verification.report(svc, dep, body, who))
+
+
+@router.get("/{deployment_id}/verification", response_model=VerificationView,
+            summary="A revision's verification on the board (default: the latest)",
+            responses=responses(401, 403, 404, 422))
+def get_verification(deployment_id: DepId, revision: int | None = Query(None, ge=1, le=2**31 - 1),
+                     svc: Service = Depends(service), who: Principal = READER):
+    dep = svc.deployment(deployment_id, who)
+    return verification.row_view(verification.latest(svc, dep.id, revision))
 
 
 @router.post("/{deployment_id}/rollback", response_model=Deployment, summary="Roll back to an earlier plan",

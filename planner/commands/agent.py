@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-s", type=float, default=2.0, help="seconds between telemetry batches")
     p.add_argument("--poll-wait", type=float, default=30.0, help="long-poll wait for a plan change, seconds")
     p.add_argument("--name", default=None, help="agent name in telemetry (default: agent-<random>)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="never measure a revision's candidates (asked for by PUT .../active with `verify`); by default "
+                        "the agent measures them on a first deploy, before serving, and posts the figures")
     p.add_argument("--json", action="store_true", help="print the final counters as JSON")
     p.add_argument("--log-format", choices=("text", "json"), default=os.environ.get("PLANNER_LOG_FORMAT") or "text",
                    help="text, or json: one JSON object per log line with the agent and deployment "
@@ -77,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
 
     agent = Agent(args.server, args.deployment, args.token or "", lm, devices, inputs, rate_hz=args.rate,
-                  batch_s=args.batch_s, poll_wait_s=args.poll_wait, name=args.name or "", log=log)
+                  batch_s=args.batch_s, poll_wait_s=args.poll_wait, name=args.name or "", log=log,
+                  verify=args.verify)
     previous = signal.signal(signal.SIGTERM, lambda *_: agent.stop())
     try:
         stats = agent.run(frames=args.frames, duration_s=args.duration)
@@ -91,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"agent {agent.name}: {stats.frames} frames ({stats.unplanned_frames} before the first plan, "
               f"{stats.failed_frames} failed), {stats.swaps} plan swap(s), {stats.build_failures} plan(s) not buildable, "
-              f"{stats.bad_plans} unusable plan answer(s), {stats.batches_sent} telemetry batches sent, "
+              f"{stats.bad_plans} unusable plan answer(s), {stats.verifications} verification(s) "
+              f"({stats.verification_s:.1f} s), {stats.batches_sent} telemetry batches sent, "
               f"{stats.batches_dropped} dropped ({stats.samples_dropped} samples)")
     return 0

@@ -57,6 +57,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--rollback", action="store_true", help="re-activate the previous revision's plan")
     g.add_argument("--history", action="store_true", help="show the revisions")
     d.add_argument("--revision", type=int, help="with --rollback: the revision to return to")
+    d.add_argument("--verify", type=int, default=None, metavar="K",
+                   help="with --plan: the board (planner agent, on a first deploy) measures the plan, its K next-best "
+                        "candidates and each device alone before serving, and the measured best becomes the next "
+                        "revision (default: no verification)")
+    d.add_argument("--verify-runs", type=int, default=20, help="with --verify: timed runs per candidate")
     d.set_defaults(func=run_deploy)
 
 
@@ -236,7 +241,10 @@ def run_deploy(args: argparse.Namespace) -> int:
             plan = client.call("GET", f"/v1/plans/{args.plan}").json()
             client.call("POST", "/v1/deployments", json={"name": args.deployment, "platform_id": plan["platform_id"],
                                                          "profile_id": plan["profile_id"]})
-        dep = client.call("PUT", f"{dep_path}/active", json={"plan_id": args.plan}).json()
+        body = {"plan_id": args.plan}
+        if args.verify is not None:
+            body["verify"] = {"candidates": args.verify, "runs": args.verify_runs}
+        dep = client.call("PUT", f"{dep_path}/active", json=body).json()
     if args.json:
         print(json.dumps(dep))
     else:

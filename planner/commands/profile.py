@@ -29,7 +29,7 @@ import numpy as np
 
 from models.calibration import calibrate, fit_switch, fit_transfer, slice_uncertainty, switch_extras
 from planner.core.errors import InputError
-from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS
+from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, STEADY_SETTLE
 
 RUNS = 10
 WARMUP = 2
@@ -49,10 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out-profile", required=True, metavar="M.json", help="model profile document to write")
     p.add_argument("--runs", type=int, default=RUNS, help="timed runs per layer and device (median and spread stored)")
     p.add_argument("--warmup", type=int, default=WARMUP, help="untimed runs before them")
-    p.add_argument("--settle", type=int, default=1,
-                   help="untimed runs of a slice sequence right before each timed one, so it is timed as a plan is "
-                        "served back to back (after its own last run, caches holding its weights), not after the "
-                        "other devices' turns; 0: time it right after them")
+    p.add_argument("--settle", type=int, default=STEADY_SETTLE,
+                   help="untimed runs of a slice sequence right before each timed one, so it is timed in the steady "
+                        "state of a plan served back to back (after its own last runs: pools, caches and clocks as "
+                        "serving leaves them), not after the other devices' turns; a multi-thread session took about "
+                        "10 runs to reach it after another model's; 0: time it right after them")
     p.add_argument("--rate", type=float, default=None, metavar="HZ",
                    help="measure as the model will be served at HZ inferences per second: each timed run after an "
                         "idle gap of one period, no settle run (default: back to back); recorded in the profile, "
@@ -301,7 +302,9 @@ def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -
         "rate_hz": run.rate_hz,
         "settle": run.settle,
         "pool": run.pool,
-        "concurrent": "none: the profiled devices take turns, never run at once",
+        "concurrent": "none of the profiler's own (its devices take turns, never run at once)" + (
+            f"; host load average {run.load_avg[0]:.2f} -> {run.load_avg[1]:.2f} on {os.cpu_count()} CPUs"
+            if getattr(run, "load_avg", None) else ""),
         "clock": run.clock,
         "runtime": runtime_versions(run.devices),
         "model_file": str(Path(model_path).resolve()),

@@ -857,6 +857,12 @@ class Provenance(BaseModel):
     planner_version: str
 
 
+# Back to back, each timed run (of a profile's slices, of a verified candidate, of the
+# fidelity bench's references) follows this many untimed runs of itself: its steady
+# state, as when one plan is served continuously. Measured on the 2-core VM: after
+# another model's runs a two-thread int8 session took about ten runs to return to its
+# steady time (7.4 ms after one settling run, 3.2 ms after ten, 3.4 ms in a block).
+STEADY_SETTLE = 10
 MAX_CANDIDATES = 16  # next-best plans a verification may run (planner solve --verify K)
 MAX_VERIFY_RUNS = 1000  # timed runs per candidate: verification is bounded before it starts
 

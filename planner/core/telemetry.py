@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.core.schema import Strict, _fail
+from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, Strict, _fail
 
 MAX_SAMPLES = 10_000
 MAX_SLICES = 256
@@ -202,6 +202,73 @@ class AgentPlan(_View):
     regime: AgentRegime | None = None
 
 
+# ---------------------------------------------------------------- verification on a board
+# A deployment activated with `verify` has the board measure the plan, its next-best
+# candidates and each device alone before serving it (a first deploy only: measuring
+# needs the cores to itself); the measured best becomes the deployment's next revision.
+MAX_VERIFY_CANDIDATES = 1 + MAX_CANDIDATES + 64  # the plan, its K next-best, each device alone
+CandidateName = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.:-]+$")]
+TimingMs = Annotated[float, Field(gt=0, le=MAX_SAMPLE_MS)]
+
+
+class VerifyOnDevice(Strict):
+    """PUT /v1/deployments/{name}/active `verify`: what the operator allows the board to run."""
+
+    candidates: int = Field(3, ge=0, le=MAX_CANDIDATES, description="Next-best plans measured beside the plan "
+                            "and each device alone")
+    runs: int = Field(20, ge=3, le=MAX_VERIFY_RUNS, description="Timed end-to-end runs per candidate")
+
+
+class AgentCandidate(_View):
+    name: CandidateName
+    notation: str = Field("", max_length=10_000)
+    predicted_ms: Annotated[float, Field(ge=0, le=MAX_SAMPLE_MS)]
+    slices: list[AgentSlice] = Field(min_length=1, max_length=MAX_SLICES)
+
+
+class AgentVerifyRegime(_View):
+    """The profile's regime, as the board measures the candidates in it."""
+
+    mode: Literal["back_to_back", "rate"] = "back_to_back"
+    rate_hz: Annotated[float, Field(gt=0, le=10_000)] | None = None
+    settle: Annotated[int, Field(strict=True, ge=0, le=100)] = 1
+    pool: Literal["auto", "plain", "stop", "off"] = "auto"
+    clock: Literal["wall", "thread"] = "wall"
+
+
+class AgentVerifyOrder(_View):
+    runs: Annotated[int, Field(strict=True, ge=3, le=MAX_VERIFY_RUNS)]
+    statistic: Literal["median"] = "median"
+    regime: AgentVerifyRegime = AgentVerifyRegime()
+    candidates: list[AgentCandidate] = Field(min_length=1, max_length=MAX_VERIFY_CANDIDATES)
+
+
 class AgentPlanAnswer(_View):
     revision: StrictIndex
     plan: AgentPlan
+    verify: AgentVerifyOrder | None = None
+
+
+class CandidateTiming(Strict):
+    median_ms: TimingMs
+    p10_ms: TimingMs
+    p90_ms: TimingMs
+    samples_ms: list[TimingMs] = Field(default_factory=list, max_length=MAX_VERIFY_RUNS,
+                                       description="Timed runs in round order (paired across candidates)")
+
+
+class VerificationReport(Strict):
+    """POST /v1/deployments/{name}/verification: the board's figures for every candidate
+    of the revision's verification, or why it did not measure (`skipped`)."""
+
+    revision: Annotated[int, Field(ge=1, le=MAX_DB_INT)]
+    plan_id: PlanId
+    agent: str = Field("", max_length=200)
+    measured: dict[CandidateName, CandidateTiming] | None = Field(None, max_length=MAX_VERIFY_CANDIDATES)
+    skipped: str | None = Field(None, min_length=1, max_length=1000)
+
+    @model_validator(mode="after")
+    def _one(self) -> "VerificationReport":
+        if (self.measured is None) == (self.skipped is None):
+            raise ValueError("give exactly one of measured (figures for every candidate) and skipped (why not)")
+        return self

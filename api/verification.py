@@ -1,0 +1,183 @@
+"""Verification on the board (issue 20): a plan activated with `verify` is measured where
+it runs before it is served. The service prepares the candidates (the plan, its K
+next-best, each device alone: planner.verify.prepare) with the revision that activates
+the plan; the board's answer to GET .../plan carries them; the agent measures them end to
+end in the profile's regime and posts its figures; the service concludes as `planner
+solve --verify` does (planner.verify.conclude) and activates the verified plan, with its
+`verification`, as the next revision. The measured plan is what the board then serves.
+
+Kept apart from api/service.py: this is the only place that reads or writes the
+verifications table.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from sqlalchemy import select
+
+from api.auth import Principal
+from api.problems import ApiError, Issue, from_planner_error, invalid
+from api.rows import DeploymentRow, PlanRow, VerificationRow, utcnow
+from planner.core.errors import PlannerError
+from planner.core.problem import Assignment
+from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform
+from planner.core.telemetry import VerificationReport, VerifyOnDevice
+
+if TYPE_CHECKING:
+    from api.service import Service
+
+PENDING, VERIFIED, SKIPPED = "pending", "verified", "skipped"
+
+
+def _inputs(svc: "Service", plan_id: str) -> tuple[PlanRow, Platform, ModelProfile, PlanRequest, Plan]:
+    with svc.db.session() as s:
+        row = s.get(PlanRow, plan_id)
+        if row is None:
+            raise invalid("plan_id", f"no plan with id {plan_id}")
+        body = row.body
+    platform = svc.planner.parsed("platform", row.platform_id, "plan_id")
+    profile = svc.planner.parsed("profile", row.profile_id, "plan_id")
+    return row, platform, profile, PlanRequest.model_validate_json(row.request), Plan.model_validate_json(body)
+
+
+def order(svc: "Service", plan_id: str, verify: VerifyOnDevice) -> str:
+    """The order a board measures (AgentVerifyOrder) with each candidate's targets, as
+    JSON; 422 (field `verify` or the reason's own) when the plan cannot be verified."""
+    from planner.verify import prepare
+
+    _, platform, profile, request, plan = _inputs(svc, plan_id)
+    try:
+        prep = prepare(platform, profile, request, verify.candidates, plan)
+    except PlannerError as exc:  # the plan's own request is why: named under `verify`, the field asked
+        raise invalid("verify", f"this plan cannot be verified: {exc.one_line()}") from None
+    slices = prep.slices()
+    ids = [layer.id for layer in profile.layers]
+    regime = prep.regime
+    return json.dumps({
+        "runs": verify.runs, "statistic": "median",
+        "regime": {"mode": regime.mode, "rate_hz": regime.rate_hz, "settle": regime.settle, "pool": regime.pool,
+                   "clock": regime.clock},
+        "candidates": [{"name": c.name, "notation": _notation(prep, c), "predicted_ms": c.predicted_ms,
+                        "slices": [{"index": i, "first_index": a, "last_index": b, "device": dev,
+                                    "first_layer": ids[a], "last_layer": ids[b]}
+                                   for i, (a, b, dev) in enumerate(slices[c.name])],
+                        "targets": list(c.assignment.targets), "starts": list(c.assignment.starts)}
+                       for c in prep.candidates],
+    })
+
+
+def _notation(prep, c) -> str:  # noqa: ANN001
+    from planner.plan import notation
+
+    return notation(prep.view, c.assignment, with_freq=False)
+
+
+def pending_order(svc: "Service", dep_id: str, revision: int) -> dict | None:
+    """The order of the revision's pending verification, as the board reads it (no
+    targets), or None."""
+    with svc.db.session() as s:
+        row = s.scalars(select(VerificationRow).where(VerificationRow.deployment_id == dep_id,
+                                                      VerificationRow.revision == revision,
+                                                      VerificationRow.state == PENDING)).first()
+    if row is None:
+        return None
+    doc = json.loads(row.order_json)
+    for c in doc["candidates"]:
+        c.pop("targets", None)
+        c.pop("starts", None)
+    return doc
+
+
+def row_view(row: VerificationRow) -> dict:
+    order_doc = json.loads(row.order_json)
+    return {"deployment_id": row.deployment_id, "revision": row.revision, "plan_id": row.plan_id, "state": row.state,
+            "runs": order_doc["runs"], "candidates": [{k: c[k] for k in ("name", "notation", "predicted_ms")}
+                                                      for c in order_doc["candidates"]],
+            "report": json.loads(row.result_json) if row.result_json else None,
+            "verified_plan_id": row.verified_plan_id, "note": row.note,
+            "created_at": row.created_at, "updated_at": row.updated_at}
+
+
+def latest(svc: "Service", dep_id: str, revision: int | None) -> VerificationRow:
+    with svc.db.session() as s:
+        q = select(VerificationRow).where(VerificationRow.deployment_id == dep_id)
+        if revision is not None:
+            q = q.where(VerificationRow.revision == revision)
+        row = s.scalars(q.order_by(VerificationRow.revision.desc())).first()
+    if row is None:
+        raise ApiError(404, "no verification for this deployment" + (f" at revision {revision}" if revision else ""))
+    return row
+
+
+def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, who: Principal) -> VerificationRow:
+    """Store the board's answer. With figures: conclude (the measured best, guarded by
+    the sign test as planner solve --verify is), store the verified plan and activate it
+    as the next revision, unless the deployment has moved on meanwhile (then the figures
+    are kept and nothing is activated). 409 when the revision has no pending
+    verification; 422 naming the candidate when the figures do not match the order."""
+    from planner.verify import Candidate, Prepared, conclude
+
+    row = latest(svc, dep.id, rep.revision)
+    if row.state != PENDING:
+        raise ApiError(409, f"revision {rep.revision}'s verification is already {row.state}",
+                       errors=[Issue("revision", f"already {row.state}")])
+    if rep.plan_id != row.plan_id:
+        raise invalid("plan_id", f"revision {rep.revision} is plan {row.plan_id}, not {rep.plan_id}")
+    order_doc = json.loads(row.order_json)
+    note, verified_plan_id, state = "", None, SKIPPED
+    if rep.skipped is not None:
+        note = f"the board did not measure: {rep.skipped}"
+    else:
+        names = [c["name"] for c in order_doc["candidates"]]
+        problems = [Issue(f"measured.{n}", "no figures for this candidate") for n in names if n not in rep.measured]
+        problems += [Issue(f"measured.{n}", "not a candidate of this verification") for n in rep.measured if n not in names]
+        problems += [Issue(f"measured.{n}.samples_ms", f"{len(t.samples_ms)} samples; the order asked for "
+                           f"{order_doc['runs']} (or none)")
+                     for n, t in rep.measured.items() if t.samples_ms and len(t.samples_ms) != order_doc["runs"]]
+        if problems:
+            raise ApiError(422, f"{problems[0].path}: {problems[0].reason}", errors=problems[:20])
+        _, platform, profile, request, plan = _inputs(svc, row.plan_id)
+        from planner.plan import problem_for, select_view
+        from planner.registry import get_solver
+
+        try:
+            view = select_view(problem_for(get_solver(request.solver), platform, profile, request), request)
+            cands = [Candidate(c["name"], Assignment(tuple(c["targets"]), tuple(c["starts"])), c["predicted_ms"])
+                     for c in order_doc["candidates"]]
+            prep = Prepared(plan, view, cands, profile.regime or _regime(order_doc))
+            verified = conclude(platform, profile, request, prep, {n: t.model_dump() for n, t in rep.measured.items()},
+                                order_doc["runs"], where=f" (measured on the board by '{rep.agent or who.name}')")
+        except PlannerError as exc:
+            raise from_planner_error(exc) from None
+        verified_plan_id = _store_plan(svc, row, verified)
+        state, note = VERIFIED, verified.verification.note
+    with svc.db.session() as s:
+        current = s.get(VerificationRow, row.id)
+        if current.state != PENDING:  # another answer won the race
+            raise ApiError(409, f"revision {rep.revision}'s verification is already {current.state}",
+                           errors=[Issue("revision", f"already {current.state}")])
+        current.state, current.note, current.updated_at = state, note, utcnow()
+        current.result_json, current.verified_plan_id = rep.model_dump_json(), verified_plan_id
+    if verified_plan_id is not None:
+        svc._set_active(dep, verified_plan_id, "verify", f"verification of revision {rep.revision}",
+                        expect_revision=rep.revision)
+    return latest(svc, dep.id, rep.revision)
+
+
+def _regime(order_doc: dict):  # noqa: ANN202
+    from planner.core.schema import MeasurementRegime
+
+    r = order_doc["regime"]
+    return MeasurementRegime(mode=r["mode"], rate_hz=r["rate_hz"], settle=r["settle"], pool=r["pool"], clock=r["clock"])
+
+
+def _store_plan(svc: "Service", row: VerificationRow, plan: Plan) -> str:
+    from api.jobs import new_id, plan_row
+
+    with svc.db.session() as s:
+        src = s.get(PlanRow, row.plan_id)
+        plan_id = new_id("pln")
+        s.add(plan_row(plan_id, plan.model_dump_json(), src.request, src.platform_id, src.profile_id, None))
+    return plan_id
