@@ -3,38 +3,26 @@ anything runs (issue 12, finding 1). Over `max_work` it is refused with a 422 na
 the limit; over `max_fast_work` it is not planned at once (201) but as a job (202),
 where it has a worker process, a time limit and a memory cap of its own.
 
-The unit is one (layer, target) evaluation, what the solvers' inner loops do:
-DP-like solvers (dp, hcca, pareto, mulayer, asymo) relax every target pair per
-layer (L x T^2); the random search evaluates L per sample; compared baselines add a
-1000-sample random search and a DP. Exhaustive solvers are jobs whatever the size."""
+The unit is one (layer, target) evaluation, what the solvers' inner loops do; each
+solver declares its own (`Solver.work`: a DP relaxes every target pair per layer,
+L x T^2, the default); compared baselines add a 1000-sample random search and a DP.
+Solvers that are not `fast` are jobs whatever the size."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from api.problems import invalid
 from api.settings import Limits
 from planner.core.schema import PlanRequest
+from planner.core.solver import Solver, Work
 
 COMPARISON_SAMPLES = 1000  # planner.plan.comparisons: the random-1000 baseline
 
-
-@dataclass(frozen=True)
-class Estimate:
-    work: float  # (layer, target) evaluations
-    path: str  # the request field that drives it (named in a refusal)
-    how: str  # the arithmetic, for people
+Estimate = Work  # the name the service and its tests use
 
 
-def estimate(solver_name: str, request: PlanRequest, layers: int, targets: int) -> Estimate:
+def estimate(solver: Solver, request: PlanRequest, layers: int, targets: int) -> Estimate:
     L, T = max(1, layers), max(1, targets)
-    if solver_name == "random":
-        samples = int(request.options.get("samples", 1000))
-        est = Estimate(float(samples) * L, "options.samples", f"{samples} samples x {L} layers")
-    elif solver_name in ("hca", "preferred"):
-        est = Estimate(float(L) * T, "profile_id", f"{L} layers x {T} targets")
-    else:
-        est = Estimate(float(L) * T * T, "profile_id", f"{L} layers x {T}^2 targets")
+    est = solver.work(request, layers, targets)
     if request.compare_baselines:
         extra = float(COMPARISON_SAMPLES) * L + float(L) * T * T
         est = Estimate(est.work + extra, est.path, f"{est.how} + baselines ({COMPARISON_SAMPLES} samples, a DP)")

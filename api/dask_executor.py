@@ -13,8 +13,7 @@ import secrets
 import threading
 import time
 
-from api.executors import Executor, JobEvents
-from api.worker import JobOutcome, JobSpec, failure
+from api.job_types import Executor, JobEvents, JobOutcome, JobSpec, failure
 
 log = logging.getLogger("planner.jobs")
 RECONNECT_EVERY_S = 10.0

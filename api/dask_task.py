@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from api.worker import JobOutcome, JobSpec
+from api.job_types import JobOutcome, JobSpec
 
 CANCEL_CHECK_S = 0.25
 

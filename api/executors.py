@@ -13,36 +13,11 @@ import multiprocessing
 import os
 import queue as queue_mod
 import threading
-from abc import ABC, abstractmethod
 from concurrent.futures import CancelledError, TimeoutError as FutureTimeout
-from typing import Protocol
-
-from api.worker import JobOutcome, JobSpec, failure, init_worker, run_job
+from api.job_types import Executor, JobEvents, JobOutcome, JobSpec, failure  # noqa: F401 - Executor: also named from here
+from api.worker import init_worker, run_job
 
 log = logging.getLogger("planner.jobs")
-
-
-class JobEvents(Protocol):
-    def started(self, job_id: str) -> None: ...
-
-    def progress(self, job_id: str, fraction: float, message: str) -> None: ...
-
-    def finished(self, job_id: str, outcome: JobOutcome) -> None: ...
-
-
-class Executor(ABC):
-    @abstractmethod
-    def start(self, events: JobEvents) -> None: ...
-
-    @abstractmethod
-    def submit(self, spec: JobSpec) -> None: ...
-
-    @abstractmethod
-    def cancel(self, job_id: str) -> bool:
-        """Stop the job if queued or running (killing its process); True if it was known."""
-
-    @abstractmethod
-    def shutdown(self) -> None: ...
 
 
 class PebbleExecutor(Executor):

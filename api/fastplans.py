@@ -34,7 +34,7 @@ from typing import Any, Callable, Hashable
 from sqlalchemy import select, text
 
 from api.db import Database
-from api.jobs import new_id
+from api.job_types import cap_memory, new_id  # noqa: F401 - cap_memory: also named from here
 from api.problems import ApiError, from_planner_error, invalid
 from api.rows import PlanRow, utcnow
 from api.settings import Limits
@@ -369,7 +369,7 @@ class Planner:
         profile = self.parsed(profile_kind, profile_id, "profile_id")
         if isinstance(profile, ModelProfile) and len(profile.layers) > self.limits.max_layers:
             raise invalid("profile_id", f"{len(profile.layers)} layers exceed the limit of {self.limits.max_layers}")
-        own_compile = getattr(solver, "problem_kind", "chain") != "chain"  # muLayer's split targets, AsyMo's cost model
+        own_compile = solver.problem_kind != "chain"  # muLayer's split targets, AsyMo's cost model
         problem = None if own_compile else self.problem(platform_id, profile_id, platform, profile)
         return platform, profile, problem
 
@@ -458,19 +458,6 @@ class Planner:
 
 
 # ---------------------------------------------------------------------- the worker process
-
-def cap_memory(memory_mb: int | None) -> None:
-    """RLIMIT_AS for this process: an allocation past it is a MemoryError here, not the
-    whole machine swapping (issue 12: one request peaked near 22.5 GB)."""
-    if memory_mb:
-        import resource
-
-        cap = int(memory_mb) * 1024 * 1024
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard != resource.RLIM_INFINITY:
-            cap = min(cap, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-
 
 def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...], deadline_s: float | None = None,  # noqa: ANN001
                 memory_mb: int | None = None, parent_pid: int | None = None, nice: int = 0) -> None:

@@ -36,16 +36,11 @@ from sqlalchemy.exc import DBAPIError
 
 from api.db import Database, outage, unavailable
 from api.events import LocalBus
-from api.executors import Executor
 from api.rows import DocumentRow, JobRow, PlanRow, ScheduleRow, utcnow
-from api.worker import JobOutcome, JobSpec
+from api.job_types import Executor, JobOutcome, JobSpec, new_id
 
 log = logging.getLogger("planner.jobs")
 ACTIVE = ("queued", "running")
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(8)}"
 
 
 def plan_row(plan_id: str, plan_json: str, request_json: str, platform_id: str, profile_id: str,

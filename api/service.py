@@ -267,7 +267,7 @@ class Service:
         sizes = self.sizes.get((sub.platform_id, sub.profile_id))
         if sizes is None:
             sizes = await run_in_threadpool(self.doc_sizes, sub.platform_id, sub.profile_id)
-        est = admission.estimate(solver.name, request, *sizes)
+        est = admission.estimate(solver, request, *sizes)
         at_once = admission.admit(est, self.limits)
         if not solver.capabilities.fast or not at_once:
             return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)

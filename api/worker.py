@@ -8,8 +8,8 @@ import importlib
 import os
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Any
+
+from api.job_types import JobOutcome, JobSpec, cap_memory, failure  # noqa: F401 - JobSpec, JobOutcome: also named from here
 
 _progress_queue = None
 _emitter = None  # another engine's event sink (api.dask_task): called with each event instead of the queue
@@ -17,43 +17,12 @@ _problems: OrderedDict = OrderedDict()
 PROGRESS_EVERY_S = 0.2
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    job_id: str
-    platform_id: str
-    profile_id: str
-    platform_json: str
-    profile_json: str
-    request_json: str  # PlanRequest JSON; schedule jobs: the ScheduleRequest (apps name profiles)
-    time_limit_s: float
-    kind: str = "plan"  # plan | schedule
-    profiles_json: tuple[str, ...] = ()  # schedule jobs: the apps' profiles (profile_json unused)
-    attempt: int = 0  # the job's attempt this run is (its fencing token; engines key tasks by it)
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    state: str  # succeeded | failed | cancelled
-    plan_json: str | None = None
-    schedule_json: str | None = None
-    error: dict[str, Any] | None = None  # problem body: title, detail, errors
-    notes: list[str] = field(default_factory=list)
-
-
-def failure(title: str, path: str, reason: str, kind: str) -> JobOutcome:
-    return JobOutcome("failed", error={"type": f"/problems/{kind}", "title": title, "status": 422,
-                                       "detail": f"{path}: {reason}", "errors": [{"path": path, "reason": reason}]})
-
-
 def load_solver_modules(names: tuple[str, ...] | list[str]) -> None:
-    """Register solvers from extra modules (plug-ins; tests' slow solver) next to solvers/."""
-    from planner.registry import registry
+    """Register solvers from extra modules (PLANNER_SOLVER_MODULES; tests' slow solver)
+    next to solvers/ and the installed plug-ins (planner.registry)."""
+    from planner.registry import load_modules
 
-    reg = registry()
-    for name in names:
-        module = importlib.import_module(name)
-        for solver in getattr(module, "SOLVERS", ()):
-            reg.setdefault(solver.name, solver)
+    load_modules(names)
 
 
 JOB_NICE = 10  # job workers run below the service's event loop and plan workers
@@ -74,7 +43,6 @@ def init_worker(queue, solver_modules: tuple[str, ...], memory_mb: int | None = 
     """A job worker process: dies with the service (parent-death signal; its own
     process group), plans under a memory cap (RLIMIT_AS)."""
     global _progress_queue
-    from api.fastplans import cap_memory
     from planner.core.procs import die_with_parent
 
     die_with_parent(parent_pid, own_group=True)
@@ -166,7 +134,7 @@ def _run_job(spec: JobSpec) -> JobOutcome:
         platform = platform_type.model_validate_json(spec.platform_json)
         profile = profile_type.model_validate_json(spec.profile_json)
         # a solver with its own compile depends on the request too: key by it
-        key = (spec.platform_id, spec.profile_id, spec.request_json if getattr(solver, "problem_kind", "chain") != "chain" else "")
+        key = (spec.platform_id, spec.profile_id, spec.request_json if solver.problem_kind != "chain" else "")
         problem = _problems.get(key)
         if problem is None:
             problem = problem_for(solver, platform, profile, request)

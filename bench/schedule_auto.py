@@ -6,8 +6,8 @@ process, `exhaustive` (the exact front) and the GA with its default settings, an
 records per instance: the mapping space, the CPU configurations, exhaustive's time per
 mapping and the GA's time per CPU configuration. Their ratio is the break-even space:
 the number of mappings per configuration exhaustive scores in the time the GA spends
-on one configuration. The threshold `solvers/auto.py` uses is the median break-even over
-the instances, rounded down to 3 significant figures; the run also counts the instances on
+on one configuration. The threshold `auto` uses (THRESHOLD_MAPPINGS_PER_CONFIG, which
+solvers/exhaustive.py declares) is the median break-even over the instances, rounded down to 3 significant figures; the run also counts the instances on
 which that threshold picks the solver that was faster there.
 
 Prints a table and writes bench/results/schedule_auto.json.

@@ -42,7 +42,7 @@ COMPILERS: dict[str, Callable[..., Problem]] = {"chain": _chain, "mulayer": _mul
 
 
 def compile_for(solver, platform, profile, request: PlanRequest) -> Problem:
-    kind = getattr(solver, "problem_kind", "chain")
+    kind = solver.problem_kind
     if kind not in COMPILERS:
         raise UnsupportedRequest("solver", f"solver '{solver.name}' needs a '{kind}' problem, which no cost model compiles")
     return COMPILERS[kind](platform, profile, request)

@@ -185,10 +185,8 @@ def comparisons(view: Problem, request: PlanRequest, value: float, plan_ev: Eval
 
     out = []
     solver = get_solver(request.solver)
-    hook = getattr(solver, "comparison_plans", None)
-    if hook is not None:
-        cands = hook(view, request)
-    else:
+    cands = solver.comparison_plans(view, request)
+    if cands is None:
         cands = baseline_plans(view, request.objective)
         cands["random-1000"] = random_search(view, request.objective, 1000, request.seed, dict(cands))[0]
     other = "energy" if request.objective == "latency" else "latency"
@@ -203,7 +201,7 @@ def comparisons(view: Problem, request: PlanRequest, value: float, plan_ev: Eval
             mine = plan_ev.objective(other) if plan_ev is not None else math.nan
             theirs = ev.objective(other)
             trade = (f" at {theirs / mine:.2f}x this plan's {other}" if mine > 0 and math.isfinite(mine) else "")
-            why = getattr(solver, "scope_note", None) or (
+            why = solver.scope_note or (
                 f"'{solver.name}' is not exact for this request" if not solver.capabilities.exact else "")
             if margin_kept_single and len({view.targets[t].device_id for t in a.targets}) > 1:
                 why = "a split whose predicted gain is within the profile's uncertainty (split margin, report notes)"
@@ -323,7 +321,7 @@ def problem_for(solver, platform, profile, request: PlanRequest, problem: Proble
     """The compiled problem a solver plans over: its own kind when it declares one
     (muLayer's cooperative targets, AsyMo's cost model; models.compilers), else the
     shared chain compile (`problem`, if the caller already has it)."""
-    if getattr(solver, "problem_kind", "chain") != "chain" or problem is None:
+    if solver.problem_kind != "chain" or problem is None:
         return compile_for(solver, platform, profile, request)
     return problem
 

@@ -1,21 +1,46 @@
-"""The solver registry the shells use: a solver module in the `solvers` package exposes
-`SOLVERS = [instance, ...]`; the registry discovers them, so adding a solver touches no
-shared file. The protocol itself is planner.core.solver.
+"""The solver registry the shells use. Solvers come from two places, so adding one
+touches no shared file:
+
+- a module in the `solvers` package exposing `SOLVERS = [instance, ...]`;
+- a plug-in: an installed distribution that declares an entry point in the group
+  `hetero_planner.solvers` naming a module that exposes `SOLVERS` (pyproject.toml:
+  `[project.entry-points."hetero_planner.solvers"] mine = "my_package.my_solver"`), the
+  way pytest and flake8 find their plug-ins. Every process that plans (the CLI, the
+  service, its plan and job workers, a Dask worker's job process) reads the same entry
+  points, so a plug-in needs no setting anywhere.
+
+Each solver must have every member of planner.core.solver.Solver (SolverBase gives
+the defaults); one that lacks some is refused at discovery, naming them. The protocol
+itself is planner.core.solver.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from importlib.metadata import entry_points
 
-from typing import Any
+from typing import Any, Iterable
 
 from planner.core.errors import UnsupportedRequest
-from planner.core.options import NoOptions, parse_options
+from planner.core.options import parse_options
 from planner.core.schema import PlanRequest
-from planner.core.solver import Solver
+from planner.core.solver import Solver, missing_members
+
+ENTRY_POINT_GROUP = "hetero_planner.solvers"
 
 _REGISTRY: dict[str, Solver] | None = None
+
+
+def _add(found: dict[str, Solver], solvers: Iterable[Any], where: str) -> None:
+    for solver in solvers:
+        missing = missing_members(solver)
+        if missing:
+            raise RuntimeError(f"solver {getattr(solver, 'name', solver)!r} from {where} lacks {', '.join(missing)} "
+                               "(planner.core.solver.Solver; subclass SolverBase for the defaults)")
+        if solver.name in found:
+            raise RuntimeError(f"solver name '{solver.name}' registered twice (again by {where})")
+        found[solver.name] = solver
 
 
 def _discover() -> dict[str, Solver]:
@@ -26,17 +51,40 @@ def _discover() -> dict[str, Solver]:
         if mod.name.startswith("_"):
             continue
         module = importlib.import_module(f"solvers.{mod.name}")
-        for solver in getattr(module, "SOLVERS", ()):
-            if solver.name in found:
-                raise RuntimeError(f"solver name '{solver.name}' registered twice")
-            found[solver.name] = solver
+        _add(found, getattr(module, "SOLVERS", ()), f"solvers.{mod.name}")
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        where = f"the plug-in {ep.name} = {ep.value} (entry point group {ENTRY_POINT_GROUP})"
+        try:
+            module = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in is named, not a traceback from importlib
+            raise RuntimeError(f"{where} could not be loaded: {type(exc).__name__}: {exc}") from exc
+        _add(found, getattr(module, "SOLVERS", ()), where)
     return found
+
+
+def _bind(found: dict[str, Solver]) -> None:
+    for solver in found.values():
+        solver.bind(found)
+
+
+def load_modules(names: Iterable[str]) -> None:
+    """Register the solvers of extra modules (PLANNER_SOLVER_MODULES: the service's
+    test solvers); a name already registered is kept."""
+    reg = registry()
+    for name in names:
+        module = importlib.import_module(name)
+        extra: dict[str, Solver] = {}
+        _add(extra, [s for s in getattr(module, "SOLVERS", ()) if s.name not in reg], name)
+        reg.update(extra)
+    _bind(reg)
 
 
 def registry() -> dict[str, Solver]:
     global _REGISTRY
     if _REGISTRY is None:
-        _REGISTRY = _discover()
+        found = _discover()
+        _bind(found)
+        _REGISTRY = found
     return _REGISTRY
 
 
@@ -68,7 +116,7 @@ def choose_plan_solver(request: PlanRequest) -> tuple[str, str]:
     if wanted <= reg[DEFAULT_PLAN_SOLVER].capabilities.constraints:
         return DEFAULT_PLAN_SOLVER, ""
     able = [s for s in reg.values() if s.capabilities.kind == "plan" and request.objective in s.capabilities.objectives
-            and wanted <= s.capabilities.constraints and getattr(s, "documents", None) is None]
+            and wanted <= s.capabilities.constraints and s.documents is None]
     if not able:
         return DEFAULT_PLAN_SOLVER, ""  # check_supported then names what no solver supports
     best = min(able, key=lambda s: (not s.capabilities.fast, not s.capabilities.exact, s.name))
@@ -82,14 +130,14 @@ def document_types(solver: Solver) -> tuple[type, type]:
     ModelProfile unless it declares its own (AsyMo's CPU and network documents)."""
     from planner.core.schema import ModelProfile, Platform
 
-    return getattr(solver, "documents", None) or (Platform, ModelProfile)
+    return solver.documents or (Platform, ModelProfile)
 
 
 def solver_options(solver: Solver, options: dict[str, Any]) -> Any:
     """The request's options as the solver's declared options model (a solver that
     declares none takes none); InputError naming options.<key> otherwise. Called before
     any work starts (the service's POST, make_plan, make_schedule), never mid-solve."""
-    return parse_options(getattr(solver, "options_model", None) or NoOptions, options)
+    return parse_options(solver.options_model, options)
 
 
 def check_supported(solver: Solver, request: PlanRequest) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import Callable, Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -31,10 +31,9 @@ from planner.core.schema import (
     SolverChoice,
     TimelineItem,
 )
-from planner.core.solver import Candidate, Progress, ScheduleSolution
+from planner.core.solver import Candidate, Delegating, MapFn, Progress, ScheduleSolution
 from planner.registry import get_solver, registry, solver_options
 
-MapFn = Callable[[Callable, Iterable], Iterable]
 
 
 def schedule_solvers() -> list[str]:
@@ -44,10 +43,14 @@ def schedule_solvers() -> list[str]:
 def get_schedule_solver(name: str):
     solver = get_solver(name, "schedule")
     if solver.capabilities.kind != "schedule":
-        concrete = [n for n in schedule_solvers() if n != "auto"]
+        reg = registry()
+        default = ScheduleRequest.model_fields["solver"].default
+        concrete = [n for n in schedule_solvers() if not isinstance(reg[n], Delegating)]
+        auto = reg.get(default)
+        picks = auto.candidates if isinstance(auto, Delegating) else []
         raise UnsupportedRequest(
             "solver", f"'{name}' is a single-chain plan solver (planner solve); schedule solvers: {', '.join(concrete)} "
-                      "(or auto, the default, which picks exhaustive or ga)"
+                      f"(or {default}, the default, which picks {' or '.join(c.name for c in picks)})"
         )
     return solver
 
@@ -255,8 +258,7 @@ def make_schedule(
     solver_options(solver, request.options)
     if problem is None:
         problem = compile_schedule(platform, profiles, request)
-    kwargs = {"map_fn": map_fn} if map_fn is not None else {}
-    solution: ScheduleSolution = solver.solve(problem, request, progress, **kwargs)
+    solution: ScheduleSolution = solver.solve(problem, request, progress, map_fn=map_fn)
     ran = solution.ran or request.solver
     ran_solver = get_schedule_solver(ran) if ran != request.solver else solver
     front = select_front(problem, solution.candidates)

@@ -177,7 +177,7 @@ def prepare(platform: Platform, profile: ModelProfile, request: PlanRequest, k: 
     if not 0 <= k <= MAX_CANDIDATES:
         raise InputError("verify", f"K must be in 0..{MAX_CANDIDATES}, got {k}")
     solver = get_solver(request.solver)
-    if getattr(solver, "problem_kind", "chain") != "chain":
+    if solver.problem_kind != "chain":
         raise InputError("solver", f"'{request.solver}' plans a problem the executor cannot run slice by slice; "
                                    "verify a chain solver's plan (dp, ilp, smt ...)")
     plan = plan or make_plan(platform, profile, request)

@@ -24,7 +24,7 @@ from planner.core.options import AsymoOptions, parse_asymo_options
 from planner.core.evaluate import evaluate
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
-from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch
 
 
 def _mode(request: PlanRequest) -> str:
@@ -94,7 +94,7 @@ def op_table(problem: Problem, t: int) -> dict:
                      "per-cluster blocks and tasks per core", "columns": cols, "rows": rows}
 
 
-class AsymoSolver:
+class AsymoSolver(SolverBase):
     name = "asymo"
     options_model = AsymoOptions
     capabilities = Capabilities(

@@ -1,37 +1,42 @@
-"""`auto`, the default schedule solver: enumerate the mapping space (`exhaustive`, the
-exact front) where that is faster than the GA, else the GA. A solver of its own rather
-than a branch in planner/scheduling.py so that it is listed, validated and run like
-every other solver (registry, API job, CLI), and its choice travels in the solution
-(`ran`, `choice_reason`, `exact_front`) to the Schedule like any solver's report.
+"""`auto`, the default schedule solver: of the schedule solvers that declare `auto`
+(planner.core.solver.AutoUse), the first by rank whose size limit holds the request's
+mapping space runs (today: `exhaustive`, the exact front, where enumerating is faster
+than the GA; else the GA). A solver of its own rather than a branch in
+planner/scheduling.py so that it is listed, validated and run like every other solver
+(registry, API job, CLI), and its choice travels in the solution (`ran`,
+`choice_reason`, `exact_front`) to the Schedule like any solver's report.
 
-The threshold is measured (bench/schedule_auto.py, bench/results/schedule_auto.json):
-exhaustive scores about THRESHOLD mappings in the time the GA, with its default
-settings, spends on one CPU configuration (the median break-even over the benchmark's
-instances), so the space is enumerated when it has at most THRESHOLD mappings per
-configuration on average. Options: every option of `exhaustive` and `ga` (each gets its
-own), and `max_exhaustive_mappings_per_config` (int) to move the threshold."""
+It names no solver: the registry binds it to the registered ones (`bind`), so a plug-in
+schedule solver that declares `auto` joins the choice. Its options are the union of its
+candidates' options (each candidate gets its own) and
+`max_exhaustive_mappings_per_config` (int) to move the size limit of the candidates that
+have one (the name is kept from when the only such candidate was `exhaustive`)."""
 
 from __future__ import annotations
 
-from planner.core.options import AutoOptions, parse_options
-from planner.core.solver import Capabilities, Progress, ScheduleSolution
-from solvers import exhaustive as exhaustive_mod
-from solvers import ga as ga_mod
+import dataclasses
+import math
+from typing import Annotated, Any, Mapping
 
-# bench/schedule_auto.py on the shared 2-core development machine (bench/results/schedule_auto.json):
-# the median break-even over nine instances was 291,420 mappings per CPU configuration (min
-# 200,615, max 382,838; an earlier run under less load: min 147,716, median 259,492), rounded
-# down; it sends each of the nine instances to the solver that was faster on it. Re-measure
-# when the GA or the evaluator changes.
-THRESHOLD_MAPPINGS_PER_CONFIG = 291_000
+from pydantic import Field, create_model
 
-EXHAUSTIVE_OPTIONS = ["space"]
-OWN_OPTIONS = ["max_exhaustive_mappings_per_config"]
+from planner.core.errors import UnsupportedRequest
+from planner.core.mapping import ScheduleProblem
+from planner.core.options import StrictOptions, parse_options
+from planner.core.schema import ScheduleRequest
+from planner.core.solver import Capabilities, MapFn, Progress, ScheduleSolution, Solver, SolverBase
+
+OWN_OPTION = "max_exhaustive_mappings_per_config"
+
+
+class _Own(StrictOptions):
+    max_exhaustive_mappings_per_config: Annotated[int, Field(ge=0, le=2**48)] | None = Field(
+        None, description="Enumerate (exhaustive) up to this many mappings per CPU configuration; default: measured")
 
 
 def mapping_space(problem) -> int:
-    """Joint mappings over every CPU configuration (what exhaustive would score)."""
-    return sum(exhaustive_mod.count_mappings(mp.gene_choices()) for mp in problem.configs)
+    """Joint mappings over every CPU configuration (what an enumeration would score)."""
+    return sum(math.prod(len(c) for c in mp.gene_choices()) for mp in problem.configs)
 
 
 def count(n: int) -> str:
@@ -44,45 +49,95 @@ def count(n: int) -> str:
     return f"{Decimal(n):.1e}".replace("e+", "e")  # exact for any size; float() overflows past 1e308
 
 
-def choose(problem, threshold_per_config: int = THRESHOLD_MAPPINGS_PER_CONFIG) -> tuple[str, str, int]:
-    """(solver name, reason, mappings): the one rule `auto` applies, exposed for tests and validate."""
-    n_cfg = len(problem.configs)
-    total = mapping_space(problem)
-    limit = min(threshold_per_config * n_cfg, exhaustive_mod.MAX_MAPPINGS)
-    if total <= limit:
-        return "exhaustive", (f"{count(total)} mappings over {n_cfg} CPU configuration(s) <= {limit:,} "
-                              f"({threshold_per_config:,} per configuration, the measured break-even): "
-                              "enumeration is faster than the GA and exact"), total
-    return "ga", (f"{count(total)} mappings over {n_cfg} CPU configuration(s) > {count(limit)} "
-                  f"({threshold_per_config:,} per configuration, the measured break-even"
-                  f"{', capped by exhaustive limit' if limit == exhaustive_mod.MAX_MAPPINGS else ''}): "
-                  "the GA searches the space"), total
+def _options_model(candidates: list[Solver]) -> type:
+    """Every candidate's option fields, then auto's own (a field two candidates define
+    differently is a registration error, named)."""
+    fields: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for c in reversed(candidates):  # the fallback's options first (the order of the schema's properties)
+        for key, info in c.options_model.model_fields.items():
+            if key in fields and fields[key][0] != info.annotation:
+                raise RuntimeError(f"auto: option '{key}' of '{c.name}' clashes with '{owner[key]}'s")
+            fields.setdefault(key, (info.annotation, info))
+            owner.setdefault(key, c.name)
+    fields[OWN_OPTION] = (_Own.model_fields[OWN_OPTION].annotation, _Own.model_fields[OWN_OPTION])
+    return create_model("AutoOptions", __base__=StrictOptions, __doc__="`auto` takes every option of its candidates (each "
+                        "gets its own) and its own threshold.", **fields)
 
 
-class AutoScheduler:
+class AutoScheduler(SolverBase):
     name = "auto"
-    options_model = AutoOptions
+    options_model: type = _Own
     capabilities = Capabilities(
         objectives=frozenset({"throughput", "response_time"}),
         constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
         exact=False,  # the Schedule says whether the front it returned is exact
         graph="dag",
         fast=False,
-        description="Default: exhaustive enumeration (exact) where the space is small enough to beat the GA "
-                    f"(<= {THRESHOLD_MAPPINGS_PER_CONFIG:,} mappings per CPU configuration, measured), else the GA",
+        description="Default: the first schedule solver (by rank) whose size limit holds the mapping space",
         kind="schedule",
     )
 
-    def solve(self, problem, request, progress: Progress | None = None, map_fn=None) -> ScheduleSolution:
+    def __init__(self) -> None:
+        self.candidates: list[Solver] = []
+
+    def bind(self, solvers: Mapping[str, Solver]) -> None:
+        self.candidates = sorted((s for s in solvers.values() if s.auto is not None and s.capabilities.kind == "schedule"
+                                  and s is not self), key=lambda s: (s.auto.rank, s.name))
+        if not self.candidates:
+            return
+        self.options_model = _options_model(self.candidates)
+        first, last = self.candidates[0], self.candidates[-1]
+        limit = first.auto.max_mappings_per_config
+        desc = (f"Default: {first.name} where the space is small enough ({first.auto.because}; <= {limit:,} mappings per "
+                f"CPU configuration, {first.auto.limit_source}), else {last.name}" if limit is not None and first is not last
+                else f"Default: {first.name}")
+        self.capabilities = dataclasses.replace(self.capabilities, description=desc)
+
+    def choose(self, problem, threshold_per_config: int | None = None) -> tuple[str, str, int]:
+        """(solver name, reason, mappings): the one rule `auto` applies, exposed for tests
+        and validate. `threshold_per_config` replaces the candidates' own per-configuration
+        limits (the option)."""
+        if not self.candidates:
+            raise UnsupportedRequest("solver", "auto has no candidate: no registered schedule solver declares `auto`")
+        n_cfg = len(problem.configs)
+        total = mapping_space(problem)
+        passed: list[tuple[Solver, int, int]] = []
+        for c in self.candidates:
+            use = c.auto
+            per = use.max_mappings_per_config
+            if threshold_per_config is not None and per is not None:
+                per = threshold_per_config if use.max_mappings is None else min(threshold_per_config, use.max_mappings)
+            if per is None and use.max_mappings is None:
+                return c.name, self._past(c, passed, total, n_cfg), total
+            limit = min(per * n_cfg if per is not None else math.inf, use.max_mappings if use.max_mappings is not None
+                        else math.inf)
+            if total <= limit:
+                return c.name, (f"{count(total)} mappings over {n_cfg} CPU configuration(s) <= {limit:,} "
+                                f"({per:,} per configuration, {use.limit_source}): {use.because}"), total
+            passed.append((c, per, limit))
+        raise UnsupportedRequest("solver", f"auto: no candidate takes {count(total)} mappings "
+                                           f"({', '.join(c.name for c in self.candidates)} have size limits)")
+
+    @staticmethod
+    def _past(chosen: Solver, passed: list[tuple[Solver, int, int]], total: int, n_cfg: int) -> str:
+        if not passed:
+            return f"{count(total)} mappings over {n_cfg} CPU configuration(s): {chosen.auto.because}"
+        c, per, limit = passed[-1]
+        capped = limit == c.auto.max_mappings
+        return (f"{count(total)} mappings over {n_cfg} CPU configuration(s) > {count(limit)} "
+                f"({per:,} per configuration, {c.auto.limit_source}{f', capped by {c.name} limit' if capped else ''}): "
+                f"{chosen.auto.because}")
+
+    def solve(self, problem: ScheduleProblem, request: ScheduleRequest, progress: Progress | None = None,
+              map_fn: MapFn | None = None) -> ScheduleSolution:
         own = parse_options(self.options_model, request.options).max_exhaustive_mappings_per_config
-        threshold = THRESHOLD_MAPPINGS_PER_CONFIG if own is None else min(own, exhaustive_mod.MAX_MAPPINGS)
-        name, reason, _ = choose(problem, threshold)
-        known = EXHAUSTIVE_OPTIONS if name == "exhaustive" else ga_mod.OPTIONS
-        ignored = sorted(k for k in request.options if k not in known and k not in OWN_OPTIONS)
+        name, reason, _ = self.choose(problem, own)
+        solver = next(c for c in self.candidates if c.name == name)
+        known = set(solver.options_model.model_fields)
+        ignored = sorted(k for k in request.options if k not in known and k != OWN_OPTION)
         sub = request.model_copy(update={"solver": name, "options": {k: v for k, v in request.options.items() if k in known}})
-        solver = exhaustive_mod.SOLVERS[0] if name == "exhaustive" else ga_mod.SOLVERS[0]
-        kwargs = {"map_fn": map_fn} if map_fn is not None else {}
-        sol = solver.solve(problem, sub, progress, **kwargs)
+        sol = solver.solve(problem, sub, progress, map_fn=map_fn)
         sol.ran = name
         sol.choice_reason = reason
         if ignored:

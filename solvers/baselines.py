@@ -22,11 +22,28 @@ import numpy as np
 
 from planner.core.errors import UnsupportedRequest
 from planner.core.evaluate import evaluate, evaluate_batch
-from planner.core.options import NoOptions, PreferredOptions, RandomOptions, parse_options
+from typing import Annotated
+
+from pydantic import Field
+
+from planner.core.options import NoOptions, StrictOptions, parse_options
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
-from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch, Work
 from solvers.dp import solve_fast
+
+
+class PreferredOptions(StrictOptions):
+    device: str | None = Field(None, min_length=1, max_length=64, description="Id of the device to prefer (required)")
+
+
+MAX_RANDOM_SAMPLES = 1_000_000
+
+
+class RandomOptions(StrictOptions):
+    samples: Annotated[int, Field(ge=1, le=MAX_RANDOM_SAMPLES)] = Field(
+        1000, description="Random valid plans drawn (the service also bounds samples x layers)")
+
 
 
 def _max_targets(problem: Problem) -> dict[str, int]:
@@ -124,7 +141,7 @@ def baseline_plans(problem: Problem, objective: str) -> dict[str, Assignment]:
     return out
 
 
-class BaselineSolver:
+class BaselineSolver(SolverBase):
     options_model: type = NoOptions
 
     def __init__(self, name: str, description: str):
@@ -158,12 +175,22 @@ class Preferred(BaselineSolver):
         return preferred_plan(problem, device, fallback)
 
 
+    def work(self, request: PlanRequest, layers: int, targets: int) -> Work:
+        L, T = max(1, layers), max(1, targets)  # one pass over the layers per target, no pairs
+        return Work(float(L) * T, "profile_id", f"{L} layers x {T} targets")
+
+
 class HCA(BaselineSolver):
     def __init__(self) -> None:
         super().__init__("hca", "Heterogeneity/constraint-aware, communication-oblivious, max frequency (MOSAIC VI.D)")
 
     def plan(self, problem, request):
         return hca_plan(problem, request.objective)
+
+
+    def work(self, request: PlanRequest, layers: int, targets: int) -> Work:
+        L, T = max(1, layers), max(1, targets)  # one pass over the layers per target, no pairs
+        return Work(float(L) * T, "profile_id", f"{L} layers x {T} targets")
 
 
 class HCCA(BaselineSolver):
@@ -193,12 +220,17 @@ def random_search(problem: Problem, objective: str, n: int, seed: int,
     return best, best_val, {"samples": n, "best_from": source, "targets": targets, "starts": starts}
 
 
-class RandomSearch:
+class RandomSearch(SolverBase):
     """Random plans over the request's whole target set (all levels for energy)."""
 
     name = "random"
     options_model = RandomOptions
     capabilities = Capabilities(exact=False, description="N random valid plans plus the other baselines, best kept (MOSAIC's 'exhaustive')")
+
+    def work(self, request: PlanRequest, layers: int, targets: int) -> Work:
+        samples = parse_options(self.options_model, request.options).samples  # each sample evaluates L layers
+        L = max(1, layers)
+        return Work(float(samples) * L, "options.samples", f"{samples} samples x {L} layers")
 
     def solve(self, problem: Problem, request: PlanRequest, progress: Progress | None = None) -> Solution:
         clock = Stopwatch()

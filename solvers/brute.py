@@ -18,7 +18,7 @@ from planner.core.evaluate import constraint_violations, evaluate
 from planner.core.options import NoOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
-from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch
 
 MAX_PLANS = 2_000_000
 
@@ -49,7 +49,7 @@ def feasible_assignments(problem: Problem, request: PlanRequest) -> Iterator[tup
         yield a, ev
 
 
-class BruteForceSolver:
+class BruteForceSolver(SolverBase):
     name = "brute"
     options_model = NoOptions
     capabilities = Capabilities(

@@ -23,7 +23,7 @@ import numpy as np
 from planner.core.options import NoOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
-from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch
 
 
 def _pair_diag(pair: np.ndarray | None, L: int, T: int) -> np.ndarray:
@@ -182,7 +182,7 @@ def solve_fast(problem: Problem, objective: str) -> tuple[float, Assignment | No
     return value, Assignment.from_slices(slices[::-1])
 
 
-class DPSolver:
+class DPSolver(SolverBase):
     options_model = NoOptions
 
     def __init__(self, name: str, fn, description: str):

@@ -10,13 +10,32 @@ from __future__ import annotations
 import numpy as np
 
 from planner.core.errors import UnsupportedRequest
+from planner.core.mapping import ScheduleProblem
 from planner.core.multiapp import PENALTY, evaluate_batch, is_task_clustering, pareto_mask
-from planner.core.options import ExhaustiveOptions, parse_options
-from planner.core.solver import Candidate, ScheduleSolution
+from typing import Literal
+
+from pydantic import Field
+
+from planner.core.options import StrictOptions, parse_options
+from planner.core.schema import ScheduleRequest
+from planner.core.solver import AutoUse, Candidate, MapFn, ScheduleSolution, SolverBase
 from planner.core.solver import Capabilities, Progress, Stopwatch
 
 MAX_MAPPINGS = 2_000_000
+# `auto` enumerates up to this many mappings per CPU configuration, else runs the GA.
+# bench/schedule_auto.py on the shared 2-core development machine (bench/results/schedule_auto.json):
+# exhaustive scores about this many mappings in the time the GA, with its default settings,
+# spends on one CPU configuration; the median break-even over nine instances was 291,420
+# mappings per CPU configuration (min 200,615, max 382,838; an earlier run under less load:
+# min 147,716, median 259,492), rounded down; it sends each of the nine instances to the
+# solver that was faster on it. Re-measure when the GA or the evaluator changes.
+THRESHOLD_MAPPINGS_PER_CONFIG = 291_000
 CHUNK = 20_000
+
+
+class ExhaustiveOptions(StrictOptions):
+    space: Literal["all", "clustering"] = Field("all", description="Every mapping, or the task-clustering space")
+
 
 
 def count_mappings(choices: list[np.ndarray]) -> int:
@@ -37,7 +56,7 @@ def decode(choices: list[np.ndarray], index: np.ndarray) -> np.ndarray:
     return out
 
 
-class ExhaustiveScheduler:
+class ExhaustiveScheduler(SolverBase):
     name = "exhaustive"
     options_model = ExhaustiveOptions
     capabilities = Capabilities(
@@ -49,8 +68,11 @@ class ExhaustiveScheduler:
         description="Enumerates every joint mapping; the exact Pareto front for tiny instances and tests",
         kind="schedule",
     )
+    auto = AutoUse(rank=0, max_mappings_per_config=THRESHOLD_MAPPINGS_PER_CONFIG, max_mappings=MAX_MAPPINGS,
+                   limit_source="the measured break-even", because="enumeration is faster than the GA and exact")
 
-    def solve(self, problem, request, progress: Progress | None = None, map_fn=None) -> ScheduleSolution:
+    def solve(self, problem: ScheduleProblem, request: ScheduleRequest, progress: Progress | None = None,
+              map_fn: MapFn | None = None) -> ScheduleSolution:
         space = parse_options(self.options_model, request.options).space
         if space == "clustering" and problem.mode != "throughput":
             raise UnsupportedRequest("options.space", "the task-clustering space is defined for one pipelined network (throughput mode)")

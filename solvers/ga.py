@@ -58,15 +58,43 @@ import math
 import random
 import time
 from concurrent.futures import ProcessPoolExecutor
-from typing import Callable, Iterable
+from typing import Annotated, Callable, Iterable, Literal
 
 import numpy as np
 
+from planner.core.mapping import ScheduleProblem
 from planner.core.multiapp import PENALTY, evaluate_batch, merge_front, pareto_mask
-from planner.core.options import GaOptions, parse_options
+from pydantic import Field
+
+from planner.core.options import StrictOptions, parse_options
 from planner.core.procs import die_with_parent
-from planner.core.solver import Candidate, ScheduleSolution
+from planner.core.schema import ScheduleRequest
+from planner.core.solver import AutoUse, Candidate, MapFn, ScheduleSolution, SolverBase
 from planner.core.solver import Capabilities, Progress, Stopwatch
+from solvers._evolution import generation_done
+
+
+class GaOptions(StrictOptions):
+    population: Annotated[int, Field(ge=4, le=10_000)] = 100
+    generations: Annotated[int, Field(ge=1, le=1_000_000)] = 150
+    selection: Literal["spea2", "spea2-deap", "nsga2"] = "spea2"
+    crossover: Annotated[float, Field(ge=0, le=1)] = Field(0.9, description="Crossover probability")
+    mutation: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        None, description="Per-gene mutation probability; default 1.5 / chromosome length")
+    workers: Annotated[int, Field(ge=1, le=256)] = Field(
+        1, description="Evaluation processes of the seeded and classic strategies (decomposed scores in its own process)")
+    chunks: Annotated[int, Field(ge=1, le=4096)] | None = Field(None, description="Evaluation chunks; default: workers")
+    record_history: bool = False
+    local_search: Annotated[int, Field(ge=0, le=1000)] = Field(2, description="Front members improved per generation")
+    strategy: Literal["decomposed", "seeded", "classic"] = Field(
+        "decomposed", description="decomposed: per-network mappings varied and scored beside the front's others "
+        "(several networks, response-time mode; else seeded); seeded: heuristic seeds, restarts on stagnation; "
+        "classic: the paper's GA")
+    patience: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
+        None, description="Generations without improvement before a restart; default 20 (seeded), 0 (classic)")
+    restarts: Annotated[int, Field(ge=0, le=1000)] = 2
+    network_moves: bool = False
+
 
 OPTIONS = ["population", "generations", "selection", "crossover", "mutation", "workers", "chunks", "record_history",
            "local_search", "strategy", "patience", "restarts", "network_moves"]
@@ -510,19 +538,7 @@ def spea2_select(objs: np.ndarray, k: int) -> list[int]:
     return [int(i) for i in idx[alive]]
 
 
-def generation_done(gen, gens, front_o, evaluations, history, clock, t0, c0, budget_s, progress, where) -> bool:
-    """After generation `gen` of `gens` (both strategies): its front into `history` (when
-    recording), progress reported; True when the time budget is spent before the last one."""
-    if history is not None:
-        history.append({"generation": gen, "elapsed_s": (clock.ms - t0) / 1e3, "cpu_s": time.process_time() - c0,
-                        "evaluations": evaluations, "front": front_o.copy()})
-    if progress is not None:
-        ci, n = where
-        progress((ci + (gen + 1) / gens) / n, f"configuration {ci + 1}/{n}, generation {gen + 1}/{gens}")
-    return (clock.ms - t0) / 1e3 > budget_s and gen < gens - 1
-
-
-class GaScheduler:
+class GaScheduler(SolverBase):
     name = "ga"
     options_model = GaOptions
     capabilities = Capabilities(
@@ -534,8 +550,10 @@ class GaScheduler:
         description="Kang's GA (DEAP, SPEA2 or NSGA-II): Pareto set of joint mappings, seeded and reproducible",
         kind="schedule",
     )
+    auto = AutoUse(rank=1, because="the GA searches the space")  # any size: auto's fallback
 
-    def solve(self, problem, request, progress: Progress | None = None, map_fn=None) -> ScheduleSolution:
+    def solve(self, problem: ScheduleProblem, request: ScheduleRequest, progress: Progress | None = None,
+              map_fn: MapFn | None = None) -> ScheduleSolution:
         opts = parse_options(self.options_model, request.options)
         pop_n, gens, selection, cxpb = opts.population, opts.generations, opts.selection, opts.crossover
         mutpb_opt = -1.0 if opts.mutation is None else opts.mutation

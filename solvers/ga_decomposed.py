@@ -43,6 +43,7 @@ import moocore
 import numpy as np
 
 from planner.core.multiapp import NetworkTerms, evaluate_combinations, network_terms
+from solvers._evolution import generation_done
 
 PARENTS = 30  # mappings of one network varied per generation
 MUTANTS = 6  # mutated copies per parent (plus as many crossovers in all)
@@ -147,8 +148,6 @@ def run(mp, rng: np.random.Generator, seed_rows: np.ndarray, generations: int, v
     rng, cxpb, mutpb, genome) is the GA's variation; t0_ms: when the configuration's search
     began (history times count from it). Returns (genes, objectives, history, hit the
     time limit, info, evaluations) or None when nothing schedulable was found to start from."""
-    from solvers.ga import generation_done  # ga imports this module lazily: no cycle
-
     t0 = clock.ms if t0_ms is None else t0_ms
     c0 = time.process_time()
     search = _Search(mp, rng, seed_rows, vary, sub_genomes)

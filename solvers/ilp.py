@@ -26,12 +26,27 @@ import warnings
 import numpy as np
 
 from planner.core.errors import UnsupportedRequest
+from planner.core.mapping import ScheduleProblem
 from planner.core.multiapp import evaluate_mapping
-from planner.core.options import CpSatOptions, IlpOptions, parse_options
-from planner.core.solver import Candidate, ScheduleSolution
-from planner.core.solver import Capabilities, Progress, Stopwatch
+from typing import Annotated
+
+from pydantic import Field
+
+from planner.core.options import StrictOptions, parse_options
+from planner.core.schema import ScheduleRequest
+from planner.core.solver import Candidate, MapFn, ScheduleSolution
+from planner.core.solver import Capabilities, Progress, SolverBase, Stopwatch
 
 CPSAT_SCALE = 1e5  # CP-SAT units per ms (10 ns)
+
+
+class IlpOptions(StrictOptions):
+    timing: bool = Field(False, description="Report build and solve times per CPU configuration")
+
+
+class CpSatOptions(IlpOptions):
+    workers: Annotated[int, Field(ge=1, le=64)] = Field(1, description="CP-SAT search workers (threads)")
+
 
 
 def _data(mp):
@@ -274,14 +289,15 @@ def _solve_cpsat(mp, time_limit_s: float, timing: bool, workers: int):
     return genes, ("optimal" if st == cp_model.OPTIMAL else "feasible"), obj, (obj if st == cp_model.OPTIMAL else bound)
 
 
-class _TaskClusteringILP:
+class _TaskClusteringILP(SolverBase):
     capabilities: Capabilities
     name: str
 
     def _run(self, mp, time_limit_s, timing, request):
         raise NotImplementedError
 
-    def solve(self, problem, request, progress: Progress | None = None, map_fn=None) -> ScheduleSolution:
+    def solve(self, problem: ScheduleProblem, request: ScheduleRequest, progress: Progress | None = None,
+              map_fn: MapFn | None = None) -> ScheduleSolution:
         opts = parse_options(self.options_model, request.options)
         timing = opts.timing
         if problem.mode != "throughput":

@@ -25,7 +25,7 @@ from planner.core.evaluate import evaluate
 from planner.core.options import MuLayerOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
-from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch
 
 MAX_MAPPINGS = 2_000_000
 
@@ -191,7 +191,7 @@ def module_table(problem: Problem, modules: list[dict], objective: str) -> dict:
 # --------------------------------------------------------------------------- solver
 
 
-class MuLayerSolver:
+class MuLayerSolver(SolverBase):
     name = "mulayer"
     options_model = MuLayerOptions
     capabilities = Capabilities(

@@ -31,7 +31,7 @@ from planner.core.evaluate import cap_limit, constraint_violations, evaluate, ev
 from planner.core.options import NoOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
-from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch
 
 MAX_DETAIL_POINTS = 2000
 
@@ -234,7 +234,7 @@ def frontier_points(problem: Problem, front: Frontier, limit: int = MAX_DETAIL_P
     return [{"latency_ms": float(lat[j]), "energy_mj": float(en[j]), "transitions": int(front.transitions[j])} for j in range(n)]
 
 
-class ParetoSolver:
+class ParetoSolver(SolverBase):
     name = "pareto"
     options_model = NoOptions
     capabilities = Capabilities(

@@ -59,13 +59,24 @@ import numpy as np
 
 from planner.core.errors import UnsupportedRequest
 from planner.core.evaluate import cap_limit
-from planner.core.options import Z3Options, parse_options
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from planner.core.options import StrictOptions, parse_options
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
-from planner.core.solver import Capabilities, Progress, Solution, Stopwatch
+from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch
 
 ENCODINGS = ("pb", "lagrange", "onehot", "axonn")
 PB_LIMIT = 2**24  # grid: any plan's floored sum stays below this (measured: 2^20-2^28 all work, 2^30 stalls)
+
+
+class Z3Options(StrictOptions):
+    encoding: Literal["pb", "lagrange", "onehot", "axonn"] = Field("pb", description="Constraint encoding on Z3")
+    max_checks: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = Field(
+        None, description="Stop after this many solver checks (not proven); default: the time limit only")
+
 
 
 def _exact(x: float) -> Fraction:
@@ -524,7 +535,7 @@ class _LRA:
 # ====================================================================== solver
 
 
-class Z3Solver:
+class Z3Solver(SolverBase):
     name = "z3"
     options_model = Z3Options
     capabilities = Capabilities(

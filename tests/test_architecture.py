@@ -9,12 +9,16 @@ inside a function, must go to a floor the importer may use.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import sys
+from pathlib import Path
 
 import grimp
 import pytest
 
 PACKAGES = ("planner", "models", "solvers", "api", "executor", "profiles")
+ROOT = Path(__file__).resolve().parent.parent
 
 # floor -> the floors its modules may import (their own included)
 MAY_IMPORT: dict[str, frozenset[str]] = {
@@ -102,3 +106,214 @@ def test_the_check_catches_a_wrong_import(graph, importer, imported):
     wrong.add_import(importer=importer, imported=imported, line_number=1, line_contents=f"import {imported}")
     found = violations(wrong)
     assert any(line.startswith(f"{importer} ") and f"imports {imported} " in line for line in found), found
+
+
+# --------------------------------------------------------------------------- no import circles
+
+def module_level_imports(root: Path = ROOT, deferred: bool = False) -> dict[str, set[str]]:
+    """module -> the project modules it imports while being imported: statements at module
+    level and in class bodies (also under a module-level if/try), not inside functions
+    (deferred on purpose) nor under `if TYPE_CHECKING:`. `from a.b import c` is an import of
+    a.b.c when that is a module, else of a.b; parent packages' __init__ are left out (ours
+    import nothing of the project). deferred=True: imports inside functions too."""
+    modules = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+               for pkg in PACKAGES for p in (root / pkg).rglob("*.py")}
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    def visit(module: str, package: str, body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if deferred:
+                    visit(module, package, node.body)
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(module, package, node.orelse)
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, *([base] if base else [])])
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    inner = getattr(node, field, None)
+                    if isinstance(inner, list):
+                        visit(module, package, [n for n in inner if isinstance(n, ast.stmt)] +
+                              [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body])
+                continue
+            for t in targets:
+                found = resolve(t)
+                if found is not None and found != module:
+                    edges[module].add(found)
+
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        visit(module, package, ast.parse(path.read_text(), str(path)).body)
+    return edges
+
+
+def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(edges):
+        if v not in index:
+            strong(v)
+    return sorted(out)
+
+
+def test_no_import_cycles_among_project_modules():
+    cycles = import_cycles(module_level_imports())
+    assert not cycles, "import circles (module-level imports; stand both on a shared module):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_catches_a_circle(tmp_path):
+    edges = module_level_imports()
+    assert edges["solvers.exhaustive"] and not import_cycles(edges)
+    assert "planner.core.problem" in edges["planner.core.solver"]
+    edges["planner.core.problem"].add("planner.core.solver")
+    assert ["planner.core.problem", "planner.core.solver"] in import_cycles(edges)
+    # and the reader sees module-level imports, not deferred ones
+    pkg = tmp_path / "planner"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("import planner.b\n")
+    (pkg / "b.py").write_text("from planner import a\n\ndef later():\n    import planner.c\n")
+    (pkg / "c.py").write_text("from . import b\n")
+    for other in PACKAGES[1:]:
+        (tmp_path / other).mkdir()
+    mine = module_level_imports(tmp_path)
+    assert mine["planner.a"] == {"planner.b"} and mine["planner.b"] == {"planner.a"} and mine["planner.c"] == {"planner.b"}
+    assert import_cycles(mine) == [["planner.a", "planner.b"]]
+
+
+def test_the_job_engine_and_the_ga_have_no_circle_even_through_deferred_imports():
+    """The two circles issue 23 named ran through imports inside functions (worker ->
+    fastplans for the memory cap, executors' factory -> dask_executor, ga_decomposed ->
+    ga): they now stand on api.job_types and solvers._evolution."""
+    edges = module_level_imports(deferred=True)
+    engine = {"api.jobs", "api.executors", "api.dask_executor", "api.dask_task", "api.worker", "api.fastplans",
+              "api.job_types", "solvers.ga", "solvers.ga_decomposed", "solvers._evolution"}
+    cycles = import_cycles({m: {t for t in edges[m] if t in engine} for m in engine})
+    assert not cycles, cycles
+
+
+# --------------------------------------------------------------------------- a solver is one module
+
+# (path, solver name) -> why that file may spell a solver's name. Everything else the
+# house knows of a solver it reads from the solver (planner.core.solver.Solver).
+NAMED_SOLVER_ALLOWED = {
+    ("planner/core/schema.py", "dp"): "PlanRequest.solver's documented default",
+    ("planner/core/schema.py", "auto"): "ScheduleRequest.solver's documented default (and 'auto' modes of other fields)",
+    ("planner/registry.py", "dp"): "DEFAULT_PLAN_SOLVER, the documented default",
+    ("api/schemas.py", "dp"): "an OpenAPI example",
+    ("api/schemas.py", "ga"): "an OpenAPI example",
+    ("planner/cli.py", "z3"): "the z3 *package* (EXTRAS: which extra installs a module)",
+    ("solvers/auto.py", "auto"): "its own name",
+}
+# solver modules the planner floor uses as libraries, not as solvers it picks by name
+SOLVER_MODULES_ALLOWED = {
+    ("planner/plan.py", "solvers.baselines"): "the house's comparison plans (single devices, hca, random-1000)",
+    ("planner/frontier.py", "solvers.baselines"): "the frontier's single-device plans",
+    ("planner/frontier.py", "solvers.pareto"): "the frontier is the Pareto DP's",
+    ("planner/verify.py", "solvers.dp"): "the k next-best candidates come from the DP",
+}
+
+
+def _names_of_solvers_in(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) for each string constant that is a solver's name and each import of a
+    solver module, leaving out docstrings, `Literal[...]` values, argparse `choices` (and
+    a default among them) and a field default its `Literal` annotation allows: those are
+    the words ('auto', 'random') in other meanings."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            skip.add(id(body[0].value))
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("Literal"):
+            skip |= {id(n) for n in ast.walk(node.slice)}
+        if isinstance(node, ast.Call):
+            kw = {k.arg: k.value for k in node.keywords}
+            if "choices" in kw:
+                allowed = {n.value for n in ast.walk(kw["choices"]) if isinstance(n, ast.Constant)}
+                skip |= {id(n) for n in ast.walk(kw["choices"])}
+                if isinstance(kw.get("default"), ast.Constant) and kw["default"].value in allowed:
+                    skip.add(id(kw["default"]))
+        if isinstance(node, ast.AnnAssign) and node.value is not None and "Literal" in ast.unparse(node.annotation):
+            allowed = {n.value for n in ast.walk(node.annotation) if isinstance(n, ast.Constant)}
+            skip |= {id(n) for n in ast.walk(node.value) if isinstance(n, ast.Constant) and n.value in allowed}
+        if isinstance(node, ast.Compare) and any(isinstance(n, ast.Attribute) and n.attr in ("mode", "targets", "model")
+                                                 for n in (node.left, *node.comparators)):
+            skip |= {id(n) for n in ast.walk(node)}  # request.mode != "auto": a mode, not a solver
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names and id(node) not in skip:
+            found.append((node.lineno, node.value))
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            mods = [node.module] if node.module != "solvers" else [f"solvers.{a.name}" for a in node.names]
+            found += [(node.lineno, m) for m in mods if m.startswith("solvers.")]
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("solvers.")]
+    return found
+
+
+def test_the_shells_and_auto_name_no_solver():
+    """Issue 23: api/, planner/ and solvers/auto.py read what they need of a solver from
+    the solver (options, problem kind, documents, work estimate, auto's candidates), so a
+    solver is one module and a plug-in changes no shared file."""
+    from planner.registry import registry
+
+    names = set(registry())
+    files = sorted([*ROOT.joinpath("api").rglob("*.py"), *ROOT.joinpath("planner").rglob("*.py"),
+                    ROOT / "solvers" / "auto.py"])
+    found = []
+    for path in files:
+        rel = path.relative_to(ROOT).as_posix()
+        for line, what in _names_of_solvers_in(path, names):
+            if (rel, what) not in NAMED_SOLVER_ALLOWED and (rel, what) not in SOLVER_MODULES_ALLOWED:
+                found.append(f"{rel}:{line} names {what!r}")
+    assert not found, "solver names outside solvers/ (declare it on the solver instead):\n" + "\n".join(found)
+
+
+def test_the_name_check_catches_a_named_solver(tmp_path):
+    bad = tmp_path / "admission.py"
+    bad.write_text('"""dp in a docstring is prose."""\nfrom solvers.ga import GaOptions\n'
+                   'def estimate(name):\n    if name == "random":\n        return 1\n'
+                   'mode: Literal["auto", "x"] = "auto"\n')
+    assert _names_of_solvers_in(bad, {"dp", "random", "auto", "ga"}) == [(2, "solvers.ga"), (4, "random")]

@@ -407,7 +407,7 @@ async def _plan_form(request: Request, values: dict, errors: list[str], status: 
     profiles = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "profile", 500, 0))[1]]
     # plan solvers over a platform and a profile (not schedule solvers, not AsyMo's own documents)
     solvers = sorted((n, sv.capabilities) for n, sv in registry().items()
-                     if sv.capabilities.kind == "plan" and getattr(sv, "documents", None) is None)
+                     if sv.capabilities.kind == "plan" and sv.documents is None)
     values = dict(values)
     if not values.get("platform_id") and platforms:  # a profile asked for: the first platform it fits
         wanted = next((p for p in profiles if p.id == values.get("profile_id")), None)
@@ -535,7 +535,7 @@ def _frontier_process(platform_json: str, profile_json: str, k: int, devices: li
     """The frontier in a process of its own, cancelled (killed) at FRONTIER_TIMEOUT_S: its
     size (and time) grows with layers and transitions; spawned, as the server is
     multi-threaded. It dies with the server and is held to the job workers' memory cap."""
-    from api.fastplans import cap_memory
+    from api.job_types import cap_memory
     from api.worker import lower_priority
     from planner.core.procs import die_with_parent
     from planner.frontier import frontier_report

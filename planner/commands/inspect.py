@@ -12,8 +12,12 @@ from models.compilers import compile_for
 from models.multiapp import schedule_usability
 from planner.core.errors import InputError, Issue, PlannerError
 from planner.core.io import load
-from planner.core.schema import ModelProfile, PlanRequest, Platform
-from planner.registry import get_solver, registry
+from planner.commands.schema import DOCUMENTS
+from planner.core.schema import ModelProfile, PlanRequest, Platform, ScheduleRequest
+from planner.core.solver import Delegating
+from planner.registry import registry
+
+_DOCUMENT_NAMES = {model: name for name, model in DOCUMENTS.items()}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _family(kind: str, problem_kind: str | None = None) -> list[str]:
     return sorted(n for n, s in registry().items() if s.capabilities.kind == kind
-                  and (problem_kind is None or getattr(s, "problem_kind", "chain") == problem_kind))
+                  and (problem_kind is None or s.problem_kind == problem_kind) and s.documents is None)
 
 
 def _cannot(exc: PlannerError, shown: int = 6) -> list[str]:
@@ -40,7 +44,8 @@ def _cannot(exc: PlannerError, shown: int = 6) -> list[str]:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    """Per solver family (plan solvers; schedule solvers; mulayer; asymo), what it can and
+    """Per solver family (plan solvers; schedule solvers; each own compile, e.g. mulayer;
+    solvers with their own documents, e.g. asymo), what it can and
     cannot use of the pair, computed by the functions those solvers' compiles use."""
     platform = load(Platform, args.platform, "platform")
     print(f"platform '{platform.name}': {len(platform.devices)} devices, "
@@ -91,24 +96,34 @@ def run_validate(args: argparse.Namespace) -> int:
             label = dev if cores is None else f"{dev} {cores} core{'s' if cores > 1 else ''}"
             extra = (f"; {missing} without a measurement" if missing else "") + (f"; {est} estimated" if est else "")
             print(f"  {label:<12} runs {runs:>4}/{n_layers} layers{extra}")
-        from solvers.auto import choose
-
         clusters = sorted({f"{d}={','.join(map(str, p))}" for mp in sp.configs for d, p in mp.cpu_config})
-        name, reason, _ = choose(sp)
-        print(f"  logical PEs: {len(sp.configs)} CPU configuration(s){': ' + ' '.join(clusters) if clusters else ''}; "
-              f"this network alone: auto runs {name} ({reason.split(':')[0]})")
+        default = ScheduleRequest.model_fields["solver"].default
+        auto = registry().get(default)
+        choice = ""
+        if isinstance(auto, Delegating):
+            name, reason, _ = auto.choose(sp)
+            choice = f"; this network alone: {default} runs {name} ({reason.split(':')[0]})"
+        print(f"  logical PEs: {len(sp.configs)} CPU configuration(s){': ' + ' '.join(clusters) if clusters else ''}"
+              f"{choice}")
         for n in sp.notes:
             print(f"  {'warning' if 'not used' in n or 'removed' in n or 'skipped' in n else 'note'}: {n}")
 
-    print("mulayer (`planner solve --solver mulayer`):")
-    try:
-        mu = compile_for(get_solver("mulayer"), platform, profile, PlanRequest(solver="mulayer"))
-    except PlannerError as exc:
-        print("\n".join(_cannot(exc)))
-    else:
-        usable.append("mulayer")
-        print(f"  usable: {mu.n_layers} layers" + (f"; {len(mu.notes)} note(s), e.g. {mu.notes[0]}" if mu.notes else ""))
-    print("asymo: reads its own documents (`planner schema asymo-cpu`, `asymo-network`), not a platform/profile pair")
+    plan_solvers = [s for _, s in sorted(registry().items()) if s.capabilities.kind == "plan"]
+    for kind in sorted({s.problem_kind for s in plan_solvers if s.problem_kind != "chain" and s.documents is None}):
+        first = next(s for s in plan_solvers if s.problem_kind == kind and s.documents is None)
+        print(f"{kind} (`planner solve --solver {first.name}`):")
+        try:  # the solver's own compile (its cooperative targets, its cost model)
+            own = compile_for(first, platform, profile, PlanRequest(solver=first.name))
+        except PlannerError as exc:
+            print("\n".join(_cannot(exc)))
+        else:
+            usable.append(kind)
+            print(f"  usable: {own.n_layers} layers" + (f"; {len(own.notes)} note(s), e.g. {own.notes[0]}" if own.notes else ""))
+    for s in plan_solvers:
+        if s.documents is not None:
+            names = [_DOCUMENT_NAMES.get(d, d.__name__) for d in s.documents]
+            print(f"{s.name}: reads its own documents (`planner schema {names[0]}`, `{'`, `'.join(names[1:])}`), "
+                  "not a platform/profile pair")
     if not usable:
         raise InputError(refused or [Issue("profile", "no solver family can use this platform/profile pair")])
     print(f"usable by: {', '.join(usable)}")

@@ -408,7 +408,7 @@ def verify_after_profile(args: argparse.Namespace, lm, devices, platform_doc: di
     from planner.verify import measure_on_device, render_verification, verify_plan
 
     platform, profile = parse(Platform, platform_doc, "platform"), parse(ModelProfile, profile_doc, "profile")
-    request = PlanRequest(objective="latency", solver="dp")
+    request = PlanRequest(objective="latency")  # the default plan solver
     with Bar("verify: measuring candidates", delay_s=0.5):
         plan = verify_plan(platform, profile, request, args.verify,
                            measure_on_device(lm, devices, model_inputs(lm, None, args.seed), args.seed),

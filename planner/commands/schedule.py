@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--platform", required=True, metavar="FILE", help="platform JSON")
     p.add_argument("--app", action="append", required=True, metavar="PROFILE:PERIOD_MS:PRIORITY",
                    help="a network: profile JSON, period (= deadline) in ms, priority (lower = higher); repeatable")
-    p.add_argument("--solver", default="auto",
+    p.add_argument("--solver", default=ScheduleRequest.model_fields["solver"].default,
                    help="auto | ga | ilp | cpsat | exhaustive (default auto: exhaustive where the mapping space is "
                         "small enough to be faster than the GA, a measured threshold, else ga)")
     p.add_argument("--mode", choices=("auto", "throughput", "response_time"), default="auto",
@@ -177,7 +177,7 @@ def render(s: Schedule, rows: int = 30, timeline: bool = False) -> str:
     if len(s.entries) > rows:
         lines.append(f"... {len(s.entries) - rows} more (see --json / --out)")
     per = r.details.get("per_config") if isinstance(r.details, dict) else None
-    if per and r.solver in ("ilp", "cpsat"):
+    if per and all("status" in row for row in per):  # a per-configuration solve (the ILPs): status, bound, gap
         lines += ["", f"{'cpu config':<20} {'status':<11} {'period_ms':>10} {'bound_ms':>10} {'gap':>7}"]
         for row in per:
             c = " ".join(f"{d}=({','.join(map(str, p))})" for d, p in row["cpu_config"].items())

@@ -13,6 +13,7 @@ from planner.core.errors import InputError
 from planner.core.io import load, parse
 from planner.plan import make_plan
 from planner.progress import Bar
+from planner.registry import DEFAULT_PLAN_SOLVER
 from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, ModelProfile, Plan, PlanRequest, Platform
 
 
@@ -86,7 +87,7 @@ def request_from_args(args: argparse.Namespace) -> PlanRequest:
     which, once the plan is made)."""
     data = {
         "objective": args.objective,
-        "solver": args.solver or "dp",
+        "solver": args.solver or DEFAULT_PLAN_SOLVER,
         "targets": args.targets,
         "constraints": {
             "devices": args.devices.split(",") if args.devices else None,
@@ -223,9 +224,9 @@ def _is_number(text: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.registry import get_solver
+    from planner.registry import DEFAULT_PLAN_SOLVER, document_types, get_solver
 
-    platform_doc, profile_doc = getattr(get_solver(args.solver or "dp", "plan"), "documents", (Platform, ModelProfile))
+    platform_doc, profile_doc = document_types(get_solver(args.solver or DEFAULT_PLAN_SOLVER, "plan"))
     platform = load(platform_doc, args.platform, "platform")
     profile = load(profile_doc, args.profile, "profile")
     request = request_from_args(args)

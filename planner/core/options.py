@@ -1,8 +1,9 @@
-"""Every solver's option schema (a solver declares it as `options_model`): validated
-at the edge like every document (the service refuses a bad option at the POST, 422
-naming options.<key>, never in a job), read by the cost models and by the solvers.
-AsyMo's and muLayer's are documents of their own; the others are small and strict
-(a JSON `true` is not a count, `1.0` is not an integer)."""
+"""The shared base of solver option schemas (a solver declares its own as
+`options_model`, in its module): validated at the edge like every document (the
+service refuses a bad option at the POST, 422 naming options.<key>, never in a job).
+AsyMo's and muLayer's live here because the cost models read them too (models/ may not
+import solvers/); the others are small and strict (a JSON `true` is not a count, `1.0`
+is not an integer) and sit beside their solvers."""
 
 from __future__ import annotations
 
@@ -96,68 +97,6 @@ class StrictOptions(BaseModel):
 
 class NoOptions(StrictOptions):
     """The solver takes no options."""
-
-
-class PreferredOptions(StrictOptions):
-    device: str | None = Field(None, min_length=1, max_length=64, description="Id of the device to prefer (required)")
-
-
-MAX_RANDOM_SAMPLES = 1_000_000
-
-
-class RandomOptions(StrictOptions):
-    samples: Annotated[int, Field(ge=1, le=MAX_RANDOM_SAMPLES)] = Field(
-        1000, description="Random valid plans drawn (the service also bounds samples x layers)")
-
-
-SMT_ENCODINGS = ("pb", "lagrange", "onehot", "axonn")
-
-
-class Z3Options(StrictOptions):
-    encoding: Literal["pb", "lagrange", "onehot", "axonn"] = Field("pb", description="Constraint encoding on Z3")
-    max_checks: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = Field(
-        None, description="Stop after this many solver checks (not proven); default: the time limit only")
-
-
-class GaOptions(StrictOptions):
-    population: Annotated[int, Field(ge=4, le=10_000)] = 100
-    generations: Annotated[int, Field(ge=1, le=1_000_000)] = 150
-    selection: Literal["spea2", "spea2-deap", "nsga2"] = "spea2"
-    crossover: Annotated[float, Field(ge=0, le=1)] = Field(0.9, description="Crossover probability")
-    mutation: Annotated[float, Field(ge=0, le=1)] | None = Field(
-        None, description="Per-gene mutation probability; default 1.5 / chromosome length")
-    workers: Annotated[int, Field(ge=1, le=256)] = Field(
-        1, description="Evaluation processes of the seeded and classic strategies (decomposed scores in its own process)")
-    chunks: Annotated[int, Field(ge=1, le=4096)] | None = Field(None, description="Evaluation chunks; default: workers")
-    record_history: bool = False
-    local_search: Annotated[int, Field(ge=0, le=1000)] = Field(2, description="Front members improved per generation")
-    strategy: Literal["decomposed", "seeded", "classic"] = Field(
-        "decomposed", description="decomposed: per-network mappings varied and scored beside the front's others "
-        "(several networks, response-time mode; else seeded); seeded: heuristic seeds, restarts on stagnation; "
-        "classic: the paper's GA")
-    patience: Annotated[int, Field(ge=0, le=1_000_000)] | None = Field(
-        None, description="Generations without improvement before a restart; default 20 (seeded), 0 (classic)")
-    restarts: Annotated[int, Field(ge=0, le=1000)] = 2
-    network_moves: bool = False
-
-
-class IlpOptions(StrictOptions):
-    timing: bool = Field(False, description="Report build and solve times per CPU configuration")
-
-
-class CpSatOptions(IlpOptions):
-    workers: Annotated[int, Field(ge=1, le=64)] = Field(1, description="CP-SAT search workers (threads)")
-
-
-class ExhaustiveOptions(StrictOptions):
-    space: Literal["all", "clustering"] = Field("all", description="Every mapping, or the task-clustering space")
-
-
-class AutoOptions(GaOptions, ExhaustiveOptions):
-    """`auto` takes every option of `ga` and of `exhaustive` (each gets its own) and its own threshold."""
-
-    max_exhaustive_mappings_per_config: Annotated[int, Field(ge=0, le=2**48)] | None = Field(
-        None, description="Enumerate (exhaustive) up to this many mappings per CPU configuration; default: measured")
 
 
 def parse_options(model: type[BaseModel], options: dict[str, Any]) -> Any:

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from planner.core.errors import UnsupportedRequest
 from planner.core.options import NoOptions, StrictOptions
-from planner.core.solver import Capabilities
+from planner.core.solver import Capabilities, SolverBase
 from planner.registry import get_solver
 
 
@@ -20,7 +20,7 @@ class SlowOptions(StrictOptions):
     duration_s: Annotated[float, Field(ge=0, le=600)] = Field(5.0, description="Seconds to wait before planning")
 
 
-class SlowSolver:
+class SlowSolver(SolverBase):
     name = "test-slow"
     options_model = SlowOptions
     capabilities = Capabilities(exact=True, fast=False, description="TEST ONLY: waits options.duration_s, then runs dp")
@@ -36,7 +36,7 @@ class SlowSolver:
         return get_solver("dp").solve(problem, plain, progress)
 
 
-class CrashingSolver:
+class CrashingSolver(SolverBase):
     """A fast solver whose process dies mid-request (a native crash, an OOM kill): the
     service must answer 503 and plan the next request in a new worker process."""
 
@@ -53,7 +53,7 @@ class CrashingSolver:
         os._exit(3)
 
 
-class BusySolver:
+class BusySolver(SolverBase):
     """A *fast* solver that takes options.duration_s anyway (a request the estimate let
     through that overruns the fast path): the plan worker's deadline must stop it and
     turn the request into a job, without holding up the other workers' requests."""
