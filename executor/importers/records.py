@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from executor.importers.structure import place
 from planner.core.errors import InputError, Issue
 from planner.core.io import parse
 from planner.core.schema import ModelProfile
@@ -247,8 +248,6 @@ def build_profile(
         structural = False
         merged: list[str] = []
         if graph and tr.format == "pytorch" and any(r.kind != "label" and not r.parts for r in tr.records):
-            from executor.importers.structure import place
-
             placement = place(tr.records, list(graph), tr.source)
             structural = any(r.kind == "module" for r in tr.records)
             merged = placement.merged
