@@ -147,6 +147,7 @@ def test_two_networks_swap_without_losing_a_frame_keep_an_entry_that_cannot_be_b
         assert a["dropped"] <= a["deadline_misses"] and b["dropped"] <= b["deadline_misses"]
         assert a["predicted_response_ms"] > 0 and a["median_ms"] > 0 and a["max_ms"] >= a["median_ms"]
         assert a["measured_fps"] > 0 and a["segments"] and all(s["samples"] == a["frames"] for s in a["segments"])
+        assert all(s["predicted_ms"] > 0 and s["error_pct"] is not None for s in a["segments"])  # the evaluator's
         assert {s["pe"] for s in a["segments"]} <= set(one["schedule_id"] and [p["pe"] for p in one["pes"]])
     assert one["schedulable"] and two["schedulable"] and one["revisions"] == [1] and two["revisions"] == [2]
     assert all(p["measured_utilisation"] is not None and 0 <= p["measured_utilisation"] <= 1.5 for p in one["pes"])

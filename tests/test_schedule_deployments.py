@@ -225,3 +225,51 @@ def test_planner_deploy_bad_combinations_are_one_line_listing_every_problem(api,
         assert p in err, (p, err)
     created = api.client.get("/v1/deployments/cli-bad", headers=api.h())
     assert created.status_code == 404 or created.json()["revision"] == 0  # nothing activated
+
+
+def test_the_telemetry_summary_has_each_segments_prediction_from_the_schedules_evaluator(api, ids):
+    """Each segment's predicted time beside its measured median: the PE occupancy the
+    schedule's evaluator charges for its layers, which its stored timeline shows as each
+    layer's finish - start (ASAP), in the executor's view, the summary and the UI page."""
+    import re
+
+    from api.schedule_deployments import runs
+
+    s = schedule(api, ids, 60.0, 80.0)
+    full = api.client.get(f"/v1/schedules/{s['id']}?view=entries&limit=1000&timelines=true", headers=api.h()).json()
+    k, entry = next((i, e) for i, e in enumerate(full["schedule"]["entries"]) if e.get("timeline"))
+    took = {(it["app"], it["layer"]): it["finish_ms"] - it["start_ms"] for items in entry["timeline"].values()
+            for it in items}
+    api.client.post("/v1/deployments", headers=api.h(),
+                    json={"name": "segs", "platform_id": ids["platform"], "profile_ids": [ids["a"], ids["b"]]})
+    r = api.client.put("/v1/deployments/segs/active", headers=api.h(), json={"schedule_id": s["id"], "entry": k,
+                                                                             "force": True})
+    assert r.status_code == 200, r.text
+    board = {"Authorization": f"Bearer {api.token('board-segs', ['executor'], [r.json()['id']])}"}
+    view = AgentScheduleAnswer.model_validate(api.client.get("/v1/deployments/segs/plan", headers=board).json()).schedule
+    expected = {}
+    for n in view.networks:
+        cuts = runs(n.mapping)
+        expected[n.name] = [sum(took[(n.name, n.layers[i])] for i in range(a, b + 1)) for a, b, _ in cuts]
+        assert n.predicted_segment_ms == pytest.approx(expected[n.name], rel=1e-9, abs=1e-9), n.name
+        assert all(t > 0 for t in n.predicted_segment_ms)
+    # a board reports its frames: the summary puts each segment's measured median beside the prediction
+    frames = [{"network": n.name, "seq": q, "response_ms": 3.0 * sum(expected[n.name]),
+               "segment_ms": [2.0 * t + 0.1 * q for t in expected[n.name]], "missed": False}
+              for n in view.networks for q in range(5)]
+    r = api.client.post("/v1/deployments/segs/telemetry", headers=board, json={
+        "batch_id": "segs-1", "schedule_id": s["id"], "entry": k, "revision": 1, "frames": frames})
+    assert r.status_code == 201, r.text
+    tel = api.client.get("/v1/deployments/segs/telemetry", headers=api.h()).json()["schedules"]
+    for net in tel[0]["networks"]:
+        for seg, pred in zip(net["segments"], expected[net["name"]], strict=True):
+            assert seg["predicted_ms"] == pytest.approx(pred) and seg["median_ms"] == pytest.approx(2.0 * pred + 0.2)
+            assert seg["error_pct"] == pytest.approx(100.0 * (pred + 0.2) / pred)
+    # the deployment page's segment rows show it
+    csrf = re.search(r'name="csrf" value="([^"]+)"', api.client.get("/ui/login").text).group(1)
+    api.client.post("/ui/login", data={"token": api.tokens["pipeline"], "csrf": csrf, "next": "/ui"},
+                    follow_redirects=False)
+    html = api.client.get("/ui/deployments/segs").text
+    shown = re.findall(r'class="num seg-predicted">([^<]*)<', html)
+    assert shown == [f"{t:.3f}" for n in view.networks for t in expected[n.name]], shown
+    assert "segment predicted" in html

@@ -159,6 +159,9 @@ class SegmentTelemetry(BaseModel):
     samples: int
     median_ms: float | None = None
     p90_ms: float | None = None
+    predicted_ms: float | None = Field(None, description="The schedule evaluator's time for the segment: the "
+                                       "occupancy of its PE it charges (its layers and their outputs' transfers)")
+    error_pct: float | None = Field(None, description="(measured median - predicted) / predicted, in percent")
 
 
 class NetworkTelemetry(BaseModel):
@@ -383,6 +386,9 @@ class AgentNetwork(_View):
     predicted_response_ms: float | None = Field(None, description="The analysis' worst-case response time")
     predicted_latency_ms: float | None = Field(None, description="One frame alone")
     meets_deadline: bool = True
+    predicted_segment_ms: list[float | None] | None = Field(
+        None, max_length=MAX_LAYERS, description="Each segment's predicted time (ms), segment order: the schedule "
+        "evaluator's occupancy of its PE (None: not computable)")
 
 
 class AgentSchedule(_View):
