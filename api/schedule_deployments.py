@@ -78,7 +78,7 @@ def entry_view(svc, schedule_id: str, entry: int) -> bytes:  # noqa: ANN001
                              analysis=(doc.get("analysis") or {}).get("name"), cpu_config=e["cpu_config"],
                              pes=[AgentPe(pe=p["pe"], device=p["device"], cores=p["cores"],
                                           predicted_utilisation=p.get("utilisation")) for p in e["pe_loads"]],
-                             networks=nets)
+                             networks=nets, mode=doc["mode"])
         return view.model_dump_json().encode()
 
     return svc.executor_views.get_or_make(f"{schedule_id}#{entry}", make)
@@ -203,6 +203,7 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
                                              median_ms=seg_med, p90_ms=float(np.percentile(t, 90)) if t.size else None,
                                              predicted_ms=pred, error_pct=error_pct(seg_med, pred)))
             bound = n.predicted_response_ms
+            fps = len(done) / (span_ms / 1000.0) if span_ms > 0 else None
             nets.append(NetworkTelemetry(
                 name=n.name, period_ms=n.period_ms, priority=n.priority, frames=len(mine),
                 dropped=sum(f.get("response_ms") is None for f in mine), deadline_misses=sum(bool(f.get("missed")) for f in mine),
@@ -211,11 +212,12 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
                 median_ms=med, p90_ms=p90, max_ms=worst,
                 over_bound=int((r > bound).sum()) if bound is not None and r.size else 0,
                 error_pct=error_pct(worst, bound), expected_fps=1000.0 / n.period_ms,
-                measured_fps=len(done) / (span_ms / 1000.0) if span_ms > 0 else None, segments=segs))
+                measured_fps=fps, segments=segs,
+                period_error_pct=error_pct(1000.0 / fps, n.period_ms) if view.mode == "throughput" and fps else None))
         pes = [PeTelemetry(pe=p.pe, device=p.device, cores=p.cores, predicted_utilisation=p.predicted_utilisation,
                            measured_utilisation=busy[p.pe] / span_ms if span_ms > 0 and p.pe in busy else None)
                for p in view.pes]
         out.append(ScheduleTelemetry(schedule_id=sid, entry=entry, revisions=revisions, schedulable=view.schedulable,
-                                     analysis=view.analysis, frames=len(frames),
+                                     analysis=view.analysis, mode=view.mode, frames=len(frames),
                                      errors=sum(errors.get(r, 0) for r in revisions), networks=nets, pes=pes))
     return out

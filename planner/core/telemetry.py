@@ -187,6 +187,9 @@ class NetworkTelemetry(BaseModel):
                                     "+ = the bound did not hold")
     expected_fps: float = Field(description="1000 / period_ms")
     measured_fps: float | None = Field(None, description="Frames done / the wall time they were released over")
+    period_error_pct: float | None = Field(
+        None, description="A pipelined (throughput) entry: (1000 / measured_fps - the predicted effective period) / "
+        "the predicted period, in percent: + = the board did not keep up with the predicted throughput")
     segments: list[SegmentTelemetry]
 
 
@@ -204,6 +207,8 @@ class ScheduleTelemetry(BaseModel):
     revisions: list[int]
     schedulable: bool
     analysis: str | None = None
+    mode: Literal["response_time", "throughput"] = Field(
+        "response_time", description="throughput: one network pipelined, served as a pipeline, judged on its fps")
     frames: int
     errors: int
     networks: list[NetworkTelemetry]
@@ -399,6 +404,9 @@ class AgentSchedule(_View):
     cpu_config: dict[str, list[int]] = Field(default_factory=dict)
     pes: list[AgentPe] = Field(min_length=1, max_length=MAX_SLICES)
     networks: list[AgentNetwork] = Field(min_length=1, max_length=MAX_NETWORKS)
+    mode: Literal["response_time", "throughput"] = Field(
+        "response_time", description="response_time: each network released every period; throughput: one network "
+        "pipelined over its PEs, frames back to back, at most one per period on average")
 
 
 class AgentScheduleAnswer(_View):
