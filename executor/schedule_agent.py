@@ -261,6 +261,8 @@ class ScheduleAgent(Agent):
                     continue
                 built: BuiltEntry = cur.runner
                 k = max(1, int(self.chunk_s * 1e3 // built.hyperperiod_ms))
+                if built.view.mode == "throughput":  # back to back, not on a release grid: bounded in frames too
+                    k = min(k, MAX_FRAMES_PER_HYPERPERIOD)
                 counts = [c * k for c in built.counts]
                 t0 = time.monotonic()
                 try:
