@@ -7,10 +7,14 @@ would miss deadlines by design."""
 from __future__ import annotations
 
 import json
+import logging
+import math
 
 from api.problems import invalid
 from api.rows import DeploymentRow, ScheduleRow
 from planner.core.telemetry import AgentNetwork, AgentPe, AgentSchedule
+
+log = logging.getLogger("planner.deployments")
 
 
 def checked_entry(svc, dep: DeploymentRow, plan_id: str | None, schedule_id: str | None, entry: int | None,  # noqa: ANN001
@@ -53,9 +57,10 @@ def entry_view(svc, schedule_id: str, entry: int) -> bytes:  # noqa: ANN001
     def make() -> bytes:
         with svc.db.session() as s:
             row = s.get(ScheduleRow, schedule_id)
-            body, profile_ids = row.body, json.loads(row.profile_ids)
+            body, profile_ids, submission = row.body, json.loads(row.profile_ids), row.request
         doc = json.loads(body)
         e = doc["entries"][entry]
+        segment_ms = segment_predictions(svc, submission, e, f"{schedule_id}#{entry}")
         layers = {}
         for pid in profile_ids:
             prof = svc.planner.parsed("profile", pid, "profile_ids")
@@ -67,15 +72,41 @@ def entry_view(svc, schedule_id: str, entry: int) -> bytes:  # noqa: ANN001
                                      priority=k if a.get("priority") is None else a["priority"],
                                      mapping=a["mapping"], layers=layers.get(a["name"], []),
                                      predicted_response_ms=a.get("response_time_ms"),
-                                     predicted_latency_ms=a.get("latency_ms"), meets_deadline=a["meets_deadline"]))
+                                     predicted_latency_ms=a.get("latency_ms"), meets_deadline=a["meets_deadline"],
+                                     predicted_segment_ms=segment_ms[k] if segment_ms else None))
         view = AgentSchedule(schedule_id=schedule_id, entry=entry, schedulable=e["schedulable"],
                              analysis=(doc.get("analysis") or {}).get("name"), cpu_config=e["cpu_config"],
                              pes=[AgentPe(pe=p["pe"], device=p["device"], cores=p["cores"],
                                           predicted_utilisation=p.get("utilisation")) for p in e["pe_loads"]],
-                             networks=nets)
+                             networks=nets, mode=doc["mode"])
         return view.model_dump_json().encode()
 
     return svc.executor_views.get_or_make(f"{schedule_id}#{entry}", make)
+
+
+def segment_predictions(svc, submission: str, e: dict, label: str) -> list[list[float | None]] | None:  # noqa: ANN001
+    """Per network (the entry's order), each segment's predicted time from the schedule's
+    evaluator (planner.core.multiapp): the stored request recompiled for the entry's CPU
+    configuration only. None when it no longer compiles (logged): the rest of the view stands."""
+    from api.schemas import ScheduleSubmission
+    from models.multiapp import compile_schedule
+    from planner.core.multiapp import segment_times_ms
+
+    try:
+        sub = ScheduleSubmission.model_validate_json(submission)
+        platform = svc.planner.parsed("platform", sub.platform_id, "platform_id")
+        profiles = [svc.planner.parsed("profile", a.profile_id, "profile_id") for a in sub.apps]
+        request = sub.request([p.name for p in profiles])
+        request = request.model_copy(update={"cpu_partitions": {d: [list(p)] for d, p in e["cpu_config"].items()}})
+        problem = next(c for c in compile_schedule(platform, profiles, request).configs
+                       if c.config_dict() == e["cpu_config"])
+        names = [pe.name for pe in problem.pes]
+        genes = [names.index(pe) for a in e["apps"] for pe in a["mapping"]]
+        times = segment_times_ms(problem, genes)
+    except Exception as exc:  # noqa: BLE001 - predictions are an addition to the view, never a reason to refuse it
+        log.warning("schedule entry %s: no per-segment predictions (%s: %s)", label, type(exc).__name__, exc)
+        return None
+    return [[t if math.isfinite(t) else None for t in net] for net in times]
 
 
 def deployed_entry(svc, dep: DeploymentRow) -> tuple[str, bytes]:  # noqa: ANN001
@@ -165,11 +196,14 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
             segs = []
             for k, (a, b, pe) in enumerate(runs(list(n.mapping))):
                 t = np.asarray([f["segment_ms"][k] for f in mine if len(f.get("segment_ms") or []) > k], dtype=float)
+                pred = n.predicted_segment_ms[k] if n.predicted_segment_ms and k < len(n.predicted_segment_ms) else None
+                seg_med = float(np.median(t)) if t.size else None
                 segs.append(SegmentTelemetry(index=k, pe=pe, first_layer=n.layers[a] if n.layers else None,
                                              last_layer=n.layers[b] if n.layers else None, samples=int(t.size),
-                                             median_ms=float(np.median(t)) if t.size else None,
-                                             p90_ms=float(np.percentile(t, 90)) if t.size else None))
+                                             median_ms=seg_med, p90_ms=float(np.percentile(t, 90)) if t.size else None,
+                                             predicted_ms=pred, error_pct=error_pct(seg_med, pred)))
             bound = n.predicted_response_ms
+            fps = len(done) / (span_ms / 1000.0) if span_ms > 0 else None
             nets.append(NetworkTelemetry(
                 name=n.name, period_ms=n.period_ms, priority=n.priority, frames=len(mine),
                 dropped=sum(f.get("response_ms") is None for f in mine), deadline_misses=sum(bool(f.get("missed")) for f in mine),
@@ -178,11 +212,12 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
                 median_ms=med, p90_ms=p90, max_ms=worst,
                 over_bound=int((r > bound).sum()) if bound is not None and r.size else 0,
                 error_pct=error_pct(worst, bound), expected_fps=1000.0 / n.period_ms,
-                measured_fps=len(done) / (span_ms / 1000.0) if span_ms > 0 else None, segments=segs))
+                measured_fps=fps, segments=segs,
+                period_error_pct=error_pct(1000.0 / fps, n.period_ms) if view.mode == "throughput" and fps else None))
         pes = [PeTelemetry(pe=p.pe, device=p.device, cores=p.cores, predicted_utilisation=p.predicted_utilisation,
                            measured_utilisation=busy[p.pe] / span_ms if span_ms > 0 and p.pe in busy else None)
                for p in view.pes]
         out.append(ScheduleTelemetry(schedule_id=sid, entry=entry, revisions=revisions, schedulable=view.schedulable,
-                                     analysis=view.analysis, frames=len(frames),
+                                     analysis=view.analysis, mode=view.mode, frames=len(frames),
                                      errors=sum(errors.get(r, 0) for r in revisions), networks=nets, pes=pes))
     return out

@@ -1,7 +1,8 @@
 """A schedule deployment on this host (issue 26): the README's block (two light ONNX
 models profiled, scheduled by a real service, the entry deployed, `planner agent` with
 one --model per network) run for --duration seconds, then each network's measured
-response times from the agent's own telemetry beside the schedule's bound.
+response times from the agent's own telemetry beside the schedule's bound, and each
+segment's measured median beside the evaluator's predicted time.
 
     .venv/bin/python bench/schedule_agent.py [--duration 20] [--out bench/results/schedule_agent.json]
 
@@ -64,7 +65,9 @@ def main() -> int:
                                            "median_ms", "p90_ms", "max_ms", "over_bound", "frames", "deadline_misses",
                                            "dropped", "expected_fps", "measured_fps")}
                         | {"entry": f"{s['schedule_id']}#{s['entry']}",
-                           "pes": [(p["pe"], p["predicted_utilisation"], p["measured_utilisation"]) for p in s["pes"]]})
+                           "pes": [(p["pe"], p["predicted_utilisation"], p["measured_utilisation"]) for p in s["pes"]],
+                           "segments": [{k: g[k] for k in ("pe", "first_layer", "last_layer", "predicted_ms", "median_ms",
+                                                           "p90_ms", "error_pct")} for g in n["segments"]]})
     print(f"host {host['node']}: {host['cpus']} CPUs, load {host['loadavg_at_start'][0]:.1f} -> "
           f"{host['loadavg_at_end'][0]:.1f}; agent {args.duration:g} s")
     print("network        period  bound R  median R  p90 R  max R  >bound  frames  misses  fps exp/meas   (ms)")
@@ -72,6 +75,9 @@ def main() -> int:
         print(f"{r['name']:<14} {r['period_ms']:6.0f} {r['predicted_response_ms']:8.2f} {r['median_ms']:9.2f} "
               f"{r['p90_ms']:6.2f} {r['max_ms']:6.2f} {r['over_bound']:7d} {r['frames']:7d} {r['deadline_misses']:7d}"
               f"  {r['expected_fps']:.2f}/{r['measured_fps'] or 0:.2f}")
+        for g in r["segments"]:  # the evaluator's segment time beside the board's median
+            print(f"  segment on {g['pe']:<6} predicted {g['predicted_ms'] or float('nan'):7.2f}  median {g['median_ms']:7.2f}"
+                  f"  p90 {g['p90_ms']:7.2f}  error {g['error_pct'] if g['error_pct'] is not None else float('nan'):+.0f}%")
     Path(args.out).write_text(json.dumps({"host": host, "duration_s": args.duration, "networks": rows}, indent=1) + "\n")
     print(f"-> {args.out}")
     return 0

@@ -16,6 +16,15 @@ It is executor.agent.Agent with two parts replaced:
   new entry takes over between two hyperperiods and no released frame is left behind:
   every frame of every network carries a sequence number that runs on across swaps.
 
+An entry of a throughput-mode (pipelined) schedule, one network cut into stages on
+several PEs, is served as a pipeline (PipelineExecutor, throughput mode): each chunk's
+frames are released as fast as the double buffers take them, so frames flow through the
+stages concurrently, and the next chunk starts on the effective-period grid, so that on
+average at most one frame runs per effective period (the rate the schedule's CPU cap
+asks for). A frame's response time spans every stage, longer than the period by design:
+only a frame that never finished counts as a miss; the service compares the served
+throughput with the predicted one.
+
 Telemetry batches hold one entry's frames: per network and frame its response time,
 its segments' times and whether it missed its deadline (the period; a release dropped
 because the network's backlog was full is a miss too), plus each PE's busy time over
@@ -106,7 +115,7 @@ def build_entry(view: AgentSchedule, models: Mapping[str, LayeredModel], devices
         nets = [Network(n.name, models[n.name], [pe_names.index(p) for p in n.mapping], n.period_ms, n.priority,
                         dict(feeds[n.name]) if feeds and n.name in feeds else random_inputs(models[n.name], k))
                 for k, n in enumerate(view.networks)]
-        ex = PipelineExecutor(nets, pes, "response_time")
+        ex = PipelineExecutor(nets, pes, view.mode)
     except Exception as exc:  # noqa: BLE001 - a provider's or the pipeline's own failure is the reason to report
         text = str(exc).strip().splitlines()
         raise PlanBuildError(f"{type(exc).__name__}: {text[0] if text else ''}"[:900]) from None
@@ -178,7 +187,8 @@ class ScheduleAgent(Agent):
                                revision=revision, frames=frames, errors=errors,
                                pes=[PeBusy(pe=p, busy_ms=min(b, 3_600_000.0)) for p, b in busy.items()] if view else [],
                                span_ms=min(span, 3_600_000.0) if view and span else None,
-                               regime=ServedRegime(mode="rate") if view else None)
+                               regime=(ServedRegime(mode="back_to_back" if view.mode == "throughput" else "rate")
+                                       if view else None))
         if len(frames) + len(errors) <= 1 or len(batch.model_dump_json()) <= self.max_batch_bytes:
             return [batch]
         if len(frames) > 1:
@@ -194,7 +204,9 @@ class ScheduleAgent(Agent):
             return super()._split(batch)
         view = self._current.runner.view if self._current is not None else None
         if view is None or (view.schedule_id, view.entry) != (batch.schedule_id, batch.entry):
-            view = AgentSchedule.model_construct(schedule_id=batch.schedule_id, entry=batch.entry)
+            piped = batch.regime is not None and batch.regime.mode == "back_to_back"
+            view = AgentSchedule.model_construct(schedule_id=batch.schedule_id, entry=batch.entry,
+                                                 mode="throughput" if piped else "response_time")
         return self._frame_batches(view, batch.revision, list(batch.frames), list(batch.errors),
                                    {p.pe: p.busy_ms for p in batch.pes}, batch.span_ms)
 
@@ -202,13 +214,14 @@ class ScheduleAgent(Agent):
         """A chunk's frames as telemetry: every release of every network, in order."""
         built: BuiltEntry = cur.runner
         frames: list[FrameSample] = []
+        piped = built.view.mode == "throughput"  # a pipeline's frame spans its stages: only an unfinished one misses
         for net, nr, count in zip(built.view.networks, res.networks, counts):
             base = self._next_seq[net.name]
             done = {n: (r, seg) for n, r, seg in zip(nr.frame_ids, nr.response_ms, nr.segment_ms)}
             misses, worst = 0, 0.0
             for n in range(count):
                 r, seg = done.get(n, (None, []))
-                missed = r is None or r > net.period_ms
+                missed = r is None or (r > net.period_ms and not piped)
                 misses += missed
                 worst = max(worst, r or 0.0)
                 frames.append(FrameSample(network=net.name, seq=base + n, response_ms=None if r is None else max(r, 1e-6),
@@ -217,8 +230,9 @@ class ScheduleAgent(Agent):
             self.stats.deadline_misses += misses
             self.stats.frames_lost += count - len(done)
             if misses:
-                self._error("deadline_missed", f"schedule entry {cur.plan_id}: network '{net.name}' missed its "
-                                               f"{net.period_ms:g} ms deadline", None, cur.revision)
+                self._error("deadline_missed", f"schedule entry {cur.plan_id}: network '{net.name}' " + (
+                    "left frames of the pipeline unfinished" if piped else
+                    f"missed its {net.period_ms:g} ms deadline"), None, cur.revision)
         with self._lock:
             self._frames.extend(frames)
             for p, b in zip(built.pes, res.pe_busy_s):
@@ -247,6 +261,8 @@ class ScheduleAgent(Agent):
                     continue
                 built: BuiltEntry = cur.runner
                 k = max(1, int(self.chunk_s * 1e3 // built.hyperperiod_ms))
+                if built.view.mode == "throughput":  # back to back, not on a release grid: bounded in frames too
+                    k = min(k, MAX_FRAMES_PER_HYPERPERIOD)
                 counts = [c * k for c in built.counts]
                 t0 = time.monotonic()
                 try:

@@ -22,7 +22,7 @@ def test_readme_schedule_deployment_runs_as_written(tmp_path):
     server = Server(work / "data").start()
     try:
         script = tiny(code_block("Several networks on the board"), server.url)
-        assert "--model squeezenet=" in script and "/v1/deployments/duo/active" in script
+        assert "--model squeezenet=" in script and "planner deploy --deployment duo --schedule $SID" in script
         env = {k: v for k, v in os.environ.items() if not k.startswith("PLANNER_")}
         env.update(PYTHONPATH=str(Path(__file__).parents[1]), CI="true")
         done = subprocess.run(["bash", "-euo", "pipefail", "-x", "-c", script], cwd=work, env=env,
@@ -32,8 +32,9 @@ def test_readme_schedule_deployment_runs_as_written(tmp_path):
     finally:
         server.stop()
     lines = done.stdout.splitlines()
-    active = json.loads(next(ln for ln in lines if ln.startswith('{"schedule_id"')))
-    assert active["schedule_id"].startswith("sch_") and active["entry"] >= 0, log
+    active = next(ln for ln in lines if ln.startswith("deployment duo ")).split()
+    assert active[3:6] == ["revision", "1:", "active"] and active[6:8] == ["schedule", active[7]], log
+    assert active[7].startswith("sch_") and active[8] == "entry" and int(active[9]) >= 0, log
     assert any(ln.startswith("agent ") and "deadline miss(es)" in ln for ln in lines), log
     rows = [json.loads(ln) for ln in lines if ln.startswith('["')]
     assert sorted(r[0] for r in rows) == ["inception_v1", "squeezenet"], log

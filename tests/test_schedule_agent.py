@@ -147,6 +147,7 @@ def test_two_networks_swap_without_losing_a_frame_keep_an_entry_that_cannot_be_b
         assert a["dropped"] <= a["deadline_misses"] and b["dropped"] <= b["deadline_misses"]
         assert a["predicted_response_ms"] > 0 and a["median_ms"] > 0 and a["max_ms"] >= a["median_ms"]
         assert a["measured_fps"] > 0 and a["segments"] and all(s["samples"] == a["frames"] for s in a["segments"])
+        assert all(s["predicted_ms"] > 0 and s["error_pct"] is not None for s in a["segments"])  # the evaluator's
         assert {s["pe"] for s in a["segments"]} <= set(one["schedule_id"] and [p["pe"] for p in one["pes"]])
     assert one["schedulable"] and two["schedulable"] and one["revisions"] == [1] and two["revisions"] == [2]
     assert all(p["measured_utilisation"] is not None and 0 <= p["measured_utilisation"] <= 1.5 for p in one["pes"])
@@ -299,3 +300,100 @@ def test_each_late_frame_is_one_miss_and_a_dropped_release_is_a_miss_and_a_lost_
     (batch,) = agent._outbox
     assert (batch.schedule_id, batch.entry, batch.revision, len(batch.frames)) == ("sch_x", 0, 1, 3)
     assert batch.span_ms == 20.0 and [(p.pe, p.busy_ms) for p in batch.pes] == [("cpu0", 16.5)]
+
+
+def test_a_pipelined_frame_is_no_miss_for_spanning_its_stages_only_an_unfinished_one_is():
+    """Throughput mode's accounting: a frame's response time spans every stage, beyond the
+    period by design, so only a frame that never finished is a miss; batches say the
+    frames ran back to back."""
+    from executor.agent import Applied
+    from executor.pipeline import NetworkResult, PipelineResult
+    from executor.schedule_agent import BuiltEntry, ScheduleAgent
+    from planner.core.telemetry import AgentSchedule
+
+    view = AgentSchedule.model_validate({
+        "schedule_id": "sch_p", "entry": 0, "schedulable": True, "mode": "throughput",
+        "pes": [{"pe": "cpu0", "device": "cpu", "cores": 1}, {"pe": "cpu1", "device": "cpu", "cores": 1}],
+        "networks": [{"name": "A", "period_ms": 5.0, "priority": 0, "mapping": ["cpu0", "cpu1"]}]})
+    agent = ScheduleAgent("http://127.0.0.1:9", "d", "", {}, [], log=lambda _: None)
+    cur = Applied(BuiltEntry(view, None, 5.0, [1], ["cpu0", "cpu1"]), "sch_p#0", 1)
+    res = PipelineResult("throughput", [
+        NetworkResult("A", 3, 2, 0, 0, [8.0, 9.0], [0.008, 0.013], True, 2, [0, 1], [[4.0, 4.0], [4.5, 4.5]])],
+        0.015, False, {}, [0.0085, 0.0085])
+    agent._record(cur, res, [3], 15.0)
+    assert [(f.seq, f.response_ms, f.missed) for f in agent._frames] == [(0, 8.0, False), (1, 9.0, False), (2, None, True)]
+    assert agent.stats.deadline_misses == 1 and agent.stats.frames_lost == 1
+    (err,) = agent._errors.values()
+    assert err.kind == "deadline_missed" and "unfinished" in err.message
+    agent._current = cur
+    agent._cut_batch()
+    assert agent._outbox[0].regime.mode == "back_to_back"
+
+
+def test_a_pipelined_entry_is_served_as_a_pipeline_and_judged_on_its_throughput(world):
+    """A throughput-mode schedule (one network over two 1-core PEs) deployed: the board
+    builds a throughput-mode pipeline, serves it, and the service reports the served
+    throughput against the prediction; a frame spanning both stages is no miss."""
+    from executor.runtime import parse_device
+    from executor.schedule_agent import build_entry
+    from executor.slicing import layers, load_model, materialise
+    from planner.core.telemetry import AgentSchedule
+
+    pipe, ids = world["pipe"], world["ids"]
+    r = pipe.post("/v1/schedules", json={"platform_id": ids["platform"], "solver": "exhaustive",
+                                         "cpu_partitions": {"cpu": [[1, 1]]},
+                                         "apps": [{"profile_id": ids["B"], "period_ms": 1000.0, "priority": 0}]})
+    assert r.status_code in (200, 202), r.text
+    job = wait_for(lambda: (j := pipe.get(f"/v1/jobs/{r.json()['id']}").json())["state"] in ("succeeded", "failed") and j,
+                   60, "the schedule job")
+    s = pipe.get(f"/v1/schedules/{job['schedule_id']}?view=entries&limit=1000").json()
+    assert s["schedule"]["mode"] == "throughput"
+    k, e = next((i, x) for i, x in enumerate(s["schedule"]["entries"]) if len(set(x["apps"][0]["mapping"])) == 2)
+    assert pipe.post("/v1/deployments", json={"name": "piped", "platform_id": ids["platform"],
+                                              "profile_ids": [ids["B"]]}).status_code == 201
+    assert pipe.put("/v1/deployments/piped/active", json={"schedule_id": s["id"], "entry": k,
+                                                          "force": True}).status_code == 200
+    board = token(world["server"], "--name", "b-piped", "--scope", "executor", "--deployment", "piped")
+    view = AgentSchedule.model_validate(httpx.get(f"{world['server'].url}/v1/deployments/piped/plan",
+                                                  headers={"Authorization": f"Bearer {board}"}).json()["schedule"])
+    assert view.mode == "throughput" and view.networks[0].period_ms == e["apps"][0]["effective_period_ms"]
+    lm = {"B": layers(materialise(load_model(str(world["b"]))), materialised=True)}
+    assert build_entry(view, lm, {"cpu": parse_device(DEVICE)}).executor.mode == "throughput"
+
+    def net() -> dict:
+        got = pipe.get("/v1/deployments/piped/telemetry")
+        sch = got.json()["schedules"] if got.status_code == 200 else []
+        return sch[0]["networks"][0] if sch else {}
+
+    proc = subprocess.Popen(
+        [str(PLANNER), "agent", "--server", world["server"].url, "--deployment", "piped", "--model", f"B={world['b']}",
+         "--device", DEVICE, "--duration", "120", "--batch-s", "0.3", "--poll-wait", "2", "--json"],
+        cwd=ROOT, env={**world["server"].env, "PLANNER_TOKEN": board}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True)
+    try:
+        wait_for(lambda: net().get("frames", 0) >= 30, 90, "frames of the pipelined network")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    sch = pipe.get("/v1/deployments/piped/telemetry").json()["schedules"][0]
+    n = sch["networks"][0]
+    assert sch["mode"] == "throughput" and n["frames"] >= 30 and n["frames_lost"] == 0
+    assert n["deadline_misses"] == 0 and n["dropped"] == 0  # every frame ran; none is late for spanning two stages
+    assert n["expected_fps"] == pytest.approx(1000.0 / e["apps"][0]["effective_period_ms"])
+    assert n["measured_fps"] > 0 and n["period_error_pct"] == pytest.approx(
+        100.0 * (1000.0 / n["measured_fps"] - n["period_ms"]) / n["period_ms"])
+    assert len(n["segments"]) >= 2 and all(g["predicted_ms"] > 0 and g["samples"] == n["frames"] for g in n["segments"])
+    ui = httpx.Client(base_url=world["server"].url, timeout=60)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', ui.get("/ui/login").text).group(1)
+    ci = pipe.headers["Authorization"].split()[1]
+    assert ui.post("/ui/login", data={"csrf": csrf, "token": ci, "next": "/ui/plans"}).status_code in (200, 303)
+    html = ui.get("/ui/deployments/piped").text
+    assert "pipelined)" in html and re.search(r'class="period-error">\([+-][0-9.]+% on the period\)', html), html[-3000:]
+    print(json.dumps({"pipelined": {k2: n[k2] for k2 in ("period_ms", "expected_fps", "measured_fps", "period_error_pct",
+                                                          "median_ms", "max_ms", "frames")},
+                      "segments": [(g["pe"], g["predicted_ms"], g["median_ms"]) for g in n["segments"]]}))

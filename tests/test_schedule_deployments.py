@@ -5,6 +5,8 @@ its violations) unless forced; every bad input is a 422 naming the field."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,125 @@ def test_schedules_and_deployments_must_match(api, ids):
         **base, "profile_ids": [ids["a"], ids["a"]]})) == "profile_ids"
     assert field_of(api.client.post("/v1/deployments", headers=h, json={**base, "profile_ids": []})).startswith("profile_ids")
     assert field_of(api.client.post("/v1/deployments", headers=h, json={**base, "profile_ids": ["x"]})).startswith("profile_ids")
+
+
+@pytest.fixture()
+def deploy(api, monkeypatch, capsys):
+    """`planner deploy ...` in this process, its client talking to the in-process service."""
+    from fastapi.testclient import TestClient
+
+    from planner import cli
+    from planner.commands import client
+
+    def init(self, server, token):
+        self.server, self.token = server, token
+        self.http = TestClient(api.client.app, headers={"Authorization": f"Bearer {token}"})
+
+    monkeypatch.setattr(client.Client, "__init__", init)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        rc = cli.main(["deploy", "--token", api.tokens["pipeline"], *args])
+        got = capsys.readouterr()
+        return rc, got.out, got.err
+
+    return run
+
+
+def test_planner_deploy_activates_schedule_entries_creating_the_deployment_on_first_use(api, ids, deploy):
+    s = schedule(api, ids, 60.0, 80.0)
+    ok = [i for i, e in enumerate(s["schedule"]["entries"]) if e["schedulable"]]
+    rc, out, err = deploy("--deployment", "cli-duo", "--schedule", s["id"], "--entry", str(ok[0]))
+    assert rc == 0, err
+    assert out.strip().endswith(f"revision 1: active schedule {s['id']} entry {ok[0]}"), out
+    dep = api.client.get("/v1/deployments/cli-duo", headers=api.h()).json()
+    assert dep["platform_id"] == ids["platform"] and dep["profile_ids"] == [ids["a"], ids["b"]]
+    rc, out, _ = deploy("--deployment", "cli-duo", "--schedule", s["id"], "--entry", str(ok[1]))
+    assert rc == 0 and f"revision 2: active schedule {s['id']} entry {ok[1]}" in out
+    rc, out, _ = deploy("--deployment", "cli-duo", "--history")
+    assert rc == 0 and [ln.split()[2:5] for ln in out.splitlines()] == [[s["id"], "entry", str(ok[0])],
+                                                                        [s["id"], "entry", str(ok[1])]], out
+    rc, out, _ = deploy("--deployment", "cli-duo", "--rollback")
+    assert rc == 0 and f"revision 3: active schedule {s['id']} entry {ok[0]}" in out
+    rc, out, _ = deploy("--deployment", "cli-duo", "--json", "--schedule", s["id"], "--entry", str(ok[1]))
+    assert rc == 0 and json.loads(out)["active_schedule"] == {"schedule_id": s["id"], "entry": ok[1]}
+
+
+def test_planner_deploy_refuses_an_unschedulable_entry_unless_forced(api, ids, deploy):
+    s = schedule(api, ids, 0.5, 0.5)
+    bad = next(i for i, e in enumerate(s["schedule"]["entries"]) if not e["schedulable"])
+    rc, out, err = deploy("--deployment", "cli-tight", "--schedule", s["id"], "--entry", str(bad))
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"planner: error: --entry: entry {bad} is not schedulable") and "force" in err
+    rc, out, err = deploy("--deployment", "cli-tight", "--schedule", s["id"], "--entry", str(bad), "--force")
+    assert rc == 0 and f"revision 1: active schedule {s['id']} entry {bad}" in out, err
+
+
+@pytest.mark.parametrize("args,problems", [
+    (["--schedule", "SID"], ["--entry: required with --schedule"]),
+    (["--plan", "pln_x", "--schedule", "SID", "--entry", "-1", "--verify", "1"],
+     ["--plan --schedule: give exactly one of", "--entry: -1 is negative"]),
+    (["--entry", "0", "--force", "--revision", "2"],
+     ["--plan: give exactly one of", "--entry: only with --schedule", "--force: only with --schedule",
+      "--revision: only with --rollback"]),
+    (["--rollback", "--schedule", "SID", "--entry", "0", "--verify", "2"],
+     ["--schedule --rollback: give exactly one of", "--verify: only with --plan"]),
+    (["--schedule", "sch_nope", "--entry", "0"], ["--schedule: no schedule with id sch_nope"]),
+    (["--schedule", "SID", "--entry", "999"], ["--entry: 999 is out of range"]),
+])
+def test_planner_deploy_bad_combinations_are_one_line_listing_every_problem(api, ids, deploy, args, problems):
+    s = schedule(api, ids, 60.0, 80.0)
+    rc, out, err = deploy("--deployment", "cli-bad", *[s["id"] if a == "SID" else a for a in args])
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("planner: error: " + (f"{len(problems)} problems: " if len(problems) > 1 else "")), err
+    for p in problems:
+        assert p in err, (p, err)
+    created = api.client.get("/v1/deployments/cli-bad", headers=api.h())
+    assert created.status_code == 404 or created.json()["revision"] == 0  # nothing activated
+
+
+def test_the_telemetry_summary_has_each_segments_prediction_from_the_schedules_evaluator(api, ids):
+    """Each segment's predicted time beside its measured median: the PE occupancy the
+    schedule's evaluator charges for its layers, which its stored timeline shows as each
+    layer's finish - start (ASAP), in the executor's view, the summary and the UI page."""
+    import re
+
+    from api.schedule_deployments import runs
+
+    s = schedule(api, ids, 60.0, 80.0)
+    full = api.client.get(f"/v1/schedules/{s['id']}?view=entries&limit=1000&timelines=true", headers=api.h()).json()
+    k, entry = next((i, e) for i, e in enumerate(full["schedule"]["entries"]) if e.get("timeline"))
+    took = {(it["app"], it["layer"]): it["finish_ms"] - it["start_ms"] for items in entry["timeline"].values()
+            for it in items}
+    api.client.post("/v1/deployments", headers=api.h(),
+                    json={"name": "segs", "platform_id": ids["platform"], "profile_ids": [ids["a"], ids["b"]]})
+    r = api.client.put("/v1/deployments/segs/active", headers=api.h(), json={"schedule_id": s["id"], "entry": k,
+                                                                             "force": True})
+    assert r.status_code == 200, r.text
+    board = {"Authorization": f"Bearer {api.token('board-segs', ['executor'], [r.json()['id']])}"}
+    view = AgentScheduleAnswer.model_validate(api.client.get("/v1/deployments/segs/plan", headers=board).json()).schedule
+    expected = {}
+    for n in view.networks:
+        cuts = runs(n.mapping)
+        expected[n.name] = [sum(took[(n.name, n.layers[i])] for i in range(a, b + 1)) for a, b, _ in cuts]
+        assert n.predicted_segment_ms == pytest.approx(expected[n.name], rel=1e-9, abs=1e-9), n.name
+        assert all(t > 0 for t in n.predicted_segment_ms)
+    # a board reports its frames: the summary puts each segment's measured median beside the prediction
+    frames = [{"network": n.name, "seq": q, "response_ms": 3.0 * sum(expected[n.name]),
+               "segment_ms": [2.0 * t + 0.1 * q for t in expected[n.name]], "missed": False}
+              for n in view.networks for q in range(5)]
+    r = api.client.post("/v1/deployments/segs/telemetry", headers=board, json={
+        "batch_id": "segs-1", "schedule_id": s["id"], "entry": k, "revision": 1, "frames": frames})
+    assert r.status_code == 201, r.text
+    tel = api.client.get("/v1/deployments/segs/telemetry", headers=api.h()).json()["schedules"]
+    for net in tel[0]["networks"]:
+        for seg, pred in zip(net["segments"], expected[net["name"]], strict=True):
+            assert seg["predicted_ms"] == pytest.approx(pred) and seg["median_ms"] == pytest.approx(2.0 * pred + 0.2)
+            assert seg["error_pct"] == pytest.approx(100.0 * (pred + 0.2) / pred)
+    # the deployment page's segment rows show it
+    csrf = re.search(r'name="csrf" value="([^"]+)"', api.client.get("/ui/login").text).group(1)
+    api.client.post("/ui/login", data={"token": api.tokens["pipeline"], "csrf": csrf, "next": "/ui"},
+                    follow_redirects=False)
+    html = api.client.get("/ui/deployments/segs").text
+    shown = re.findall(r'class="num seg-predicted">([^<]*)<', html)
+    assert shown == [f"{t:.3f}" for n in view.networks for t in expected[n.name]], shown
+    assert "segment predicted" in html

@@ -8,7 +8,9 @@ A schedule deployment (several networks): one `--model NAME=FILE.onnx` per netwo
 the schedule names it: its profile's name) and `--device ID=PROVIDER` per schedule device;
 the agent runs the active entry's segments on their PEs, releasing each network at its
 period with its priority, whole hyperperiods at a time (`--rate` does not apply), and
-reports each network's response times, deadline misses and segment times."""
+reports each network's response times, deadline misses and segment times. A pipelined
+(throughput-mode) entry runs as a pipeline: frames back to back through its stages, on
+average one per effective period; the service judges it on its throughput."""
 
 from __future__ import annotations
 

@@ -49,13 +49,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--idempotency-key", help="retry-safe key (default: a fresh one per invocation)")
     p.set_defaults(func=run_plan)
 
-    d = sub.add_parser("deploy", help="make a plan the active plan of a deployment, or roll back")
+    d = sub.add_parser("deploy", help="make a plan (or a schedule entry) active on a deployment, or roll back",
+                       description="One of --plan, --schedule (with --entry), --rollback or --history. A plan "
+                                   "deployment runs one network's plan; a schedule deployment runs one entry of a "
+                                   "multi-network schedule's Pareto set on `planner agent --model NAME=FILE.onnx ...`.")
     _common(d)
-    d.add_argument("--deployment", required=True, metavar="ID|NAME", help="created (named) on first use with --plan")
-    g = d.add_mutually_exclusive_group(required=True)
-    g.add_argument("--plan", metavar="PLAN_ID", help="plan to activate")
-    g.add_argument("--rollback", action="store_true", help="re-activate the previous revision's plan")
-    g.add_argument("--history", action="store_true", help="show the revisions")
+    d.add_argument("--deployment", required=True, metavar="ID|NAME",
+                   help="created (named) on first use with --plan (the plan's platform and profile) or --schedule "
+                        "(the schedule's platform and profiles)")
+    d.add_argument("--plan", metavar="PLAN_ID", help="plan to activate")
+    d.add_argument("--schedule", metavar="SCHEDULE_ID", help="schedule whose entry --entry to activate")
+    d.add_argument("--rollback", action="store_true", help="re-activate the previous revision's plan or entry")
+    d.add_argument("--history", action="store_true", help="show the revisions")
+    d.add_argument("--entry", type=int, metavar="N",
+                   help="with --schedule: index of the entry in its Pareto set (GET /v1/schedules/ID?view=entries)")
+    d.add_argument("--force", action="store_true",
+                   help="with --schedule: activate an entry the analysis calls unschedulable (default: refused)")
     d.add_argument("--revision", type=int, help="with --rollback: the revision to return to")
     d.add_argument("--verify", type=int, default=None, metavar="K",
                    help="with --plan: the board (planner agent, on a first deploy) measures the plan, its K next-best "
@@ -222,7 +231,37 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def deploy_problems(args: argparse.Namespace) -> list[Issue]:
+    """Every bad combination of `planner deploy` options at once (argparse's exclusive
+    groups stop at the first)."""
+    actions = [f"--{a}" for a in ("plan", "schedule", "rollback", "history") if getattr(args, a)]
+    issues = []
+    if len(actions) != 1:
+        issues.append(Issue(" ".join(actions) or "--plan", "give exactly one of --plan, --schedule, --rollback, --history"))
+    if args.schedule and args.entry is None:
+        issues.append(Issue("--entry", "required with --schedule: the index of the entry to activate"))
+    if args.entry is not None and not args.schedule:
+        issues.append(Issue("--entry", "only with --schedule"))
+    if args.entry is not None and args.entry < 0:
+        issues.append(Issue("--entry", f"{args.entry} is negative; entries are numbered from 0"))
+    if args.force and not args.schedule:
+        issues.append(Issue("--force", "only with --schedule (plans have no schedulability verdict)"))
+    if args.verify is not None and not args.plan:
+        issues.append(Issue("--verify", "only with --plan (a schedule entry is not verified on the board)"))
+    if args.revision is not None and not args.rollback:
+        issues.append(Issue("--revision", "only with --rollback"))
+    return issues
+
+
+def _active(dep: dict) -> str:
+    entry = dep.get("active_schedule")
+    return f"active schedule {entry['schedule_id']} entry {entry['entry']}" if entry else f"active plan {dep['active_plan_id']}"
+
+
 def run_deploy(args: argparse.Namespace) -> int:
+    problems = deploy_problems(args)
+    if problems:
+        raise InputError(problems)
     client = Client(args.server, args.token)
     dep_path = f"/v1/deployments/{args.deployment}"
     if args.history:
@@ -230,11 +269,14 @@ def run_deploy(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(hist))
         for e in hist["items"] if not args.json else ():
-            print(f"r{e['revision']:<4} {e['action']:<9} {e['plan_id']}  by {e['actor']} at {e['created_at']}")
+            what = e["plan_id"] if e["plan_id"] else f"{e['schedule_id']} entry {e['entry']}"
+            print(f"r{e['revision']:<4} {e['action']:<9} {what}  by {e['actor']} at {e['created_at']}")
         return 0
     if args.rollback:
         body = {"revision": args.revision} if args.revision is not None else {}
         dep = client.call("POST", f"{dep_path}/rollback", json=body, headers={"Idempotency-Key": str(uuid.uuid4())}).json()
+    elif args.schedule:
+        dep = deploy_entry(client, args.deployment, args.schedule, args.entry, args.force)
     else:
         r = client.call("GET", dep_path, ok=(200, 404))
         if r.status_code == 404:
@@ -248,5 +290,24 @@ def run_deploy(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(dep))
     else:
-        print(f"deployment {dep['name']} ({dep['id']}) revision {dep['revision']}: active plan {dep['active_plan_id']}")
+        print(f"deployment {dep['name']} ({dep['id']}) revision {dep['revision']}: {_active(dep)}")
     return 0
+
+
+def deploy_entry(client: Client, deployment: str, schedule_id: str, entry: int, force: bool) -> dict:
+    """Activate a schedule entry, creating the deployment (the schedule's platform and
+    profiles) on first use; the service's field names become the options'."""
+    dep_path = f"/v1/deployments/{deployment}"
+    options = {"schedule_id": "--schedule", "entry": "--entry", "force": "--force", "plan_id": "--plan"}
+    try:
+        if client.call("GET", dep_path, ok=(200, 404)).status_code == 404:
+            r = client.call("GET", f"/v1/schedules/{schedule_id}", ok=(200, 404))
+            if r.status_code == 404:
+                raise InputError("--schedule", f"no schedule with id {schedule_id} on {client.server}")
+            sched = r.json()
+            client.call("POST", "/v1/deployments", json={"name": deployment, "platform_id": sched["platform_id"],
+                                                         "profile_ids": sched["profile_ids"]})
+        return client.call("PUT", f"{dep_path}/active",
+                           json={"schedule_id": schedule_id, "entry": entry, "force": force}).json()
+    except InputError as exc:
+        raise InputError([Issue(options.get(i.path.split(".")[-1], i.path), i.reason) for i in exc.issues]) from None

@@ -952,3 +952,22 @@ def evaluate_combinations(problem: MappingProblem, terms: Sequence[NetworkTerms]
     objs = np.where(sched[:, None], objs, objs + (PENALTY + late)[:, None])
     objs[~runs] = np.inf
     return objs, sched
+
+
+def segment_times_ms(problem: MappingProblem, genes: Sequence[int]) -> list[list[float]]:
+    """Per network, each segment's predicted time, segment order (a segment: a maximal run
+    of consecutive layers on one PE, as executor.pipeline cuts them): the occupancy C_i this
+    evaluator charges the PE for, summed over the run. A board's per-segment telemetry is
+    compared with it; a layer that cannot run where mapped makes its segment inf."""
+    ev = evaluate_mapping(problem, genes)
+    out = []
+    for app_ev, m in zip(ev.apps, problem.split(genes)):
+        times, i = [], 0
+        while i < len(m):
+            j = i
+            while j < len(m) and m[j] == m[i]:
+                j += 1
+            times.append(float(sum(app_ev.occupancy_ms[i:j])))
+            i = j
+        out.append(times)
+    return out

@@ -159,6 +159,9 @@ class SegmentTelemetry(BaseModel):
     samples: int
     median_ms: float | None = None
     p90_ms: float | None = None
+    predicted_ms: float | None = Field(None, description="The schedule evaluator's time for the segment: the "
+                                       "occupancy of its PE it charges (its layers and their outputs' transfers)")
+    error_pct: float | None = Field(None, description="(measured median - predicted) / predicted, in percent")
 
 
 class NetworkTelemetry(BaseModel):
@@ -184,6 +187,9 @@ class NetworkTelemetry(BaseModel):
                                     "+ = the bound did not hold")
     expected_fps: float = Field(description="1000 / period_ms")
     measured_fps: float | None = Field(None, description="Frames done / the wall time they were released over")
+    period_error_pct: float | None = Field(
+        None, description="A pipelined (throughput) entry: (1000 / measured_fps - the predicted effective period) / "
+        "the predicted period, in percent: + = the board did not keep up with the predicted throughput")
     segments: list[SegmentTelemetry]
 
 
@@ -201,6 +207,8 @@ class ScheduleTelemetry(BaseModel):
     revisions: list[int]
     schedulable: bool
     analysis: str | None = None
+    mode: Literal["response_time", "throughput"] = Field(
+        "response_time", description="throughput: one network pipelined, served as a pipeline, judged on its fps")
     frames: int
     errors: int
     networks: list[NetworkTelemetry]
@@ -383,6 +391,9 @@ class AgentNetwork(_View):
     predicted_response_ms: float | None = Field(None, description="The analysis' worst-case response time")
     predicted_latency_ms: float | None = Field(None, description="One frame alone")
     meets_deadline: bool = True
+    predicted_segment_ms: list[float | None] | None = Field(
+        None, max_length=MAX_LAYERS, description="Each segment's predicted time (ms), segment order: the schedule "
+        "evaluator's occupancy of its PE (None: not computable)")
 
 
 class AgentSchedule(_View):
@@ -393,6 +404,9 @@ class AgentSchedule(_View):
     cpu_config: dict[str, list[int]] = Field(default_factory=dict)
     pes: list[AgentPe] = Field(min_length=1, max_length=MAX_SLICES)
     networks: list[AgentNetwork] = Field(min_length=1, max_length=MAX_NETWORKS)
+    mode: Literal["response_time", "throughput"] = Field(
+        "response_time", description="response_time: each network released every period; throughput: one network "
+        "pipelined over its PEs, frames back to back, at most one per period on average")
 
 
 class AgentScheduleAnswer(_View):
