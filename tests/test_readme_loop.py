@@ -83,7 +83,7 @@ def test_readme_real_model_loop_runs_as_written(tmp_path):
     assert run["outputs"]["ok"] and run["measured_ms"] > 0, log
     # the agent ran the deployed plan (every device declared), built it, reported
     agent = re.search(r"agent \S+: (\d+) frames \((\d+) before the first plan, (\d+) failed\), (\d+) plan swap\(s\), "
-                      r"(\d+) plan\(s\) not buildable, (?:\d+ unusable plan answer\(s\), )?(\d+) telemetry batches sent", out)
+                      r"(\d+) plan\(s\) not buildable, (?:\d+ unusable plan answer\(s\), )?(?:\d+ verification\(s\) \([0-9.]+ s\), )?(\d+) telemetry batches sent", out)
     assert agent, log
     frames, unplanned, failed, swaps, unbuildable, sent = map(int, agent.groups())
     assert frames > unplanned and failed == 0 and swaps >= 1 and unbuildable == 0 and sent >= 1, log
