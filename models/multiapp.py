@@ -213,6 +213,33 @@ def _resolve_configs(platform: Platform, request: ScheduleRequest, allowed: list
     return [tuple(c) for c in itertools.product(*choices)]
 
 
+def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) -> dict:
+    """The executor analysis' factor, jitter and dispatch wait and the pipelined throughput's
+    typical ones (MappingProblem fields): a request's own values win; otherwise the largest
+    any of the networks' profiles measured in the executor (ModelProfile.executor_regime:
+    the bound must hold for each), else 1, 0, 0."""
+    measured = {p.name: p.executor_regime for p in profiles if p.executor_regime is not None}
+    given = {"interference_factor": request.interference_factor, "release_jitter_ms": request.release_jitter_ms,
+             "dispatch_ms": request.dispatch_ms}
+    out, said = {}, []
+    for key, value in given.items():
+        if value is not None:
+            out[key] = float(value)
+            said.append(f"{key} from the request")
+        else:
+            out[key] = max((getattr(r, key) for r in measured.values()), default=1.0 if key == "interference_factor" else 0.0)
+    if len(profiles) == 1 and profiles[0].executor_regime is not None:
+        r = profiles[0].executor_regime
+        out.update(throughput_factor=r.interference_factor_p50, throughput_dispatch_ms=r.dispatch_p50_ms)
+    if measured and len(said) < len(given):
+        said.append("measured in the executor by profile(s) " + ", ".join(
+            f"'{n}' ({r.method or 'method not recorded'}; {r.segment_runs} segment runs)" for n, r in measured.items()))
+    elif not measured and len(said) < len(given):
+        said.append("defaults for the rest (no profile measured its executor regime)")
+    out["regime_source"] = "; ".join(said)
+    return out
+
+
 def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], request: ScheduleRequest) -> ScheduleProblem:
     """Every CPU configuration the request allows becomes one MappingProblem."""
     by_name: dict[str, ModelProfile] = {}
@@ -251,6 +278,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             cost_cache[key] = _device_costs(platform, app_profiles[ai], di, cores, request.dvfs_calibration, notes)
         return cost_cache[key]
 
+    regime = executor_regime(request, app_profiles)
     total_cpu_cores = sum((platform.devices[i].cores or 1) for i in allowed if platform.devices[i].kind == "cpu")
     limits = np.array([float(d.memory_limit_bytes or math.inf) for d in platform.devices])
     out: list[MappingProblem] = []
@@ -343,7 +371,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             pe_is_cpu=np.array([pe.is_cpu for pe in pes]), pe_preemptive=np.array([pe.preemptive for pe in pes]),
             total_cpu_cores=total_cpu_cores, utilisation_cap=request.cpu_utilisation_cap,
             interference_window=request.interference_window, analysis=request.analysis,
-            interference_factor=request.interference_factor, release_jitter_ms=request.release_jitter_ms,
+            **regime,
         ))
     if missing_pairs:
         raise InputError([Issue("transitions", f"no transition {a} -> {b} (needed: {why}); add it to the platform's "

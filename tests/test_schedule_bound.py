@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from executor.pipeline import segments_of
 from executor.slicing import layers
 from models.multiapp import compile_schedule
-from planner.core.multiapp import evaluate_batch, evaluate_mapping, segment_terms
+from planner.core.multiapp import analysis_terms, evaluate_batch, evaluate_mapping, segment_terms
 from planner.core.schema import ScheduleRequest
 from schedule_instances import varied_instance
 from test_schedule_eval import plat
@@ -146,12 +146,15 @@ def test_executor_runs_a_networks_segments_on_a_pe_in_layer_order():
 # --------------------------------------------------------------------------- brute simulation
 
 
-def simulate(mp, genes, offsets, scale, horizon_jobs=6):
+def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None):
     """Event simulation of executor.pipeline on the compiled costs: each network released
-    every period from its offset, its segments (runs of layers on one PE, cost = the
-    layers' occupancy x scale in (0, 1]) wait for their data and for the previous segment
-    of the network on their PE; a free PE takes the ready segment of the highest priority
-    (then earliest release) and runs it to the end. Returns each network's worst response."""
+    every period from its offset (its first segments queued `late(a, j)` ms after that),
+    its segments (runs of layers on one PE, cost = the layers' occupancy x scale) wait for
+    their data and for the previous segment of the network on their PE; a free PE takes
+    the ready segment of the highest priority (then earliest release) and runs it to the
+    end; an idle PE that gets work first wakes up, `wake()` ms later (its worker thread
+    being scheduled), then takes the best segment queued by then. Returns each network's
+    worst response (from the nominal release)."""
     maps = mp.split(genes)
     segs = []  # per app: list of (pe, cost, preds)
     for a, (app, m) in enumerate(zip(mp.apps, maps)):
@@ -178,9 +181,10 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6):
     running = [None] * mp.n_pes
     events = []  # (time, kind, payload)
     for t, a, j in releases:
-        heapq.heappush(events, (t, 1, (a, j)))
+        heapq.heappush(events, (t + (late(a, j) if late else 0.0), 1, (a, j)))
     worst = [0.0] * len(mp.apps)
     remaining = {}
+    awake = set()  # PEs whose worker is running at t (a segment just ended there, or it woke)
 
     def push(t, a, j, k):
         heapq.heappush(ready[segs[a][k][0]], (mp.apps[a].priority, offsets[a] + j * mp.apps[a].period_ms, j, k, a))
@@ -194,10 +198,14 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6):
             for k, n in enumerate(left[(a, j)]):
                 if n == 0:
                     push(t, a, j, k)
+        elif kind == 3:  # an idle PE's worker is up: it takes the best segment queued by now
+            running[payload] = None
+            awake.add(payload)
         else:
             p = payload
             a, j, k = running[p]
             running[p] = None
+            awake.add(p)
             remaining[(a, j)] -= 1
             if remaining[(a, j)] == 0:
                 worst[a] = max(worst[a], t - (offsets[a] + j * mp.apps[a].period_ms))
@@ -212,9 +220,14 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6):
             continue
         for p in range(mp.n_pes):
             if running[p] is None and ready[p]:
+                if wake is not None and p not in awake:
+                    running[p] = "waking"  # it was idle: no segment just ended or woke it
+                    heapq.heappush(events, (t + wake(), 3, p))
+                    continue
                 _, _, j, k, a = heapq.heappop(ready[p])
                 running[p] = (a, j, k)
                 heapq.heappush(events, (t + segs[a][k][1], 2, p))
+        awake.clear()
     return worst
 
 
@@ -238,6 +251,102 @@ def test_simulated_responses_never_exceed_the_bound(seed):
                 for a, app in enumerate(mp.apps):
                     bound = next(x.response_time_ms for x in ev.apps if x.name == app.name)
                     assert got[a] <= bound + 1e-7, (app.name, got[a], bound)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_simulated_responses_with_slowdown_late_releases_and_wake_ups_stay_under_the_bound(seed):
+    """The same simulation with what the bound's f, J and D stand for: every segment up to
+    f times its cost, every release queued up to J late, every idle PE's worker waking up
+    to D after it gets work. The bound with those f, J, D holds for every run."""
+    rng = np.random.default_rng(seed)
+    plat_, profiles, req = varied_instance(rng, networks=int(rng.integers(2, 4)), layers=(2, 5), max_mappings=10**9)
+    f, jit, dsp = float(rng.uniform(1.0, 1.6)), float(rng.uniform(0, 0.5)), float(rng.uniform(0, 0.5))
+    req = req.model_copy(update={"analysis": "executor", "interference_factor": f, "release_jitter_ms": jit,
+                                 "dispatch_ms": dsp})
+    checked = 0
+    for mp in compile_schedule(plat_, profiles, req).configs[:2]:
+        choices = mp.gene_choices()
+        for _ in range(6):
+            genes = np.array([rng.choice(c) for c in choices])
+            ev = evaluate_mapping(mp, genes)
+            if not ev.feasible or not all(x.meets_deadline for x in ev.apps):
+                continue
+            assert evaluate_batch(mp, genes[None, :]).value_ms[0] == pytest.approx([x.response_time_ms for x in ev.apps])
+            for _ in range(8):
+                offsets = [float(rng.uniform(0, app.period_ms)) for app in mp.apps]
+                scale = [rng.choice([f, f, float(rng.uniform(0.2, f))], size=8) for _ in mp.apps]
+                got = simulate(mp, genes, offsets, scale, late=lambda a, j: float(rng.choice([jit, rng.uniform(0, jit)])),
+                               wake=lambda: float(rng.choice([dsp, rng.uniform(0, dsp)])))
+                checked += 1
+                for a, app in enumerate(mp.apps):
+                    bound = next(x.response_time_ms for x in ev.apps if x.name == app.name)
+                    assert got[a] <= bound + 1e-7, (app.name, got[a], bound)
+
+
+def test_dispatch_wait_is_charged_once_per_segment_own_and_interfering():
+    """A (high, 2 ms, one segment) and B (low, one 5 ms segment) on one PE, dispatch 0.5 ms:
+    R_A = 2 + 5 (blocking) + 0.5 (its one segment) = 7.5. R_B = 5 + 0.5 + one job of A
+    (2 + 0.5 for its segment): 8. A split over both PEs (2 segments of 1 ms): R_A = 2 + 5
+    (its PE0 segment blocked) + 2 x 0.5 = 8; B meets one job of A with one segment on
+    PE0: 5 + 0.5 + 1 + 0.5 = 7."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)])
+    b = prof("B", [("b1", 5, None)])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], dispatch_ms=0.5)
+    assert [x.response_time_ms for x in evaluate_mapping(mp, [C0, C0]).apps] == pytest.approx([7.5, 8.0])
+    assert evaluate_batch(mp, np.array([[C0, C0]])).value_ms[0] == pytest.approx([7.5, 8.0])
+    a2 = prof("A", [("a1", 1, None), ("a2", 1, None)])
+    mp2 = problem(p, [a2, b], [("A", 20, 0), ("B", 40, 1)], dispatch_ms=0.5)
+    assert [x.response_time_ms for x in evaluate_mapping(mp2, [C0, C1, C0]).apps] == pytest.approx([8.0, 7.0])
+    assert any("dispatch +0.5 ms per segment" in t for t in analysis_terms(mp))
+
+
+def test_the_profiles_measured_regime_is_the_default_and_a_request_overrides_it():
+    """ModelProfile.executor_regime (what the PE profile measured in the executor) gives the
+    bound's factor, jitter and dispatch: the largest over the networks' profiles; a field
+    the request sets wins. With A's profile measuring x1.5, 0.25 ms, 0.5 ms and B's x1.2,
+    1 ms, 0: f = 1.5, J = 1, D = 0.5, so R_A = 1.5 x (2 + 5) + 1 + 0.5 = 12."""
+    p = two_core_plat()
+    reg = lambda f, j, d: {"interference_factor": f, "interference_factor_p50": 1.0, "release_jitter_ms": j,  # noqa: E731
+                           "dispatch_ms": d, "dispatch_p50_ms": 0.0, "segment_runs": 10, "method": "by hand"}
+    from planner.core.schema import ExecutorRegime
+
+    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": ExecutorRegime.model_validate(reg(1.5, 0.25, 0.5))})
+    b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": ExecutorRegime.model_validate(reg(1.2, 1.0, 0.0))})
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)])
+    assert (mp.interference_factor, mp.release_jitter_ms, mp.dispatch_ms) == (1.5, 1.0, 0.5)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(12.0)
+    assert "'A' (by hand; 10 segment runs)" in mp.regime_source
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)], interference_factor=1.0, release_jitter_ms=0.0)
+    assert (mp.interference_factor, mp.release_jitter_ms, mp.dispatch_ms) == (1.0, 0.0, 0.5)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(7.5)
+    assert "interference_factor from the request" in mp.regime_source
+    plain = problem(p, [prof("A", [("a1", 2, None)]), prof("B", [("b1", 5, None)])], [("A", 40, 0), ("B", 80, 1)])
+    assert (plain.interference_factor, plain.release_jitter_ms, plain.dispatch_ms) == (1.0, 0.0, 0.0)
+
+
+def test_pipelined_period_is_predicted_as_the_executor_runs_it():
+    """Throughput mode with a profile whose executor regime measured a typical slowdown
+    x0.9 and a typical dispatch wait of 0.2 ms: layers 2 + 3 ms on PE0 and 4 ms on PE1
+    (one segment each): period = max(0.9 x 5 + 0.2, 0.9 x 4 + 0.2) = 4.7 ms."""
+    from planner.core.schema import ExecutorRegime
+
+    p = two_core_plat()
+    x = prof("X", [("x1", 2, None), ("x2", 3, None), ("x3", 4, None)])
+    x = x.model_copy(update={"executor_regime": ExecutorRegime.model_validate(
+        {"interference_factor": 2.0, "interference_factor_p50": 0.9, "release_jitter_ms": 1.0, "dispatch_ms": 1.0,
+         "dispatch_p50_ms": 0.2, "segment_runs": 4, "method": "by hand"})})
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "X", "period_ms": 100.0, "priority": 0}],
+                                          "mode": "throughput", "cpu_partitions": {"cpu": [[1, 1]]}})
+    mp = compile_schedule(p, [x], req).configs[0]
+    ev = evaluate_mapping(mp, [C0, C0, C1])
+    assert ev.apps[0].pipeline_period_ms == pytest.approx(4.7)
+    assert evaluate_batch(mp, np.array([[C0, C0, C1]])).pipeline_period_ms[0] == pytest.approx(4.7)
+    # alternating PEs: PE0 runs two segments per frame, so two dispatch waits
+    assert evaluate_mapping(mp, [C0, C1, C0]).apps[0].pipeline_period_ms == pytest.approx(0.9 * 6 + 0.4)
+    plain = compile_schedule(p, [prof("X", [("x1", 2, None), ("x2", 3, None), ("x3", 4, None)])], req).configs[0]
+    assert evaluate_mapping(plain, [C0, C0, C1]).apps[0].pipeline_period_ms == pytest.approx(5.0)
 
 
 def test_execute_report_names_the_analysis_its_prediction_comes_from():
