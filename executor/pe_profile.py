@@ -123,7 +123,9 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     time for it (its layers, + the per-session cost beta where it does not start at the
     first layer) gives the interference factor (largest ratio; median for throughput);
     each wait of a queued segment on an idle PE the dispatch wait; each release's
-    lateness the release jitter. Bounded: `frames` frames per case, 60 s each."""
+    lateness the release jitter; the median ratio is also kept per PE size (cores), the
+    typical slowdown a pipelined PE of that size shows. Bounded: `frames` frames per
+    case, 60 s each."""
     if frames < 1:
         raise ValueError("frames must be >= 1")
     L = len(lm.layers)
@@ -134,11 +136,13 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         pes = [replace(one, id=f"regime{j}", threads=1, affinity=(prof.cores[j],)) for j in range(n)]
         half = L // 2
         nets = [Network(f"copy{j}", lm, [j] * half + [(j + 1) % n] * (L - half), 0.0, j) for j in range(n)]
-        cases.append(("n copies on n 1-core PEs", pes, nets, one.id))
+        cases.append(("n copies on n 1-core PEs", pes, nets, one.id, 1))
     whole = prof.k_devices[-1]
-    cases.append((f"one copy on one {n}-core PE", [replace(whole, id="regime")], [Network("copy", lm, [0] * L, 0.0, 0)], whole.id))
+    cases.append((f"one copy on one {n}-core PE", [replace(whole, id="regime")], [Network("copy", lm, [0] * L, 0.0, 0)],
+                  whole.id, n))
     ratios, dispatch, jitter = [], [], []
-    for _, pes, nets, dev_id in cases:
+    by_cores: dict[int, list[float]] = {}
+    for _, pes, nets, dev_id, k in cases:
         cost = prof.layer_ms[dev_id]
         period = 2.0 * sum(cost) + 2.0 * prof.beta_ms[dev_id] * len(nets)  # every PE about half busy
         for net in nets:
@@ -152,6 +156,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
             sg = ex.segments[run.app][run.segment]
             pred = sum(cost[sg.first:sg.last + 1]) + (prof.beta_ms[dev_id] if sg.first > 0 else 0.0)
             ratios.append((run.end_ms - run.start_ms) / max(pred, 1e-6))
+            by_cores.setdefault(k, []).append(ratios[-1])
             dispatch.append(wait["dispatch"])
             if not sg.preds and (run.app, run.frame) in due:
                 jitter.append(run.ready_ms - due[(run.app, run.frame)])
@@ -160,6 +165,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     return {
         "interference_factor": max(1.0, float(np.max(ratios))),
         "interference_factor_p50": float(np.median(ratios)),
+        "factor_p50_by_cores": {k: float(np.median(v)) for k, v in sorted(by_cores.items())},
         "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,
         "dispatch_ms": float(np.max(dispatch)),
         "dispatch_p50_ms": float(np.median(dispatch)),

@@ -230,7 +230,7 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
             out[key] = max((getattr(r, key) for r in measured.values()), default=1.0 if key == "interference_factor" else 0.0)
     if len(profiles) == 1 and profiles[0].executor_regime is not None:
         r = profiles[0].executor_regime
-        out.update(throughput_factor=r.interference_factor_p50, throughput_dispatch_ms=r.dispatch_p50_ms)
+        out.update(throughput_factor=r, throughput_dispatch_ms=r.dispatch_p50_ms)  # per PE: see _pe_factors
     if measured and len(said) < len(given):
         said.append("measured in the executor by profile(s) " + ", ".join(
             f"'{n}' ({r.method or 'method not recorded'}; {r.segment_runs} segment runs)" for n, r in measured.items()))
@@ -238,6 +238,16 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
         said.append("defaults for the rest (no profile measured its executor regime)")
     out["regime_source"] = "; ".join(said)
     return out
+
+
+def _pe_factors(regime, pes) -> tuple[float, ...] | None:  # noqa: ANN001
+    """Each PE's typical slowdown in the executor: a CPU PE's by its size where the profile
+    measured that size, else the overall median; other devices as profiled (the regime
+    run covers the CPU cluster)."""
+    if regime is None:
+        return None
+    return tuple(regime.factor_p50_by_cores.get(pe.cores, regime.interference_factor_p50) if pe.is_cpu else 1.0
+                 for pe in pes)
 
 
 def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], request: ScheduleRequest) -> ScheduleProblem:
@@ -371,7 +381,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             pe_is_cpu=np.array([pe.is_cpu for pe in pes]), pe_preemptive=np.array([pe.preemptive for pe in pes]),
             total_cpu_cores=total_cpu_cores, utilisation_cap=request.cpu_utilisation_cap,
             interference_window=request.interference_window, analysis=request.analysis,
-            **regime,
+            **{**regime, "throughput_factor": _pe_factors(regime.get("throughput_factor"), pes)},
         ))
     if missing_pairs:
         raise InputError([Issue("transitions", f"no transition {a} -> {b} (needed: {why}); add it to the platform's "

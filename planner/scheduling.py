@@ -299,10 +299,11 @@ def make_schedule(
     by_name = {p.name: p for p in profiles}
     names = objective_names(problem.configs[0])
     first = problem.configs[0]
-    if problem.mode == "throughput" and (first.throughput_factor != 1.0 or first.throughput_dispatch_ms):
-        warnings.append(f"pipelined periods as the executor runs them: each PE's time x{first.throughput_factor:.3g} "
-                        f"+ {first.throughput_dispatch_ms:.3g} ms per segment (typical slowdown and dispatch wait "
-                        f"{first.regime_source.split('; ')[-1]})")
+    if problem.mode == "throughput" and first.throughput_factor is not None:
+        fs = ", ".join(f"{pe.name} x{f:.3g}" for pe, f in zip(first.pes, first.throughput_factor))
+        warnings.append(f"pipelined periods as the executor runs them: each PE's time x its typical slowdown ({fs}) "
+                        f"+ {first.throughput_dispatch_ms:.3g} ms per segment (typical dispatch wait), "
+                        f"{first.regime_source.split('; ')[-1]}")
     analysis = None if problem.mode != "response_time" else ResponseAnalysis(
         name=first.analysis, terms=analysis_terms(first), interference_factor=first.interference_factor,
         release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms, source=first.regime_source)

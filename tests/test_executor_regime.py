@@ -82,6 +82,7 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     r = profile.executor_regime
     assert r is not None and r.interference_factor >= 1.0 and r.dispatch_ms >= r.dispatch_p50_ms >= 0.0
     assert "1-core PEs" in r.method or n == 1
+    assert set(r.factor_p50_by_cores) == {1, n}
     assert any(line.startswith("executor regime") for line in lines)
     req = ScheduleRequest.model_validate({"apps": [{"profile": "neg", "period_ms": 100.0, "priority": 0}],
                                           "mode": "response_time"})

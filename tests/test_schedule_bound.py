@@ -347,6 +347,11 @@ def test_pipelined_period_is_predicted_as_the_executor_runs_it():
     assert evaluate_mapping(mp, [C0, C1, C0]).apps[0].pipeline_period_ms == pytest.approx(0.9 * 6 + 0.4)
     plain = compile_schedule(p, [prof("X", [("x1", 2, None), ("x2", 3, None), ("x3", 4, None)])], req).configs[0]
     assert evaluate_mapping(plain, [C0, C0, C1]).apps[0].pipeline_period_ms == pytest.approx(5.0)
+    # a slowdown measured for 1-core PEs (x1.2) is what 1-core PEs take: max(1.2 x 5, 1.2 x 4) + 0.2
+    sized = x.model_copy(update={"executor_regime": x.executor_regime.model_copy(update={"factor_p50_by_cores": {1: 1.2}})})
+    mp = compile_schedule(p, [sized], req).configs[0]
+    assert mp.throughput_factor == (1.2, 1.2, 1.0)  # the platform's other device keeps its profiled times
+    assert evaluate_mapping(mp, [C0, C0, C1]).apps[0].pipeline_period_ms == pytest.approx(6.2)
 
 
 def test_execute_report_names_the_analysis_its_prediction_comes_from():

@@ -6,8 +6,9 @@ is C_i = E_i + the transfers of its outputs to successors on other PEs (eq. 7's 
 
 Throughput mode (one network, pipelined, V.A): CT(PE) = sum of C_i on it (eq. 7), the
 pipeline period is max CT (eq. 8, 1/throughput, eq. 9); as the executor runs it, each
-CT is x the typical segment slowdown and + the typical dispatch wait per segment on the
-PE (MappingProblem.throughput_factor / throughput_dispatch_ms, from the PE profile). The CPU utilisation cap is met
+CT is x the typical segment slowdown of a PE of its size and + the typical dispatch wait
+per segment on the PE (MappingProblem.throughput_factor / throughput_dispatch_ms, from
+the PE profile's executor regime). The CPU utilisation cap is met
 by stretching the period (rate-limiting the input) until the cores' average
 utilisation is within the cap; the stretch is the utilisation penalty term. This is
 what eq. 8 with the cap as a linear constraint optimises, so ILP and GA agree.
@@ -279,7 +280,8 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         for i in range(app.n_layers):
             ct[m[i]] += c[i]
         nseg = segment_terms(m, c, P)[0]
-        ct = [problem.throughput_factor * ct[p] + problem.throughput_dispatch_ms * nseg[p] for p in range(P)]
+        tf = problem.throughput_factor or (1.0,) * P
+        ct = [tf[p] * ct[p] + problem.throughput_dispatch_ms * nseg[p] for p in range(P)]
         period = max(ct)
         cpu_busy = sum(problem.pe_cores[p] * ct[p] for p in range(P) if problem.pe_is_cpu[p])
         stretched = cpu_busy / (problem.total_cpu_cores * problem.utilisation_cap) if problem.total_cpu_cores else 0.0
@@ -643,7 +645,8 @@ def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = F
     if problem.mode == "throughput":
         app, c = problem.apps[0], occ[0]
         ct = (pe_onehot[0] * c[:, :, None]).sum(axis=1)  # (N, P) eq. 7
-        ct = problem.throughput_factor * ct + problem.throughput_dispatch_ms * _batch_segments(maps[0], c, P)[0]
+        tf = np.asarray(problem.throughput_factor or (1.0,) * P)[None, :]
+        ct = tf * ct + problem.throughput_dispatch_ms * _batch_segments(maps[0], c, P)[0]
         period = ct.max(axis=1)  # eq. 8
         cpu_busy = ct @ cores
         if problem.total_cpu_cores:
