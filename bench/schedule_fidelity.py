@@ -163,8 +163,8 @@ def waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames: int) 
 
 def bound_parts(mp, genes) -> list[dict]:
     """Each network's bound split as the executor analysis builds it (planner.core.multiapp):
-    own = f R0, blocking = f sum_p S_p B_p, release = J, dispatch = D S, interference = the
-    higher-priority jobs' work and dispatch waits (the rest of the bound)."""
+    own = f R0 + e S, blocking = f sum_p S_p B_p + e (blocked runs), release = J, dispatch =
+    D S, interference = the higher-priority jobs' work, dispatch and excess (the rest)."""
     from planner.core.multiapp import segment_terms
 
     ev = evaluate_mapping(mp, genes)
@@ -175,10 +175,12 @@ def bound_parts(mp, genes) -> list[dict]:
     for a, e in enumerate(ev.apps):
         lower = rank[rank.index(a) + 1:]
         used = [p for p in range(mp.n_pes) if segs[a][0][p]]
-        block = sum(segs[a][0][p] * max((segs[lp][1][p] for lp in lower), default=0.0) for p in used)
-        f, d = mp.interference_factor, mp.dispatch_ms
-        parts = {"own": f * e.latency_ms, "blocking": f * block, "release": mp.release_jitter_ms,
-                 "dispatch": d * sum(segs[a][0])}
+        longest = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(mp.n_pes)]
+        block = sum(segs[a][0][p] * longest[p] for p in used)
+        blocked_runs = sum(segs[a][0][p] for p in used if longest[p] > 0)
+        f, d, x = mp.interference_factor, mp.dispatch_ms, mp.segment_excess_ms
+        parts = {"own": f * e.latency_ms + x * sum(segs[a][0]), "blocking": f * block + x * blocked_runs,
+                 "release": mp.release_jitter_ms, "dispatch": d * sum(segs[a][0])}
         parts["interference"] = e.response_time_ms - sum(parts.values())
         out.append({k: round(v, 4) for k, v in parts.items()})
     return out
@@ -251,6 +253,7 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         out.append({"waits": waits, "cpu_config": cfg, "periods_ms": periods, "mapping": {n: _runs(v) for n, v in mapping.items()},
                     "schedulable": entry.schedulable, "interference_factor": mp.interference_factor,
                     "release_jitter_ms": mp.release_jitter_ms, "dispatch_ms": mp.dispatch_ms,
+                    "segment_excess_ms": mp.segment_excess_ms,
                     "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines})
     return out
 
@@ -366,8 +369,9 @@ def main() -> int:
     for r in rows:
         g = r["executor_regime"]
         if g:
-            print(f"{r['model']}: executor regime x{g['interference_factor']:.3f} worst / x{g['interference_factor_p50']:.3f} "
-                  f"median segment time over profiled, dispatch {g['dispatch_ms']:.3f} / {g['dispatch_p50_ms']:.3f} ms, "
+            print(f"{r['model']}: executor regime: segment time <= x{g['interference_factor']:.3f} + "
+                  f"{g['segment_excess_ms']:.3f} ms, median x{g['interference_factor_p50']:.3f} "
+                  f"(by cores {g['factor_p50_by_cores']}) of profiled, dispatch {g['dispatch_ms']:.3f} / {g['dispatch_p50_ms']:.3f} ms, "
                   f"release jitter {g['release_jitter_ms']:.3f} ms ({g['segment_runs']} segment runs)")
     print("pred: the profile's layer times x the executor regime's median slowdown + its median dispatch wait per "
           "segment; layers only: without the regime")
@@ -379,13 +383,13 @@ def main() -> int:
               f"{(r['measured_fps'] or 0):>9.1f} {(r['replicate_fps'] or 0):>9.1f} {e:>8} {e2:>12}")
     if two:
         print("\nparts of a response (bound: as the analysis builds it; measured: the worst frame's critical path):")
-        print("  own: f R0 | profiled time + excess; blocking: f sum S_p B_p | lower-priority segments waited for; "
+        print("  own: f R0 + e S | profiled time + excess; blocking: f sum S_p B_p + e | lower-priority segments waited for; "
               "release: J | release lateness; dispatch: D x segments | idle-PE waits + bookkeeping; interference: "
               "higher-priority jobs | waited for them; backlog (not in the bound): the same network's earlier frames")
     for t in two:
         print(f"\ntwo networks, cpu {tuple(t['cpu_config'])}, periods {t['periods_ms']} ms, mapping "
-              f"{t['mapping']}; f x{t['interference_factor']:.3f}, J {t['release_jitter_ms']:.3f} ms, "
-              f"D {t['dispatch_ms']:.3f} ms (from the PE profiles)")
+              f"{t['mapping']}; f x{t['interference_factor']:.3f}, e {t['segment_excess_ms']:.3f} ms, "
+              f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles)")
         print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'max':>8} {'max2':>8} {'p50':>7} {'p99':>7} {'bound/max':>9}")
         for n in t["networks"]:
             print(f"  {n['name']:<12} {n['latency_ms']:>7.2f} {n['bound_ms']:>8.2f} {n['response_max_ms']:>8.2f} "

@@ -214,13 +214,13 @@ def _resolve_configs(platform: Platform, request: ScheduleRequest, allowed: list
 
 
 def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) -> dict:
-    """The executor analysis' factor, jitter and dispatch wait and the pipelined throughput's
+    """The executor analysis' factor, excess, jitter and dispatch wait and the pipelined throughput's
     typical ones (MappingProblem fields): a request's own values win; otherwise the largest
     any of the networks' profiles measured in the executor (ModelProfile.executor_regime:
     the bound must hold for each), else 1, 0, 0."""
     measured = {p.name: p.executor_regime for p in profiles if p.executor_regime is not None}
     given = {"interference_factor": request.interference_factor, "release_jitter_ms": request.release_jitter_ms,
-             "dispatch_ms": request.dispatch_ms}
+             "dispatch_ms": request.dispatch_ms, "segment_excess_ms": request.segment_excess_ms}
     out, said = {}, []
     for key, value in given.items():
         if value is not None:

@@ -306,7 +306,8 @@ def make_schedule(
                         f"{first.regime_source.split('; ')[-1]}")
     analysis = None if problem.mode != "response_time" else ResponseAnalysis(
         name=first.analysis, terms=analysis_terms(first), interference_factor=first.interference_factor,
-        release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms, source=first.regime_source)
+        release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms,
+        segment_excess_ms=first.segment_excess_ms, source=first.regime_source)
     return Schedule(
         platform=platform.name,
         mode=problem.mode,

@@ -146,11 +146,12 @@ def test_executor_runs_a_networks_segments_on_a_pe_in_layer_order():
 # --------------------------------------------------------------------------- brute simulation
 
 
-def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None):
+def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, excess=0.0):
     """Event simulation of executor.pipeline on the compiled costs: each network released
     every period from its offset (its first segments queued `late(a, j)` ms after that),
     its segments (runs of layers on one PE, cost = the layers' occupancy x scale) wait for
-    their data and for the previous segment of the network on their PE; a free PE takes
+    their data and for the previous segment of the network on their PE (each segment
+    + `excess` ms once); a free PE takes
     the ready segment of the highest priority (then earliest release) and runs it to the
     end; an idle PE that gets work first wakes up, `wake()` ms later (its worker thread
     being scheduled), then takes the best segment queued by then. Returns each network's
@@ -170,7 +171,7 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None):
                 prev[m[i]] = len(out) - 1
             k = len(out) - 1
             seg_of.append(k)
-            out[k][1] += c[i] * scale[a][k % len(scale[a])]
+            out[k][1] += c[i] * scale[a][k % len(scale[a])] + (excess if seg_of.count(k) == 1 else 0.0)
             out[k][2] |= {seg_of[p] for p in app.preds[i] if seg_of[p] != k}
         segs.append(out)
     releases = sorted((offsets[a] + j * app.period_ms, a, j) for a, app in enumerate(mp.apps) for j in range(horizon_jobs))
@@ -256,14 +257,15 @@ def test_simulated_responses_never_exceed_the_bound(seed):
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_simulated_responses_with_slowdown_late_releases_and_wake_ups_stay_under_the_bound(seed):
-    """The same simulation with what the bound's f, J and D stand for: every segment up to
-    f times its cost, every release queued up to J late, every idle PE's worker waking up
-    to D after it gets work. The bound with those f, J, D holds for every run."""
+    """The same simulation with what the bound's f, e, J and D stand for: every segment up
+    to f times its cost + e, every release queued up to J late, every idle PE's worker
+    waking up to D after it gets work. The bound with those holds for every run."""
     rng = np.random.default_rng(seed)
     plat_, profiles, req = varied_instance(rng, networks=int(rng.integers(2, 4)), layers=(2, 5), max_mappings=10**9)
     f, jit, dsp = float(rng.uniform(1.0, 1.6)), float(rng.uniform(0, 0.5)), float(rng.uniform(0, 0.5))
+    exc = float(rng.uniform(0, 0.5))
     req = req.model_copy(update={"analysis": "executor", "interference_factor": f, "release_jitter_ms": jit,
-                                 "dispatch_ms": dsp})
+                                 "dispatch_ms": dsp, "segment_excess_ms": exc})
     checked = 0
     for mp in compile_schedule(plat_, profiles, req).configs[:2]:
         choices = mp.gene_choices()
@@ -277,7 +279,7 @@ def test_simulated_responses_with_slowdown_late_releases_and_wake_ups_stay_under
                 offsets = [float(rng.uniform(0, app.period_ms)) for app in mp.apps]
                 scale = [rng.choice([f, f, float(rng.uniform(0.2, f))], size=8) for _ in mp.apps]
                 got = simulate(mp, genes, offsets, scale, late=lambda a, j: float(rng.choice([jit, rng.uniform(0, jit)])),
-                               wake=lambda: float(rng.choice([dsp, rng.uniform(0, dsp)])))
+                               wake=lambda: float(rng.choice([dsp, rng.uniform(0, dsp)])), excess=exc)
                 checked += 1
                 for a, app in enumerate(mp.apps):
                     bound = next(x.response_time_ms for x in ev.apps if x.name == app.name)
@@ -300,6 +302,36 @@ def test_dispatch_wait_is_charged_once_per_segment_own_and_interfering():
     mp2 = problem(p, [a2, b], [("A", 20, 0), ("B", 40, 1)], dispatch_ms=0.5)
     assert [x.response_time_ms for x in evaluate_mapping(mp2, [C0, C1, C0]).apps] == pytest.approx([8.0, 7.0])
     assert any("dispatch +0.5 ms per segment" in t for t in analysis_terms(mp))
+
+
+def test_segment_excess_is_charged_per_segment_run_own_blocking_and_interfering():
+    """A (high, 2 ms) and B (low, 5 ms) on one PE, factor 1, excess 0.25 ms per segment run:
+    R_A = 2 + 5 + 0.25 (its segment) + 0.25 (the blocking segment) = 7.5; R_B = 5 + 0.25
+    + one job of A (2 + 0.25) = 7.5 (nothing lower blocks B)."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)])
+    b = prof("B", [("b1", 5, None)])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], segment_excess_ms=0.25)
+    assert [x.response_time_ms for x in evaluate_mapping(mp, [C0, C0]).apps] == pytest.approx([7.5, 7.5])
+    assert evaluate_batch(mp, np.array([[C0, C0]])).value_ms[0] == pytest.approx([7.5, 7.5])
+    # apart, nothing blocks: each pays its own segment's excess only
+    assert [x.response_time_ms for x in evaluate_mapping(mp, [C0, C1]).apps] == pytest.approx([2.25, 5.25])
+
+
+def test_segment_envelope_covers_every_run_at_the_smallest_model_cost():
+    """Runs (ms, profiled ms): a 1 ms segment that took 5 (a lost time slice) and 10 ms
+    segments that took 10-11. Slope 5 alone would cover all (cost 5 x 20 = 100 for a 20 ms
+    model); slope 1.1 with excess 5 - 1.1 = 3.9 costs 22 + 7.8 = 29.8 and still covers
+    every run; slope 1 needs excess 4 (1 x 20 + 8 = 28): the smallest."""
+    from executor.pe_profile import segment_envelope
+
+    pairs = [(5.0, 1.0), (10.0, 10.0), (11.0, 10.0), (10.5, 10.0)]
+    f, e = segment_envelope(pairs, 20.0)
+    assert (f, e) == pytest.approx((1.0, 4.0))
+    assert all(r <= f * p + e + 1e-12 for r, p in pairs)
+    # a slowdown that scales with the segment goes to the factor
+    f, e = segment_envelope([(2.0, 1.0), (20.0, 10.0), (40.0, 20.0)], 20.0)
+    assert (f, e) == pytest.approx((2.0, 0.0))
 
 
 def test_the_profiles_measured_regime_is_the_default_and_a_request_overrides_it():

@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dispatch", type=float, default=None, metavar="MS",
                    help="executor analysis: ms a queued segment may wait on an idle PE, once per segment (default: the "
                         "profiles' measured executor_regime.dispatch_ms; 0 where none)")
+    p.add_argument("--segment-excess", type=float, default=None, metavar="MS",
+                   help="executor analysis: ms every segment run may take beyond F x its time (default: the profiles' "
+                        "measured executor_regime.segment_excess_ms; 0 where none)")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds the solver may run in all")
     p.add_argument("--seed", type=int, default=0, help="random seed of the GA; same seed, same schedule")
     p.add_argument("--generations", type=int, help="GA generations per CPU configuration")
@@ -115,6 +118,7 @@ def request_from_args(args, apps: list[dict]) -> ScheduleRequest:
         "interference_factor": args.interference_factor,
         "release_jitter_ms": args.release_jitter,
         "dispatch_ms": args.dispatch,
+        "segment_excess_ms": args.segment_excess,
         "timelines": args.timelines,
         "max_entries": args.max_entries,
         "front_epsilon": args.front_epsilon,

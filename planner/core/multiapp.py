@@ -37,9 +37,13 @@ lower-priority segment on p, W_p(h) a higher network's work on p per job and f t
 interference factor (PEs slowing each other, the periodic regime's cold caches), D the
 dispatch wait (a segment queued on an idle PE waits for its worker thread to be scheduled:
 once per segment, its own S = sum_p S_p and each interfering job's S_h on the PEs used),
-    R = f (R0 + sum_p S_p B_p) + J + D S + sum_h ceil((R + R_h) / P_h) (f sum_{p used} W_p(h) + D S_h),
-iterated from R = f (R0 + ...) + J + D S to its least fixed point (J: release jitter;
-f, J and D as the PE profile measured them in the executor, executor.pe_profile). It holds
+e the segment excess (every segment run, own, blocking or interfering, takes at most
+f x its time + e: a time slice lost to another thread costs the same whatever the
+segment's length), K = S + sum_{p: B_p > 0} S_p the segment runs of the own chain and
+its blockings,
+    R = f (R0 + sum_p S_p B_p) + J + D S + e K + sum_h ceil((R + R_h) / P_h) (f sum_{p used} W_p(h) + (D + e) S_h),
+iterated from its first terms to the least fixed point (J: release jitter; f, e, J and D
+as the PE profile measured them in the executor, executor.pe_profile). It holds
 because the executor runs a network's segments on a PE in layer order (the ASAP order R0
 is computed in): the finish of the last segment is a max-plus function of the segments'
 durations, so each wait (one lower-priority segment per segment, higher-priority work in
@@ -121,7 +125,9 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release lateness",
             f"dispatch +{problem.dispatch_ms:g} ms per segment (its own and each interfering job's): a segment queued on "
             "an idle PE waiting for its worker thread",
-            f"factor, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0)'}",
+            f"segment excess +{problem.segment_excess_ms:g} ms per segment run (own, blocking, interfering): a time slice "
+            "lost to another thread or process, whatever the segment's length",
+            f"factor, excess, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0, 0)'}",
         ]
     return [
         "own: the network's ASAP schedule alone; each layer's mobility (ALAP - ASAP) absorbs delay",
@@ -331,16 +337,18 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             fct = problem.interference_factor
             used = [p for p in range(P) if segs[a][0][p]]
             block = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(P)]
-            dsp = problem.dispatch_ms
+            dsp, exc = problem.dispatch_ms, problem.segment_excess_ms
+            runs_k = sum(segs[a][0]) + sum(segs[a][0][p] for p in used if block[p] > 0)
             base = fct * (r0 + sum(segs[a][0][p] * block[p] for p in used)) + problem.release_jitter_ms \
-                + dsp * sum(segs[a][0])
-            work = {h: sum(fct * busy_of(h, p) + dsp * segs[h][0][p] for p in used) for h in higher}
+                + dsp * sum(segs[a][0]) + exc * runs_k
+            work = {h: sum(fct * busy_of(h, p) + (dsp + exc) * segs[h][0][p] for p in used) for h in higher}
             worst = float(executor_response(np.array([base]), [(np.array([resp_of[h]]), problem.apps[h].period_ms,
                                                                  np.array([work[h]])) for h in higher],
                                             app.period_ms)[0])
             resp_of[a] = worst
-            per_pe = [fct * segs[a][0][p] * block[p] + sum(math.ceil((worst + resp_of[h]) / problem.apps[h].period_ms - 1e-9)
-                                                           * (fct * busy_of(h, p) + dsp * segs[h][0][p]) for h in higher)
+            per_pe = [segs[a][0][p] * (fct * block[p] + (exc if block[p] > 0 else 0.0))
+                      + sum(math.ceil((worst + resp_of[h]) / problem.apps[h].period_ms - 1e-9)
+                            * (fct * busy_of(h, p) + (dsp + exc) * segs[h][0][p]) for h in higher)
                       for p in range(P)]
             inter = [per_pe[m[i]] for i in range(app.n_layers)]
             slack = [app.period_ms - worst] * app.n_layers
@@ -526,15 +534,17 @@ def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, 
     charged on each PE (N, P): blocking of its segments there + higher-priority work).
     higher: (R_h (N,), P_h, busy of h per PE (N, P), segments of h per PE (N, P)) in
     priority order."""
-    f, d = problem.interference_factor, problem.dispatch_ms
+    f, d, e = problem.interference_factor, problem.dispatch_ms, problem.segment_excess_ms
     used = count > 0
     blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed
-    base = f * (r0 + blocked.sum(axis=1)) + problem.release_jitter_ms + d * count.sum(axis=1)
-    hw = [(rh, ph, np.where(used, f * bh + d * sh, 0.0).sum(axis=1)) for rh, ph, bh, sh in higher]
+    blocked_runs = np.where(used & (block > 0), count, 0.0)
+    base = f * (r0 + blocked.sum(axis=1)) + problem.release_jitter_ms + d * count.sum(axis=1) \
+        + e * (count.sum(axis=1) + blocked_runs.sum(axis=1))
+    hw = [(rh, ph, np.where(used, f * bh + (d + e) * sh, 0.0).sum(axis=1)) for rh, ph, bh, sh in higher]
     r = executor_response(base, hw, deadline_ms)
-    per_pe = f * blocked
+    per_pe = f * blocked + e * blocked_runs
     for rh, ph, bh, sh in higher:
-        per_pe = per_pe + np.ceil((r + rh) / ph - 1e-9)[:, None] * (f * bh + d * sh)
+        per_pe = per_pe + np.ceil((r + rh) / ph - 1e-9)[:, None] * (f * bh + (d + e) * sh)
     return r, per_pe
 
 

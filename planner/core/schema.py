@@ -624,8 +624,11 @@ class ExecutorRegime(Strict):
     segment's wait on an idle PE, each release's lateness. The executor analysis' bound
     and the pipelined throughput are computed with these unless the request overrides."""
 
-    interference_factor: float = Field(ge=1, le=1000, description="Largest segment time / profiled time seen: the "
-                                       "worst slowdown of a segment while PEs run at once (the bound's factor)")
+    interference_factor: float = Field(ge=1, le=1000, description="The bound's factor f: with segment_excess_ms e, "
+                                       "every measured segment run took at most f x its profiled time + e (the "
+                                       "envelope of the smallest bound for the model)")
+    segment_excess_ms: float = Field(0.0, ge=0, le=10_000, description="The bound's per-segment excess e (a time "
+                                     "slice lost to another thread or process, whatever the segment's length)")
     interference_factor_p50: float = Field(gt=0, le=1000, description="Median segment time / profiled time (pipelined "
                                            "throughput: the typical slowdown)")
     factor_p50_by_cores: dict[int, Annotated[float, Field(gt=0, le=1000)]] = Field(
@@ -998,6 +1001,11 @@ class ScheduleRequest(Strict):
         "wake-up), once per segment of the network and of each interfering job; default: the largest of the profiles' "
         "executor_regime.dispatch_ms (0 where none)"
     )
+    segment_excess_ms: Annotated[float, Field(ge=0, le=10_000)] | None = Field(
+        None, description="executor analysis: every segment run (its own, blocking and interfering ones) may take this "
+        "much longer than interference_factor x its time; default: the largest of the profiles' "
+        "executor_regime.segment_excess_ms (0 where none)"
+    )
     timelines: Literal["all", "first", "none"] = Field(
         "all", description="Which Pareto entries carry their per-PE timeline (large fronts make large documents)"
     )
@@ -1125,6 +1133,7 @@ class ResponseAnalysis(BaseModel):
     interference_factor: float = 1.0
     release_jitter_ms: float = 0.0
     dispatch_ms: float = 0.0
+    segment_excess_ms: float = 0.0
     source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
                         "profile measured them and how)")
 
