@@ -502,8 +502,9 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     (default: the cores this process may use); other PEs run on their device as given.
     parts=True: each network's row also gets `parts`, the worst frame's response split by
     response_parts (`PART_LEGEND`), and `parts_max`, each part's largest value over the
-    frames; `occupancy_ms` (network -> each layer's occupancy in the schedule's problem)
-    splits a segment's run into its profiled time and the excess."""
+    frames; `occupancy_ms` (network -> each layer's occupancy in the schedule's problem;
+    default: from the entry's timeline where it has one) splits a segment's run into its
+    profiled time and the excess."""
     from dataclasses import replace as _replace
 
     data = schedule.model_dump() if hasattr(schedule, "model_dump") else schedule
@@ -547,7 +548,14 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs, trace=trace)
     split: list[dict] = []
     if trace is not None:
-        occ = occupancy_ms or {}
+        occ = dict(occupancy_ms or {})
+        if e.get("timeline") and not occupancy_ms:  # the entry's own occupancies: C = finish - start in its timeline
+            by_layer = {(it["app"], it["layer"]): it["finish_ms"] - it["start_ms"] for items in e["timeline"].values()
+                        for it in items}
+            for n in nets:
+                ids = [layer.id for layer in n.model.layers]
+                if all((n.name, i) in by_layer for i in ids):
+                    occ[n.name] = [by_layer[(n.name, i)] for i in ids]
         pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
                 for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
         split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from executor.pipeline import segments_of
+from executor.pipeline import PARTS, segments_of
 from executor.slicing import layers
 from models.multiapp import compile_schedule
 from planner.core.multiapp import analysis_terms, evaluate_batch, evaluate_mapping, segment_terms
@@ -397,10 +397,10 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
     from planner.scheduling import entries_of
 
     p = two_core_plat()
-    a = prof("A", [("l0", 0.05, None), ("l1", 0.05, ["l0"])])
-    b = prof("B", [("l0", 0.05, None), ("l1", 0.05, ["l0"])])
+    a = prof("A", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])  # the layers of _two_layer_model
+    b = prof("B", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])
     mp = problem(p, [a, b], [("A", 20, 0), ("B", 30, 1)])
-    entry = entries_of(mp, [[C0, C1, C0, C0]], [False])[0]
+    entry = entries_of(mp, [[C0, C1, C0, C0]], [True])[0]
     doc = {"mode": "response_time", "entries": [entry.model_dump()],
            "analysis": {"name": "executor", "terms": analysis_terms(mp)}}
     lm = _two_layer_model(4096)
@@ -409,3 +409,11 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
                              frames=3, warmup_frames=1, available_cores=[0, 0])
     assert rep["analysis"] == "executor" and [n["frames_done"] for n in rep["networks"]] == [3, 3]
     assert "pred_R is the worst case the executor analysis bounds" in render_schedule(rep)
+    # with parts: the worst frame split, the profiled part from the entry's timeline (0.05 ms a layer + handoff)
+    rep = run_schedule_entry(doc, {"A": lm, "B": lm}, {"cpu": cpu, "gpu": cpu}, frames=3, warmup_frames=1,
+                             available_cores=[0, 0], parts=True)
+    for n, spec in zip(rep["networks"], entry.apps):
+        w = n["parts"]
+        assert sum(w[k] for k in PARTS) == pytest.approx(w["response_ms"], abs=1e-6)
+        assert w["profile"] <= spec.latency_ms + 1e-9  # never more than the segments' predicted time
+    assert "worst frame" in render_schedule(rep) and "excess: their run beyond it" in render_schedule(rep)
