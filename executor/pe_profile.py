@@ -134,6 +134,21 @@ def segment_envelope(pairs: Sequence[tuple[float, float]], model_ms: float, segm
     return best[1], best[2]
 
 
+ENVELOPE_SLOPES = (1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
+def envelope_points(pairs: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(f, e) at fixed slopes (and the largest ratio, where e = 0), each covering every
+    (run, predicted) pair: a schedule of several networks picks the slope whose largest
+    excess over their profiles makes its bound smallest (models.multiapp.executor_regime)."""
+    if not pairs:
+        return []
+    run = np.array([r for r, _ in pairs], dtype=float)
+    pred = np.maximum(np.array([p for _, p in pairs], dtype=float), 1e-6)
+    top = max(1.0, float(np.max(run / pred)))
+    return [(f, max(0.0, float(np.max(run - f * pred)))) for f in sorted({*(x for x in ENVELOPE_SLOPES if x < top), top})]
+
+
 def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
@@ -188,6 +203,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     return {
         "interference_factor": factor,
         "segment_excess_ms": excess,
+        "envelope": [[round(f, 6), round(e, 6)] for f, e in envelope_points(pairs)],
         "interference_factor_p50": float(np.median(ratios)),
         "factor_p50_by_cores": {k: float(np.median(v)) for k, v in sorted(by_cores.items())},
         "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,

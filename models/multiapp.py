@@ -213,6 +213,30 @@ def _resolve_configs(platform: Platform, request: ScheduleRequest, allowed: list
     return [tuple(c) for c in itertools.product(*choices)]
 
 
+def _common_envelope(regimes, model_ms: float, factor: float | None = None, longest_ms: float = 0.0,  # noqa: ANN001
+                     segments: int = 2) -> tuple[float, float]:
+    """One (factor, excess) covering every profile's measured segment runs: at a factor f,
+    a profile's excess is the least of its envelope points' excesses at factors <= f (its
+    runs lie under each), its own (factor, excess) counting as one more point; of the
+    candidate factors (or the one given), the one whose largest excess makes f x model_ms
+    + e x segments least (one profile: its own choice, or a point of its envelope no worse).
+    A given factor below some profile's every point takes that point's excess plus the
+    difference in factors times `longest_ms` (the longest model's time, slowest measurements)."""
+    pts = [[*[tuple(x) for x in r.envelope], (r.interference_factor, r.segment_excess_ms)] for r in regimes]
+    best = None
+    for f in [factor] if factor is not None else sorted({x[0] for p in pts for x in p}):
+        e = max(min((x[1] for x in p if x[0] <= f + 1e-12), default=math.inf) for p in pts)
+        if math.isfinite(e) and (best is None or f * model_ms + e * segments < best[0] - 1e-12):
+            best = (f * model_ms + e * segments, f, e)
+    if best:
+        return best[1], best[2]
+    # a factor below a profile's every point: run <= f' x pred + e' <= f x pred + e' + (f' - f) x longest_ms, as
+    # no measured segment's profiled time exceeds its model's time on its slowest measurements
+    return (factor if factor is not None else max(r.interference_factor for r in regimes),
+            max(r.segment_excess_ms + max(0.0, r.interference_factor - (factor or r.interference_factor)) * longest_ms
+                for r in regimes))
+
+
 def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) -> dict:
     """The executor analysis' factor, excess, jitter and dispatch wait and the pipelined throughput's
     typical ones (MappingProblem fields): a request's own values win; otherwise the largest
@@ -228,6 +252,12 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
             said.append(f"{key} from the request")
         else:
             out[key] = max((getattr(r, key) for r in measured.values()), default=1.0 if key == "interference_factor" else 0.0)
+    if measured and given["segment_excess_ms"] is None:
+        with_regime = [p for p in profiles if p.executor_regime is not None]
+        out["interference_factor"], out["segment_excess_ms"] = _common_envelope(
+            list(measured.values()), max(sum(min(m.time_ms for m in layer.measurements) for layer in p.layers)
+                                         for p in with_regime), given["interference_factor"],
+            max(sum(max(m.time_ms for m in layer.measurements) for layer in p.layers) for p in with_regime))
     if len(profiles) == 1 and profiles[0].executor_regime is not None:
         r = profiles[0].executor_regime
         out.update(throughput_factor=r, throughput_dispatch_ms=r.dispatch_p50_ms)  # per PE: see _pe_factors

@@ -350,12 +350,45 @@ def test_the_profiles_measured_regime_is_the_default_and_a_request_overrides_it(
     assert (mp.interference_factor, mp.release_jitter_ms, mp.dispatch_ms) == (1.5, 1.0, 0.5)
     assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(12.0)
     assert "'A' (by hand; 10 segment runs)" in mp.regime_source
-    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)], interference_factor=1.0, release_jitter_ms=0.0)
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)], interference_factor=1.0, release_jitter_ms=0.0,
+                 segment_excess_ms=0.0)
     assert (mp.interference_factor, mp.release_jitter_ms, mp.dispatch_ms) == (1.0, 0.0, 0.5)
     assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(7.5)
     assert "interference_factor from the request" in mp.regime_source
+    # a factor below what A measured (x1.5, no envelope), excess not given: A's runs are under
+    # 1 x pred + 0.5 x (its longest model, 5 ms): e = 2.5, on A's segment and its blocking one
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)], interference_factor=1.0)
+    assert mp.segment_excess_ms == pytest.approx(2.5)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(7 + 1 + 0.5 + 2 * 2.5)
     plain = problem(p, [prof("A", [("a1", 2, None)]), prof("B", [("b1", 5, None)])], [("A", 40, 0), ("B", 80, 1)])
     assert (plain.interference_factor, plain.release_jitter_ms, plain.dispatch_ms) == (1.0, 0.0, 0.0)
+
+
+def test_several_profiles_share_the_factor_whose_largest_excess_is_cheapest():
+    """A's runs lie under (1, 10 ms) and (2, 0); B's under (1, 3), (1.5, 1) and (3, 0). One
+    pair must cover both: at f = 1 the excess is max(10, 3) = 10, at 1.5 max(10, 1) = 10, at
+    2 max(0, 1) = 1, at 3 0. For the longer model (20 ms) and 2 segments: 1 x 20 + 2 x 10 =
+    40, 1.5 x 20 + 20 = 50, 2 x 20 + 2 = 42, 3 x 20 = 60: f = 1, e = 10 (the largest factor
+    and the largest excess, 3 and 10, would give 80)."""
+    from models.multiapp import executor_regime
+    from planner.core.schema import ExecutorRegime
+
+    def reg(f, e, env):
+        return ExecutorRegime.model_validate({"interference_factor": f, "segment_excess_ms": e, "envelope": env,
+                                              "interference_factor_p50": 1.0, "release_jitter_ms": 0.0, "dispatch_ms": 0.0,
+                                              "dispatch_p50_ms": 0.0, "segment_runs": 3})
+
+    a = prof("A", [("a1", 20, None)]).model_copy(update={"executor_regime": reg(2.0, 0.0, [[1, 10], [2, 0]])})
+    b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": reg(1.0, 3.0, [[1, 3], [1.5, 1], [3, 0]])})
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 100.0, "priority": 0},
+                                                   {"profile": "B", "period_ms": 100.0, "priority": 1}]})
+    out = executor_regime(req, [a, b])
+    assert (out["interference_factor"], out["segment_excess_ms"]) == pytest.approx((1.0, 10.0))
+    # a factor the request gives takes the excess that covers every profile at that factor
+    out = executor_regime(req.model_copy(update={"interference_factor": 2.5}), [a, b])
+    assert (out["interference_factor"], out["segment_excess_ms"]) == pytest.approx((2.5, 1.0))
+    out = executor_regime(req.model_copy(update={"interference_factor": 1.0}), [a, b])
+    assert out["segment_excess_ms"] == pytest.approx(10.0)  # not B's own 3: A's runs need 10 at factor 1
 
 
 def test_pipelined_period_is_predicted_as_the_executor_runs_it():

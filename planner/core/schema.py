@@ -629,6 +629,10 @@ class ExecutorRegime(Strict):
                                        "envelope of the smallest bound for the model)")
     segment_excess_ms: float = Field(0.0, ge=0, le=10_000, description="The bound's per-segment excess e (a time "
                                      "slice lost to another thread or process, whatever the segment's length)")
+    envelope: list[tuple[Annotated[float, Field(ge=1, le=1000)], Annotated[float, Field(ge=0, le=10_000)]]] = Field(
+        default_factory=list, max_length=64, description="(factor, excess) pairs each covering every measured segment "
+        "run, at fixed factors: several networks' schedule takes the factor whose largest excess over their profiles "
+        "makes the bound smallest")
     interference_factor_p50: float = Field(gt=0, le=1000, description="Median segment time / profiled time (pipelined "
                                            "throughput: the typical slowdown)")
     factor_p50_by_cores: dict[int, Annotated[float, Field(gt=0, le=1000)]] = Field(
