@@ -254,10 +254,9 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
             out[key] = max((getattr(r, key) for r in measured.values()), default=1.0 if key == "interference_factor" else 0.0)
     if measured and given["segment_excess_ms"] is None:
         with_regime = [p for p in profiles if p.executor_regime is not None]
-        out["interference_factor"], out["segment_excess_ms"] = _common_envelope(
-            list(measured.values()), max(sum(min(m.time_ms for m in layer.measurements) for layer in p.layers)
-                                         for p in with_regime), given["interference_factor"],
-            max(sum(max(m.time_ms for m in layer.measurements) for layer in p.layers) for p in with_regime))
+        longest = max(sum(max(m.time_ms for m in layer.measurements) for layer in p.layers) for p in with_regime)
+        out["interference_factor"], out["segment_excess_ms"] = _common_envelope(  # weighed on the slowest R0 it may scale
+            list(measured.values()), longest, given["interference_factor"], longest)
     if len(profiles) == 1 and profiles[0].executor_regime is not None:
         r = profiles[0].executor_regime
         out.update(throughput_factor=r, throughput_dispatch_ms=r.dispatch_p50_ms)  # per PE: see _pe_factors

@@ -42,6 +42,8 @@ f x its time + e: a time slice lost to another thread costs the same whatever th
 segment's length), K = S + sum_{p: B_p > 0} S_p the segment runs of the own chain and
 its blockings,
     R = f (R0 + sum_p S_p B_p) + J + D S + e K + sum_h ceil((R + R_h) / P_h) (f sum_{p used} W_p(h) + (D + e) S_h),
+R0 here the makespan of whole segments (segment_makespan: a segment's outputs appear when
+it ends, not when the layer that makes them does),
 iterated from its first terms to the least fixed point (J: release jitter; f, e, J and D
 as the PE profile measured them in the executor, executor.pe_profile). It holds
 because the executor runs a network's segments on a PE in layer order (the ASAP order R0
@@ -209,6 +211,55 @@ def segment_terms(m: Sequence[int], c: Sequence[float], n_pes: int) -> tuple[lis
     return count, longest
 
 
+def segment_makespan(app: AppGraph, m: Sequence[int], c: Sequence[float]) -> float:
+    """A network's own makespan as executor.pipeline runs it: a segment (maximal run of
+    consecutive layers on one PE) is one session run, so it starts when every segment it
+    reads from and the previous segment on its PE have ended, and its outputs appear when
+    it ends. The layer-level ASAP can be shorter: there a later PE's layer may start as
+    soon as the one layer it reads is done, in the middle of a segment."""
+    finish: list[float] = []  # per segment
+    sid: list[int] = []
+    last_on_pe: dict[int, float] = {}
+    ready = 0.0
+    for i in range(app.n_layers):
+        if i == 0 or m[i] != m[i - 1]:
+            if i:
+                finish.append(ready + run)
+                last_on_pe[m[i - 1]] = finish[-1]
+            ready, run = last_on_pe.get(m[i], 0.0), 0.0
+        sid.append(len(finish))
+        ready = max([ready, *(finish[sid[p]] for p in app.preds[i] if sid[p] != sid[i])])
+        run += c[i]
+    if app.n_layers:
+        finish.append(ready + run)
+    return max(finish, default=0.0)
+
+
+def _batch_segment_makespan(app: AppGraph, m: np.ndarray, c: np.ndarray, n_pes: int) -> np.ndarray:
+    """segment_makespan of N mappings (N, L) at once."""
+    N, L = m.shape
+    if L == 0:
+        return np.zeros(N)
+    new = np.ones((N, L), dtype=bool)
+    new[:, 1:] = m[:, 1:] != m[:, :-1]
+    sid = np.cumsum(new, axis=1) - 1
+    rows = np.arange(N)
+    ready, run, fin = np.zeros((N, L)), np.zeros((N, L)), np.zeros((N, L))
+    pe_last = np.zeros((N, n_pes))
+    for i in range(L):
+        s, pe = sid[:, i], m[:, i]
+        r = np.where(new[:, i], pe_last[rows, pe], ready[rows, s])
+        for p in app.preds[i]:
+            r = np.maximum(r, np.where(sid[:, p] != s, fin[rows, sid[:, p]], 0.0))
+        ready[rows, s] = r
+        run[rows, s] += c[:, i]
+        end = np.ones(N, dtype=bool) if i == L - 1 else new[:, i + 1]
+        done = r + run[rows, s]
+        fin[rows, s] = np.where(end, done, fin[rows, s])
+        pe_last[rows, pe] = np.where(end, done, pe_last[rows, pe])
+    return fin.max(axis=1)
+
+
 FIXED_POINT_ROUNDS = 200
 
 
@@ -339,7 +390,8 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             block = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(P)]
             dsp, exc = problem.dispatch_ms, problem.segment_excess_ms
             runs_k = sum(segs[a][0]) + sum(segs[a][0][p] for p in used if block[p] > 0)
-            base = fct * (r0 + sum(segs[a][0][p] * block[p] for p in used)) + problem.release_jitter_ms \
+            base = fct * (segment_makespan(app, m, c) + sum(segs[a][0][p] * block[p] for p in used)) \
+                + problem.release_jitter_ms \
                 + dsp * sum(segs[a][0]) + exc * runs_k
             work = {h: sum(fct * busy_of(h, p) + (dsp + exc) * segs[h][0][p] for p in used) for h in higher}
             worst = float(executor_response(np.array([base]), [(np.array([resp_of[h]]), problem.apps[h].period_ms,
@@ -690,7 +742,7 @@ def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = F
         app, m, c = problem.apps[a], maps[a], occ[a]
         start, finish = asap[a]
         if problem.analysis == "executor":
-            r0 = latency[:, a]
+            r0 = _batch_segment_makespan(app, m, c, P)
             higher = [(resp[:, h], problem.apps[h].period_ms, busy_app[h], segs[h][0]) for h in rank[:pos]]
             block = _lower_blocking([segs[lp][1] for lp in rank[pos + 1:]], N, P)
             resp[:, a], per_pe = _executor_terms(problem, r0, segs[a][0], block, higher, app.period_ms)
@@ -846,6 +898,8 @@ def network_terms(problem: MappingProblem, a: int, rows: np.ndarray) -> NetworkT
     rank = problem.priority_rank
     lower = rank[rank.index(a) + 1:]
     inside = (np.minimum(f, app.period_ms) - np.minimum(s, app.period_ms))[:, :, None]
+    if problem.analysis == "executor":  # its bound starts from the makespan of whole segments
+        r0 = _batch_segment_makespan(app, rows, c, P)
     terms = NetworkTerms(a, rows, s, f, r0, np.where(oh, mob0[:, :, None], np.inf).min(axis=1), (oh * cl).sum(axis=1),
                          (oh * cl).max(axis=1), _batch_energy(app, rows), runs,
                          (oh * app.memory_bytes[None, :, None]).sum(axis=1), window, (oh * inside).sum(axis=1),
