@@ -166,7 +166,7 @@ def bound_parts(mp, genes) -> list[dict]:
     """Each network's bound split as the executor analysis builds it (planner.core.multiapp):
     own = f R0 + e S, blocking = f sum_p S_p B_p + e (blocked runs), release = J, dispatch =
     D S, interference = the higher-priority jobs' work, dispatch and excess (the rest)."""
-    from planner.core.multiapp import segment_terms
+    from planner.core.multiapp import segment_makespan, segment_terms
 
     ev = evaluate_mapping(mp, genes)
     maps = mp.split(np.asarray(genes))
@@ -180,7 +180,8 @@ def bound_parts(mp, genes) -> list[dict]:
         block = sum(segs[a][0][p] * longest[p] for p in used)
         blocked_runs = sum(segs[a][0][p] for p in used if longest[p] > 0)
         f, d, x = mp.interference_factor, mp.dispatch_ms, mp.segment_excess_ms
-        parts = {"own": f * e.latency_ms + x * sum(segs[a][0]), "blocking": f * block + x * blocked_runs,
+        r0 = segment_makespan(mp.apps[a], list(maps[a]), list(e.occupancy_ms))  # what the bound starts from
+        parts = {"own": f * r0 + x * sum(segs[a][0]), "blocking": f * block + x * blocked_runs,
                  "release": mp.release_jitter_ms, "dispatch": d * sum(segs[a][0])}
         parts["interference"] = e.response_time_ms - sum(parts.values())
         out.append({k: round(v, 4) for k, v in parts.items()})
