@@ -1,29 +1,33 @@
 """Schedules run for real (Kang et al. VII, Table 3): predicted vs measured on this machine.
 
 For light ONNX models shipped in the onnx package: profile each for scheduling (every
-layer with k = 1..n threads pinned to k cores, PE-to-PE handoff; executor.pe_profile),
-plan a pipelined single-network schedule for every CPU configuration with the exact
+layer with k = 1..n threads pinned to k cores, PE-to-PE handoff, and the executor regime:
+the model run in the executor with every PE busy at once, its segments' worst and median
+slowdown over the profile, dispatch wait and release jitter; executor.pe_profile), plan a
+pipelined single-network schedule for every CPU configuration with the exact
 task-clustering solver (CP-SAT), run it on ONNX Runtime sessions (executor.pipeline: one
 pinned thread per logical PE, double buffering, non-preemptive) and compare the measured
-throughput with the predicted one; each run twice, the difference is the noise floor.
+throughput with the predicted one (the profile's regime applied) and with the layer times
+alone; each run twice, the difference is the noise floor.
 Then two networks with periods and priorities (response-time mode, GA, the executor
-analysis): the mapping's interference factor and release jitter measured on
-single-network runs, its response bound with them against the worst response of two
-runs of both networks together; then deadlines at 0.9, 1.05 and 1.2 x the bound, the
-analysis' verdict for them against the misses measured (a schedule called schedulable
-must miss no deadline; an unschedulable one may or may not).
+analysis with the profiles' factor, jitter and dispatch wait): the bound against the
+worst response of two runs of both networks together, each response split into parts
+(release, dispatch, blocking, interference, backlog, profiled time and excess) beside the
+bound's parts; then deadlines at 0.9, 1.05 and 1.2 x the bound, the analysis' verdict for
+them against the misses measured (a schedule called schedulable must miss no deadline; an
+unschedulable one may or may not).
 
 Targets: throughput mean |error| <= 7%, none over 15% (Kang: within 7%, one case 17%);
 no response over its bound, mean bound / measured max <= 1.3; no verdict contradicted.
 Writes bench/results/schedule_fidelity.json.
 
 Usage: python bench/schedule_fidelity.py [--models squeezenet,shufflenet,inception_v1] [--frames N] [--runs N]
+       [--response-frames N] [--regime-frames N] [--waits]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform as pyplatform
@@ -38,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from executor import runtime, slicing  # noqa: E402
-from executor.pe_profile import _two_layer_model, busy_cores, profile_for_schedule  # noqa: E402
-from executor.pipeline import Network, PipelineExecutor, cpu_cores_for, run_schedule_entry  # noqa: E402
+from executor.pe_profile import _two_layer_model, profile_for_schedule  # noqa: E402
+from executor.pipeline import Network, PipelineExecutor, run_schedule_entry  # noqa: E402
 from models.multiapp import compile_schedule  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
 from planner.pe_documents import schedule_documents  # noqa: E402
@@ -80,25 +84,12 @@ def _entry(platform, profs, req, mapping: dict[str, list[str]]):
     return mp, entries_of(mp, [genes], [False])[0]
 
 
-def _run(entry, lms, devices, frames, busy=None):
-    """Run one entry on the response-time executor, the cores in `busy` (model, cores)
-    running a model in a loop meanwhile."""
+def _run(entry, lms, devices, frames, occ=None):
+    """Run one entry on the response-time executor; with `occ` (network -> layer
+    occupancies) every frame's response is split into parts (executor.pipeline.PART_LEGEND)."""
     doc = {"mode": "response_time", "entries": [entry.model_dump()]}
-    ctx = busy_cores(busy[0], devices["cpu"], busy[1]) if busy and busy[1] else contextlib.nullcontext()
-    with ctx:
-        return run_schedule_entry(doc, lms, devices, frames=frames, warmup_frames=5)
-
-
-def release_jitter_ms(devices, frames: int) -> float:
-    """The executor's own release + dispatch lateness: worst response of a two-Neg model of
-    4 KB (a few microseconds of work) released every 2 ms on one pinned core."""
-    from dataclasses import replace
-
-    lm = _two_layer_model(4096)
-    one = replace(devices["cpu"], id="j", threads=1, affinity=(sorted(os.sched_getaffinity(0))[0],))
-    ex = PipelineExecutor([Network("jitter", lm, [0, 0], period_ms=2.0, priority=0)], [one], "response_time")
-    ex.run(5, timeout_s=30)
-    return float(max(ex.run(frames, timeout_s=60).networks[0].response_ms))
+    return run_schedule_entry(doc, lms, devices, frames=frames, warmup_frames=5, timeout_s=180.0, parts=occ is not None,
+                              occupancy_ms=occ)
 
 
 class _Wait:
@@ -171,13 +162,45 @@ def waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames: int) 
             "deadlines": deadlines}
 
 
+def bound_parts(mp, genes) -> list[dict]:
+    """Each network's bound split as the executor analysis builds it (planner.core.multiapp):
+    own = f R0 + e S, blocking = f sum_p S_p B_p + e (blocked runs), release = J, dispatch =
+    D S, interference = the higher-priority jobs' work, dispatch and excess (the rest)."""
+    from planner.core.multiapp import segment_makespan, segment_terms
+
+    ev = evaluate_mapping(mp, genes)
+    maps = mp.split(np.asarray(genes))
+    segs = [segment_terms(list(m), list(e.occupancy_ms), mp.n_pes) for m, e in zip(maps, ev.apps)]
+    rank = mp.priority_rank
+    out = []
+    for a, e in enumerate(ev.apps):
+        lower = rank[rank.index(a) + 1:]
+        used = [p for p in range(mp.n_pes) if segs[a][0][p]]
+        longest = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(mp.n_pes)]
+        block = sum(segs[a][0][p] * longest[p] for p in used)
+        blocked_runs = sum(segs[a][0][p] for p in used if longest[p] > 0)
+        f, d, x = mp.interference_factor, mp.dispatch_ms, mp.segment_excess_ms
+        r0 = segment_makespan(mp.apps[a], list(maps[a]), list(e.occupancy_ms))  # what the bound starts from
+        parts = {"own": f * r0 + x * sum(segs[a][0]), "blocking": f * block + x * blocked_runs,
+                 "release": mp.release_jitter_ms, "dispatch": d * sum(segs[a][0])}
+        parts["interference"] = e.response_time_ms - sum(parts.values())
+        out.append({k: round(v, 4) for k, v in parts.items()})
+    return out
+
+
+def _measured_parts(row: dict) -> dict:
+    """A measured worst frame's parts grouped as the bound's: own = profiled time + excess."""
+    p = row["parts"]
+    return {"own": p["profile"] + p["excess"], "blocking": p["blocking"], "release": p["release"],
+            "dispatch": p["dispatch"] + p["handoff"], "interference": p["interference"], "backlog": p["own"]}
+
+
 def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
-    """Per CPU configuration: a two-network schedule (GA, executor analysis); its mapping's
-    interference factor and release jitter measured on single-network runs (each network
-    alone on its PEs, the other cores running the other network's model); the bound of
-    that mapping with them; the two networks run together twice (the replicate is the
-    noise floor); then deadlines at 0.9, 1.05 and 1.2 x the bound: the verdict of the
-    analysis for those deadlines against the misses measured."""
+    """Per CPU configuration: a two-network schedule (GA, executor analysis, the factor,
+    jitter and dispatch wait the PE profiles measured in the executor); the two networks
+    run together twice (the replicate is the noise floor), every frame's response split
+    into parts (executor.pipeline.response_parts) beside the bound's parts; then deadlines
+    at 0.9, 1.05 and 1.2 x the bound: the verdict of the analysis against the misses."""
     plats = [Platform.model_validate(docs[m][0]) for m in pair]
     profs = [ModelProfile.model_validate(docs[m][1]) for m in pair]
     platform = plats[0]
@@ -189,51 +212,51 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
             "apps": [{"profile": m, "period_ms": 1000.0, "priority": 0}], "mode": "response_time",
             "solver": "ga", "time_limit_s": 5, "timelines": "none"}))
         alone.append(min(e.apps[0].latency_ms for e in one.entries))
-    periods = [round(3.0 * sum(alone), 1), round(4.0 * sum(alone), 1)]
-    jitter = release_jitter_ms(devices, frames)
+    periods = [round(3.0 * sum(alone), 1), round(4.0 * sum(alone), 1)]  # from R0: a run's length does not follow the regime
+    print(f"two networks {pair}: R0 alone {[round(x, 2) for x in alone]} ms, periods {periods} ms", flush=True)
     out = []
     for cfg in configs:
         s = make_schedule(platform, profs, _request(pair, periods, cfg, solver="ga", time_limit_s=args.ga_limit, seed=1))
         k = next((i for i, e in enumerate(s.entries) if e.schedulable), 0)
         mapping = {a.name: a.mapping for a in s.entries[k].apps}
-        # the interference factor: each network alone on its mapping, the other cores busy
-        calib, factor = {}, 1.0
-        for a, (m, prof) in enumerate(zip(pair, profs)):
-            mp1, e1 = _entry(platform, [prof], _request([m], [periods[a]], cfg, release_jitter_ms=jitter), {m: mapping[m]})
-            pe_cores = cpu_cores_for([(pl.pe, pl.device, pl.cores) for pl in e1.pe_loads], sorted(os.sched_getaffinity(0)))
-            idle = [c for pe, cs in pe_cores.items() if pe not in set(mapping[m]) for c in cs]
-            rep = _run(e1, {m: lms[m]}, devices, frames, busy=(lms[pair[1 - a]], idle))
-            worst = rep["networks"][0]["response_max_ms"]
-            calib[m] = {"latency_ms": e1.apps[0].latency_ms, "measured_max_ms": worst, "busy_cores": idle}
-            factor = max(factor, (worst - jitter) / e1.apps[0].latency_ms)
-        kw = {"interference_factor": min(factor, 10.0), "release_jitter_ms": jitter}
-        mp, entry = _entry(platform, profs, _request(pair, periods, cfg, **kw), mapping)
-        runs = [_run(entry, sub, devices, frames) for _ in range(2)]  # the replicate: the noise floor
+        mp, entry = _entry(platform, profs, _request(pair, periods, cfg), mapping)
+        names = [pe.name for pe in mp.pes]
+        genes = [names.index(x) for a in mp.apps for x in mapping[a.name]]
+        occ = {e.name: e.occupancy_ms for e in evaluate_mapping(mp, genes).apps}
+        bparts = bound_parts(mp, genes)
+        print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
+        runs = [_run(entry, sub, devices, frames, occ=occ) for _ in range(2)]  # the replicate: the noise floor
         nets = []
         for a, spec in enumerate(entry.apps):
             r1, r2 = runs[0]["networks"][a], runs[1]["networks"][a]
-            worst = max(r1["response_max_ms"], r2["response_max_ms"])
+            worst_run = r1 if r1["response_max_ms"] >= r2["response_max_ms"] else r2
+            worst = worst_run["response_max_ms"]
             nets.append({"name": spec.name, "latency_ms": spec.latency_ms, "bound_ms": spec.response_time_ms,
                          "response_max_ms": r1["response_max_ms"], "replicate_max_ms": r2["response_max_ms"],
-                         "response_p50_ms": r1["response_p50_ms"], "frames_done": r1["frames_done"] + r2["frames_done"],
+                         "response_p50_ms": r1["response_p50_ms"], "response_p99_ms": r1["response_p99_ms"],
+                         "frames_done": r1["frames_done"] + r2["frames_done"],
                          "bound_over_max": spec.response_time_ms / worst, "over_bound": bool(worst > spec.response_time_ms),
-                         "deadline_misses": r1["deadline_misses"] + r2["deadline_misses"]})
+                         "deadline_misses": r1["deadline_misses"] + r2["deadline_misses"],
+                         "bound_parts": bparts[a], "worst_frame_parts": worst_run["parts"],
+                         "worst_frame_grouped": {k: round(v, 4) for k, v in _measured_parts(worst_run).items()},
+                         "parts_max": worst_run["parts_max"]})
         deadlines = []
         for f in (0.9, 1.05, 1.2):
             tight = [round(f * a.response_time_ms, 3) for a in entry.apps]
-            _, e2 = _entry(platform, profs, _request(pair, tight, cfg, **kw), mapping)
-            rep = _run(e2, sub, devices, frames)
+            _, e2 = _entry(platform, profs, _request(pair, tight, cfg), mapping)
+            rep = _run(e2, sub, devices, args.deadline_frames)
             misses = [n["deadline_misses"] for n in rep["networks"]]
             deadlines.append({"factor": f, "periods_ms": tight, "schedulable": e2.schedulable,
                               "bounds_ms": [round(a.response_time_ms, 3) for a in e2.apps],
-                              "misses_per_network": misses, "deadline_misses": sum(misses), "frames": frames,
+                              "misses_per_network": misses, "deadline_misses": sum(misses), "frames": args.deadline_frames,
                               "contradicted": bool(e2.schedulable and sum(misses) > 0),
                               "response_max_ms": [n.get("response_max_ms") for n in rep["networks"]]})
         waits = waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames) if args.waits else None
         out.append({"waits": waits, "cpu_config": cfg, "periods_ms": periods, "mapping": {n: _runs(v) for n, v in mapping.items()},
-                    "schedulable": entry.schedulable, "interference_factor": kw["interference_factor"],
-                    "release_jitter_ms": jitter, "calibration": {m: round(c["measured_max_ms"], 3) for m, c in calib.items()},
-                    "calibration_detail": calib, "networks": nets, "deadlines": deadlines})
+                    "schedulable": entry.schedulable, "interference_factor": mp.interference_factor,
+                    "release_jitter_ms": mp.release_jitter_ms, "dispatch_ms": mp.dispatch_ms,
+                    "segment_excess_ms": mp.segment_excess_ms,
+                    "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines})
     return out
 
 
@@ -253,8 +276,12 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=150, help="frames per run (default: %(default)s)")
     ap.add_argument("--response-frames", type=int, default=120,
                     help="frames per response-time run (default: %(default)s)")
-    ap.add_argument("--no-waits", dest="waits", action="store_false",
-                    help="skip the check of the bound on the executor with timed waits for segments (default: run it)")
+    ap.add_argument("--deadline-frames", type=int, default=40,
+                    help="frames per run at deadlines near the bound (default: %(default)s)")
+    ap.add_argument("--waits", action="store_true",
+                    help="also check the bound on the executor with timed waits for segments (default: skip it)")
+    ap.add_argument("--regime-frames", type=int, default=30,
+                    help="frames per case of the PE profile's executor-regime run (default: %(default)s)")
     ap.add_argument("--runs", type=int, default=10, help="profiling runs per layer (default: %(default)s)")
     ap.add_argument("--ilp-limit", type=float, default=20.0, help="CP-SAT time limit per schedule, s (default: %(default)s)")
     ap.add_argument("--ga-limit", type=float, default=20.0, help="GA time limit of the two-network schedule, s (default: %(default)s)")
@@ -274,11 +301,13 @@ def main() -> int:
         for m in dict.fromkeys(names + pair):
             t0 = time.perf_counter()
             lms[m] = load(m)
-            prof = profile_for_schedule(lms[m], cluster, runs=args.runs, warmup=2)
+            prof = profile_for_schedule(lms[m], cluster, runs=args.runs, warmup=2, regime_frames=args.regime_frames)
             plat, profile, lines = schedule_documents(lms[m], prof, name=m, platform_name="this-machine", model_path=m)
             docs[m] = (plat, profile)
-            rows.append({"model": m, "profiling_s": round(time.perf_counter() - t0, 2), "summary": lines})
+            rows.append({"model": m, "profiling_s": round(time.perf_counter() - t0, 2), "summary": lines,
+                         "executor_regime": prof.regime})
             bar.advance(1, m)
+            print(f"{m}: {lines[-1]}", flush=True)
     devices = {"cpu": cluster}
     pipelined = []
     with Bar("pipelined schedules", total=len(names) * len(configs)) as bar:
@@ -293,9 +322,15 @@ def main() -> int:
                 rep = run_schedule_entry(s, {m: lms[m]}, devices, frames=args.frames)
                 again = run_schedule_entry(s, {m: lms[m]}, devices, frames=args.frames)["networks"][0]  # noise floor
                 n = rep["networks"][0]
+                # the same mapping predicted from the profile's layer times alone (no executor regime)
+                bare = compile_schedule(platform, [prof.model_copy(update={"executor_regime": None})], req).configs[0]
+                pes = [pe.name for pe in bare.pes]
+                plain_ms = evaluate_mapping(bare, [pes.index(x) for x in s.entries[0].apps[0].mapping]).apps[0].effective_period_ms
+                plain_err = (1e3 / n["measured_fps"] - plain_ms) / plain_ms * 100.0 if n["measured_fps"] else None
                 pipelined.append({
                     "model": m, "cpu_config": cfg, "segments": n["segments"], "solver_status": s.report.status,
                     "predicted_fps": n["predicted_fps"], "measured_fps": n["measured_fps"], "error_pct": n["error_pct"],
+                    "layers_only_fps": 1e3 / plain_ms, "layers_only_error_pct": plain_err,
                     "frames_in_order": n["frames_in_order"], "replicate_fps": again["measured_fps"],
                     "replicate_diff_pct": (again["measured_fps"] - n["measured_fps"]) / n["measured_fps"] * 100.0
                     if again["measured_fps"] and n["measured_fps"] else None,
@@ -306,6 +341,7 @@ def main() -> int:
     if len(pair) == 2:
         two = response_cases(pair, docs, lms, devices, configs, args)
     errs = [abs(r["error_pct"]) for r in pipelined if r["error_pct"] is not None]
+    plain = [abs(r["layers_only_error_pct"]) for r in pipelined if r["layers_only_error_pct"] is not None]
     reps = [abs(r["replicate_diff_pct"]) for r in pipelined if r.get("replicate_diff_pct") is not None]
     ratios = [n["bound_over_max"] for t in two for n in t["networks"] if n.get("bound_over_max")]
     tight = [d for t in two for d in t["deadlines"]]
@@ -313,6 +349,10 @@ def main() -> int:
         "pipelined_mean_abs_error_pct": float(np.mean(errs)) if errs else None,
         "pipelined_max_abs_error_pct": float(np.max(errs)) if errs else None,
         "pipelined_noise_floor_pct": float(np.mean(reps)) if reps else None,
+        "pipelined_layers_only_mean_abs_error_pct": float(np.mean(plain)) if plain else None,
+        "response_noise_floor_pct": float(np.mean(rn)) if (rn := [abs(n["replicate_max_ms"] - n["response_max_ms"])
+                                                                  / n["response_max_ms"] * 100 for t in two
+                                                                  for n in t["networks"]]) else None,
         "responses_over_bound": sum(n["over_bound"] for t in two for n in t["networks"]),
         "mean_bound_over_measured_max": float(np.mean(ratios)) if ratios else None,
         "schedulable_deadline_runs": sum(d["schedulable"] for d in tight),
@@ -330,20 +370,39 @@ def main() -> int:
     from planner.core.telemetry import ERROR_CONVENTION
 
     print(f"\n{ERROR_CONVENTION}, on the period 1/fps")
-    print(f"{'model':<14} {'cpu':<8} {'seg':>4} {'pred fps':>9} {'meas fps':>9} {'error':>8}")
+    for r in rows:
+        g = r["executor_regime"]
+        if g:
+            print(f"{r['model']}: executor regime: segment time <= x{g['interference_factor']:.3f} + "
+                  f"{g['segment_excess_ms']:.3f} ms, median x{g['interference_factor_p50']:.3f} "
+                  f"(by cores {g['factor_p50_by_cores']}) of profiled, dispatch {g['dispatch_ms']:.3f} / {g['dispatch_p50_ms']:.3f} ms, "
+                  f"release jitter {g['release_jitter_ms']:.3f} ms ({g['segment_runs']} segment runs)")
+    print("pred: the profile's layer times x the executor regime's median slowdown + its median dispatch wait per "
+          "segment; layers only: without the regime")
+    print(f"{'model':<14} {'cpu':<8} {'seg':>4} {'pred fps':>9} {'meas fps':>9} {'meas2':>9} {'error':>8} {'layers only':>12}")
     for r in pipelined:
         e = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%"
+        e2 = "n/a" if r["layers_only_error_pct"] is None else f"{r['layers_only_error_pct']:+.1f}%"
         print(f"{r['model']:<14} {str(tuple(r['cpu_config'])):<8} {r['segments']:>4} {r['predicted_fps']:>9.1f} "
-              f"{(r['measured_fps'] or 0):>9.1f} {e:>8}")
+              f"{(r['measured_fps'] or 0):>9.1f} {(r['replicate_fps'] or 0):>9.1f} {e:>8} {e2:>12}")
+    if two:
+        print("\nparts of a response (bound: as the analysis builds it; measured: the worst frame's critical path):")
+        print("  own: f R0 + e S | profiled time + excess; blocking: f sum S_p B_p + e | lower-priority segments waited for; "
+              "release: J | release lateness; dispatch: D x segments | idle-PE waits + bookkeeping; interference: "
+              "higher-priority jobs | waited for them; backlog (not in the bound): the same network's earlier frames")
     for t in two:
         print(f"\ntwo networks, cpu {tuple(t['cpu_config'])}, periods {t['periods_ms']} ms, mapping "
-              f"{t['mapping']}; interference factor x{t['interference_factor']:.3f}, release jitter "
-              f"{t['release_jitter_ms']:.3f} ms (measured alone: {t['calibration']})")
-        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'max':>8} {'max2':>8} {'p50':>7} {'bound/max':>9}")
+              f"{t['mapping']}; f x{t['interference_factor']:.3f}, e {t['segment_excess_ms']:.3f} ms, "
+              f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles)")
+        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'max':>8} {'max2':>8} {'p50':>7} {'p99':>7} {'bound/max':>9}")
         for n in t["networks"]:
             print(f"  {n['name']:<12} {n['latency_ms']:>7.2f} {n['bound_ms']:>8.2f} {n['response_max_ms']:>8.2f} "
-                  f"{n['replicate_max_ms']:>8.2f} {n['response_p50_ms']:>7.2f} {n['bound_over_max']:>9.2f}"
-                  f"{'  OVER THE BOUND' if n['over_bound'] else ''}")
+                  f"{n['replicate_max_ms']:>8.2f} {n['response_p50_ms']:>7.2f} {n['response_p99_ms']:>7.2f} "
+                  f"{n['bound_over_max']:>9.2f}{'  OVER THE BOUND' if n['over_bound'] else ''}")
+            b, w = n["bound_parts"], n["worst_frame_grouped"]
+            print("    bound   " + "  ".join(f"{k} {b.get(k, 0.0):.2f}" for k in ("own", "blocking", "release", "dispatch", "interference")))
+            print("    worst   " + "  ".join(f"{k} {w[k]:.2f}" for k in ("own", "blocking", "release", "dispatch", "interference", "backlog"))
+                  + f"  (excess over profile {n['worst_frame_parts']['excess']:.2f})")
         for d in t["deadlines"]:
             print(f"  deadlines {d['factor']:.2f} x bound {d['periods_ms']} ms: "
                   f"{'schedulable' if d['schedulable'] else 'unschedulable'} (bounds {d['bounds_ms']}), "
@@ -362,13 +421,15 @@ def main() -> int:
                   f"{'schedulable' if d['schedulable'] else 'unschedulable'} (bounds {d['bounds_ms']}), "
                   f"misses {d['misses_per_network']} of {d['frames']}{' VERDICT CONTRADICTED' if d['contradicted'] else ''}")
     print(f"\npipelined: mean |error| {summary['pipelined_mean_abs_error_pct']:.1f}% (target <= 7%), max "
-          f"{summary['pipelined_max_abs_error_pct']:.1f}%; noise floor (same configuration twice) "
+          f"{summary['pipelined_max_abs_error_pct']:.1f}%; layers only {summary['pipelined_layers_only_mean_abs_error_pct']:.1f}%; "
+          f"noise floor (same configuration twice) "
           f"{summary['pipelined_noise_floor_pct'] if summary['pipelined_noise_floor_pct'] is None else round(summary['pipelined_noise_floor_pct'], 1)}%")
     if two:
         print(f"responses over their bound: {summary['responses_over_bound']}; mean bound / measured max "
               f"{summary['mean_bound_over_measured_max']:.2f} (target <= 1.3); deadline misses in schedulable runs: "
               f"{summary['misses_in_schedulable']} of {summary['schedulable_deadline_runs']} runs; unschedulable runs "
-              f"that missed: {summary['unschedulable_that_missed']} of {summary['unschedulable_runs']}")
+              f"that missed: {summary['unschedulable_that_missed']} of {summary['unschedulable_runs']}; noise floor "
+              f"(worst response, run vs replicate) {summary['response_noise_floor_pct']:.1f}%")
     load_after = [round(x, 2) for x in os.getloadavg()]
     print(f"host: {len(cores)} core(s) {cores}, load average before {load_before}, after {load_after} (1/5/15 min)")
     out = {"machine": {"cores": cores, "python": pyplatform.python_version(), "processor": pyplatform.processor() or pyplatform.machine(),

@@ -27,12 +27,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from executor.pipeline import Network, PipelineExecutor
+from executor.pipeline import FrameRun, Network, PipelineExecutor, segment_waits
 from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
+REGIME_FRAMES = 30  # frames per case of measure_executor_regime
 Progress = Callable[[int, int, str], None]
 
 
@@ -49,6 +50,7 @@ class PEProfile:
     layer_ms: dict[str, list[float]]  # per measured device: each layer's cost inside a segment
     layer_spread_ms: dict[str, list[float]]
     handoff: dict[tuple[str, str], list[tuple[int, float]]] = field(default_factory=dict)  # (from, to) -> (bytes, ms)
+    regime: dict | None = None  # measure_executor_regime: the ModelProfile.executor_regime fields
 
 
 def _two_layer_model(size_bytes: int) -> LayeredModel:
@@ -112,6 +114,120 @@ def busy_cores(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int]):
             t.join()
 
 
+def segment_envelope(pairs: Sequence[tuple[float, float]], model_ms: float, segments: int = 2) -> tuple[float, float]:
+    """(f >= 1, e >= 0) with run <= f x predicted + e for every (run, predicted) pair: of
+    the slopes at the ratios' percentiles (and 1), the one whose envelope costs the model
+    least (f x model_ms + e x segments). A slowdown that scales with the segment (PEs
+    sharing caches) goes to f, one that does not (a time slice lost to another process)
+    to e, so neither is charged at the other's rate."""
+    if not pairs:
+        return 1.0, 0.0
+    run = np.array([r for r, _ in pairs], dtype=float)
+    pred = np.maximum(np.array([p for _, p in pairs], dtype=float), 1e-6)
+    slopes = {1.0, *(max(1.0, float(q)) for q in np.percentile(run / pred, (50, 75, 90, 95, 99, 100)))}
+    best = None
+    for f in sorted(slopes):
+        e = max(0.0, float(np.max(run - f * pred)))
+        cost = f * model_ms + e * segments
+        if best is None or cost < best[0] - 1e-12:
+            best = (cost, f, e)
+    return best[1], best[2]
+
+
+ENVELOPE_SLOPES = (1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0)
+
+
+def envelope_points(pairs: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(f, e) at fixed slopes (and the largest ratio, where e = 0), each covering every
+    (run, predicted) pair: a schedule of several networks picks the slope whose largest
+    excess over their profiles makes its bound smallest (models.multiapp.executor_regime)."""
+    if not pairs:
+        return []
+    run = np.array([r for r, _ in pairs], dtype=float)
+    pred = np.maximum(np.array([p for _, p in pairs], dtype=float), 1e-6)
+    top = max(1.0, float(np.max(run / pred)))
+    return [(f, max(0.0, float(np.max(run - f * pred)))) for f in sorted({*(x for x in ENVELOPE_SLOPES if x < top), top})]
+
+
+def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
+    """The model run in the schedule executor the way a schedule runs it (its sessions and
+    pool policy, one pinned worker thread per PE, periodic releases at half load), every
+    PE busy at once: with n > 1 cores, n copies of the model on n 1-core PEs, copy j's
+    first half on core j and its second half on core j + 1 (so the PEs hand off and block
+    each other), then one copy on one n-core PE. Each segment run against the profile's
+    time for it (its layers, + the per-session cost beta where it does not start at the
+    first layer) gives the bound's factor and per-segment excess (segment_envelope; the
+    median ratio for throughput);
+    each wait of a queued segment on an idle PE the dispatch wait; each release's
+    lateness the release jitter. Then the model pipelined back to back (throughput mode)
+    over the n 1-core PEs and on the n-core PE: its segments' median slowdown per PE size
+    (cores) and median dispatch wait are what a pipelined schedule runs with; its runs
+    enter the worst-case figures too. Bounded: `frames` frames per case, 60 s each."""
+    if frames < 1:
+        raise ValueError("frames must be >= 1")
+    L = len(lm.layers)
+    n = len(prof.cores)
+    cases = []
+    if n > 1 and L > 1:
+        one = prof.k_devices[0]
+        pes = [replace(one, id=f"regime{j}", threads=1, affinity=(prof.cores[j],)) for j in range(n)]
+        half = L // 2
+        nets = [Network(f"copy{j}", lm, [j] * half + [(j + 1) % n] * (L - half), 0.0, j) for j in range(n)]
+        cases.append(("n copies on n 1-core PEs", pes, nets, one.id, 1, "response_time"))
+        if L >= n:  # pipelined: the model in n consecutive parts over the n 1-core PEs, back to back
+            cut = [j * L // n for j in range(n + 1)]
+            chain = [j for j in range(n) for _ in range(cut[j], cut[j + 1])]
+            cases.append(("pipelined over n 1-core PEs", pes, [Network("chain", lm, chain, 1.0, 0)], one.id, 1, "throughput"))
+    whole = prof.k_devices[-1]
+    cases.append((f"one copy on one {n}-core PE", [replace(whole, id="regime")], [Network("copy", lm, [0] * L, 0.0, 0)],
+                  whole.id, n, "response_time"))
+    cases.append((f"pipelined on one {n}-core PE", [replace(whole, id="regime")], [Network("one", lm, [0] * L, 1.0, 0)],
+                  whole.id, n, "throughput"))
+    ratios, dispatch, jitter, pairs = [], [], [], []
+    by_cores: dict[int, list[float]] = {}
+    tp_ratios, tp_dispatch = [], []
+    for _, pes, nets, dev_id, k, mode in cases:
+        cost = prof.layer_ms[dev_id]
+        period = 2.0 * sum(cost) + 2.0 * prof.beta_ms[dev_id] * len(nets)  # every PE about half busy
+        for net in nets:
+            net.period_ms = max(period, 1.0)
+        ex = PipelineExecutor(nets, pes, mode)
+        ex.run(3, timeout_s=60)  # warm: first runs allocate
+        trace: list = []
+        ex.run(frames, timeout_s=60, trace=trace)
+        due = {(f.app, f.frame): f.due_ms for f in trace if isinstance(f, FrameRun)}
+        for run, wait in segment_waits(trace, [x.priority for x in nets]):
+            sg = ex.segments[run.app][run.segment]
+            pred = sum(cost[sg.first:sg.last + 1]) + (prof.beta_ms[dev_id] if sg.first > 0 else 0.0)
+            ratios.append((run.end_ms - run.start_ms) / max(pred, 1e-6))
+            pairs.append((run.end_ms - run.start_ms, pred))
+            dispatch.append(wait["dispatch"])
+            if mode == "throughput":  # the typical figures a pipelined schedule runs with
+                by_cores.setdefault(k, []).append(ratios[-1])
+                tp_ratios.append(ratios[-1])
+                tp_dispatch.append(wait["dispatch"])
+            elif not sg.preds and (run.app, run.frame) in due:
+                jitter.append(run.ready_ms - due[(run.app, run.frame)])
+    if not ratios:
+        raise RuntimeError("the executor ran no segment while measuring its regime")
+    factor, excess = segment_envelope(pairs, sum(prof.layer_ms[prof.k_devices[0].id]))
+    return {
+        "interference_factor": factor,
+        "segment_excess_ms": excess,
+        "envelope": [[f, e] for f, e in envelope_points(pairs)],
+        "interference_factor_p50": float(np.median(tp_ratios or ratios)),
+        "factor_p50_by_cores": {k: float(np.median(v)) for k, v in sorted(by_cores.items())},
+        "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,
+        "dispatch_ms": float(np.max(dispatch)),
+        "dispatch_p50_ms": float(np.median(tp_dispatch or dispatch)),
+        "segment_runs": len(ratios),
+        "method": "executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
+                  f"load or pipelined back to back, {frames} frames per case: " + "; ".join(c[0] for c in cases)
+                  + "; every segment run <= factor x (its layers' profiled time + beta) + excess, the pair that "
+                  "makes the model's bound smallest; medians of run / profiled for throughput",
+    }
+
+
 def profile_for_schedule(
     lm: LayeredModel,
     cluster: RuntimeDevice,
@@ -123,6 +239,7 @@ def profile_for_schedule(
     handoff_frames: int = 30,
     progress: Progress | None = None,
     seed: int = 0,
+    regime_frames: int = REGIME_FRAMES,
 ) -> PEProfile:
     cores = tuple(cluster.affinity) if cluster.affinity is not None else tuple(sorted(PROCESS_CORES))
     if cluster.precision != "fp32" or any(d.precision != "fp32" for d in others):
@@ -163,4 +280,8 @@ def profile_for_schedule(
         prof.handoff[(src_id, dst_id)] = measure_handoff(src, dst, handoff_sizes, handoff_frames)
         if progress:
             progress(1, 1, f"handoff {src_id} -> {dst_id}")
+    if regime_frames:  # 0: not measured (the schedule then uses the defaults or the request's)
+        prof.regime = measure_executor_regime(lm, prof, regime_frames)
+        if progress:
+            progress(1, 1, "executor regime")
     return prof

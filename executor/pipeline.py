@@ -119,6 +119,105 @@ class PipelineResult:
         return (len(t) - 1 - warmup) / span if span > 0 else None
 
 
+@dataclass(frozen=True)
+class SegmentRun:
+    """One segment run (ms from the run's start): ready = its inputs (and buffer) were
+    there and it was queued on its PE; start/end = its session's run."""
+
+    app: int
+    frame: int
+    segment: int
+    pe: int
+    ready_ms: float
+    start_ms: float
+    end_ms: float
+
+
+@dataclass(frozen=True)
+class FrameRun:
+    """One completed frame: due = its nominal release (the response is counted from it),
+    released = when the release thread got to it, end = its last segment's end."""
+
+    app: int
+    frame: int
+    due_ms: float
+    released_ms: float
+    end_ms: float
+
+
+PARTS = ("release", "handoff", "dispatch", "blocking", "interference", "own", "profile", "excess")
+PART_LEGEND = {
+    "release": "release thread late: first segment queued after the frame's due time",
+    "handoff": "bookkeeping between segments: queued after its producer ended, a frame recorded after its last "
+               "segment (the lock, a buffer slot of frame n - 2)",
+    "dispatch": "queued on an idle PE, not yet started (worker wake-up: OS scheduler, GIL)",
+    "blocking": "waiting for a lower-priority network's segment on the PE",
+    "interference": "waiting for higher-priority networks' segments on the PE",
+    "own": "waiting for the same network's segments (earlier frames, its own order on the PE)",
+    "profile": "the segments' profiled time (predicted occupancy)",
+    "excess": "the segments' run time beyond their profiled time (PEs slowing each other, noise)",
+}
+
+
+def _wait_parts(cur: SegmentRun, by_pe: Mapping[int, Sequence[SegmentRun]], priorities: Sequence[int]) -> dict[str, float]:
+    """A segment's wait from queued to started, charged to what its PE ran meanwhile
+    (own / interference / blocking by the other network's priority); the rest is dispatch."""
+    out = {"own": 0.0, "interference": 0.0, "blocking": 0.0}
+    for o in by_pe.get(cur.pe, ()):
+        ov = min(o.end_ms, cur.start_ms) - max(o.start_ms, cur.ready_ms)
+        if ov <= 0 or o is cur:
+            continue
+        out["own" if o.app == cur.app else "interference" if priorities[o.app] < priorities[cur.app] else "blocking"] += ov
+    out["dispatch"] = max(0.0, cur.start_ms - cur.ready_ms - sum(out.values()))
+    return out
+
+
+def segment_waits(trace: Sequence, priorities: Sequence[int]) -> list[tuple[SegmentRun, dict[str, float]]]:
+    """Every traced segment run with its wait split as in response_parts."""
+    runs = [r for r in trace if isinstance(r, SegmentRun)]
+    by_pe: dict[int, list[SegmentRun]] = {}
+    for r in runs:
+        by_pe.setdefault(r.pe, []).append(r)
+    return [(r, _wait_parts(r, by_pe, priorities)) for r in runs]
+
+
+def response_parts(trace: Sequence, segments: Sequence[Sequence[Segment]], priorities: Sequence[int],
+                   predicted_ms: Mapping[tuple[int, int], float] | None = None) -> list[dict]:
+    """Each traced frame's response split along its critical path (the chain of
+    latest-finishing producers back to the release), in PARTS: they add up to the
+    response exactly. A wait on the PE is charged to whatever ran there meanwhile, by
+    priority; the idle rest is dispatch. predicted_ms: (app, segment) -> profiled ms
+    (without it, a segment's whole run is 'profile')."""
+    runs = {(r.app, r.frame, r.segment): r for r in trace if isinstance(r, SegmentRun)}
+    by_pe: dict[int, list[SegmentRun]] = {}
+    for r in runs.values():
+        by_pe.setdefault(r.pe, []).append(r)
+    out = []
+    for fr in (x for x in trace if isinstance(x, FrameRun)):
+        mine = {k[2]: r for k, r in runs.items() if k[0] == fr.app and k[1] == fr.frame}
+        if len(mine) != len(segments[fr.app]):
+            continue
+        parts = dict.fromkeys(PARTS, 0.0)
+        cur = max(mine.values(), key=lambda r: r.end_ms)
+        parts["handoff"] += fr.end_ms - cur.end_ms  # the frame recorded after its last segment
+        while True:
+            run = cur.end_ms - cur.start_ms
+            pred = predicted_ms.get((cur.app, cur.segment), run) if predicted_ms else run
+            parts["profile"] += min(run, pred)
+            parts["excess"] += run - min(run, pred)
+            for key, ms in _wait_parts(cur, by_pe, priorities).items():
+                parts[key] += ms
+            preds = [mine[p] for p in segments[cur.app][cur.segment].preds]
+            if not preds:
+                parts["release"] += cur.ready_ms - fr.due_ms
+                break
+            prev = max(preds, key=lambda r: r.end_ms)
+            parts["handoff"] += cur.ready_ms - prev.end_ms
+            cur = prev
+        out.append({"app": fr.app, "frame": fr.frame, "response_ms": fr.end_ms - fr.due_ms, **parts})
+    return out
+
+
 def segments_of(lm: LayeredModel, mapping: Sequence[int], app: int = 0) -> list[Segment]:
     """Maximal runs of consecutive layers on one PE, with their data dependencies."""
     if len(mapping) != len(lm.layers):
@@ -183,11 +282,13 @@ class PipelineExecutor:
     # ------------------------------------------------------------------ run
 
     def run(self, frames: int | Sequence[int], *, timeout_s: float = 60.0, keep_outputs: int = 0,
-            inputs: Sequence[Mapping[str, np.ndarray]] | None = None) -> PipelineResult:
+            inputs: Sequence[Mapping[str, np.ndarray]] | None = None, trace: list | None = None) -> PipelineResult:
         """Release `frames` frames of every network (or frames[a] of network a: one
         hyperperiod's releases; throughput: as fast as the pipeline takes them); stop at
         `timeout_s` or on cancel. Keeps the first `keep_outputs` frames' outputs per
-        network (for checking them against the unsplit model)."""
+        network (for checking them against the unsplit model). `trace`: a list that gets
+        one SegmentRun per segment run and one FrameRun per completed frame (times in ms
+        from the run's start), for `response_parts`."""
         counts = [frames] * len(self.networks) if isinstance(frames, int) else [int(f) for f in frames]
         if len(counts) != len(self.networks) or min(counts) < 1:
             raise PipelineError("frames must be >= 1 (one count, or one per network)")
@@ -222,13 +323,15 @@ class PipelineExecutor:
 
         def push(a: int, n: int, s: Segment) -> None:
             st = frames_state[a][n]
+            st["ready"][s.index] = time.perf_counter() - t0
             key = (self.networks[a].priority, st["release"], n, s.index, a)
             heapq.heappush(ready[s.pe], key)
             self._conds[s.pe].notify()
 
         def release(a: int, n: int, now: float) -> None:
             segs = self.segments[a]
-            st = {"env": dict(feeds[a]), "release": now, "deps": {}, "left": len(segs), "seg_ms": [0.0] * len(segs)}
+            st = {"env": dict(feeds[a]), "release": now, "deps": {}, "left": len(segs), "seg_ms": [0.0] * len(segs),
+                  "ready": {}, "released": time.perf_counter() - t0}
             frames_state[a][n] = st
             done_seg[a][n] = set()
             results[a].frames_released += 1
@@ -263,6 +366,8 @@ class PipelineExecutor:
                 r.finish_s.append(end - t0)
                 r.frame_ids.append(n)
                 r.segment_ms.append(st["seg_ms"])
+                if trace is not None:
+                    trace.append(FrameRun(a, n, st["release"] * 1e3, st["released"] * 1e3, (end - t0) * 1e3))
                 if n < last_done[a]:
                     r.order_ok = False
                 last_done[a] = max(last_done[a], n)
@@ -295,10 +400,13 @@ class PipelineExecutor:
                             feed = {x: env[x] for x in s.inputs}
                         t = time.perf_counter()
                         out = s.session.run(s.outputs, feed)
-                        took = time.perf_counter() - t
-                        busy[p] += took
+                        t_end = time.perf_counter()
+                        busy[p] += t_end - t
                         with self._lock:
-                            frames_state[a][n]["seg_ms"][si] = took * 1e3
+                            frames_state[a][n]["seg_ms"][si] = (t_end - t) * 1e3
+                            if trace is not None:
+                                trace.append(SegmentRun(a, n, si, p, frames_state[a][n]["ready"][si] * 1e3,
+                                                        (t - t0) * 1e3, (t_end - t0) * 1e3))
                             finish(a, n, s, dict(zip(s.outputs, out)))
             except BaseException as exc:  # noqa: BLE001 - reported by run(), never lost
                 errors.append(exc)
@@ -391,14 +499,20 @@ def percent_error(measured: float | None, predicted: float | None) -> float | No
 def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
                        entry: int = 0, frames: int = 100, warmup_frames: int = 10, timeout_s: float = 120.0,
                        keep_outputs: int = 0, available_cores: Sequence[int] | None = None,
-                       executor_out: list | None = None) -> dict:
+                       executor_out: list | None = None, parts: bool = False,
+                       occupancy_ms: Mapping[str, Sequence[float]] | None = None) -> dict:
     """Run entry `entry` of a Schedule document (planner.core.schema.Schedule or its dict)
     on real sessions and report, per network, the prediction beside the measurement.
 
     `models`: network name -> layered model (its layers are the profile's, in order);
     `devices`: schedule device id -> runtime device. A CPU cluster's logical PEs get
     threads = their cores, pinned to cores handed out in order from `available_cores`
-    (default: the cores this process may use); other PEs run on their device as given."""
+    (default: the cores this process may use); other PEs run on their device as given.
+    parts=True: each network's row also gets `parts`, the worst frame's response split by
+    response_parts (`PART_LEGEND`), and `parts_max`, each part's largest value over the
+    frames; `occupancy_ms` (network -> each layer's occupancy in the schedule's problem;
+    default: from the entry's timeline where it has one) splits a segment's run into its
+    profiled time and the excess."""
     from dataclasses import replace as _replace
 
     data = schedule.model_dump() if hasattr(schedule, "model_dump") else schedule
@@ -438,7 +552,21 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     if executor_out is not None:
         executor_out.append(ex)
     ex.run(min(warmup_frames, frames), timeout_s=timeout_s)  # warm: first runs allocate
-    res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs)
+    trace: list | None = [] if parts else None
+    res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs, trace=trace)
+    split: list[dict] = []
+    if trace is not None:
+        occ = dict(occupancy_ms or {})
+        if e.get("timeline") and not occupancy_ms:  # the entry's own occupancies: C = finish - start in its timeline
+            by_layer = {(it["app"], it["layer"]): it["finish_ms"] - it["start_ms"] for items in e["timeline"].values()
+                        for it in items}
+            for n in nets:
+                ids = [layer.id for layer in n.model.layers]
+                if all((n.name, i) in by_layer for i in ids):
+                    occ[n.name] = [by_layer[(n.name, i)] for i in ids]
+        pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
+                for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
+        split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
@@ -447,6 +575,11 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()
         row["period_ms"] = spec["period_ms"]
+        mine = [x for x in split if x["app"] == a]
+        if mine:
+            worst = max(mine, key=lambda x: x["response_ms"])
+            row["parts"] = {k: round(v, 4) for k, v in worst.items() if k not in ("app",)}
+            row["parts_max"] = {k: round(max(x[k] for x in mine), 4) for k in PARTS}
         if mode == "throughput":
             fps = res.throughput_fps(a, warmup=min(warmup_frames, max(0, nr.frames_done - 2)))
             row.update(predicted_fps=spec["throughput_fps"], measured_fps=fps,

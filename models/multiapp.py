@@ -213,6 +213,72 @@ def _resolve_configs(platform: Platform, request: ScheduleRequest, allowed: list
     return [tuple(c) for c in itertools.product(*choices)]
 
 
+def _common_envelope(regimes, model_ms: float, factor: float | None = None, longest_ms: float = 0.0,  # noqa: ANN001
+                     segments: int = 2) -> tuple[float, float]:
+    """One (factor, excess) covering every profile's measured segment runs: at a factor f,
+    a profile's excess is the least of its envelope points' excesses at factors <= f (its
+    runs lie under each), its own (factor, excess) counting as one more point; of the
+    candidate factors (or the one given), the one whose largest excess makes f x model_ms
+    + e x segments least (one profile: its own choice, or a point of its envelope no worse).
+    A given factor below some profile's every point takes that point's excess plus the
+    difference in factors times `longest_ms` (the longest model's time, slowest measurements)."""
+    pts = [[*[tuple(x) for x in r.envelope], (r.interference_factor, r.segment_excess_ms)] for r in regimes]
+    best = None
+    for f in [factor] if factor is not None else sorted({x[0] for p in pts for x in p}):
+        e = max(min((x[1] for x in p if x[0] <= f + 1e-12), default=math.inf) for p in pts)
+        if math.isfinite(e) and (best is None or f * model_ms + e * segments < best[0] - 1e-12):
+            best = (f * model_ms + e * segments, f, e)
+    if best:
+        return best[1], best[2]
+    # a factor below a profile's every point: run <= f' x pred + e' <= f x pred + e' + (f' - f) x longest_ms, as
+    # no measured segment's profiled time exceeds its model's time on its slowest measurements
+    return (factor if factor is not None else max(r.interference_factor for r in regimes),
+            max(r.segment_excess_ms + max(0.0, r.interference_factor - (factor or r.interference_factor)) * longest_ms
+                for r in regimes))
+
+
+def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) -> dict:
+    """The executor analysis' factor, excess, jitter and dispatch wait and the pipelined throughput's
+    typical ones (MappingProblem fields): a request's own values win; otherwise the largest
+    any of the networks' profiles measured in the executor (ModelProfile.executor_regime:
+    the bound must hold for each), else 1, 0, 0."""
+    measured = {p.name: p.executor_regime for p in profiles if p.executor_regime is not None}
+    given = {"interference_factor": request.interference_factor, "release_jitter_ms": request.release_jitter_ms,
+             "dispatch_ms": request.dispatch_ms, "segment_excess_ms": request.segment_excess_ms}
+    out, said = {}, []
+    for key, value in given.items():
+        if value is not None:
+            out[key] = float(value)
+            said.append(f"{key} from the request")
+        else:
+            out[key] = max((getattr(r, key) for r in measured.values()), default=1.0 if key == "interference_factor" else 0.0)
+    if measured and given["segment_excess_ms"] is None:
+        with_regime = [p for p in profiles if p.executor_regime is not None]
+        longest = max(sum(max(m.time_ms for m in layer.measurements) for layer in p.layers) for p in with_regime)
+        out["interference_factor"], out["segment_excess_ms"] = _common_envelope(  # weighed on the slowest R0 it may scale
+            list(measured.values()), longest, given["interference_factor"], longest)
+    if len(profiles) == 1 and profiles[0].executor_regime is not None:
+        r = profiles[0].executor_regime
+        out.update(throughput_factor=r, throughput_dispatch_ms=r.dispatch_p50_ms)  # per PE: see _pe_factors
+    if measured and len(said) < len(given):
+        said.append("measured in the executor by profile(s) " + ", ".join(
+            f"'{n}' ({r.method or 'method not recorded'}; {r.segment_runs} segment runs)" for n, r in measured.items()))
+    elif not measured and len(said) < len(given):
+        said.append("defaults for the rest (no profile measured its executor regime)")
+    out["regime_source"] = "; ".join(said)
+    return out
+
+
+def _pe_factors(regime, pes) -> tuple[float, ...] | None:  # noqa: ANN001
+    """Each PE's typical slowdown in the executor: a CPU PE's by its size where the profile
+    measured that size, else the overall median; other devices as profiled (the regime
+    run covers the CPU cluster)."""
+    if regime is None:
+        return None
+    return tuple(regime.factor_p50_by_cores.get(pe.cores, regime.interference_factor_p50) if pe.is_cpu else 1.0
+                 for pe in pes)
+
+
 def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], request: ScheduleRequest) -> ScheduleProblem:
     """Every CPU configuration the request allows becomes one MappingProblem."""
     by_name: dict[str, ModelProfile] = {}
@@ -251,6 +317,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             cost_cache[key] = _device_costs(platform, app_profiles[ai], di, cores, request.dvfs_calibration, notes)
         return cost_cache[key]
 
+    regime = executor_regime(request, app_profiles)
     total_cpu_cores = sum((platform.devices[i].cores or 1) for i in allowed if platform.devices[i].kind == "cpu")
     limits = np.array([float(d.memory_limit_bytes or math.inf) for d in platform.devices])
     out: list[MappingProblem] = []
@@ -343,7 +410,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             pe_is_cpu=np.array([pe.is_cpu for pe in pes]), pe_preemptive=np.array([pe.preemptive for pe in pes]),
             total_cpu_cores=total_cpu_cores, utilisation_cap=request.cpu_utilisation_cap,
             interference_window=request.interference_window, analysis=request.analysis,
-            interference_factor=request.interference_factor, release_jitter_ms=request.release_jitter_ms,
+            **{**regime, "throughput_factor": _pe_factors(regime.get("throughput_factor"), pes)},
         ))
     if missing_pairs:
         raise InputError([Issue("transitions", f"no transition {a} -> {b} (needed: {why}); add it to the platform's "

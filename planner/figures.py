@@ -453,7 +453,9 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
         late_txt = ("red outline: the network's response bound exceeds its period" if an.get("name") == "executor"
                     else "red outline: a layer's interference + blocking exceeds its slack")
         bound_txt = ([f"response bound ({an['name']} analysis) includes: " + "; ".join(t.split(":")[0] for t in an["terms"])
-                      + (f" (x{an['interference_factor']:g}, +{an['release_jitter_ms']:g} ms)" if an["name"] == "executor" else "")]
+                      + (f" (x{an['interference_factor']:.3g}, +{an['release_jitter_ms']:.3g} ms, "
+                         f"+{an.get('dispatch_ms', 0):.3g} ms dispatch and +{an.get('segment_excess_ms', 0):.3g} ms excess per segment)"
+                         if an["name"] == "executor" else "")]
                      if an else [])
         charts.append(alt.layer(*layers).properties(
             width=width, height=max(140, min(22 * len(pes) * len(apps), 600)),

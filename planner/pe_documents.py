@@ -86,4 +86,10 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
     platform = {"name": platform_name, "source": source, "devices": devices, "transitions": transitions}
     profile = {"name": name, "platform": platform_name, "source": source,
                "energy_source": "none: no power sensor on this machine (time-only measurements)", "layers": layers_out}
+    if prof.regime is not None:
+        profile["executor_regime"] = prof.regime
+        r = prof.regime
+        lines.append(f"executor regime ({r['segment_runs']} segment runs, PEs at once): segment time <= x{r['interference_factor']:.3f} "
+                     f"+ {r['segment_excess_ms']:.3f} ms, median x{r['interference_factor_p50']:.3f} of profiled; dispatch wait {r['dispatch_ms']:.3f} ms "
+                     f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms")
     return platform, profile, lines

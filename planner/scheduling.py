@@ -301,9 +301,15 @@ def make_schedule(
     by_name = {p.name: p for p in profiles}
     names = objective_names(problem.configs[0])
     first = problem.configs[0]
+    if problem.mode == "throughput" and first.throughput_factor is not None:
+        fs = ", ".join(f"{pe.name} x{f:.3g}" for pe, f in zip(first.pes, first.throughput_factor))
+        warnings.append(f"pipelined periods as the executor runs them: each PE's time x its typical slowdown ({fs}) "
+                        f"+ {first.throughput_dispatch_ms:.3g} ms per segment (typical dispatch wait), "
+                        f"{first.regime_source.split('; ')[-1]}")
     analysis = None if problem.mode != "response_time" else ResponseAnalysis(
         name=first.analysis, terms=analysis_terms(first), interference_factor=first.interference_factor,
-        release_jitter_ms=first.release_jitter_ms)
+        release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms,
+        segment_excess_ms=first.segment_excess_ms, source=first.regime_source)
     return Schedule(
         platform=platform.name,
         mode=problem.mode,

@@ -186,10 +186,12 @@ def test_cli_profile_for_scheduling_schedule_execute(capsys, tmp_path):
                           "--out-profile", m, "--runs", "2", "--warmup", "1", "--name", "sq")
     assert code == 0, err
     assert "k = 1.." in text and "handoff" in text or len(CORES) == 1
+    assert "executor regime" in text and json.loads(open(m).read())["executor_regime"]["segment_runs"] > 0
     cfg = ",".join("1" * len(CORES))
     code, text, err = run(capsys, "schedule", "--platform", p, "--app", f"{m}:1000:0", "--solver", "cpsat",
                           "--cpu-config", f"cpu={cfg}", "--out", s)
     assert code == 0, err
+    assert any("pipelined periods as the executor runs them" in w for w in json.loads(open(s).read())["warnings"])
     code, text, err = run(capsys, "execute", "--schedule", s, "--model", f"sq={model}", "--device", "cpu=CPUExecutionProvider",
                           "--frames", "8", "--out", out)
     assert code == 0, err
@@ -203,3 +205,6 @@ def test_cli_profile_for_scheduling_schedule_execute(capsys, tmp_path):
     assert "--model: expected NAME=FILE.onnx" in err and "--frames" in err and "--device" in err
     code, _, err = run(capsys, "execute", "--schedule", s, "--model", f"other={model}", "--device", "cpu=CPUExecutionProvider")
     assert code == 2 and "no model for network 'sq'" in err
+    code, _, err = run(capsys, "profile", model, "--pe-cluster", "cpu=CPUExecutionProvider", "--out-platform", p,
+                       "--out-profile", m, "--regime-frames", "-1")
+    assert code == 2 and "--regime-frames: must be 0..1000, got -1" in err

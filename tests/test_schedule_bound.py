@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from executor.pipeline import segments_of
+from executor.pipeline import PARTS, segments_of
 from executor.slicing import layers
 from models.multiapp import compile_schedule
-from planner.core.multiapp import evaluate_batch, evaluate_mapping, segment_terms
+from planner.core.multiapp import analysis_terms, evaluate_batch, evaluate_mapping, segment_makespan, segment_terms
 from planner.core.schema import ScheduleRequest
 from schedule_instances import varied_instance
 from test_schedule_eval import plat
@@ -146,12 +146,16 @@ def test_executor_runs_a_networks_segments_on_a_pe_in_layer_order():
 # --------------------------------------------------------------------------- brute simulation
 
 
-def simulate(mp, genes, offsets, scale, horizon_jobs=6):
+def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, excess=0.0):
     """Event simulation of executor.pipeline on the compiled costs: each network released
-    every period from its offset, its segments (runs of layers on one PE, cost = the
-    layers' occupancy x scale in (0, 1]) wait for their data and for the previous segment
-    of the network on their PE; a free PE takes the ready segment of the highest priority
-    (then earliest release) and runs it to the end. Returns each network's worst response."""
+    every period from its offset (its first segments queued `late(a, j)` ms after that),
+    its segments (runs of layers on one PE, cost = the layers' occupancy x scale) wait for
+    their data and for the previous segment of the network on their PE (each segment
+    + `excess` ms once); a free PE takes
+    the ready segment of the highest priority (then earliest release) and runs it to the
+    end; an idle PE that gets work first wakes up, `wake()` ms later (its worker thread
+    being scheduled), then takes the best segment queued by then. Returns each network's
+    worst response (from the nominal release)."""
     maps = mp.split(genes)
     segs = []  # per app: list of (pe, cost, preds)
     for a, (app, m) in enumerate(zip(mp.apps, maps)):
@@ -167,7 +171,7 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6):
                 prev[m[i]] = len(out) - 1
             k = len(out) - 1
             seg_of.append(k)
-            out[k][1] += c[i] * scale[a][k % len(scale[a])]
+            out[k][1] += c[i] * scale[a][k % len(scale[a])] + (excess if seg_of.count(k) == 1 else 0.0)
             out[k][2] |= {seg_of[p] for p in app.preds[i] if seg_of[p] != k}
         segs.append(out)
     releases = sorted((offsets[a] + j * app.period_ms, a, j) for a, app in enumerate(mp.apps) for j in range(horizon_jobs))
@@ -178,9 +182,10 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6):
     running = [None] * mp.n_pes
     events = []  # (time, kind, payload)
     for t, a, j in releases:
-        heapq.heappush(events, (t, 1, (a, j)))
+        heapq.heappush(events, (t + (late(a, j) if late else 0.0), 1, (a, j)))
     worst = [0.0] * len(mp.apps)
     remaining = {}
+    awake = set()  # PEs whose worker is running at t (a segment just ended there, or it woke)
 
     def push(t, a, j, k):
         heapq.heappush(ready[segs[a][k][0]], (mp.apps[a].priority, offsets[a] + j * mp.apps[a].period_ms, j, k, a))
@@ -194,10 +199,14 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6):
             for k, n in enumerate(left[(a, j)]):
                 if n == 0:
                     push(t, a, j, k)
+        elif kind == 3:  # an idle PE's worker is up: it takes the best segment queued by now
+            running[payload] = None
+            awake.add(payload)
         else:
             p = payload
             a, j, k = running[p]
             running[p] = None
+            awake.add(p)
             remaining[(a, j)] -= 1
             if remaining[(a, j)] == 0:
                 worst[a] = max(worst[a], t - (offsets[a] + j * mp.apps[a].period_ms))
@@ -212,9 +221,14 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6):
             continue
         for p in range(mp.n_pes):
             if running[p] is None and ready[p]:
+                if wake is not None and p not in awake:
+                    running[p] = "waking"  # it was idle: no segment just ended or woke it
+                    heapq.heappush(events, (t + wake(), 3, p))
+                    continue
                 _, _, j, k, a = heapq.heappop(ready[p])
                 running[p] = (a, j, k)
                 heapq.heappush(events, (t + segs[a][k][1], 2, p))
+        awake.clear()
     return worst
 
 
@@ -240,6 +254,186 @@ def test_simulated_responses_never_exceed_the_bound(seed):
                     assert got[a] <= bound + 1e-7, (app.name, got[a], bound)
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_simulated_responses_with_slowdown_late_releases_and_wake_ups_stay_under_the_bound(seed):
+    """The same simulation with what the bound's f, e, J and D stand for: every segment up
+    to f times its cost + e, every release queued up to J late, every idle PE's worker
+    waking up to D after it gets work. The bound with those holds for every run."""
+    rng = np.random.default_rng(seed)
+    plat_, profiles, req = varied_instance(rng, networks=int(rng.integers(2, 4)), layers=(2, 5), max_mappings=10**9)
+    f, jit, dsp = float(rng.uniform(1.0, 1.6)), float(rng.uniform(0, 0.5)), float(rng.uniform(0, 0.5))
+    exc = float(rng.uniform(0, 0.5))
+    req = req.model_copy(update={"analysis": "executor", "interference_factor": f, "release_jitter_ms": jit,
+                                 "dispatch_ms": dsp, "segment_excess_ms": exc})
+    checked = 0
+    for mp in compile_schedule(plat_, profiles, req).configs[:2]:
+        choices = mp.gene_choices()
+        for _ in range(6):
+            genes = np.array([rng.choice(c) for c in choices])
+            ev = evaluate_mapping(mp, genes)
+            if not ev.feasible or not all(x.meets_deadline for x in ev.apps):
+                continue
+            assert evaluate_batch(mp, genes[None, :]).value_ms[0] == pytest.approx([x.response_time_ms for x in ev.apps])
+            for _ in range(8):
+                offsets = [float(rng.uniform(0, app.period_ms)) for app in mp.apps]
+                scale = [rng.choice([f, f, float(rng.uniform(0.2, f))], size=8) for _ in mp.apps]
+                got = simulate(mp, genes, offsets, scale, late=lambda a, j: float(rng.choice([jit, rng.uniform(0, jit)])),
+                               wake=lambda: float(rng.choice([dsp, rng.uniform(0, dsp)])), excess=exc)
+                checked += 1
+                for a, app in enumerate(mp.apps):
+                    bound = next(x.response_time_ms for x in ev.apps if x.name == app.name)
+                    assert got[a] <= bound + 1e-7, (app.name, got[a], bound)
+
+
+def test_dispatch_wait_is_charged_once_per_segment_own_and_interfering():
+    """A (high, 2 ms, one segment) and B (low, one 5 ms segment) on one PE, dispatch 0.5 ms:
+    R_A = 2 + 5 (blocking) + 0.5 (its one segment) = 7.5. R_B = 5 + 0.5 + one job of A
+    (2 + 0.5 for its segment): 8. A split over both PEs (2 segments of 1 ms): R_A = 2 + 5
+    (its PE0 segment blocked) + 2 x 0.5 = 8; B meets one job of A with one segment on
+    PE0: 5 + 0.5 + 1 + 0.5 = 7."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)])
+    b = prof("B", [("b1", 5, None)])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], dispatch_ms=0.5)
+    assert [x.response_time_ms for x in evaluate_mapping(mp, [C0, C0]).apps] == pytest.approx([7.5, 8.0])
+    assert evaluate_batch(mp, np.array([[C0, C0]])).value_ms[0] == pytest.approx([7.5, 8.0])
+    a2 = prof("A", [("a1", 1, None), ("a2", 1, None)])
+    mp2 = problem(p, [a2, b], [("A", 20, 0), ("B", 40, 1)], dispatch_ms=0.5)
+    assert [x.response_time_ms for x in evaluate_mapping(mp2, [C0, C1, C0]).apps] == pytest.approx([8.0, 7.0])
+    assert any("dispatch +0.5 ms per segment" in t for t in analysis_terms(mp))
+
+
+def test_a_segments_outputs_appear_when_the_whole_segment_ends():
+    """x0 (1 ms) and x1 (1 ms, reads x0) on PE0, x2 (1 ms, reads only x0) on PE1. Layer by
+    layer x2 could start at 1 ms (R0 = 2); the executor runs x0-x1 as one session, whose
+    outputs appear at 2 ms, so x2 ends at 3: the bound starts from 3. (Found by the
+    simulation below on a random instance: 4.57 ms measured against a bound of 3.58.)"""
+    p = two_core_plat()
+    x = prof("X", [("x0", 1, None), ("x1", 1, ["x0"]), ("x2", 1, ["x0"])])
+    mp = problem(p, [x], [("X", 20, 0)], mode="response_time")
+    ev = evaluate_mapping(mp, [C0, C0, C1])
+    assert ev.apps[0].latency_ms == pytest.approx(2.0)  # the layer-level ASAP, as reported
+    assert ev.apps[0].response_time_ms == pytest.approx(3.0)
+    assert evaluate_batch(mp, np.array([[C0, C0, C1]])).value_ms[0] == pytest.approx([3.0])
+    assert segment_makespan(mp.apps[0], [C0, C0, C1], [1.0, 1.0, 1.0]) == pytest.approx(3.0)
+
+
+def test_segment_excess_is_charged_per_segment_run_own_blocking_and_interfering():
+    """A (high, 2 ms) and B (low, 5 ms) on one PE, factor 1, excess 0.25 ms per segment run:
+    R_A = 2 + 5 + 0.25 (its segment) + 0.25 (the blocking segment) = 7.5; R_B = 5 + 0.25
+    + one job of A (2 + 0.25) = 7.5 (nothing lower blocks B)."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)])
+    b = prof("B", [("b1", 5, None)])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], segment_excess_ms=0.25)
+    assert [x.response_time_ms for x in evaluate_mapping(mp, [C0, C0]).apps] == pytest.approx([7.5, 7.5])
+    assert evaluate_batch(mp, np.array([[C0, C0]])).value_ms[0] == pytest.approx([7.5, 7.5])
+    # apart, nothing blocks: each pays its own segment's excess only
+    assert [x.response_time_ms for x in evaluate_mapping(mp, [C0, C1]).apps] == pytest.approx([2.25, 5.25])
+
+
+def test_segment_envelope_covers_every_run_at_the_smallest_model_cost():
+    """Runs (ms, profiled ms): a 1 ms segment that took 5 (a lost time slice) and 10 ms
+    segments that took 10-11. Slope 5 alone would cover all (cost 5 x 20 = 100 for a 20 ms
+    model); slope 1.1 with excess 5 - 1.1 = 3.9 costs 22 + 7.8 = 29.8 and still covers
+    every run; slope 1 needs excess 4 (1 x 20 + 8 = 28): the smallest."""
+    from executor.pe_profile import segment_envelope
+
+    pairs = [(5.0, 1.0), (10.0, 10.0), (11.0, 10.0), (10.5, 10.0)]
+    f, e = segment_envelope(pairs, 20.0)
+    assert (f, e) == pytest.approx((1.0, 4.0))
+    assert all(r <= f * p + e + 1e-12 for r, p in pairs)
+    # a slowdown that scales with the segment goes to the factor
+    f, e = segment_envelope([(2.0, 1.0), (20.0, 10.0), (40.0, 20.0)], 20.0)
+    assert (f, e) == pytest.approx((2.0, 0.0))
+
+
+def test_the_profiles_measured_regime_is_the_default_and_a_request_overrides_it():
+    """ModelProfile.executor_regime (what the PE profile measured in the executor) gives the
+    bound's factor, jitter and dispatch: the largest over the networks' profiles; a field
+    the request sets wins. With A's profile measuring x1.5, 0.25 ms, 0.5 ms and B's x1.2,
+    1 ms, 0: f = 1.5, J = 1, D = 0.5, so R_A = 1.5 x (2 + 5) + 1 + 0.5 = 12."""
+    p = two_core_plat()
+    reg = lambda f, j, d: {"interference_factor": f, "interference_factor_p50": 1.0, "release_jitter_ms": j,  # noqa: E731
+                           "dispatch_ms": d, "dispatch_p50_ms": 0.0, "segment_runs": 10, "method": "by hand"}
+    from planner.core.schema import ExecutorRegime
+
+    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": ExecutorRegime.model_validate(reg(1.5, 0.25, 0.5))})
+    b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": ExecutorRegime.model_validate(reg(1.2, 1.0, 0.0))})
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)])
+    assert (mp.interference_factor, mp.release_jitter_ms, mp.dispatch_ms) == (1.5, 1.0, 0.5)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(12.0)
+    assert "'A' (by hand; 10 segment runs)" in mp.regime_source
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)], interference_factor=1.0, release_jitter_ms=0.0,
+                 segment_excess_ms=0.0)
+    assert (mp.interference_factor, mp.release_jitter_ms, mp.dispatch_ms) == (1.0, 0.0, 0.5)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(7.5)
+    assert "interference_factor from the request" in mp.regime_source
+    # a factor below what A measured (x1.5, no envelope), excess not given: A's runs are under
+    # 1 x pred + 0.5 x (its longest model, 5 ms): e = 2.5, on A's segment and its blocking one
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)], interference_factor=1.0)
+    assert mp.segment_excess_ms == pytest.approx(2.5)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(7 + 1 + 0.5 + 2 * 2.5)
+    plain = problem(p, [prof("A", [("a1", 2, None)]), prof("B", [("b1", 5, None)])], [("A", 40, 0), ("B", 80, 1)])
+    assert (plain.interference_factor, plain.release_jitter_ms, plain.dispatch_ms) == (1.0, 0.0, 0.0)
+
+
+def test_several_profiles_share_the_factor_whose_largest_excess_is_cheapest():
+    """A's runs lie under (1, 10 ms) and (2, 0); B's under (1, 3), (1.5, 1) and (3, 0). One
+    pair must cover both: at f = 1 the excess is max(10, 3) = 10, at 1.5 max(10, 1) = 10, at
+    2 max(0, 1) = 1, at 3 0. For the longer model (20 ms) and 2 segments: 1 x 20 + 2 x 10 =
+    40, 1.5 x 20 + 20 = 50, 2 x 20 + 2 = 42, 3 x 20 = 60: f = 1, e = 10 (the largest factor
+    and the largest excess, 3 and 10, would give 80)."""
+    from models.multiapp import executor_regime
+    from planner.core.schema import ExecutorRegime
+
+    def reg(f, e, env):
+        return ExecutorRegime.model_validate({"interference_factor": f, "segment_excess_ms": e, "envelope": env,
+                                              "interference_factor_p50": 1.0, "release_jitter_ms": 0.0, "dispatch_ms": 0.0,
+                                              "dispatch_p50_ms": 0.0, "segment_runs": 3})
+
+    a = prof("A", [("a1", 20, None)]).model_copy(update={"executor_regime": reg(2.0, 0.0, [[1, 10], [2, 0]])})
+    b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": reg(1.0, 3.0, [[1, 3], [1.5, 1], [3, 0]])})
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 100.0, "priority": 0},
+                                                   {"profile": "B", "period_ms": 100.0, "priority": 1}]})
+    out = executor_regime(req, [a, b])
+    assert (out["interference_factor"], out["segment_excess_ms"]) == pytest.approx((1.0, 10.0))
+    # a factor the request gives takes the excess that covers every profile at that factor
+    out = executor_regime(req.model_copy(update={"interference_factor": 2.5}), [a, b])
+    assert (out["interference_factor"], out["segment_excess_ms"]) == pytest.approx((2.5, 1.0))
+    out = executor_regime(req.model_copy(update={"interference_factor": 1.0}), [a, b])
+    assert out["segment_excess_ms"] == pytest.approx(10.0)  # not B's own 3: A's runs need 10 at factor 1
+
+
+def test_pipelined_period_is_predicted_as_the_executor_runs_it():
+    """Throughput mode with a profile whose executor regime measured a typical slowdown
+    x0.9 and a typical dispatch wait of 0.2 ms: layers 2 + 3 ms on PE0 and 4 ms on PE1
+    (one segment each): period = max(0.9 x 5 + 0.2, 0.9 x 4 + 0.2) = 4.7 ms."""
+    from planner.core.schema import ExecutorRegime
+
+    p = two_core_plat()
+    x = prof("X", [("x1", 2, None), ("x2", 3, None), ("x3", 4, None)])
+    x = x.model_copy(update={"executor_regime": ExecutorRegime.model_validate(
+        {"interference_factor": 2.0, "interference_factor_p50": 0.9, "release_jitter_ms": 1.0, "dispatch_ms": 1.0,
+         "dispatch_p50_ms": 0.2, "segment_runs": 4, "method": "by hand"})})
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "X", "period_ms": 100.0, "priority": 0}],
+                                          "mode": "throughput", "cpu_partitions": {"cpu": [[1, 1]]}})
+    mp = compile_schedule(p, [x], req).configs[0]
+    ev = evaluate_mapping(mp, [C0, C0, C1])
+    assert ev.apps[0].pipeline_period_ms == pytest.approx(4.7)
+    assert evaluate_batch(mp, np.array([[C0, C0, C1]])).pipeline_period_ms[0] == pytest.approx(4.7)
+    # alternating PEs: PE0 runs two segments per frame, so two dispatch waits
+    assert evaluate_mapping(mp, [C0, C1, C0]).apps[0].pipeline_period_ms == pytest.approx(0.9 * 6 + 0.4)
+    plain = compile_schedule(p, [prof("X", [("x1", 2, None), ("x2", 3, None), ("x3", 4, None)])], req).configs[0]
+    assert evaluate_mapping(plain, [C0, C0, C1]).apps[0].pipeline_period_ms == pytest.approx(5.0)
+    # a slowdown measured for 1-core PEs (x1.2) is what 1-core PEs take: max(1.2 x 5, 1.2 x 4) + 0.2
+    sized = x.model_copy(update={"executor_regime": x.executor_regime.model_copy(update={"factor_p50_by_cores": {1: 1.2}})})
+    mp = compile_schedule(p, [sized], req).configs[0]
+    assert mp.throughput_factor == (1.2, 1.2, 1.0)  # the platform's other device keeps its profiled times
+    assert evaluate_mapping(mp, [C0, C0, C1]).apps[0].pipeline_period_ms == pytest.approx(6.2)
+
+
 def test_execute_report_names_the_analysis_its_prediction_comes_from():
     """A two-network schedule of tiny models run for real: the report and `planner execute`'s
     table say which analysis pred_R is the bound of."""
@@ -251,10 +445,10 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
     from planner.scheduling import entries_of
 
     p = two_core_plat()
-    a = prof("A", [("l0", 0.05, None), ("l1", 0.05, ["l0"])])
-    b = prof("B", [("l0", 0.05, None), ("l1", 0.05, ["l0"])])
+    a = prof("A", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])  # the layers of _two_layer_model
+    b = prof("B", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])
     mp = problem(p, [a, b], [("A", 20, 0), ("B", 30, 1)])
-    entry = entries_of(mp, [[C0, C1, C0, C0]], [False])[0]
+    entry = entries_of(mp, [[C0, C1, C0, C0]], [True])[0]
     doc = {"mode": "response_time", "entries": [entry.model_dump()],
            "analysis": {"name": "executor", "terms": analysis_terms(mp)}}
     lm = _two_layer_model(4096)
@@ -263,3 +457,11 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
                              frames=3, warmup_frames=1, available_cores=[0, 0])
     assert rep["analysis"] == "executor" and [n["frames_done"] for n in rep["networks"]] == [3, 3]
     assert "pred_R is the worst case the executor analysis bounds" in render_schedule(rep)
+    # with parts: the worst frame split, the profiled part from the entry's timeline (0.05 ms a layer + handoff)
+    rep = run_schedule_entry(doc, {"A": lm, "B": lm}, {"cpu": cpu, "gpu": cpu}, frames=3, warmup_frames=1,
+                             available_cores=[0, 0], parts=True)
+    for n, spec in zip(rep["networks"], entry.apps):
+        w = n["parts"]
+        assert sum(w[k] for k in PARTS) == pytest.approx(w["response_ms"], abs=1e-3)  # the report rounds to 0.1 us
+        assert w["profile"] <= spec.latency_ms + 1e-3  # never more than the segments' predicted time
+    assert "worst frame" in render_schedule(rep) and "excess: their run beyond it" in render_schedule(rep)

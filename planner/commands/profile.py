@@ -85,6 +85,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="profile for multi-network scheduling (planner schedule, Kang et al.): this CPU cluster's "
                         "logical PEs, every layer with k = 1..n threads pinned to k of its cores, and the PE-to-PE "
                         "handoff; --device then adds other PEs (GPU, NPU ...)")
+    p.add_argument("--regime-frames", type=int, default=30, metavar="N",
+                   help="with --pe-cluster: frames per case of the executor-regime run (every PE busy at once) that "
+                        "measures the schedule bound's interference factor, release jitter and dispatch wait into the "
+                        "profile (executor_regime); 0: not measured (default: %(default)s, at most 1000)")
     p.set_defaults(func=run)
 
 
@@ -110,6 +114,8 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
     problems = []
     if args.runs < 1:
         problems.append(f"--runs: must be >= 1, got {args.runs}")
+    if not 0 <= args.regime_frames <= 1000:
+        problems.append(f"--regime-frames: must be 0..1000, got {args.regime_frames}")
     cluster, others = None, []
     try:
         cluster = parse_device(args.pe_cluster)
@@ -133,7 +139,8 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
         raise InputError("MODEL", str(exc)) from None
     bar, report = _progress(f"profiling {Path(args.model).name} for scheduling")
     try:
-        prof = profile_for_schedule(lm, cluster, others, runs=args.runs, warmup=args.warmup, progress=report, seed=args.seed)
+        prof = profile_for_schedule(lm, cluster, others, runs=args.runs, warmup=args.warmup, progress=report, seed=args.seed,
+                                    regime_frames=args.regime_frames)
     except (SlicingError, ValueError) as exc:
         raise InputError("arguments", str(exc)) from None
     finally:

@@ -36,11 +36,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--analysis", choices=("executor", "kang"), default="executor",
                    help="response-time analysis (default executor: the bound executor.pipeline keeps, non-preemptive "
                         "segments with blocking on every PE; kang: eq. 10-11 as printed)")
-    p.add_argument("--interference-factor", type=float, default=1.0, metavar="F",
+    p.add_argument("--interference-factor", type=float, default=None, metavar="F",
                    help="executor analysis: every time x F, the slowdown of segments while PEs run at once "
-                        "(default 1: the profile as is)")
-    p.add_argument("--release-jitter", type=float, default=0.0, metavar="MS",
-                   help="executor analysis: ms added to every response bound (release lateness; default 0)")
+                        "(default: the largest the profiles measured in the executor, executor_regime; 1 where none)")
+    p.add_argument("--release-jitter", type=float, default=None, metavar="MS",
+                   help="executor analysis: ms added to every response bound, release lateness (default: the "
+                        "profiles' measured executor_regime.release_jitter_ms; 0 where none)")
+    p.add_argument("--dispatch", type=float, default=None, metavar="MS",
+                   help="executor analysis: ms a queued segment may wait on an idle PE, once per segment (default: the "
+                        "profiles' measured executor_regime.dispatch_ms; 0 where none)")
+    p.add_argument("--segment-excess", type=float, default=None, metavar="MS",
+                   help="executor analysis: ms every segment run may take beyond F x its time (default: the profiles' "
+                        "measured executor_regime.segment_excess_ms; 0 where none)")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds the solver may run in all")
     p.add_argument("--seed", type=int, default=0, help="random seed of the GA; same seed, same schedule")
     p.add_argument("--generations", type=int, help="GA generations per CPU configuration")
@@ -110,6 +117,8 @@ def request_from_args(args, apps: list[dict]) -> ScheduleRequest:
         "analysis": args.analysis,
         "interference_factor": args.interference_factor,
         "release_jitter_ms": args.release_jitter,
+        "dispatch_ms": args.dispatch,
+        "segment_excess_ms": args.segment_excess,
         "timelines": args.timelines,
         "max_entries": args.max_entries,
         "front_epsilon": args.front_epsilon,
@@ -172,6 +181,9 @@ def render(s: Schedule, rows: int = 30, timeline: bool = False) -> str:
         if s.analysis is not None:
             lines.append(f"(R: worst-case response time in ms, {s.analysis.name} analysis; it includes:)")
             lines += [f"  - {t}" for t in s.analysis.terms]
+            if s.analysis.name == "executor":
+                lines.append("  (not included: backlog of the same network's earlier frames, which a response within "
+                             "its period never leaves; load on the machine beyond what the profile measured)")
         else:
             lines.append("(R: worst-case response time in ms with higher-priority interference and non-preemptive blocking)")
     if len(s.entries) > rows:

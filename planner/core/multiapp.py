@@ -5,7 +5,10 @@ A mapping gives each layer of each network a logical PE. A layer's occupancy of 
 is C_i = E_i + the transfers of its outputs to successors on other PEs (eq. 7's term).
 
 Throughput mode (one network, pipelined, V.A): CT(PE) = sum of C_i on it (eq. 7), the
-pipeline period is max CT (eq. 8, 1/throughput, eq. 9). The CPU utilisation cap is met
+pipeline period is max CT (eq. 8, 1/throughput, eq. 9); as the executor runs it, each
+CT is x the typical segment slowdown of a PE of its size and + the typical dispatch wait
+per segment on the PE (MappingProblem.throughput_factor / throughput_dispatch_ms, from
+the PE profile's executor regime). The CPU utilisation cap is met
 by stretching the period (rate-limiting the input) until the cores' average
 utilisation is within the cap; the stretch is the utilisation penalty term. This is
 what eq. 8 with the cap as a linear constraint optimises, so ILP and GA agree.
@@ -31,9 +34,18 @@ which runs segments (maximal runs of consecutive layers on one PE) without preem
 every PE, CPU included, and adds up delays on every layer of a chain. The default analysis
 "executor" models that runtime: with S_p the network's segments on PE p, B_p the longest
 lower-priority segment on p, W_p(h) a higher network's work on p per job and f the
-interference factor (PEs slowing each other, the periodic regime's cold caches),
-    R = f (R0 + sum_p S_p B_p) + J + sum_h ceil((R + R_h) / P_h) f sum_{p used} W_p(h),
-iterated from R = f (R0 + ...) + J to its least fixed point (J: release jitter). It holds
+interference factor (PEs slowing each other, the periodic regime's cold caches), D the
+dispatch wait (a segment queued on an idle PE waits for its worker thread to be scheduled:
+once per segment, its own S = sum_p S_p and each interfering job's S_h on the PEs used),
+e the segment excess (every segment run, own, blocking or interfering, takes at most
+f x its time + e: a time slice lost to another thread costs the same whatever the
+segment's length), K = S + sum_{p: B_p > 0} S_p the segment runs of the own chain and
+its blockings,
+    R = f (R0 + sum_p S_p B_p) + J + D S + e K + sum_h ceil((R + R_h) / P_h) (f sum_{p used} W_p(h) + (D + e) S_h),
+R0 here the makespan of whole segments (segment_makespan: a segment's outputs appear when
+it ends, not when the layer that makes them does),
+iterated from its first terms to the least fixed point (J: release jitter; f, e, J and D
+as the PE profile measured them in the executor, executor.pe_profile). It holds
 because the executor runs a network's segments on a PE in layer order (the ASAP order R0
 is computed in): the finish of the last segment is a max-plus function of the segments'
 durations, so each wait (one lower-priority segment per segment, higher-priority work in
@@ -112,7 +124,12 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "interference: all work on its PEs of every higher-priority job that can overlap the window, "
             "ceil((R + R_h) / P_h) jobs, iterated to a fixed point",
             f"interference factor x{problem.interference_factor:g}: every time, for PEs slowing each other while they run at once",
-            f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release and dispatch lateness",
+            f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release lateness",
+            f"dispatch +{problem.dispatch_ms:g} ms per segment (its own and each interfering job's): a segment queued on "
+            "an idle PE waiting for its worker thread",
+            f"segment excess +{problem.segment_excess_ms:g} ms per segment run (own, blocking, interfering): a time slice "
+            "lost to another thread or process, whatever the segment's length",
+            f"factor, excess, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0, 0)'}",
         ]
     return [
         "own: the network's ASAP schedule alone; each layer's mobility (ALAP - ASAP) absorbs delay",
@@ -194,6 +211,55 @@ def segment_terms(m: Sequence[int], c: Sequence[float], n_pes: int) -> tuple[lis
     return count, longest
 
 
+def segment_makespan(app: AppGraph, m: Sequence[int], c: Sequence[float]) -> float:
+    """A network's own makespan as executor.pipeline runs it: a segment (maximal run of
+    consecutive layers on one PE) is one session run, so it starts when every segment it
+    reads from and the previous segment on its PE have ended, and its outputs appear when
+    it ends. The layer-level ASAP can be shorter: there a later PE's layer may start as
+    soon as the one layer it reads is done, in the middle of a segment."""
+    finish: list[float] = []  # per segment
+    sid: list[int] = []
+    last_on_pe: dict[int, float] = {}
+    ready = 0.0
+    for i in range(app.n_layers):
+        if i == 0 or m[i] != m[i - 1]:
+            if i:
+                finish.append(ready + run)
+                last_on_pe[m[i - 1]] = finish[-1]
+            ready, run = last_on_pe.get(m[i], 0.0), 0.0
+        sid.append(len(finish))
+        ready = max([ready, *(finish[sid[p]] for p in app.preds[i] if sid[p] != sid[i])])
+        run += c[i]
+    if app.n_layers:
+        finish.append(ready + run)
+    return max(finish, default=0.0)
+
+
+def _batch_segment_makespan(app: AppGraph, m: np.ndarray, c: np.ndarray, n_pes: int) -> np.ndarray:
+    """segment_makespan of N mappings (N, L) at once."""
+    N, L = m.shape
+    if L == 0:
+        return np.zeros(N)
+    new = np.ones((N, L), dtype=bool)
+    new[:, 1:] = m[:, 1:] != m[:, :-1]
+    sid = np.cumsum(new, axis=1) - 1
+    rows = np.arange(N)
+    ready, run, fin = np.zeros((N, L)), np.zeros((N, L)), np.zeros((N, L))
+    pe_last = np.zeros((N, n_pes))
+    for i in range(L):
+        s, pe = sid[:, i], m[:, i]
+        r = np.where(new[:, i], pe_last[rows, pe], ready[rows, s])
+        for p in app.preds[i]:
+            r = np.maximum(r, np.where(sid[:, p] != s, fin[rows, sid[:, p]], 0.0))
+        ready[rows, s] = r
+        run[rows, s] += c[:, i]
+        end = np.ones(N, dtype=bool) if i == L - 1 else new[:, i + 1]
+        done = r + run[rows, s]
+        fin[rows, s] = np.where(end, done, fin[rows, s])
+        pe_last[rows, pe] = np.where(end, done, pe_last[rows, pe])
+    return fin.max(axis=1)
+
+
 FIXED_POINT_ROUNDS = 200
 
 
@@ -270,6 +336,9 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         ct = [0.0] * P
         for i in range(app.n_layers):
             ct[m[i]] += c[i]
+        nseg = segment_terms(m, c, P)[0]
+        tf = problem.throughput_factor or (1.0,) * P
+        ct = [tf[p] * ct[p] + problem.throughput_dispatch_ms * nseg[p] for p in range(P)]
         period = max(ct)
         cpu_busy = sum(problem.pe_cores[p] * ct[p] for p in range(P) if problem.pe_is_cpu[p])
         stretched = cpu_busy / (problem.total_cpu_cores * problem.utilisation_cap) if problem.total_cpu_cores else 0.0
@@ -319,14 +388,20 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             fct = problem.interference_factor
             used = [p for p in range(P) if segs[a][0][p]]
             block = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(P)]
-            base = fct * (r0 + sum(segs[a][0][p] * block[p] for p in used)) + problem.release_jitter_ms
-            work = {h: fct * sum(busy_of(h, p) for p in used) for h in higher}
+            dsp, exc = problem.dispatch_ms, problem.segment_excess_ms
+            runs_k = sum(segs[a][0]) + sum(segs[a][0][p] for p in used if block[p] > 0)
+            base = fct * (segment_makespan(app, m, c) + sum(segs[a][0][p] * block[p] for p in used)) \
+                + problem.release_jitter_ms \
+                + dsp * sum(segs[a][0]) + exc * runs_k
+            work = {h: sum(fct * busy_of(h, p) + (dsp + exc) * segs[h][0][p] for p in used) for h in higher}
             worst = float(executor_response(np.array([base]), [(np.array([resp_of[h]]), problem.apps[h].period_ms,
                                                                  np.array([work[h]])) for h in higher],
                                             app.period_ms)[0])
             resp_of[a] = worst
-            per_pe = [fct * segs[a][0][p] * block[p] + sum(math.ceil((worst + resp_of[h]) / problem.apps[h].period_ms - 1e-9)
-                                                           * fct * busy_of(h, p) for h in higher) for p in range(P)]
+            per_pe = [segs[a][0][p] * (fct * block[p] + (exc if block[p] > 0 else 0.0))
+                      + sum(math.ceil((worst + resp_of[h]) / problem.apps[h].period_ms - 1e-9)
+                            * (fct * busy_of(h, p) + (dsp + exc) * segs[h][0][p]) for h in higher)
+                      for p in range(P)]
             inter = [per_pe[m[i]] for i in range(app.n_layers)]
             slack = [app.period_ms - worst] * app.n_layers
             lateness += _close_app(apps_out, violations, a, app, c, start, finish, r0, energy[a], alap_d, inter, slack,
@@ -509,16 +584,19 @@ def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, 
                     higher: Sequence[tuple[np.ndarray, float, np.ndarray]], deadline_ms: float) -> tuple[np.ndarray, np.ndarray]:
     """The executor analysis of one network for N mappings: (response bound (N,), the delay
     charged on each PE (N, P): blocking of its segments there + higher-priority work).
-    higher: (R_h (N,), P_h, busy of h per PE (N, P)) in priority order."""
-    f = problem.interference_factor
+    higher: (R_h (N,), P_h, busy of h per PE (N, P), segments of h per PE (N, P)) in
+    priority order."""
+    f, d, e = problem.interference_factor, problem.dispatch_ms, problem.segment_excess_ms
     used = count > 0
     blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed
-    base = f * (r0 + blocked.sum(axis=1)) + problem.release_jitter_ms
-    hw = [(rh, ph, f * np.where(used, bh, 0.0).sum(axis=1)) for rh, ph, bh in higher]
+    blocked_runs = np.where(used & (block > 0), count, 0.0)
+    base = f * (r0 + blocked.sum(axis=1)) + problem.release_jitter_ms + d * count.sum(axis=1) \
+        + e * (count.sum(axis=1) + blocked_runs.sum(axis=1))
+    hw = [(rh, ph, np.where(used, f * bh + (d + e) * sh, 0.0).sum(axis=1)) for rh, ph, bh, sh in higher]
     r = executor_response(base, hw, deadline_ms)
-    per_pe = f * blocked
-    for rh, ph, bh in higher:
-        per_pe = per_pe + np.ceil((r + rh) / ph - 1e-9)[:, None] * f * bh
+    per_pe = f * blocked + e * blocked_runs
+    for rh, ph, bh, sh in higher:
+        per_pe = per_pe + np.ceil((r + rh) / ph - 1e-9)[:, None] * (f * bh + (d + e) * sh)
     return r, per_pe
 
 
@@ -629,6 +707,8 @@ def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = F
     if problem.mode == "throughput":
         app, c = problem.apps[0], occ[0]
         ct = (pe_onehot[0] * c[:, :, None]).sum(axis=1)  # (N, P) eq. 7
+        tf = np.asarray(problem.throughput_factor or (1.0,) * P)[None, :]
+        ct = tf * ct + problem.throughput_dispatch_ms * _batch_segments(maps[0], c, P)[0]
         period = ct.max(axis=1)  # eq. 8
         cpu_busy = ct @ cores
         if problem.total_cpu_cores:
@@ -662,8 +742,8 @@ def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = F
         app, m, c = problem.apps[a], maps[a], occ[a]
         start, finish = asap[a]
         if problem.analysis == "executor":
-            r0 = latency[:, a]
-            higher = [(resp[:, h], problem.apps[h].period_ms, busy_app[h]) for h in rank[:pos]]
+            r0 = _batch_segment_makespan(app, m, c, P)
+            higher = [(resp[:, h], problem.apps[h].period_ms, busy_app[h], segs[h][0]) for h in rank[:pos]]
             block = _lower_blocking([segs[lp][1] for lp in rank[pos + 1:]], N, P)
             resp[:, a], per_pe = _executor_terms(problem, r0, segs[a][0], block, higher, app.period_ms)
             if details:
@@ -818,6 +898,8 @@ def network_terms(problem: MappingProblem, a: int, rows: np.ndarray) -> NetworkT
     rank = problem.priority_rank
     lower = rank[rank.index(a) + 1:]
     inside = (np.minimum(f, app.period_ms) - np.minimum(s, app.period_ms))[:, :, None]
+    if problem.analysis == "executor":  # its bound starts from the makespan of whole segments
+        r0 = _batch_segment_makespan(app, rows, c, P)
     terms = NetworkTerms(a, rows, s, f, r0, np.where(oh, mob0[:, :, None], np.inf).min(axis=1), (oh * cl).sum(axis=1),
                          (oh * cl).max(axis=1), _batch_energy(app, rows), runs,
                          (oh * app.memory_bytes[None, :, None]).sum(axis=1), window, (oh * inside).sum(axis=1),
@@ -907,7 +989,8 @@ def evaluate_combinations(problem: MappingProblem, terms: Sequence[NetworkTerms]
     for pos, a in enumerate(rank):
         t, k = terms[a], idx[:, a]
         if problem.analysis == "executor":  # exact and cheap: `bound` needs no lower value
-            higher = [(resp[:, h], problem.apps[h].period_ms, terms[h].busy_ms[idx[:, h]]) for h in rank[:pos]]
+            higher = [(resp[:, h], problem.apps[h].period_ms, terms[h].busy_ms[idx[:, h]], terms[h].segments[idx[:, h]])
+                      for h in rank[:pos]]
             block = _lower_blocking([terms[lp].longest_segment_ms[idx[:, lp]] for lp in rank[pos + 1:]], N, P)
             resp[:, a], _ = _executor_terms(problem, t.r0_ms[k], t.segments[k], block, higher, problem.apps[a].period_ms)
             continue

@@ -617,6 +617,36 @@ class MeasurementRegime(Strict):
         return None
 
 
+class ExecutorRegime(Strict):
+    """How a network's segments behave in the schedule executor (executor.pipeline), as the
+    PE profile measured them: the network run there with every PE of the cluster busy at
+    once (the regime of a schedule), each segment's time against the profile's, each
+    segment's wait on an idle PE, each release's lateness. The executor analysis' bound
+    and the pipelined throughput are computed with these unless the request overrides."""
+
+    interference_factor: float = Field(ge=1, le=1000, description="The bound's factor f: with segment_excess_ms e, "
+                                       "every measured segment run took at most f x its profiled time + e (the "
+                                       "envelope of the smallest bound for the model)")
+    segment_excess_ms: float = Field(0.0, ge=0, le=10_000, description="The bound's per-segment excess e (a time "
+                                     "slice lost to another thread or process, whatever the segment's length)")
+    envelope: list[tuple[Annotated[float, Field(ge=1, le=1000)], Annotated[float, Field(ge=0, le=10_000)]]] = Field(
+        default_factory=list, max_length=64, description="(factor, excess) pairs each covering every measured segment "
+        "run, at fixed factors: several networks' schedule takes the factor whose largest excess over their profiles "
+        "makes the bound smallest")
+    interference_factor_p50: float = Field(gt=0, le=1000, description="Median segment time / profiled time (pipelined "
+                                           "throughput: the typical slowdown)")
+    factor_p50_by_cores: dict[int, Annotated[float, Field(gt=0, le=1000)]] = Field(
+        default_factory=dict, max_length=1024, description="The median per CPU PE size (cores): a k-core PE's typical "
+        "slowdown in pipelined throughput; a size not measured takes interference_factor_p50")
+    release_jitter_ms: float = Field(ge=0, le=10_000, description="Largest lateness of a release (first segment "
+                                     "queued after its due time)")
+    dispatch_ms: float = Field(ge=0, le=10_000, description="Largest wait of a queued segment on an idle PE (worker "
+                               "wake-up: OS scheduler, GIL); every segment may wait it once")
+    dispatch_p50_ms: float = Field(ge=0, le=10_000, description="Median of that wait (pipelined throughput)")
+    segment_runs: int = Field(ge=0, description="Segment runs the figures come from")
+    method: str = Field("", max_length=1000, description="How they were measured")
+
+
 class ModelProfile(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str = Field(min_length=1, max_length=200)
@@ -633,6 +663,9 @@ class ModelProfile(Strict):
     refit_of: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
                                  description="Id of the profile this one was refit from (planner refit): a deployment "
                                  "of that profile accepts plans made from this one")
+    executor_regime: ExecutorRegime | None = Field(
+        None, description="The schedule executor's measured regime (planner profile --pe-cluster records it): the "
+        "executor analysis' interference factor, release jitter and dispatch wait, unless a request gives them")
     layers: list[Layer] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -963,14 +996,25 @@ class ScheduleRequest(Strict):
         "point), costs x interference_factor, + release_jitter_ms. kang: eq. 10-11 as printed (CPU preemptive, "
         "blocking on GPU/NPU only, per-layer slack, interference not accumulated across layers: footnote 5)",
     )
-    interference_factor: Annotated[float, Field(ge=1, le=10)] = Field(
-        1.0,
-        description="executor analysis: every segment's time x this, the slowdown a segment shows in periodic "
-        "execution (other PEs running, cold caches, thread wake-up) beyond its profiled time; measured by "
-        "bench/schedule_fidelity.py (1 = the profile as is)",
+    interference_factor: Annotated[float, Field(ge=1, le=1000)] | None = Field(
+        None,
+        description="executor analysis: every segment's time x this, the slowdown a segment shows in the executor "
+        "(other PEs running, cold caches) beyond its profiled time; default: the largest of the profiles' measured "
+        "executor_regime.interference_factor (1 where none was measured)",
     )
-    release_jitter_ms: Annotated[float, Field(ge=0, le=1000)] = Field(
-        0.0, description="executor analysis: added to every response bound, the executor's release and dispatch lateness"
+    release_jitter_ms: Annotated[float, Field(ge=0, le=10_000)] | None = Field(
+        None, description="executor analysis: added to every response bound, the executor's release lateness; default: "
+        "the largest of the profiles' executor_regime.release_jitter_ms (0 where none)"
+    )
+    dispatch_ms: Annotated[float, Field(ge=0, le=10_000)] | None = Field(
+        None, description="executor analysis: a segment queued on an idle PE may wait this long to start (worker "
+        "wake-up), once per segment of the network and of each interfering job; default: the largest of the profiles' "
+        "executor_regime.dispatch_ms (0 where none)"
+    )
+    segment_excess_ms: Annotated[float, Field(ge=0, le=10_000)] | None = Field(
+        None, description="executor analysis: every segment run (its own, blocking and interfering ones) may take this "
+        "much longer than interference_factor x its time; default: the largest of the profiles' "
+        "executor_regime.segment_excess_ms (0 where none)"
     )
     timelines: Literal["all", "first", "none"] = Field(
         "all", description="Which Pareto entries carry their per-PE timeline (large fronts make large documents)"
@@ -1098,6 +1142,10 @@ class ResponseAnalysis(BaseModel):
     terms: list[str] = Field(description="Each term of the bound, in words")
     interference_factor: float = 1.0
     release_jitter_ms: float = 0.0
+    dispatch_ms: float = 0.0
+    segment_excess_ms: float = 0.0
+    source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
+                        "profile measured them and how)")
 
 
 class Schedule(BaseModel):

@@ -1,0 +1,96 @@
+"""What the schedule executor does, measured: a traced run's response split into parts
+(release, handoff, dispatch, blocking, interference, own, profile, excess) on a trace
+built by hand, the split of real runs adding up to their responses, and the PE profile's
+measurement of the executor regime (factor, jitter, dispatch wait) landing in the profile
+document and in the schedule's bound."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from executor import runtime
+from executor.pe_profile import _two_layer_model, profile_for_schedule
+from executor.pipeline import PARTS, FrameRun, Network, PipelineExecutor, SegmentRun, response_parts, segments_of
+
+CORES = sorted(os.sched_getaffinity(0))
+
+
+def test_a_response_split_by_hand():
+    """A (priority 0) runs segment 0 on PE0 then segment 1 on PE1; B (priority 1) one
+    segment on PE0. Frame 0 of A is due at 0, queued at 0.5 (release 0.5), waits on PE0
+    while B's segment runs 0..2 (blocking 1.5), runs 2..5 (profiled 2.5: excess 0.5); its
+    second segment is queued at 5.25 (handoff 0.25), PE1 idle, starts at 6 (dispatch
+    0.75), runs 6..8 (profiled 2.0). Response 8 = 0.5 + 0.25 + 0.75 + 1.5 + 4.5 + 0.5."""
+    lm = _two_layer_model(4096)
+    a_segs = segments_of(lm, [0, 1], 0)
+    b_segs = segments_of(lm, [0, 0], 1)
+    trace = [
+        SegmentRun(1, 0, 0, 0, 0.0, 0.0, 2.0),
+        SegmentRun(0, 0, 0, 0, 0.5, 2.0, 5.0),
+        SegmentRun(0, 0, 1, 1, 5.25, 6.0, 8.0),
+        FrameRun(1, 0, 0.0, 0.0, 2.0),
+        FrameRun(0, 0, 0.0, 0.5, 8.0),
+    ]
+    got = {r["app"]: r for r in response_parts(trace, [a_segs, b_segs], [0, 1], {(0, 0): 2.5, (0, 1): 2.0, (1, 0): 2.0})}
+    a = got[0]
+    assert a["response_ms"] == pytest.approx(8.0)
+    assert {k: a[k] for k in PARTS} == pytest.approx({"release": 0.5, "handoff": 0.25, "dispatch": 0.75, "blocking": 1.5,
+                                                      "interference": 0.0, "own": 0.0, "profile": 4.5, "excess": 0.5})
+    assert got[1]["profile"] == pytest.approx(2.0) and got[1]["response_ms"] == pytest.approx(2.0)
+    # seen from the other side: had B been the higher-priority one, A's wait is interference
+    swapped = {r["app"]: r for r in response_parts(trace, [a_segs, b_segs], [1, 0])}[0]
+    assert swapped["interference"] == pytest.approx(1.5) and swapped["blocking"] == 0.0
+    assert swapped["profile"] == pytest.approx(5.0) and swapped["excess"] == 0.0  # no prediction: all of the run
+
+
+def test_the_parts_of_real_runs_add_up_to_their_responses():
+    """Two tiny networks sharing a PE, traced: every segment run and frame is recorded and
+    each frame's parts sum to its response (whatever the machine's timing)."""
+    lm = _two_layer_model(4096)
+    pes = [runtime.parse_device(f"pe{k}=CPUExecutionProvider:threads=1,affinity={CORES[k % len(CORES)]}") for k in range(2)]
+    nets = [Network("a", lm, [0, 1], period_ms=3.0, priority=0), Network("b", lm, [0, 0], period_ms=4.0, priority=1)]
+    ex = PipelineExecutor(nets, pes, "response_time")
+    trace: list = []
+    res = ex.run(6, timeout_s=30, trace=trace)
+    frames = [r for r in trace if isinstance(r, FrameRun)]
+    assert len(frames) == sum(n.frames_done for n in res.networks)
+    assert sum(isinstance(r, SegmentRun) for r in trace) == res.networks[0].frames_done * 2 + res.networks[1].frames_done
+    parts = response_parts(trace, ex.segments, [0, 1])
+    assert len(parts) == len(frames)
+    for p in parts:
+        assert sum(p[k] for k in PARTS) == pytest.approx(p["response_ms"], abs=1e-6)
+        assert all(p[k] >= -1e-9 for k in PARTS)
+
+
+def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bound():
+    """profile_for_schedule runs the model in the executor with every PE busy and records
+    the factor, jitter and dispatch wait; the profile document carries them with how they
+    were measured, and a schedule on that profile uses them (its analysis says so)."""
+    from models.multiapp import compile_schedule
+    from planner.core.schema import ModelProfile, Platform, ScheduleRequest
+    from planner.pe_documents import schedule_documents
+
+    lm = _two_layer_model(4096)
+    cluster = runtime.parse_device("cpu=CPUExecutionProvider")
+    prof = profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2, regime_frames=3)
+    n = len(prof.cores)
+    # n copies of 2 segments, the model pipelined in n parts (when n > 1); one whole copy, then pipelined whole
+    assert prof.regime["segment_runs"] == (n * 2 * 3 + n * 3 if n > 1 else 0) + 3 + 3
+    plat, doc, lines = schedule_documents(lm, prof, name="neg", platform_name="here", model_path="neg.onnx")
+    profile = ModelProfile.model_validate(doc)
+    r = profile.executor_regime
+    assert r is not None and r.interference_factor >= 1.0 and r.dispatch_ms >= r.dispatch_p50_ms >= 0.0
+    assert "1-core PEs" in r.method or n == 1
+    assert set(r.factor_p50_by_cores) == {1, n}
+    assert any(line.startswith("executor regime") for line in lines)
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "neg", "period_ms": 100.0, "priority": 0}],
+                                          "mode": "response_time"})
+    mp = compile_schedule(Platform.model_validate(plat), [profile], req).configs[0]
+    assert (mp.release_jitter_ms, mp.dispatch_ms) == (r.release_jitter_ms, r.dispatch_ms)
+    points = [tuple(x) for x in r.envelope] + [(r.interference_factor, r.segment_excess_ms)]
+    assert (mp.interference_factor, mp.segment_excess_ms) in points  # a pair that covers every measured run
+    assert "'neg'" in mp.regime_source
+    off = profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2, regime_frames=0)
+    assert off.regime is None
