@@ -469,6 +469,15 @@ def main() -> int:
             pl = sorted(r[burst_name]["legit_plan_p99_ms"] or float("nan") for r in runs_)
             print(f"  {name}: burst health p99 over {len(runs_)} run(s): {', '.join(f'{x:.1f}' for x in h)} ms; "
                   f"legitimate plans p99: {', '.join(f'{x:.1f}' for x in pl)} ms")
+    keys = ("health_p99_ms", "legit_plan_p99_ms", "server_health_p99_bucket_ms", "noise")
+    out["phase_runs"] = {name: [{ph: {k: r[ph].get(k) for k in keys} for ph in r} for r in runs_]
+                         for name, runs_ in by_code.items()}
+    if len(by_code) > 1:
+        print("health p99 ms / legitimate plans p99 ms per phase, each run (this code | baseline):")
+        for ph in results:
+            cells = {name: ", ".join(f"{r[ph]['health_p99_ms']:.0f}/{r[ph]['legit_plan_p99_ms'] or float('nan'):.0f}"
+                                     for r in runs_) for name, runs_ in by_code.items()}
+            print(f"  {ph[:44]:<44} {cells['this']:<24} | {cells['baseline']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"worst health p99 {worst:.1f} ms: goal {'met' if worst < 50 else 'NOT met'}; wrote {args.out}")
