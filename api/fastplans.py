@@ -348,6 +348,28 @@ class Planner:
             log.exception("storing a %s failed", kind)
             return (req_id, "internal", f"{type(exc).__name__}: {exc}")
 
+    def handle_check(self, item: tuple) -> tuple:
+        """One ("check", req id, solver, platform id, profile id, request JSON) message:
+        (req id, "ok") when a job could plan it, else its refusal (see handle). Parsing
+        and compiling a large document holds the GIL for hundreds of ms (5000 layers:
+        about 0.3 s), so the service asks a worker instead of doing it on a thread of its
+        own, where it stalled the event loop (issue 21, under load)."""
+        _, req_id, solver_name, platform_id, profile_id, request_json = item
+        try:
+            request = PlanRequest.model_validate_json(request_json)
+            self._bounded(self.check_plannable, get_solver(solver_name), platform_id, profile_id, request)
+            return (req_id, "ok")
+        except _Deadline:
+            return (req_id, "slow", f"still checking after the fast path's {self.deadline_s:g} s")
+        except MemoryError:
+            reason = f"the documents needed more memory than a worker may take ({self.memory_mb} MiB, PLANNER_WORKER_MEMORY_MB)"
+            return (req_id, "error", 422, "Over the memory limit", f"<request>: {reason}", [("<request>", reason)], "memory-limit")
+        except ApiError as exc:
+            return (req_id, "error", exc.status, exc.title, exc.detail, [(i.path, i.reason) for i in exc.errors], exc.kind)
+        except Exception as exc:  # noqa: BLE001 - a bug: the service answers 500 and logs it
+            log.exception("checking request %s failed", req_id)
+            return (req_id, "internal", f"{type(exc).__name__}: {exc}")
+
     def problem(self, platform_id: str, profile_id: str, platform: Platform, profile: ModelProfile):  # noqa: ANN201
         from models.compile import compile_problem
 
@@ -497,7 +519,8 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...],
                 return
             items = [pickle.loads(m) for m in msgs]
             answers = [planner.handle_document(it) for it in items if it[0] == "doc"]
-            plans = [it for it in items if it[0] != "doc"]
+            answers += [planner.handle_check(it) for it in items if it[0] == "check"]
+            plans = [it for it in items if it[0] not in ("doc", "check")]
             if plans:
                 answers += planner.handle(store, plans)
             try:
@@ -681,6 +704,17 @@ class PlanWorkers:
         if answer[1] == "plan":
             return answer[2], answer[3], answer[4]
         return self._raise(answer)
+
+    async def check(self, solver_name: str, platform_id: str, profile_id: str, request_json: str) -> None:
+        """Returns when a job could plan the request (its documents parse, compile and fit
+        the request); ApiError (422 naming the field) otherwise. On a heavy-lane worker:
+        parsing a large document takes it hundreds of ms. Past the worker's deadline it
+        returns too: the job then finds out itself, under its own time limit."""
+        answer = await self._ask(lambda req_id: ("check", req_id, solver_name, platform_id, profile_id, request_json),
+                                 heavy=True)
+        if answer[1] in ("ok", "slow"):
+            return
+        self._raise(answer)
 
     @staticmethod
     def _raise(answer: tuple):  # noqa: ANN205

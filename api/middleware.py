@@ -143,8 +143,11 @@ class Gate:
             return await self.app(scope, receive, send)
         header = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, secret = header.decode("latin-1").partition(" ")
+        secret = secret.strip() if scheme.lower() == "bearer" else ""
+        found, principal = auth.cached(secret) if secret else (True, None)
         try:
-            principal = auth.lookup(secret.strip()) if scheme.lower() == "bearer" and secret.strip() else None
+            if not found:  # a database query: on a thread, never on the event loop (issue 21, under load)
+                principal = await run_in_threadpool(auth.lookup, secret)
         except DBAPIError as exc:
             if not (isinstance(exc, OperationalError) or exc.connection_invalidated):
                 raise

@@ -270,13 +270,13 @@ class Service:
         est = admission.estimate(solver, request, *sizes)
         at_once = admission.admit(est, self.limits)
         if not solver.capabilities.fast or not at_once:
-            return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
+            return await self.submit_job(sub, request, key, solver, token_id)
         try:
             plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id,
                                                                   canonical_json(request).decode(), key, sub.reuse,
                                                                   heavy=admission.heavy(est, self.limits))
         except TooSlow:  # past the fast path's deadline: a job plans it, with its own time limit
-            return await run_in_threadpool(self.submit_job, sub, request, key, solver, token_id)
+            return await self.submit_job(sub, request, key, solver, token_id)
         self.reused.put(key, (plan_id, body))
         return "plan", (plan_id, body), created
 
@@ -292,15 +292,19 @@ class Service:
             self.sizes.put((platform_id, profile_id), sizes)
         return sizes
 
-    def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver,
-                   token_id: str | None = None) -> tuple[str, Any, bool]:
+    async def submit_job(self, sub: PlanSubmission, request: PlanRequest, key: str, solver: Solver,
+                         token_id: str | None = None) -> tuple[str, Any, bool]:
+        """A job for the request (or the plan or job an identical one already has). Whether
+        it can be planned is checked by a plan worker, not on a thread here: parsing a
+        large document holds the GIL and stalled the event loop (issue 21, under load)."""
         if sub.reuse:
-            found = self.reusable(key, job_too=True)
+            found = await run_in_threadpool(self.reusable, key, True)
             if found is not None:
                 return (*found, False)
-        self.planner.check_plannable(solver, sub.platform_id, sub.profile_id, request)
-        return "job", self.jobs.create(sub.platform_id, sub.profile_id, solver.name, request.model_dump_json(), key,
-                                       token_id), True
+        await self.plan_workers.check(solver.name, sub.platform_id, sub.profile_id, canonical_json(request).decode())
+        job = await run_in_threadpool(self.jobs.create, sub.platform_id, sub.profile_id, solver.name,
+                                      request.model_dump_json(), key, token_id)
+        return "job", job, True
 
     def reusable(self, key: str, job_too: bool) -> tuple[str, Any] | None:
         """The stored plan made for this request key (or, for a slow solver, the job

@@ -17,7 +17,17 @@ Attacks (one phase each):
   legitimate token queues a z3 job (how long it stays queued is reported). Goal: health
   p99 <= 50 ms and legitimate plans p99 <= 100 ms; both printed and written.
 
-    .venv/bin/python bench/abuse.py [--seconds 6] [--burst-seconds 30]   # writes bench/results/abuse.json
+The health probe and the legitimate plan client each run in a process of their own, so
+their latencies are the service's, not this benchmark's loop (a second probe inside it,
+beside the board, shows what that adds); the server's own histogram of health answer
+times (GET /metrics) is printed beside. `--baseline-code DIR` runs the same phases
+against another source tree (an export of the commit before a change), alternating with
+this one `--rounds` times, a fresh server each; the machine's load and CPU pressure are
+recorded with every phase: on a shared machine, compare only figures of one run.
+`--sample FILE` writes the server loop's sampled stacks, lag and stalls (bench/sampler).
+
+    .venv/bin/python bench/abuse.py [--seconds 6] [--burst-seconds 30] [--baseline-code DIR --rounds 2]
+    # writes bench/results/abuse.json
 """
 
 from __future__ import annotations
@@ -135,6 +145,64 @@ async def attacker(url: str, stop: float, make, counts: dict) -> None:  # noqa: 
             counts[key] = counts.get(key, 0) + 1
 
 
+def probe_process(url: str, seconds: float, queue) -> None:  # noqa: ANN001
+    """The health probe alone in a process: its latencies are the server's answer time,
+    not also this benchmark's own loop busy with the plan client, the board and the job
+    client (the in-loop probe beside it shows how much that adds)."""
+    import httpx
+
+    out: list[float] = []
+
+    async def run() -> None:
+        async with httpx.AsyncClient(timeout=60) as client:
+            await probe(url, time.perf_counter() + seconds, out, client)
+
+    asyncio.run(run())
+    queue.put(out)
+
+
+def legit_process(url: str, seconds: float, headers: dict, body: dict, base: int, queue) -> None:  # noqa: ANN001
+    """The legitimate plan client alone in a process, as the probe: its latencies are the
+    service's, not this benchmark's loop busy with the board and the in-loop probe."""
+    import httpx
+
+    counts: dict = {"base": base}
+    lat: list[float] = []
+
+    async def run() -> None:
+        async with httpx.AsyncClient(timeout=60) as client:
+            await legit(url, time.perf_counter() + seconds, headers, body, counts, client, lat)
+
+    asyncio.run(run())
+    counts.pop("base")
+    queue.put((counts, lat))
+
+
+def server_health_ms(url: str, headers: dict) -> dict:
+    """The server's own histogram of /v1/health answer times (from GET /metrics:
+    request in to response out, inside the app): bucket upper bound in ms -> count."""
+    import httpx
+
+    text = httpx.get(f"{url}/metrics", headers=headers, timeout=60).text
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("planner_http_request_duration_seconds_bucket") and 'route="/v1/health"' in line:
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float(le) * 1e3 if le != "+Inf" else float("inf")] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def bucket_p99(before: dict, after: dict) -> float | None:
+    """The 99th percentile's bucket bound (ms) of the histogram's growth between two scrapes."""
+    delta = sorted((le, after[le] - before.get(le, 0.0)) for le in after)
+    if not delta or delta[-1][1] <= 0:
+        return None
+    for le, cum in delta:
+        if cum >= 0.99 * delta[-1][1]:
+            return le
+    return None
+
+
 def attack_process(url: str, seconds: float, senders: int, make, queue, nice: int = 0) -> None:  # noqa: ANN001
     """The attackers run in a process of their own: the probe measures the server, not
     this benchmark's own event loop busy sending 16 MB bodies. `nice`: below the server,
@@ -169,16 +237,22 @@ async def phase(url: str, seconds: float, senders: int, make, headers: dict, pla
         proc = ctx.Process(target=attack_process, args=(url, seconds, n, mk, queue, nice))
         proc.start()
         procs.append((proc, queue))
+    from bench.service import noise
+
+    noise_before = noise()
+    probe_queue = ctx.Queue()
+    probe_proc = ctx.Process(target=probe_process, args=(url, seconds, probe_queue))
+    probe_proc.start()
+    legit_queue = ctx.Queue()
+    legit_proc = ctx.Process(target=legit_process, args=(url, seconds, headers, plan_body, base, legit_queue))
+    legit_proc.start()
     stop = time.perf_counter() + seconds
     lat: list[float] = []
-    plan_lat: list[float] = []
-    legit_counts: dict = {"base": base}
     board_counts: dict = {}
     job_wait: dict = {}
-    async with httpx.AsyncClient(timeout=60) as probe_client, httpx.AsyncClient(timeout=60) as legit_client, \
+    async with httpx.AsyncClient(timeout=60) as probe_client, \
             httpx.AsyncClient(timeout=60) as board_client, httpx.AsyncClient(timeout=60) as job_client:
-        tasks = [probe(url, stop, lat, probe_client),
-                 legit(url, stop, headers, plan_body, legit_counts, legit_client, plan_lat)]
+        tasks = [probe(url, stop, lat, probe_client)]
         if board_args:
             tasks.append(board(url, stop, *board_args, board_counts, board_client))
             tasks.append(legit_job(url, stop, headers, plan_body, job_wait, job_client))
@@ -188,38 +262,37 @@ async def phase(url: str, seconds: float, senders: int, make, headers: dict, pla
         for k, v in queue.get(timeout=seconds + 120).items():
             attack[k] = attack.get(k, 0) + v
         proc.join(30)
-    legit_counts.pop("base")
-    out = {"health_requests": len(lat), "health_p50_ms": statistics.median(lat), "health_p99_ms": pct(lat, 0.99),
-           "health_max_ms": max(lat), "legit_plans_per_s": legit_counts.get("plans", 0) / seconds,
+    own = probe_queue.get(timeout=seconds + 120)
+    probe_proc.join(30)
+    legit_counts, plan_lat = legit_queue.get(timeout=seconds + 120)
+    legit_proc.join(30)
+    out = {"health_requests": len(own), "health_p50_ms": statistics.median(own), "health_p99_ms": pct(own, 0.99),
+           "health_max_ms": max(own), "in_loop_probe": {"requests": len(lat), "p50_ms": statistics.median(lat),
+                                                         "p99_ms": pct(lat, 0.99), "max_ms": max(lat)}, "legit_plans_per_s": legit_counts.get("plans", 0) / seconds,
            "legit_plan_p50_ms": statistics.median(plan_lat) if plan_lat else None,
            "legit_plan_p99_ms": pct(plan_lat, 0.99) if plan_lat else None,
            "legit_other": {k: v for k, v in legit_counts.items() if k != "plans"}, "attack_answers": attack}
+    out["noise"] = {"before": noise_before, "after": noise()}
     if board_args:
         out["board_answers"] = board_counts
         out["legit_job"] = job_wait
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=6.0, help="length of each phase (default 6)")
-    ap.add_argument("--out", default=str(ROOT / "bench/results/abuse.json"), help="where to write the JSON")
-    ap.add_argument("--burst-seconds", type=float, default=30.0, help="length of the mixed burst phase (default 30)")
-    ap.add_argument("--note", default="", help="what the figures were measured on, written to the JSON (default: none)")
-    ap.add_argument("--nice-attackers", type=int, default=0,
-                    help="run the attacking processes at this nice value (10: as if elsewhere; default 0: compete)")
-    ap.add_argument("--phases", default="baseline,unauth,upload,heavy,bad,burst",
-                    help="which phases, comma-separated (default: all: baseline,unauth,upload,heavy,bad,burst)")
-    args = ap.parse_args()
-
+def measure(args, code: Path | None = None) -> tuple[dict, str]:  # noqa: ANN001
+    """Every phase against one server: this tree's code, or `code` (another source tree,
+    e.g. an export of the commit before a change). (results by phase, the burst's name)."""
     import httpx
 
     from tests.support.server import Server
 
     data = Path(tempfile.mkdtemp(prefix="bench-abuse-"))
-    server = Server(data / "data", env={"PLANNER_TOKEN_CACHE_S": "5", "PLANNER_PLAN_WORKERS": "2"}).start()
+    src = str(code or ROOT)
+    sample = {"PYTHONPATH": f"{ROOT / 'bench/sampler'}{os.pathsep}{src}", "PLANNER_SAMPLE_OUT": str(Path(args.sample).resolve())} \
+        if args.sample and code is None else {"PYTHONPATH": src}
+    server = Server(data / "data", env={"PLANNER_TOKEN_CACHE_S": "5", "PLANNER_PLAN_WORKERS": "2", **sample}).start()
     try:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": src}
         token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "abuse",
                                 "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=env,
                                capture_output=True, text=True, check=True).stdout.strip()
@@ -227,6 +300,10 @@ def main() -> int:
         flood_token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "flood",
                                       "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=env,
                                      capture_output=True, text=True, check=True).stdout.strip()
+        metrics_token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "scrape",
+                                        "--scope", "metrics", "--data-dir", str(server.data_dir)], env=env,
+                                       capture_output=True, text=True, check=True).stdout.strip()
+        scrape = {"Authorization": f"Bearer {metrics_token}"}
         url = server.url
         platform_doc = json.loads((ROOT / "profiles/platforms/hikey970.json").read_text())
         profile_doc = json.loads((ROOT / "profiles/models/mobilenet_v2_1.4.json").read_text())
@@ -307,12 +384,14 @@ def main() -> int:
             phases.append((burst_name, 0, "burst"))
         results = {}
         for i, (name, senders, make) in enumerate(phases):
+            hist0 = server_health_ms(url, scrape)
             if make == "burst":
                 results[name] = asyncio.run(phase(url, args.burst_seconds, 0, None, headers, plan_body, i * 1_000_000,
                                                   attacks=burst, board_args=board_args, nice=args.nice_attackers))
             else:
                 results[name] = asyncio.run(phase(url, args.seconds, senders, make, headers, plan_body, i * 1_000_000,
                                                   nice=args.nice_attackers))
+            results[name]["server_health_p99_bucket_ms"] = bucket_p99(hist0, server_health_ms(url, scrape))
             # jobs the heavy phase queued are cancelled so the next phase starts quiet
             for job in httpx.get(f"{url}/v1/jobs?state=queued&limit=500", headers=headers).json()["items"] + \
                     httpx.get(f"{url}/v1/jobs?state=running&limit=500", headers=headers).json()["items"]:
@@ -320,6 +399,37 @@ def main() -> int:
             time.sleep(1.0)  # the cancelled jobs' processes stop before the next phase
     finally:
         server.stop()
+    return results, burst_name
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=6.0, help="length of each phase (default 6)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/abuse.json"), help="where to write the JSON")
+    ap.add_argument("--burst-seconds", type=float, default=30.0, help="length of the mixed burst phase (default 30)")
+    ap.add_argument("--note", default="", help="what the figures were measured on, written to the JSON (default: none)")
+    ap.add_argument("--nice-attackers", type=int, default=0,
+                    help="run the attacking processes at this nice value (10: as if elsewhere; default 0: compete)")
+    ap.add_argument("--sample", default="", help="write the server loop's sampled stacks here (bench/sampler; default: off)")
+    ap.add_argument("--baseline-code", default="",
+                    help="also run every phase against this source tree (e.g. `git archive` of the commit before a "
+                         "change), alternating with this one, a fresh server each (default: none)")
+    ap.add_argument("--rounds", type=int, default=1, help="how many times to run (alternating with the baseline; default 1)")
+    ap.add_argument("--phases", default="baseline,unauth,upload,heavy,bad,burst",
+                    help="which phases, comma-separated (default: all: baseline,unauth,upload,heavy,bad,burst)")
+    args = ap.parse_args()
+
+    runs = [("this", None)] + ([("baseline", Path(args.baseline_code).resolve())] if args.baseline_code else [])
+    by_code: dict[str, list[dict]] = {name: [] for name, _ in runs}
+    for _ in range(args.rounds):
+        for name, code in runs:
+            results, burst_name = measure(args, code)
+            by_code[name].append(results)
+            if burst_name in results:
+                b = results[burst_name]
+                print(f"{name}: burst health p99 {b['health_p99_ms']:.1f} ms, plans p99 {b['legit_plan_p99_ms'] or float('nan'):.1f} ms, "
+                      f"noise {b.get('noise')}", flush=True)
+    results = by_code["this"][-1]
 
     print(f"GET /v1/health under abuse, loopback, {args.seconds:g} s per phase ({os.cpu_count()} cores shared by "
           "server, attackers and probe); goal: p99 < 50 ms")
@@ -342,7 +452,32 @@ def main() -> int:
               f"p50 {b['legit_plan_p50_ms'] or float('nan'):.1f} ms: goal {'met' if met else 'NOT met'}; "
               f"board {b.get('board_answers')}; another token's z3 job queued for "
               f"{b['legit_job'].get('queued_s')} s while the flood ran")
+        print(f"  the probe in this benchmark's own loop (beside the board and the job client): p99 "
+              f"{b['in_loop_probe']['p99_ms']:.1f} ms; inside the server (its histogram): p99 <= "
+              f"{b['server_health_p99_bucket_ms']} ms")
+        out["burst"]["in_loop_probe_p99_ms"] = b["in_loop_probe"]["p99_ms"]
+        out["burst"]["server_health_p99_bucket_ms"] = b["server_health_p99_bucket_ms"]
         out["burst"]["legit_job_queued_s"] = b["legit_job"].get("queued_s")
+        out["burst"]["noise"] = b["noise"]
+        out["burst_runs"] = {name: [{k: r[burst_name][k] for k in ("health_p99_ms", "health_p50_ms", "legit_plan_p99_ms",
+                                                                    "legit_plan_p50_ms", "server_health_p99_bucket_ms", "noise")}
+                                    | {"in_loop_probe_p99_ms": r[burst_name]["in_loop_probe"]["p99_ms"]} for r in runs_]
+                             for name, runs_ in by_code.items()}
+        out["baseline_code"] = args.baseline_code or None
+        for name, runs_ in by_code.items():
+            h = sorted(r[burst_name]["health_p99_ms"] for r in runs_)
+            pl = sorted(r[burst_name]["legit_plan_p99_ms"] or float("nan") for r in runs_)
+            print(f"  {name}: burst health p99 over {len(runs_)} run(s): {', '.join(f'{x:.1f}' for x in h)} ms; "
+                  f"legitimate plans p99: {', '.join(f'{x:.1f}' for x in pl)} ms")
+    keys = ("health_p99_ms", "legit_plan_p99_ms", "server_health_p99_bucket_ms", "noise")
+    out["phase_runs"] = {name: [{ph: {k: r[ph].get(k) for k in keys} for ph in r} for r in runs_]
+                         for name, runs_ in by_code.items()}
+    if len(by_code) > 1:
+        print("health p99 ms / legitimate plans p99 ms per phase, each run (this code | baseline):")
+        for ph in results:
+            cells = {name: ", ".join(f"{r[ph]['health_p99_ms']:.0f}/{r[ph]['legit_plan_p99_ms'] or float('nan'):.0f}"
+                                     for r in runs_) for name, runs_ in by_code.items()}
+            print(f"  {ph[:44]:<44} {cells['this']:<24} | {cells['baseline']}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(f"worst health p99 {worst:.1f} ms: goal {'met' if worst < 50 else 'NOT met'}; wrote {args.out}")

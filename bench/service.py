@@ -18,7 +18,7 @@ the figures are a ratio measured in one run, not a capacity claim. CPU time per 
 is reported for the server (its process and its children: the plan worker, the idle job
 worker) and for the client, to show where a request's cost goes.
 
-    .venv/bin/python bench/service.py [--clients 8] [--seconds 5] [--rounds 2]
+    .venv/bin/python bench/service.py [--clients 8] [--seconds 5] [--rounds 2] [--baseline-code DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import platform as pyplatform
 import statistics
 import subprocess
@@ -61,6 +62,17 @@ def cpu_s(pid: int) -> tuple[float, float] | None:
         if int(f[1]) == pid:
             kids += (int(f[11]) + int(f[12])) / tick
     return (int(own[11]) + int(own[12])) / tick, kids
+
+
+def noise() -> dict:
+    """The shared machine's load: load average and the share of time runnable tasks
+    waited for a CPU (Linux PSI, /proc/pressure/cpu "some" avg10, %)."""
+    out = {"load_average": os.getloadavg()}
+    try:
+        out["cpu_pressure_some_avg10_pct"] = float(Path("/proc/pressure/cpu").read_text().split()[1].split("=")[1])
+    except (OSError, IndexError, ValueError):
+        pass
+    return out
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -134,60 +146,112 @@ async def load(host: str, port: int, make_request, clients: int, seconds: float,
     }
 
 
+class Target:
+    """One server under test, with its documents, token and request makers. `code`: run
+    that source tree instead of this one (PYTHONPATH), e.g. an export of the commit
+    before a change: a baseline measured in the same run, phase by phase."""
+
+    def __init__(self, code: Path | None, sample: str = ""):
+        import httpx
+
+        from tests.support.server import Server
+
+        self.code = code
+        data = Path(tempfile.mkdtemp(prefix="bench-service-"))
+        env = {"PLANNER_TOKEN_CACHE_S": "5"}  # the default token cache, as `planner serve` runs; the test helper turns it off
+        paths = [str(ROOT / "bench/sampler")] if sample else []
+        if code is not None or sample:
+            env["PYTHONPATH"] = os.pathsep.join([*paths, str(code or ROOT)])
+        if sample:
+            env.update(PLANNER_SAMPLE_OUT=str(Path(sample).resolve()), PLANNER_SAMPLE_FROM_SIGNAL="1",
+                       PLANNER_SAMPLE_CPROFILE="cpu")
+        self.server = server = Server(data / "data", env=env).start()
+        try:
+            penv = {**os.environ, "PYTHONPATH": str(code or ROOT)}
+            token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "bench",
+                                    "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=penv,
+                                   capture_output=True, text=True, check=True).stdout.strip()
+            self.headers = {"Authorization": f"Bearer {token}"}
+            platform_doc = json.loads((ROOT / "profiles/platforms/hikey970.json").read_text())
+            profile_doc = json.loads((ROOT / "profiles/models/mobilenet_v2_1.4.json").read_text())
+            self.platform_id = httpx.post(f"{server.url}/v1/platforms", json=platform_doc, headers=self.headers).json()["id"]
+            self.profile_id = httpx.post(f"{server.url}/v1/profiles", json=profile_doc, headers=self.headers).json()["id"]
+            self.auth = [("Authorization", f"Bearer {token}"), ("Content-Type", "application/json")]
+            self.first = httpx.post(f"{server.url}/v1/plans", json={"platform_id": self.platform_id,
+                                                                     "profile_id": self.profile_id, "objective": "energy"},
+                                    headers=self.headers)
+            assert self.first.status_code == 201, self.first.text
+        except BaseException:
+            server.stop()
+            raise
+
+    def plan_request(self, compare: bool, repeat: bool = False):  # noqa: ANN201
+        def make(i: int):  # noqa: ANN202
+            body = {"platform_id": self.platform_id, "profile_id": self.profile_id, "objective": "energy", "solver": "dp",
+                    "seed": 0 if repeat else i, "compare_baselines": compare}
+            return "POST", "/v1/plans", self.auth, json.dumps(body).encode()
+        return make
+
+    def stored(self) -> int:
+        import httpx
+
+        return httpx.get(f"{self.server.url}/v1/plans?limit=1", headers=self.headers).json()["total"]
+
+
+def trivial_request(i: int):  # noqa: ANN201
+    return "GET", "/v1/health", [], b""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--rounds", type=int, default=2, help="alternate trivial/plan this many times; best of each kept")
-    ap.add_argument("--out", default=str(ROOT / "bench/results/service.json"))
+    ap.add_argument("--clients", type=int, default=8, help="concurrent keep-alive connections (default 8)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="length of each phase (default 5)")
+    ap.add_argument("--rounds", type=int, default=2, help="alternate trivial/plan this many times; best of each kept (default 2)")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/service.json"), help="where to write the JSON")
     ap.add_argument("--note", default="", help="what the figures were measured on, written to the JSON (default: none)")
+    ap.add_argument("--baseline-code", default="",
+                    help="a source tree (e.g. `git archive` of the commit before a change) served beside this one; "
+                         "each round measures both, phase by phase (default: none)")
+    ap.add_argument("--sample", default="", help="cProfile this server's event loop (CPU time) during the dp_plan "
+                                                 "phases into FILE.prof (bench/sampler; default: off)")
     args = ap.parse_args()
 
-    import httpx
-
-    from tests.support.server import Server
-
-    data = Path(tempfile.mkdtemp(prefix="bench-service-"))
-    # default token cache (5 s), as `planner serve` runs; the test helper turns it off
-    server = Server(data / "data", env={"PLANNER_TOKEN_CACHE_S": "5"}).start()
+    noise_before = noise()
+    targets = {"this": Target(None, args.sample)}
     try:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "bench",
-                                "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=env,
-                               capture_output=True, text=True, check=True).stdout.strip()
-        headers = {"Authorization": f"Bearer {token}"}
-        platform_doc = json.loads((ROOT / "profiles/platforms/hikey970.json").read_text())
-        profile_doc = json.loads((ROOT / "profiles/models/mobilenet_v2_1.4.json").read_text())
-        platform_id = httpx.post(f"{server.url}/v1/platforms", json=platform_doc, headers=headers).json()["id"]
-        profile_id = httpx.post(f"{server.url}/v1/profiles", json=profile_doc, headers=headers).json()["id"]
-
-        auth = [("Authorization", f"Bearer {token}"), ("Content-Type", "application/json")]
-
-        def plan_request(compare: bool, repeat: bool = False):
-            def make(i: int):
-                body = {"platform_id": platform_id, "profile_id": profile_id, "objective": "energy", "solver": "dp",
-                        "seed": 0 if repeat else i, "compare_baselines": compare}
-                return "POST", "/v1/plans", auth, json.dumps(body).encode()
-            return make
-
-        def trivial_request(i: int):
-            return "GET", "/v1/health", [], b""
-
-        first = httpx.post(f"{server.url}/v1/plans", json={"platform_id": platform_id, "profile_id": profile_id,
-                                                           "objective": "energy"}, headers=headers)
-        assert first.status_code == 201, first.text
-        best: dict[str, dict] = {}
+        if args.baseline_code:
+            targets["baseline"] = Target(Path(args.baseline_code).resolve())
+        bests: dict[str, dict[str, dict]] = {name: {} for name in targets}
+        per_round: dict[str, list[dict[str, float]]] = {name: [] for name in targets}  # requests/s per phase
         for _ in track(range(args.rounds), "service rounds"):
-            for name, make in (("trivial", trivial_request), ("dp_plan", plan_request(False)),
-                               ("dp_plan_compare", plan_request(True)), ("dp_plan_repeat", plan_request(True, True))):
-                res = asyncio.run(load("127.0.0.1", server.port, make, args.clients, args.seconds, server.proc.pid))
-                if res["errors"]:
-                    raise SystemExit(f"{name}: {res['errors']} failed requests")
-                if name not in best or res["requests_per_s"] > best[name]["requests_per_s"]:
-                    best[name] = res
-        stored = httpx.get(f"{server.url}/v1/plans?limit=1", headers=headers).json()["total"]
+            for name, t in targets.items():
+                per_round[name].append({})
+                for phase, make in (("trivial", trivial_request), ("dp_plan", t.plan_request(False)),
+                                    ("dp_plan_compare", t.plan_request(True)), ("dp_plan_repeat", t.plan_request(True, True))):
+                    sampling = bool(args.sample) and name == "this" and phase == "dp_plan"
+                    if sampling:
+                        os.kill(t.server.proc.pid, signal.SIGUSR1)
+                    res = asyncio.run(load("127.0.0.1", t.server.port, make, args.clients, args.seconds, t.server.proc.pid))
+                    if sampling:
+                        os.kill(t.server.proc.pid, signal.SIGUSR1)
+                    if res["errors"]:
+                        raise SystemExit(f"{name} {phase}: {res['errors']} failed requests")
+                    per_round[name][-1][phase] = res["requests_per_s"]
+                    best = bests[name]
+                    if phase not in best or res["requests_per_s"] > best[phase]["requests_per_s"]:
+                        best[phase] = res
+        stored = targets["this"].stored()
+        first = targets["this"].first
     finally:
-        server.stop()
+        for t in targets.values():
+            t.server.stop()
+    best = bests["this"]
+    baseline = bests.get("baseline")
+
+    def round_ratios(name: str, phase: str) -> list[float]:
+        """plan / trivial throughput within each round (measured seconds apart): the
+        machine's load drifts less between two phases than between rounds."""
+        return sorted(r[phase] / r["trivial"] for r in per_round[name])
 
     ratio = best["dp_plan"]["requests_per_s"] / best["trivial"]["requests_per_s"]
     ratio_compare = best["dp_plan_compare"]["requests_per_s"] / best["trivial"]["requests_per_s"]
@@ -212,6 +276,21 @@ def main() -> int:
     print(f"goal: a solved dp plan request (compare_baselines=false) >= 0.50 x trivial throughput: {ratio:.2f}, "
           f"{'met' if ratio >= 0.5 else 'NOT met'}; with the baseline comparison: {ratio_compare:.2f}; "
           f"an identical request answered from the plan store: {ratio_repeat:.2f}; {stored} plans stored")
+    spread = {name: {ph: round_ratios(name, ph) for ph in ("dp_plan", "dp_plan_repeat")} for name in per_round}
+    for name, by in spread.items():
+        print(f"{name}: per-round ratio to trivial, dp plan: median {statistics.median(by['dp_plan']):.2f} "
+              f"(rounds {', '.join(f'{x:.2f}' for x in by['dp_plan'])}); stored plan: median "
+              f"{statistics.median(by['dp_plan_repeat']):.2f} (rounds {', '.join(f'{x:.2f}' for x in by['dp_plan_repeat'])})")
+    if baseline:
+        b_ratio = baseline["dp_plan"]["requests_per_s"] / baseline["trivial"]["requests_per_s"]
+        b_repeat = baseline["dp_plan_repeat"]["requests_per_s"] / baseline["trivial"]["requests_per_s"]
+        print(f"baseline ({args.baseline_code}), same rounds interleaved: trivial {baseline['trivial']['requests_per_s']:.0f}/s, "
+              f"dp plan {baseline['dp_plan']['requests_per_s']:.0f}/s = {b_ratio:.2f}x (this code {ratio:.2f}x), stored plan "
+              f"{b_repeat:.2f}x (this code {ratio_repeat:.2f}x); server CPU ms per plan request: baseline "
+              f"{baseline['dp_plan'].get('server_cpu_ms_per_request', float('nan')):.3f} "
+              f"(loop {baseline['dp_plan'].get('server_main_cpu_ms_per_request', float('nan')):.3f}), this code "
+              f"{best['dp_plan'].get('server_cpu_ms_per_request', float('nan')):.3f} "
+              f"(loop {best['dp_plan'].get('server_main_cpu_ms_per_request', float('nan')):.3f})")
     out = {
         "benchmark": "service",
         "clients": args.clients,
@@ -228,12 +307,22 @@ def main() -> int:
         "throughput_ratio_repeat": ratio_repeat,
         "goal_ratio": 0.5,
         "goal_met": ratio >= 0.5,
+        "per_round_ratios": spread,
+        "median_round_ratio": statistics.median(spread["this"]["dp_plan"]),
+        "median_round_ratio_repeat": statistics.median(spread["this"]["dp_plan_repeat"]),
         "plans_stored": stored,
+        "baseline": None if not baseline else {
+            "code": args.baseline_code, "trivial": baseline["trivial"], "dp_plan": baseline["dp_plan"],
+            "dp_plan_compare": baseline["dp_plan_compare"], "dp_plan_repeat": baseline["dp_plan_repeat"],
+            "throughput_ratio": baseline["dp_plan"]["requests_per_s"] / baseline["trivial"]["requests_per_s"],
+            "throughput_ratio_repeat": baseline["dp_plan_repeat"]["requests_per_s"] / baseline["trivial"]["requests_per_s"]},
         "machine": {"cpus": os.cpu_count(), "python": pyplatform.python_version(), "platform": pyplatform.platform(),
-                    "load_average": os.getloadavg(), "note": args.note},
+                    "load_average": os.getloadavg(), "noise_before": noise_before, "noise_after": noise(),
+                    "note": args.note},
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    print(f"noise (shared machine): before {noise_before}, after {out['machine']['noise_after']}")
     print(f"wrote {args.out}")
     return 0
 

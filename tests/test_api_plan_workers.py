@@ -62,3 +62,22 @@ def test_a_worker_that_dies_costs_only_its_request(api):
     after = _post(api, seed=5)  # planned by a new worker process
     assert after.status_code == 201, after.text
     assert after.json()["plan"]["report"]["solver"] == "dp"
+
+
+def test_a_job_request_is_checked_by_a_plan_worker_not_on_a_service_thread(api, monkeypatch):
+    """Parsing and compiling a large document holds the GIL (5000 layers: about 0.3 s):
+    done on a thread of the service it stalled the event loop, health checks included
+    (issue 21, under load). Whether a job could plan a request is now asked of a plan
+    worker; the service process parses nothing, and the refusals keep their field."""
+    svc = api.service
+    parsed: list[tuple] = []
+    real = svc.planner.parsed
+    monkeypatch.setattr(svc.planner, "parsed", lambda *a: parsed.append(a) or real(*a))
+    plat = api.upload("platform", docs.platform("checked-by-a-worker"))  # neither is parsed by the service
+    pid = api.upload("profile", docs.profile(12, name="checked-by-a-worker"))
+    r = _post(api, solver="brute", platform_id=plat, profile_id=pid, time_limit_s=30)
+    assert r.status_code == 202, r.text
+    api.client.delete(f"/v1/jobs/{r.json()['id']}", headers=api.h())
+    bad = _post(api, solver="brute", profile_id=api.ids["platform"])  # a platform's id named as the profile
+    assert bad.status_code == 422 and bad.json()["errors"][0]["path"] == "profile_id", bad.text
+    assert parsed == []

@@ -268,7 +268,7 @@ async def login(request: Request):  # noqa: ANN201
     check_csrf(request, form)
     token = str(form.get("token", "")).strip()
     nxt = _local(str(form.get("next", "/ui")))
-    who = svc(request).auth.lookup(token) if token else None
+    who = await run_in_threadpool(svc(request).auth.lookup, token) if token else None  # a query: off the loop
     if who is None or not who.has("pipeline"):
         reason = ("enter a token" if not token else "the token is unknown or revoked" if who is None
                   else "the UI needs a pipeline or admin token")
