@@ -53,7 +53,7 @@ def world(tmp_path_factory):
                "A": pipe.post("/v1/profiles", json=prof_a).json()["id"],
                "B": pipe.post("/v1/profiles", json=prof_b).json()["id"]}
         yield {"server": server, "pipe": pipe, "ids": ids, "a": a, "b": b, "tmp": tmp, "prof_a": prof_a,
-               "platform": platform}
+               "prof_b": prof_b, "platform": platform}
     finally:
         server.stop()
 
@@ -342,9 +342,18 @@ def test_a_pipelined_entry_is_served_as_a_pipeline_and_judged_on_its_throughput(
     from planner.core.telemetry import AgentSchedule
 
     pipe, ids = world["pipe"], world["ids"]
+    # B's layers made equally heavy (5 ms each on every core count), so the pipelined front is a
+    # split over the two PEs whatever this box's measurements were (the test is about serving it)
+    balanced = json.loads(json.dumps(world["prof_b"]))
+    for layer in balanced["layers"]:
+        for m in layer["measurements"]:
+            m["time_ms"] = 5.0
+            m.pop("time_spread_ms", None)
+    balanced["name"] = "B"
+    b_id = pipe.post("/v1/profiles", json=balanced).json()["id"]
     r = pipe.post("/v1/schedules", json={"platform_id": ids["platform"], "solver": "exhaustive",
                                          "cpu_partitions": {"cpu": [[1, 1]]},
-                                         "apps": [{"profile_id": ids["B"], "period_ms": 1000.0, "priority": 0}]})
+                                         "apps": [{"profile_id": b_id, "period_ms": 1000.0, "priority": 0}]})
     assert r.status_code in (200, 202), r.text
     job = wait_for(lambda: (j := pipe.get(f"/v1/jobs/{r.json()['id']}").json())["state"] in ("succeeded", "failed") and j,
                    60, "the schedule job")
@@ -352,7 +361,7 @@ def test_a_pipelined_entry_is_served_as_a_pipeline_and_judged_on_its_throughput(
     assert s["schedule"]["mode"] == "throughput"
     k, e = next((i, x) for i, x in enumerate(s["schedule"]["entries"]) if len(set(x["apps"][0]["mapping"])) == 2)
     assert pipe.post("/v1/deployments", json={"name": "piped", "platform_id": ids["platform"],
-                                              "profile_ids": [ids["B"]]}).status_code == 201
+                                              "profile_ids": [b_id]}).status_code == 201
     assert pipe.put("/v1/deployments/piped/active", json={"schedule_id": s["id"], "entry": k,
                                                           "force": True}).status_code == 200
     board = token(world["server"], "--name", "b-piped", "--scope", "executor", "--deployment", "piped")

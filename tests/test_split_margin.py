@@ -184,7 +184,8 @@ def test_profiler_measures_switches_through_the_executors_slice_loop(monkeypatch
 
     monkeypatch.setattr(profiler, "run_slices", spy)
     try:
-        run = profiler.profile_model(lm, devices, runs=2, warmup=1, transfer_sizes=(4096, 65536), calibration_count=2)
+        run = profiler.profile_model(lm, devices, runs=2, warmup=1, transfer_sizes=(4096, 65536), calibration_count=2,
+                                      settle=1)
     finally:
         unpin()
     L = len(lm.layers)
