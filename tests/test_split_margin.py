@@ -257,3 +257,35 @@ def test_interleaved_turns_settle_before_each_timed_run_and_shuffle_the_order():
     log.clear()
     measure_interleaved(runners, {}, runs=3, warmup=0)
     assert [n for kind, n in log if kind == "timed"] == list("abcd") * 3
+
+
+def test_back_to_back_a_turn_is_a_block_whose_median_is_the_rounds_figure():
+    """block=3: each turn settles, then times three runs in a row; the round's figure (and
+    each slice's) is their median, so one slow run after a switch does not set it. At a
+    rate there is no block: one timed run per turn."""
+    from executor.sessions import measure_interleaved
+
+    class Steps(FakeRunner):
+        def __init__(self, name, log, ms):
+            super().__init__(name, log)
+            self.ms = iter(ms)
+
+        def clock(self):  # each timed run's own duration, in the order given
+            return self.t
+
+        def run_timed(self, inputs):
+            self.log.append(("timed", self.name))
+            took = next(self.ms)
+            self.t += int(took * 1e6)
+            return {}, [took]
+
+    log = []
+    runners = {"a": Steps("a", log, [9.0, 2.0, 3.0, 2.5, 8.0, 2.4]), "b": Steps("b", log, [5.0, 1.0, 1.2, 1.1, 1.3, 7.0])}
+    res = measure_interleaved(runners, {}, runs=2, warmup=0, settle=2, block=3)
+    assert res["a"]["total_samples_ms"] == [3.0, 2.5] and res["b"]["total_samples_ms"] == [1.2, 1.3]
+    kinds = [k for k, n in log if n == "a"]
+    assert kinds == ["settle", "settle", "timed", "timed", "timed"] * 2
+    log.clear()
+    runners = {"a": Steps("a", log, [4.0, 5.0])}
+    res = measure_interleaved(runners, {}, runs=2, warmup=0, rate_hz=1000.0, block=3)
+    assert res["a"]["total_samples_ms"] == [4.0, 5.0] and [k for k, _ in log] == ["timed", "timed"]

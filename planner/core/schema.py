@@ -896,6 +896,10 @@ class Provenance(BaseModel):
 # another model's runs a two-thread int8 session took about ten runs to return to its
 # steady time (7.4 ms after one settling run, 3.2 ms after ten, 3.4 ms in a block).
 STEADY_SETTLE = 10
+# ... and back to back, a candidate's (or a reference's) turn is a block of this many timed
+# runs whose median is the round's figure: on the 2-core VM two 2-thread sessions taking
+# single turns, even after 10 settling runs each, measured about 2.5x their time in blocks.
+STEADY_BLOCK = 5
 MAX_CANDIDATES = 16  # next-best plans a verification may run (planner solve --verify K)
 MAX_VERIFY_RUNS = 1000  # timed runs per candidate: verification is bounded before it starts
 
