@@ -211,6 +211,15 @@ def conclude(platform: Platform, profile: ModelProfile, request: PlanRequest, pr
                      "error_pct": 100.0 * (t[key] - c.predicted_ms) / c.predicted_ms if c.predicted_ms > 0 else 0.0})
     best = min(rows, key=lambda r: r["measured_ms"])
     guard = ""
+    if best["name"] != "plan":
+        # nor is the plan traded for a candidate that is not measurably faster than it
+        # (paired sign test, p < 0.05): two devices within noise of each other must not
+        # swap on a handful of runs
+        p = sign_test_p(measured[best["name"]].get("samples_ms"), measured["plan"].get("samples_ms"))
+        if p >= 0.05:
+            guard = (f"; '{best['name']}' ({best['notation']}) measured {best['measured_ms']:.3f} ms but is not measurably "
+                     f"faster than the plan ({rows[0]['measured_ms']:.3f} ms; sign test p = {p:.2g}): the plan is kept")
+            best = rows[0]
     one_slice = [r for r, c in zip(rows, cands) if c.assignment.n_slices == 1]
     best_c = next(c for c in cands if c.name == best["name"])
     if best_c.assignment.n_slices > 1 and one_slice:
@@ -220,9 +229,9 @@ def conclude(platform: Platform, profile: ModelProfile, request: PlanRequest, pr
         single = min(one_slice, key=lambda r: r["measured_ms"])
         p = sign_test_p(measured[best["name"]].get("samples_ms"), measured[single["name"]].get("samples_ms"))
         if p >= 0.05:
-            guard = (f"; '{best['name']}' ({best['notation']}) measured {best['measured_ms']:.3f} ms but is not measurably "
-                     f"faster than '{single['name']}' ({single['measured_ms']:.3f} ms; sign test p = {p:.2g}): the "
-                     "single device is returned")
+            guard += (f"; '{best['name']}' ({best['notation']}) measured {best['measured_ms']:.3f} ms but is not measurably "
+                      f"faster than '{single['name']}' ({single['measured_ms']:.3f} ms; sign test p = {p:.2g}): the "
+                      "single device is returned")
             best = single
     chosen = next(c for c in cands if c.name == best["name"])
     note = (f"the plan measured fastest of {len(rows)} candidates" if chosen.name == "plan" else

@@ -92,7 +92,7 @@ def test_verify_returns_the_measured_best_with_both_figures(tmp_path):
         out = {}
         for name in slices_by_name:
             ms = 1.0 if name == "single-b" else 2.0
-            out[name] = {"median_ms": ms, "p10_ms": ms * 0.9, "p90_ms": ms * 1.1}
+            out[name] = {"median_ms": ms, "p10_ms": ms * 0.9, "p90_ms": ms * 1.1, "samples_ms": [ms] * runs}
         return out
 
     plan = verify_plan(platform, profile, PlanRequest(objective="latency"), 2, measured, runs=5)
