@@ -508,10 +508,7 @@ class Agent:
     def run(self, frames: int | None = None, duration_s: float | None = None, drain_s: float = 5.0) -> AgentStats:
         """Infer until `frames` frames or `duration_s` seconds (or stop()); then post what is left."""
         fallback = SlicedModel(self.lm, [(0, len(self.lm.layers) - 1, self.devices[0].id)], self.devices)
-        threads = [threading.Thread(target=self._poller, name="agent-poller", daemon=True),
-                   threading.Thread(target=self._sender, name="agent-sender", daemon=True)]
-        for t in threads:
-            t.start()
+        threads = self._start_background()
         period = 1.0 / self.rate_hz
         start = time.monotonic()
         next_at = start
@@ -556,3 +553,11 @@ class Agent:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def _start_background(self) -> list[threading.Thread]:
+        """The poller and the sender, started (daemons: a long-poll in flight ends with the process)."""
+        threads = [threading.Thread(target=self._poller, name="agent-poller", daemon=True),
+                   threading.Thread(target=self._sender, name="agent-sender", daemon=True)]
+        for t in threads:
+            t.start()
+        return threads

@@ -35,7 +35,6 @@ and chunk, with the count.
 from __future__ import annotations
 
 import math
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -243,10 +242,7 @@ class ScheduleAgent(Agent):
     # ------------------------------------------------------------------ serving
     def run(self, frames: int | None = None, duration_s: float | None = None, drain_s: float = 5.0) -> AgentStats:
         """Serve whole hyperperiods until `frames` frames or `duration_s` seconds (or stop())."""
-        threads = [threading.Thread(target=self._poller, name="agent-poller", daemon=True),
-                   threading.Thread(target=self._sender, name="agent-sender", daemon=True)]
-        for t in threads:
-            t.start()
+        threads = self._start_background()
         start = time.monotonic()
         try:
             while not self._stop.is_set():
