@@ -339,14 +339,8 @@ class Planner:
         except _Deadline:
             reason = f"checking the document took longer than {self.deadline_s:g} s (PLANNER_FAST_DEADLINE_S)"
             return (req_id, "error", 422, "Invalid input", f"<body>: {reason}", [("<body>", reason)], "deadline")
-        except MemoryError:
-            reason = f"the document needed more memory than a worker may take ({self.memory_mb} MiB, PLANNER_WORKER_MEMORY_MB)"
-            return (req_id, "error", 422, "Over the memory limit", f"<body>: {reason}", [("<body>", reason)], "memory-limit")
-        except ApiError as exc:
-            return (req_id, "error", exc.status, exc.title, exc.detail, [(i.path, i.reason) for i in exc.errors], exc.kind)
-        except Exception as exc:  # noqa: BLE001 - a bug: the service answers 500 and logs it
-            log.exception("storing a %s failed", kind)
-            return (req_id, "internal", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
+            return self._refusal(req_id, exc, "<body>", "document", f"storing a {kind}")
 
     def handle_check(self, item: tuple) -> tuple:
         """One ("check", req id, solver, platform id, profile id, request JSON) message:
@@ -361,14 +355,20 @@ class Planner:
             return (req_id, "ok")
         except _Deadline:
             return (req_id, "slow", f"still checking after the fast path's {self.deadline_s:g} s")
-        except MemoryError:
-            reason = f"the documents needed more memory than a worker may take ({self.memory_mb} MiB, PLANNER_WORKER_MEMORY_MB)"
-            return (req_id, "error", 422, "Over the memory limit", f"<request>: {reason}", [("<request>", reason)], "memory-limit")
-        except ApiError as exc:
+        except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
+            return self._refusal(req_id, exc, "<request>", "documents", f"checking request {req_id}")
+
+    def _refusal(self, req_id: str, exc: Exception, path: str, what: str, doing: str, hint: str = "") -> tuple:
+        """The answer message for a failed document or check: over the worker's memory cap
+        (422), the service's own refusal, or a bug (logged; the service answers 500)."""
+        if isinstance(exc, MemoryError):
+            reason = (f"the {what} needed more memory than a worker may take ({self.memory_mb} MiB, "
+                      f"PLANNER_WORKER_MEMORY_MB){hint}")
+            return (req_id, "error", 422, "Over the memory limit", f"{path}: {reason}", [(path, reason)], "memory-limit")
+        if isinstance(exc, ApiError):
             return (req_id, "error", exc.status, exc.title, exc.detail, [(i.path, i.reason) for i in exc.errors], exc.kind)
-        except Exception as exc:  # noqa: BLE001 - a bug: the service answers 500 and logs it
-            log.exception("checking request %s failed", req_id)
-            return (req_id, "internal", f"{type(exc).__name__}: {exc}")
+        log.error("%s failed", doing, exc_info=exc)
+        return (req_id, "internal", f"{type(exc).__name__}: {exc}")
 
     def problem(self, platform_id: str, profile_id: str, platform: Platform, profile: ModelProfile):  # noqa: ANN201
         from models.compile import compile_problem
@@ -457,17 +457,9 @@ class Planner:
                 out.append((req_id, "plan", row["id"], body, True))
             except _Deadline:
                 out.append((req_id, "slow", f"still planning after the fast path's {self.deadline_s:g} s"))
-            except MemoryError:
-                reason = (f"the request needed more memory than a plan worker may take ({self.memory_mb} MiB, "
-                          "PLANNER_WORKER_MEMORY_MB); ask for less (fewer samples, a smaller profile)")
-                out.append((req_id, "error", 422, "Over the memory limit", f"<request>: {reason}",
-                            [("<request>", reason)], "memory-limit"))
-            except ApiError as exc:
-                out.append((req_id, "error", exc.status, exc.title, exc.detail,
-                            [(i.path, i.reason) for i in exc.errors], exc.kind))
-            except Exception as exc:  # noqa: BLE001 - a bug: the service answers 500 and logs it
-                log.exception("planning request %s failed", req_id)
-                out.append((req_id, "internal", f"{type(exc).__name__}: {exc}"))
+            except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
+                out.append(self._refusal(req_id, exc, "<request>", "request", f"planning request {req_id}",
+                                         "; ask for less (fewer samples, a smaller profile)"))
         if rows:
             try:
                 _twice(store, lambda: store.insert(rows))
