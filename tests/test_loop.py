@@ -26,6 +26,15 @@ def _agent(server: Server, board: str, model, seconds: float, rate: int = 40) ->
         start_new_session=True)
 
 
+def uploaded(server: Server, platform_file, profile_file) -> tuple[str, httpx.Client, str, str]:  # noqa: ANN001
+    """A pipeline token, a client holding it, and the ids of the two documents it uploaded."""
+    ci = token(server, "--name", "ci", "--scope", "pipeline")
+    pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
+    pid = pipe.post("/v1/platforms", json=json.loads(platform_file.read_text())).json()["id"]
+    mid = pipe.post("/v1/profiles", json=json.loads(profile_file.read_text())).json()["id"]
+    return ci, pipe, pid, mid
+
+
 def test_refit_plan_deploys_to_the_same_deployment_and_predicts_what_the_board_measured(tmp_path):
     model = tmp_path / "tiny.onnx"
     tiny_model(model)
@@ -37,10 +46,7 @@ def test_refit_plan_deploys_to_the_same_deployment_and_predicts_what_the_board_m
     server = Server(tmp_path / "data", env={"PLANNER_MAX_WAIT_S": "2"}).start()
     agent = None
     try:
-        ci = token(server, "--name", "ci", "--scope", "pipeline")
-        pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
-        pid = pipe.post("/v1/platforms", json=json.loads(p.read_text())).json()["id"]
-        mid = pipe.post("/v1/profiles", json=json.loads(m.read_text())).json()["id"]
+        ci, pipe, pid, mid = uploaded(server, p, m)
         first = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}).json()
         assert first["plan"]["regime"]["mode"] == "back_to_back"
         assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201

@@ -70,6 +70,16 @@ def schedule(pipe: httpx.Client, ids: dict, period_a: float, period_b: float) ->
     return pipe.get(f"/v1/schedules/{job['schedule_id']}?view=entries&limit=1000").json()
 
 
+def stopped(proc: subprocess.Popen) -> tuple[str, str]:
+    """SIGTERM (the agent posts what is left and exits), killed with its group if it hangs; its output."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.communicate(timeout=10)
+
+
 def agent(world, board: str, *extra: str) -> subprocess.Popen:  # noqa: ANN001
     return subprocess.Popen(
         [str(PLANNER), "agent", "--server", world["server"].url, "--deployment", "duo", "--model", f"A={world['a']}",
@@ -127,12 +137,7 @@ def test_two_networks_swap_without_losing_a_frame_keep_an_entry_that_cannot_be_b
                                                             "force": True}).status_code == 200
         wait_for(lambda: net((tight["id"], bad), "A").get("deadline_misses", 0) >= 5, 60, "deadline misses reported")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate(timeout=10)
+        out, err = stopped(proc)
     assert proc.returncode == 0, err
     stats = json.loads(out.strip().splitlines()[-1])
     assert stats["build_failures"] == 1 and stats["swaps"] == 3 and stats["deadline_misses"] >= 5
@@ -384,12 +389,7 @@ def test_a_pipelined_entry_is_served_as_a_pipeline_and_judged_on_its_throughput(
     try:
         wait_for(lambda: net().get("frames", 0) >= 30, 90, "frames of the pipelined network")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate(timeout=10)
+        out, err = stopped(proc)
     assert proc.returncode == 0, err
     sch = pipe.get("/v1/deployments/piped/telemetry").json()["schedules"][0]
     n = sch["networks"][0]

@@ -9,13 +9,13 @@ import json
 import signal
 import subprocess
 
-import httpx
 import pytest
 
 from tests.support import api as api_support
 from tests.support import docs
 from tests.support.server import PLANNER, ROOT, Server
 from test_agent import tiny_model, token, wait_for
+from test_loop import uploaded
 
 DEVICES = ("c1=CPUExecutionProvider:threads=1", "c2=CPUExecutionProvider:threads=2")
 
@@ -41,10 +41,7 @@ def test_the_board_verifies_a_first_deploy_and_the_measured_best_becomes_the_nex
     server = Server(tmp_path / "data", env={"PLANNER_MAX_WAIT_S": "2"}).start()
     agent = None
     try:
-        ci = token(server, "--name", "ci", "--scope", "pipeline")
-        pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
-        pid = pipe.post("/v1/platforms", json=json.loads(p.read_text())).json()["id"]
-        mid = pipe.post("/v1/profiles", json=json.loads(m.read_text())).json()["id"]
+        ci, pipe, pid, mid = uploaded(server, p, m)
         plan = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}).json()
         out = subprocess.run([str(PLANNER), "deploy", "--server", server.url, "--token", ci, "--deployment", "cam",
                               "--plan", plan["id"], "--verify", "2", "--verify-runs", "5", "--json"],
