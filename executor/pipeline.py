@@ -72,6 +72,7 @@ class Network:
     period_ms: float
     priority: int
     inputs: Mapping[str, np.ndarray] | None = None
+    offset_ms: float = 0.0  # first release this long after the run starts (response_time): the phasing of the networks
 
 
 @dataclass
@@ -436,9 +437,11 @@ class PipelineExecutor:
             else:
                 nxt = [0] * len(self.networks)
                 periods = [n.period_ms / 1e3 for n in self.networks]
+                offsets = [max(0.0, n.offset_ms) / 1e3 for n in self.networks]
                 while not self._stop.is_set() and any(k < c for k, c in zip(nxt, counts)):
-                    a = min((i for i in range(len(nxt)) if nxt[i] < counts[i]), key=lambda i: nxt[i] * periods[i])
-                    due = t0 + nxt[a] * periods[a]
+                    a = min((i for i in range(len(nxt)) if nxt[i] < counts[i]),
+                            key=lambda i: offsets[i] + nxt[i] * periods[i])
+                    due = t0 + offsets[a] + nxt[a] * periods[a]
                     while not self._stop.is_set():
                         wait = due - time.perf_counter()
                         if wait <= 0:
@@ -500,7 +503,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
                        entry: int = 0, frames: int = 100, warmup_frames: int = 10, timeout_s: float = 120.0,
                        keep_outputs: int = 0, available_cores: Sequence[int] | None = None,
                        executor_out: list | None = None, parts: bool = False,
-                       occupancy_ms: Mapping[str, Sequence[float]] | None = None) -> dict:
+                       occupancy_ms: Mapping[str, Sequence[float]] | None = None,
+                       offsets_ms: Mapping[str, float] | None = None) -> dict:
     """Run entry `entry` of a Schedule document (planner.core.schema.Schedule or its dict)
     on real sessions and report, per network, the prediction beside the measurement.
 
@@ -512,7 +516,9 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     response_parts (`PART_LEGEND`), and `parts_max`, each part's largest value over the
     frames; `occupancy_ms` (network -> each layer's occupancy in the schedule's problem;
     default: from the entry's timeline where it has one) splits a segment's run into its
-    profiled time and the excess."""
+    profiled time and the excess. `offsets_ms` (network -> ms): each network's first
+    release that long after the run starts (default 0: all released together), a phasing
+    to try, e.g. a critical instant the bound covers but periodic releases rarely meet."""
     from dataclasses import replace as _replace
 
     data = schedule.model_dump() if hasattr(schedule, "model_dump") else schedule
@@ -547,6 +553,14 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         prio = a.get("priority")
         nets.append(Network(a["name"], lm, [pe_names.index(p) for p in a["mapping"]], a["period_ms"],
                             len(nets) if prio is None else prio))  # older documents: request order
+    offsets = dict(offsets_ms or {})
+    unknown = sorted(set(offsets) - {n.name for n in nets})
+    bad = sorted(k for k, v in offsets.items() if not (math.isfinite(v) and v >= 0))
+    if unknown or bad:
+        raise PipelineError("; ".join(([f"offset for unknown network(s) {', '.join(unknown)}"] if unknown else [])
+                                      + ([f"offset of {', '.join(bad)} must be a finite number >= 0"] if bad else [])))
+    for n in nets:
+        n.offset_ms = float(offsets.get(n.name, 0.0))
     mode = data["mode"]
     ex = PipelineExecutor(nets, pes, mode)
     if executor_out is not None:

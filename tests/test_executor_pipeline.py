@@ -200,9 +200,14 @@ def test_cli_profile_for_scheduling_schedule_execute(capsys, tmp_path):
     rep = json.loads(open(out).read())
     assert rep["networks"][0]["frames_done"] == 8 and rep["networks"][0]["frames_in_order"]
     # every problem in one line
-    code, _, err = run(capsys, "execute", "--schedule", s, "--model", "sq", "--device", "cpu=NoSuchProvider", "--frames", "0")
+    code, _, err = run(capsys, "execute", "--schedule", s, "--model", "sq", "--device", "cpu=NoSuchProvider", "--frames", "0",
+                       "--offset", "sq=-2", "--offset", "sq")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "--model: expected NAME=FILE.onnx" in err and "--frames" in err and "--device" in err
+    assert "--offset: expected NAME=MS with MS a number >= 0, got 'sq=-2'" in err and "got 'sq'" in err
+    code, _, err = run(capsys, "execute", "--schedule", s, "--model", f"sq={model}", "--device", "cpu=CPUExecutionProvider",
+                       "--offset", "nope=3")
+    assert code == 2 and "offset for unknown network(s) nope" in err
     code, _, err = run(capsys, "execute", "--schedule", s, "--model", f"other={model}", "--device", "cpu=CPUExecutionProvider")
     assert code == 2 and "no model for network 'sq'" in err
     code, _, err = run(capsys, "profile", model, "--pe-cluster", "cpu=CPUExecutionProvider", "--out-platform", p,

@@ -3,7 +3,9 @@
 against a brute simulation of what executor.pipeline does (fixed priority, segments run
 non-preemptively, a network's segments on a PE in layer order) on random instances."""
 
+import dataclasses
 import heapq
+import re
 
 import numpy as np
 import pytest
@@ -93,14 +95,16 @@ def test_each_segment_of_a_network_may_be_blocked_once():
 
 def test_higher_priority_interference_is_iterated_to_a_fixed_point():
     """A (1 ms every 4 ms, high) and B (2 ms, low) on one PE. R_A = 1 + 2 (blocking) = 3.
-    R_B = 2 + ceil((R_B + R_A) / 4) x 1: from 2, ceil(5/4) = 2 -> 4, ceil(7/4) = 2 -> 4."""
+    A's one segment is ready at its release (jitter 0): R_B = 2 + ceil((R_B + 0) / 4) x 1:
+    from 2, ceil(2/4) = 1 -> 3, ceil(3/4) = 1 -> 3. (By hand: A released with B or during
+    its run delays it once; taking A's whole response as its jitter gave 4.)"""
     p = two_core_plat()
     a = prof("A", [("a1", 1, None)])
     b = prof("B", [("b1", 2, None)])
     mp = problem(p, [a, b], [("A", 4, 0), ("B", 20, 1)])
     ev = evaluate_mapping(mp, [C0, C0])
-    assert [x.response_time_ms for x in ev.apps] == pytest.approx([3.0, 4.0])
-    assert evaluate_batch(mp, np.array([[C0, C0]])).value_ms[0] == pytest.approx([3.0, 4.0])
+    assert [x.response_time_ms for x in ev.apps] == pytest.approx([3.0, 3.0])
+    assert evaluate_batch(mp, np.array([[C0, C0]])).value_ms[0] == pytest.approx([3.0, 3.0])
     # interference on a PE B does not use is not charged to it
     assert evaluate_mapping(mp, [C1, C0]).apps[1].response_time_ms == pytest.approx(2.0)
 
@@ -114,14 +118,31 @@ def test_interference_factor_and_release_jitter():
     mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)], interference_factor=1.5, release_jitter_ms=0.25)
     ev = evaluate_mapping(mp, [C0, C0])
     assert [x.response_time_ms for x in ev.apps] == pytest.approx([10.75, 10.75])
-    # with A every 20 ms, B's window of 13.75 ms can meet a job of A released up to
-    # R_A = 10.75 ms before it and the next: ceil((13.75 + 10.75) / 20) = 2 jobs
-    mp = problem(p, [a, b], [("A", 20, 0), ("B", 80, 1)], interference_factor=1.5, release_jitter_ms=0.25)
+    # with A every 8 ms, B's window of 10.75 ms can meet a job of A ready up to J = 0.25 ms
+    # after its release and the next: ceil((10.75 + 0.25) / 8) = 2 jobs, 7.75 + 2 x 3 = 13.75,
+    # and ceil((13.75 + 0.25) / 8) = 2 again
+    mp = problem(p, [a, b], [("A", 8, 0), ("B", 80, 1)], interference_factor=1.5, release_jitter_ms=0.25)
     assert evaluate_mapping(mp, [C0, C0]).apps[1].response_time_ms == pytest.approx(7.75 + 2 * 3.0)
     assert ev.apps[0].latency_ms == pytest.approx(2.0)  # the own schedule stays as profiled
     tight = problem(p, [a, b], [("A", 10, 0), ("B", 40, 1)], interference_factor=1.5, release_jitter_ms=0.25)
     ev = evaluate_mapping(tight, [C0, C0])
     assert not ev.schedulable and ev.violations[0] == "A: response time 10.75 ms exceeds the period 10 ms"
+
+
+def test_a_first_segment_arrives_within_the_release_jitter_a_later_one_within_the_response():
+    """A (high, period 10): a1 1 ms then a2 1 ms; B (low, one 5 ms segment) on PE0.
+    With a1 on PE0, A's work there is its first segment, ready at its release (J = 0):
+    R_B = 5 + ceil(R_B / 10) x 1 = 6. With a1 on PE1 and a2 on PE0, a2 is ready when a1
+    ends, anywhere up to R_A = 2 + 5 (blocked by B) = 7 after A's release: two jobs of A
+    can reach B's window, R_B = 5 + ceil((R_B + 7) / 10) x 1 = 7 (from 5: ceil(12/10) = 2)."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 1, None), ("a2", 1, None)])
+    b = prof("B", [("b1", 5, None)])
+    mp = problem(p, [a, b], [("A", 10, 0), ("B", 80, 1)])
+    for genes, want in (([C0, C1, C0], [7.0, 6.0]), ([C1, C0, C0], [7.0, 7.0])):
+        assert [x.response_time_ms for x in evaluate_mapping(mp, genes).apps] == pytest.approx(want)
+        assert evaluate_batch(mp, np.array([genes])).value_ms[0] == pytest.approx(want)
+        # R_A = 1 + 1 + 5 either way: its PE0 segment may find B running
 
 
 def test_executor_runs_a_networks_segments_on_a_pe_in_layer_order():
@@ -465,3 +486,46 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
         assert sum(w[k] for k in PARTS) == pytest.approx(w["response_ms"], abs=1e-3)  # the report rounds to 0.1 us
         assert w["profile"] <= spec.latency_ms + 1e-3  # never more than the segments' predicted time
     assert "worst frame" in render_schedule(rep) and "excess: their run beyond it" in render_schedule(rep)
+
+
+def test_offsets_phase_the_releases_and_bad_ones_are_refused():
+    """A network's offset delays its first release (the phasing the bench uses to put a
+    high-priority frame just after a low-priority segment starts): A's frames are released
+    at 15, 35 ms, B's at 0, 30 ms. Unknown names and negative offsets are refused by name."""
+    from executor import runtime
+    from executor.pe_profile import _two_layer_model
+    from executor.pipeline import PipelineError, run_schedule_entry
+    from planner.scheduling import entries_of
+
+    p = two_core_plat()
+    a = prof("A", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])
+    b = prof("B", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 30, 1)])
+    doc = {"mode": "response_time", "entries": [entries_of(mp, [[C0, C0, C1, C1]], [True])[0].model_dump()]}
+    lm = _two_layer_model(4096)
+    cpu = runtime.parse_device("cpu=CPUExecutionProvider")
+    ex: list = []
+    rep = run_schedule_entry(doc, {"A": lm, "B": lm}, {"cpu": cpu, "gpu": cpu}, frames=2, warmup_frames=1,
+                             available_cores=[0, 0], offsets_ms={"A": 15.0}, parts=True, executor_out=ex)
+    assert [n["frames_done"] for n in rep["networks"]] == [2, 2]
+    assert [n.offset_ms for n in ex[0].networks] == [15.0, 0.0]
+    for bad, why in (({"C": 1.0}, "offset for unknown network(s) C"), ({"A": -1.0}, "offset of A must be")):
+        with pytest.raises(PipelineError, match=re.escape(why)):
+            run_schedule_entry(doc, {"A": lm, "B": lm}, {"cpu": cpu, "gpu": cpu}, frames=1, warmup_frames=1,
+                               available_cores=[0, 0], offsets_ms=bad)
+
+
+def test_an_offset_delays_the_first_release_in_the_trace():
+    from executor import runtime
+    from executor.pe_profile import _two_layer_model
+    from executor.pipeline import FrameRun, Network, PipelineExecutor
+
+    lm = _two_layer_model(1024)
+    cpu = runtime.parse_device("cpu=CPUExecutionProvider")
+    pe = dataclasses.replace(cpu, id="pe", threads=1)
+    ex = PipelineExecutor([Network("A", lm, [0, 0], 20.0, 0, offset_ms=15.0), Network("B", lm, [0, 0], 30.0, 1)],
+                          [pe], "response_time")
+    trace: list = []
+    ex.run(2, timeout_s=10, trace=trace)
+    due = sorted((f.app, round(f.due_ms, 6)) for f in trace if isinstance(f, FrameRun))
+    assert due == [(0, 15.0), (0, 35.0), (1, 0.0), (1, 30.0)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from planner.core.errors import InputError
@@ -51,6 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--entry", type=int, default=0, help="--schedule: which Pareto entry to run (0 = best first)")
     p.add_argument("--frames", type=int, default=200, help="--schedule: frames released per network")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="--schedule: stop the run after this long")
+    p.add_argument("--offset", action="append", default=[], metavar="NAME=MS",
+                   help="--schedule: release network NAME's first frame MS ms after the run starts, to try a phasing "
+                        "(e.g. a high-priority network just after a low-priority segment starts: its blocking); "
+                        "repeatable (default: every network released at 0)")
     p.add_argument("--out", metavar="FILE.json", help="write the report as JSON")
     p.set_defaults(func=run)
 
@@ -141,6 +146,17 @@ def run_schedule(args: argparse.Namespace) -> int:
             models[name] = path
     if args.frames < 1:
         problems.append(f"--frames: must be >= 1, got {args.frames}")
+    offsets: dict[str, float] = {}
+    for item in args.offset:
+        name, sep, value = item.partition("=")
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = float("nan")
+        if not sep or not name or not math.isfinite(ms) or ms < 0:
+            problems.append(f"--offset: expected NAME=MS with MS a number >= 0, got '{item}'")
+        else:
+            offsets[name] = ms
     output_problems(problems, "--out", args.out)
     devices = runtime_devices(args.device, problems)
     if problems:
@@ -149,7 +165,8 @@ def run_schedule(args: argparse.Namespace) -> int:
     lms = {n: layered_model(f, args.weights, args.seed) for n, f in models.items()}
     try:
         report = run_schedule_entry(schedule, lms, {d.id: d for d in devices}, entry=args.entry, frames=args.frames,
-                                    timeout_s=args.timeout, parts=schedule.mode == "response_time")
+                                    timeout_s=args.timeout, parts=schedule.mode == "response_time",
+                                    offsets_ms=offsets)
     except PipelineError as exc:
         raise InputError("--schedule", str(exc)) from None
     report.pop("outputs", None)

@@ -41,7 +41,11 @@ e the segment excess (every segment run, own, blocking or interfering, takes at 
 f x its time + e: a time slice lost to another thread costs the same whatever the
 segment's length), K = S + sum_{p: B_p > 0} S_p the segment runs of the own chain and
 its blockings,
-    R = f (R0 + sum_p S_p B_p) + J + D S + e K + sum_h ceil((R + R_h) / P_h) (f sum_{p used} W_p(h) + (D + e) S_h),
+    R = f (R0 + sum_p S_p B_p) + J + D S + e K
+        + sum_h [ceil((R + J) / P_h) (f W1(h) + D + e) + ceil((R + R_h) / P_h) (f W'(h) + (D + e) S'_h)],
+with W1(h) h's first segment's work where it runs on a PE used (its first segment reads
+only h's inputs: it is ready at h's release, at most J late) and W'(h), S'_h the work
+and segments of h's later segments on the PEs used,
 R0 here the makespan of whole segments (segment_makespan: a segment's outputs appear when
 it ends, not when the layer that makes them does),
 iterated from its first terms to the least fixed point (J: release jitter; f, e, J and D
@@ -49,8 +53,11 @@ as the PE profile measured them in the executor, executor.pe_profile). It holds
 because the executor runs a network's segments on a PE in layer order (the ASAP order R0
 is computed in): the finish of the last segment is a max-plus function of the segments'
 durations, so each wait (one lower-priority segment per segment, higher-priority work in
-the window, disjoint per PE) adds at most itself to R0. The jobs of h released up to R_h
-before the window or inside it can run there: ceil((R + R_h) / P_h) of them.
+the window, disjoint per PE) adds at most itself to R0. Work of h that becomes ready up
+to X after h's release (X = J for its first segment, R_h for a later one, which waits for
+the segments it reads) can run in the window for ceil((R + X) / P_h) of h's jobs
+(response-time analysis with release jitter); taking R_h for every segment, as this
+analysis first did, counts a second job of a one-segment network that cannot come.
 Unschedulable mappings get PENALTY plus how far they miss (lateness in ms, overload
 and cap excess scaled by the longest period) on every objective (VI.B): the large
 constant keeps them out of any front with a schedulable mapping, the rest guides the
@@ -122,7 +129,9 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "blocking: each of its segments (a run of layers on one PE, run without preemption) may wait once for the "
             "longest lower-priority segment on that PE",
             "interference: all work on its PEs of every higher-priority job that can overlap the window, "
-            "ceil((R + R_h) / P_h) jobs, iterated to a fixed point",
+            "iterated to a fixed point: ceil((R + J) / P_h) jobs of h's first segment (ready at h's release, up to "
+            "the release jitter J late) and ceil((R + R_h) / P_h) of its later segments (ready when the ones they "
+            "read end, up to R_h after the release)",
             f"interference factor x{problem.interference_factor:g}: every time, for PEs slowing each other while they run at once",
             f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release lateness",
             f"dispatch +{problem.dispatch_ms:g} ms per segment (its own and each interfering job's): a segment queued on "
@@ -211,6 +220,19 @@ def segment_terms(m: Sequence[int], c: Sequence[float], n_pes: int) -> tuple[lis
     return count, longest
 
 
+def head_segment(m: Sequence[int], c: Sequence[float]) -> tuple[int, float]:
+    """(PE, occupancy) of a network's first segment. It reads only the network's inputs
+    (layers are in topological order), so it is ready when its frame is released, up to
+    the release jitter J late: the higher-priority work whose arrival on its PE is known
+    to within J rather than within the network's whole response."""
+    if not len(m):
+        return -1, 0.0
+    j = 0
+    while j < len(m) and m[j] == m[0]:
+        j += 1
+    return int(m[0]), float(sum(c[:j]))
+
+
 def segment_makespan(app: AppGraph, m: Sequence[int], c: Sequence[float]) -> float:
     """A network's own makespan as executor.pipeline runs it: a segment (maximal run of
     consecutive layers on one PE) is one session run, so it starts when every segment it
@@ -265,12 +287,14 @@ FIXED_POINT_ROUNDS = 200
 
 def executor_response(base_ms: np.ndarray, higher: Sequence[tuple[np.ndarray, float, np.ndarray]],
                       deadline_ms: float) -> np.ndarray:
-    """The executor analysis' response bound R = base + sum_h ceil((R + R_h) / P_h) W_h,
+    """The executor analysis' response bound R = base + sum_h ceil((R + J_h) / P_h) W_h,
     iterated from R = base to its least fixed point (classic response-time analysis with
-    the higher network's response as its jitter: a job of h released up to R_h before the
-    window, or inside it, can run there). higher: (R_h, P_h, W_h) with W_h h's work on
-    the PEs this network uses. A row stops once past the deadline (unschedulable, its
-    value is a lower bound); a row still moving after FIXED_POINT_ROUNDS is put past it."""
+    release jitter: work of h that becomes ready up to J_h after its frame's release can
+    run in the window). higher: (J_h, P_h, W_h) with W_h work of h on the PEs this network
+    uses; a network gives two: its first segment (ready at its release, J_h = the release
+    jitter J) and the rest (ready when the segments it reads end, J_h = R_h). A row stops
+    once past the deadline (unschedulable, its value is a lower bound); a row still moving
+    after FIXED_POINT_ROUNDS is put past it."""
     base = np.asarray(base_ms, dtype=float)
     r = base.copy()
     if not higher:
@@ -376,6 +400,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
     apps_out = []
     lateness = 0.0
     segs = [segment_terms(m, c, P) for m, c in zip(maps, occ)]
+    heads = [head_segment(m, c) for m, c in zip(maps, occ)]
     resp_of: dict[int, float] = {}
     for pos, a in enumerate(rank):
         app, m, c = problem.apps[a], maps[a], occ[a]
@@ -393,14 +418,18 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             base = fct * (segment_makespan(app, m, c) + sum(segs[a][0][p] * block[p] for p in used)) \
                 + problem.release_jitter_ms \
                 + dsp * sum(segs[a][0]) + exc * runs_k
-            work = {h: sum(fct * busy_of(h, p) + (dsp + exc) * segs[h][0][p] for p in used) for h in higher}
-            worst = float(executor_response(np.array([base]), [(np.array([resp_of[h]]), problem.apps[h].period_ms,
-                                                                 np.array([work[h]])) for h in higher],
-                                            app.period_ms)[0])
+            parts = []  # (J_h, P_h, work of h on each PE): h's first segment (ready at its release), the rest
+            for h in higher:
+                hp, hc = heads[h]
+                first = [fct * hc + dsp + exc if p == hp and hc > 0 else 0.0 for p in range(P)]
+                rest = [fct * busy_of(h, p) + (dsp + exc) * segs[h][0][p] - first[p] for p in range(P)]
+                parts += [(problem.release_jitter_ms, problem.apps[h].period_ms, first),
+                          (resp_of[h], problem.apps[h].period_ms, rest)]
+            worst = float(executor_response(np.array([base]), [(np.array([j]), ph, np.array([sum(w[p] for p in used)]))
+                                                                for j, ph, w in parts], app.period_ms)[0])
             resp_of[a] = worst
             per_pe = [segs[a][0][p] * (fct * block[p] + (exc if block[p] > 0 else 0.0))
-                      + sum(math.ceil((worst + resp_of[h]) / problem.apps[h].period_ms - 1e-9)
-                            * (fct * busy_of(h, p) + (dsp + exc) * segs[h][0][p]) for h in higher)
+                      + sum(math.ceil((worst + j) / ph - 1e-9) * w[p] for j, ph, w in parts)
                       for p in range(P)]
             inter = [per_pe[m[i]] for i in range(app.n_layers)]
             slack = [app.period_ms - worst] * app.n_layers
@@ -572,6 +601,17 @@ def _batch_segments(m: np.ndarray, c: np.ndarray, n_pes: int) -> tuple[np.ndarra
     return count, np.where(oh, total[:, :, None], 0.0).max(axis=1)
 
 
+def _batch_head(m: np.ndarray, c: np.ndarray, n_pes: int) -> np.ndarray:
+    """head_segment of N mappings: (N, P) the first segment's occupancy on its PE, 0 elsewhere."""
+    N, L = m.shape
+    out = np.zeros((N, n_pes))
+    if L == 0:
+        return out
+    inside = np.cumprod(m == m[:, :1], axis=1).astype(bool)  # layers before the first change of PE
+    out[np.arange(N), m[:, 0]] = np.where(inside, c, 0.0).sum(axis=1)
+    return out
+
+
 def _lower_blocking(longest: Sequence[np.ndarray], n: int, n_pes: int) -> np.ndarray:
     """(N, P) the longest segment of any lower-priority network on each PE."""
     block = np.zeros((n, n_pes))
@@ -581,22 +621,26 @@ def _lower_blocking(longest: Sequence[np.ndarray], n: int, n_pes: int) -> np.nda
 
 
 def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, block: np.ndarray,
-                    higher: Sequence[tuple[np.ndarray, float, np.ndarray]], deadline_ms: float) -> tuple[np.ndarray, np.ndarray]:
+                    higher: Sequence[tuple[np.ndarray, float, np.ndarray, np.ndarray, np.ndarray]],
+                    deadline_ms: float) -> tuple[np.ndarray, np.ndarray]:
     """The executor analysis of one network for N mappings: (response bound (N,), the delay
     charged on each PE (N, P): blocking of its segments there + higher-priority work).
-    higher: (R_h (N,), P_h, busy of h per PE (N, P), segments of h per PE (N, P)) in
-    priority order."""
-    f, d, e = problem.interference_factor, problem.dispatch_ms, problem.segment_excess_ms
+    higher: (R_h (N,), P_h, busy of h per PE (N, P), segments of h per PE (N, P), busy of
+    h's first segment per PE (N, P)) in priority order."""
+    f, d, e, jit = problem.interference_factor, problem.dispatch_ms, problem.segment_excess_ms, problem.release_jitter_ms
     used = count > 0
     blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed
     blocked_runs = np.where(used & (block > 0), count, 0.0)
-    base = f * (r0 + blocked.sum(axis=1)) + problem.release_jitter_ms + d * count.sum(axis=1) \
+    base = f * (r0 + blocked.sum(axis=1)) + jit + d * count.sum(axis=1) \
         + e * (count.sum(axis=1) + blocked_runs.sum(axis=1))
-    hw = [(rh, ph, np.where(used, f * bh + (d + e) * sh, 0.0).sum(axis=1)) for rh, ph, bh, sh in higher]
-    r = executor_response(base, hw, deadline_ms)
+    parts = []  # (J_h, P_h, h's work per PE (N, P)): its first segment, then the rest
+    for rh, ph, bh, sh, hb in higher:
+        hs = (hb > 0).astype(float)
+        parts += [(np.full_like(rh, jit), ph, f * hb + (d + e) * hs), (rh, ph, f * (bh - hb) + (d + e) * (sh - hs))]
+    r = executor_response(base, [(j, ph, np.where(used, w, 0.0).sum(axis=1)) for j, ph, w in parts], deadline_ms)
     per_pe = f * blocked + e * blocked_runs
-    for rh, ph, bh, sh in higher:
-        per_pe = per_pe + np.ceil((r + rh) / ph - 1e-9)[:, None] * (f * bh + (d + e) * sh)
+    for j, ph, w in parts:
+        per_pe = per_pe + np.ceil((r + j) / ph - 1e-9)[:, None] * w
     return r, per_pe
 
 
@@ -743,7 +787,8 @@ def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = F
         start, finish = asap[a]
         if problem.analysis == "executor":
             r0 = _batch_segment_makespan(app, m, c, P)
-            higher = [(resp[:, h], problem.apps[h].period_ms, busy_app[h], segs[h][0]) for h in rank[:pos]]
+            higher = [(resp[:, h], problem.apps[h].period_ms, busy_app[h], segs[h][0], _batch_head(maps[h], occ[h], P))
+                      for h in rank[:pos]]
             block = _lower_blocking([segs[lp][1] for lp in rank[pos + 1:]], N, P)
             resp[:, a], per_pe = _executor_terms(problem, r0, segs[a][0], block, higher, app.period_ms)
             if details:
@@ -868,6 +913,7 @@ class NetworkTerms:
     longest_in_period_ms: np.ndarray  # (N, P) longest single occupancy within [0, P_a)
     segments: np.ndarray  # (N, P) segments (runs of consecutive layers) on p: each may be blocked once
     longest_segment_ms: np.ndarray  # (N, P) the blocking this network's segments cause on p (executor analysis)
+    head_ms: np.ndarray  # (N, P) its first segment's occupancy on its PE (ready at the release: executor analysis)
     dbf_at_period_ms: dict[int, np.ndarray]  # lower network b -> (N, P) this network's dbf over P_b
 
     def __len__(self) -> int:
@@ -903,7 +949,7 @@ def network_terms(problem: MappingProblem, a: int, rows: np.ndarray) -> NetworkT
     terms = NetworkTerms(a, rows, s, f, r0, np.where(oh, mob0[:, :, None], np.inf).min(axis=1), (oh * cl).sum(axis=1),
                          (oh * cl).max(axis=1), _batch_energy(app, rows), runs,
                          (oh * app.memory_bytes[None, :, None]).sum(axis=1), window, (oh * inside).sum(axis=1),
-                         (oh * inside).max(axis=1), *_batch_segments(rows, c, P), {})
+                         (oh * inside).max(axis=1), *_batch_segments(rows, c, P), _batch_head(rows, c, P), {})
     if problem.analysis == "kang" and problem.interference_window == "period":
         every = np.arange(len(rows))
         for b in lower:
@@ -989,8 +1035,8 @@ def evaluate_combinations(problem: MappingProblem, terms: Sequence[NetworkTerms]
     for pos, a in enumerate(rank):
         t, k = terms[a], idx[:, a]
         if problem.analysis == "executor":  # exact and cheap: `bound` needs no lower value
-            higher = [(resp[:, h], problem.apps[h].period_ms, terms[h].busy_ms[idx[:, h]], terms[h].segments[idx[:, h]])
-                      for h in rank[:pos]]
+            higher = [(resp[:, h], problem.apps[h].period_ms, terms[h].busy_ms[idx[:, h]], terms[h].segments[idx[:, h]],
+                       terms[h].head_ms[idx[:, h]]) for h in rank[:pos]]
             block = _lower_blocking([terms[lp].longest_segment_ms[idx[:, lp]] for lp in rank[pos + 1:]], N, P)
             resp[:, a], _ = _executor_terms(problem, t.r0_ms[k], t.segments[k], block, higher, problem.apps[a].period_ms)
             continue
