@@ -10,7 +10,8 @@ execution units, so a pipeline's PEs, all busy at once, run slower than one alon
 What one session run costs on top of its layers (beta) is read off the
 same run as (sum of the single-layer times - the whole model's time) / (L - 1), so a
 layer's cost *inside* a segment is its single-layer time minus beta, and the first
-layer keeps it (every frame pays one session). The PE-pair cost is measured with the
+layer keeps it (every frame pays one session); layer_costs keeps the layers of one
+segment at the whole model's time. The PE-pair cost is measured with the
 pipeline runtime itself (executor.pipeline): two layers on two PEs against the same two
 layers in one session, per tensor size; the difference is what a cut there costs
 (handoff between threads, the second session run, the tensor crossing caches).
@@ -228,6 +229,29 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     }
 
 
+def layer_costs(layer_ms: Sequence[float], whole_ms: float | None) -> tuple[float, list[float]]:
+    """(beta, each layer's cost inside a segment) from the layers timed one session each
+    and the whole model timed as one session: beta, the per-session cost, is the sum's
+    excess over the whole spread over the extra sessions; a layer costs its time less
+    beta, at least a tenth of its time (a layer inside a segment still costs something),
+    the first layer carrying the segment's one beta. Where that floor lifts the layers
+    above the whole (many small layers, each cheaper than a session: a multi-thread
+    pool's wake-up), they are scaled down to it, so a segment of every layer is predicted
+    at what the whole model measured rather than up to 3x that."""
+    med = np.asarray(layer_ms, dtype=float)
+    L = len(med)
+    if L == 0:
+        return 0.0, []
+    whole = float(med.sum()) if whole_ms is None else float(whole_ms)
+    b = max(0.0, (float(med.sum()) - whole) / (L - 1)) if L > 1 else 0.0
+    c = np.maximum(med - b, 0.1 * med)
+    work = whole - b  # the layers' share of one session of them all
+    if work > 0 and c.sum() > work:
+        c *= work / c.sum()
+    c[0] += b
+    return b, [float(x) for x in c]
+
+
 def profile_for_schedule(
     lm: LayeredModel,
     cluster: RuntimeDevice,
@@ -258,16 +282,11 @@ def profile_for_schedule(
                                    progress=progress, seed=seed, settle=0))
     run = ProfileRun(devices, {d: t for part in parts for d, t in part.times.items()}, runs, warmup,
                      sum(part.wall_s for part in parts))
-    L = len(lm.layers)
     beta, cost, spread = {}, {}, {}
     for d in devices:
         t = run.times[d.id]
-        med = np.array([np.median(s) for s in t.layer_ms])
-        whole = float(np.median(t.whole_ms)) if t.whole_ms else float(med.sum())
-        b = max(0.0, (float(med.sum()) - whole) / (L - 1)) if L > 1 else 0.0
-        c = np.maximum(med - b, 0.1 * med)  # a layer inside a segment still costs something
-        c[0] += b
-        beta[d.id], cost[d.id] = b, [float(x) for x in c]
+        med = [float(np.median(s)) for s in t.layer_ms]
+        beta[d.id], cost[d.id] = layer_costs(med, float(np.median(t.whole_ms)) if t.whole_ms else None)
         spread[d.id] = [float(np.percentile(s, 90) - np.percentile(s, 10)) for s in t.layer_ms]
     prof = PEProfile(cluster, cores, k_devices, list(others), run, beta, cost, spread)
     one = k_devices[0]

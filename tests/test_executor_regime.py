@@ -94,3 +94,22 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert "'neg'" in mp.regime_source
     off = profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2, regime_frames=0)
     assert off.regime is None
+
+
+def test_layer_costs_keep_a_segment_of_every_layer_at_the_whole_models_time():
+    """Layers timed alone at 1, 0.2, 0.2 and 2 ms, the whole model at 2.5 ms: beta =
+    (3.4 - 2.5) / 3 = 0.3, the layers less beta 0.7, 0.02 (a tenth: the floor), 0.02, 1.7
+    sum 2.44 > 2.2 = 2.5 - beta, so scaled by 2.2 / 2.44; the first layer carries beta:
+    every layer in one segment costs 2.5, as the whole model measured. Without the floor's
+    lift (large layers) nothing is scaled; a single layer is the whole model."""
+    from executor.pe_profile import layer_costs
+
+    b, c = layer_costs([1.0, 0.2, 0.2, 2.0], 2.5)
+    k = 2.2 / 2.44
+    assert b == pytest.approx(0.3)
+    assert c == pytest.approx([0.7 * k + 0.3, 0.02 * k, 0.02 * k, 1.7 * k])
+    assert sum(c) == pytest.approx(2.5)
+    b, c = layer_costs([1.0, 2.0, 3.0], 5.0)
+    assert (b, c) == (pytest.approx(0.5), pytest.approx([1.0, 1.5, 2.5]))
+    assert layer_costs([4.0], 3.0) == (0.0, pytest.approx([3.0]))
+    assert layer_costs([], None) == (0.0, [])
