@@ -5,8 +5,10 @@ Variables: M[i,p] layer i on PE p (eq. 1); dep[i,p] some predecessor of i on p (
 Pipe[i,p] a cluster starts at i on p (eq. 3); Both[p] p holds the first and the last
 layer; at most one cluster per PE except that one (eq. 4, read as <= 1 so a PE may stay
 unused). Transfers are linearised exactly with z[e,p,q] = M[u,p] AND M[v,q] through
-the flow equalities sum_q z = M[u,p], sum_p z = M[v,q]. CT[p] is eq. 7, the objective
-the period >= every CT (eq. 8); the CPU utilisation cap adds
+the flow equalities sum_q z = M[u,p], sum_p z = M[v,q]. CT[p] is eq. 7 in the executor's
+regime where the profile measured one (f_p x eq. 7 + D x the segments on p, seg[i,p] >=
+M[i,p] - M[i-1,p]: the evaluator's pipelined period, so the optimum is its optimum), the
+objective the period >= every CT (eq. 8); the CPU utilisation cap adds
 period * cores * cap >= sum over CPU PEs of cores_p * CT[p] (planner.core.multiapp explains
 why the cap stretches the period). Eq. 5-6 (start/end times) never bind the period, so
 they are added only with option timing=true.
@@ -61,6 +63,14 @@ def _data(mp):
     cpu = [p for p in range(mp.n_pes) if mp.pe_is_cpu[p]]
     big_m = float(E.max(axis=1).sum() + (app.edge_time_ms.max(axis=(1, 2)).sum() if len(app.edges) else 0.0)) + 1.0
     return app, feas, E, mem, dev_pes, limits, cpu, big_m
+
+
+def _regime(mp) -> tuple[list[float], float]:
+    """(factor per PE, dispatch wait per segment): the executor regime the evaluator's
+    pipelined period applies, CT_p = f_p x (work + transfers on p) + D x segments on p, so
+    the models' optimum is the evaluator's (a segment: a maximal run of consecutive layers
+    on one PE, as executor.pipeline runs them)."""
+    return list(mp.throughput_factor or (1.0,) * mp.n_pes), float(mp.throughput_dispatch_ms)
 
 
 def _twins(mp) -> list[tuple[int, int]]:
@@ -141,9 +151,18 @@ def _solve_pulp_model(mp, time_limit_s: float, timing: bool):
             if t:
                 comm_out[p].append(t * var)
         comm_edge.append(pulp.lpSum(float(app.edge_time_ms[e, p, q]) * var for (p, q), var in z.items()))
+    tf, dsp = _regime(mp)
+    seg = {}  # seg[i, p] >= 1 where a segment starts at layer i on p (only the count matters: D x segments)
+    if dsp > 0:
+        for p in range(P):
+            for i in range(L):
+                if feas[i, p]:
+                    seg[i, p] = pulp.LpVariable(f"seg_{i}_{p}", lowBound=0, upBound=1)
+                    prob += seg[i, p] >= M[i, p] - Mv(i - 1, p) if i else seg[i, p] >= M[i, p]
     ct = []
     for p in range(P):  # eq. 7, 8
-        ctp = pulp.lpSum(float(E[i, p]) * M[i, p] for i in range(L) if feas[i, p]) + pulp.lpSum(comm_out[p])
+        ctp = tf[p] * (pulp.lpSum(float(E[i, p]) * M[i, p] for i in range(L) if feas[i, p]) + pulp.lpSum(comm_out[p])) \
+            + dsp * pulp.lpSum(seg[i, p] for i in range(L) if (i, p) in seg)
         ct.append(ctp)
         prob += period >= ctp, f"period_ge_ct_{p}"
     if mp.total_cpu_cores and cpu:
@@ -196,9 +215,12 @@ def _solve_cpsat(mp, time_limit_s: float, timing: bool, workers: int):
     app, feas, E, mem, dev_pes, limits, cpu, big_m = _data(mp)
     L, P = feas.shape
     S = CPSAT_SCALE
-    Ei = np.round(E * S).astype(np.int64)
-    Ti = np.round(app.edge_time_ms * S).astype(np.int64) if len(app.edges) else np.zeros((0, P, P), dtype=np.int64)
-    horizon = int(Ei.max(axis=1).sum() + (Ti.max(axis=(1, 2)).sum() if len(Ti) else 0)) + 1
+    tf, dsp = _regime(mp)
+    Ei = np.round(E * np.asarray(tf)[None, :] * S).astype(np.int64)  # CT_p's work, in the executor's regime
+    Ti = (np.round(app.edge_time_ms * np.asarray(tf)[None, :, None] * S).astype(np.int64) if len(app.edges)
+          else np.zeros((0, P, P), dtype=np.int64))  # a transfer is charged to its producer's PE
+    Di = int(round(dsp * S))
+    horizon = int(Ei.max(axis=1).sum() + (Ti.max(axis=(1, 2)).sum() if len(Ti) else 0)) + Di * L + 1
     mdl = cp_model.CpModel()
     M = {(i, p): mdl.NewBoolVar(f"M_{i}_{p}") for i in range(L) for p in range(P) if feas[i, p]}
     for i in range(L):  # eq. 1
@@ -250,9 +272,17 @@ def _solve_cpsat(mp, time_limit_s: float, timing: bool, workers: int):
     stretch = (mp.total_cpu_cores / mp.utilisation_cap) if mp.total_cpu_cores else 1.0  # the cap may stretch it
     period = mdl.NewIntVar(0, int(math.ceil(horizon * max(1.0, stretch))) + 1, "period")
     ct = []
+    seg = {}  # a segment starts at layer i on p: the executor's dispatch wait D once per segment
+    if Di:
+        for p in range(P):
+            for i in range(L):
+                if feas[i, p]:
+                    seg[i, p] = mdl.NewBoolVar(f"seg_{i}_{p}")
+                    mdl.Add(seg[i, p] >= M[i, p] - (M[i - 1, p] if (i - 1, p) in M else 0))
     for p in range(P):  # eq. 7, 8
         ctp = mdl.NewIntVar(0, horizon, f"ct_{p}")
-        mdl.Add(ctp == sum(int(Ei[i, p]) * M[i, p] for i in range(L) if feas[i, p]) + sum(comm_out[p]))
+        mdl.Add(ctp == sum(int(Ei[i, p]) * M[i, p] for i in range(L) if feas[i, p]) + sum(comm_out[p])
+                + Di * sum(seg[i, p] for i in range(L) if (i, p) in seg))
         mdl.Add(period >= ctp)
         ct.append(ctp)
     if mp.total_cpu_cores and cpu:

@@ -53,13 +53,23 @@ def hv(objs, ref):
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 100_000), layers=st.integers(1, 7), npu=st.booleans(),
        cap=st.sampled_from([0.4, 0.6, 1.0]), limit=st.booleans(), tight=st.booleans(), ties=st.booleans(),
-       cpu_only=st.booleans())
-def test_ilp_equals_enumeration_of_the_task_clustering_space(seed, layers, npu, cap, limit, tight, ties, cpu_only):
+       cpu_only=st.booleans(), regime=st.booleans())
+def test_ilp_equals_enumeration_of_the_task_clustering_space(seed, layers, npu, cap, limit, tight, ties, cpu_only, regime):
     """Edge cases: one layer, the CPU cluster alone, memory limits, whole-ms ties, a
-    required period nothing meets (both prove infeasibility), tight utilisation caps."""
+    required period nothing meets (both prove infeasibility), tight utilisation caps; and
+    a profile whose executor regime slows 1- and 2-core PEs differently and adds a dispatch
+    wait per segment (the period the evaluator predicts as the executor runs it)."""
+    from planner.core.schema import ExecutorRegime
+
     rng = np.random.default_rng(seed)
     plat = platform(rng, npu=npu, gpu_limit=int(rng.integers(5e5, 3e6)) if limit else None)
     prof = profile(rng, "A", layers, integer_times=ties)
+    if regime:
+        prof = prof.model_copy(update={"executor_regime": ExecutorRegime.model_validate({
+            "interference_factor": 2.0, "interference_factor_p50": 1.1,
+            "factor_p50_by_cores": {1: float(rng.uniform(0.8, 1.5)), 2: float(rng.uniform(0.4, 1.2))},
+            "release_jitter_ms": 0.0, "dispatch_ms": 1.0, "dispatch_p50_ms": float(rng.uniform(0.0, 0.5)),
+            "segment_runs": 10, "method": "by hand"})})
     period = 1000.0 if not tight else float(rng.uniform(0.5, 4.0))
     req = request([("A", period, 0)], cpu_utilisation_cap=cap, time_limit_s=60,
                   devices=["cpu"] if cpu_only else None,
