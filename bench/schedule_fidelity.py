@@ -86,34 +86,42 @@ def _entry(platform, profs, req, mapping: dict[str, list[str]]):
     return mp, entries_of(mp, [genes], [False])[0]
 
 
-def _run(entry, lms, devices, frames, occ=None, offsets=None, warmup=5):
+def _run(entry, lms, devices, frames, occ=None):
     """Run one entry on the response-time executor; with `occ` (network -> layer
     occupancies) every frame's response is split into parts (executor.pipeline.PART_LEGEND)."""
     doc = {"mode": "response_time", "entries": [entry.model_dump()]}
-    return run_schedule_entry(doc, lms, devices, frames=frames, warmup_frames=warmup, timeout_s=180.0,
-                              parts=occ is not None, occupancy_ms=occ, offsets_ms=offsets)
+    return run_schedule_entry(doc, lms, devices, frames=frames, warmup_frames=5, timeout_s=180.0, parts=occ is not None,
+                              occupancy_ms=occ)
 
 
 PHASE_DELAY_MS = 0.5  # after a lower-priority network's release: its segment has been dispatched (median wait 0.1 ms)
 
 
-def phased_runs(entry, lms, devices, occ, reps: int) -> tuple[list[float], list[dict]]:
+def phased_runs(entry, lms, devices, reps: int) -> tuple[list[float], list[dict]]:
     """The critical instants periodic releases rarely meet, run on purpose: for each
     network but the lowest, it and every higher one released PHASE_DELAY_MS after the
     lower ones (so it finds a lower-priority segment running: its blocking), and every
     network released at once (the lower ones find the higher ones queued first: their
     interference); `reps` runs of 3 frames each (the first frames carry the phasing,
-    the periods then move it). Returns each network's largest response and the phasings."""
+    the periods then move it), on one executor warmed as a running schedule is (its
+    sessions built once, 10 frames first). Returns each network's largest response and
+    the phasings."""
     apps = sorted(entry.apps, key=lambda a: a.priority)
     phasings = [{a.name: 0.0 for a in apps}]
     for i in range(len(apps) - 1):
         phasings.append({a.name: (PHASE_DELAY_MS if j <= i else 0.0) for j, a in enumerate(apps)})
     worst = {a.name: 0.0 for a in entry.apps}
+    held: list = []
+    doc = {"mode": "response_time", "entries": [entry.model_dump()]}
+    run_schedule_entry(doc, lms, devices, frames=3, warmup_frames=10, timeout_s=180.0, executor_out=held)
+    ex = held[0]
     for offsets in phasings:
+        for net in ex.networks:
+            net.offset_ms = offsets[net.name]
         for _ in range(reps):
-            rep = _run(entry, lms, devices, 3, occ=occ, offsets=offsets, warmup=2)
-            for n in rep["networks"]:
-                worst[n["name"]] = max(worst[n["name"]], n.get("response_max_ms") or 0.0)
+            res = ex.run(3, timeout_s=180.0)
+            for net, r in zip(ex.networks, res.networks):
+                worst[net.name] = max([worst[net.name], *r.response_ms])
     return [worst[a.name] for a in entry.apps], phasings
 
 
@@ -251,7 +259,7 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         bparts = bound_parts(mp, genes)
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         runs = [_run(entry, sub, devices, frames, occ=occ) for _ in range(2)]  # the replicate: the noise floor
-        phased, phasings = phased_runs(entry, sub, devices, occ, args.phase_runs) if args.phase_runs else ([0.0] * 2, [])
+        phased, phasings = phased_runs(entry, sub, devices, args.phase_runs) if args.phase_runs else ([0.0] * 2, [])
         nets = []
         for a, spec in enumerate(entry.apps):
             r1, r2 = runs[0]["networks"][a], runs[1]["networks"][a]

@@ -32,6 +32,7 @@ from executor.pipeline import FrameRun, Network, PipelineExecutor, segment_waits
 from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
+from planner.core.schema import STEADY_SETTLE
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
 REGIME_FRAMES = 30  # frames per case of measure_executor_regime
@@ -176,8 +177,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         nets = [Network(f"copy{j}", lm, [j] * half + [(j + 1) % n] * (L - half), 0.0, j) for j in range(n)]
         cases.append(("n copies on n 1-core PEs", pes, nets, one.id, 1, "response_time"))
         if L >= n:  # pipelined: the model in n consecutive parts over the n 1-core PEs, back to back
-            cut = [j * L // n for j in range(n + 1)]
-            chain = [j for j in range(n) for _ in range(cut[j], cut[j + 1])]
+            chain = balanced_chain(prof.layer_ms[one.id], n)
             cases.append(("pipelined over n 1-core PEs", pes, [Network("chain", lm, chain, 1.0, 0)], one.id, 1, "throughput"))
     whole = prof.k_devices[-1]
     cases.append((f"one copy on one {n}-core PE", [replace(whole, id="regime")], [Network("copy", lm, [0] * L, 0.0, 0)],
@@ -187,15 +187,22 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     ratios, dispatch, jitter, pairs = [], [], [], []
     by_cores: dict[int, list[float]] = {}
     tp_ratios, tp_dispatch = [], []
+    tp_periods: list[tuple[int, float, list[float], list[int]]] = []  # (cores, measured period, work and segments per PE)
     for _, pes, nets, dev_id, k, mode in cases:
         cost = prof.layer_ms[dev_id]
         period = 2.0 * sum(cost) + 2.0 * prof.beta_ms[dev_id] * len(nets)  # every PE about half busy
         for net in nets:
             net.period_ms = max(period, 1.0)
         ex = PipelineExecutor(nets, pes, mode)
-        ex.run(3, timeout_s=60)  # warm: first runs allocate
+        ex.run(STEADY_SETTLE, timeout_s=60)  # warm: first runs allocate, a pool takes about 10 runs to settle
         trace: list = []
-        ex.run(frames, timeout_s=60, trace=trace)
+        res = ex.run(frames, timeout_s=60, trace=trace)
+        if mode == "throughput" and (fps := res.throughput_fps(0, warmup=min(2, max(0, frames - 2)))):
+            work, segs = [0.0] * len(pes), [0] * len(pes)
+            for sg in ex.segments[0]:
+                work[sg.pe] += sum(cost[sg.first:sg.last + 1]) + (prof.beta_ms[dev_id] if sg.first > 0 else 0.0)
+                segs[sg.pe] += 1
+            tp_periods.append((k, 1e3 / fps, work, segs))
         due = {(f.app, f.frame): f.due_ms for f in trace if isinstance(f, FrameRun)}
         for run, wait in segment_waits(trace, [x.priority for x in nets]):
             sg = ex.segments[run.app][run.segment]
@@ -212,21 +219,49 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     if not ratios:
         raise RuntimeError("the executor ran no segment while measuring its regime")
     factor, excess = segment_envelope(pairs, sum(prof.layer_ms[prof.k_devices[0].id]))
+    d50 = float(np.median(tp_dispatch or dispatch))
+    by_size = {k: float(np.median(v)) for k, v in sorted(by_cores.items())}
+    for k, period_ms, work, segs in tp_periods:  # the period the pipeline kept, not its segments' median
+        b = int(np.argmax(work))
+        f = (period_ms - d50 * segs[b]) / work[b] if work[b] > 0 else 0.0
+        if f > 0:
+            by_size[k] = float(min(f, 1000.0))
     return {
         "interference_factor": factor,
         "segment_excess_ms": excess,
         "envelope": [[f, e] for f, e in envelope_points(pairs)],
         "interference_factor_p50": float(np.median(tp_ratios or ratios)),
-        "factor_p50_by_cores": {k: float(np.median(v)) for k, v in sorted(by_cores.items())},
+        "factor_p50_by_cores": by_size,
         "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,
         "dispatch_ms": float(np.max(dispatch)),
-        "dispatch_p50_ms": float(np.median(tp_dispatch or dispatch)),
+        "dispatch_p50_ms": d50,
         "segment_runs": len(ratios),
         "method": "executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
                   f"load or pipelined back to back, {frames} frames per case: " + "; ".join(c[0] for c in cases)
                   + "; every segment run <= factor x (its layers' profiled time + beta) + excess, the pair that "
-                  "makes the model's bound smallest; medians of run / profiled for throughput",
+                  "makes the model's bound smallest; for throughput, per PE size the pipelined period measured over "
+                  "the one predicted (its busiest PE's profiled work, less the median dispatch wait per segment)",
     }
+
+
+def balanced_chain(cost: Sequence[float], n: int) -> list[int]:
+    """PE per layer: the chain cut into n consecutive parts of about equal cost (each at
+    least one layer), as a throughput schedule would cut it: a pipeline's PEs are then
+    all busy at once, which is the regime its period has to be measured in."""
+    L = len(cost)
+    if n <= 1 or L <= 1:
+        return [0] * L
+    n = min(n, L)
+    cum = np.cumsum(np.asarray(cost, dtype=float))
+    total = float(cum[-1]) if cum[-1] > 0 else float(L)
+    cum = cum if cum[-1] > 0 else np.arange(1, L + 1, dtype=float)
+    starts = [0]
+    for j in range(1, n):
+        i = int(np.searchsorted(cum, j * total / n))  # the layer where part j's share is reached
+        i = min(max(i + (1 if cum[i] - j * total / n < j * total / n - (cum[i - 1] if i else 0.0) else 0), starts[-1] + 1),
+                L - (n - j))
+        starts.append(i)
+    return [j for j in range(n) for _ in range(starts[j], starts[j + 1] if j + 1 < n else L)]
 
 
 def layer_costs(layer_ms: Sequence[float], whole_ms: float | None) -> tuple[float, list[float]]:

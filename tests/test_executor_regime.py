@@ -113,3 +113,17 @@ def test_layer_costs_keep_a_segment_of_every_layer_at_the_whole_models_time():
     assert (b, c) == (pytest.approx(0.5), pytest.approx([1.0, 1.5, 2.5]))
     assert layer_costs([4.0], 3.0) == (0.0, pytest.approx([3.0]))
     assert layer_costs([], None) == (0.0, [])
+
+
+def test_the_regimes_pipeline_is_cut_where_the_cost_balances():
+    """Layers 1..6 ms over 3 PEs (21 ms, a third is 7): the first cut after 6 ms (not 10),
+    the second after 15 (not 10): parts 6, 9, 6, the smallest busiest part. Every part
+    keeps a layer; zero costs fall back to counts; one PE or one layer is one part."""
+    from executor.pe_profile import balanced_chain
+
+    assert balanced_chain([1, 2, 3, 4, 5, 6], 3) == [0, 0, 0, 1, 1, 2]
+    assert balanced_chain([1, 1, 1, 10], 2) == [0, 0, 0, 1]
+    assert balanced_chain([10, 1, 1, 1], 2) == [0, 1, 1, 1]
+    assert balanced_chain([0, 0, 0, 0], 2) == [0, 0, 1, 1]
+    assert balanced_chain([1, 1], 3) == [0, 1]
+    assert balanced_chain([5], 2) == [0] and balanced_chain([1, 2], 1) == [0, 0]

@@ -636,8 +636,9 @@ class ExecutorRegime(Strict):
     interference_factor_p50: float = Field(gt=0, le=1000, description="Median segment time / profiled time (pipelined "
                                            "throughput: the typical slowdown)")
     factor_p50_by_cores: dict[int, Annotated[float, Field(gt=0, le=1000)]] = Field(
-        default_factory=dict, max_length=1024, description="The median per CPU PE size (cores): a k-core PE's typical "
-        "slowdown in pipelined throughput; a size not measured takes interference_factor_p50")
+        default_factory=dict, max_length=1024, description="Per CPU PE size (cores): a k-core PE's typical slowdown in "
+        "pipelined throughput (the period a pipeline of such PEs kept over the one its profile predicts); a size not "
+        "measured takes interference_factor_p50")
     release_jitter_ms: float = Field(ge=0, le=10_000, description="Largest lateness of a release (first segment "
                                      "queued after its due time)")
     dispatch_ms: float = Field(ge=0, le=10_000, description="Largest wait of a queued segment on an idle PE (worker "
