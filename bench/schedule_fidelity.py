@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from executor import runtime, slicing  # noqa: E402
 from executor.pe_profile import _two_layer_model, profile_for_schedule  # noqa: E402
-from executor.pipeline import Network, PipelineExecutor, run_schedule_entry  # noqa: E402
+from executor.pipeline import Network, PipelineExecutor, regime_note, run_schedule_entry  # noqa: E402
 from models.multiapp import compile_schedule  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
 from planner.pe_documents import schedule_documents  # noqa: E402
@@ -86,10 +86,13 @@ def _entry(platform, profs, req, mapping: dict[str, list[str]]):
     return mp, entries_of(mp, [genes], [False])[0]
 
 
-def _run(entry, lms, devices, frames, occ=None):
+def _run(entry, lms, devices, frames, occ=None, regime_load=None):
     """Run one entry on the response-time executor; with `occ` (network -> layer
-    occupancies) every frame's response is split into parts (executor.pipeline.PART_LEGEND)."""
-    doc = {"mode": "response_time", "entries": [entry.model_dump()]}
+    occupancies) every frame's response is split into parts (executor.pipeline.PART_LEGEND).
+    `regime_load`: the host load the bounds were measured under (the report's regime_note
+    says when the run's was higher)."""
+    doc = {"mode": "response_time", "entries": [entry.model_dump()],
+           "analysis": {"name": "executor", "terms": [], "regime_load_average": regime_load}}
     return run_schedule_entry(doc, lms, devices, frames=frames, warmup_frames=5, timeout_s=180.0, parts=occ is not None,
                               occupancy_ms=occ)
 
@@ -97,15 +100,15 @@ def _run(entry, lms, devices, frames, occ=None):
 PHASE_DELAY_MS = 0.5  # after a lower-priority network's release: its segment has been dispatched (median wait 0.1 ms)
 
 
-def phased_runs(entry, lms, devices, reps: int) -> tuple[list[float], list[dict]]:
+def phased_runs(entry, lms, devices, reps: int, regime_load=None) -> tuple[list[float], list[dict], str | None]:
     """The critical instants periodic releases rarely meet, run on purpose: for each
     network but the lowest, it and every higher one released PHASE_DELAY_MS after the
     lower ones (so it finds a lower-priority segment running: its blocking), and every
     network released at once (the lower ones find the higher ones queued first: their
     interference); `reps` runs of 3 frames each (the first frames carry the phasing,
     the periods then move it), on one executor warmed as a running schedule is (its
-    sessions built once, 10 frames first). Returns each network's largest response and
-    the phasings."""
+    sessions built once, 10 frames first). Returns each network's largest response, the
+    phasings and the regime note of the host's load during them (None: within the regime)."""
     apps = sorted(entry.apps, key=lambda a: a.priority)
     phasings = [{a.name: 0.0 for a in apps}]
     for i in range(len(apps) - 1):
@@ -115,6 +118,7 @@ def phased_runs(entry, lms, devices, reps: int) -> tuple[list[float], list[dict]
     doc = {"mode": "response_time", "entries": [entry.model_dump()]}
     run_schedule_entry(doc, lms, devices, frames=3, warmup_frames=10, timeout_s=180.0, executor_out=held)
     ex = held[0]
+    load = os.getloadavg()[0]
     for offsets in phasings:
         for net in ex.networks:
             net.offset_ms = offsets[net.name]
@@ -122,7 +126,7 @@ def phased_runs(entry, lms, devices, reps: int) -> tuple[list[float], list[dict]
             res = ex.run(3, timeout_s=180.0)
             for net, r in zip(ex.networks, res.networks):
                 worst[net.name] = max([worst[net.name], *r.response_ms])
-    return [worst[a.name] for a in entry.apps], phasings
+    return [worst[a.name] for a in entry.apps], phasings, regime_note(max(load, os.getloadavg()[0]), regime_load)
 
 
 class _Wait:
@@ -258,8 +262,11 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         occ = {e.name: e.occupancy_ms for e in evaluate_mapping(mp, genes).apps}
         bparts = bound_parts(mp, genes)
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
-        runs = [_run(entry, sub, devices, frames, occ=occ) for _ in range(2)]  # the replicate: the noise floor
-        phased, phasings = phased_runs(entry, sub, devices, args.phase_runs) if args.phase_runs else ([0.0] * 2, [])
+        load = mp.regime_load_average
+        runs = [_run(entry, sub, devices, frames, occ=occ, regime_load=load) for _ in range(2)]  # the replicate: noise floor
+        phased, phasings, phase_note = (phased_runs(entry, sub, devices, args.phase_runs, load) if args.phase_runs
+                                        else ([0.0] * 2, [], None))
+        notes = [n for n in (runs[0]["regime_note"], runs[1]["regime_note"], phase_note) if n]
         nets = []
         for a, spec in enumerate(entry.apps):
             r1, r2 = runs[0]["networks"][a], runs[1]["networks"][a]
@@ -267,7 +274,7 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
             worst = max(worst_run["response_max_ms"], phased[a])
             nets.append({"name": spec.name, "latency_ms": spec.latency_ms, "bound_ms": spec.response_time_ms,
                          "response_max_ms": r1["response_max_ms"], "replicate_max_ms": r2["response_max_ms"],
-                         "phased_max_ms": phased[a] or None, "measured_max_ms": worst,
+                         "phased_max_ms": phased[a] or None, "measured_max_ms": worst, "outside_regime": bool(notes),
                          "response_p50_ms": r1["response_p50_ms"], "response_p99_ms": r1["response_p99_ms"],
                          "frames_done": r1["frames_done"] + r2["frames_done"],
                          "bound_over_max": spec.response_time_ms / worst, "over_bound": bool(worst > spec.response_time_ms),
@@ -279,18 +286,19 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         for f in (0.9, 1.05, 1.2):
             tight = [round(f * a.response_time_ms, 3) for a in entry.apps]
             _, e2 = _entry(platform, profs, _request(pair, tight, cfg), mapping)
-            rep = _run(e2, sub, devices, args.deadline_frames)
+            rep = _run(e2, sub, devices, args.deadline_frames, regime_load=load)
             misses = [n["deadline_misses"] for n in rep["networks"]]
             deadlines.append({"factor": f, "periods_ms": tight, "schedulable": e2.schedulable,
                               "bounds_ms": [round(a.response_time_ms, 3) for a in e2.apps],
                               "misses_per_network": misses, "deadline_misses": sum(misses), "frames": args.deadline_frames,
-                              "contradicted": bool(e2.schedulable and sum(misses) > 0),
+                              "contradicted": bool(e2.schedulable and sum(misses) > 0), "regime_note": rep["regime_note"],
                               "response_max_ms": [n.get("response_max_ms") for n in rep["networks"]]})
         waits = waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames) if args.waits else None
         out.append({"waits": waits, "cpu_config": cfg, "periods_ms": periods, "mapping": {n: _runs(v) for n, v in mapping.items()},
                     "schedulable": entry.schedulable, "interference_factor": mp.interference_factor,
                     "release_jitter_ms": mp.release_jitter_ms, "dispatch_ms": mp.dispatch_ms,
                     "segment_excess_ms": mp.segment_excess_ms, "phasings_ms": phasings, "phase_runs": args.phase_runs,
+                    "regime_load_average": load, "regime_notes": notes,
                     "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines})
     return out
 
@@ -392,6 +400,8 @@ def main() -> int:
                                                                   / n["response_max_ms"] * 100 for t in two
                                                                   for n in t["networks"]]) else None,
         "responses_over_bound": sum(n["over_bound"] for t in two for n in t["networks"]),
+        "responses_over_bound_in_regime": sum(n["over_bound"] and not n["outside_regime"] for t in two for n in t["networks"]),
+        "contradicted_in_regime": sum(d["contradicted"] and not d["regime_note"] for d in tight),
         "mean_bound_over_measured_max": float(np.mean(ratios)) if ratios else None,
         "schedulable_deadline_runs": sum(d["schedulable"] for d in tight),
         "misses_in_schedulable": sum(d["deadline_misses"] for d in tight if d["schedulable"]),
@@ -434,7 +444,10 @@ def main() -> int:
     for t in two:
         print(f"\ntwo networks, cpu {tuple(t['cpu_config'])}, periods {t['periods_ms']} ms, mapping "
               f"{t['mapping']}; f x{t['interference_factor']:.3f}, e {t['segment_excess_ms']:.3f} ms, "
-              f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles)")
+              f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles, measured at host load "
+              f"{t['regime_load_average']})")
+        for note in t["regime_notes"]:
+            print(f"  NOTE: {note}")
         print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'max':>8} {'max2':>8} {'phased':>8} {'p50':>7} {'p99':>7} "
               f"{'bound/max':>9}")
         for n in t["networks"]:
@@ -449,7 +462,8 @@ def main() -> int:
         for d in t["deadlines"]:
             print(f"  deadlines {d['factor']:.2f} x bound {d['periods_ms']} ms: "
                   f"{'schedulable' if d['schedulable'] else 'unschedulable'} (bounds {d['bounds_ms']}), "
-                  f"misses {d['misses_per_network']} of {d['frames']}{' VERDICT CONTRADICTED' if d['contradicted'] else ''}")
+                  f"misses {d['misses_per_network']} of {d['frames']}{' VERDICT CONTRADICTED' if d['contradicted'] else ''}"
+                  f"{' (outside the measured regime: host busier)' if d['regime_note'] else ''}")
     for t in two:
         w = t["waits"]
         if not w:
@@ -468,7 +482,9 @@ def main() -> int:
           f"noise floor (same configuration twice) "
           f"{summary['pipelined_noise_floor_pct'] if summary['pipelined_noise_floor_pct'] is None else round(summary['pipelined_noise_floor_pct'], 1)}%")
     if two:
-        print(f"responses over their bound: {summary['responses_over_bound']}; mean bound / measured max "
+        print(f"responses over their bound: {summary['responses_over_bound']} ({summary['responses_over_bound_in_regime']} "
+              f"in runs within the measured regime, i.e. host load at most 1 above the profiles'; verdicts contradicted "
+              f"there: {summary['contradicted_in_regime']}); mean bound / measured max "
               f"{summary['mean_bound_over_measured_max']:.2f} (target <= 1.3); deadline misses in schedulable runs: "
               f"{summary['misses_in_schedulable']} of {summary['schedulable_deadline_runs']} runs; unschedulable runs "
               f"that missed: {summary['unschedulable_that_missed']} of {summary['unschedulable_runs']}; noise floor "

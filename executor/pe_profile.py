@@ -20,6 +20,7 @@ layers in one session, per tensor size; the difference is what a cut there costs
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
@@ -184,6 +185,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                   whole.id, n, "response_time"))
     cases.append((f"pipelined on one {n}-core PE", [replace(whole, id="regime")], [Network("one", lm, [0] * L, 1.0, 0)],
                   whole.id, n, "throughput"))
+    load_before = os.getloadavg()[0]
     ratios, dispatch, jitter, pairs = [], [], [], []
     by_cores: dict[int, list[float]] = {}
     tp_ratios, tp_dispatch = [], []
@@ -235,6 +237,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,
         "dispatch_ms": float(np.max(dispatch)),
         "dispatch_p50_ms": d50,
+        "host_load_average": round(max(load_before, os.getloadavg()[0]), 2),
         "segment_runs": len(ratios),
         "method": "executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
                   f"load or pipelined back to back, {frames} frames per case: " + "; ".join(c[0] for c in cases)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -499,6 +500,21 @@ def percent_error(measured: float | None, predicted: float | None) -> float | No
     return error_pct(measured, predicted)
 
 
+REGIME_LOAD_MARGIN = 1.0  # one more runnable task, on average, than while the regime was measured
+
+
+def regime_note(load: float, regime_load: float | None) -> str | None:
+    """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
+    dispatch wait were measured under `regime_load` (the host's 1-minute load average), and
+    this run's host was busier by at least one runnable task: another process was taking
+    the cores' time, which no measurement of the executor alone covers."""
+    if regime_load is None or load <= regime_load + REGIME_LOAD_MARGIN:
+        return None
+    return (f"this run's host load average {load:.2f} exceeds the {regime_load:.2f} its bounds were measured under "
+            f"(by more than {REGIME_LOAD_MARGIN:g}): other processes were competing for the cores, outside what the "
+            "bounds cover; re-profile under this load (planner profile --pe-cluster) or run where it is quieter")
+
+
 def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
                        entry: int = 0, frames: int = 100, warmup_frames: int = 10, timeout_s: float = 120.0,
                        keep_outputs: int = 0, available_cores: Sequence[int] | None = None,
@@ -567,7 +583,9 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         executor_out.append(ex)
     ex.run(min(warmup_frames, frames), timeout_s=timeout_s)  # warm: first runs allocate
     trace: list | None = [] if parts else None
+    load_before = os.getloadavg()[0]
     res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs, trace=trace)
+    load = round(max(load_before, os.getloadavg()[0]), 2)
     split: list[dict] = []
     if trace is not None:
         occ = dict(occupancy_ms or {})
@@ -585,7 +603,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
         "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": [],
-        "analysis": (data.get("analysis") or {}).get("name")}  # which response-time bound pred_R is
+        "analysis": (data.get("analysis") or {}).get("name"),  # which response-time bound pred_R is
+        "load_average": load, "regime_note": regime_note(load, (data.get("analysis") or {}).get("regime_load_average"))}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()
         row["period_ms"] = spec["period_ms"]

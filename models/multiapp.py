@@ -266,6 +266,8 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     elif not measured and len(said) < len(given):
         said.append("defaults for the rest (no profile measured its executor regime)")
     out["regime_source"] = "; ".join(said)
+    loads = [r.host_load_average for r in measured.values() if r.host_load_average is not None]
+    out["regime_load_average"] = max(loads) if loads else None
     return out
 
 

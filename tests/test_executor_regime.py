@@ -92,6 +92,8 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     points = [tuple(x) for x in r.envelope] + [(r.interference_factor, r.segment_excess_ms)]
     assert (mp.interference_factor, mp.segment_excess_ms) in points  # a pair that covers every measured run
     assert "'neg'" in mp.regime_source
+    # the load it was measured under travels to the schedule's analysis
+    assert r.host_load_average is not None and mp.regime_load_average == r.host_load_average
     off = profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2, regime_frames=0)
     assert off.regime is None
 
@@ -127,3 +129,18 @@ def test_the_regimes_pipeline_is_cut_where_the_cost_balances():
     assert balanced_chain([0, 0, 0, 0], 2) == [0, 0, 1, 1]
     assert balanced_chain([1, 1], 3) == [0, 1]
     assert balanced_chain([5], 2) == [0] and balanced_chain([1, 2], 1) == [0, 0]
+
+
+def test_a_run_on_a_busier_host_than_the_regime_says_so():
+    """The bounds were measured at host load 0.5: a run at 1.4 is within one runnable task
+    of it (no note); at 2.0 other processes are taking the cores' time, which the bounds do
+    not cover, and the report says so (planner execute prints it); no regime recorded, no note."""
+    from executor.pipeline import regime_note
+    from planner.commands.execute import render_schedule
+
+    assert regime_note(1.4, 0.5) is None and regime_note(9.0, None) is None
+    note = regime_note(2.0, 0.5)
+    assert note.startswith("this run's host load average 2.00 exceeds the 0.50 its bounds were measured under")
+    report = {"mode": "response_time", "entry": 0, "cpu_config": {}, "pes": [], "frames": 1, "wall_s": 0.1, "schedulable": True,
+              "analysis": "executor", "networks": [], "regime_note": note}
+    assert f"NOTE: {note}" in render_schedule(report)

@@ -119,6 +119,8 @@ def render_schedule(report: dict) -> str:
                          "bookkeeping between segments; blocking / interference / own: waiting for lower-priority, "
                          "higher-priority or the same network's segments; profile: the segments' predicted time; "
                          "excess: their run beyond it)")
+        if report.get("regime_note"):
+            lines.append(f"  NOTE: {report['regime_note']}")
         verdict = "schedulable" if report["schedulable"] else "not schedulable"
         misses = sum(n["deadline_misses"] for n in report["networks"])
         which = f"the {report['analysis']} analysis" if report.get("analysis") else "the analysis"

@@ -80,6 +80,7 @@ class MappingProblem:
     throughput_factor: tuple[float, ...] | None = None  # throughput mode, per PE: typical segment time / profiled time in the executor (None: 1)
     throughput_dispatch_ms: float = 0.0  # throughput mode: typical dispatch wait, once per segment a PE runs per frame
     regime_source: str = ""  # where the factors above come from (ResponseAnalysis.source)
+    regime_load_average: float | None = None  # the host load they were measured under (ResponseAnalysis)
 
     @property
     def n_pes(self) -> int:

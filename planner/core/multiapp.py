@@ -139,7 +139,9 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             f"segment excess +{problem.segment_excess_ms:g} ms per segment run (own, blocking, interfering): a time slice "
             "lost to another thread or process, whatever the segment's length",
             f"factor, excess, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0, 0)'}",
-        ]
+        ] + ([f"measured at host load average {problem.regime_load_average:g}: a run on a busier host (other processes "
+              "taking the cores' time) is outside the bound, and the executor's report says so"]
+             if problem.regime_load_average is not None else [])
     return [
         "own: the network's ASAP schedule alone; each layer's mobility (ALAP - ASAP) absorbs delay",
         f"interference: higher-priority demand bound dbf over the {problem.interference_window} window (eq. 10)",

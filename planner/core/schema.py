@@ -646,6 +646,9 @@ class ExecutorRegime(Strict):
     dispatch_p50_ms: float = Field(ge=0, le=10_000, description="Median of that wait (pipelined throughput)")
     segment_runs: int = Field(ge=0, description="Segment runs the figures come from")
     method: str = Field("", max_length=1000, description="How they were measured")
+    host_load_average: float | None = Field(
+        None, ge=0, le=1e6, description="The host's 1-minute load average while they were measured (the larger of "
+        "before and after): a bound built on them holds for runs under that load, not under another process's")
 
 
 class ModelProfile(Strict):
@@ -1151,6 +1154,9 @@ class ResponseAnalysis(BaseModel):
     segment_excess_ms: float = 0.0
     source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
                         "profile measured them and how)")
+    regime_load_average: float | None = Field(
+        None, description="The host load the profiles' executor regime was measured under (the largest); a run under "
+        "a higher load is outside what the bounds were measured for, and the executor says so")
 
 
 class Schedule(BaseModel):
