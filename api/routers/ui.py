@@ -92,6 +92,7 @@ async def admitted(request: Request):  # noqa: ANN201
 
 router = APIRouter(prefix="/ui", include_in_schema=False, dependencies=[Depends(admitted)])
 PAGE = 50
+LAYER_PAGE = 200  # rows of a profile's layer table per page: a 5000-layer profile's whole table is ~0.9 MB of HTML
 MAX_FRONTIER_CELLS = 200_000  # layers x targets the UI computes a frontier for
 MAX_FRONTIER_TRANSITIONS = 8
 FRONTIER_TIMEOUT_S = 20.0  # the frontier process is killed after this (215 layers x 3 targets, K=8: 12.6 s)
@@ -115,9 +116,9 @@ def install(app) -> None:  # noqa: ANN001
     @app.exception_handler(Refused)
     async def _refused(request: Request, exc: Refused):  # noqa: ANN202
         title = "Too Many Requests" if exc.status == 429 else "Service Unavailable"
-        page = render(request, "error.html", status=exc.status, title=title, detail=exc.reason, errors=[])
-        page.headers["Retry-After"] = str(max(1, int(exc.retry_after_s + 0.999)))
-        return page
+        resp = render(request, "error.html", status=exc.status, title=title, detail=exc.reason, errors=[])
+        resp.headers["Retry-After"] = str(max(1, int(exc.retry_after_s + 0.999)))
+        return resp
 
     app.state.frontier_slots = Slots(max(1, app.state.settings.workers))
 
@@ -177,6 +178,22 @@ def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLRe
     return templates.TemplateResponse(request, name, ctx, status_code=status)
 
 
+class Page:
+    """A page to render, returned by a handler: ui_errors renders it on a worker thread.
+    Rendering runs the template at once (a large document's page: hundreds of ms), and on
+    the event loop it stalled every other request, health checks included (issue 21)."""
+
+    def __init__(self, request: Request, name: str, status: int = 200, **ctx: Any):
+        self.request, self.name, self.status, self.ctx = request, name, status, ctx
+        self.ctx.setdefault("csrf", csrf(request))  # may set the session cookie: on the loop, before the thread
+
+    def build(self) -> HTMLResponse:
+        return render(self.request, self.name, self.status, **self.ctx)
+
+
+page = Page
+
+
 def pages(total: int, offset: int) -> dict:
     return {"total": total, "offset": offset, "prev": max(0, offset - PAGE) if offset > 0 else None,
             "next": offset + PAGE if offset + PAGE < total else None}
@@ -188,17 +205,18 @@ def ui_errors(fn):  # noqa: ANN001, ANN201
     @functools.wraps(fn)
     async def wrapper(request: Request, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         try:
-            return await fn(request, *args, **kwargs)
+            out = await fn(request, *args, **kwargs)
         except ApiError as exc:
             return render(request, "error.html", status=exc.status, title=exc.title, detail=exc.detail,
                           errors=[str(e) for e in exc.errors])
+        return await run_in_threadpool(out.build) if isinstance(out, Page) else out
 
     return wrapper
 
 
-def offset_of(request: Request) -> int:
+def offset_of(request: Request, name: str = "offset") -> int:
     try:
-        return max(0, min(int(request.query_params.get("offset", 0)), 1_000_000_000))
+        return max(0, min(int(request.query_params.get(name, 0)), 1_000_000_000))
     except ValueError:
         return 0
 
@@ -253,7 +271,7 @@ async def static(name: str) -> Response:
 @router.get("/login")
 @ui_errors
 async def login_form(request: Request, next: str = "/ui", reason: str = "") -> HTMLResponse:  # noqa: A002
-    return render(request, "login.html", next=_local(next), reason=reason)
+    return page(request, "login.html", next=_local(next), reason=reason)
 
 
 def _local(url: str) -> str:
@@ -272,7 +290,7 @@ async def login(request: Request):  # noqa: ANN201
     if who is None or not who.has("pipeline"):
         reason = ("enter a token" if not token else "the token is unknown or revoked" if who is None
                   else "the UI needs a pipeline or admin token")
-        return render(request, "login.html", status=401, next=nxt, reason=reason)
+        return page(request, "login.html", status=401, next=nxt, reason=reason)
     sid = await run_in_threadpool(sessions.create, svc(request).db, who)
     response = RedirectResponse(nxt, status_code=303)
     response.headers.append("set-cookie", sessions.cookie(sessions.COOKIE, sid))
@@ -305,7 +323,7 @@ async def home(request: Request) -> HTMLResponse:
                 "plans": s.list_plans(1, 0, None, None)[0], "schedules": s.list_schedules(1, 0, None)[0],
                 "jobs": s.list_jobs(1, 0, None)[0], "deployments": s.list_deployments(1, 0)[0]}
 
-    return render(request, "home.html", counts=await run_in_threadpool(counts))
+    return page(request, "home.html", counts=await run_in_threadpool(counts))
 
 
 @router.get("/platforms")
@@ -316,7 +334,7 @@ async def documents(request: Request) -> HTMLResponse:
     kind = "platform" if request.url.path.endswith("platforms") else "profile"
     off = offset_of(request)
     total, rows = await run_in_threadpool(svc(request).list_documents, kind, PAGE, off)
-    return render(request, "documents.html", kind=kind, items=[views.document(r) for r in rows], page=pages(total, off))
+    return page(request, "documents.html", kind=kind, items=[views.document(r) for r in rows], page=pages(total, off))
 
 
 @router.get("/platforms/{doc_id}")
@@ -330,7 +348,7 @@ async def platform_page(request: Request, doc_id: str) -> HTMLResponse:
     ids = {d.id for d in p.devices}
     frontier_profiles = [r for r in profiles[1] if not (summary := json.loads(r.summary)).get("time_only")
                          and set(summary.get("measured_on", ())) <= ids]  # those a frontier can be drawn for
-    return render(request, "platform.html", id=doc_id, platform=p, plans=[views.plan_summary(r) for r in rows],
+    return page(request, "platform.html", id=doc_id, platform=p, plans=[views.plan_summary(r) for r in rows],
                   plan_total=total, profiles=frontier_profiles)
 
 
@@ -344,8 +362,13 @@ async def profile_page(request: Request, doc_id: str) -> HTMLResponse:
     platforms = await run_in_threadpool(s.list_documents, "platform", 200, 0)
     devices = sorted({m.device for layer in p.layers for m in layer.measurements})
     fitting = [r for r in platforms[1] if set(devices) <= {d for d in json.loads(r.summary).get("device_ids", devices)}]
-    return render(request, "profile.html", id=doc_id, profile=p, devices=devices, time_only=bool(p.time_only_measurements()),
-                  plans=[views.plan_summary(r) for r in rows], plan_total=total, platforms=fitting)
+    off = min(offset_of(request, "layers"), max(0, len(p.layers) - 1))
+    shown = {"offset": off, "end": min(off + LAYER_PAGE, len(p.layers)), "total": len(p.layers),
+             "prev": max(0, off - LAYER_PAGE) if off > 0 else None,
+             "next": off + LAYER_PAGE if off + LAYER_PAGE < len(p.layers) else None}
+    return page(request, "profile.html", id=doc_id, profile=p, devices=devices, time_only=bool(p.time_only_measurements()),
+                layers=p.layers[off:off + LAYER_PAGE], layer_page=shown,
+                plans=[views.plan_summary(r) for r in rows], plan_total=total, platforms=fitting)
 
 
 @router.get("/plans")
@@ -357,14 +380,18 @@ async def plans(request: Request) -> HTMLResponse:
     total, rows = await run_in_threadpool(s.list_plans, PAGE, off, None, None)
     items = [views.plan_summary(r) for r in rows]
     names = await run_in_threadpool(names_of, s, {i.platform_id for i in items} | {i.profile_id for i in items})
-    return render(request, "plans.html", items=items, names=names, page=pages(total, off))
+    return page(request, "plans.html", items=items, names=names, page=pages(total, off))
 
 
 async def _plan(request: Request, plan_id: str) -> dict:
-    body = await run_in_threadpool(svc(request).plan_json, plan_id)
-    res = json.loads(body)
-    res["doc"] = plan_document_of(res["plan"])
-    return res
+    """The stored plan resource with its Plan, read and parsed on a worker thread (a plan
+    of thousands of layers takes long enough to stall the event loop)."""
+    def read() -> dict:
+        res = json.loads(svc(request).plan_json(plan_id))
+        res["doc"] = plan_document_of(res["plan"])
+        return res
+
+    return await run_in_threadpool(read)
 
 
 def plan_document_of(data: dict) -> Plan:
@@ -415,7 +442,7 @@ async def _plan_form(request: Request, values: dict, errors: list[str], status: 
     chosen = next((q for q in platforms if q.id == values.get("platform_id")), None)
     if chosen is not None and not any(p.id == values.get("profile_id") and fits(p, chosen) for p in profiles):
         values["profile_id"] = next((p.id for p in profiles if fits(p, chosen)), "")
-    return render(request, "plan_new.html", status=status, platforms=platforms, profiles=profiles, solvers=solvers,
+    return page(request, "plan_new.html", status=status, platforms=platforms, profiles=profiles, solvers=solvers,
                   values=values, errors=errors, fits=fits)
 
 
@@ -480,7 +507,7 @@ async def plan_page(request: Request, plan_id: str) -> HTMLResponse:
     res = await _plan(request, plan_id)
     names = await run_in_threadpool(names_of, svc(request), {res["platform_id"], res["profile_id"]})
     spec = spec_json(await run_in_threadpool(figures.plan_figure, res["doc"])) if drawable(res["doc"]) else None
-    return render(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec,
+    return page(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec,
                   request_json=json.dumps(res["request"], indent=2))
 
 
@@ -510,7 +537,7 @@ async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
                      "diff_pct": (100.0 * (vb - va) / va) if va and vb is not None and math.isfinite(va - vb) else None})
     specs = [spec_json(await run_in_threadpool(figures.plan_figure, r["doc"], width=420)) if drawable(r["doc"]) else None
              for r in (left, right)]
-    return render(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
+    return page(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
 
 
 class Slots:
@@ -606,7 +633,7 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
     finally:
         slots.give()
     chart = await run_in_threadpool(lambda: figures.frontier_figure(data, energy_cap_mj=cap))
-    return render(request, "frontier.html", report=data, spec=spec_json(chart), platform_id=platform_id,
+    return page(request, "frontier.html", report=data, spec=spec_json(chart), platform_id=platform_id,
                   profile_id=profile_id, max_transitions=k, energy_cap_mj=energy_cap_mj, devices=devices,
                   chosen=figures.chosen_point(data, cap))
 
@@ -620,22 +647,24 @@ async def schedules(request: Request) -> HTMLResponse:
     total, rows = await run_in_threadpool(s.list_schedules, PAGE, off, None)
     items = [views.schedule_summary(r) for r in rows]
     names = await run_in_threadpool(names_of, s, {i.platform_id for i in items})
-    return render(request, "schedules.html", items=items, names=names, page=pages(total, off))
+    return page(request, "schedules.html", items=items, names=names, page=pages(total, off))
 
 
 @router.get("/schedules/{schedule_id}")
 @ui_errors
 async def schedule_page(request: Request, schedule_id: str, entry: int = 0) -> HTMLResponse:
     principal(request)
-    body = await run_in_threadpool(svc(request).schedule_json, schedule_id)
-    res = json.loads(body)
-    sched = Schedule.model_validate(res["schedule"])
+    def read() -> tuple[dict, Schedule]:  # on a worker thread: a large schedule's parse stalls the loop
+        res = json.loads(svc(request).schedule_json(schedule_id))
+        return res, Schedule.model_validate(res["schedule"])
+
+    res, sched = await run_in_threadpool(read)
     if sched.entries and not 0 <= entry < len(sched.entries):
         raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
                        errors=[Issue("entry", "out of range")])
     spec = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=entry)) if sched.entries else None
     with_timeline = [i for i, e in enumerate(sched.entries) if e.timeline is not None]
-    return render(request, "schedule.html", res=res, schedule=sched, entry=entry, spec=spec,
+    return page(request, "schedule.html", res=res, schedule=sched, entry=entry, spec=spec,
                   with_timeline=with_timeline, rows=list(enumerate(sched.entries))[:PAGE])
 
 
@@ -645,7 +674,7 @@ async def jobs(request: Request) -> HTMLResponse:
     principal(request)
     off = offset_of(request)
     total, rows = await run_in_threadpool(svc(request).list_jobs, PAGE, off, None)
-    return render(request, "jobs.html", items=[views.job(r) for r in rows], page=pages(total, off))
+    return page(request, "jobs.html", items=[views.job(r) for r in rows], page=pages(total, off))
 
 
 @router.get("/jobs/{job_id}")
@@ -653,7 +682,7 @@ async def jobs(request: Request) -> HTMLResponse:
 async def job_page(request: Request, job_id: str) -> HTMLResponse:
     principal(request)
     job = views.job(await run_in_threadpool(svc(request).job, job_id))
-    return render(request, "job.html", job=job, job_json=job.model_dump_json())
+    return page(request, "job.html", job=job, job_json=job.model_dump_json())
 
 
 @router.get("/jobs/{job_id}/status")
@@ -688,7 +717,7 @@ async def deployments(request: Request) -> HTMLResponse:
     total, rows = await run_in_threadpool(s.list_deployments, PAGE, off)
     items = [views.deployment(r) for r in rows]
     names = await run_in_threadpool(names_of, s, {i.platform_id for i in items} | {i.profile_id for i in items})
-    return render(request, "deployments.html", items=items, names=names, page=pages(total, off))
+    return page(request, "deployments.html", items=items, names=names, page=pages(total, off))
 
 
 UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)
@@ -732,6 +761,6 @@ async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
         timeline = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=dep.active_entry))
     view = views.deployment(dep)
     names = await run_in_threadpool(names_of, s, {dep.platform_id, *(view.profile_ids or [dep.profile_id])})
-    return render(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
+    return page(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
                   spec=spec, points=points, telemetry=telemetry, names=names, error_convention=ERROR_CONVENTION,
                   timeline=timeline)
