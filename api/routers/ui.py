@@ -357,18 +357,34 @@ async def platform_page(request: Request, doc_id: str) -> HTMLResponse:
 async def profile_page(request: Request, doc_id: str) -> HTMLResponse:
     principal(request)
     s = svc(request)
-    p = await run_in_threadpool(doc, s, "profile", doc_id, ModelProfile)
+    off = offset_of(request, "layers")
+    p = await run_in_threadpool(_profile_view, s, doc_id, off)
     total, rows = await run_in_threadpool(s.list_plans, PAGE, 0, None, doc_id)
     platforms = await run_in_threadpool(s.list_documents, "platform", 200, 0)
-    devices = sorted({m.device for layer in p.layers for m in layer.measurements})
-    fitting = [r for r in platforms[1] if set(devices) <= {d for d in json.loads(r.summary).get("device_ids", devices)}]
-    off = min(offset_of(request, "layers"), max(0, len(p.layers) - 1))
-    shown = {"offset": off, "end": min(off + LAYER_PAGE, len(p.layers)), "total": len(p.layers),
+    fitting = [r for r in platforms[1]
+               if set(p["devices"]) <= {d for d in json.loads(r.summary).get("device_ids", p["devices"])}]
+    return page(request, "profile.html", id=doc_id, plans=[views.plan_summary(r) for r in rows], plan_total=total,
+                platforms=fitting, **p)
+
+
+def _profile_view(s: Service, doc_id: str, offset: int) -> dict:
+    """What the profile page shows, from the stored JSON: the document was validated when
+    it was stored, so only the page's slice of layers is read into models. Validating a
+    5000-layer profile whole is one call that holds the GIL for about 0.3 s (pydantic's
+    core does not let go of it), stalling the event loop however it is threaded."""
+    from planner.core.schema import Layer
+
+    data = json.loads(s.document_body("profile", doc_id))
+    layers = data["layers"]
+    off = min(offset, max(0, len(layers) - 1))
+    shown = {"offset": off, "end": min(off + LAYER_PAGE, len(layers)), "total": len(layers),
              "prev": max(0, off - LAYER_PAGE) if off > 0 else None,
-             "next": off + LAYER_PAGE if off + LAYER_PAGE < len(p.layers) else None}
-    return page(request, "profile.html", id=doc_id, profile=p, devices=devices, time_only=bool(p.time_only_measurements()),
-                layers=p.layers[off:off + LAYER_PAGE], layer_page=shown,
-                plans=[views.plan_summary(r) for r in rows], plan_total=total, platforms=fitting)
+             "next": off + LAYER_PAGE if off + LAYER_PAGE < len(layers) else None}
+    ms = [m for layer in layers for m in layer["measurements"]]
+    head = {k: data.get(k) for k in ("name", "platform", "source")}
+    return {"profile": head, "layers": [Layer.model_validate(x) for x in layers[off:off + LAYER_PAGE]],
+            "layer_page": shown, "devices": sorted({m["device"] for m in ms}),
+            "time_only": any(m.get("power_w") is None and m.get("energy_mj") is None for m in ms)}
 
 
 @router.get("/plans")
