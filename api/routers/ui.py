@@ -670,16 +670,21 @@ async def schedules(request: Request) -> HTMLResponse:
 @ui_errors
 async def schedule_page(request: Request, schedule_id: str, entry: int = 0) -> HTMLResponse:
     principal(request)
-    def read() -> tuple[dict, Schedule]:  # on a worker thread: a large schedule's parse stalls the loop
+    def read() -> tuple[dict, Schedule, list[int]]:
+        """On a worker thread, and only the shown entry's timeline validated: a Pareto set
+        with timelines (20 MB) validated whole holds the GIL for seconds in one call."""
         res = json.loads(svc(request).schedule_json(schedule_id))
-        return res, Schedule.model_validate(res["schedule"])
+        doc = res["schedule"]
+        entries = doc.get("entries", [])
+        timed = [i for i, e in enumerate(entries) if e.get("timeline") is not None]
+        doc = {**doc, "entries": [e if i == entry else {**e, "timeline": None} for i, e in enumerate(entries)]}
+        return res, Schedule.model_validate(doc), timed
 
-    res, sched = await run_in_threadpool(read)
+    res, sched, with_timeline = await run_in_threadpool(read)
     if sched.entries and not 0 <= entry < len(sched.entries):
         raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
                        errors=[Issue("entry", "out of range")])
     spec = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=entry)) if sched.entries else None
-    with_timeline = [i for i, e in enumerate(sched.entries) if e.timeline is not None]
     return page(request, "schedule.html", res=res, schedule=sched, entry=entry, spec=spec,
                   with_timeline=with_timeline, rows=list(enumerate(sched.entries))[:PAGE])
 
