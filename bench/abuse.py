@@ -10,6 +10,7 @@ Attacks (one phase each):
 - heavy plan requests: `random` with 100000 samples on that profile (over the work
   limit: 422) and with 4000 samples (over the fast path: a job), 4 senders;
 - bad input (4 senders): options nested 250 deep, NaN, lone surrogates, NUL, 2^63;
+- UI pages (4 senders): a signed-in browser paging through that profile's page;
 - burst (issue 21, "under load"; `--burst-seconds`, 30 by default): all at once, with
   2 plan workers on SQLite: the legitimate plan client, a board long-polling its
   deployment's plan and posting telemetry, bad bodies (2 senders), unauthenticated
@@ -279,6 +280,19 @@ async def phase(url: str, seconds: float, senders: int, make, headers: dict, pla
     return out
 
 
+def ui_login(url: str, token: str) -> str:
+    """The Cookie header of a UI session signed in with `token` (login form, CSRF)."""
+    import re
+
+    import httpx
+
+    with httpx.Client(base_url=url, timeout=60) as c:
+        form = c.get("/ui/login").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form).group(1)
+        c.post("/ui/login", data={"token": token, "csrf": csrf, "next": "/ui"})
+        return "; ".join(f"{k}={v}" for k, v in c.cookies.items())
+
+
 def measure(args, code: Path | None = None) -> tuple[dict, str]:  # noqa: ANN001
     """Every phase against one server: this tree's code, or `code` (another source tree,
     e.g. an export of the commit before a change). (results by phase, the burst's name)."""
@@ -364,6 +378,12 @@ def measure(args, code: Path | None = None) -> tuple[dict, str]:  # noqa: ANN001
         def unauth():  # noqa: ANN202
             return "POST", "/v1/profiles", {"Content-Type": "application/json"}, junk
 
+        ui_cookie = ui_login(url, token)
+
+        def ui():  # noqa: ANN202 - a signed-in browser paging through the 5000-layer profile's page
+            counter["i"] += 1
+            return "GET", f"/ui/profiles/{bp}?layers={200 * (counter['i'] % 25)}", {"Cookie": ui_cookie}, b""
+
         def upload():  # noqa: ANN202
             counter["i"] += 1
             doc = {**big, "name": f"abuse-{counter['i']}"}  # a new document each time: parsed and stored
@@ -375,6 +395,7 @@ def measure(args, code: Path | None = None) -> tuple[dict, str]:  # noqa: ANN001
             ("upload", f"5000-layer profile uploads ({len(big_body) / 1e6:.1f} MB) x4", 4, upload),
             ("heavy", "heavy random plans (422 / job) x4", 4, heavy),
             ("bad", "bad input x4", 4, bad),
+            ("ui", "UI pages of the 5000-layer profile x4", 4, ui),
         ]
         burst_name = f"burst {args.burst_seconds:g} s: plans, board, bad x2, unauth 16 MB x2, flood jobs x2"
         burst = [(2, bad), (2, unauth), (2, flood)]
@@ -415,8 +436,8 @@ def main() -> int:
                     help="also run every phase against this source tree (e.g. `git archive` of the commit before a "
                          "change), alternating with this one, a fresh server each (default: none)")
     ap.add_argument("--rounds", type=int, default=1, help="how many times to run (alternating with the baseline; default 1)")
-    ap.add_argument("--phases", default="baseline,unauth,upload,heavy,bad,burst",
-                    help="which phases, comma-separated (default: all: baseline,unauth,upload,heavy,bad,burst)")
+    ap.add_argument("--phases", default="baseline,unauth,upload,heavy,bad,ui,burst",
+                    help="which phases, comma-separated (default: all: baseline,unauth,upload,heavy,bad,ui,burst)")
     args = ap.parse_args()
 
     runs = [("this", None)] + ([("baseline", Path(args.baseline_code).resolve())] if args.baseline_code else [])
