@@ -358,6 +358,19 @@ class Planner:
         except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
             return self._refusal(req_id, exc, "<request>", "documents", f"checking request {req_id}")
 
+    def handle_call(self, item: tuple) -> tuple:
+        """One ("call", req id, name, args) message: api.pages.CALLS[name](self, *args) as
+        (req id, "value", result), or its refusal (see handle)."""
+        from api.pages import CALLS
+
+        _, req_id, name, args = item
+        try:
+            return (req_id, "value", self._bounded(CALLS[name], self, *args))
+        except _Deadline:
+            return (req_id, "slow", f"still working after the fast path's {self.deadline_s:g} s")
+        except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
+            return self._refusal(req_id, exc, "<request>", "documents", f"{name} {req_id}")
+
     def _refusal(self, req_id: str, exc: Exception, path: str, what: str, doing: str, hint: str = "") -> tuple:
         """The answer message for a failed document or check: over the worker's memory cap
         (422), the service's own refusal, or a bug (logged; the service answers 500)."""
@@ -512,7 +525,8 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...],
             items = [pickle.loads(m) for m in msgs]
             answers = [planner.handle_document(it) for it in items if it[0] == "doc"]
             answers += [planner.handle_check(it) for it in items if it[0] == "check"]
-            plans = [it for it in items if it[0] not in ("doc", "check")]
+            answers += [planner.handle_call(it) for it in items if it[0] == "call"]
+            plans = [it for it in items if it[0] not in ("doc", "check", "call")]
             if plans:
                 answers += planner.handle(store, plans)
             try:
@@ -707,6 +721,15 @@ class PlanWorkers:
         if answer[1] in ("ok", "slow"):
             return
         self._raise(answer)
+
+    async def call(self, name: str, *args: Any) -> Any:
+        """api.pages.CALLS[name](worker's Planner, *args) on a heavy-lane worker: work that
+        reads a whole large document, whose parse in the service's process would stall the
+        event loop. ApiError as its refusal; TooSlow past the worker's deadline."""
+        answer = await self._ask(lambda req_id: ("call", req_id, name, args), heavy=True)
+        if answer[1] == "value":
+            return answer[2]
+        return self._raise(answer)
 
     @staticmethod
     def _raise(answer: tuple):  # noqa: ANN205

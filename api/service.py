@@ -8,13 +8,11 @@ import asyncio
 import hashlib
 import json
 import logging
-import re
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
 from sqlalchemy import func, select, update
 from starlette.concurrency import run_in_threadpool
 
@@ -26,7 +24,7 @@ from api.executors import Executor, make_executor
 from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, TooSlow, iso, plan_resource_json, spliced_json
 from api.jobs import JobManager, new_id
 from api.metrics import Metrics
-from api.problems import ApiError, from_planner_error, invalid, validation_issues
+from api.problems import ApiError, from_planner_error, invalid
 from api import verification
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, VerificationRow, utcnow
 from api.schemas import DEPLOYMENT_ID_PREFIX, ExecutorPlan, ExecutorSlice, PlanSubmission, ScheduleSubmission
@@ -35,10 +33,10 @@ from api.worker import load_solver_modules
 from planner import __version__
 from planner.core.errors import Issue, PlannerError
 from planner.plan import canonical_json
-from planner.core.schema import ModelProfile, Plan, PlanRequest, ScheduleRequest
+from planner.core.schema import Plan, PlanRequest, ScheduleRequest
 from planner.core.solver import Solver
 from planner.core.telemetry import VerifyOnDevice
-from planner.registry import check_supported, get_solver, solver_options
+from planner.registry import check_supported, get_solver
 
 log = logging.getLogger("planner.api")
 
@@ -359,68 +357,32 @@ class Service:
         return self.executor_views.get_or_make(plan_id, make)
 
     # ------------------------------------------------------------------ schedules
-    def checked_schedule(self, sub: ScheduleSubmission) -> ScheduleRequest:
-        """Everything that can be refused before a schedule job is accepted (422 naming
-        the field): the time limit, the solver, the documents, the request the core
-        would get, its solver options (the solver's declared options model), and its
-        compilation (devices, CPU partitions, feasibility)."""
-        if sub.time_limit_s > self.limits.max_time_limit_s:
-            raise invalid("time_limit_s", f"{sub.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
-        from models.multiapp import compile_schedule
-        from planner.scheduling import get_schedule_solver
-
-        try:
-            solver_options(get_schedule_solver(sub.solver), sub.options)
-        except PlannerError as exc:
-            raise from_planner_error(exc) from None
-        platform = self.planner.parsed("platform", sub.platform_id, "platform_id")
-        profiles: list[ModelProfile] = []
-        first_of: dict[str, int] = {}
-        for i, app in enumerate(sub.apps):
-            prof = self.planner.parsed("profile", app.profile_id, f"apps[{i}].profile_id")
-            if len(prof.layers) > self.limits.max_layers:
-                raise invalid(f"apps[{i}].profile_id", f"{len(prof.layers)} layers exceed the limit of {self.limits.max_layers}")
-            j = first_of.setdefault(prof.name, i)
-            if sub.apps[j].profile_id != app.profile_id:
-                raise invalid(f"apps[{i}].profile_id", f"another profile named '{prof.name}' is used by apps[{j}]; a "
-                                                       "schedule names networks by their profile's name: upload one "
-                                                       "under another name")
-            profiles.append(prof)
-        try:
-            request = sub.request([p.name for p in profiles])
-        except ValidationError as exc:
-            issues = validation_issues(exc.errors())
-            raise ApiError(422, str(issues[0]), errors=issues, title="Invalid input", kind="invalid-input") from None
-        configs = 1
-        for dev in platform.devices:
-            if dev.cores is not None and (request.devices is None or dev.id in request.devices):
-                named = request.cpu_partitions.get(dev.id)
-                configs *= len(named) if named is not None else partition_count(dev.cores)
-        if configs > self.limits.max_schedule_configs:
-            raise invalid("cpu_partitions", f"{configs} CPU configurations (core partitions of the allowed clusters) "
-                                            f"exceed the service's limit of {self.limits.max_schedule_configs}; "
-                                            "name the partitions to consider")
-        try:
-            compile_schedule(platform, profiles, request)
-        except PlannerError as exc:  # the core names apps[i].profile; the submission's field is profile_id
-            exc.issues = [Issue(re.sub(r"^(apps\[\d+\])\.profile$", r"\1.profile_id", i.path), i.reason) for i in exc.issues]
-            raise from_planner_error(exc) from None
-        return request
-
-    def submit_schedule(self, sub: ScheduleSubmission, token_id: str | None = None) -> tuple[JobRow, bool]:
+    async def submit_schedule(self, sub: ScheduleSubmission, token_id: str | None = None) -> tuple[JobRow, bool]:
         """(job, reused): the job of an identical earlier request that succeeded or still
-        runs (sub.reuse), else check (422) and queue a new one; runs in a thread (compiles
-        the problem)."""
+        runs (sub.reuse), else check (422: api.pages.check_schedule) and queue a new one.
+        The check parses the profiles and compiles the problem: a plan worker does it, as
+        in the service's process a large profile's parse stalled the event loop. Past the
+        worker's deadline the job is queued unchecked: it finds out itself, under its own
+        time limit."""
         key = schedule_key(sub)
         if sub.reuse:
-            with self.db.session() as s:
-                earlier = s.scalars(select(JobRow).where(
-                    JobRow.kind == "schedule", JobRow.request_key == key,
-                    JobRow.state.in_(("queued", "running", "succeeded"))).order_by(JobRow.created_at.desc()).limit(1)).first()
+            earlier = await run_in_threadpool(self._earlier_schedule_job, key)
             if earlier is not None:
                 return earlier, True
-        request = self.checked_schedule(sub)
-        return self.jobs.create_schedule(sub.platform_id, request.solver, sub.model_dump_json(), key, token_id), False
+        try:
+            solver = ScheduleRequest.model_validate_json(
+                await self.plan_workers.call("schedule-check", sub.model_dump_json())).solver
+        except TooSlow:
+            solver = sub.solver
+        row = await run_in_threadpool(self.jobs.create_schedule, sub.platform_id, solver, sub.model_dump_json(), key,
+                                      token_id)
+        return row, False
+
+    def _earlier_schedule_job(self, key: str) -> JobRow | None:
+        with self.db.session() as s:
+            return s.scalars(select(JobRow).where(
+                JobRow.kind == "schedule", JobRow.request_key == key,
+                JobRow.state.in_(("queued", "running", "succeeded"))).order_by(JobRow.created_at.desc()).limit(1)).first()
 
     def schedule_json(self, schedule_id: str, shape: "ScheduleShape | None" = None) -> bytes:
         """The ScheduleResource; `shape` (None = the whole document) cuts a Pareto set of
@@ -614,15 +576,6 @@ class Service:
         head = json.dumps({**head, "verify": order} if order is not None else head)
         body = f'{head[:-1]},"plan":'.encode() + view + b"}"
         return dep, f'"r{dep.revision}-{dep.active_plan_id}"', body
-
-
-def partition_count(n: int) -> int:
-    """Partitions of n cores into logical PEs, counted (Euler's recurrence by parts)."""
-    ways = [1] + [0] * n
-    for part in range(1, n + 1):
-        for total in range(part, n + 1):
-            ways[total] += ways[total - part]
-    return ways[n]
 
 
 def schedule_key(sub: ScheduleSubmission) -> str:

@@ -315,3 +315,38 @@ def test_an_identical_schedule_request_is_answered_from_the_store(api, ids):
     fresh = api.client.post("/v1/schedules", json={**b, "reuse": False}, headers=api.h())
     assert fresh.status_code == 202 and fresh.json()["id"] not in (done["id"], other.json()["id"])
     assert fresh.json()["request"]["reuse"] is False
+
+
+def test_a_schedule_request_and_a_profile_page_are_read_by_a_plan_worker(api, ids, monkeypatch):
+    """Checking a schedule request parses its profiles and compiles the problem; the UI's
+    profile page reads the whole stored profile. In the service's process either held the
+    GIL long enough on a large profile to stall the event loop (issue 21), so a plan worker
+    does both: here the service parses nothing and calls neither, and the refusals keep
+    their fields."""
+    import re
+
+    from api import pages
+
+    svc = api.service
+    parsed: list[tuple] = []
+    real = svc.planner.parsed
+    monkeypatch.setattr(svc.planner, "parsed", lambda *a: parsed.append(a) or real(*a))
+    here: list[str] = []
+    for name, fn in list(pages.CALLS.items()):
+        monkeypatch.setitem(pages.CALLS, name, lambda *a, _fn=fn, _name=name: here.append(_name) or _fn(*a))
+    r = api.client.post("/v1/schedules", json=body(ids, seed=41), headers=api.h())
+    assert r.status_code == 202, r.text
+    api.client.delete(f"/v1/jobs/{r.json()['id']}", headers=api.h())
+    err = problem_of(api.client.post("/v1/schedules", json={**body(ids), "platform_id": ids["a"]}, headers=api.h()), 422)
+    assert err["errors"][0]["path"] == "platform_id", err
+    bad = body(ids)
+    bad["apps"][1]["profile_id"] = ids["platform"]
+    assert problem_of(api.client.post("/v1/schedules", json=bad, headers=api.h()), 422)["errors"][0]["path"] \
+        == "apps[1].profile_id"
+    form = api.client.get("/ui/login").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form).group(1)
+    api.client.post("/ui/login", data={"token": api.tokens["pipeline"], "csrf": csrf, "next": "/ui"})
+    page = api.client.get(f"/ui/profiles/{ids['a']}")
+    assert page.status_code == 200 and "layers 1" not in page.text and "Model profile A" in page.text
+    assert api.client.get(f"/ui/profiles/{'0' * 64}").status_code == 404
+    assert parsed == [] and here == []

@@ -39,7 +39,7 @@ Sha = Annotated[str | None, Query(pattern=r"^[0-9a-f]{64}$")]
              responses={**responses(401, 403, 409, 413, 422, 429), 200: {"model": JobResource,
                         "description": "An identical earlier request's job, succeeded: its schedule_id names the result"}})
 async def create_schedule(submission: ScheduleSubmission, svc: Service = Depends(service), who: Principal = PIPELINE):
-    row, reused = await run_in_threadpool(svc.submit_schedule, submission, who.token_id)
+    row, reused = await svc.submit_schedule(submission, who.token_id)
     job = views.job(row)
     return Response(job.model_dump_json(), status_code=200 if reused and job.state == "succeeded" else 202,
                     media_type="application/json", headers={"Location": f"/v1/jobs/{job.id}"})

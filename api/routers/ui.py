@@ -37,6 +37,7 @@ from api import sessions, views
 from api.auth import INSECURE, Principal
 from api.problems import ApiError, validation_issues
 from api.schemas import PlanSubmission
+from api.fastplans import TooSlow
 from api.service import Service
 from planner import figures
 from planner.core.errors import Issue, PlannerError
@@ -92,7 +93,6 @@ async def admitted(request: Request):  # noqa: ANN201
 
 router = APIRouter(prefix="/ui", include_in_schema=False, dependencies=[Depends(admitted)])
 PAGE = 50
-LAYER_PAGE = 200  # rows of a profile's layer table per page: a 5000-layer profile's whole table is ~0.9 MB of HTML
 MAX_FRONTIER_CELLS = 200_000  # layers x targets the UI computes a frontier for
 MAX_FRONTIER_TRANSITIONS = 8
 FRONTIER_TIMEOUT_S = 20.0  # the frontier process is killed after this (215 layers x 3 targets, K=8: 12.6 s)
@@ -357,34 +357,16 @@ async def platform_page(request: Request, doc_id: str) -> HTMLResponse:
 async def profile_page(request: Request, doc_id: str) -> HTMLResponse:
     principal(request)
     s = svc(request)
-    off = offset_of(request, "layers")
-    p = await run_in_threadpool(_profile_view, s, doc_id, off)
+    try:  # a plan worker reads the document: its parse here would stall the event loop (api.pages)
+        p = await s.plan_workers.call("profile-view", doc_id, offset_of(request, "layers"))
+    except TooSlow as exc:
+        raise ApiError(503, f"the page was not ready in time ({exc}); retry") from None
     total, rows = await run_in_threadpool(s.list_plans, PAGE, 0, None, doc_id)
     platforms = await run_in_threadpool(s.list_documents, "platform", 200, 0)
     fitting = [r for r in platforms[1]
                if set(p["devices"]) <= {d for d in json.loads(r.summary).get("device_ids", p["devices"])}]
     return page(request, "profile.html", id=doc_id, plans=[views.plan_summary(r) for r in rows], plan_total=total,
                 platforms=fitting, **p)
-
-
-def _profile_view(s: Service, doc_id: str, offset: int) -> dict:
-    """What the profile page shows, from the stored JSON: the document was validated when
-    it was stored, so only the page's slice of layers is read into models. Validating a
-    5000-layer profile whole is one call that holds the GIL for about 0.3 s (pydantic's
-    core does not let go of it), stalling the event loop however it is threaded."""
-    from planner.core.schema import Layer
-
-    data = json.loads(s.document_body("profile", doc_id))
-    layers = data["layers"]
-    off = min(offset, max(0, len(layers) - 1))
-    shown = {"offset": off, "end": min(off + LAYER_PAGE, len(layers)), "total": len(layers),
-             "prev": max(0, off - LAYER_PAGE) if off > 0 else None,
-             "next": off + LAYER_PAGE if off + LAYER_PAGE < len(layers) else None}
-    ms = [m for layer in layers for m in layer["measurements"]]
-    head = {k: data.get(k) for k in ("name", "platform", "source")}
-    return {"profile": head, "layers": [Layer.model_validate(x) for x in layers[off:off + LAYER_PAGE]],
-            "layer_page": shown, "devices": sorted({m["device"] for m in ms}),
-            "time_only": any(m.get("power_w") is None and m.get("energy_mj") is None for m in ms)}
 
 
 @router.get("/plans")

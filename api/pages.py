@@ -1,0 +1,118 @@
+"""Work that reads a whole stored document for an answer that needs little of it, done by
+a plan worker (PlanWorkers.call) rather than by the service: parsing or validating a
+document of thousands of layers is one call that holds the GIL for tens to hundreds of
+milliseconds (json and pydantic-core do not let go of it), and in the service's process
+that stalls the event loop, health checks included, however it is threaded (issue 21).
+Each function takes the worker's Planner first (its database, limits and parsed-document
+cache) and returns something small to pickle."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+from sqlalchemy import select
+
+from api.problems import ApiError, from_planner_error, invalid, validation_issues
+from planner.core.errors import Issue, PlannerError
+
+if TYPE_CHECKING:
+    from api.fastplans import Planner
+
+LAYER_PAGE = 200  # rows of a profile's layer table per page: a 5000-layer profile's whole table is ~0.9 MB of HTML
+
+
+def profile_view(planner: "Planner", doc_id: str, offset: int) -> dict:
+    """What the UI's profile page shows, from the stored JSON: it was validated when it was
+    stored, so only the page's slice of layers is read into models."""
+    from api.rows import DocumentRow
+    from planner.core.schema import Layer
+
+    with planner.db.session() as s:
+        body = s.scalar(select(DocumentRow.body).where(DocumentRow.id == doc_id, DocumentRow.kind == "profile"))
+    if body is None:
+        raise ApiError(404, f"no profile with id {doc_id}")
+    data = json.loads(body)
+    layers = data["layers"]
+    off = min(max(0, offset), max(0, len(layers) - 1))
+    shown = {"offset": off, "end": min(off + LAYER_PAGE, len(layers)), "total": len(layers),
+             "prev": max(0, off - LAYER_PAGE) if off > 0 else None,
+             "next": off + LAYER_PAGE if off + LAYER_PAGE < len(layers) else None}
+    ms = [m for layer in layers for m in layer["measurements"]]
+    return {"profile": {k: data.get(k) for k in ("name", "platform", "source")},
+            "layers": [Layer.model_validate(x) for x in layers[off:off + LAYER_PAGE]], "layer_page": shown,
+            "devices": sorted({m["device"] for m in ms}),
+            "time_only": any(m.get("power_w") is None and m.get("energy_mj") is None for m in ms)}
+
+
+def schedule_check(planner: "Planner", submission_json: str) -> str:
+    """The ScheduleRequest (JSON) a schedule submission would run, or its refusal: see
+    check_schedule."""
+    from api.schemas import ScheduleSubmission
+
+    return check_schedule(planner, ScheduleSubmission.model_validate_json(submission_json)).model_dump_json()
+
+
+def check_schedule(planner: "Planner", sub):  # noqa: ANN001, ANN201 - ScheduleSubmission -> ScheduleRequest
+    """Everything that can be refused before a schedule job is accepted (422 naming the
+    field): the time limit, the solver, the documents, the request the core would get, its
+    solver options (the solver's declared options model), and its compilation (devices,
+    CPU partitions, feasibility)."""
+    from models.multiapp import compile_schedule
+    from planner.registry import solver_options
+    from planner.scheduling import get_schedule_solver
+
+    limits = planner.limits
+    if sub.time_limit_s > limits.max_time_limit_s:
+        raise invalid("time_limit_s", f"{sub.time_limit_s:g} s exceeds the service's limit of {limits.max_time_limit_s:g} s")
+    try:
+        solver_options(get_schedule_solver(sub.solver), sub.options)
+    except PlannerError as exc:
+        raise from_planner_error(exc) from None
+    platform = planner.parsed("platform", sub.platform_id, "platform_id")
+    profiles = []
+    first_of: dict[str, int] = {}
+    for i, app in enumerate(sub.apps):
+        prof = planner.parsed("profile", app.profile_id, f"apps[{i}].profile_id")
+        if len(prof.layers) > limits.max_layers:
+            raise invalid(f"apps[{i}].profile_id", f"{len(prof.layers)} layers exceed the limit of {limits.max_layers}")
+        j = first_of.setdefault(prof.name, i)
+        if sub.apps[j].profile_id != app.profile_id:
+            raise invalid(f"apps[{i}].profile_id", f"another profile named '{prof.name}' is used by apps[{j}]; a "
+                                                   "schedule names networks by their profile's name: upload one "
+                                                   "under another name")
+        profiles.append(prof)
+    try:
+        request = sub.request([p.name for p in profiles])
+    except ValidationError as exc:
+        issues = validation_issues(exc.errors())
+        raise ApiError(422, str(issues[0]), errors=issues, title="Invalid input", kind="invalid-input") from None
+    configs = 1
+    for dev in platform.devices:
+        if dev.cores is not None and (request.devices is None or dev.id in request.devices):
+            named = request.cpu_partitions.get(dev.id)
+            configs *= len(named) if named is not None else partition_count(dev.cores)
+    if configs > limits.max_schedule_configs:
+        raise invalid("cpu_partitions", f"{configs} CPU configurations (core partitions of the allowed clusters) "
+                                        f"exceed the service's limit of {limits.max_schedule_configs}; "
+                                        "name the partitions to consider")
+    try:
+        compile_schedule(platform, profiles, request)
+    except PlannerError as exc:  # the core names apps[i].profile; the submission's field is profile_id
+        exc.issues = [Issue(re.sub(r"^(apps\[\d+\])\.profile$", r"\1.profile_id", i.path), i.reason) for i in exc.issues]
+        raise from_planner_error(exc) from None
+    return request
+
+
+def partition_count(n: int) -> int:
+    """Partitions of n cores into logical PEs, counted (Euler's recurrence by parts)."""
+    ways = [1] + [0] * n
+    for part in range(1, n + 1):
+        for total in range(part, n + 1):
+            ways[total] += ways[total - part]
+    return ways[n]
+
+
+CALLS = {"profile-view": profile_view, "schedule-check": schedule_check}  # what PlanWorkers.call may ask for
