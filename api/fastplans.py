@@ -372,7 +372,7 @@ class Planner:
             return (req_id, "order", self._bounded(order, self, plan_id, VerifyOnDevice(candidates=candidates, runs=runs)))
         except _Deadline:
             reason = (f"preparing {candidates} next-best candidates took longer than {self.deadline_s:g} s "
-                      "(PLANNER_FAST_DEADLINE_S); ask for fewer candidates")
+                      "(PLANNER_FAST_DEADLINE_S); ask for fewer candidates (0: the plan and each device alone)")
             return (req_id, "error", 422, "Invalid input", f"verify: {reason}", [("verify", reason)], "deadline")
         except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
             return self._refusal(req_id, exc, "verify", "verification", f"preparing the verification of {plan_id}",
