@@ -234,3 +234,15 @@ def test_a_worker_bounds_the_preparation_and_names_verify(api, monkeypatch, fail
     assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == "verify"
     assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
     assert "fewer candidates" in exc.detail
+
+
+def test_outside_the_event_loop_the_order_is_prepared_in_process(api):
+    """Service.activate (scripts, no event loop to await a worker from) prepares the same
+    order itself and stores it with the revision."""
+    from planner.core.telemetry import VerifyOnDevice
+
+    plan_id, r = _deployed(api)
+    dep = api.service.activate("cam", plan_id, "script", verify=VerifyOnDevice(candidates=1, runs=3))
+    assert dep.revision == 2
+    order = api.client.get("/v1/deployments/cam/plan", headers=api.h()).json()["verify"]
+    assert order["runs"] == 3 and order["candidates"][0]["name"] == "plan"
