@@ -371,6 +371,26 @@ class Planner:
         except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
             return self._refusal(req_id, exc, "<request>", "documents", f"{name} {req_id}")
 
+    def handle_verify(self, item: tuple) -> tuple:
+        """One ("verify", req id, plan id, candidates, runs) message: (req id, "order",
+        order JSON) for a board verification (api/verification.order), else its refusal
+        (422 under `verify` for a plan that cannot be verified, past the deadline or over
+        the memory cap). The k-best DP over a large profile holds the GIL for long: the
+        service asks a worker rather than doing it on a thread of its own."""
+        from api.verification import order
+        from planner.core.telemetry import VerifyOnDevice
+
+        _, req_id, plan_id, candidates, runs = item
+        try:
+            return (req_id, "order", self._bounded(order, self, plan_id, VerifyOnDevice(candidates=candidates, runs=runs)))
+        except _Deadline:
+            reason = (f"preparing {candidates} next-best candidates took longer than {self.deadline_s:g} s "
+                      "(PLANNER_FAST_DEADLINE_S); ask for fewer candidates (0: the plan and each device alone)")
+            return (req_id, "error", 422, "Invalid input", f"verify: {reason}", [("verify", reason)], "deadline")
+        except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
+            return self._refusal(req_id, exc, "verify", "verification", f"preparing the verification of {plan_id}",
+                                 "; ask for fewer candidates")
+
     def _refusal(self, req_id: str, exc: Exception, path: str, what: str, doing: str, hint: str = "") -> tuple:
         """The answer message for a failed document or check: over the worker's memory cap
         (422), the service's own refusal, or a bug (logged; the service answers 500)."""
@@ -526,7 +546,8 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...],
             answers = [planner.handle_document(it) for it in items if it[0] == "doc"]
             answers += [planner.handle_check(it) for it in items if it[0] == "check"]
             answers += [planner.handle_call(it) for it in items if it[0] == "call"]
-            plans = [it for it in items if it[0] not in ("doc", "check", "call")]
+            answers += [planner.handle_verify(it) for it in items if it[0] == "verify"]
+            plans = [it for it in items if it[0] not in ("doc", "check", "call", "verify")]
             if plans:
                 answers += planner.handle(store, plans)
             try:
@@ -728,6 +749,15 @@ class PlanWorkers:
         event loop. ApiError as its refusal; TooSlow past the worker's deadline."""
         answer = await self._ask(lambda req_id: ("call", req_id, name, args), heavy=True)
         if answer[1] == "value":
+            return answer[2]
+        return self._raise(answer)
+
+    async def verify_order(self, plan_id: str, candidates: int, runs: int) -> str:
+        """The verification order (JSON) of a plan activated with `verify`, prepared on a
+        heavy-lane worker (Planner.handle_verify); ApiError (422 naming `verify`, or the
+        field at fault) when it cannot be prepared."""
+        answer = await self._ask(lambda req_id: ("verify", req_id, plan_id, candidates, runs), heavy=True)
+        if answer[1] == "order":
             return answer[2]
         return self._raise(answer)
 

@@ -500,17 +500,43 @@ class Service:
             return self.deployment(dep.id)
         raise ApiError(409, "the deployment changed concurrently too often; retry")
 
+    async def activate_async(self, dep_id: str, plan_id: str | None, actor: str, schedule_id: str | None = None,
+                             entry: int | None = None, force: bool = False,
+                             verify: VerifyOnDevice | None = None) -> DeploymentRow:
+        """The API's activation: the database work on a thread; a verification order
+        prepared by a plan worker (the k-best DP over a large profile holds the GIL for
+        long: on a thread here it stalled the event loop), then stored with the revision
+        in one transaction. A refused preparation leaves no revision behind."""
+        if verify is None:
+            return await run_in_threadpool(self.activate, dep_id, plan_id, actor, schedule_id, entry, force)
+        dep, plan = await run_in_threadpool(self._activation, dep_id, plan_id, schedule_id, entry, verify)
+        order = await self.plan_workers.verify_order(plan.id, verify.candidates, verify.runs)
+        return await run_in_threadpool(self._set_active, dep, plan.id, "activate", actor, profile_id=plan.profile_id,
+                                       verify_order=order)
+
     def activate(self, dep_id: str, plan_id: str | None, actor: str, schedule_id: str | None = None,
                  entry: int | None = None, force: bool = False, verify: VerifyOnDevice | None = None) -> DeploymentRow:
-        dep = self.deployment(dep_id)
-        if dep.profile_ids is not None or schedule_id is not None or entry is not None:
+        """In the caller's thread, a verification order prepared in process (scripts; the
+        API uses activate_async)."""
+        dep, plan = self._activation(dep_id, plan_id, schedule_id, entry, verify)
+        if plan is None:
             from api.schedule_deployments import checked_entry
 
+            return self._set_active(dep, None, "activate", actor,
+                                    entry=checked_entry(self, dep, plan_id, schedule_id, entry, force))
+        order = verification.order(self.planner, plan.id, verify) if verify is not None else None
+        return self._set_active(dep, plan.id, "activate", actor, profile_id=plan.profile_id, verify_order=order)
+
+    def _activation(self, dep_id: str, plan_id: str | None, schedule_id: str | None, entry: int | None,
+                    verify: VerifyOnDevice | None) -> tuple[DeploymentRow, PlanRow | None]:
+        """(deployment, the plan to make active; None for a schedule deployment's entry),
+        or 422 naming the field."""
+        dep = self.deployment(dep_id)
+        if dep.profile_ids is not None or schedule_id is not None or entry is not None:
             if verify is not None:
                 raise invalid("verify", "a board verifies a plan's candidates; a schedule entry is checked by its "
                                         "response-time bounds instead")
-            return self._set_active(dep, None, "activate", actor,
-                                    entry=checked_entry(self, dep, plan_id, schedule_id, entry, force))
+            return dep, None
         if plan_id is None:
             raise invalid("plan_id", "required: the plan to make active")
         with self.db.session() as s:
@@ -520,8 +546,7 @@ class Service:
         if plan.platform_id != dep.platform_id or not self._same_lineage(plan.profile_id, dep.profile_id):
             raise invalid("plan_id", "the plan was made for another platform or profile than this deployment's "
                                      "(or a profile refit from it)")
-        order = verification.order(self, plan_id, verify) if verify is not None else None
-        return self._set_active(dep, plan_id, "activate", actor, profile_id=plan.profile_id, verify_order=order)
+        return dep, plan
 
     def _refit_parents(self, profile_id: str, limit: int = 64) -> list[str]:
         """The profile and those it was refit from, newest first (refit_of), bounded."""

@@ -6,6 +6,11 @@ end in the profile's regime and posts its figures; the service concludes as `pla
 solve --verify` does (planner.verify.conclude) and activates the verified plan, with its
 `verification`, as the next revision. The measured plan is what the board then serves.
 
+The order is prepared by a plan worker process (`order`, called by
+api/fastplans.Planner.handle_verify under the worker's deadline and memory cap): the
+k-best DP over a large profile holds the GIL for long, which on a thread of the service
+stalled its event loop; the service stores the answer with the revision.
+
 Kept apart from api/service.py: this is the only place that reads or writes the
 verifications table.
 """
@@ -26,28 +31,30 @@ from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform
 from planner.core.telemetry import VerificationReport, VerifyOnDevice
 
 if TYPE_CHECKING:
+    from api.fastplans import Planner
     from api.service import Service
 
 PENDING, VERIFIED, SKIPPED = "pending", "verified", "skipped"
 
 
-def _inputs(svc: "Service", plan_id: str) -> tuple[PlanRow, Platform, ModelProfile, PlanRequest, Plan]:
-    with svc.db.session() as s:
+def _inputs(planner: "Planner", plan_id: str) -> tuple[PlanRow, Platform, ModelProfile, PlanRequest, Plan]:
+    with planner.db.session() as s:
         row = s.get(PlanRow, plan_id)
         if row is None:
             raise invalid("plan_id", f"no plan with id {plan_id}")
         body = row.body
-    platform = svc.planner.parsed("platform", row.platform_id, "plan_id")
-    profile = svc.planner.parsed("profile", row.profile_id, "plan_id")
+    platform = planner.parsed("platform", row.platform_id, "plan_id")
+    profile = planner.parsed("profile", row.profile_id, "plan_id")
     return row, platform, profile, PlanRequest.model_validate_json(row.request), Plan.model_validate_json(body)
 
 
-def order(svc: "Service", plan_id: str, verify: VerifyOnDevice) -> str:
+def order(planner: "Planner", plan_id: str, verify: VerifyOnDevice) -> str:
     """The order a board measures (AgentVerifyOrder) with each candidate's targets, as
-    JSON; 422 (field `verify` or the reason's own) when the plan cannot be verified."""
+    JSON; 422 (field `verify` or the reason's own) when the plan cannot be verified.
+    Run by a plan worker (see the module's docstring), or in process by Service.activate."""
     from planner.verify import prepare
 
-    _, platform, profile, request, plan = _inputs(svc, plan_id)
+    _, platform, profile, request, plan = _inputs(planner, plan_id)
     try:
         prep = prepare(platform, profile, request, verify.candidates, plan)
     except PlannerError as exc:  # the plan's own request is why: named under `verify`, the field asked
@@ -138,7 +145,7 @@ def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, who: Pri
                      for n, t in rep.measured.items() if t.samples_ms and len(t.samples_ms) != order_doc["runs"]]
         if problems:
             raise ApiError(422, f"{problems[0].path}: {problems[0].reason}", errors=problems[:20])
-        _, platform, profile, request, plan = _inputs(svc, row.plan_id)
+        _, platform, profile, request, plan = _inputs(svc.planner, row.plan_id)
         from planner.plan import problem_for, select_view
         from planner.registry import get_solver
 

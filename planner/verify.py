@@ -6,15 +6,17 @@ on the hardware). A prediction is a model of the device; the measurement is the 
 
 Candidates come from an exact k-best enumeration of the chain DP (Lawler's partition
 of the solution space over each layer's target): `next_best(view, objective, k)`
-returns the k cheapest target sequences by the evaluator's objective, in order.
+returns the k cheapest target sequences by the evaluator's objective, in order
+(`ranked`: the same, lazily).
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -46,14 +48,19 @@ def _restricted(view: Problem, allowed: np.ndarray) -> Problem:
 
 def next_best(view: Problem, objective: str, k: int) -> list[tuple[float, Assignment]]:
     """The k best assignments (objective value, assignment) of the chain DP, distinct in
-    their per-layer targets, cheapest first (ties in target order). Lawler: after the
-    j-th best s is found in a subspace (layers < m fixed, some targets excluded at m),
-    that subspace minus s splits into L - m subspaces: layers < i as in s, layer i not
-    s[i]; each subspace's best is one DP; the next best overall is the cheapest of
-    every open subspace's best."""
-    L, T = view.n_layers, view.n_targets
-    if k < 1:
-        return []
+    their per-layer targets, cheapest first (ties in target order)."""
+    return list(itertools.islice(ranked(view, objective), k)) if k >= 1 else []
+
+
+def ranked(view: Problem, objective: str) -> Iterator[tuple[float, Assignment]]:
+    """The chain DP's assignments, best first, as next_best ranks them; lazily: each one
+    after the first costs L DPs (one per subspace it opens), paid only when it is asked
+    for, so a caller that stops early (candidates) never pays for the rest. Lawler:
+    after the j-th best s is found in a subspace (layers < m fixed, some targets
+    excluded at m), that subspace minus s splits into L - m subspaces: layers < i as in
+    s, layer i not s[i]; each subspace's best is one DP; the next best overall is the
+    cheapest of every open subspace's best."""
+    L = view.n_layers
     base = view.feasible.copy()
 
     def best(prefix: tuple[int, ...], banned: frozenset[int]):
@@ -72,16 +79,15 @@ def next_best(view: Problem, objective: str, k: int) -> list[tuple[float, Assign
             return None
         return float(evaluate(view, a).objective(objective)), a
 
-    out: list[tuple[float, Assignment]] = []
     heap: list = []
     counter = 0
     first = best((), frozenset())
     if first is None:
-        return out
+        return
     heapq.heappush(heap, (first[0], counter, first[1], (), frozenset()))
-    while heap and len(out) < k:
+    while heap:
         value, _, a, prefix, banned = heapq.heappop(heap)
-        out.append((value, a))
+        yield value, a
         m = len(prefix)
         for i in range(m, L):
             sub_prefix = tuple(a.targets[:i])
@@ -90,7 +96,6 @@ def next_best(view: Problem, objective: str, k: int) -> list[tuple[float, Assign
             if found is not None:
                 counter += 1
                 heapq.heappush(heap, (found[0], counter, found[1], sub_prefix, frozenset(sub_banned)))
-    return out
 
 
 @dataclass
@@ -116,15 +121,17 @@ def candidates(view: Problem, request: PlanRequest, plan_assignment: Assignment,
     out = [Candidate("plan", plan_assignment, evaluate(view, plan_assignment).latency_ms)]
     seen = {plan_assignment.targets} | {c.assignment.targets for c in singles}
     n = 0
-    for _, a in next_best(view, request.objective, 2 * k + len(singles) + 1):  # some are singles or break the request
-        if n >= k:
-            break
+    # some are singles or break the request: up to 2k + singles + 1 looked at, the next
+    # one ranked (L DPs) only while fewer than k are found
+    for _, a in itertools.islice(ranked(view, request.objective), 2 * k + len(singles) + 1) if k > 0 else ():
         ev = evaluate(view, a)
         if a.targets in seen or constraint_violations(ev, request.constraints):
             continue
         seen.add(a.targets)
         n += 1
         out.append(Candidate(f"next-{n}", a, ev.latency_ms))
+        if n >= k:
+            break
     return out + [c for c in singles if c.assignment.targets != plan_assignment.targets]
 
 

@@ -62,6 +62,31 @@ def test_candidates_are_plan_next_best_and_single_devices():
     assert len({c.assignment.targets for c in cands}) == len(cands)
 
 
+def test_candidates_rank_only_as_far_as_they_need(monkeypatch):
+    """Each ranked plan after the first costs L DPs (over a 500-layer profile: seconds), so
+    candidates rank lazily: K=0 runs no DP, K=1 the first plan's and one expansion (L),
+    not the 2K + singles + 1 plans it may look at."""
+    import planner.verify as verify
+
+    calls = []
+
+    def counted(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        return solve_fast(*args, **kw)
+
+    solve_fast = verify.solve_fast
+    monkeypatch.setattr(verify, "solve_fast", counted)
+    p = make_problem(np.array([[1.0, 3.0], [3.0, 1.0], [1.0, 3.0], [2.0, 2.5]]))
+    plan = next_best(p, "latency", 1)[0][1]
+    calls.clear()
+    assert [c.name for c in candidates(p, PlanRequest(objective="latency"), plan, 0)] == ["plan", "single-d0", "single-d1"]
+    assert calls == []
+    cands = candidates(p, PlanRequest(objective="latency"), plan, 1)
+    assert 0 < len(calls) <= 1 + p.n_layers
+    assert [c.name for c in cands] == ["plan", "next-1", "single-d0", "single-d1"]
+    assert cands[1].assignment.targets == next_best(p, "latency", 2)[1][1].targets  # the second best, as before
+
+
 def _onnx_documents(tmp_path):
     from planner.commands.profile import build_documents
     from executor.profiler import profile_model

@@ -169,3 +169,80 @@ def test_the_boards_figures_are_checked_against_the_order(api):
     assert doc["verification"]["chosen"] != "plan"
     # the verified revision carries no order: the board just serves it
     assert "verify" not in api.client.get("/v1/deployments/cam/plan", headers=api.h()).json()
+
+
+def test_the_order_is_prepared_by_a_plan_worker_not_in_the_service(api, monkeypatch):
+    """The k-best DP holds the GIL for long on a large profile: the service's own process
+    (its event loop and threads) never runs it; a plan worker process does."""
+    import planner.verify
+
+    def in_the_service(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("planner.verify.prepare ran in the service's process")
+
+    monkeypatch.setattr(planner.verify, "prepare", in_the_service)
+    plan_id, r = _deployed(api, verify={"candidates": 2, "runs": 4})
+    assert r.status_code == 200 and r.json()["revision"] == 1, r.text
+    order = api.client.get("/v1/deployments/cam/plan", headers=api.h()).json()["verify"]
+    assert order["candidates"][0]["name"] == "plan" and order["runs"] == 4
+    assert api.client.get("/v1/deployments/cam/verification", headers=api.h()).json()["plan_id"] == plan_id
+
+
+def test_a_refused_preparation_leaves_no_revision_behind(api):
+    """Refused in the worker (an energy plan: its k-best is not a latency ranking): 422
+    under `verify`, and the deployment, its history and its verifications as they were."""
+    plan_id, r = _deployed(api)
+    assert r.status_code == 200 and r.json()["revision"] == 1
+    dep = api.client.get("/v1/deployments/cam", headers=api.h()).json()
+    energy = api.client.post("/v1/plans", json={"platform_id": dep["platform_id"], "profile_id": dep["profile_id"],
+                                                "objective": "energy", "compare_baselines": False}, headers=api.h())
+    r = api.client.put("/v1/deployments/cam/active", json={"plan_id": energy.json()["id"], "verify": {"candidates": 2}},
+                       headers=api.h())
+    assert r.status_code == 422 and r.json()["errors"][0]["path"] == "verify" and "latency" in r.json()["detail"], r.text
+    after = api.client.get("/v1/deployments/cam", headers=api.h()).json()
+    assert (after["revision"], after["active_plan_id"]) == (1, plan_id)
+    assert len(api.client.get("/v1/deployments/cam/history", headers=api.h()).json()["items"]) == 1
+    assert api.client.get("/v1/deployments/cam/verification", headers=api.h()).status_code == 404
+
+
+@pytest.mark.parametrize("failure", ["deadline", "memory"])
+def test_a_worker_bounds_the_preparation_and_names_verify(api, monkeypatch, failure):
+    """Past the worker's deadline or over its memory cap, the preparation is refused as
+    the other fast-path work is: 422 under `verify`, saying which limit and what to ask."""
+    import time
+
+    import planner.verify
+    from api.fastplans import Planner, PlanWorkers, _on_alarm
+    from api.problems import ApiError
+
+    plan_id, _ = _deployed(api)
+
+    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        if failure == "memory":
+            raise MemoryError()
+        time.sleep(30)  # the worker's alarm ends it
+
+    monkeypatch.setattr(planner.verify, "prepare", slow_or_big)
+    previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
+    try:
+        worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
+        answer = worker.handle_verify(("verify", 7, plan_id, 3, 5))
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    with pytest.raises(ApiError) as err:
+        PlanWorkers._raise(answer)
+    exc = err.value
+    assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == "verify"
+    assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+    assert "fewer candidates" in exc.detail
+
+
+def test_outside_the_event_loop_the_order_is_prepared_in_process(api):
+    """Service.activate (scripts, no event loop to await a worker from) prepares the same
+    order itself and stores it with the revision."""
+    from planner.core.telemetry import VerifyOnDevice
+
+    plan_id, r = _deployed(api)
+    dep = api.service.activate("cam", plan_id, "script", verify=VerifyOnDevice(candidates=1, runs=3))
+    assert dep.revision == 2
+    order = api.client.get("/v1/deployments/cam/plan", headers=api.h()).json()["verify"]
+    assert order["runs"] == 3 and order["candidates"][0]["name"] == "plan"

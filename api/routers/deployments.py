@@ -52,9 +52,9 @@ def get_deployment(deployment_id: DepId, svc: Service = Depends(service), who: P
                         "deployment takes `schedule_id` and `entry`; an entry the analysis calls unschedulable is "
                         "refused (422, with its violations) unless `force`.",
             responses=responses(401, 403, 404, 409, 413, 422))
-def activate(deployment_id: DepId, body: ActivatePlan, svc: Service = Depends(service), who: Principal = PIPELINE):
-    return views.deployment(svc.activate(deployment_id, body.plan_id, who.name, body.schedule_id, body.entry, body.force,
-                                         body.verify))
+async def activate(deployment_id: DepId, body: ActivatePlan, svc: Service = Depends(service), who: Principal = PIPELINE):
+    return views.deployment(await svc.activate_async(deployment_id, body.plan_id, who.name, body.schedule_id, body.entry,
+                                                     body.force, body.verify))
 
 
 @router.post("/{deployment_id}/verification", response_model=VerificationView,
