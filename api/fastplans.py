@@ -35,7 +35,7 @@ from sqlalchemy import select, text
 
 from api.db import Database
 from api.job_types import cap_memory, new_id  # noqa: F401 - cap_memory: also named from here
-from api.problems import ApiError, from_planner_error, invalid
+from api.problems import ApiError, TooSlow, from_planner_error, invalid  # noqa: F401 - TooSlow: also named from here
 from api.rows import PlanRow, utcnow
 from api.settings import Limits
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
@@ -247,10 +247,6 @@ def check_limits(kind: str, doc, lim: Limits) -> None:  # noqa: ANN001
             raise invalid("devices", f"{targets} (device, DVFS level) targets exceed the limit of {lim.max_targets}")
     elif len(doc.layers) > lim.max_layers:
         raise invalid("layers", f"{len(doc.layers)} layers exceed the limit of {lim.max_layers}")
-
-
-class TooSlow(Exception):
-    """A fast-path request still planning at the plan worker's deadline."""
 
 
 class _Deadline(BaseException):  # BaseException: no solver's `except Exception` swallows it

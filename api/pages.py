@@ -115,4 +115,11 @@ def partition_count(n: int) -> int:
     return ways[n]
 
 
-CALLS = {"profile-view": profile_view, "schedule-check": schedule_check}  # what PlanWorkers.call may ask for
+def verify_conclusion(planner: "Planner", *args: str) -> str:
+    from api.verification import conclusion
+
+    return conclusion(planner, *args)
+
+
+CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
+         "verify-conclusion": verify_conclusion}

@@ -44,6 +44,10 @@ class Problem(BaseModel):
     errors: list[ProblemIssue] = Field(default_factory=list)
 
 
+class TooSlow(Exception):
+    """Work a plan worker was still doing at its deadline (api.fastplans)."""
+
+
 class ApiError(Exception):
     def __init__(
         self,

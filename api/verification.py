@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from api.auth import Principal
-from api.problems import ApiError, Issue, from_planner_error, invalid
+from starlette.concurrency import run_in_threadpool
+
+from api.problems import ApiError, Issue, TooSlow, from_planner_error, invalid
 from api.rows import DeploymentRow, PlanRow, VerificationRow, utcnow
 from planner.core.errors import PlannerError
 from planner.core.problem import Assignment
@@ -118,14 +120,9 @@ def latest(svc: "Service", dep_id: str, revision: int | None) -> VerificationRow
     return row
 
 
-def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, who: Principal) -> VerificationRow:
-    """Store the board's answer. With figures: conclude (the measured best, guarded by
-    the sign test as planner solve --verify is), store the verified plan and activate it
-    as the next revision, unless the deployment has moved on meanwhile (then the figures
-    are kept and nothing is activated). 409 when the revision has no pending
-    verification; 422 naming the candidate when the figures do not match the order."""
-    from planner.verify import Candidate, Prepared, conclude
-
+def _checked(svc: "Service", dep: DeploymentRow, rep: VerificationReport) -> tuple[VerificationRow, dict]:
+    """(the pending verification, its order) for the board's answer: 409 when the revision
+    has no pending verification; 422 naming the candidate when the figures do not match."""
     row = latest(svc, dep.id, rep.revision)
     if row.state != PENDING:
         raise ApiError(409, f"revision {rep.revision}'s verification is already {row.state}",
@@ -133,10 +130,7 @@ def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, who: Pri
     if rep.plan_id != row.plan_id:
         raise invalid("plan_id", f"revision {rep.revision} is plan {row.plan_id}, not {rep.plan_id}")
     order_doc = json.loads(row.order_json)
-    note, verified_plan_id, state = "", None, SKIPPED
-    if rep.skipped is not None:
-        note = f"the board did not measure: {rep.skipped}"
-    else:
+    if rep.skipped is None:
         names = [c["name"] for c in order_doc["candidates"]]
         problems = [Issue(f"measured.{n}", "no figures for this candidate") for n in names if n not in rep.measured]
         problems += [Issue(f"measured.{n}", "not a candidate of this verification") for n in rep.measured if n not in names]
@@ -145,21 +139,55 @@ def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, who: Pri
                      for n, t in rep.measured.items() if t.samples_ms and len(t.samples_ms) != order_doc["runs"]]
         if problems:
             raise ApiError(422, f"{problems[0].path}: {problems[0].reason}", errors=problems[:20])
-        _, platform, profile, request, plan = _inputs(svc.planner, row.plan_id)
-        from planner.plan import problem_for, select_view
-        from planner.registry import get_solver
+    return row, order_doc
 
+
+def conclusion(planner: "Planner", plan_id: str, order_json: str, measured_json: str, where: str) -> str:
+    """The verified Plan (JSON) of a board's figures: the measured best, guarded by the sign
+    test as planner solve --verify is. It compiles the profile: a plan worker runs it
+    (api.pages.CALLS), as on a thread of the service a large profile stalled the loop."""
+    from planner.plan import problem_for, select_view
+    from planner.registry import get_solver
+    from planner.verify import Candidate, Prepared, conclude
+
+    order_doc = json.loads(order_json)
+    _, platform, profile, request, plan = _inputs(planner, plan_id)
+    try:
+        view = select_view(problem_for(get_solver(request.solver), platform, profile, request), request)
+        cands = [Candidate(c["name"], Assignment(tuple(c["targets"]), tuple(c["starts"])), c["predicted_ms"])
+                 for c in order_doc["candidates"]]
+        prep = Prepared(plan, view, cands, profile.regime or _regime(order_doc))
+        verified = conclude(platform, profile, request, prep, json.loads(measured_json), order_doc["runs"], where=where)
+    except PlannerError as exc:
+        raise from_planner_error(exc) from None
+    return verified.model_dump_json()
+
+
+async def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, who: Principal) -> VerificationRow:
+    """Store the board's answer. With figures: conclude (on a plan worker: conclusion),
+    store the verified plan and activate it as the next revision, unless the deployment
+    has moved on meanwhile (then the figures are kept and nothing is activated). 409 when
+    the revision has no pending verification; 422 naming the candidate when the figures
+    do not match the order."""
+    row, order_doc = await run_in_threadpool(_checked, svc, dep, rep)
+    note, verified = f"the board did not measure: {rep.skipped}", None
+    if rep.skipped is None:
+        measured = json.dumps({n: t.model_dump() for n, t in rep.measured.items()})
         try:
-            view = select_view(problem_for(get_solver(request.solver), platform, profile, request), request)
-            cands = [Candidate(c["name"], Assignment(tuple(c["targets"]), tuple(c["starts"])), c["predicted_ms"])
-                     for c in order_doc["candidates"]]
-            prep = Prepared(plan, view, cands, profile.regime or _regime(order_doc))
-            verified = conclude(platform, profile, request, prep, {n: t.model_dump() for n, t in rep.measured.items()},
-                                order_doc["runs"], where=f" (measured on the board by '{rep.agent or who.name}')")
-        except PlannerError as exc:
-            raise from_planner_error(exc) from None
-        verified_plan_id = _store_plan(svc, row, verified)
-        state, note = VERIFIED, verified.verification.note
+            verified = Plan.model_validate_json(await svc.plan_workers.call(
+                "verify-conclusion", row.plan_id, row.order_json, measured,
+                f" (measured on the board by '{rep.agent or who.name}')"))
+        except TooSlow as exc:
+            raise ApiError(503, f"concluding the verification took too long ({exc}); post the figures again",
+                           errors=[Issue("<service>", "plan worker deadline")], headers={"Retry-After": "1"}) from None
+        note = verified.verification.note
+    return await run_in_threadpool(_record, svc, dep, rep, row, verified, note)
+
+
+def _record(svc: "Service", dep: DeploymentRow, rep: VerificationReport, row: VerificationRow, verified: Plan | None,
+            note: str) -> VerificationRow:
+    verified_plan_id = _store_plan(svc, row, verified) if verified is not None else None
+    state = VERIFIED if verified is not None else SKIPPED
     with svc.db.session() as s:
         current = s.get(VerificationRow, row.id)
         if current.state != PENDING:  # another answer won the race

@@ -172,19 +172,25 @@ def test_the_boards_figures_are_checked_against_the_order(api):
 
 
 def test_the_order_is_prepared_by_a_plan_worker_not_in_the_service(api, monkeypatch):
-    """The k-best DP holds the GIL for long on a large profile: the service's own process
-    (its event loop and threads) never runs it; a plan worker process does."""
+    """The k-best DP holds the GIL for long on a large profile, and concluding compiles the
+    profile: the service's own process (its event loop and threads) runs neither; a plan
+    worker process does."""
     import planner.verify
 
     def in_the_service(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        raise AssertionError("planner.verify.prepare ran in the service's process")
+        raise AssertionError("planner.verify ran in the service's process")
 
     monkeypatch.setattr(planner.verify, "prepare", in_the_service)
+    monkeypatch.setattr(planner.verify, "conclude", in_the_service)
     plan_id, r = _deployed(api, verify={"candidates": 2, "runs": 4})
     assert r.status_code == 200 and r.json()["revision"] == 1, r.text
     order = api.client.get("/v1/deployments/cam/plan", headers=api.h()).json()["verify"]
     assert order["candidates"][0]["name"] == "plan" and order["runs"] == 4
     assert api.client.get("/v1/deployments/cam/verification", headers=api.h()).json()["plan_id"] == plan_id
+    timing = {"median_ms": 2.0, "p10_ms": 1.9, "p90_ms": 2.2, "samples_ms": [2.0, 1.9, 2.2, 2.0]}
+    r = api.client.post("/v1/deployments/cam/verification", headers=api.h(), json={
+        "revision": 1, "plan_id": plan_id, "measured": {c["name"]: timing for c in order["candidates"]}})
+    assert r.status_code == 200 and r.json()["state"] == "verified", r.text
 
 
 def test_a_refused_preparation_leaves_no_revision_behind(api):

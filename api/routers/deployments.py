@@ -65,10 +65,10 @@ async def activate(deployment_id: DepId, body: ActivatePlan, svc: Service = Depe
                          "with its verification, as the next revision (action 'verify'), unless the deployment has "
                          "moved on. 409 when the revision has no pending verification.",
              responses=responses(401, 403, 404, 409, 413, 422))
-def post_verification(deployment_id: DepId, body: VerificationReport, svc: Service = Depends(service),
-                      who: Principal = READER):
-    dep = svc.deployment(deployment_id, who)
-    return verification.row_view(verification.report(svc, dep, body, who))
+async def post_verification(deployment_id: DepId, body: VerificationReport, svc: Service = Depends(service),
+                            who: Principal = READER):
+    dep = await run_in_threadpool(svc.deployment, deployment_id, who)
+    return verification.row_view(await verification.report(svc, dep, body, who))
 
 
 @router.get("/{deployment_id}/verification", response_model=VerificationView,

@@ -35,9 +35,8 @@ from starlette.concurrency import run_in_threadpool
 
 from api import sessions, views
 from api.auth import INSECURE, Principal
-from api.problems import ApiError, validation_issues
+from api.problems import ApiError, TooSlow, validation_issues
 from api.schemas import PlanSubmission
-from api.fastplans import TooSlow
 from api.service import Service
 from planner import figures
 from planner.core.errors import Issue, PlannerError
