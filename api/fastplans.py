@@ -643,6 +643,7 @@ class _Worker:
         self.outbox: list[bytes] = []
         self.pending: dict[int, asyncio.Future] = {}
         self.heavy = 0  # heavy requests among the pending ones
+        self.work = 0.0  # the pending requests' estimated work (api.admission), as the light lane counts it
         self.answered = 0.0  # loop time of its last answer, or of the request it got idle
 
     def spawn(self, wait: bool = False) -> None:
@@ -761,6 +762,10 @@ LIGHT_LANE_QUEUE = 8
 # (one that runs long, for a light estimate): the others then take light requests too,
 # so none waits behind it (a batch of 8 light DP plans takes a few ms).
 LIGHT_LANE_STALL_S = 0.05
+# ... or until the work queued there (api.admission's estimate) would pass this share of
+# max_fast_work: about 9 DP plans of bench/service.py, 2 with compared baselines (3 ms
+# each: such requests gain more from a second worker in parallel than from batching).
+LIGHT_LANE_WORK_SHARE = 0.005
 
 
 class PlanWorkers:
@@ -775,6 +780,7 @@ class PlanWorkers:
         n = max(1, processes)  # the first is the light lane; with several, the others take heavy requests, niced
         self.workers = [_Worker(ctx, args + ((HEAVY_LANE_NICE,) if i and n > 1 else ())) for i in range(n)]
         self._ids = itertools.count(1)
+        self.lane_work = LIGHT_LANE_WORK_SHARE * limits.max_fast_work
 
     def start(self) -> None:
         for w in self.workers:
@@ -790,12 +796,12 @@ class PlanWorkers:
         return self._raise(answer)
 
     async def plan(self, platform_id: str, profile_id: str, request_json: str, key: str,
-                   reuse: bool, heavy: bool = False) -> tuple[str, bytes, bool]:
+                   reuse: bool, heavy: bool = False, work: float = 0.0) -> tuple[str, bytes, bool]:
         """(plan id, PlanResource JSON, created) once the plan is stored; ApiError as the
         request's answer otherwise. `heavy` (its estimate is over the light share of the
         fast path): it never goes to the first worker, so light requests (a DP plan in
         a millisecond) never wait seconds behind it (issue 21, under load)."""
-        answer = await self._ask(lambda req_id: (req_id, platform_id, profile_id, request_json, key, reuse), heavy)
+        answer = await self._ask(lambda req_id: (req_id, platform_id, profile_id, request_json, key, reuse), heavy, work)
         if answer[1] == "plan":
             return answer[2], answer[3], answer[4]
         return self._raise(answer)
@@ -823,19 +829,21 @@ class PlanWorkers:
                            kind="database-unavailable", headers={"Retry-After": "1"})
         raise RuntimeError(answer[2])
 
-    async def _ask(self, message: Callable[[int], tuple], heavy: bool = False) -> tuple:
+    async def _ask(self, message: Callable[[int], tuple], heavy: bool = False, work: float = 0.0) -> tuple:
         """Send message(req id) to a worker (a light request: the light lane, the first,
-        unless LIGHT_LANE_QUEUE are waiting there or it answered nothing for
-        LIGHT_LANE_STALL_S while busy, then the least busy of those without a
+        unless LIGHT_LANE_QUEUE requests or their share of work are waiting there or it
+        answered nothing for LIGHT_LANE_STALL_S while busy, then the least busy of those without a
         heavy one; a heavy one: the least busy but the first, kept for light ones when
         there are several); its answer."""
+        first = self.workers[0]
+        stalled = bool(first.pending) and asyncio.get_running_loop().time() - first.answered >= LIGHT_LANE_STALL_S
         if heavy:
             w = min(self.workers[1:] or self.workers, key=lambda w: len(w.pending))
-        elif ((first := self.workers[0]).heavy == 0 and len(first.pending) < LIGHT_LANE_QUEUE
-              and (not first.pending or asyncio.get_running_loop().time() - first.answered < LIGHT_LANE_STALL_S)):
+        elif first.heavy == 0 and not stalled and (not first.pending or (len(first.pending) < LIGHT_LANE_QUEUE
+                                                                         and first.work + work <= self.lane_work)):
             w = first
-        else:  # the light lane is full or stalled: another, unless all have heavy requests
-            w = min(self.workers, key=lambda w: (w.heavy > 0, w is self.workers[0], len(w.pending)))
+        else:  # the light lane is full (the least busy then) or stalled (another, unless all have heavy ones)
+            w = min(self.workers, key=lambda w: (w.heavy > 0, w is first and stalled, len(w.pending)))
         if not w.alive:
             if w.process is not None:
                 w.stop(timeout_s=0.5)
@@ -856,10 +864,12 @@ class PlanWorkers:
         w.pending[req_id] = fut
         w.send(pickle.dumps(message(req_id), protocol=pickle.HIGHEST_PROTOCOL))
         w.heavy += heavy
+        w.work += work
         try:
             return await fut
         finally:
             w.heavy -= heavy
+            w.work -= work
 
     def stop(self) -> None:
         for w in self.workers:
