@@ -49,7 +49,7 @@ KINDS: dict[str, type] = {"platform": Platform, "profile": ModelProfile,
                           "asymo-cpu": AsymoCpu, "asymo-network": AsymoNetwork}
 MAX_BATCH = 64  # requests planned and committed together at most
 
-_FIND_COLUMNS = ("id", "platform_id", "profile_id", "job_id", "created_at", "request", "body")
+_FIND_COLUMNS = ("id", "platform_id", "profile_id", "job_id", "created_at", "request", "body", "request_key")
 
 
 class PlanStore:
@@ -64,9 +64,8 @@ class PlanStore:
         table = PlanRow.__table__
         self._engine = db.engine
         self.conn = db.engine.raw_connection()  # the pool's proxy: cursor(), commit(), rollback(), close()
-        find = text(f"SELECT {', '.join(_FIND_COLUMNS)} FROM plans WHERE request_key = :key "
-                    "ORDER BY created_at, id LIMIT 1")
-        self._find = self._compile(find, dialect)
+        self._dialect = dialect
+        self._finds: dict[int, tuple[str, tuple[str, ...] | None]] = {}  # by the number of keys
         self._insert = self._compile(table.insert(), dialect, [c.name for c in table.columns])
         self._bind = {c.name: c.type.dialect_impl(dialect).bind_processor(dialect) for c in table.columns}
         self._bind = {k: f for k, f in self._bind.items() if f is not None}
@@ -81,21 +80,34 @@ class PlanStore:
     def _params(stmt: tuple[str, tuple[str, ...] | None], values: dict) -> tuple | dict:
         return values if stmt[1] is None else tuple(values[k] for k in stmt[1])
 
+    def _find(self, n: int) -> tuple[str, tuple[str, ...] | None]:
+        """SELECT the plans of n request keys, oldest first (one statement for a batch)."""
+        stmt = self._finds.get(n)
+        if stmt is None:
+            keys = ", ".join(f":k{i}" for i in range(n))
+            stmt = self._finds[n] = self._compile(text(f"SELECT {', '.join(_FIND_COLUMNS)} FROM plans "
+                                                       f"WHERE request_key IN ({keys}) ORDER BY created_at, id"),
+                                                  self._dialect)
+        return stmt
+
     def find(self, keys: list[str]) -> dict[str, tuple[str, bytes]]:
         """The first plan stored for each request key: key -> (plan id, response body)."""
         found: dict[str, tuple[str, bytes]] = {}
+        keys = list(dict.fromkeys(keys))
         if not keys:
             return found
+        stmt = self._find(len(keys))
         cur = self.conn.cursor()
         try:
-            for key in dict.fromkeys(keys):
-                cur.execute(self._find[0], self._params(self._find, {"key": key}))
-                row = cur.fetchone()
-                if row is not None:
-                    got = dict(zip(_FIND_COLUMNS, row))
-                    if self._created_at is not None:
-                        got["created_at"] = self._created_at(got["created_at"])
-                    found[key] = (got["id"], plan_resource_json(got, got["body"]))
+            cur.execute(stmt[0], self._params(stmt, {f"k{i}": key for i, key in enumerate(keys)}))
+            for row in cur.fetchall():
+                got = dict(zip(_FIND_COLUMNS, row))
+                key = got.pop("request_key")
+                if key in found:  # a later plan of the same request (two replicas planned it at once)
+                    continue
+                if self._created_at is not None:
+                    got["created_at"] = self._created_at(got["created_at"])
+                found[key] = (got["id"], plan_resource_json(got, got["body"]))
         finally:
             cur.close()
             self.conn.rollback()  # end the read transaction (PostgreSQL opens one)
@@ -502,6 +514,59 @@ class Planner:
 
 # ---------------------------------------------------------------------- the worker process
 
+class _Inbox:
+    """A worker's end of its socket, read in bulk: every request the service has sent so
+    far in a read or two, not three system calls per request (multiprocessing's
+    recv_bytes reads a header and a body, poll asks whether more is there). The frames
+    are multiprocessing's (a 4-byte length, or -1 and an 8-byte one), as the service
+    writes them."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, conn):  # noqa: ANN001
+        self.sock = socket.socket(fileno=os.dup(conn.fileno()))
+        self.buf = bytearray()
+
+    def batch(self, most: int) -> list[bytes]:
+        """One whole message at least (waits for it), with the others already here, at
+        most `most`; EOFError once the service closed its end."""
+        while True:
+            self._drain()
+            frames = self._frames(most)
+            if frames:
+                return frames
+            data = self.sock.recv(self.CHUNK)
+            if not data:
+                raise EOFError
+            self.buf += data
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(self.CHUNK, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not data:
+                return  # closed: the frames here are still answered, the next wait finds EOF
+            self.buf += data
+
+    def _frames(self, most: int) -> list[bytes]:
+        buf, pos, out = self.buf, 0, []
+        while len(out) < most and len(buf) - pos >= 4:
+            size, head = struct.unpack_from("!i", buf, pos)[0], 4
+            if size == -1:
+                if len(buf) - pos < 12:
+                    break
+                size, head = struct.unpack_from("!Q", buf, pos + 4)[0], 12
+            if len(buf) - pos - head < size:
+                break
+            out.append(bytes(buf[pos + head:pos + head + size]))
+            pos += head + size
+        if pos:
+            del buf[:pos]
+        return out
+
+
 def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...], deadline_s: float | None = None,  # noqa: ANN001
                 memory_mb: int | None = None, parent_pid: int | None = None, nice: int = 0) -> None:
     """A plan worker: reads batches of requests from `conn`, answers each batch with one
@@ -531,11 +596,10 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...],
     store = PlanStore(db)
     try:
         conn.send_bytes(pickle.dumps([]))  # ready: an empty batch of answers
+        inbox = _Inbox(conn)
         while True:
             try:
-                msgs = [conn.recv_bytes()]
-                while len(msgs) < MAX_BATCH and conn.poll():
-                    msgs.append(conn.recv_bytes())
+                msgs = inbox.batch(MAX_BATCH)
             except (EOFError, OSError):
                 return
             items = [pickle.loads(m) for m in msgs]
@@ -555,6 +619,48 @@ def worker_main(conn, url: str, limits: Limits, solver_modules: tuple[str, ...],
         db.dispose()
 
 
+class _Answers(asyncio.Protocol):
+    """The service's end of a worker's socket. Answer frames are parsed in the loop's
+    read callback as they arrive and resolve their requests' futures there: no reader
+    task, no stream buffer, no two awaits (and their task steps) per batch."""
+
+    def __init__(self, worker: "_Worker"):
+        self.worker = worker
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pending = self.worker.pending
+        try:
+            while len(buf) >= 4:
+                n, head = struct.unpack_from("!i", buf)[0], 4
+                if n == -1:  # multiprocessing's frame over 2 GiB
+                    if len(buf) < 12:
+                        return
+                    n, head = struct.unpack_from("!Q", buf, 4)[0], 12
+                if len(buf) < head + n:
+                    return
+                answers = pickle.loads(buf[head:head + n])
+                del buf[:head + n]
+                for answer in answers:
+                    fut = pending.pop(answer[0], None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(answer)
+                self.worker.answered = asyncio.get_running_loop().time()
+        except Exception:  # noqa: BLE001 - a garbled answer: drop this worker, a new one is started
+            log.exception("reading the plan worker's answer failed")
+            self.transport.close()  # connection_lost fails what is pending
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.worker.transport is self.transport:  # not a connection stop() already ended
+            self.worker._fail_pending()  # noqa: SLF001
+
+
 class _Worker:
     """One plan worker process and the service's end of its socket."""
 
@@ -563,13 +669,13 @@ class _Worker:
         self.args = args
         self.process = None
         self.sock: socket.socket | None = None
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.task: asyncio.Task | None = None
+        self.transport: asyncio.Transport | None = None
         self.connecting: asyncio.Task | None = None
         self.outbox: list[bytes] = []
         self.pending: dict[int, asyncio.Future] = {}
         self.heavy = 0  # heavy requests among the pending ones
+        self.work = 0.0  # the pending requests' estimated work (api.admission), as the light lane counts it
+        self.answered = 0.0  # loop time of its last answer, or of the request it got idle
 
     def spawn(self, wait: bool = False) -> None:
         """Start the process. wait: keep our end for `ready` (service start-up)."""
@@ -596,11 +702,15 @@ class _Worker:
     def _attach(self, ours) -> None:  # noqa: ANN001
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=os.dup(ours.fileno()))
         ours.close()
-        self.reader = self.writer = self.task = self.connecting = None
+        self.transport = self.connecting = None
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.is_alive() and self.sock is not None
+        """Connected: its socket says (a worker's exit closes it, and connection_lost then
+        drops the socket), without a waitpid per request; not yet: the process says."""
+        if self.sock is None or self.process is None:
+            return False
+        return (self.transport is not None and not self.transport.is_closing()) or self.process.is_alive()
 
     async def connect(self) -> None:
         if self.connecting is None:  # the first request after a spawn connects; the others wait for it
@@ -608,34 +718,25 @@ class _Worker:
         await asyncio.shield(self.connecting)
 
     async def _connect(self) -> None:
-        self.reader, self.writer = await asyncio.open_unix_connection(sock=self.sock)
-        self.task = asyncio.get_running_loop().create_task(self._read())
-
-    async def _read(self) -> None:
-        reader = self.reader
-        try:
-            while True:
-                n = struct.unpack("!i", await reader.readexactly(4))[0]
-                if n == -1:
-                    n = struct.unpack("!Q", await reader.readexactly(8))[0]
-                for answer in pickle.loads(await reader.readexactly(n)):
-                    fut = self.pending.pop(answer[0], None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(answer)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 - a garbled answer: drop this worker, a new one is started
-            log.exception("reading the plan worker's answer failed")
-        finally:
-            self._fail_pending()
+        self.transport, _ = await asyncio.get_running_loop().create_unix_connection(lambda: _Answers(self),
+                                                                                    sock=self.sock)
 
     def _fail_pending(self) -> None:
-        code = None
         if self.process is not None:
             self.process.join(timeout=0.5)  # its socket closed: it is exiting; wait for the exit code it died with
-            code = self.process.exitcode
+        self._fail_requests()
+        try:
+            if self.transport is not None:
+                self.transport.close()
+            elif self.sock is not None:
+                self.sock.close()
+        except RuntimeError:  # the loop is closing
+            pass
+        self.sock = None
+        self.transport = None
+
+    def _fail_requests(self) -> None:
+        code = None if self.process is None else self.process.exitcode
         err = ApiError(503, f"the plan worker process stopped (exit code {code}) while planning; retry the request",
                        errors=[Issue("<request>", "plan worker stopped")], kind="worker-stopped",
                        headers={"Retry-After": "1"})
@@ -643,14 +744,6 @@ class _Worker:
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(err)
-        try:
-            if self.writer is not None:
-                self.writer.close()
-            elif self.sock is not None:
-                self.sock.close()
-        except RuntimeError:  # the loop is closing
-            pass
-        self.sock = None
 
     def send(self, payload: bytes) -> None:
         """Queue a request; the requests of one loop iteration go out in one write (one
@@ -661,34 +754,49 @@ class _Worker:
 
     def _flush(self) -> None:
         data, self.outbox = b"".join(self.outbox), []
-        if self.writer is not None and not self.writer.is_closing():
-            self.writer.write(data)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
 
     def stop(self, timeout_s: float) -> None:
-        if self.task is not None:
-            self.task.cancel()
         if self.sock is not None:
             try:
                 self.sock.shutdown(socket.SHUT_RDWR)  # EOF for the worker now: the join below blocks the loop
             except OSError:
                 pass
+        transport, self.transport = self.transport, None
         try:
-            if self.writer is not None:
-                self.writer.close()  # the worker reads EOF and exits
+            if transport is not None:
+                transport.abort()  # the worker reads EOF and exits; nothing pending is answered any more
             elif self.sock is not None:
                 self.sock.close()
-        except RuntimeError:  # the loop that owned the stream is gone; the kill below still stops it
+        except RuntimeError:  # the loop that owned the socket is gone; the kill below still stops it
             pass
-        self.sock = self.writer = None
+        self.sock = None
         if self.process is not None:
             self.process.join(timeout=timeout_s)
             if self.process.is_alive():
                 self.process.kill()
                 self.process.join(timeout=5)
+        self._fail_requests()  # what it had not answered
 
 
 HEAVY_DOCUMENT_BYTES = 1024 * 1024  # an upload over this parses for long enough to count as heavy
 HEAVY_LANE_NICE = 5  # the plan workers heavy requests may use run below the event loop
+# Light requests wait for the light lane (the first worker) until this many are queued
+# there, and only then spill to the least busy other worker. Measured on a loaded 2-core
+# machine (bench/service.py, 8 clients, three runs): spread over both workers, the light
+# requests the niced heavy lane took were answered at p50 11-23 ms against 5-13 ms on the
+# light lane, and each lane's batches held about 3 requests against 6.6 on the light lane
+# alone (a batch costs a commit and a wake-up of each process).
+LIGHT_LANE_QUEUE = 8
+# ... or until the light lane has answered nothing for this long while it had requests
+# (one that runs long, for a light estimate): the others then take light requests too,
+# so none waits behind it (a batch of 8 light DP plans takes a few ms).
+LIGHT_LANE_STALL_S = 0.05
+# ... or until the work queued there (api.admission's estimate) would pass this share of
+# max_fast_work: about 9 DP plans of bench/service.py, 2 with compared baselines (3 ms
+# each: such requests gain more from a second worker in parallel than from batching).
+LIGHT_LANE_WORK_SHARE = 0.005
 
 
 class PlanWorkers:
@@ -703,6 +811,7 @@ class PlanWorkers:
         n = max(1, processes)  # the first is the light lane; with several, the others take heavy requests, niced
         self.workers = [_Worker(ctx, args + ((HEAVY_LANE_NICE,) if i and n > 1 else ())) for i in range(n)]
         self._ids = itertools.count(1)
+        self.lane_work = LIGHT_LANE_WORK_SHARE * limits.max_fast_work
 
     def start(self) -> None:
         for w in self.workers:
@@ -718,12 +827,12 @@ class PlanWorkers:
         return self._raise(answer)
 
     async def plan(self, platform_id: str, profile_id: str, request_json: str, key: str,
-                   reuse: bool, heavy: bool = False) -> tuple[str, bytes, bool]:
+                   reuse: bool, heavy: bool = False, work: float = 0.0) -> tuple[str, bytes, bool]:
         """(plan id, PlanResource JSON, created) once the plan is stored; ApiError as the
         request's answer otherwise. `heavy` (its estimate is over the light share of the
         fast path): it never goes to the first worker, so light requests (a DP plan in
         a millisecond) never wait seconds behind it (issue 21, under load)."""
-        answer = await self._ask(lambda req_id: (req_id, platform_id, profile_id, request_json, key, reuse), heavy)
+        answer = await self._ask(lambda req_id: (req_id, platform_id, profile_id, request_json, key, reuse), heavy, work)
         if answer[1] == "plan":
             return answer[2], answer[3], answer[4]
         return self._raise(answer)
@@ -769,35 +878,47 @@ class PlanWorkers:
                            kind="database-unavailable", headers={"Retry-After": "1"})
         raise RuntimeError(answer[2])
 
-    async def _ask(self, message: Callable[[int], tuple], heavy: bool = False) -> tuple:
-        """Send message(req id) to the least busy worker (a light request: the least busy
-        of those without a heavy one; a heavy one: not the first, kept for light ones
-        when there are several); its answer."""
+    async def _ask(self, message: Callable[[int], tuple], heavy: bool = False, work: float = 0.0) -> tuple:
+        """Send message(req id) to a worker (a light request: the light lane, the first,
+        unless LIGHT_LANE_QUEUE requests or their share of work are waiting there or it
+        answered nothing for LIGHT_LANE_STALL_S while busy, then the least busy of those without a
+        heavy one; a heavy one: the least busy but the first, kept for light ones when
+        there are several); its answer."""
+        first = self.workers[0]
+        stalled = bool(first.pending) and asyncio.get_running_loop().time() - first.answered >= LIGHT_LANE_STALL_S
         if heavy:
             w = min(self.workers[1:] or self.workers, key=lambda w: len(w.pending))
-        else:
-            w = min(self.workers, key=lambda w: (w.heavy > 0, len(w.pending)))
+        elif first.heavy == 0 and not stalled and (not first.pending or (len(first.pending) < LIGHT_LANE_QUEUE
+                                                                         and first.work + work <= self.lane_work)):
+            w = first
+        else:  # the light lane is full (the least busy then) or stalled (another, unless all have heavy ones)
+            w = min(self.workers, key=lambda w: (w.heavy > 0, w is first and stalled, len(w.pending)))
         if not w.alive:
             if w.process is not None:
                 w.stop(timeout_s=0.5)
                 log.warning("plan worker exited (code %s); starting another", w.process.exitcode)
             w.spawn()
-        try:
-            await w.connect()
-        except OSError:
-            w._fail_pending()  # noqa: SLF001
+        if w.transport is None:  # the first request after a spawn connects
+            try:
+                await w.connect()
+            except OSError:
+                w._fail_pending()  # noqa: SLF001
         if w.sock is None:
             raise ApiError(503, "the plan worker process is not reachable; retry the request", kind="worker-stopped",
                            errors=[Issue("<request>", "plan worker stopped")], headers={"Retry-After": "1"})
         req_id = next(self._ids)
         fut = asyncio.get_running_loop().create_future()
+        if not w.pending:
+            w.answered = asyncio.get_running_loop().time()  # idle until now: a stall counts from here
         w.pending[req_id] = fut
         w.send(pickle.dumps(message(req_id), protocol=pickle.HIGHEST_PROTOCOL))
         w.heavy += heavy
+        w.work += work
         try:
             return await fut
         finally:
             w.heavy -= heavy
+            w.work -= work
 
     def stop(self) -> None:
         for w in self.workers:

@@ -272,7 +272,7 @@ class Service:
         try:
             plan_id, body, created = await self.plan_workers.plan(sub.platform_id, sub.profile_id,
                                                                   canonical_json(request).decode(), key, sub.reuse,
-                                                                  heavy=admission.heavy(est, self.limits))
+                                                                  heavy=admission.heavy(est, self.limits), work=est.work)
         except TooSlow:  # past the fast path's deadline: a job plans it, with its own time limit
             return await self.submit_job(sub, request, key, solver, token_id)
         self.reused.put(key, (plan_id, body))

@@ -5,6 +5,7 @@ that dies mid-request costs that request a 503, not the service."""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -81,3 +82,33 @@ def test_a_job_request_is_checked_by_a_plan_worker_not_on_a_service_thread(api, 
     bad = _post(api, solver="brute", profile_id=api.ids["platform"])  # a platform's id named as the profile
     assert bad.status_code == 422 and bad.json()["errors"][0]["path"] == "profile_id", bad.text
     assert parsed == []
+
+
+def test_a_batch_looks_its_request_keys_up_at_once_and_gets_each_ones_first_plan(api):
+    """PlanStore.find takes a batch's keys in one statement: each key answers with its
+    oldest plan (two replicas may have stored one each), a key asked twice once, a key
+    never planned not at all."""
+    import datetime as dt
+
+    from api.fastplans import PlanStore
+
+    a, b = _post(api, seed=9001).json(), _post(api, seed=9002).json()
+    db = Database(api.settings.url, run_migrations=False)
+    try:
+        with db.session() as s:
+            key_a = s.get(PlanRow, a["id"]).request_key
+            key_b = s.get(PlanRow, b["id"]).request_key
+            row = s.get(PlanRow, a["id"])
+            later = PlanRow(**{c.name: getattr(row, c.name) for c in PlanRow.__table__.columns})
+            later.id, later.created_at = "pln_later_copy", row.created_at + dt.timedelta(seconds=5)
+            s.add(later)
+        store = PlanStore(db)
+        try:
+            found = store.find([key_b, key_a, key_b, "0" * 64])
+        finally:
+            store.close()
+    finally:
+        db.dispose()
+    assert set(found) == {key_a, key_b}
+    assert found[key_a][0] == a["id"] and found[key_b][0] == b["id"]
+    assert json.loads(found[key_a][1]) == a and json.loads(found[key_b][1]) == b  # the 201's own body
