@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from executor import runtime, slicing  # noqa: E402
 from executor.pe_profile import _two_layer_model, profile_for_schedule  # noqa: E402
-from executor.pipeline import Network, PipelineExecutor, regime_note, run_schedule_entry  # noqa: E402
+from executor.pipeline import HostPressure, Network, PipelineExecutor, regime_note, run_schedule_entry  # noqa: E402
 from models.multiapp import compile_schedule  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
 from planner.pe_documents import schedule_documents  # noqa: E402
@@ -86,13 +86,13 @@ def _entry(platform, profs, req, mapping: dict[str, list[str]]):
     return mp, entries_of(mp, [genes], [False])[0]
 
 
-def _run(entry, lms, devices, frames, occ=None, regime_load=None):
+def _run(entry, lms, devices, frames, occ=None, regime=(None, None)):
     """Run one entry on the response-time executor; with `occ` (network -> layer
     occupancies) every frame's response is split into parts (executor.pipeline.PART_LEGEND).
-    `regime_load`: the host load the bounds were measured under (the report's regime_note
-    says when the run's was higher)."""
+    `regime`: the host load and hypervisor steal the bounds were measured under (the
+    report's regime_note says when the run's were higher)."""
     doc = {"mode": "response_time", "entries": [entry.model_dump()],
-           "analysis": {"name": "executor", "terms": [], "regime_load_average": regime_load}}
+           "analysis": {"name": "executor", "terms": [], "regime_load_average": regime[0], "regime_steal_pct": regime[1]}}
     return run_schedule_entry(doc, lms, devices, frames=frames, warmup_frames=5, timeout_s=180.0, parts=occ is not None,
                               occupancy_ms=occ)
 
@@ -100,7 +100,7 @@ def _run(entry, lms, devices, frames, occ=None, regime_load=None):
 PHASE_DELAY_MS = 0.5  # after a lower-priority network's release: its segment has been dispatched (median wait 0.1 ms)
 
 
-def phased_runs(entry, lms, devices, reps: int, regime_load=None) -> tuple[list[float], list[dict], str | None]:
+def phased_runs(entry, lms, devices, reps: int, regime=(None, None)) -> tuple[list[float], list[dict], str | None]:
     """The critical instants periodic releases rarely meet, run on purpose: for each
     network but the lowest, it and every higher one released PHASE_DELAY_MS after the
     lower ones (so it finds a lower-priority segment running: its blocking), and every
@@ -118,7 +118,7 @@ def phased_runs(entry, lms, devices, reps: int, regime_load=None) -> tuple[list[
     doc = {"mode": "response_time", "entries": [entry.model_dump()]}
     run_schedule_entry(doc, lms, devices, frames=3, warmup_frames=10, timeout_s=180.0, executor_out=held)
     ex = held[0]
-    load = os.getloadavg()[0]
+    pressure = HostPressure()
     for offsets in phasings:
         for net in ex.networks:
             net.offset_ms = offsets[net.name]
@@ -126,7 +126,8 @@ def phased_runs(entry, lms, devices, reps: int, regime_load=None) -> tuple[list[
             res = ex.run(3, timeout_s=180.0)
             for net, r in zip(ex.networks, res.networks):
                 worst[net.name] = max([worst[net.name], *r.response_ms])
-    return [worst[a.name] for a in entry.apps], phasings, regime_note(max(load, os.getloadavg()[0]), regime_load)
+    load, steal = pressure.read()
+    return [worst[a.name] for a in entry.apps], phasings, regime_note(load, regime[0], steal, regime[1])
 
 
 class _Wait:
@@ -262,9 +263,9 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         occ = {e.name: e.occupancy_ms for e in evaluate_mapping(mp, genes).apps}
         bparts = bound_parts(mp, genes)
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
-        load = mp.regime_load_average
-        runs = [_run(entry, sub, devices, frames, occ=occ, regime_load=load) for _ in range(2)]  # the replicate: noise floor
-        phased, phasings, phase_note = (phased_runs(entry, sub, devices, args.phase_runs, load) if args.phase_runs
+        regime = (mp.regime_load_average, mp.regime_steal_pct)
+        runs = [_run(entry, sub, devices, frames, occ=occ, regime=regime) for _ in range(2)]  # the replicate: noise floor
+        phased, phasings, phase_note = (phased_runs(entry, sub, devices, args.phase_runs, regime) if args.phase_runs
                                         else ([0.0] * 2, [], None))
         notes = [n for n in (runs[0]["regime_note"], runs[1]["regime_note"], phase_note) if n]
         nets = []
@@ -286,7 +287,7 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         for f in (0.9, 1.05, 1.2):
             tight = [round(f * a.response_time_ms, 3) for a in entry.apps]
             _, e2 = _entry(platform, profs, _request(pair, tight, cfg), mapping)
-            rep = _run(e2, sub, devices, args.deadline_frames, regime_load=load)
+            rep = _run(e2, sub, devices, args.deadline_frames, regime=regime)
             misses = [n["deadline_misses"] for n in rep["networks"]]
             deadlines.append({"factor": f, "periods_ms": tight, "schedulable": e2.schedulable,
                               "bounds_ms": [round(a.response_time_ms, 3) for a in e2.apps],
@@ -298,7 +299,8 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
                     "schedulable": entry.schedulable, "interference_factor": mp.interference_factor,
                     "release_jitter_ms": mp.release_jitter_ms, "dispatch_ms": mp.dispatch_ms,
                     "segment_excess_ms": mp.segment_excess_ms, "phasings_ms": phasings, "phase_runs": args.phase_runs,
-                    "regime_load_average": load, "regime_notes": notes,
+                    "regime_load_average": regime[0], "regime_steal_pct": regime[1], "regime_notes": notes,
+                    "steal_pct": [runs[0]["steal_pct"], runs[1]["steal_pct"]],
                     "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines})
     return out
 
@@ -445,7 +447,7 @@ def main() -> int:
         print(f"\ntwo networks, cpu {tuple(t['cpu_config'])}, periods {t['periods_ms']} ms, mapping "
               f"{t['mapping']}; f x{t['interference_factor']:.3f}, e {t['segment_excess_ms']:.3f} ms, "
               f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles, measured at host load "
-              f"{t['regime_load_average']})")
+              f"{t['regime_load_average']}, hypervisor steal {t['regime_steal_pct']}%; the two runs' steal: {t['steal_pct']}%)")
         for note in t["regime_notes"]:
             print(f"  NOTE: {note}")
         print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'max':>8} {'max2':>8} {'phased':>8} {'p50':>7} {'p99':>7} "
@@ -483,7 +485,8 @@ def main() -> int:
           f"{summary['pipelined_noise_floor_pct'] if summary['pipelined_noise_floor_pct'] is None else round(summary['pipelined_noise_floor_pct'], 1)}%")
     if two:
         print(f"responses over their bound: {summary['responses_over_bound']} ({summary['responses_over_bound_in_regime']} "
-              f"in runs within the measured regime, i.e. host load at most 1 above the profiles'; verdicts contradicted "
+              f"in runs within the measured regime, i.e. host load at most 1 and hypervisor steal at most 0.5% above "
+              f"the profiles'; verdicts contradicted "
               f"there: {summary['contradicted_in_regime']}); mean bound / measured max "
               f"{summary['mean_bound_over_measured_max']:.2f} (target <= 1.3); deadline misses in schedulable runs: "
               f"{summary['misses_in_schedulable']} of {summary['schedulable_deadline_runs']} runs; unschedulable runs "

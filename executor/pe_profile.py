@@ -20,7 +20,6 @@ layers in one session, per tensor size; the difference is what a cut there costs
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
@@ -29,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from executor.pipeline import FrameRun, Network, PipelineExecutor, segment_waits
+from executor.pipeline import FrameRun, HostPressure, Network, PipelineExecutor, segment_waits
 from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
@@ -185,7 +184,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                   whole.id, n, "response_time"))
     cases.append((f"pipelined on one {n}-core PE", [replace(whole, id="regime")], [Network("one", lm, [0] * L, 1.0, 0)],
                   whole.id, n, "throughput"))
-    load_before = os.getloadavg()[0]
+    pressure = HostPressure()
     ratios, dispatch, jitter, pairs = [], [], [], []
     by_cores: dict[int, list[float]] = {}
     tp_ratios, tp_dispatch = [], []
@@ -221,6 +220,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                 jitter.append(run.ready_ms - due[(run.app, run.frame)])
     if not ratios:
         raise RuntimeError("the executor ran no segment while measuring its regime")
+    load, steal = pressure.read()
     factor, excess = segment_envelope(pairs, sum(prof.layer_ms[prof.k_devices[0].id]))
     d50 = float(np.median(tp_dispatch or dispatch))
     by_size = {k: float(np.median(v)) for k, v in sorted(by_cores.items())}
@@ -238,7 +238,8 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,
         "dispatch_ms": float(np.max(dispatch)),
         "dispatch_p50_ms": d50,
-        "host_load_average": round(max(load_before, os.getloadavg()[0]), 2),
+        "host_load_average": load,
+        "host_steal_pct": steal,
         "segment_runs": len(ratios),
         "method": "executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
                   f"load or pipelined back to back, {frames} frames per case: " + "; ".join(c[0] for c in cases)

@@ -268,6 +268,8 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     out["regime_source"] = "; ".join(said)
     loads = [r.host_load_average for r in measured.values() if r.host_load_average is not None]
     out["regime_load_average"] = max(loads) if loads else None
+    steals = [r.host_steal_pct for r in measured.values() if r.host_steal_pct is not None]
+    out["regime_steal_pct"] = max(steals) if steals else None
     return out
 
 

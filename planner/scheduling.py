@@ -310,7 +310,7 @@ def make_schedule(
         name=first.analysis, terms=analysis_terms(first), interference_factor=first.interference_factor,
         release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms,
         segment_excess_ms=first.segment_excess_ms, source=first.regime_source,
-        regime_load_average=first.regime_load_average)
+        regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct)
     return Schedule(
         platform=platform.name,
         mode=problem.mode,

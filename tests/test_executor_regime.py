@@ -94,6 +94,7 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert "'neg'" in mp.regime_source
     # the load it was measured under travels to the schedule's analysis
     assert r.host_load_average is not None and mp.regime_load_average == r.host_load_average
+    assert mp.regime_steal_pct == r.host_steal_pct
     off = profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2, regime_frames=0)
     assert off.regime is None
 
@@ -134,13 +135,20 @@ def test_the_regimes_pipeline_is_cut_where_the_cost_balances():
 def test_a_run_on_a_busier_host_than_the_regime_says_so():
     """The bounds were measured at host load 0.5: a run at 1.4 is within one runnable task
     of it (no note); at 2.0 other processes are taking the cores' time, which the bounds do
-    not cover, and the report says so (planner execute prints it); no regime recorded, no note."""
-    from executor.pipeline import regime_note
+    not cover, and the report says so (planner execute prints it); no regime recorded, no note.
+    Likewise a hypervisor's steal 0.5 points over the regime's."""
+    from executor.pipeline import HostPressure, regime_note
     from planner.commands.execute import render_schedule
+
+    load, steal = HostPressure().read()  # /proc/stat here: a share, never negative
+    assert load >= 0 and (steal is None or 0.0 <= steal <= 100.0)
 
     assert regime_note(1.4, 0.5) is None and regime_note(9.0, None) is None
     note = regime_note(2.0, 0.5)
-    assert note.startswith("this run's host load average 2.00 exceeds the 0.50 its bounds were measured under")
+    assert note.startswith("this run is outside what its bounds cover: its host load average 2.00 exceeds the 0.50")
+    # a hypervisor that took more of the CPUs' time than while the bounds were measured (steal, in %)
+    assert regime_note(0.5, 0.5, 0.4, 0.0) is None and regime_note(0.5, 0.5, None, 0.0) is None
+    assert "the hypervisor took 2.00% of the CPUs' time (steal) against 0.10%" in regime_note(0.5, 0.5, 2.0, 0.1)
     report = {"mode": "response_time", "entry": 0, "cpu_config": {}, "pes": [], "frames": 1, "wall_s": 0.1, "schedulable": True,
               "analysis": "executor", "networks": [], "regime_note": note}
     assert f"NOTE: {note}" in render_schedule(report)

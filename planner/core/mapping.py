@@ -81,6 +81,7 @@ class MappingProblem:
     throughput_dispatch_ms: float = 0.0  # throughput mode: typical dispatch wait, once per segment a PE runs per frame
     regime_source: str = ""  # where the factors above come from (ResponseAnalysis.source)
     regime_load_average: float | None = None  # the host load they were measured under (ResponseAnalysis)
+    regime_steal_pct: float | None = None  # the hypervisor's steal meanwhile (ResponseAnalysis)
 
     @property
     def n_pes(self) -> int:

@@ -139,8 +139,10 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             f"segment excess +{problem.segment_excess_ms:g} ms per segment run (own, blocking, interfering): a time slice "
             "lost to another thread or process, whatever the segment's length",
             f"factor, excess, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0, 0)'}",
-        ] + ([f"measured at host load average {problem.regime_load_average:g}: a run on a busier host (other processes "
-              "taking the cores' time) is outside the bound, and the executor's report says so"]
+        ] + ([f"measured at host load average {problem.regime_load_average:g}"
+              + (f" and {problem.regime_steal_pct:g}% hypervisor steal" if problem.regime_steal_pct is not None else "")
+              + ": a run on a busier host (other processes, or the hypervisor, taking the cores' time) is outside the "
+              "bound, and the executor's report says so"]
              if problem.regime_load_average is not None else [])
     return [
         "own: the network's ASAP schedule alone; each layer's mobility (ALAP - ASAP) absorbs delay",

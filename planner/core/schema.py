@@ -649,6 +649,9 @@ class ExecutorRegime(Strict):
     host_load_average: float | None = Field(
         None, ge=0, le=1e6, description="The host's 1-minute load average while they were measured (the larger of "
         "before and after): a bound built on them holds for runs under that load, not under another process's")
+    host_steal_pct: float | None = Field(
+        None, ge=0, le=100, description="The share of the CPUs' time a hypervisor took while they were measured "
+        "(steal; 0 on bare metal, null where the system does not say)")
 
 
 class ModelProfile(Strict):
@@ -1157,6 +1160,9 @@ class ResponseAnalysis(BaseModel):
     regime_load_average: float | None = Field(
         None, description="The host load the profiles' executor regime was measured under (the largest); a run under "
         "a higher load is outside what the bounds were measured for, and the executor says so")
+    regime_steal_pct: float | None = Field(
+        None, description="The hypervisor's steal while the regime was measured (the largest): a run with more is "
+        "outside what the bounds were measured for")
 
 
 class Schedule(BaseModel):
