@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from executor import runtime, slicing  # noqa: E402
-from executor.pe_profile import _two_layer_model, profile_for_schedule  # noqa: E402
+from executor.pe_profile import REGIME_FRAMES, _two_layer_model, profile_for_schedule  # noqa: E402
 from executor.pipeline import HostPressure, Network, PipelineExecutor, regime_note, run_schedule_entry  # noqa: E402
 from models.multiapp import compile_schedule  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
@@ -328,7 +328,7 @@ def main() -> int:
     ap.add_argument("--phase-runs", type=int, default=10,
                     help="runs of 3 frames per critical phasing of the two networks (their blocking and interference "
                          "on purpose); 0: periodic releases only (default: %(default)s)")
-    ap.add_argument("--regime-frames", type=int, default=30,
+    ap.add_argument("--regime-frames", type=int, default=REGIME_FRAMES,
                     help="frames per case of the PE profile's executor-regime run (default: %(default)s)")
     ap.add_argument("--runs", type=int, default=10, help="profiling runs per layer (default: %(default)s)")
     ap.add_argument("--ilp-limit", type=float, default=20.0, help="CP-SAT time limit per schedule, s (default: %(default)s)")

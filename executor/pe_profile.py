@@ -35,7 +35,7 @@ from executor.slicing import LayeredModel, layers, random_inputs
 from planner.core.schema import STEADY_SETTLE
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
-REGIME_FRAMES = 30  # frames per case of measure_executor_regime
+REGIME_FRAMES = 100  # frames per case of measure_executor_regime: its worst runs bound every later one (30 missed tails)
 Progress = Callable[[int, int, str], None]
 
 

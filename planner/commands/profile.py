@@ -85,10 +85,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="profile for multi-network scheduling (planner schedule, Kang et al.): this CPU cluster's "
                         "logical PEs, every layer with k = 1..n threads pinned to k of its cores, and the PE-to-PE "
                         "handoff; --device then adds other PEs (GPU, NPU ...)")
-    p.add_argument("--regime-frames", type=int, default=30, metavar="N",
+    p.add_argument("--regime-frames", type=int, default=100, metavar="N",  # executor.pe_profile.REGIME_FRAMES
                    help="with --pe-cluster: frames per case of the executor-regime run (every PE busy at once) that "
                         "measures the schedule bound's interference factor, release jitter and dispatch wait into the "
-                        "profile (executor_regime); 0: not measured (default: %(default)s, at most 1000)")
+                        "profile (executor_regime): the bound covers runs as bad as its worst, so more frames catch "
+                        "rarer stalls; 0: not measured (default: %(default)s, at most 1000)")
     p.set_defaults(func=run)
 
 
