@@ -253,26 +253,36 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, ex
     return worst
 
 
-@settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000))
-def test_simulated_responses_never_exceed_the_bound(seed):
-    rng = np.random.default_rng(seed)
-    plat_, profiles, req = varied_instance(rng, networks=int(rng.integers(2, 4)), layers=(2, 5), max_mappings=10**9)
-    req = req.model_copy(update={"analysis": "executor"})
-    for mp in compile_schedule(plat_, profiles, req).configs[:2]:
+def _simulated_against_the_bound(rng, req, factor: float = 1.0, batch: bool = False, **sim) -> None:
+    """For up to 6 random mappings per configuration (first two) that the analysis calls
+    schedulable, 8 simulated runs from random offsets, each segment taking up to `factor`
+    x its cost (`sim`: late releases, wake-ups, excess): no network's worst response over
+    its bound. `batch`: the batch evaluator agrees with the reference first."""
+    plat_, profiles, base = req
+    for mp in compile_schedule(plat_, profiles, base).configs[:2]:
         choices = mp.gene_choices()
         for _ in range(6):
             genes = np.array([rng.choice(c) for c in choices])
             ev = evaluate_mapping(mp, genes)
             if not ev.feasible or not all(x.meets_deadline for x in ev.apps):
                 continue
+            if batch:
+                assert evaluate_batch(mp, genes[None, :]).value_ms[0] == pytest.approx([x.response_time_ms for x in ev.apps])
             for _ in range(8):
                 offsets = [float(rng.uniform(0, app.period_ms)) for app in mp.apps]
-                scale = [rng.choice([1.0, 1.0, float(rng.uniform(0.2, 1.0))], size=8) for _ in mp.apps]
-                got = simulate(mp, genes, offsets, scale)
+                scale = [rng.choice([factor, factor, float(rng.uniform(0.2, factor))], size=8) for _ in mp.apps]
+                got = simulate(mp, genes, offsets, scale, **sim)
                 for a, app in enumerate(mp.apps):
                     bound = next(x.response_time_ms for x in ev.apps if x.name == app.name)
                     assert got[a] <= bound + 1e-7, (app.name, got[a], bound)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_simulated_responses_never_exceed_the_bound(seed):
+    rng = np.random.default_rng(seed)
+    plat_, profiles, req = varied_instance(rng, networks=int(rng.integers(2, 4)), layers=(2, 5), max_mappings=10**9)
+    _simulated_against_the_bound(rng, (plat_, profiles, req.model_copy(update={"analysis": "executor"})))
 
 
 @settings(max_examples=30, deadline=None)
@@ -287,24 +297,9 @@ def test_simulated_responses_with_slowdown_late_releases_and_wake_ups_stay_under
     exc = float(rng.uniform(0, 0.5))
     req = req.model_copy(update={"analysis": "executor", "interference_factor": f, "release_jitter_ms": jit,
                                  "dispatch_ms": dsp, "segment_excess_ms": exc})
-    checked = 0
-    for mp in compile_schedule(plat_, profiles, req).configs[:2]:
-        choices = mp.gene_choices()
-        for _ in range(6):
-            genes = np.array([rng.choice(c) for c in choices])
-            ev = evaluate_mapping(mp, genes)
-            if not ev.feasible or not all(x.meets_deadline for x in ev.apps):
-                continue
-            assert evaluate_batch(mp, genes[None, :]).value_ms[0] == pytest.approx([x.response_time_ms for x in ev.apps])
-            for _ in range(8):
-                offsets = [float(rng.uniform(0, app.period_ms)) for app in mp.apps]
-                scale = [rng.choice([f, f, float(rng.uniform(0.2, f))], size=8) for _ in mp.apps]
-                got = simulate(mp, genes, offsets, scale, late=lambda a, j: float(rng.choice([jit, rng.uniform(0, jit)])),
-                               wake=lambda: float(rng.choice([dsp, rng.uniform(0, dsp)])), excess=exc)
-                checked += 1
-                for a, app in enumerate(mp.apps):
-                    bound = next(x.response_time_ms for x in ev.apps if x.name == app.name)
-                    assert got[a] <= bound + 1e-7, (app.name, got[a], bound)
+    _simulated_against_the_bound(rng, (plat_, profiles, req), factor=f, batch=True,
+                                 late=lambda a, j: float(rng.choice([jit, rng.uniform(0, jit)])),
+                                 wake=lambda: float(rng.choice([dsp, rng.uniform(0, dsp)])), excess=exc)
 
 
 def test_dispatch_wait_is_charged_once_per_segment_own_and_interfering():

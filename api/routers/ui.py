@@ -190,9 +190,6 @@ class Page:
         return render(self.request, self.name, self.status, **self.ctx)
 
 
-page = Page
-
-
 def pages(total: int, offset: int) -> dict:
     return {"total": total, "offset": offset, "prev": max(0, offset - PAGE) if offset > 0 else None,
             "next": offset + PAGE if offset + PAGE < total else None}
@@ -270,7 +267,7 @@ async def static(name: str) -> Response:
 @router.get("/login")
 @ui_errors
 async def login_form(request: Request, next: str = "/ui", reason: str = "") -> HTMLResponse:  # noqa: A002
-    return page(request, "login.html", next=_local(next), reason=reason)
+    return Page(request, "login.html", next=_local(next), reason=reason)
 
 
 def _local(url: str) -> str:
@@ -289,7 +286,7 @@ async def login(request: Request):  # noqa: ANN201
     if who is None or not who.has("pipeline"):
         reason = ("enter a token" if not token else "the token is unknown or revoked" if who is None
                   else "the UI needs a pipeline or admin token")
-        return page(request, "login.html", status=401, next=nxt, reason=reason)
+        return Page(request, "login.html", status=401, next=nxt, reason=reason)
     sid = await run_in_threadpool(sessions.create, svc(request).db, who)
     response = RedirectResponse(nxt, status_code=303)
     response.headers.append("set-cookie", sessions.cookie(sessions.COOKIE, sid))
@@ -322,7 +319,7 @@ async def home(request: Request) -> HTMLResponse:
                 "plans": s.list_plans(1, 0, None, None)[0], "schedules": s.list_schedules(1, 0, None)[0],
                 "jobs": s.list_jobs(1, 0, None)[0], "deployments": s.list_deployments(1, 0)[0]}
 
-    return page(request, "home.html", counts=await run_in_threadpool(counts))
+    return Page(request, "home.html", counts=await run_in_threadpool(counts))
 
 
 @router.get("/platforms")
@@ -333,7 +330,7 @@ async def documents(request: Request) -> HTMLResponse:
     kind = "platform" if request.url.path.endswith("platforms") else "profile"
     off = offset_of(request)
     total, rows = await run_in_threadpool(svc(request).list_documents, kind, PAGE, off)
-    return page(request, "documents.html", kind=kind, items=[views.document(r) for r in rows], page=pages(total, off))
+    return Page(request, "documents.html", kind=kind, items=[views.document(r) for r in rows], page=pages(total, off))
 
 
 @router.get("/platforms/{doc_id}")
@@ -347,7 +344,7 @@ async def platform_page(request: Request, doc_id: str) -> HTMLResponse:
     ids = {d.id for d in p.devices}
     frontier_profiles = [r for r in profiles[1] if not (summary := json.loads(r.summary)).get("time_only")
                          and set(summary.get("measured_on", ())) <= ids]  # those a frontier can be drawn for
-    return page(request, "platform.html", id=doc_id, platform=p, plans=[views.plan_summary(r) for r in rows],
+    return Page(request, "platform.html", id=doc_id, platform=p, plans=[views.plan_summary(r) for r in rows],
                   plan_total=total, profiles=frontier_profiles)
 
 
@@ -364,7 +361,7 @@ async def profile_page(request: Request, doc_id: str) -> HTMLResponse:
     platforms = await run_in_threadpool(s.list_documents, "platform", 200, 0)
     fitting = [r for r in platforms[1]
                if set(p["devices"]) <= {d for d in json.loads(r.summary).get("device_ids", p["devices"])}]
-    return page(request, "profile.html", id=doc_id, plans=[views.plan_summary(r) for r in rows], plan_total=total,
+    return Page(request, "profile.html", id=doc_id, plans=[views.plan_summary(r) for r in rows], plan_total=total,
                 platforms=fitting, **p)
 
 
@@ -377,7 +374,7 @@ async def plans(request: Request) -> HTMLResponse:
     total, rows = await run_in_threadpool(s.list_plans, PAGE, off, None, None)
     items = [views.plan_summary(r) for r in rows]
     names = await run_in_threadpool(names_of, s, {i.platform_id for i in items} | {i.profile_id for i in items})
-    return page(request, "plans.html", items=items, names=names, page=pages(total, off))
+    return Page(request, "plans.html", items=items, names=names, page=pages(total, off))
 
 
 async def _plan(request: Request, plan_id: str) -> dict:
@@ -439,7 +436,7 @@ async def _plan_form(request: Request, values: dict, errors: list[str], status: 
     chosen = next((q for q in platforms if q.id == values.get("platform_id")), None)
     if chosen is not None and not any(p.id == values.get("profile_id") and fits(p, chosen) for p in profiles):
         values["profile_id"] = next((p.id for p in profiles if fits(p, chosen)), "")
-    return page(request, "plan_new.html", status=status, platforms=platforms, profiles=profiles, solvers=solvers,
+    return Page(request, "plan_new.html", status=status, platforms=platforms, profiles=profiles, solvers=solvers,
                   values=values, errors=errors, fits=fits)
 
 
@@ -504,7 +501,7 @@ async def plan_page(request: Request, plan_id: str) -> HTMLResponse:
     res = await _plan(request, plan_id)
     names = await run_in_threadpool(names_of, svc(request), {res["platform_id"], res["profile_id"]})
     spec = spec_json(await run_in_threadpool(figures.plan_figure, res["doc"])) if drawable(res["doc"]) else None
-    return page(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec,
+    return Page(request, "plan.html", res=res, plan=res["doc"], names=names, spec=spec,
                   request_json=json.dumps(res["request"], indent=2))
 
 
@@ -534,7 +531,7 @@ async def compare(request: Request, a: str = "", b: str = "") -> HTMLResponse:
                      "diff_pct": (100.0 * (vb - va) / va) if va and vb is not None and math.isfinite(va - vb) else None})
     specs = [spec_json(await run_in_threadpool(figures.plan_figure, r["doc"], width=420)) if drawable(r["doc"]) else None
              for r in (left, right)]
-    return page(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
+    return Page(request, "compare.html", left=left, right=right, rows=rows, specs=specs)
 
 
 class Slots:
@@ -630,7 +627,7 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
     finally:
         slots.give()
     chart = await run_in_threadpool(lambda: figures.frontier_figure(data, energy_cap_mj=cap))
-    return page(request, "frontier.html", report=data, spec=spec_json(chart), platform_id=platform_id,
+    return Page(request, "frontier.html", report=data, spec=spec_json(chart), platform_id=platform_id,
                   profile_id=profile_id, max_transitions=k, energy_cap_mj=energy_cap_mj, devices=devices,
                   chosen=figures.chosen_point(data, cap))
 
@@ -644,7 +641,7 @@ async def schedules(request: Request) -> HTMLResponse:
     total, rows = await run_in_threadpool(s.list_schedules, PAGE, off, None)
     items = [views.schedule_summary(r) for r in rows]
     names = await run_in_threadpool(names_of, s, {i.platform_id for i in items})
-    return page(request, "schedules.html", items=items, names=names, page=pages(total, off))
+    return Page(request, "schedules.html", items=items, names=names, page=pages(total, off))
 
 
 @router.get("/schedules/{schedule_id}")
@@ -666,7 +663,7 @@ async def schedule_page(request: Request, schedule_id: str, entry: int = 0) -> H
         raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
                        errors=[Issue("entry", "out of range")])
     spec = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=entry)) if sched.entries else None
-    return page(request, "schedule.html", res=res, schedule=sched, entry=entry, spec=spec,
+    return Page(request, "schedule.html", res=res, schedule=sched, entry=entry, spec=spec,
                   with_timeline=with_timeline, rows=list(enumerate(sched.entries))[:PAGE])
 
 
@@ -676,7 +673,7 @@ async def jobs(request: Request) -> HTMLResponse:
     principal(request)
     off = offset_of(request)
     total, rows = await run_in_threadpool(svc(request).list_jobs, PAGE, off, None)
-    return page(request, "jobs.html", items=[views.job(r) for r in rows], page=pages(total, off))
+    return Page(request, "jobs.html", items=[views.job(r) for r in rows], page=pages(total, off))
 
 
 @router.get("/jobs/{job_id}")
@@ -684,7 +681,7 @@ async def jobs(request: Request) -> HTMLResponse:
 async def job_page(request: Request, job_id: str) -> HTMLResponse:
     principal(request)
     job = views.job(await run_in_threadpool(svc(request).job, job_id))
-    return page(request, "job.html", job=job, job_json=job.model_dump_json())
+    return Page(request, "job.html", job=job, job_json=job.model_dump_json())
 
 
 @router.get("/jobs/{job_id}/status")
@@ -719,7 +716,7 @@ async def deployments(request: Request) -> HTMLResponse:
     total, rows = await run_in_threadpool(s.list_deployments, PAGE, off)
     items = [views.deployment(r) for r in rows]
     names = await run_in_threadpool(names_of, s, {i.platform_id for i in items} | {i.profile_id for i in items})
-    return page(request, "deployments.html", items=items, names=names, page=pages(total, off))
+    return Page(request, "deployments.html", items=items, names=names, page=pages(total, off))
 
 
 UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)
@@ -763,6 +760,6 @@ async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
         timeline = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=dep.active_entry))
     view = views.deployment(dep)
     names = await run_in_threadpool(names_of, s, {dep.platform_id, *(view.profile_ids or [dep.profile_id])})
-    return page(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
+    return Page(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
                   spec=spec, points=points, telemetry=telemetry, names=names, error_convention=ERROR_CONVENTION,
                   timeline=timeline)

@@ -1004,7 +1004,8 @@ class ScheduleRequest(Strict):
         "there: every PE runs segments (runs of consecutive layers on one PE) non-preemptively, each segment may be "
         "blocked once by the longest lower-priority segment on its PE, higher-priority networks interfere with all "
         "their work on the shared PEs of every job that can overlap (ceil((R + J) / P_h) jobs for a network's first "
-        "segment, ready at its release, ceil((R + R_h) / P_h) for its later ones; iterated to a fixed point), costs x interference_factor, + release_jitter_ms. kang: eq. 10-11 as printed (CPU preemptive, "
+        "segment, ready at its release, ceil((R + R_h) / P_h) for its later ones; iterated to a fixed point), "
+        "costs x interference_factor, + release_jitter_ms. kang: eq. 10-11 as printed (CPU preemptive, "
         "blocking on GPU/NPU only, per-layer slack, interference not accumulated across layers: footnote 5)",
     )
     interference_factor: Annotated[float, Field(ge=1, le=1000)] | None = Field(
