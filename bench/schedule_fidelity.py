@@ -202,34 +202,50 @@ def waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames: int) 
 
 def bound_parts(mp, genes) -> list[dict]:
     """Each network's bound split as the executor analysis builds it (planner.core.multiapp):
-    own = f R0 + e S, blocking = f sum_p S_p B_p + e (blocked runs), release = J, dispatch =
-    D S, interference = the higher-priority jobs' work, dispatch and excess (the rest)."""
-    from planner.core.multiapp import segment_makespan, segment_terms
+    own = f R0, blocking = f sum_p S_p B_p, release = J, dispatch = D S, excess = the
+    smaller of e per run (own, blocking, interfering) and the excess curve over R + the
+    longest segment run, interference = the higher-priority jobs' work and dispatch (the rest)."""
+    import math
+
+    from planner.core.multiapp import excess_in_window, head_segment, segment_makespan, segment_terms
 
     ev = evaluate_mapping(mp, genes)
     maps = mp.split(np.asarray(genes))
     segs = [segment_terms(list(m), list(e.occupancy_ms), mp.n_pes) for m, e in zip(maps, ev.apps)]
     rank = mp.priority_rank
+    f, d, x, jit = mp.interference_factor, mp.dispatch_ms, mp.segment_excess_ms, mp.release_jitter_ms
+    span = f * max((v for sg in segs for v in sg[1]), default=0.0) + x
     out = []
     for a, e in enumerate(ev.apps):
-        lower = rank[rank.index(a) + 1:]
+        pos = rank.index(a)
+        lower, higher = rank[pos + 1:], rank[:pos]
         used = [p for p in range(mp.n_pes) if segs[a][0][p]]
         longest = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(mp.n_pes)]
         block = sum(segs[a][0][p] * longest[p] for p in used)
-        blocked_runs = sum(segs[a][0][p] for p in used if longest[p] > 0)
-        f, d, x = mp.interference_factor, mp.dispatch_ms, mp.segment_excess_ms
+        runs = sum(segs[a][0]) + sum(segs[a][0][p] for p in used if longest[p] > 0)
+        r = e.response_time_ms
+        for h in higher:
+            hp, hc = head_segment(list(maps[h]), list(ev.apps[h].occupancy_ms))
+            first = 1 if hp in used and hc > 0 else 0
+            rest = sum(segs[h][0][p] for p in used) - first
+            ph, rh = mp.apps[h].period_ms, ev.apps[h].response_time_ms
+            runs += math.ceil((r + jit) / ph - 1e-9) * first + math.ceil((r + rh) / ph - 1e-9) * rest
+        excess = x * runs
+        if mp.excess_curve:
+            excess = min(excess, float(excess_in_window(mp.excess_curve, np.array([r + span]))[0]))
         r0 = segment_makespan(mp.apps[a], list(maps[a]), list(e.occupancy_ms))  # what the bound starts from
-        parts = {"own": f * r0 + x * sum(segs[a][0]), "blocking": f * block + x * blocked_runs,
-                 "release": mp.release_jitter_ms, "dispatch": d * sum(segs[a][0])}
-        parts["interference"] = e.response_time_ms - sum(parts.values())
+        parts = {"own": f * r0, "blocking": f * block, "release": jit, "dispatch": d * sum(segs[a][0]),
+                 "excess": excess}
+        parts["interference"] = r - sum(parts.values())
         out.append({k: round(v, 4) for k, v in parts.items()})
     return out
 
 
 def _measured_parts(row: dict) -> dict:
-    """A measured worst frame's parts grouped as the bound's: own = profiled time + excess."""
+    """A measured worst frame's parts grouped as the bound's: own = its segments' profiled
+    time, excess = what they took beyond it (the bound's own is f x profiled, its excess beyond that)."""
     p = row["parts"]
-    return {"own": p["profile"] + p["excess"], "blocking": p["blocking"], "release": p["release"],
+    return {"own": p["profile"], "excess": p["excess"], "blocking": p["blocking"], "release": p["release"],
             "dispatch": p["dispatch"] + p["handoff"], "interference": p["interference"], "backlog": p["own"]}
 
 
@@ -298,7 +314,7 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         out.append({"waits": waits, "cpu_config": cfg, "periods_ms": periods, "mapping": {n: _runs(v) for n, v in mapping.items()},
                     "schedulable": entry.schedulable, "interference_factor": mp.interference_factor,
                     "release_jitter_ms": mp.release_jitter_ms, "dispatch_ms": mp.dispatch_ms,
-                    "segment_excess_ms": mp.segment_excess_ms, "phasings_ms": phasings, "phase_runs": args.phase_runs,
+                    "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve], "phasings_ms": phasings, "phase_runs": args.phase_runs,
                     "regime_load_average": regime[0], "regime_steal_pct": regime[1], "regime_notes": notes,
                     "steal_pct": [runs[0]["steal_pct"], runs[1]["steal_pct"]],
                     "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines})
@@ -440,12 +456,17 @@ def main() -> int:
         print("  max, max2: the worst response of two runs at the periods; phased: the worst of runs released at the "
               "critical phasings on purpose (each network with the higher ones 0.5 ms after the lower ones, and all at "
               "once); bound/max: the bound over the largest of the three")
-        print("  own: f R0 + e S | profiled time + excess; blocking: f sum S_p B_p + e | lower-priority segments waited for; "
-              "release: J | release lateness; dispatch: D x segments | idle-PE waits + bookkeeping; interference: "
-              "higher-priority jobs | waited for them; backlog (not in the bound): the same network's earlier frames")
+        print("  own: f R0 | profiled time; excess: min(e x runs, E(R + S)) | time beyond that; blocking: f sum S_p B_p "
+              "| lower-priority segments waited for; release: J | release lateness; dispatch: D x segments | idle-PE "
+              "waits + bookkeeping; interference: higher-priority jobs | waited for them; backlog (not in the bound): "
+              "the same network's earlier frames")
+        print("  E(w): the excess curve, the most excess all the segment runs starting in one window w took in the "
+              "executor regime; S: the longest segment run (f x its time + e)")
     for t in two:
         print(f"\ntwo networks, cpu {tuple(t['cpu_config'])}, periods {t['periods_ms']} ms, mapping "
-              f"{t['mapping']}; f x{t['interference_factor']:.3f}, e {t['segment_excess_ms']:.3f} ms, "
+              f"{t['mapping']}; f x{t['interference_factor']:.3f}, e {t['segment_excess_ms']:.3f} ms"
+              + (", E(" + ", ".join(f"{w:g}) {v:.2f}" for w, v in t["excess_curve"] if w in (10.0, 30.0, 100.0)) + " ms"
+                 if t.get("excess_curve") else "") + ", "
               f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles, measured at host load "
               f"{t['regime_load_average']}, hypervisor steal {t['regime_steal_pct']}%; the two runs' steal: {t['steal_pct']}%)")
         for note in t["regime_notes"]:
@@ -458,9 +479,8 @@ def main() -> int:
                   f"{n['response_p50_ms']:>7.2f} {n['response_p99_ms']:>7.2f} "
                   f"{n['bound_over_max']:>9.2f}{'  OVER THE BOUND' if n['over_bound'] else ''}")
             b, w = n["bound_parts"], n["worst_frame_grouped"]
-            print("    bound   " + "  ".join(f"{k} {b.get(k, 0.0):.2f}" for k in ("own", "blocking", "release", "dispatch", "interference")))
-            print("    worst   " + "  ".join(f"{k} {w[k]:.2f}" for k in ("own", "blocking", "release", "dispatch", "interference", "backlog"))
-                  + f"  (excess over profile {n['worst_frame_parts']['excess']:.2f})")
+            print("    bound   " + "  ".join(f"{k} {b.get(k, 0.0):.2f}" for k in ("own", "excess", "blocking", "release", "dispatch", "interference")))
+            print("    worst   " + "  ".join(f"{k} {w.get(k, 0.0):.2f}" for k in ("own", "excess", "blocking", "release", "dispatch", "interference", "backlog")))
         for d in t["deadlines"]:
             print(f"  deadlines {d['factor']:.2f} x bound {d['periods_ms']} ms: "
                   f"{'schedulable' if d['schedulable'] else 'unschedulable'} (bounds {d['bounds_ms']}), "

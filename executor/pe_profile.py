@@ -151,6 +151,36 @@ def envelope_points(pairs: Sequence[tuple[float, float]]) -> list[tuple[float, f
     return [(f, max(0.0, float(np.max(run - f * pred)))) for f in sorted({*(x for x in ENVELOPE_SLOPES if x < top), top})]
 
 
+CURVE_WINDOWS_MS = tuple(m * 10.0 ** k for k in range(-1, 4) for m in (5, 7.5, 10, 15, 20, 30))  # 0.5 ms to 30 s
+
+
+def excess_curve(cases: Sequence[Sequence[tuple[float, float, float]]], factor: float) -> list[tuple[float, float]]:
+    """(window_ms, excess_ms) per window length: the most excess (run - factor x
+    predicted, where positive) in all of the runs starting in any window that long, over
+    every case's runs (start_ms, run_ms, predicted_ms). A case is read directly up to half
+    its span (so each window is seen many times) and past that as the analysis reads any
+    curve past its end: a window of a + b holds no more than one of a and one of b.
+    Windows up to half the longest case's span. A lost time slice hits the runs in flight
+    then, not every run: over a response's window this sums to far less than the largest
+    excess times the runs. [] where no case ran."""
+    cases = [np.array(sorted(rows), dtype=float).reshape(-1, 3) for rows in cases if rows]
+    if not cases:
+        return []
+    spans = [float(arr[-1, 0] - arr[0, 0]) for arr in cases]
+    windows = np.array([w for w in CURVE_WINDOWS_MS if w <= max(spans) / 2] or CURVE_WINDOWS_MS[:1])
+    best = np.zeros(len(windows))
+    for arr, span in zip(cases, spans):
+        start, x = arr[:, 0], np.maximum(arr[:, 1] - factor * arr[:, 2], 0.0)
+        cs = np.concatenate([[0.0], np.cumsum(x)])
+        first = np.arange(len(start))
+        own = windows[: max(1, int(np.searchsorted(windows, span / 2, side="right")))]
+        direct = [float((cs[np.searchsorted(start, start + w, side="right")] - cs[first]).max()) for w in own]
+        here = np.concatenate([direct, np.ceil(windows[len(own):] / own[-1] - 1e-9) * direct[-1]])
+        best = np.maximum(best, here)  # the heaviest window starts at a run's start
+    best = np.maximum.accumulate(best)
+    return [(float(w), float(v)) for w, v in zip(windows, best)]
+
+
 def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
@@ -186,6 +216,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                   whole.id, n, "throughput"))
     pressure = HostPressure()
     ratios, dispatch, jitter, pairs = [], [], [], []
+    timed: list[list[tuple[float, float, float]]] = []  # per case: (start, run, predicted) of every segment run
     by_cores: dict[int, list[float]] = {}
     tp_ratios, tp_dispatch = [], []
     tp_periods: list[tuple[int, float, list[float], list[int]]] = []  # (cores, measured period, work and segments per PE)
@@ -206,11 +237,13 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                 segs[sg.pe] += 1
             tp_periods.append((k, float(np.median(gaps)) * 1e3, work, segs))
         due = {(f.app, f.frame): f.due_ms for f in trace if isinstance(f, FrameRun)}
+        timed.append([])
         for run, wait in segment_waits(trace, [x.priority for x in nets]):
             sg = ex.segments[run.app][run.segment]
             pred = sum(cost[sg.first:sg.last + 1]) + (prof.beta_ms[dev_id] if sg.first > 0 else 0.0)
             ratios.append((run.end_ms - run.start_ms) / max(pred, 1e-6))
             pairs.append((run.end_ms - run.start_ms, pred))
+            timed[-1].append((run.start_ms, run.end_ms - run.start_ms, pred))
             dispatch.append(wait["dispatch"])
             if mode == "throughput":  # the typical figures a pipelined schedule runs with
                 by_cores.setdefault(k, []).append(ratios[-1])
@@ -233,6 +266,9 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "interference_factor": factor,
         "segment_excess_ms": excess,
         "envelope": [[f, e] for f, e in envelope_points(pairs)],
+        "excess_curves": [{"factor": f, "points": [list(p) for p in pts]}
+                          for f in sorted({factor, *(f for f, _ in envelope_points(pairs))})
+                          if (pts := excess_curve(timed, f))],
         "interference_factor_p50": float(np.median(tp_ratios or ratios)),
         "factor_p50_by_cores": by_size,
         "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,

@@ -26,6 +26,7 @@ from models.communication import PolynomialCommModel
 from models.compile import _runs, comm_models
 from planner.core.errors import InfeasibleError, InputError, Issue
 from planner.core.mapping import AppGraph, LogicalPE, MappingProblem, ScheduleProblem
+from planner.core.multiapp import excess_in_window
 from planner.core.schema import Device, Measurement, ModelProfile, Platform, ScheduleRequest
 
 
@@ -237,6 +238,25 @@ def _common_envelope(regimes, model_ms: float, factor: float | None = None, long
                 for r in regimes))
 
 
+def _common_curve(regimes, factor: float) -> tuple[tuple[float, float], ...]:  # noqa: ANN001
+    """One excess curve covering every profile's measured runs at `factor`: a profile's
+    curve at f is the least of its curves at factors <= f (its runs lie under each), the
+    schedule's the largest of the profiles'; sampled at their windows up to the shortest
+    longest one (no profile's curve read past what it measured). () where a profile has
+    no curve at a factor <= f (its runs are then covered by e per run alone)."""
+    per = []
+    for r in regimes:
+        curves = [c.points for c in r.excess_curves if c.factor <= factor + 1e-12]
+        if not curves:
+            return ()
+        per.append(curves)
+    top = min(c[-1][0] for curves in per for c in curves)
+    grid = np.array(sorted({w for curves in per for c in curves for w, _ in c if w <= top + 1e-12}))
+    value = np.max([np.min([excess_in_window(c, grid) for c in curves], axis=0) for curves in per], axis=0)
+    value = np.maximum.accumulate(value)
+    return tuple((float(w), float(v)) for w, v in zip(grid, value))
+
+
 def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) -> dict:
     """The executor analysis' factor, excess, jitter and dispatch wait and the pipelined throughput's
     typical ones (MappingProblem fields): a request's own values win; otherwise the largest
@@ -257,6 +277,7 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
         longest = max(sum(max(m.time_ms for m in layer.measurements) for layer in p.layers) for p in with_regime)
         out["interference_factor"], out["segment_excess_ms"] = _common_envelope(  # weighed on the slowest R0 it may scale
             list(measured.values()), longest, given["interference_factor"], longest)
+        out["excess_curve"] = _common_curve(list(measured.values()), out["interference_factor"])
     if len(profiles) == 1 and profiles[0].executor_regime is not None:
         r = profiles[0].executor_regime
         out.update(throughput_factor=r, throughput_dispatch_ms=r.dispatch_p50_ms)  # per PE: see _pe_factors

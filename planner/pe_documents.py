@@ -92,4 +92,8 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
         lines.append(f"executor regime ({r['segment_runs']} segment runs, PEs at once): segment time <= x{r['interference_factor']:.3f} "
                      f"+ {r['segment_excess_ms']:.3f} ms, median x{r['interference_factor_p50']:.3f} of profiled; dispatch wait {r['dispatch_ms']:.3f} ms "
                      f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms")
+        at_f = next((c["points"] for c in r.get("excess_curves", []) if c["factor"] == r["interference_factor"]), None)
+        if at_f:
+            lines.append("excess of all the runs starting in one window, at most: " + ", ".join(
+                f"{e:.3f} ms in {w:g} ms" for w, e in at_f if w in (at_f[0][0], 10.0, 100.0, at_f[-1][0])))
     return platform, profile, lines

@@ -309,7 +309,8 @@ def make_schedule(
     analysis = None if problem.mode != "response_time" else ResponseAnalysis(
         name=first.analysis, terms=analysis_terms(first), interference_factor=first.interference_factor,
         release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms,
-        segment_excess_ms=first.segment_excess_ms, source=first.regime_source,
+        segment_excess_ms=first.segment_excess_ms, excess_curve=[list(x) for x in first.excess_curve],
+        source=first.regime_source,
         regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct)
     return Schedule(
         platform=platform.name,

@@ -172,7 +172,7 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, ex
     every period from its offset (its first segments queued `late(a, j)` ms after that),
     its segments (runs of layers on one PE, cost = the layers' occupancy x scale) wait for
     their data and for the previous segment of the network on their PE (each segment
-    + `excess` ms once); a free PE takes
+    + `excess` ms once, or + excess(t) ms for a run starting at t); a free PE takes
     the ready segment of the highest priority (then earliest release) and runs it to the
     end; an idle PE that gets work first wakes up, `wake()` ms later (its worker thread
     being scheduled), then takes the best segment queued by then. Returns each network's
@@ -192,7 +192,8 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, ex
                 prev[m[i]] = len(out) - 1
             k = len(out) - 1
             seg_of.append(k)
-            out[k][1] += c[i] * scale[a][k % len(scale[a])] + (excess if seg_of.count(k) == 1 else 0.0)
+            out[k][1] += c[i] * scale[a][k % len(scale[a])] + (excess if seg_of.count(k) == 1 and not callable(excess)
+                                                                else 0.0)
             out[k][2] |= {seg_of[p] for p in app.preds[i] if seg_of[p] != k}
         segs.append(out)
     releases = sorted((offsets[a] + j * app.period_ms, a, j) for a, app in enumerate(mp.apps) for j in range(horizon_jobs))
@@ -248,18 +249,20 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, ex
                     continue
                 _, _, j, k, a = heapq.heappop(ready[p])
                 running[p] = (a, j, k)
-                heapq.heappush(events, (t + segs[a][k][1], 2, p))
+                heapq.heappush(events, (t + segs[a][k][1] + (excess(t) if callable(excess) else 0.0), 2, p))
         awake.clear()
     return worst
 
 
-def _simulated_against_the_bound(rng, req, factor: float = 1.0, batch: bool = False, **sim) -> None:
+def _simulated_against_the_bound(rng, req, factor: float = 1.0, batch: bool = False, curve=(), **sim) -> None:
     """For up to 6 random mappings per configuration (first two) that the analysis calls
     schedulable, 8 simulated runs from random offsets, each segment taking up to `factor`
     x its cost (`sim`: late releases, wake-ups, excess): no network's worst response over
-    its bound. `batch`: the batch evaluator agrees with the reference first."""
+    its bound (with `curve`, the excess curve it is given). `batch`: the batch evaluator
+    agrees with the reference first."""
     plat_, profiles, base = req
     for mp in compile_schedule(plat_, profiles, base).configs[:2]:
+        mp = dataclasses.replace(mp, excess_curve=tuple(curve))
         choices = mp.gene_choices()
         for _ in range(6):
             genes = np.array([rng.choice(c) for c in choices])
@@ -349,6 +352,52 @@ def test_segment_excess_is_charged_per_segment_run_own_blocking_and_interfering(
     assert [x.response_time_ms for x in evaluate_mapping(mp, [C0, C1]).apps] == pytest.approx([2.25, 5.25])
 
 
+def test_the_excess_curve_caps_the_excess_of_all_runs_in_the_window():
+    """As above (A high 2 ms, B low 5 ms, one PE, e = 0.25 per run), with a measured curve
+    saying the runs starting in any window up to 100 ms took 0.3 ms of excess in all. A's
+    window: its own run and B's blocking one, e x 2 = 0.5 against the curve's 0.3: R_A = 2
+    + 5 + 0.3 = 7.3; B: its run and one job of A, min(0.5, 0.3): 7.3. A curve above e per
+    run changes nothing (7.5). Past its last window the curve splits the window into
+    windows that long: [(10, 0.2)] over R + S = 7.4 + 5.25 reads 2 x 0.2 = 0.4 (R_A 7.4)."""
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)])
+    b = prof("B", [("b1", 5, None)])
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], segment_excess_ms=0.25)
+    for curve, want in ((((1.0, 0.3), (100.0, 0.3)), [7.3, 7.3]), (((1.0, 0.3), (100.0, 2.0)), [7.5, 7.5]),
+                        (((10.0, 0.2),), [7.4, 7.4])):
+        cur = dataclasses.replace(mp, excess_curve=curve)
+        assert [x.response_time_ms for x in evaluate_mapping(cur, [C0, C0]).apps] == pytest.approx(want)
+        assert evaluate_batch(cur, np.array([[C0, C0]])).value_ms[0] == pytest.approx(want)
+    assert any("excess curve" in t and "E(1 ms) = 0.3 ms" in t
+               for t in analysis_terms(dataclasses.replace(mp, excess_curve=((1.0, 0.3), (100.0, 0.3)))))
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_simulated_sporadic_excess_stays_under_the_bound_with_its_curve(seed):
+    """Runs disturbed sporadically, as a lost time slice does: a run starting at t takes
+    + e when no disturbed run started in the last T ms, else nothing; so the runs starting
+    in any window w took at most e x (floor(w / T) + 1) in all, the curve given at a grid
+    of windows. The bound with e per run and that curve holds for every simulated run."""
+    rng = np.random.default_rng(seed)
+    plat_, profiles, req = varied_instance(rng, networks=int(rng.integers(2, 4)), layers=(2, 5), max_mappings=10**9)
+    e, gap = float(rng.uniform(0.1, 2.0)), float(rng.uniform(0.5, 30.0))
+    grid = [0.5 * 1.25 ** k for k in range(int(rng.integers(5, 40)))]
+    curve = tuple((w, e * (np.floor(w / gap + 1e-12) + 1)) for w in grid)
+    last = [-np.inf]
+
+    def excess(t):
+        if t < last[0]:  # a new simulated run: its clock starts again
+            last[0] = -np.inf
+        if t - last[0] >= gap and rng.random() < 0.9:
+            last[0] = t
+            return e
+        return 0.0
+
+    req = req.model_copy(update={"analysis": "executor", "segment_excess_ms": e})
+    _simulated_against_the_bound(rng, (plat_, profiles, req), batch=True, curve=curve, excess=excess)
+
+
 def test_segment_envelope_covers_every_run_at_the_smallest_model_cost():
     """Runs (ms, profiled ms): a 1 ms segment that took 5 (a lost time slice) and 10 ms
     segments that took 10-11. Slope 5 alone would cover all (cost 5 x 20 = 100 for a 20 ms
@@ -363,6 +412,51 @@ def test_segment_envelope_covers_every_run_at_the_smallest_model_cost():
     # a slowdown that scales with the segment goes to the factor
     f, e = segment_envelope([(2.0, 1.0), (20.0, 10.0), (40.0, 20.0)], 20.0)
     assert (f, e) == pytest.approx((2.0, 0.0))
+
+
+def test_excess_curve_sums_the_runs_starting_in_each_window():
+    """Runs (start, run, predicted) at factor 1: excess 3 at t = 0, 1 at t = 1.5, 0 (a run
+    faster than predicted) at t = 2, 2 at t = 10, 0 at t = 40. Windows of 0.5 to 1 ms hold
+    one run (3); 1.5 to 7.5 ms the first two or three (4); 10 ms t = 0..10 (6). Windows
+    stop at half the span (20 ms), and the curve never falls."""
+    from executor.pe_profile import CURVE_WINDOWS_MS, excess_curve
+
+    rows = [(0.0, 4.0, 1.0), (1.5, 2.0, 1.0), (2.0, 0.5, 1.0), (10.0, 3.0, 1.0), (40.0, 1.0, 1.0)]
+    curve = dict(excess_curve([rows], 1.0))
+    assert max(curve) <= 20.0 and max(curve) == max(w for w in CURVE_WINDOWS_MS if w <= 20.0)
+    assert list(curve) == [0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0]
+    assert [curve[w] for w in (0.5, 1.0, 1.5, 7.5, 10.0, 20.0)] == [3.0, 3.0, 4.0, 4.0, 6.0, 6.0]
+    # at factor 2 the excess is 2, 0, 0, 1, 0
+    assert dict(excess_curve([rows], 2.0))[0.5] == 2.0
+    # a shorter case is read past half its span as windows of that length: 0..3 ms, excess
+    # 1 at 0, 1 and 3: up to 1.5 ms it holds 2, so 10 ms reads ceil(10 / 1.5) x 2 = 14
+    short = [(0.0, 2.0, 1.0), (1.0, 2.0, 1.0), (3.0, 2.0, 1.0)]
+    both = dict(excess_curve([rows, short], 1.0))
+    assert both[1.5] == 4.0 and both[10.0] == 14.0 and list(both) == list(curve)
+    assert excess_curve([], 1.0) == [] and excess_curve([[(0.0, 3.0, 1.0)]], 1.0) == [(0.5, 2.0)]
+
+
+def test_several_profiles_share_the_excess_curve_at_the_schedules_factor():
+    """At f = 1.5 a profile's curve is the least of its curves at factors <= 1.5 (its runs
+    lie under each), the schedule's the largest over the profiles, read up to the shortest
+    last window; none where a profile has no curve at a factor <= f."""
+    from models.multiapp import _common_curve
+    from planner.core.schema import ExecutorRegime
+
+    def reg(curves):
+        return ExecutorRegime.model_validate({"interference_factor": 1.0, "segment_excess_ms": 5.0,
+                                              "interference_factor_p50": 1.0, "release_jitter_ms": 0.0,
+                                              "dispatch_ms": 0.0, "dispatch_p50_ms": 0.0, "segment_runs": 3,
+                                              "excess_curves": [{"factor": f, "points": pts} for f, pts in curves]})
+
+    a = reg([(1.0, [[1, 5], [10, 8], [100, 20]]), (1.5, [[1, 4], [10, 9], [100, 12]])])
+    b = reg([(1.0, [[1, 2], [10, 3]]), (3.0, [[1, 0], [10, 0]])])
+    assert _common_curve([a, b], 1.5) == ((1.0, 4.0), (10.0, 8.0))
+    assert _common_curve([a, b], 1.0) == ((1.0, 5.0), (10.0, 8.0))
+    assert _common_curve([a], 1.5) == ((1.0, 4.0), (10.0, 8.0), (100.0, 12.0))
+    assert _common_curve([a, reg([(2.0, [[1, 0]])])], 1.5) == ()
+    with pytest.raises(ValueError, match="excess cannot fall"):
+        reg([(1.0, [[1, 5], [10, 4]])])
 
 
 def test_the_profiles_measured_regime_is_the_default_and_a_request_overrides_it():

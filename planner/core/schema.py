@@ -617,6 +617,27 @@ class MeasurementRegime(Strict):
         return None
 
 
+class ExcessCurve(Strict):
+    """The segment runs' excess over factor x their profiled time, summed over the runs
+    that start in one window, at its largest, per window length (ascending, measured
+    only up to windows the measurement spans many times)."""
+
+    factor: float = Field(ge=1, le=1000, description="The factor f the excess is over")
+    points: list[tuple[Annotated[float, Field(gt=0, le=1e6)], Annotated[float, Field(ge=0, le=1e6)]]] = Field(
+        min_length=1, max_length=64, description="(window_ms, excess_ms): the most excess in all of the runs starting "
+        "in any window that long; windows ascending, excess not decreasing")
+
+    @model_validator(mode="after")
+    def _ascending(self) -> "ExcessCurve":
+        w = [x for x, _ in self.points]
+        e = [y for _, y in self.points]
+        if any(b <= a for a, b in zip(w, w[1:])):
+            raise ValueError("points: windows must ascend")
+        if any(b < a for a, b in zip(e, e[1:])):
+            raise ValueError("points: the excess cannot fall as the window grows")
+        return self
+
+
 class ExecutorRegime(Strict):
     """How a network's segments behave in the schedule executor (executor.pipeline), as the
     PE profile measured them: the network run there with every PE of the cluster busy at
@@ -633,6 +654,11 @@ class ExecutorRegime(Strict):
         default_factory=list, max_length=64, description="(factor, excess) pairs each covering every measured segment "
         "run, at fixed factors: several networks' schedule takes the factor whose largest excess over their profiles "
         "makes the bound smallest")
+    excess_curves: list[ExcessCurve] = Field(
+        default_factory=list, max_length=65, description="At the factor and at each envelope factor: the most "
+        "excess any window of each length held in all (the runs starting in it, each run's time over factor x its "
+        "profiled time summed). A time slice lost to another process hits a few runs, not every one: a response "
+        "bound charges the smaller of e per run and the curve over its window")
     interference_factor_p50: float = Field(gt=0, le=1000, description="Median segment time / profiled time (pipelined "
                                            "throughput: the typical slowdown)")
     factor_p50_by_cores: dict[int, Annotated[float, Field(gt=0, le=1000)]] = Field(
@@ -1026,7 +1052,8 @@ class ScheduleRequest(Strict):
     segment_excess_ms: Annotated[float, Field(ge=0, le=10_000)] | None = Field(
         None, description="executor analysis: every segment run (its own, blocking and interfering ones) may take this "
         "much longer than interference_factor x its time; default: the largest of the profiles' "
-        "executor_regime.segment_excess_ms (0 where none)"
+        "executor_regime.segment_excess_ms (0 where none), with their excess curves (all the runs in one window at "
+        "most the curve's figure for it); given, it replaces both"
     )
     timelines: Literal["all", "first", "none"] = Field(
         "all", description="Which Pareto entries carry their per-PE timeline (large fronts make large documents)"
@@ -1156,6 +1183,10 @@ class ResponseAnalysis(BaseModel):
     release_jitter_ms: float = 0.0
     dispatch_ms: float = 0.0
     segment_excess_ms: float = 0.0
+    excess_curve: list[tuple[float, float]] = Field(
+        default_factory=list, description="(window_ms, excess_ms): the most excess all the segment runs starting in "
+        "one window that long took, measured (ExecutorRegime.excess_curves at the factor); the bound charges the "
+        "smaller of segment_excess_ms per run and this over its window. Empty: none measured, e per run alone")
     source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
                         "profile measured them and how)")
     regime_load_average: float | None = Field(
