@@ -242,6 +242,11 @@ def test_the_refit_runs_on_a_plan_worker_not_in_the_service(api, dep, monkeypatc
                         headers=api.h("off-loop-board"))
     assert r.status_code == 201, r.text
     expected_id, lines, changed = _refit_expected(api, dep, "off-loop")
+    other = api.upload("profile", docs.profile(5, name="other"))
+    third = api.upload("profile", docs.profile(4, name="third"))
+    r = api.client.post("/v1/deployments", json={"name": "off-loop-duo", "platform_id": dep["platform_id"],
+                                                 "profile_ids": [dep["profile_id"], other]}, headers=api.h())
+    assert r.status_code == 201, r.text
 
     def in_the_service(*args, **kw):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("the refit parsed or refit a document in the service's process")
@@ -263,7 +268,12 @@ def test_the_refit_runs_on_a_plan_worker_not_in_the_service(api, dep, monkeypatc
                                     (url, {"deployment": "nope"}, 404, "nope"),
                                     (f"/v1/profiles/{'0' * 64}/refit", {"deployment": "off-loop"}, 404, "no profile"),
                                     (f"/v1/profiles/{dep['platform_id']}/refit", {"deployment": "off-loop"}, 404,
-                                     "no profile")]:
+                                     "no profile"),
+                                    (f"/v1/profiles/{third}/refit", {"deployment": "off-loop"}, 422, "not this one"),
+                                    # a schedule deployment: its networks' lineage, then its segments' telemetry
+                                    (f"/v1/profiles/{third}/refit", {"deployment": "off-loop-duo"}, 422,
+                                     "runs no network of this profile"),
+                                    (url, {"deployment": "off-loop-duo"}, 422, "no segment of network 'testnet'")]:
         r = api.client.post(u, json=body, headers=api.h())
         assert r.status_code == status and needle in r.text, r.text
 
