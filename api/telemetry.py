@@ -309,7 +309,7 @@ def refit_inputs(svc, profile_id: str, dep_id: str, who: Principal, limit: int, 
     dep = svc.deployment(dep_id)
     if dep.profile_ids is not None:  # a schedule deployment: its lineage is checked by the worker (it parses)
         schedules = summary(svc, dep.id, who, limit).schedules
-        return dep.name, dep.platform_id, json.loads(dep.profile_ids), [s.model_dump() for s in schedules]
+        return dep.name, dep.platform_id, json.loads(dep.profile_ids), [e.model_dump() for e in schedules]
     if dep.profile_id != profile_id:
         raise invalid("deployment", f"deployment {dep.name} runs profile {dep.profile_id[:12]}…, not this one")
     tel = summary(svc, dep.id, who, limit, screen=True)
