@@ -296,6 +296,23 @@ class Planner:
         self.docs.put(doc_id, doc)
         return doc
 
+    def refit_parents(self, profile_id: str, limit: int = 64) -> list[str]:
+        """The profile and those it was refit from, newest first (refit_of), bounded."""
+        out = [profile_id]
+        while len(out) < limit:
+            try:
+                parent = getattr(self.parsed("profile", out[-1], "profile_id"), "refit_of", None)
+            except ApiError:  # a parent never uploaded here ends the line
+                break
+            if parent is None or parent in out:
+                break
+            out.append(parent)
+        return out
+
+    def same_lineage(self, a: str, b: str) -> bool:
+        """a and b are one profile, or one was refit from the other (Service._same_lineage)."""
+        return a == b or b in self.refit_parents(a) or a in self.refit_parents(b)
+
     def document(self, kind: str, body: bytes) -> tuple[dict, bool]:
         """Parse, check (depth, strings, NaN, NUL, surrogates), validate, limit and store
         an uploaded document: (row fields, created). Content-addressed: the same document
@@ -369,15 +386,19 @@ class Planner:
     def handle_call(self, item: tuple) -> tuple:
         """One ("call", req id, name, args) message: api.pages.CALLS[name](self, *args) as
         (req id, "value", result), or its refusal (see handle)."""
-        from api.pages import CALLS
+        from api.pages import CALLS, REFUSED_UNDER
 
         _, req_id, name, args = item
+        field = REFUSED_UNDER.get(name)  # a call whose deadline is a refusal naming this field
         try:
             return (req_id, "value", self._bounded(CALLS[name], self, *args))
         except _Deadline:
+            if field is not None:
+                reason = f"the {name} took longer than {self.deadline_s:g} s (PLANNER_FAST_DEADLINE_S)"
+                return (req_id, "error", 422, "Invalid input", f"{field}: {reason}", [(field, reason)], "deadline")
             return (req_id, "slow", f"still working after the fast path's {self.deadline_s:g} s")
         except Exception as exc:  # noqa: BLE001 - MemoryError, ApiError or a bug: see _refusal
-            return self._refusal(req_id, exc, "<request>", "documents", f"{name} {req_id}")
+            return self._refusal(req_id, exc, field or "<request>", name if field else "documents", f"{name} {req_id}")
 
     def handle_verify(self, item: tuple) -> tuple:
         """One ("verify", req id, plan id, candidates, runs) message: (req id, "order",

@@ -121,5 +121,40 @@ def verify_conclusion(planner: "Planner", *args: str) -> str:
     return conclusion(planner, *args)
 
 
+def refit(planner: "Planner", profile_id: str, deployment: str, platform_id: str, network_ids: list[str] | None,
+          telemetry: list[dict], min_samples: int, max_scale: float) -> tuple[dict, bool, dict]:
+    """(stored document row fields, created, report) of a profile refit from a deployment's
+    telemetry (POST /v1/profiles/{id}/refit). The service checked who may read the
+    telemetry and summarised it (`telemetry`: the summary's plans, or its schedule entries
+    for a schedule deployment of `network_ids`, as plain data); parsing the profile and
+    platform, the refit and storing the result are the heavy part, done here under the
+    worker's deadline and memory cap."""
+    from models.refit import RefitOptions, refit as refit_plans
+    from models.refit_schedule import refit_from_schedules
+    from planner.core.telemetry import PlanTelemetry, ScheduleTelemetry
+    from planner.plan import canonical_json
+
+    options = RefitOptions(min_samples, max_scale)
+    try:
+        if network_ids is not None:  # a schedule deployment: the network's segments (models/refit_schedule.py)
+            if not any(planner.same_lineage(profile_id, p) for p in network_ids):
+                raise invalid("deployment", f"deployment {deployment} runs no network of this profile")
+            profile = planner.parsed("profile", profile_id, "profile_id")
+            new, report = refit_from_schedules(profile, [ScheduleTelemetry.model_validate(s) for s in telemetry],
+                                               options, profile_id)
+        else:
+            platform = planner.parsed("platform", platform_id, "deployment")
+            profile = planner.parsed("profile", profile_id, "profile_id")
+            new, report = refit_plans(platform, profile, [PlanTelemetry.model_validate(p) for p in telemetry], options,
+                                      profile_id=profile_id)
+    except PlannerError as exc:
+        raise from_planner_error(exc) from None
+    info, created = planner.document("profile", canonical_json(new))  # stored as any upload is: checked, validated
+    return info, created, {"slices": len(report.slices), "measurements_changed": report.measurements_changed,
+                           "samples_used": report.samples_used, "samples_set_aside": report.samples_set_aside,
+                           "report": report.lines()}
+
+
 CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
-         "verify-conclusion": verify_conclusion}
+         "verify-conclusion": verify_conclusion, "refit": refit}
+REFUSED_UNDER = {"refit": "profile_id"}  # calls refused (422 naming this field) past the worker's deadline or memory cap

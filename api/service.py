@@ -550,16 +550,7 @@ class Service:
 
     def _refit_parents(self, profile_id: str, limit: int = 64) -> list[str]:
         """The profile and those it was refit from, newest first (refit_of), bounded."""
-        out = [profile_id]
-        while len(out) < limit:
-            try:
-                parent = getattr(self.planner.parsed("profile", out[-1], "profile_id"), "refit_of", None)
-            except ApiError:  # a parent never uploaded here ends the line
-                break
-            if parent is None or parent in out:
-                break
-            out.append(parent)
-        return out
+        return self.planner.refit_parents(profile_id, limit)
 
     def _same_lineage(self, a: str, b: str) -> bool:
         """A plan of a profile refit from the deployment's (or of one it was refit from)

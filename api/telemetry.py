@@ -23,8 +23,8 @@ from sqlalchemy.exc import IntegrityError
 
 from api.auth import Principal
 from api.problems import ApiError, from_planner_error, invalid
-from api.rows import DeploymentEventRow, DeploymentRow, PlanRow, TelemetryBatchRow, utcnow
-from planner.core.errors import InputError, Issue, PlannerError
+from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, PlanRow, TelemetryBatchRow, utcnow
+from planner.core.errors import InputError, Issue
 from planner.core.schema import Plan
 from planner.core.telemetry import (
     PlanTelemetry,
@@ -295,32 +295,23 @@ def served_regime(plan: Plan, served: list[tuple[str, float | None]]) -> tuple[f
     return rate, (f"telemetry {why}" if why else None)
 
 
-def refit_profile(svc, profile_id: str, dep_id: str, who: Principal, options, limit: int,  # noqa: ANN001
-                  plan_ids: list[str] | None = None):  # noqa: ANN201
-    """(refit profile, report): the profile refit from the deployment's telemetry; the
-    caller stores it as a new content-addressed document."""
-    from models.refit import refit
-
-    svc.document_body("profile", profile_id)  # 404 for an unknown profile
+def refit_inputs(svc, profile_id: str, dep_id: str, who: Principal, limit: int,  # noqa: ANN001
+                 plan_ids: list[str] | None = None) -> tuple:
+    """The arguments of a plan worker's refit (api.pages.refit) after the checks that need
+    the service: the profile exists (404), the deployment exists and `who` may read its
+    telemetry, it runs this profile (422), and its telemetry summarised as plain data.
+    Nothing here parses the profile or platform: a large one held the GIL of the service's
+    process for long (issue 21)."""
+    with svc.db.session() as s:  # its id only: the body may be megabytes
+        found = s.scalar(select(DocumentRow.id).where(DocumentRow.id == profile_id, DocumentRow.kind == "profile"))
+    if found is None:
+        raise ApiError(404, f"no profile with id {profile_id}")
     dep = svc.deployment(dep_id)
-    if dep.profile_ids is not None:  # a schedule deployment: the network's segments (models/refit_schedule.py)
-        from models.refit_schedule import refit_from_schedules
-
-        if not any(svc._same_lineage(profile_id, p) for p in json.loads(dep.profile_ids)):
-            raise invalid("deployment", f"deployment {dep.name} runs no network of this profile")
-        profile = svc.planner.parsed("profile", profile_id, "profile_id")
-        try:
-            return refit_from_schedules(profile, summary(svc, dep.id, who, limit).schedules, options, profile_id)
-        except PlannerError as exc:
-            raise from_planner_error(exc) from None
+    if dep.profile_ids is not None:  # a schedule deployment: its lineage is checked by the worker (it parses)
+        schedules = summary(svc, dep.id, who, limit).schedules
+        return dep.name, dep.platform_id, json.loads(dep.profile_ids), [e.model_dump() for e in schedules]
     if dep.profile_id != profile_id:
         raise invalid("deployment", f"deployment {dep.name} runs profile {dep.profile_id[:12]}…, not this one")
     tel = summary(svc, dep.id, who, limit, screen=True)
     plans = [p for p in tel.plans if p.profile_id == profile_id and (not plan_ids or p.plan_id in plan_ids)]
-    platform = svc.planner.parsed("platform", dep.platform_id, "deployment")
-    profile = svc.planner.parsed("profile", profile_id, "profile_id")
-    try:
-        new, report = refit(platform, profile, plans, options, profile_id=profile_id)
-    except PlannerError as exc:
-        raise from_planner_error(exc) from None
-    return new, report
+    return dep.name, dep.platform_id, None, [p.model_dump() for p in plans]

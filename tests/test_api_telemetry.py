@@ -206,6 +206,110 @@ def test_refit_sets_aside_outlying_samples_and_says_so(api, dep):
         assert sl["error_pct"] == pytest.approx(25.0, abs=3.0)
 
 
+def _refit_expected(api, dep: dict, deployment: str) -> tuple[str, list[str], int]:
+    """(id, report lines, measurements changed) of the refit models/refit.py makes here,
+    in the test's process, from the deployment's screened telemetry."""
+    from models.refit import refit
+    from planner.core.telemetry import TelemetrySummary
+    from planner.plan import canonical_json
+
+    import hashlib
+
+    summary = TelemetrySummary.model_validate(api.client.get(
+        f"/v1/deployments/{deployment}/telemetry?screen=true", headers=api.h()).json())
+    platform = Platform.model_validate(api.client.get(f"/v1/platforms/{dep['platform_id']}", headers=api.h()).json())
+    profile = ModelProfile.model_validate(api.client.get(f"/v1/profiles/{dep['profile_id']}", headers=api.h()).json())
+    plans = [p for p in summary.plans if p.profile_id == dep["profile_id"]]
+    new, report = refit(platform, profile, plans, profile_id=dep["profile_id"])
+    return hashlib.sha256(canonical_json(new)).hexdigest(), report.lines(), report.measurements_changed
+
+
+def test_the_refit_runs_on_a_plan_worker_not_in_the_service(api, dep, monkeypatch):
+    """Issue 21: parsing a profile of thousands of layers and refitting it held the GIL in
+    the service's process (a thread of it) for long, with no deadline or memory cap. The
+    service's process now only reads the telemetry; a plan worker parses, refits and
+    stores, and the answer is the one models/refit.py gives."""
+    import models.refit
+    import models.refit_schedule
+
+    p0 = dep["plans"][0]
+    r = api.client.post("/v1/deployments", json={"name": "off-loop", "platform_id": dep["platform_id"],
+                                                 "profile_id": dep["profile_id"]}, headers=api.h())
+    assert r.status_code == 201, r.text
+    assert api.client.put("/v1/deployments/off-loop/active", json={"plan_id": p0["id"]}, headers=api.h()).status_code == 200
+    api.token("off-loop-board", ["executor"], ["off-loop"])
+    r = api.client.post("/v1/deployments/off-loop/telemetry", json=_batch(p0, "off-loop-1", scale=1.4, n=30),
+                        headers=api.h("off-loop-board"))
+    assert r.status_code == 201, r.text
+    expected_id, lines, changed = _refit_expected(api, dep, "off-loop")
+    other = api.upload("profile", docs.profile(5, name="other"))
+    third = api.upload("profile", docs.profile(4, name="third"))
+    r = api.client.post("/v1/deployments", json={"name": "off-loop-duo", "platform_id": dep["platform_id"],
+                                                 "profile_ids": [dep["profile_id"], other]}, headers=api.h())
+    assert r.status_code == 201, r.text
+
+    def in_the_service(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the refit parsed or refit a document in the service's process")
+
+    monkeypatch.setattr(models.refit, "refit", in_the_service)
+    monkeypatch.setattr(models.refit_schedule, "refit_from_schedules", in_the_service)
+    monkeypatch.setattr(api.service.planner, "parsed", in_the_service)
+    url = f"/v1/profiles/{dep['profile_id']}/refit"
+    r = api.client.post(url, json={"deployment": "off-loop"}, headers=api.h())
+    assert r.status_code == 201, r.text
+    res = r.json()
+    assert res["profile"]["id"] == expected_id and r.headers["location"] == f"/v1/profiles/{expected_id}"
+    assert res["report"] == lines and res["measurements_changed"] == changed
+    assert res["samples_used"] == 30 and res["samples_set_aside"] == 0
+    again = api.client.post(url, json={"deployment": "off-loop"}, headers=api.h())
+    assert again.status_code == 200 and again.json()["profile"]["id"] == expected_id
+    # the refusals are the same: another deployment's profile, an unknown deployment or profile
+    for u, body, status, needle in [(url, {"deployment": "off-loop", "min_samples": 1000}, 422, "no slice with enough"),
+                                    (url, {"deployment": "nope"}, 404, "nope"),
+                                    (f"/v1/profiles/{'0' * 64}/refit", {"deployment": "off-loop"}, 404, "no profile"),
+                                    (f"/v1/profiles/{dep['platform_id']}/refit", {"deployment": "off-loop"}, 404,
+                                     "no profile"),
+                                    (f"/v1/profiles/{third}/refit", {"deployment": "off-loop"}, 422, "not this one"),
+                                    # a schedule deployment: its networks' lineage, then its segments' telemetry
+                                    (f"/v1/profiles/{third}/refit", {"deployment": "off-loop-duo"}, 422,
+                                     "runs no network of this profile"),
+                                    (url, {"deployment": "off-loop-duo"}, 422, "no segment of network 'testnet'")]:
+        r = api.client.post(u, json=body, headers=api.h())
+        assert r.status_code == status and needle in r.text, r.text
+
+
+@pytest.mark.parametrize("failure", ["deadline", "memory"])
+def test_a_worker_bounds_the_refit_and_names_the_profile(api, dep, monkeypatch, failure):
+    """Past the plan worker's deadline or over its memory cap, a refit is refused as the
+    other fast-path work is: 422 naming profile_id and the limit, not a 500 or a hang."""
+    import signal
+    import time
+
+    import models.refit
+    from api.fastplans import Planner, PlanWorkers, _on_alarm
+    from api.problems import ApiError
+
+    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        if failure == "memory":
+            raise MemoryError()
+        time.sleep(30)  # the worker's alarm ends it
+
+    monkeypatch.setattr(models.refit, "refit", slow_or_big)
+    plans = api.client.get("/v1/deployments/cam/telemetry?screen=true", headers=api.h()).json()["plans"]
+    previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
+    try:
+        worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
+        answer = worker.handle_call(("call", 7, "refit", (dep["profile_id"], "cam", dep["platform_id"], None, plans,
+                                                         5, 4.0)))
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    with pytest.raises(ApiError) as err:
+        PlanWorkers._raise(answer)
+    exc = err.value
+    assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == "profile_id", (answer, exc.detail)
+    assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+
+
 def test_a_stored_plan_with_a_null_latency_is_no_500(tmp_path):
     """A plan stored before infinite latencies were refused has latency_ms null and no
     longer validates: posting and reading its telemetry answer without a prediction, not 500."""

@@ -13,10 +13,10 @@ from api import telemetry, views
 from api.auth import Principal, require
 from api.problems import invalid, responses
 from api.routers.deps import service
+from api.rows import DocumentRow
 from api.schemas import DocumentInfo
 from api.service import Service
 from planner.core.errors import PlannerError
-from planner.plan import canonical_json
 from planner.core.schema import Strict
 
 router = APIRouter(prefix="/v1/profiles", tags=["documents"])
@@ -53,15 +53,15 @@ async def refit_profile(doc_id: DocId, body: RefitRequest, response: Response,
     from models.refit import RefitOptions
 
     try:
-        options = RefitOptions(body.min_samples, body.max_scale)
+        RefitOptions(body.min_samples, body.max_scale)
     except PlannerError as exc:
         raise invalid(exc.issues[0].path, exc.issues[0].reason) from None
-    new, report = await run_in_threadpool(telemetry.refit_profile, svc, doc_id, body.deployment, who, options,
-                                          body.batches, body.plan_ids)
-    # stored as any upload is: checked, validated and written by a plan worker
-    row, created = await svc.upload_document("profile", canonical_json(new))
+    # the service checks access and reads the telemetry; a plan worker parses, refits and
+    # stores (api.pages.refit), under its deadline and memory cap, off the event loop's GIL
+    args = await run_in_threadpool(telemetry.refit_inputs, svc, doc_id, body.deployment, who, body.batches,
+                                   body.plan_ids)
+    info, created, report = await svc.plan_workers.call("refit", doc_id, *args, body.min_samples, body.max_scale)
+    row = DocumentRow(**info)
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/v1/profiles/{row.id}"
-    return RefitResult(profile=views.document(row, created), slices=len(report.slices),
-                       measurements_changed=report.measurements_changed, samples_used=report.samples_used,
-                       samples_set_aside=report.samples_set_aside, report=report.lines())
+    return RefitResult(profile=views.document(row, created), **report)
