@@ -204,8 +204,24 @@ def test_planner_deploy_refuses_an_unschedulable_entry_unless_forced(api, ids, d
     assert rc == 0 and f"revision 1: active schedule {s['id']} entry {bad}" in out, err
 
 
+def test_planner_deploy_without_entry_takes_the_first_schedulable_one_or_says_none_is(api, ids, deploy):
+    """--entry left out: the first entry (best first) the analysis calls schedulable; where
+    none is (bounds measured on a busy host can exceed every period), a one-line refusal
+    saying so and how close the closest came, and nothing is created."""
+    s = schedule(api, ids, 60.0, 80.0)
+    first = next(i for i, e in enumerate(s["schedule"]["entries"]) if e["schedulable"])
+    rc, out, err = deploy("--deployment", "cli-first", "--schedule", s["id"])
+    assert rc == 0 and f"revision 1: active schedule {s['id']} entry {first}" in out, err
+    tight = schedule(api, ids, 0.01, 0.01)
+    assert not any(e["schedulable"] for e in tight["schedule"]["entries"])
+    rc, out, err = deploy("--deployment", "cli-none", "--schedule", tight["id"])
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("planner: error: --entry: none of the schedule's") and "x its period" in err and "--force" in err
+    assert api.client.get("/v1/deployments/cli-none", headers=api.h()).status_code == 404
+
+
 @pytest.mark.parametrize("args,problems", [
-    (["--schedule", "SID"], ["--entry: required with --schedule"]),
+    (["--schedule", "sch_nope"], ["--schedule: no schedule with id sch_nope"]),
     (["--plan", "pln_x", "--schedule", "SID", "--entry", "-1", "--verify", "1"],
      ["--plan --schedule: give exactly one of", "--entry: -1 is negative"]),
     (["--entry", "0", "--force", "--revision", "2"],

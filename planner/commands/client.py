@@ -62,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--rollback", action="store_true", help="re-activate the previous revision's plan or entry")
     d.add_argument("--history", action="store_true", help="show the revisions")
     d.add_argument("--entry", type=int, metavar="N",
-                   help="with --schedule: index of the entry in its Pareto set (GET /v1/schedules/ID?view=entries)")
+                   help="with --schedule: index of the entry in its Pareto set (GET /v1/schedules/ID?view=entries; "
+                        "default: the first the analysis calls schedulable)")
     d.add_argument("--force", action="store_true",
                    help="with --schedule: activate an entry the analysis calls unschedulable (default: refused)")
     d.add_argument("--revision", type=int, help="with --rollback: the revision to return to")
@@ -238,8 +239,6 @@ def deploy_problems(args: argparse.Namespace) -> list[Issue]:
     issues = []
     if len(actions) != 1:
         issues.append(Issue(" ".join(actions) or "--plan", "give exactly one of --plan, --schedule, --rollback, --history"))
-    if args.schedule and args.entry is None:
-        issues.append(Issue("--entry", "required with --schedule: the index of the entry to activate"))
     if args.entry is not None and not args.schedule:
         issues.append(Issue("--entry", "only with --schedule"))
     if args.entry is not None and args.entry < 0:
@@ -294,11 +293,36 @@ def run_deploy(args: argparse.Namespace) -> int:
     return 0
 
 
-def deploy_entry(client: Client, deployment: str, schedule_id: str, entry: int, force: bool) -> dict:
+def first_schedulable(client: Client, schedule_id: str) -> int:
+    """The first entry (best first) the analysis calls schedulable, or a refusal saying why
+    none is: bounds measured on a busy host can exceed every period."""
+    entries: list[dict] = []
+    while True:  # pages of 1000, the most the service gives at once
+        r = client.call("GET", f"/v1/schedules/{schedule_id}?view=entries&offset={len(entries)}&limit=1000",
+                        ok=(200, 404))
+        if r.status_code == 404:
+            raise InputError("--schedule", f"no schedule with id {schedule_id} on {client.server}")
+        page = r.json()["schedule"]["entries"]
+        k = next((len(entries) + i for i, e in enumerate(page) if e.get("schedulable")), None)
+        entries += page
+        if k is not None or len(page) < 1000:
+            break
+    if k is None:
+        late = min((max(a["response_time_ms"] / a["period_ms"] for a in e["apps"] if a.get("response_time_ms"))
+                    for e in entries if any(a.get("response_time_ms") for a in e["apps"])), default=None)
+        why = f" (the closest has a response bound {late:.2f} x its period)" if late else ""
+        raise InputError("--entry", f"none of the schedule's {len(entries)} entries is schedulable{why}: give longer "
+                                    "periods, or run one anyway with --entry N --force")
+    return k
+
+
+def deploy_entry(client: Client, deployment: str, schedule_id: str, entry: int | None, force: bool) -> dict:
     """Activate a schedule entry, creating the deployment (the schedule's platform and
     profiles) on first use; the service's field names become the options'."""
     dep_path = f"/v1/deployments/{deployment}"
     options = {"schedule_id": "--schedule", "entry": "--entry", "force": "--force", "plan_id": "--plan"}
+    if entry is None:
+        entry = first_schedulable(client, schedule_id)
     try:
         if client.call("GET", dep_path, ok=(200, 404)).status_code == 404:
             r = client.call("GET", f"/v1/schedules/{schedule_id}", ok=(200, 404))
