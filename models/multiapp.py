@@ -220,15 +220,23 @@ def _common_envelope(regimes, model_ms: float, factor: float | None = None, long
     a profile's excess is the least of its envelope points' excesses at factors <= f (its
     runs lie under each), its own (factor, excess) counting as one more point; of the
     candidate factors (or the one given), the one whose largest excess makes f x model_ms
-    + e x segments least (one profile: its own choice, or a point of its envelope no worse).
+    + e x segments least (one profile: its own choice, or a point of its envelope no worse),
+    e x segments capped by the profiles' excess curve at f where they measured one (a lower
+    factor often costs less once a stall is charged per window rather than per run).
     A given factor below some profile's every point takes that point's excess plus the
     difference in factors times `longest_ms` (the longest model's time, slowest measurements)."""
     pts = [[*[tuple(x) for x in r.envelope], (r.interference_factor, r.segment_excess_ms)] for r in regimes]
     best = None
     for f in [factor] if factor is not None else sorted({x[0] for p in pts for x in p}):
         e = max(min((x[1] for x in p if x[0] <= f + 1e-12), default=math.inf) for p in pts)
-        if math.isfinite(e) and (best is None or f * model_ms + e * segments < best[0] - 1e-12):
-            best = (f * model_ms + e * segments, f, e)
+        if not math.isfinite(e):
+            continue
+        charged = e * segments
+        curve = _common_curve(regimes, f)
+        if curve:  # what the bound charges: at most the curve over a window of about two runs of the model
+            charged = min(charged, float(excess_in_window(curve, np.array([2 * (f * model_ms + e)]))[0]))
+        if best is None or f * model_ms + charged < best[0] - 1e-12:
+            best = (f * model_ms + charged, f, e)
     if best:
         return best[1], best[2]
     # a factor below a profile's every point: run <= f' x pred + e' <= f x pred + e' + (f' - f) x longest_ms, as

@@ -459,6 +459,24 @@ def test_several_profiles_share_the_excess_curve_at_the_schedules_factor():
         reg([(1.0, [[1, 5], [10, 4]])])
 
 
+def test_the_factor_is_chosen_on_what_the_bound_charges_with_the_curve():
+    """A's runs lie under (1, 6 ms) and (2, 0); its model takes 8 ms. Per run, with two
+    segments: 1 x 8 + 2 x 6 = 20 against 2 x 8 = 16: f = 2. Its curve at f = 1 says one
+    stall of 6 ms in any window up to a second: 8 + 6 = 14 is the cheaper bound: f = 1."""
+    from models.multiapp import _common_envelope
+    from planner.core.schema import ExecutorRegime
+
+    def reg(curves):
+        return ExecutorRegime.model_validate({"interference_factor": 2.0, "segment_excess_ms": 0.0,
+                                              "envelope": [[1, 6], [2, 0]], "interference_factor_p50": 1.0,
+                                              "release_jitter_ms": 0.0, "dispatch_ms": 0.0, "dispatch_p50_ms": 0.0,
+                                              "segment_runs": 3,
+                                              "excess_curves": [{"factor": f, "points": p} for f, p in curves]})
+
+    assert _common_envelope([reg([])], 8.0) == (2.0, 0.0)
+    assert _common_envelope([reg([(1.0, [[1, 6], [1000, 6]]), (2.0, [[1, 0], [1000, 0]])])], 8.0) == (1.0, 6.0)
+
+
 def test_the_profiles_measured_regime_is_the_default_and_a_request_overrides_it():
     """ModelProfile.executor_regime (what the PE profile measured in the executor) gives the
     bound's factor, jitter and dispatch: the largest over the networks' profiles; a field
