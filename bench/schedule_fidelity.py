@@ -202,9 +202,9 @@ def waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames: int) 
 
 def bound_parts(mp, genes) -> list[dict]:
     """Each network's bound split as the executor analysis builds it (planner.core.multiapp):
-    own = f R0, blocking = f sum_p S_p B_p, release = J, dispatch = D S, excess = the
-    smaller of e per run (own, blocking, interfering) and the excess curve over R + the
-    longest segment run, interference = the higher-priority jobs' work and dispatch (the rest)."""
+    own = f R0, blocking = f sum_p S_p B_p, release = J, delay = the smaller of D + e per
+    run (own and interfering; e alone for blocking runs) and the delay curve over R + the
+    longest segment run, interference = the higher-priority jobs' work (the rest)."""
     import math
 
     from planner.core.multiapp import excess_in_window, head_segment, segment_makespan, segment_terms
@@ -222,20 +222,18 @@ def bound_parts(mp, genes) -> list[dict]:
         used = [p for p in range(mp.n_pes) if segs[a][0][p]]
         longest = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(mp.n_pes)]
         block = sum(segs[a][0][p] * longest[p] for p in used)
-        runs = sum(segs[a][0]) + sum(segs[a][0][p] for p in used if longest[p] > 0)
+        delay = (d + x) * sum(segs[a][0]) + x * sum(segs[a][0][p] for p in used if longest[p] > 0)
         r = e.response_time_ms
         for h in higher:
             hp, hc = head_segment(list(maps[h]), list(ev.apps[h].occupancy_ms))
             first = 1 if hp in used and hc > 0 else 0
             rest = sum(segs[h][0][p] for p in used) - first
             ph, rh = mp.apps[h].period_ms, ev.apps[h].response_time_ms
-            runs += math.ceil((r + jit) / ph - 1e-9) * first + math.ceil((r + rh) / ph - 1e-9) * rest
-        excess = x * runs
+            delay += (d + x) * (math.ceil((r + jit) / ph - 1e-9) * first + math.ceil((r + rh) / ph - 1e-9) * rest)
         if mp.excess_curve:
-            excess = min(excess, float(excess_in_window(mp.excess_curve, np.array([r + span]))[0]))
+            delay = min(delay, float(excess_in_window(mp.excess_curve, np.array([r + span]))[0]))
         r0 = segment_makespan(mp.apps[a], list(maps[a]), list(e.occupancy_ms))  # what the bound starts from
-        parts = {"own": f * r0, "blocking": f * block, "release": jit, "dispatch": d * sum(segs[a][0]),
-                 "excess": excess}
+        parts = {"own": f * r0, "blocking": f * block, "release": jit, "delay": delay}
         parts["interference"] = r - sum(parts.values())
         out.append({k: round(v, 4) for k, v in parts.items()})
     return out
@@ -243,10 +241,11 @@ def bound_parts(mp, genes) -> list[dict]:
 
 def _measured_parts(row: dict) -> dict:
     """A measured worst frame's parts grouped as the bound's: own = its segments' profiled
-    time, excess = what they took beyond it (the bound's own is f x profiled, its excess beyond that)."""
+    time, delay = what they took beyond it + idle-PE waits and bookkeeping (the bound's own
+    is f x profiled, its delay the waits and the time beyond that)."""
     p = row["parts"]
-    return {"own": p["profile"], "excess": p["excess"], "blocking": p["blocking"], "release": p["release"],
-            "dispatch": p["dispatch"] + p["handoff"], "interference": p["interference"], "backlog": p["own"]}
+    return {"own": p["profile"], "delay": p["excess"] + p["dispatch"] + p["handoff"], "blocking": p["blocking"],
+            "release": p["release"], "interference": p["interference"], "backlog": p["own"]}
 
 
 def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
@@ -456,17 +455,17 @@ def main() -> int:
         print("  max, max2: the worst response of two runs at the periods; phased: the worst of runs released at the "
               "critical phasings on purpose (each network with the higher ones 0.5 ms after the lower ones, and all at "
               "once); bound/max: the bound over the largest of the three")
-        print("  own: f R0 | profiled time; excess: min(e x runs, E(R + S)) | time beyond that; blocking: f sum S_p B_p "
-              "| lower-priority segments waited for; release: J | release lateness; dispatch: D x segments | idle-PE "
-              "waits + bookkeeping; interference: higher-priority jobs | waited for them; backlog (not in the bound): "
+        print("  own: f R0 | profiled time; delay: min((D + e) x runs, E(R + S)) | time beyond the profile, idle-PE "
+              "waits and bookkeeping; blocking: f sum S_p B_p | lower-priority segments waited for; release: J | "
+              "release lateness; interference: higher-priority jobs | waited for them; backlog (not in the bound): "
               "the same network's earlier frames")
-        print("  E(w): the excess curve, the most excess all the segment runs starting in one window w took in the "
-              "executor regime; S: the longest segment run (f x its time + e)")
+        print("  E(w): the delay curve, the most delay (dispatch waits and excess) all the segment runs starting in "
+              "one window w took in the executor regime; S: the longest segment run (f x its time + e)")
     for t in two:
         print(f"\ntwo networks, cpu {tuple(t['cpu_config'])}, periods {t['periods_ms']} ms, mapping "
               f"{t['mapping']}; f x{t['interference_factor']:.3f}, e {t['segment_excess_ms']:.3f} ms"
-              + (", E(" + ", ".join(f"{w:g}) {v:.2f}" for w, v in t["excess_curve"] if w in (10.0, 30.0, 100.0)) + " ms"
-                 if t.get("excess_curve") else "") + ", "
+              + "".join(f", E({w:g} ms) {v:.2f} ms" for w, v in t.get("excess_curve", []) if w in (10.0, 30.0, 100.0))
+              + ", "
               f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles, measured at host load "
               f"{t['regime_load_average']}, hypervisor steal {t['regime_steal_pct']}%; the two runs' steal: {t['steal_pct']}%)")
         for note in t["regime_notes"]:
@@ -479,8 +478,8 @@ def main() -> int:
                   f"{n['response_p50_ms']:>7.2f} {n['response_p99_ms']:>7.2f} "
                   f"{n['bound_over_max']:>9.2f}{'  OVER THE BOUND' if n['over_bound'] else ''}")
             b, w = n["bound_parts"], n["worst_frame_grouped"]
-            print("    bound   " + "  ".join(f"{k} {b.get(k, 0.0):.2f}" for k in ("own", "excess", "blocking", "release", "dispatch", "interference")))
-            print("    worst   " + "  ".join(f"{k} {w.get(k, 0.0):.2f}" for k in ("own", "excess", "blocking", "release", "dispatch", "interference", "backlog")))
+            print("    bound   " + "  ".join(f"{k} {b.get(k, 0.0):.2f}" for k in ("own", "delay", "blocking", "release", "interference")))
+            print("    worst   " + "  ".join(f"{k} {w.get(k, 0.0):.2f}" for k in ("own", "delay", "blocking", "release", "interference", "backlog")))
         for d in t["deadlines"]:
             print(f"  deadlines {d['factor']:.2f} x bound {d['periods_ms']} ms: "
                   f"{'schedulable' if d['schedulable'] else 'unschedulable'} (bounds {d['bounds_ms']}), "

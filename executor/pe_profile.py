@@ -154,23 +154,25 @@ def envelope_points(pairs: Sequence[tuple[float, float]]) -> list[tuple[float, f
 CURVE_WINDOWS_MS = tuple(m * 10.0 ** k for k in range(-1, 4) for m in (5, 7.5, 10, 15, 20, 30))  # 0.5 ms to 30 s
 
 
-def excess_curve(cases: Sequence[Sequence[tuple[float, float, float]]], factor: float) -> list[tuple[float, float]]:
-    """(window_ms, excess_ms) per window length: the most excess (run - factor x
-    predicted, where positive) in all of the runs starting in any window that long, over
-    every case's runs (start_ms, run_ms, predicted_ms). A case is read directly up to half
-    its span (so each window is seen many times) and past that as the analysis reads any
-    curve past its end: a window of a + b holds no more than one of a and one of b.
-    Windows up to half the longest case's span. A lost time slice hits the runs in flight
-    then, not every run: over a response's window this sums to far less than the largest
-    excess times the runs. [] where no case ran."""
-    cases = [np.array(sorted(rows), dtype=float).reshape(-1, 3) for rows in cases if rows]
+def excess_curve(cases: Sequence[Sequence[tuple[float, ...]]], factor: float) -> list[tuple[float, float]]:
+    """(window_ms, delay_ms) per window length: the most delay in all of the runs starting
+    in any window that long, a run's delay being its dispatch wait (on an idle PE) and its
+    excess (run - factor x predicted, where positive), over every case's runs (start_ms,
+    run_ms, predicted_ms[, wait_ms]). A case is read directly up to half its span (so each
+    window is seen many times) and past that as the analysis reads any curve past its end:
+    a window of a + b holds no more than one of a and one of b. Windows up to half the
+    longest case's span. A lost time slice or a late wake-up hits the runs in flight then,
+    not every run: over a response's window this sums to far less than the largest delay
+    times the runs. [] where no case ran."""
+    cases = [np.array(sorted(tuple(r) + (0.0,) * (4 - len(r)) for r in rows), dtype=float).reshape(-1, 4)
+             for rows in cases if rows]
     if not cases:
         return []
     spans = [float(arr[-1, 0] - arr[0, 0]) for arr in cases]
     windows = np.array([w for w in CURVE_WINDOWS_MS if w <= max(spans) / 2] or CURVE_WINDOWS_MS[:1])
     best = np.zeros(len(windows))
     for arr, span in zip(cases, spans):
-        start, x = arr[:, 0], np.maximum(arr[:, 1] - factor * arr[:, 2], 0.0)
+        start, x = arr[:, 0], np.maximum(arr[:, 1] - factor * arr[:, 2], 0.0) + np.maximum(arr[:, 3], 0.0)
         cs = np.concatenate([[0.0], np.cumsum(x)])
         first = np.arange(len(start))
         own = windows[: max(1, int(np.searchsorted(windows, span / 2, side="right")))]
@@ -216,7 +218,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                   whole.id, n, "throughput"))
     pressure = HostPressure()
     ratios, dispatch, jitter, pairs = [], [], [], []
-    timed: list[list[tuple[float, float, float]]] = []  # per case: (start, run, predicted) of every segment run
+    timed: list[list[tuple[float, ...]]] = []  # per case: (start, run, predicted, dispatch wait) of every segment run
     by_cores: dict[int, list[float]] = {}
     tp_ratios, tp_dispatch = [], []
     tp_periods: list[tuple[int, float, list[float], list[int]]] = []  # (cores, measured period, work and segments per PE)
@@ -243,7 +245,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
             pred = sum(cost[sg.first:sg.last + 1]) + (prof.beta_ms[dev_id] if sg.first > 0 else 0.0)
             ratios.append((run.end_ms - run.start_ms) / max(pred, 1e-6))
             pairs.append((run.end_ms - run.start_ms, pred))
-            timed[-1].append((run.start_ms, run.end_ms - run.start_ms, pred))
+            timed[-1].append((run.start_ms, run.end_ms - run.start_ms, pred, wait["dispatch"]))
             dispatch.append(wait["dispatch"])
             if mode == "throughput":  # the typical figures a pipelined schedule runs with
                 by_cores.setdefault(k, []).append(ratios[-1])

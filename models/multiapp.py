@@ -285,7 +285,9 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
         longest = max(sum(max(m.time_ms for m in layer.measurements) for layer in p.layers) for p in with_regime)
         out["interference_factor"], out["segment_excess_ms"] = _common_envelope(  # weighed on the slowest R0 it may scale
             list(measured.values()), longest, given["interference_factor"], longest)
-        out["excess_curve"] = _common_curve(list(measured.values()), out["interference_factor"])
+        # the curve holds measured dispatch waits too: a dispatch wait the request gives replaces it
+        out["excess_curve"] = _common_curve(list(measured.values()), out["interference_factor"]) \
+            if given["dispatch_ms"] is None else ()
     if len(profiles) == 1 and profiles[0].executor_regime is not None:
         r = profiles[0].executor_regime
         out.update(throughput_factor=r, throughput_dispatch_ms=r.dispatch_p50_ms)  # per PE: see _pe_factors

@@ -455,7 +455,7 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
         bound_txt = ([f"response bound ({an['name']} analysis) includes: " + "; ".join(t.split(":")[0] for t in an["terms"])
                       + (f" (x{an['interference_factor']:.3g}, +{an['release_jitter_ms']:.3g} ms, "
                          f"+{an.get('dispatch_ms', 0):.3g} ms dispatch and +{an.get('segment_excess_ms', 0):.3g} ms excess per segment"
-                         + (f", at most {an['excess_curve'][-1][1]:.3g} ms of excess in any {an['excess_curve'][-1][0]:.3g} ms"
+                         + (f", at most {an['excess_curve'][-1][1]:.3g} ms of dispatch waits and excess in all in any {an['excess_curve'][-1][0]:.3g} ms"
                             if an.get("excess_curve") else "") + ")"
                          if an["name"] == "executor" else "")]
                      if an else [])

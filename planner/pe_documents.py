@@ -94,6 +94,6 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                      f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms")
         at_f = next((c["points"] for c in r.get("excess_curves", []) if c["factor"] == r["interference_factor"]), None)
         if at_f:
-            lines.append("excess of all the runs starting in one window, at most: " + ", ".join(
+            lines.append("delay (dispatch waits + excess) of all the runs starting in one window, at most: " + ", ".join(
                 f"{e:.3f} ms in {w:g} ms" for w, e in at_f if w in (at_f[0][0], 10.0, 100.0, at_f[-1][0])))
     return platform, profile, lines

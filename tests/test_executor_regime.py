@@ -92,10 +92,10 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     points = [tuple(x) for x in r.envelope] + [(r.interference_factor, r.segment_excess_ms)]
     assert (mp.interference_factor, mp.segment_excess_ms) in points  # a pair that covers every measured run
     assert "'neg'" in mp.regime_source
-    # the excess curve at the chosen factor: its shortest window holds the single largest excess
+    # the delay curve at the chosen factor: its shortest window holds at least the single largest excess
     at_f = [c for c in r.excess_curves if c.factor == r.interference_factor]
-    assert r.excess_curves and len(at_f) == 1 and at_f[0].points[0][1] == pytest.approx(r.segment_excess_ms)
-    assert mp.excess_curve and mp.excess_curve[0][1] <= r.segment_excess_ms + 1e-12
+    assert r.excess_curves and len(at_f) == 1 and at_f[0].points[0][1] >= r.segment_excess_ms - 1e-12
+    assert mp.excess_curve
     # the load it was measured under travels to the schedule's analysis
     assert r.host_load_average is not None and mp.regime_load_average == r.host_load_average
     assert mp.regime_steal_pct == r.host_steal_pct

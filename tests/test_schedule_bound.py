@@ -353,22 +353,24 @@ def test_segment_excess_is_charged_per_segment_run_own_blocking_and_interfering(
 
 
 def test_the_excess_curve_caps_the_excess_of_all_runs_in_the_window():
-    """As above (A high 2 ms, B low 5 ms, one PE, e = 0.25 per run), with a measured curve
-    saying the runs starting in any window up to 100 ms took 0.3 ms of excess in all. A's
-    window: its own run and B's blocking one, e x 2 = 0.5 against the curve's 0.3: R_A = 2
-    + 5 + 0.3 = 7.3; B: its run and one job of A, min(0.5, 0.3): 7.3. A curve above e per
-    run changes nothing (7.5). Past its last window the curve splits the window into
-    windows that long: [(10, 0.2)] over R + S = 7.4 + 5.25 reads 2 x 0.2 = 0.4 (R_A 7.4)."""
+    """As above (A high 2 ms, B low 5 ms, one PE, e = 0.25 per run), a dispatch wait D =
+    0.5 ms per own and interfering segment, and a measured curve saying the runs starting in
+    any window up to 100 ms took 0.3 ms of delay (dispatch waits and excess) in all. A's
+    window: its own run (D + e) and B's blocking one (e), 1.0 against the curve's 0.3: R_A
+    = 2 + 5 + 0.3 = 7.3; B: its run and one job of A, 2 x (D + e) = 1.5 against 0.3: 7.3. A
+    curve above the per-run charges changes nothing (8.0 and 8.5). Past its last window the
+    curve splits the window into windows that long: [(10, 0.2)] over R + S = 7.4 + 5.25
+    reads 2 x 0.2 = 0.4 (7.4)."""
     p = two_core_plat()
     a = prof("A", [("a1", 2, None)])
     b = prof("B", [("b1", 5, None)])
-    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], segment_excess_ms=0.25)
-    for curve, want in ((((1.0, 0.3), (100.0, 0.3)), [7.3, 7.3]), (((1.0, 0.3), (100.0, 2.0)), [7.5, 7.5]),
+    mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], segment_excess_ms=0.25, dispatch_ms=0.5)
+    for curve, want in ((((1.0, 0.3), (100.0, 0.3)), [7.3, 7.3]), (((1.0, 0.3), (100.0, 2.0)), [8.0, 8.5]),
                         (((10.0, 0.2),), [7.4, 7.4])):
         cur = dataclasses.replace(mp, excess_curve=curve)
         assert [x.response_time_ms for x in evaluate_mapping(cur, [C0, C0]).apps] == pytest.approx(want)
         assert evaluate_batch(cur, np.array([[C0, C0]])).value_ms[0] == pytest.approx(want)
-    assert any("excess curve" in t and "E(1 ms) = 0.3 ms" in t
+    assert any(t.startswith("delay curve") and "E(1 ms) = 0.3 ms" in t
                for t in analysis_terms(dataclasses.replace(mp, excess_curve=((1.0, 0.3), (100.0, 0.3)))))
 
 
@@ -426,8 +428,11 @@ def test_excess_curve_sums_the_runs_starting_in_each_window():
     assert max(curve) <= 20.0 and max(curve) == max(w for w in CURVE_WINDOWS_MS if w <= 20.0)
     assert list(curve) == [0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0]
     assert [curve[w] for w in (0.5, 1.0, 1.5, 7.5, 10.0, 20.0)] == [3.0, 3.0, 4.0, 4.0, 6.0, 6.0]
-    # at factor 2 the excess is 2, 0, 0, 1, 0
+    # at factor 2 the excess is 2, 0, 0, 1, 0; a run's dispatch wait adds to its delay
     assert dict(excess_curve([rows], 2.0))[0.5] == 2.0
+    waits = [r + (w,) for r, w in zip(rows, (0.0, 0.5, 3.0, 0.0, 0.0))]
+    assert dict(excess_curve([waits], 1.0))[0.5] == 4.5 and dict(excess_curve([waits], 1.0))[1.5] == 4.5  # 1.5 and 2
+    assert dict(excess_curve([waits], 1.0))[2.0] == 7.5
     # a shorter case is read past half its span as windows of that length: 0..3 ms, excess
     # 1 at 0, 1 and 3: up to 1.5 ms it holds 2, so 10 ms reads ceil(10 / 1.5) x 2 = 14
     short = [(0.0, 2.0, 1.0), (1.0, 2.0, 1.0), (3.0, 2.0, 1.0)]

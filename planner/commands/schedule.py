@@ -44,10 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "profiles' measured executor_regime.release_jitter_ms; 0 where none)")
     p.add_argument("--dispatch", type=float, default=None, metavar="MS",
                    help="executor analysis: ms a queued segment may wait on an idle PE, once per segment (default: the "
-                        "profiles' measured executor_regime.dispatch_ms; 0 where none)")
+                        "profiles' measured executor_regime.dispatch_ms with its delay curve; 0 where none; given, it "
+                        "replaces both)")
     p.add_argument("--segment-excess", type=float, default=None, metavar="MS",
                    help="executor analysis: ms every segment run may take beyond F x its time (default: the profiles' "
-                        "measured executor_regime.segment_excess_ms with its excess curve; 0 where none; given, it "
+                        "measured executor_regime.segment_excess_ms with its delay curve; 0 where none; given, it "
                         "replaces both)")
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S", help="seconds the solver may run in all")
     p.add_argument("--seed", type=int, default=0, help="random seed of the GA; same seed, same schedule")

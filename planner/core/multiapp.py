@@ -122,7 +122,7 @@ def _ms(x: float) -> str:
 
 
 def _curve_text(curve: Sequence[tuple[float, float]]) -> str:
-    """A few points of an excess curve, for people: 'E(1 ms) = 0.4 ms, E(10 ms) = ...'."""
+    """A few points of a delay curve, for people: 'E(1 ms) = 0.4 ms, E(10 ms) = ...'."""
     picks = [curve[0]] + [p for p in curve[1:-1] if any(abs(p[0] / w - 1) < 1e-6 for w in (10, 100, 1000))] + [curve[-1]]
     return ", ".join(f"E({_ms(w)} ms) = {_ms(e)} ms" for w, e in dict.fromkeys(picks))
 
@@ -143,10 +143,12 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             f"dispatch +{problem.dispatch_ms:g} ms per segment (its own and each interfering job's): a segment queued on "
             "an idle PE waiting for its worker thread",
             f"segment excess +{problem.segment_excess_ms:g} ms per segment run (own, blocking, interfering): a time slice "
-            "lost to another thread or process, whatever the segment's length"
-            + (f"; in all at most the measured excess curve over the window the delaying runs start in (R + the longest "
-               f"segment run): {_curve_text(problem.excess_curve)}, whichever of the two is smaller"
-               if problem.excess_curve else ""),
+            "lost to another thread or process, whatever the segment's length",
+        ] + ([
+            "delay curve: the dispatch waits and excess of all the runs starting in the response's window (R + the "
+            "longest segment run) together at most what the executor regime measured any window that long to hold, "
+            f"{_curve_text(problem.excess_curve)}; the smaller of that and the per-run charges"]
+             if problem.excess_curve else []) + [
             f"factor, excess, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0, 0)'}",
         ] + ([f"measured at host load average {problem.regime_load_average:g}"
               + (f" and {problem.regime_steal_pct:g}% hypervisor steal" if problem.regime_steal_pct is not None else "")
@@ -299,8 +301,8 @@ FIXED_POINT_ROUNDS = 200
 
 
 def excess_in_window(curve: Sequence[tuple[float, float]], window_ms: np.ndarray) -> np.ndarray:
-    """The most excess (run - f x profiled time, summed) the segment runs starting in any
-    window of `window_ms` took, read off the measured curve (window, excess), ascending:
+    """The most delay (dispatch waits and run - f x profiled time, summed) the segment runs
+    starting in any window of `window_ms` took, read off the measured curve (window, delay), ascending:
     a window between two measured ones takes the longer one's figure (the curve only
     grows), one past the longest splits into windows of that length (a window of a + b is
     one of a and one of b, so E(a + b) <= E(a) + E(b))."""
@@ -313,38 +315,37 @@ def excess_in_window(curve: Sequence[tuple[float, float]], window_ms: np.ndarray
 
 
 def executor_response(base_ms: np.ndarray, higher: Sequence[tuple[np.ndarray, float, np.ndarray, np.ndarray]],
-                      deadline_ms: float, excess: tuple[float, np.ndarray, Sequence[tuple[float, float]], np.ndarray]
+                      deadline_ms: float, delays: tuple[np.ndarray, Sequence[tuple[float, float]], np.ndarray]
                       | None = None) -> np.ndarray:
     """The executor analysis' response bound R = base + sum_h ceil((R + J_h) / P_h) W_h + X,
     iterated from R = base to its least fixed point (classic response-time analysis with
     release jitter: work of h that becomes ready up to J_h after its frame's release can
-    run in the window). higher: (J_h, P_h, W_h, n_h) with W_h work of h on the PEs this
-    network uses and n_h its segments there; a network gives two: its first segment
-    (ready at its release, J_h = the release jitter J) and the rest (ready when the
-    segments it reads end, J_h = R_h). excess (e, n0, curve, S): X, the segment runs'
-    excess over f x their time, is at most e per run (n0 own and blocking runs, n_h per
-    job) and, where a curve was measured, at most the curve's figure for the window the
-    delaying runs start in (R + S, S the longest segment run: one running at the release
-    started at most S before it); the smaller. A row stops once past the deadline
-    (unschedulable, its value is a lower bound); a row still moving after
-    FIXED_POINT_ROUNDS is put past it."""
+    run in the window). higher: (J_h, P_h, W_h, X_h) with W_h the work of one job of h on
+    the PEs this network uses and X_h its runs' per-run delays there (dispatch wait D and
+    excess e each); a network gives two: its first segment (ready at its release, J_h = the
+    release jitter J) and the rest (ready when the segments it reads end, J_h = R_h).
+    delays (X0, curve, S): X, the segment runs' dispatch waits and excess over f x their
+    time, is at most X0 (own and blocking runs) + the jobs' X_h and, where a curve was
+    measured, at most the curve's figure for the window the delaying runs start in (R + S,
+    S the longest segment run: one running at the release started at most S before it);
+    the smaller. A row stops once past the deadline (unschedulable, its value is a lower
+    bound); a row still moving after FIXED_POINT_ROUNDS is put past it."""
     base = np.asarray(base_ms, dtype=float)
 
-    def excess_of(r: np.ndarray) -> np.ndarray:
-        if excess is None:
+    def delay_of(r: np.ndarray) -> np.ndarray:
+        if delays is None:
             return np.zeros_like(base)
-        e, n0, curve, span = excess
-        runs = np.asarray(n0, dtype=float) + sum((np.ceil((r + rh) / ph - 1e-9) * nh for rh, ph, _, nh in higher),
-                                                 np.zeros_like(base))
-        x = e * runs
+        x0, curve, span = delays
+        x = np.asarray(x0, dtype=float) + sum((np.ceil((r + rh) / ph - 1e-9) * xh for rh, ph, _, xh in higher),
+                                              np.zeros_like(base))
         return np.minimum(x, excess_in_window(curve, r + span)) if curve else x
 
-    r = base + excess_of(base)
+    r = base + delay_of(base)
     for _ in range(FIXED_POINT_ROUNDS):
         nxt = base.copy()
         for rh, ph, wh, _ in higher:
             nxt = nxt + np.ceil((r + rh) / ph - 1e-9) * wh
-        nxt = nxt + excess_of(r)
+        nxt = nxt + delay_of(r)
         live = r <= deadline_ms * (1 + EPS) + EPS
         moved = live & (nxt > r)
         if not moved.any():
@@ -352,6 +353,7 @@ def executor_response(base_ms: np.ndarray, higher: Sequence[tuple[np.ndarray, fl
         r = np.where(moved, nxt, r)
     live = (r <= deadline_ms * (1 + EPS) + EPS)
     return np.where(live, np.maximum(r, deadline_ms * (1 + 1e-6) + 1e-6), r)
+
 
 
 def _close_app(apps_out: list, violations: list[str], a: int, app, c, start, finish, r0: float, energy: float,  # noqa: ANN001
@@ -457,24 +459,25 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             dsp, exc = problem.dispatch_ms, problem.segment_excess_ms
             runs_k = sum(segs[a][0]) + sum(segs[a][0][p] for p in used if block[p] > 0)
             base = fct * (segment_makespan(app, m, c) + sum(segs[a][0][p] * block[p] for p in used)) \
-                + problem.release_jitter_ms + dsp * sum(segs[a][0])
+                + problem.release_jitter_ms
             parts = []  # (J_h, P_h, work of h on each PE, its segments there): h's first segment (ready at its release), the rest
             for h in higher:
                 hp, hc = heads[h]
                 first_n = [1 if p == hp and hc > 0 else 0 for p in range(P)]
-                first = [fct * hc + dsp if n else 0.0 for n in first_n]
+                first = [fct * hc if n else 0.0 for n in first_n]
                 rest_n = [segs[h][0][p] - first_n[p] for p in range(P)]
-                rest = [fct * busy_of(h, p) + dsp * segs[h][0][p] - first[p] for p in range(P)]
+                rest = [fct * busy_of(h, p) - first[p] for p in range(P)]
                 parts += [(problem.release_jitter_ms, problem.apps[h].period_ms, first, first_n),
                           (resp_of[h], problem.apps[h].period_ms, rest, rest_n)]
             span = fct * max((x for sg in segs for x in sg[1]), default=0.0) + exc
             worst = float(executor_response(
                 np.array([base]), [(np.array([j]), ph, np.array([sum(w[p] for p in used)]),
-                                    np.array([sum(n[p] for p in used)])) for j, ph, w, n in parts],
-                app.period_ms, (exc, np.array([runs_k]), problem.excess_curve, np.array([span])))[0])
+                                    np.array([(dsp + exc) * sum(n[p] for p in used)])) for j, ph, w, n in parts],
+                app.period_ms, (np.array([dsp * sum(segs[a][0]) + exc * runs_k]), problem.excess_curve,
+                                np.array([span])))[0])
             resp_of[a] = worst
             per_pe = [segs[a][0][p] * (fct * block[p] + (exc if block[p] > 0 else 0.0))
-                      + sum(math.ceil((worst + j) / ph - 1e-9) * (w[p] + exc * n[p]) for j, ph, w, n in parts)
+                      + sum(math.ceil((worst + j) / ph - 1e-9) * (w[p] + (dsp + exc) * n[p]) for j, ph, w, n in parts)
                       for p in range(P)]
             inter = [per_pe[m[i]] for i in range(app.n_layers)]
             slack = [app.period_ms - worst] * app.n_layers
@@ -677,17 +680,18 @@ def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, 
     used = count > 0
     blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed
     blocked_runs = np.where(used & (block > 0), count, 0.0)
-    base = f * (r0 + blocked.sum(axis=1)) + jit + d * count.sum(axis=1)
+    base = f * (r0 + blocked.sum(axis=1)) + jit
     parts = []  # (J_h, P_h, h's work per PE (N, P), its segments per PE (N, P)): its first segment, then the rest
     for rh, ph, bh, sh, hb in higher:
         hs = (hb > 0).astype(float)
-        parts += [(np.full_like(rh, jit), ph, f * hb + d * hs, hs), (rh, ph, f * (bh - hb) + d * (sh - hs), sh - hs)]
-    r = executor_response(base, [(j, ph, np.where(used, w, 0.0).sum(axis=1), np.where(used, n, 0.0).sum(axis=1))
+        parts += [(np.full_like(rh, jit), ph, f * hb, hs), (rh, ph, f * (bh - hb), sh - hs)]
+    r = executor_response(base, [(j, ph, np.where(used, w, 0.0).sum(axis=1), (d + e) * np.where(used, n, 0.0).sum(axis=1))
                                  for j, ph, w, n in parts], deadline_ms,
-                          (e, count.sum(axis=1) + blocked_runs.sum(axis=1), problem.excess_curve, f * longest_ms + e))
+                          (d * count.sum(axis=1) + e * (count.sum(axis=1) + blocked_runs.sum(axis=1)),
+                           problem.excess_curve, f * longest_ms + e))
     per_pe = f * blocked + e * blocked_runs
     for j, ph, w, n in parts:
-        per_pe = per_pe + np.ceil((r + j) / ph - 1e-9)[:, None] * (w + e * n)
+        per_pe = per_pe + np.ceil((r + j) / ph - 1e-9)[:, None] * (w + (d + e) * n)
     return r, per_pe
 
 

@@ -618,14 +618,14 @@ class MeasurementRegime(Strict):
 
 
 class ExcessCurve(Strict):
-    """The segment runs' excess over factor x their profiled time, summed over the runs
-    that start in one window, at its largest, per window length (ascending, measured
-    only up to windows the measurement spans many times)."""
+    """The segment runs' delays (each run's dispatch wait and its time over factor x its
+    profiled time), summed over the runs that start in one window, at its largest, per
+    window length (ascending, measured only up to windows the measurement spans many times)."""
 
     factor: float = Field(ge=1, le=1000, description="The factor f the excess is over")
     points: list[tuple[Annotated[float, Field(gt=0, le=1e6)], Annotated[float, Field(ge=0, le=1e6)]]] = Field(
-        min_length=1, max_length=64, description="(window_ms, excess_ms): the most excess in all of the runs starting "
-        "in any window that long; windows ascending, excess not decreasing")
+        min_length=1, max_length=64, description="(window_ms, delay_ms): the most delay (dispatch waits and excess) "
+        "in all of the runs starting in any window that long; windows ascending, delay not decreasing")
 
     @model_validator(mode="after")
     def _ascending(self) -> "ExcessCurve":
@@ -656,9 +656,9 @@ class ExecutorRegime(Strict):
         "makes the bound smallest")
     excess_curves: list[ExcessCurve] = Field(
         default_factory=list, max_length=65, description="At the factor and at each envelope factor: the most "
-        "excess any window of each length held in all (the runs starting in it, each run's time over factor x its "
-        "profiled time summed). A time slice lost to another process hits a few runs, not every one: a response "
-        "bound charges the smaller of e per run and the curve over its window")
+        "delay any window of each length held in all (the runs starting in it, each run's dispatch wait and its time "
+        "over factor x its profiled time, summed). A time slice lost to another process, or a late wake-up, hits a "
+        "few runs, not every one: a response bound charges the smaller of D + e per run and the curve over its window")
     interference_factor_p50: float = Field(gt=0, le=1000, description="Median segment time / profiled time (pipelined "
                                            "throughput: the typical slowdown)")
     factor_p50_by_cores: dict[int, Annotated[float, Field(gt=0, le=1000)]] = Field(
@@ -1052,8 +1052,8 @@ class ScheduleRequest(Strict):
     segment_excess_ms: Annotated[float, Field(ge=0, le=10_000)] | None = Field(
         None, description="executor analysis: every segment run (its own, blocking and interfering ones) may take this "
         "much longer than interference_factor x its time; default: the largest of the profiles' "
-        "executor_regime.segment_excess_ms (0 where none), with their excess curves (all the runs in one window at "
-        "most the curve's figure for it); given, it replaces both"
+        "executor_regime.segment_excess_ms (0 where none), with their delay curves (all the runs in one window at "
+        "most the curve's figure for it); given, it replaces both (dispatch_ms given replaces the curve too)"
     )
     timelines: Literal["all", "first", "none"] = Field(
         "all", description="Which Pareto entries carry their per-PE timeline (large fronts make large documents)"
@@ -1184,9 +1184,10 @@ class ResponseAnalysis(BaseModel):
     dispatch_ms: float = 0.0
     segment_excess_ms: float = 0.0
     excess_curve: list[tuple[float, float]] = Field(
-        default_factory=list, description="(window_ms, excess_ms): the most excess all the segment runs starting in "
-        "one window that long took, measured (ExecutorRegime.excess_curves at the factor); the bound charges the "
-        "smaller of segment_excess_ms per run and this over its window. Empty: none measured, e per run alone")
+        default_factory=list, description="(window_ms, delay_ms): the most delay (dispatch waits and excess) all the "
+        "segment runs starting in one window that long took, measured (ExecutorRegime.excess_curves at the factor); "
+        "the bound charges the smaller of dispatch_ms + segment_excess_ms per run and this over its window. Empty: "
+        "none measured, per run alone")
     source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
                         "profile measured them and how)")
     regime_load_average: float | None = Field(
