@@ -10,7 +10,8 @@ with a memory limit). Prints a table, writes bench/results/dp.json.
 Phase `ranked` (issue 20, verified plans): preparing a verification's candidates
 (planner.verify.prepare, K next-best plans ranked from the DP, as a plan worker does it
 under its 10 s deadline) at 500 and 2000 layers, the ranking from tables against the
-one with a DP per Lawler subspace (tests/support/ranked_reference) in the same run;
+one with a DP per Lawler subspace (tests/support/ranked_reference) in the same run,
+also with twin devices (every plan ties: no subspace may be solved but those ranked);
 the same on random problems with memory-limited targets and device-pair costs; with
 --service, a real `planner serve` activating a 2000-layer plan with verify K.
 Writes bench/results/dp_ranked.json.
@@ -197,13 +198,26 @@ def ranked_phase(k: int, service: bool) -> None:
     rows = []
     request = PlanRequest(objective="latency")
     plat = Platform.model_validate(docs.platform())
-    for L in (500, 2000):
-        prof = ModelProfile.model_validate(docs.profile(L))
-        plan = make_plan(plat, prof, request)  # given, as the service's worker has it
-        new_s, new_c = _prepare_timed(plat, prof, request, k, plan, verify.ranked)
-        old_s, old_c = _prepare_timed(plat, prof, request, k, plan, ranked_by_dp)
-        rows.append({"case": "prepare (tests/support/docs)", "layers": L, "targets": 3, "k": k, "tables_s": new_s,
-                     "dp_per_subspace_s": old_s, "ratio": old_s / new_s, "same": new_c == old_c})
+    twin_doc = docs.platform()  # two identical devices: every switch costs the same, plans tie by the hundred
+    twin_doc["devices"] = [twin_doc["devices"][1], {**twin_doc["devices"][1], "id": "gpu2", "symbol": "H"}]
+    twin = Platform.model_validate(twin_doc)
+    for name, plat_, L in [("prepare (tests/support/docs)", plat, 500), ("prepare (tests/support/docs)", plat, 2000),
+                           ("prepare, twin devices (all tie)", twin, 1000)]:
+        doc = docs.profile(L)
+        if plat_ is twin:
+            for layer in doc["layers"]:
+                layer["op_type"] = "conv"
+                layer["measurements"] = [{**layer["measurements"][1], "device": d} for d in ("gpu", "gpu2")]
+        prof = ModelProfile.model_validate(doc)
+        plan = make_plan(plat_, prof, request)  # given, as the service's worker has it
+        new_s, new_c = _prepare_timed(plat_, prof, request, k, plan, verify.ranked)
+        old_s, old_c = _prepare_timed(plat_, prof, request, k, plan, ranked_by_dp)
+        # near-ties (equal but for rounding) may come in another order: same = the same
+        # candidates; else at least the same predicted figures, up to rounding
+        same = new_c == old_c or ("same figures" if np.allclose([c[2] for c in new_c], [c[2] for c in old_c],
+                                                                rtol=1e-9) else False)
+        rows.append({"case": name, "layers": L, "targets": len(plat_.devices), "k": k, "tables_s": new_s,
+                     "dp_per_subspace_s": old_s, "ratio": old_s / new_s, "same": same})
     # the memory-limited window and pair costs, which the service's profile lacks; the
     # first 2K + 2 plans, as many as candidates may look at with two single devices
     n = 2 * k + 2
@@ -224,7 +238,7 @@ def ranked_phase(k: int, service: bool) -> None:
     for r in rows:
         old = f"{r['dp_per_subspace_s']:>10.2f}" if r["dp_per_subspace_s"] is not None else f"{'-':>10}"
         ratio = f"{r['ratio']:>6.0f}x" if r["ratio"] else f"{'-':>7}"
-        print(f"{r['case']:<40} {r['layers']:>5} {r['targets']:>3} {r['tables_s']:>9.3f} {old} {ratio}  {r['same']}")
+        print(f"{r['case']:<40} {r['layers']:>5} {r['targets']:>3} {r['tables_s']:>9.3f} {old} {ratio}  {'-' if r['same'] is None else r['same']}")
     svc = None
     if service:
         svc = _service_check(2000, k)

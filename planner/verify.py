@@ -63,10 +63,15 @@ def ranked(view: Problem, objective: str) -> Iterator[tuple[float, Assignment]]:
     A subspace's best value comes from two tables instead of a DP of its own (_CostToGo:
     s's prefix run forward, the whole chain's cost-to-go run backward, O(T) a
     subspace); its best assignment, the one a DP of that subspace returns, is solved
-    only when the subspace reaches the top of the heap. A value stands in the heap as a
-    lower bound (minus a rounding margin) until then, so the order, ties included, is
-    the one a DP per subspace gives. Problems with branch-parallel targets, whose
-    evaluator is not the DP's sum, take a DP per subspace."""
+    only when the subspace is taken from the heap, so ranking k plans costs k DPs and
+    k table passes, not k L DPs. The heap orders subspaces by their values as the
+    tables sum them, then by when they opened; a DP per subspace ordered them by the
+    evaluator's sums of their plans. The two sum the same terms in other orders, so
+    the rankings are the same plans in the same order except among plans whose costs
+    differ only by rounding (equal in exact arithmetic: each order is as right as the
+    other; with exact sums, e.g. integer costs, they are identical). Yielded values
+    are the evaluator's. Problems with branch-parallel targets, whose evaluator is not
+    the DP's sum, take a DP per subspace, as before."""
     L = view.n_layers
     base = view.feasible.copy()
 
@@ -90,31 +95,31 @@ def ranked(view: Problem, objective: str) -> Iterator[tuple[float, Assignment]]:
     if first is None:
         return
     togo = None if has_branch_targets(view) else _CostToGo(view, objective, base)
-    # (key, counter, solved, assignment, targets whose prefix is fixed, i, banned at i):
-    # solved: key = the evaluator's value of the subspace's best; else key = a lower
-    # bound of it and the assignment is not yet known. Counters are handed out in the
-    # order a DP per subspace would, so ties pop in the same order.
-    heap: list = [(first[0], 0, True, first[1], (), 0, frozenset())]
+    # (key, counter, assignment or None: not solved yet, targets whose prefix is fixed,
+    # i, banned at i); key: the subspace's best value, from the tables, or (branch-
+    # parallel targets) the evaluator's value of its DP's best. Counters are handed out
+    # in the order the subspaces open, so exact ties pop in that order.
+    heap: list = [(first[0], 0, first[1], (), 0, frozenset())]
     counter = 0
     while heap:
-        key, c, solved, a, targets, m, banned = heapq.heappop(heap)
-        if not solved:
+        key, _, a, targets, m, banned = heapq.heappop(heap)
+        if a is None:
             found = best(targets[:m], banned)
-            if found is not None:
-                heapq.heappush(heap, (found[0], c, True, found[1], targets, m, banned))
-            continue
+            if found is None:  # the tables said it was not empty: only past float overflow
+                continue
+            key, a = found
         yield key, a
-        bounds = togo.bounds(a.targets, m, banned) if togo is not None else None
+        values = togo.values(a.targets, m, banned) if togo is not None else None
         for i in range(m, L):
             sub_banned = frozenset((banned if i == m else frozenset()) | {a.targets[i]})
-            if bounds is None:
+            if values is None:
                 found = best(tuple(a.targets[:i]), sub_banned)
                 if found is not None:
                     counter += 1
-                    heapq.heappush(heap, (found[0], counter, True, found[1], a.targets, i, sub_banned))
-            elif bounds[i - m] < math.inf:
+                    heapq.heappush(heap, (found[0], counter, found[1], a.targets, i, sub_banned))
+            elif values[i - m] < math.inf:
                 counter += 1
-                heapq.heappush(heap, (float(bounds[i - m]), counter, False, None, a.targets, i, sub_banned))
+                heapq.heappush(heap, (float(values[i - m]), counter, None, a.targets, i, sub_banned))
 
 
 class _CostToGo:
@@ -129,9 +134,7 @@ class _CostToGo:
         target where that slice may start and end is a window, so the slice's start a
         (in s's run) and end b are searched directly: P(a) + min Q(b) over the b the
         limit admits.
-    Rounding: the tables and the evaluator sum the same terms in other orders, each
-    within n * eps of the sum of their magnitudes; margin = 1e-9 of a bound on that sum
-    (safe to L ~ 1e6 layers), so the heap's bound never exceeds the evaluator's value."""
+    Each is the subspace DP's optimum up to rounding (the sums run in other orders)."""
 
     def __init__(self, view: Problem, objective: str, base: np.ndarray):
         self.view, self.objective, self.base = view, objective, base
@@ -147,12 +150,9 @@ class _CostToGo:
         self.cum_bytes = np.concatenate([[0], np.cumsum(view.memory_bytes.astype(np.int64))])
         bad = np.where(~base, np.arange(L)[:, None], L)
         self.next_bad = np.minimum.accumulate(bad[::-1], axis=0)[::-1]  # [i, t]: first layer >= i t cannot run
-        mag = lambda a: np.where(np.isfinite(a), np.abs(a), 0.0).reshape(len(a), -1).max(axis=1).sum()  # noqa: E731
-        scale = mag(self.c.exec) + mag(self.c.comm_in) + mag(self.c.comm_out) + (mag(self.c.pair) if self.c.pair is not None else 0.0)
-        self.margin = 1e-9 * float(scale)
 
-    def bounds(self, s_targets: tuple[int, ...], m: int, banned: frozenset[int]) -> np.ndarray:
-        """(L - m,): a lower bound of subspace i's best for i = m..L-1 (inf: empty)."""
+    def values(self, s_targets: tuple[int, ...], m: int, banned: frozenset[int]) -> np.ndarray:
+        """(L - m,): subspace i's best value for i = m..L-1 (inf: empty)."""
         view, base, c = self.view, self.base, self.c
         L = view.n_layers
         s = np.asarray(s_targets, dtype=np.intp)
@@ -180,7 +180,7 @@ class _CostToGo:
             best[j] = np.minimum(best[j], opened[j - 1] + self.pd[j - 1, s[j - 1]] + self.open_go[j, s[j - 1]])
             for k in i[cont & self.limited[p]]:  # only where s changes target: few
                 best[k] = min(best[k], self._through(s, fwd.ENTRY, int(k)))
-        return best[m:] - self.margin
+        return best[m:]
 
     def _through(self, s: np.ndarray, entry_s: np.ndarray, i: int) -> float:
         """Best with one slice on memory-limited p = s[i-1] spanning layers i-1 and i:
