@@ -49,7 +49,7 @@ def _restricted(view: Problem, allowed: np.ndarray) -> Problem:
 
 def next_best(view: Problem, objective: str, k: int) -> list[tuple[float, Assignment]]:
     """The k best assignments (objective value, assignment) of the chain DP, distinct in
-    their per-layer targets, cheapest first (ties in target order)."""
+    their per-layer targets, cheapest first (ties: see ranked)."""
     return list(itertools.islice(ranked(view, objective), k)) if k >= 1 else []
 
 
