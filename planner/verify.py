@@ -20,6 +20,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from planner.core.branches import has_branch_targets
 from planner.core.errors import InputError
 from planner.core.evaluate import constraint_violations, evaluate
 from planner.core.problem import Assignment, Problem
@@ -36,7 +37,7 @@ from planner.core.schema import (
 from planner.core.solver import Solution
 from planner.plan import assemble, make_plan, notation, problem_for, select_view
 from planner.registry import get_solver
-from solvers.dp import solve_fast
+from solvers.dp import _pair_diag, solve_fast, tables
 
 
 
@@ -48,18 +49,29 @@ def _restricted(view: Problem, allowed: np.ndarray) -> Problem:
 
 def next_best(view: Problem, objective: str, k: int) -> list[tuple[float, Assignment]]:
     """The k best assignments (objective value, assignment) of the chain DP, distinct in
-    their per-layer targets, cheapest first (ties in target order)."""
+    their per-layer targets, cheapest first (ties: see ranked)."""
     return list(itertools.islice(ranked(view, objective), k)) if k >= 1 else []
 
 
 def ranked(view: Problem, objective: str) -> Iterator[tuple[float, Assignment]]:
-    """The chain DP's assignments, best first, as next_best ranks them; lazily: each one
-    after the first costs L DPs (one per subspace it opens), paid only when it is asked
-    for, so a caller that stops early (candidates) never pays for the rest. Lawler:
-    after the j-th best s is found in a subspace (layers < m fixed, some targets
-    excluded at m), that subspace minus s splits into L - m subspaces: layers < i as in
-    s, layer i not s[i]; each subspace's best is one DP; the next best overall is the
-    cheapest of every open subspace's best."""
+    """The chain DP's assignments, best first, as next_best ranks them; lazily, so a
+    caller that stops early (candidates) never pays for the rest. Lawler: after the
+    j-th best s is found in a subspace (layers < m fixed, some targets excluded at m),
+    that subspace minus s splits into L - m subspaces: layers < i as in s, layer i not
+    s[i]; the next best overall is the cheapest of every open subspace's best.
+
+    A subspace's best value comes from two tables instead of a DP of its own (_CostToGo:
+    s's prefix run forward, the whole chain's cost-to-go run backward, O(T) a
+    subspace); its best assignment, the one a DP of that subspace returns, is solved
+    only when the subspace is taken from the heap, so ranking k plans costs k DPs and
+    k table passes, not k L DPs. The heap orders subspaces by their values as the
+    tables sum them, then by when they opened; a DP per subspace ordered them by the
+    evaluator's sums of their plans. The two sum the same terms in other orders, so
+    the rankings are the same plans in the same order except among plans whose costs
+    differ only by rounding (equal in exact arithmetic: each order is as right as the
+    other; with exact sums, e.g. integer costs, they are identical). Yielded values
+    are the evaluator's. Problems with branch-parallel targets, whose evaluator is not
+    the DP's sum, take a DP per subspace, as before."""
     L = view.n_layers
     base = view.feasible.copy()
 
@@ -79,23 +91,130 @@ def ranked(view: Problem, objective: str) -> Iterator[tuple[float, Assignment]]:
             return None
         return float(evaluate(view, a).objective(objective)), a
 
-    heap: list = []
-    counter = 0
     first = best((), frozenset())
     if first is None:
         return
-    heapq.heappush(heap, (first[0], counter, first[1], (), frozenset()))
+    togo = None if has_branch_targets(view) else _CostToGo(view, objective, base)
+    # (key, counter, assignment or None: not solved yet, targets whose prefix is fixed,
+    # i, banned at i); key: the subspace's best value, from the tables, or (branch-
+    # parallel targets) the evaluator's value of its DP's best. Counters are handed out
+    # in the order the subspaces open, so exact ties pop in that order.
+    heap: list = [(first[0], 0, first[1], (), 0, frozenset())]
+    counter = 0
     while heap:
-        value, _, a, prefix, banned = heapq.heappop(heap)
-        yield value, a
-        m = len(prefix)
+        key, _, a, targets, m, banned = heapq.heappop(heap)
+        if a is None:
+            found = best(targets[:m], banned)
+            if found is None:  # the tables said it was not empty: only past float overflow
+                continue
+            key, a = found
+        yield key, a
+        values = togo.values(a.targets, m, banned) if togo is not None else None
         for i in range(m, L):
-            sub_prefix = tuple(a.targets[:i])
-            sub_banned = (banned if i == m else frozenset()) | {a.targets[i]}
-            found = best(sub_prefix, frozenset(sub_banned))
-            if found is not None:
+            sub_banned = frozenset((banned if i == m else frozenset()) | {a.targets[i]})
+            if values is None:
+                found = best(tuple(a.targets[:i]), sub_banned)
+                if found is not None:
+                    counter += 1
+                    heapq.heappush(heap, (found[0], counter, found[1], a.targets, i, sub_banned))
+            elif values[i - m] < math.inf:
                 counter += 1
-                heapq.heappush(heap, (found[0], counter, found[1], sub_prefix, frozenset(sub_banned)))
+                heapq.heappush(heap, (float(values[i - m]), counter, None, a.targets, i, sub_banned))
+
+
+class _CostToGo:
+    """Each Lawler subspace's best value from tables, not a DP of its own. Subspace
+    (s, i): layers < i on s's targets (their slicing free), layer i on an allowed t,
+    layers > i free. Its best is the cheaper of
+      - a slice starting at i on t: s's prefix closed after i-1 (forward DP over s's
+        targets) + pair[i-1, s[i-1], t] + the best from a slice starting at i on t
+        (backward: the forward DP of the reversed chain);
+      - layer i continuing s[i-1]'s slice (t = s[i-1]): the prefix with that slice open
+        + the stay + the best from i with its slice already open; on a memory-limited
+        target where that slice may start and end is a window, so the slice's start a
+        (in s's run) and end b are searched directly: P(a) + min Q(b) over the b the
+        limit admits.
+    Each is the subspace DP's optimum up to rounding (the sums run in other orders)."""
+
+    def __init__(self, view: Problem, objective: str, base: np.ndarray):
+        self.view, self.objective, self.base = view, objective, base
+        L, T = view.n_layers, view.n_targets
+        self.c = _restricted(view, base).costs(objective)
+        back = tables(_reversed(_restricted(view, base)), objective)
+        self.start_go = back.CLOSE[::-1]  # [i, t]: best of layers i.. with a slice starting at i on t
+        self.open_go = back.OPEN[::-1]  # the same without c_in[i] (unlimited t: i's slice may have begun before)
+        self.after = back.ENTRY[::-1]  # [b, t]: c_out[b, t] + the best of layers b+1.. after a slice ending at b on t
+        self.pd = _pair_diag(self.c.pair, L, T)
+        self.limited = np.isfinite(view.memory_limit_bytes)
+        self.limit_bytes = np.minimum(np.floor(np.where(self.limited, view.memory_limit_bytes, 0)), 2**62).astype(np.int64)
+        self.cum_bytes = np.concatenate([[0], np.cumsum(view.memory_bytes.astype(np.int64))])
+        bad = np.where(~base, np.arange(L)[:, None], L)
+        self.next_bad = np.minimum.accumulate(bad[::-1], axis=0)[::-1]  # [i, t]: first layer >= i t cannot run
+
+    def values(self, s_targets: tuple[int, ...], m: int, banned: frozenset[int]) -> np.ndarray:
+        """(L - m,): subspace i's best value for i = m..L-1 (inf: empty)."""
+        view, base, c = self.view, self.base, self.c
+        L = view.n_layers
+        s = np.asarray(s_targets, dtype=np.intp)
+        rows = np.arange(L)
+        one = np.zeros_like(base)
+        one[rows, s] = base[rows, s]
+        fwd = tables(_restricted(view, one), self.objective)
+        closed, opened = fwd.CLOSE[rows, s], fwd.OPEN[rows, s]
+        allowed = base.copy()
+        allowed[rows, s] = False
+        allowed[m, list(banned)] = False
+        best = np.full(L, np.inf)
+        if m == 0:
+            best[0] = np.where(allowed[0], self.start_go[0], np.inf).min()
+        i = np.arange(max(m, 1), L)
+        if i.size:
+            p = s[i - 1]
+            enter = closed[i - 1, None] + self.start_go[i]
+            if c.pair is not None:
+                enter = enter + c.pair[i - 1, p, :]
+            best[i] = np.where(allowed[i], enter, np.inf).min(axis=1)
+            cont = allowed[i, p]
+            plain = cont & ~self.limited[p]
+            j = i[plain]
+            best[j] = np.minimum(best[j], opened[j - 1] + self.pd[j - 1, s[j - 1]] + self.open_go[j, s[j - 1]])
+            for k in i[cont & self.limited[p]]:  # only where s changes target: few
+                best[k] = min(best[k], self._through(s, fwd.ENTRY, int(k)))
+        return best[m:]
+
+    def _through(self, s: np.ndarray, entry_s: np.ndarray, i: int) -> float:
+        """Best with one slice on memory-limited p = s[i-1] spanning layers i-1 and i:
+        min over its start a (in s's run of p before i) and end b >= i within the limit
+        of P(a) + Q(b)."""
+        p = int(s[i - 1])
+        e, pd = self.c.exec[:, p], self.pd[:, p]
+        r = i - 1
+        while r > 0 and s[r - 1] == p:
+            r -= 1
+        hi = int(self.next_bad[i, p]) - 1
+        if hi < i:
+            return math.inf
+        a = np.arange(r, i)
+        P = entry_s[r:i, p] + np.cumsum((e[r:i] + pd[r:i])[::-1])[::-1]  # before a .. the stay into i
+        Q = np.cumsum(e[i:hi + 1]) + np.concatenate([[0.0], np.cumsum(pd[i:hi])]) + self.after[i:hi + 1, p]
+        Q = np.minimum.accumulate(Q)
+        last = np.searchsorted(self.cum_bytes, self.cum_bytes[a] + self.limit_bytes[p], side="right") - 2
+        last = np.minimum(last, hi) - i
+        ok = last >= 0
+        return float((P[ok] + Q[last[ok]]).min()) if ok.any() else math.inf
+
+
+def _reversed(problem: Problem) -> Problem:
+    """The chain read from its last layer to its first (c_in and c_out swap, pair[k, a, b]
+    becomes pair[L-2-k, b, a]): its forward DP is the original's cost-to-go."""
+    rev = lambda a: np.ascontiguousarray(a[::-1])  # noqa: E731
+    pair = lambda a: None if a is None else np.ascontiguousarray(a[::-1].transpose(0, 2, 1))  # noqa: E731
+    return replace(problem, layer_ids=problem.layer_ids[::-1], op_types=problem.op_types[::-1],
+                   exec_time_ms=rev(problem.exec_time_ms), exec_energy_mj=rev(problem.exec_energy_mj),
+                   comm_in_time_ms=rev(problem.comm_out_time_ms), comm_out_time_ms=rev(problem.comm_in_time_ms),
+                   comm_in_energy_mj=rev(problem.comm_out_energy_mj), comm_out_energy_mj=rev(problem.comm_in_energy_mj),
+                   memory_bytes=rev(problem.memory_bytes), pair_time_ms=pair(problem.pair_time_ms),
+                   pair_energy_mj=pair(problem.pair_energy_mj))
 
 
 @dataclass
@@ -122,7 +241,7 @@ def candidates(view: Problem, request: PlanRequest, plan_assignment: Assignment,
     seen = {plan_assignment.targets} | {c.assignment.targets for c in singles}
     n = 0
     # some are singles or break the request: up to 2k + singles + 1 looked at, the next
-    # one ranked (L DPs) only while fewer than k are found
+    # one ranked only while fewer than k are found
     for _, a in itertools.islice(ranked(view, request.objective), 2 * k + len(singles) + 1) if k > 0 else ():
         ev = evaluate(view, a)
         if a.targets in seen or constraint_violations(ev, request.constraints):

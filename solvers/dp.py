@@ -17,6 +17,7 @@ a slice needs the best closed prefix per previous target, O(L T^2).
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -87,7 +88,29 @@ def solve_reference(problem: Problem, objective: str) -> tuple[float, Assignment
     return value, Assignment.from_slices(slices[::-1])
 
 
+@dataclass(frozen=True)
+class Tables:
+    """solve_fast's rows, (L, T) each: OPEN[i, t] best cost of layers 0..i with i on t
+    and its slice still open (for a memory-limited t: a slice that started in t's
+    window, start_of[i][q]), ENTRY[i, t] best cost before a slice starting at i on t,
+    c_in included, CLOSE = OPEN + c_out. planner.verify reads them (and those of the
+    reversed chain, a cost-to-go) to rank the k best without a DP per subspace."""
+
+    OPEN: np.ndarray
+    ENTRY: np.ndarray
+    CLOSE: np.ndarray
+    start_of: list
+    limited: list
+    pd: np.ndarray | None
+
+
 def solve_fast(problem: Problem, objective: str) -> tuple[float, Assignment | None]:
+    tb = tables(problem, objective)
+    return _backtrack(problem, objective, tb)
+
+
+def tables(problem: Problem, objective: str) -> Tables:
+    """The forward rows of the O(L T) DP (see Tables)."""
     c = problem.costs(objective)
     L, T = problem.n_layers, problem.n_targets
     e, cin, cout, pair = c.exec, c.comm_in, c.comm_out, c.pair
@@ -156,7 +179,13 @@ def solve_fast(problem: Problem, objective: str) -> tuple[float, Assignment | No
                 else:
                     o[t] = np.inf
         add(o, cout_r[i], out=close_r[i])
+    return Tables(OPEN, ENTRY, CLOSE, start_of if limited else [], limited, pd)
 
+
+def _backtrack(problem: Problem, objective: str, tb: Tables) -> tuple[float, Assignment | None]:
+    L = problem.n_layers
+    pair = problem.costs(objective).pair
+    OPEN, ENTRY, CLOSE, start_of, limited, pd = tb.OPEN, tb.ENTRY, tb.CLOSE, tb.start_of, tb.limited, tb.pd
     t_end = int(CLOSE[L - 1].argmin())
     value = float(CLOSE[L - 1, t_end])
     if not np.isfinite(value):

@@ -4,18 +4,21 @@ runs candidates end to end on a real ONNX model."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
 import numpy as np
 import pytest
-from gen_problems import make_problem, problems
+from gen_problems import make_problem, problems, random_problem
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from planner.core.evaluate import evaluate
 from planner.core.schema import PlanRequest
-from planner.verify import candidates, next_best
+from planner.verify import candidates, next_best, ranked
 from solvers.brute import all_assignments
+from solvers.dp import solve_fast
 
 
 def brute_ranking(problem, objective):
@@ -63,9 +66,9 @@ def test_candidates_are_plan_next_best_and_single_devices():
 
 
 def test_candidates_rank_only_as_far_as_they_need(monkeypatch):
-    """Each ranked plan after the first costs L DPs (over a 500-layer profile: seconds), so
-    candidates rank lazily: K=0 runs no DP, K=1 the first plan's and one expansion (L),
-    not the 2K + singles + 1 plans it may look at."""
+    """Ranking is lazy: K=0 runs no DP, K=1 the first plan's and one for the second (its
+    subspace's value from tables: not one DP per subspace the first plan opens, L of
+    them), not the 2K + singles + 1 plans it may look at."""
     import planner.verify as verify
 
     calls = []
@@ -82,9 +85,135 @@ def test_candidates_rank_only_as_far_as_they_need(monkeypatch):
     assert [c.name for c in candidates(p, PlanRequest(objective="latency"), plan, 0)] == ["plan", "single-d0", "single-d1"]
     assert calls == []
     cands = candidates(p, PlanRequest(objective="latency"), plan, 1)
-    assert 0 < len(calls) <= 1 + p.n_layers
+    assert len(calls) == 2  # a DP per subspace: 1 + L
     assert [c.name for c in cands] == ["plan", "next-1", "single-d0", "single-d1"]
     assert cands[1].assignment.targets == next_best(p, "latency", 2)[1][1].targets  # the second best, as before
+
+
+def _scaled(problem, f):
+    """Every cost times f: f = 0.1 makes sums that tie in exact arithmetic differ in
+    their last bits by summation order (the ranking's rounding margin at work)."""
+    from dataclasses import replace
+
+    pair = lambda a: None if a is None else a * f  # noqa: E731
+    return replace(problem, exec_time_ms=problem.exec_time_ms * f, exec_energy_mj=problem.exec_energy_mj * f,
+                   comm_in_time_ms=problem.comm_in_time_ms * f, comm_out_time_ms=problem.comm_out_time_ms * f,
+                   comm_in_energy_mj=problem.comm_in_energy_mj * f, comm_out_energy_mj=problem.comm_out_energy_mj * f,
+                   pair_time_ms=pair(problem.pair_time_ms), pair_energy_mj=pair(problem.pair_energy_mj))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_layers=4, max_targets=3), st.sampled_from([1.0, 0.1]))
+def test_ranked_is_the_whole_brute_force_ranking(problem, f):
+    """Every feasible target sequence once, at its best slicing, cheapest first; single
+    layers, single devices, ties, infeasible masks and memory limits all drawn."""
+    problem = _scaled(problem, f)
+    for objective in ("latency", "energy"):
+        best: dict[tuple, float] = {}
+        for a in all_assignments(problem.n_layers, problem.n_targets):
+            v = evaluate(problem, a).objective(objective)
+            if math.isfinite(v) and v < best.get(a.targets, math.inf):
+                best[a.targets] = v
+        got = list(ranked(problem, objective))
+        assert [v for v, _ in got] == pytest.approx(sorted(best.values()), rel=1e-9, abs=1e-12)
+        assert sorted(a.targets for _, a in got) == sorted(best)  # each sequence once, none missed
+        # in order up to rounding: a plan's evaluated sum may be an ulp under its parent's
+        assert all(x <= y + 1e-9 * abs(y) for (x, _), (y, _) in zip(got, got[1:]))
+        for v, a in got:
+            assert v == evaluate(problem, a).objective(objective)  # the evaluator's own number
+            assert v == pytest.approx(best[a.targets], rel=1e-9, abs=1e-12)  # at the sequence's best slicing
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_layers=7, max_targets=3), st.sampled_from([1.0, 0.1]))
+def test_ranked_equals_a_dp_per_subspace(problem, f):
+    """The ranking from tables against the one with a DP per Lawler subspace (the
+    implementation before it, kept in tests/support). With exact sums (integer costs)
+    the same values, plans (slice starts included) and order, ties included. With
+    f = 0.1 sums tie in exact arithmetic but not in their last bits, and the two order
+    such near-ties by different sums (tables vs evaluator): the same values up to
+    rounding, the same plans below the last near-tie."""
+    from tests.support.ranked_reference import ranked_by_dp
+
+    problem = _scaled(problem, f)
+    for objective in ("latency", "energy"):
+        got = [(v, a.targets, a.starts) for v, a in itertools.islice(ranked(problem, objective), 20)]
+        want = [(v, a.targets, a.starts) for v, a in itertools.islice(ranked_by_dp(problem, objective), 20)]
+        if f == 1.0:
+            assert got == want
+            continue
+        assert [v for v, *_ in got] == pytest.approx([v for v, *_ in want], rel=1e-9, abs=1e-12)
+        if got:
+            cut = got[-1][0] - 1e-9 * abs(got[-1][0]) - 1e-12
+            assert {t for v, t, _ in got if v < cut} == {t for v, t, _ in want if v < cut}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 5), st.booleans(), st.booleans(), st.data())
+def test_each_subspace_value_is_its_dp_optimum(seed, L, T, memory, pairs, data):
+    """Each subspace's value from the tables is the value of the DP of that subspace
+    alone, up to rounding (inf where it is empty), on real-valued problems with
+    memory-limited targets and device-pair costs."""
+    import planner.verify as verify
+
+    rng = np.random.default_rng(seed)
+    p = random_problem(rng, L, T, memory=memory, pairs=pairs, limited_share=0.5)
+    objective = data.draw(st.sampled_from(["latency", "energy"]))
+    base = p.feasible.copy()
+    first = solve_fast(p, objective)[1]
+    assert first is not None
+    s = first.targets
+    m = data.draw(st.integers(0, L - 1))
+    banned = frozenset({s[m], *data.draw(st.sets(st.integers(0, T - 1), max_size=2))})
+    values = verify._CostToGo(p, objective, base).values(s, m, banned)
+    for i in range(m, L):
+        allowed = base.copy()
+        for j in range(i):
+            allowed[j] = False
+            allowed[j, s[j]] = base[j, s[j]]
+        allowed[i, list(banned if i == m else {s[i]})] = False
+        value, a = solve_fast(verify._restricted(p, allowed), objective)
+        if a is None:
+            assert values[i - m] == math.inf
+        else:
+            assert values[i - m] == pytest.approx(evaluate(p, a).objective(objective), rel=1e-9)
+
+
+def test_ranking_k_plans_runs_k_dps_even_when_all_tie(monkeypatch):
+    """Twin devices, no communication: every plan costs the same. Ranking k of them
+    solves k subspaces (plus the first plan), not every subspace tied at the top."""
+    import planner.verify as verify
+
+    calls = []
+
+    def counted(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        return solve_fast(*args, **kw)
+
+    monkeypatch.setattr(verify, "solve_fast", counted)
+    p = make_problem(np.full((60, 2), 1.0))
+    got = list(itertools.islice(ranked(p, "latency"), 5))
+    assert [v for v, _ in got] == [60.0] * 5 and len({a.targets for _, a in got}) == 5
+    assert len(calls) == 5
+
+
+def test_branch_targets_take_a_dp_per_subspace(monkeypatch):
+    """Branch-parallel targets: the evaluator is not the DP's sum, so no bound from
+    tables is safe; each subspace is solved, as before."""
+    from dataclasses import replace
+
+    import planner.verify as verify
+    from planner.core.branches import BRANCH_MODE
+    from tests.support.ranked_reference import ranked_by_dp
+
+    def refuse(*a):  # noqa: ANN002, ANN202
+        raise AssertionError("tables used on a branch-parallel problem")
+
+    monkeypatch.setattr(verify, "_CostToGo", refuse)
+    p = make_problem(np.array([[1.0, 3.0], [3.0, 1.0], [1.0, 3.0], [2.0, 2.5]]))
+    p = replace(p, targets=(p.targets[0], replace(p.targets[1], extra=(BRANCH_MODE,))))
+    got = [(v, a.targets) for v, a in ranked(p, "latency")]
+    assert got == [(v, a.targets) for v, a in ranked_by_dp(p, "latency")] and len(got) == 16
 
 
 def _onnx_documents(tmp_path):
