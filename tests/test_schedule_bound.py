@@ -174,7 +174,7 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, ex
     their data and for the previous segment of the network on their PE (each segment
     + `excess` ms once, or + excess(t) ms for a run starting at t); a free PE takes
     the ready segment of the highest priority (then earliest release) and runs it to the
-    end; an idle PE that gets work first wakes up, `wake()` ms later (its worker thread
+    end; an idle PE that gets work at t first wakes up, `wake(t)` ms later (its worker thread
     being scheduled), then takes the best segment queued by then. Returns each network's
     worst response (from the nominal release)."""
     maps = mp.split(genes)
@@ -245,7 +245,7 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, ex
             if running[p] is None and ready[p]:
                 if wake is not None and p not in awake:
                     running[p] = "waking"  # it was idle: no segment just ended or woke it
-                    heapq.heappush(events, (t + wake(), 3, p))
+                    heapq.heappush(events, (t + wake(t), 3, p))
                     continue
                 _, _, j, k, a = heapq.heappop(ready[p])
                 running[p] = (a, j, k)
@@ -302,7 +302,7 @@ def test_simulated_responses_with_slowdown_late_releases_and_wake_ups_stay_under
                                  "dispatch_ms": dsp, "segment_excess_ms": exc})
     _simulated_against_the_bound(rng, (plat_, profiles, req), factor=f, batch=True,
                                  late=lambda a, j: float(rng.choice([jit, rng.uniform(0, jit)])),
-                                 wake=lambda: float(rng.choice([dsp, rng.uniform(0, dsp)])), excess=exc)
+                                 wake=lambda t: float(rng.choice([dsp, rng.uniform(0, dsp)])), excess=exc)
 
 
 def test_dispatch_wait_is_charged_once_per_segment_own_and_interfering():
@@ -377,27 +377,31 @@ def test_the_excess_curve_caps_the_excess_of_all_runs_in_the_window():
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000))
 def test_simulated_sporadic_excess_stays_under_the_bound_with_its_curve(seed):
-    """Runs disturbed sporadically, as a lost time slice does: a run starting at t takes
-    + e when no disturbed run started in the last T ms, else nothing; so the runs starting
-    in any window w took at most e x (floor(w / T) + 1) in all, the curve given at a grid
-    of windows. The bound with e per run and that curve holds for every simulated run."""
+    """Runs disturbed sporadically, as a lost time slice or a late wake-up does: a run
+    starting at t takes + e, or an idle PE given work at t wakes D late, when no
+    disturbance came in the last T ms, else nothing; so the runs starting in any window w
+    were delayed at most max(e, D) x (floor((w + D) / T) + 1) in all, the curve given at a
+    grid of windows. The bound with D + e per run and that curve holds for every simulated run."""
     rng = np.random.default_rng(seed)
     plat_, profiles, req = varied_instance(rng, networks=int(rng.integers(2, 4)), layers=(2, 5), max_mappings=10**9)
     e, gap = float(rng.uniform(0.1, 2.0)), float(rng.uniform(0.5, 30.0))
+    dsp = float(rng.choice([0.0, rng.uniform(0.05, 1.0)]))
     grid = [0.5 * 1.25 ** k for k in range(int(rng.integers(5, 40)))]
-    curve = tuple((w, e * (np.floor(w / gap + 1e-12) + 1)) for w in grid)
+    # a wake-up decided at t starts its run at t + D: starts of disturbed runs are >= T - D apart
+    curve = tuple((w, max(e, dsp) * (np.floor((w + dsp) / gap + 1e-12) + 1)) for w in grid)
     last = [-np.inf]
 
-    def excess(t):
-        if t < last[0]:  # a new simulated run: its clock starts again
+    def disturbed(t, size):
+        if t < last[0] - dsp:  # a new simulated run: its clock starts again
             last[0] = -np.inf
         if t - last[0] >= gap and rng.random() < 0.9:
             last[0] = t
-            return e
+            return size
         return 0.0
 
-    req = req.model_copy(update={"analysis": "executor", "segment_excess_ms": e})
-    _simulated_against_the_bound(rng, (plat_, profiles, req), batch=True, curve=curve, excess=excess)
+    req = req.model_copy(update={"analysis": "executor", "segment_excess_ms": e, "dispatch_ms": dsp})
+    _simulated_against_the_bound(rng, (plat_, profiles, req), batch=True, curve=curve,
+                                 excess=lambda t: disturbed(t, e), wake=(lambda t: disturbed(t, dsp)) if dsp else None)
 
 
 def test_segment_envelope_covers_every_run_at_the_smallest_model_cost():
