@@ -30,6 +30,7 @@ Usage: python bench/schedule_fidelity.py [--models squeezenet,shufflenet,incepti
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform as pyplatform
@@ -277,7 +278,7 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         genes = [names.index(x) for a in mp.apps for x in mapping[a.name]]
         occ = {e.name: e.occupancy_ms for e in evaluate_mapping(mp, genes).apps}
         bparts = bound_parts(mp, genes)
-        import dataclasses  # the same bound with D + e charged per run, no delay curve: what the curve saves
+        # the same bound with D + e charged per run, no delay curve: what the curve saves
         per_run = {e.name: e.response_time_ms for e in evaluate_mapping(dataclasses.replace(mp, excess_curve=()), genes).apps}
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         regime = (mp.regime_load_average, mp.regime_steal_pct)
