@@ -134,3 +134,21 @@ def test_solver_reports_optimal_with_matching_objective():
             assert sol.status == "optimal"
             assert sol.objective == pytest.approx(evaluate(p, sol.assignment).objective(objective), rel=1e-9)
             assert sol.bound == sol.objective
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_prepared_arrays_are_per_problem_and_objective(pairs):
+    """solve_fast keeps what it builds before its loop per problem object and objective
+    (a service solves the same view again and again): solving again, alternating
+    objectives and problems, gives each one its own reference answer."""
+    rng = np.random.default_rng(11)
+    first = random_problem(rng, L=40, T=6, pairs=pairs, limited_share=0.5)
+    second = random_problem(rng, L=40, T=6, pairs=pairs, limited_share=0.5)
+    for _ in range(2):
+        for p in (first, second):
+            for objective in OBJECTIVES:
+                value, a = solve_fast(p, objective)
+                assert value == pytest.approx(solve_reference(p, objective)[0], rel=1e-9)
+                assert evaluate(p, a).objective(objective) == pytest.approx(value, rel=1e-9)
+    view = first.select_targets([0, 2, 4])  # a view is its own problem, not its parent's cache entry
+    assert solve_fast(view, "latency")[0] == pytest.approx(solve_reference(view, "latency")[0], rel=1e-9)
