@@ -185,11 +185,10 @@ def solve_fast(problem: Problem, objective: str) -> tuple[float, Assignment | No
                 minimum(en, cont, out=o)
             o += e_r[i]
         if limited:
-            ent = en.tolist()
             g_i, w_i, e_i, s_i = G_rows[i], w_rows[i], e_rows[i], start_of[i]
             for q, t in enumerate(limited):
                 dq = win[q]
-                a = ent[t] - g_i[q]
+                a = en.item(t) - g_i[q]
                 while dq and dq[-1][1] >= a:
                     dq.pop()
                 dq.append((i, a))
