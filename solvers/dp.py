@@ -111,11 +111,15 @@ class _Prepared:
 
 _PREPARED: "weakref.WeakKeyDictionary[Problem, dict[str, _Prepared]]" = weakref.WeakKeyDictionary()
 _PREPARED_LOCK = threading.Lock()
+# Kept only while the windows' plain lists stay small (layers x limited targets): a large
+# profile's would hold tens of MB per view for as long as a service caches the view, and
+# its loop costs far more than building them again.
+PREPARED_MAX_CELLS = 1 << 16
 
 
 def _prepared(problem: Problem, objective: str) -> _Prepared:
     """Built once per problem object and objective (a Problem is immutable; the entry
-    goes with the problem)."""
+    goes with the problem), up to PREPARED_MAX_CELLS."""
     with _PREPARED_LOCK:
         got = _PREPARED.get(problem, {}).get(objective)
     if got is not None:
@@ -143,8 +147,9 @@ def _prepared(problem: Problem, objective: str) -> _Prepared:
         windows = dict(G_rows=G.tolist(), w_rows=w.tolist(), e_rows=e_l.tolist())
     # Row views made once, in C, instead of by indexing on every layer.
     got = _Prepared(e, pair, pd, list(e), list(cin), list(cout), limited, **windows)
-    with _PREPARED_LOCK:
-        _PREPARED.setdefault(problem, {})[objective] = got
+    if L * max(1, len(limited)) <= PREPARED_MAX_CELLS:
+        with _PREPARED_LOCK:
+            _PREPARED.setdefault(problem, {})[objective] = got
     return got
 
 

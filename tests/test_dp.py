@@ -14,6 +14,7 @@ from planner.core.evaluate import evaluate
 from planner.core.problem import Assignment
 from planner.core.schema import PlanRequest
 from solvers.brute import all_assignments, count_plans
+import solvers.dp as dp_module
 from solvers.dp import SOLVERS, solve_fast, solve_reference
 
 OBJECTIVES = ("latency", "energy")
@@ -152,3 +153,14 @@ def test_prepared_arrays_are_per_problem_and_objective(pairs):
                 assert evaluate(p, a).objective(objective) == pytest.approx(value, rel=1e-9)
     view = first.select_targets([0, 2, 4])  # a view is its own problem, not its parent's cache entry
     assert solve_fast(view, "latency")[0] == pytest.approx(solve_reference(view, "latency")[0], rel=1e-9)
+    assert first in dp_module._PREPARED
+
+
+def test_large_problems_are_not_kept(monkeypatch):
+    """What solve_fast builds for a large problem is not kept beside it (it would hold
+    plain lists of layers x limited targets for as long as a service caches the view)."""
+    monkeypatch.setattr(dp_module, "PREPARED_MAX_CELLS", 100)
+    p = random_problem(np.random.default_rng(3), L=60, T=4, limited_share=1.0)
+    value, a = solve_fast(p, "latency")
+    assert p not in dp_module._PREPARED
+    assert value == pytest.approx(solve_reference(p, "latency")[0], rel=1e-9)
