@@ -14,6 +14,7 @@ from planner.core.evaluate import evaluate
 from planner.core.problem import Assignment
 from planner.core.schema import PlanRequest
 from solvers.brute import all_assignments, count_plans
+import solvers.dp as dp_module
 from solvers.dp import SOLVERS, solve_fast, solve_reference
 
 OBJECTIVES = ("latency", "energy")
@@ -134,3 +135,32 @@ def test_solver_reports_optimal_with_matching_objective():
             assert sol.status == "optimal"
             assert sol.objective == pytest.approx(evaluate(p, sol.assignment).objective(objective), rel=1e-9)
             assert sol.bound == sol.objective
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_prepared_arrays_are_per_problem_and_objective(pairs):
+    """solve_fast keeps what it builds before its loop per problem object and objective
+    (a service solves the same view again and again): solving again, alternating
+    objectives and problems, gives each one its own reference answer."""
+    rng = np.random.default_rng(11)
+    first = random_problem(rng, L=40, T=6, pairs=pairs, limited_share=0.5)
+    second = random_problem(rng, L=40, T=6, pairs=pairs, limited_share=0.5)
+    for _ in range(2):
+        for p in (first, second):
+            for objective in OBJECTIVES:
+                value, a = solve_fast(p, objective)
+                assert value == pytest.approx(solve_reference(p, objective)[0], rel=1e-9)
+                assert evaluate(p, a).objective(objective) == pytest.approx(value, rel=1e-9)
+    view = first.select_targets([0, 2, 4])  # a view is its own problem, not its parent's cache entry
+    assert solve_fast(view, "latency")[0] == pytest.approx(solve_reference(view, "latency")[0], rel=1e-9)
+    assert first in dp_module._PREPARED
+
+
+def test_large_problems_are_not_kept(monkeypatch):
+    """What solve_fast builds for a large problem is not kept beside it (it would hold
+    plain lists of layers x limited targets for as long as a service caches the view)."""
+    monkeypatch.setattr(dp_module, "PREPARED_MAX_CELLS", 100)
+    p = random_problem(np.random.default_rng(3), L=60, T=4, limited_share=1.0)
+    value, a = solve_fast(p, "latency")
+    assert p not in dp_module._PREPARED
+    assert value == pytest.approx(solve_reference(p, "latency")[0], rel=1e-9)

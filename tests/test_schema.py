@@ -65,6 +65,25 @@ def test_time_only_profile_plans_latency_and_refuses_energy():
         assert "no energy data" in str(exc.value) and "none: no power sensor" in str(exc.value), exc.value
 
 
+def test_energy_data_is_checked_per_profile_object():
+    """Whether a profile has energy data is worked out once per parsed (immutable)
+    profile object: alternating a time-only and a measured profile, each answers as its
+    own, also once the first objects are gone and new ones take their place."""
+    doc = profile_dict()
+    for layer in doc["layers"]:
+        for m in layer["measurements"]:
+            m.pop("power_w", None)
+            m.pop("energy_mj", None)
+    plat = Platform.model_validate(platform_dict())
+    for _ in range(3):
+        time_only, measured = ModelProfile.model_validate(doc), ModelProfile.model_validate(profile_dict())
+        for _ in range(2):
+            with pytest.raises(InputError, match="no energy data"):
+                make_plan(plat, time_only, PlanRequest(objective="energy"))
+            assert make_plan(plat, measured, PlanRequest(objective="energy")).metrics.energy_mj is not None
+        del time_only, measured
+
+
 def test_cycle_is_named():
     doc = profile_dict()
     doc["layers"][0]["predecessors"] = ["l3"]

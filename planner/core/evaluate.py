@@ -26,16 +26,21 @@ def evaluate(problem: Problem, assignment: Assignment) -> Evaluation:
         raise ValueError(f"assignment has {len(assignment.targets)} layers, problem has {problem.n_layers}")
     violations: list[str] = []
     slices: list[SliceCost] = []
+    mem_all = problem.memory_bytes.tolist()
     for first, last, tgt in assignment.slices():
         if not 0 <= tgt < problem.n_targets:
             raise ValueError(f"target index {tgt} out of range")
         exec_t = exec_e = 0.0
         mem = 0
-        for k in range(first, last + 1):
-            exec_t += float(problem.exec_time_ms[k, tgt])
-            exec_e += float(problem.exec_energy_mj[k, tgt])
-            mem += int(problem.memory_bytes[k])
-            if not math.isfinite(problem.exec_time_ms[k, tgt]):
+        # a slice's column as plain floats: a numpy scalar read per layer costs more than
+        # the sums (the same values, summed in the same order)
+        times = problem.exec_time_ms[first:last + 1, tgt].tolist()
+        energies = problem.exec_energy_mj[first:last + 1, tgt].tolist()
+        for j, k in enumerate(range(first, last + 1)):
+            exec_t += times[j]
+            exec_e += energies[j]
+            mem += int(mem_all[k])
+            if not math.isfinite(times[j]):
                 violations.append(f"layer '{problem.layer_ids[k]}' cannot run on {problem.targets[tgt].label}")
         limit = problem.memory_limit_bytes[tgt]
         if mem > limit:

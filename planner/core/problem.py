@@ -16,6 +16,7 @@ whose memory_bytes sum exceeds memory_limit_bytes[t] is infeasible.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Literal, Sequence
 
@@ -228,4 +229,5 @@ class Assignment:
 
     @property
     def n_transitions(self) -> int:
-        return sum(1 for i in range(1, len(self.targets)) if self.targets[i] != self.targets[i - 1])
+        t = self.targets
+        return sum(map(operator.ne, t[1:], t[:-1]))
