@@ -121,3 +121,24 @@ def test_a_large_documents_page_is_paged_and_rendered_off_the_event_loop(tmp_pat
         assert last.text.count('<tr><td class="num">') == 190 and '"num">201</td>' in last.text
     finally:
         api.client.__exit__(None, None, None)
+
+
+def test_the_frontier_process_is_spawned_not_forked(tmp_path, monkeypatch):
+    """The frontier process was declared with pebble's `mp_context=`, a keyword pebble
+    ignores (it reads `context`): it was forked from the multi-threaded service, locks and
+    all. Spawned, it sees nothing the service's process changed after it started."""
+    import planner.frontier
+
+    api = start(tmp_path, workers=1)
+    try:
+        p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+        login(api)
+
+        def forked(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+            raise AssertionError("the frontier ran in a fork of the service's process")
+
+        monkeypatch.setattr(planner.frontier, "frontier_report", forked)
+        r = api.client.get(f"/ui/frontier?platform_id={p}&profile_id={m}&max_transitions=1")
+        assert r.status_code == 200 and "fig-frontier" in r.text, r.text[:500]
+    finally:
+        api.client.__exit__(None, None, None)

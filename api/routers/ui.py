@@ -550,7 +550,7 @@ class Slots:
         self.used -= 1
 
 
-@concurrent.process(mp_context=multiprocessing.get_context("spawn"))
+@concurrent.process(context=multiprocessing.get_context("spawn"))  # pebble reads context: mp_context was ignored
 def _frontier_process(platform_json: str, profile_json: str, k: int, devices: list[str] | None,
                       parent_pid: int | None = None, memory_mb: int | None = None) -> dict:
     """The frontier in a process of its own, cancelled (killed) at FRONTIER_TIMEOUT_S: its
