@@ -550,23 +550,74 @@ class Slots:
         self.used -= 1
 
 
+class FrontierTooLarge(Exception):
+    """Layers x targets over MAX_FRONTIER_CELLS, found where the documents are parsed."""
+
+    def __init__(self, layers: int, targets: int):
+        super().__init__(layers, targets)
+        self.layers, self.targets = layers, targets
+
+    def refusal(self) -> ApiError:  # the limit named is the one the route checks against
+        cells = self.layers * self.targets
+        return ApiError(422, f"{self.layers} layers x {self.targets} targets = {cells} cells exceed "
+                             f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
+                        title="Too large")
+
+
+def frontier_sizes(s: Service, platform_id: str, profile_id: str) -> tuple[int | None, int | None]:
+    """(layers, targets) from the documents' stored summaries, without their bodies (404
+    for an unknown one); None where a summary lacks the count (the frontier process checks)."""
+    from sqlalchemy import select
+
+    from api.rows import DocumentRow
+
+    counts = []
+    for kind, doc_id, key in (("platform", platform_id, "targets"), ("profile", profile_id, "layers")):
+        with s.db.session() as sess:
+            summary = sess.scalar(select(DocumentRow.summary).where(DocumentRow.id == doc_id, DocumentRow.kind == kind))
+        if summary is None:
+            raise ApiError(404, f"no {kind} with id {doc_id}")
+        counts.append(json.loads(summary).get(key))
+    return counts[1], counts[0]
+
+
 @concurrent.process(context=multiprocessing.get_context("spawn"))  # pebble reads context: mp_context was ignored
-def _frontier_process(platform_json: str, profile_json: str, k: int, devices: list[str] | None,
-                      parent_pid: int | None = None, memory_mb: int | None = None) -> dict:
+def _frontier_process(platform_id: str, profile_id: str, k: int, devices: list[str] | None,
+                      parent_pid: int | None = None, memory_mb: int | None = None, url: str = "",
+                      max_cells: int = MAX_FRONTIER_CELLS) -> dict:
     """The frontier in a process of its own, cancelled (killed) at FRONTIER_TIMEOUT_S: its
     size (and time) grows with layers and transitions; spawned, as the server is
-    multi-threaded. It dies with the server and is held to the job workers' memory cap."""
+    multi-threaded. It dies with the server and is held to the job workers' memory cap.
+    It reads and parses the documents itself: in the service's process their parse (and
+    re-serialisation to send them here) held the GIL, stalling the event loop (issue 21)."""
+    from sqlalchemy import select
+
+    from api.db import Database
     from api.job_types import cap_memory
+    from api.rows import DocumentRow
     from api.worker import lower_priority
+    from planner.core.errors import InputError
     from planner.core.procs import die_with_parent
     from planner.frontier import frontier_report
 
     die_with_parent(parent_pid)
     lower_priority()
     cap_memory(memory_mb)
-
-    return frontier_report(Platform.model_validate_json(platform_json), ModelProfile.model_validate_json(profile_json),
-                           max_transitions=k, devices=devices).as_dict()
+    db = Database(url, run_migrations=False)
+    try:
+        with db.session() as s:
+            bodies = dict(s.execute(select(DocumentRow.kind, DocumentRow.body).where(
+                DocumentRow.id.in_((platform_id, profile_id)), DocumentRow.kind.in_(("platform", "profile")))).all())
+    finally:
+        db.dispose()
+    if set(bodies) != {"platform", "profile"}:
+        missing = "platform" if "platform" not in bodies else "profile"
+        raise InputError([Issue(f"{missing}_id", f"no {missing} with this id")])
+    platform, profile = Platform.model_validate_json(bodies["platform"]), ModelProfile.model_validate_json(bodies["profile"])
+    targets = sum(len(d.dvfs_levels) for d in platform.devices)
+    if len(profile.layers) * targets > max_cells:
+        raise FrontierTooLarge(len(profile.layers), targets)
+    return frontier_report(platform, profile, max_transitions=k, devices=devices).as_dict()
 
 
 @router.get("/frontier")
@@ -594,23 +645,21 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
         issues.append(Issue("platform_id" if not platform_id else "profile_id", "pick a platform and a profile"))
     if issues:
         raise ApiError(422, str(issues[0]), errors=issues, title="Invalid input")
-    platform = await run_in_threadpool(doc, s, "platform", platform_id, Platform)
-    profile = await run_in_threadpool(doc, s, "profile", profile_id, ModelProfile)
-    cells = len(profile.layers) * sum(len(d.dvfs_levels) for d in platform.devices)
-    if cells > MAX_FRONTIER_CELLS:
-        raise ApiError(422, f"{len(profile.layers)} layers x {cells // len(profile.layers)} targets = {cells} cells exceed "
-                            f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
-                       title="Too large")
+    layers, targets = await run_in_threadpool(frontier_sizes, s, platform_id, profile_id)
+    if layers is not None and targets is not None and layers * targets > MAX_FRONTIER_CELLS:
+        raise FrontierTooLarge(layers, targets).refusal()
     wanted = [d.strip() for d in devices.split(",") if d.strip()] or None
     slots: Slots = request.app.state.frontier_slots
     if not slots.take():
         raise Refused(503, f"the service is computing {slots.used} frontier(s), its limit at once (PLANNER_WORKERS); "
                            "retry in a few seconds, or run `planner frontier`", 5.0)
     try:
-        future = _frontier_process(platform.model_dump_json(), profile.model_dump_json(), k, wanted, os.getpid(),
-                                   s.settings.worker_memory_mb)
+        future = _frontier_process(platform_id, profile_id, k, wanted, os.getpid(), s.settings.worker_memory_mb,
+                                   s.settings.url, MAX_FRONTIER_CELLS)
         try:
             data = await asyncio.wait_for(asyncio.wrap_future(future), FRONTIER_TIMEOUT_S)
+        except FrontierTooLarge as exc:
+            raise exc.refusal() from None
         except PlannerError as exc:
             raise ApiError(422, exc.one_line(), errors=exc.issues, title="No frontier") from None
         except MemoryError:
