@@ -47,6 +47,44 @@ def profile_view(planner: "Planner", doc_id: str, offset: int) -> dict:
             "time_only": any(m.get("power_w") is None and m.get("energy_mj") is None for m in ms)}
 
 
+def spec_json(chart) -> str:  # noqa: ANN001
+    """A figure's Vega-Lite spec, safe inside <script type="application/json">: every
+    <, > and & written as a JSON escape, so no name in it (`</script>`, `<!--<script>`,
+    which would put the HTML parser in its double-escaped state) can end the block or
+    swallow the page's later scripts; JSON.parse reads the same text back."""
+    from planner import figures
+
+    text = json.dumps(figures.spec(chart), separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def schedule_view(planner: "Planner", schedule_id: str, entry: int, rows: int) -> dict:
+    """What the UI's schedule page shows: the first `rows` entries (only the shown one's
+    timeline validated), how many there are, which carry a timeline, and the figure of
+    entry `entry` (Vega-Lite JSON, or None for an empty Pareto set). A Pareto set with
+    timelines is up to 20 MB of JSON: parsing it in the service stalled the event loop."""
+    from api.rows import ScheduleRow
+    from planner import figures
+    from planner.core.schema import Schedule
+
+    with planner.db.session() as s:
+        row = s.get(ScheduleRow, schedule_id)
+        if row is None:
+            raise ApiError(404, f"no schedule with id {schedule_id}")
+        head, body = {"id": row.id, "job_id": row.job_id, "platform_id": row.platform_id}, row.body
+    doc = json.loads(body)
+    entries = doc.get("entries", [])
+    timed = [i for i, e in enumerate(entries) if e.get("timeline") is not None]
+    sched = Schedule.model_validate({**doc, "entries": [e if i == entry else {**e, "timeline": None}
+                                                        for i, e in enumerate(entries)]})
+    if sched.entries and not 0 <= entry < len(sched.entries):
+        raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
+                       errors=[Issue("entry", "out of range")])
+    spec = spec_json(figures.schedule_figure(sched, entry=entry)) if sched.entries else None
+    return {"res": head, "schedule": sched.model_copy(update={"entries": sched.entries[:rows]}),
+            "entries": len(sched.entries), "with_timeline": timed, "spec": spec}
+
+
 def schedule_check(planner: "Planner", submission_json: str) -> str:
     """The ScheduleRequest (JSON) a schedule submission would run, or its refusal: see
     check_schedule."""
@@ -156,5 +194,5 @@ def refit(planner: "Planner", profile_id: str, deployment: str, platform_id: str
 
 
 CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
-         "verify-conclusion": verify_conclusion, "refit": refit}
-REFUSED_UNDER = {"refit": "profile_id"}  # calls refused (422 naming this field) past the worker's deadline or memory cap
+         "verify-conclusion": verify_conclusion, "refit": refit, "schedule-view": schedule_view}
+REFUSED_UNDER = {"refit": "profile_id", "schedule-view": "schedule_id"}  # calls refused (422 naming this field) past the worker's deadline or memory cap

@@ -35,12 +35,13 @@ from starlette.concurrency import run_in_threadpool
 
 from api import sessions, views
 from api.auth import INSECURE, Principal
+from api.pages import spec_json  # a plan worker draws some of the pages' figures too
 from api.problems import ApiError, TooSlow, validation_issues
 from api.schemas import PlanSubmission
 from api.service import Service
 from planner import figures
 from planner.core.errors import Issue, PlannerError
-from planner.core.schema import ModelProfile, Plan, Platform, Schedule
+from planner.core.schema import ModelProfile, Plan, Platform
 
 HERE = Path(__file__).resolve().parent.parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -159,15 +160,6 @@ def csrf(request: Request) -> str:
 def check_csrf(request: Request, form) -> None:  # noqa: ANN001
     if not hmac.compare_digest(str(form.get("csrf", "")), request.session.get("csrf", "") or "-"):
         raise ApiError(403, "the form is stale or came from another site: reload the page and submit again")
-
-
-def spec_json(chart) -> str:  # noqa: ANN001
-    """A figure's Vega-Lite spec, safe inside <script type="application/json">: every
-    <, > and & written as a JSON escape, so no name in it (`</script>`, `<!--<script>`,
-    which would put the HTML parser in its double-escaped state) can end the block or
-    swallow the page's later scripts; JSON.parse reads the same text back."""
-    text = json.dumps(figures.spec(chart), separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
@@ -697,23 +689,11 @@ async def schedules(request: Request) -> HTMLResponse:
 @ui_errors
 async def schedule_page(request: Request, schedule_id: str, entry: int = 0) -> HTMLResponse:
     principal(request)
-    def read() -> tuple[dict, Schedule, list[int]]:
-        """On a worker thread, and only the shown entry's timeline validated: a Pareto set
-        with timelines (20 MB) validated whole holds the GIL for seconds in one call."""
-        res = json.loads(svc(request).schedule_json(schedule_id))
-        doc = res["schedule"]
-        entries = doc.get("entries", [])
-        timed = [i for i, e in enumerate(entries) if e.get("timeline") is not None]
-        doc = {**doc, "entries": [e if i == entry else {**e, "timeline": None} for i, e in enumerate(entries)]}
-        return res, Schedule.model_validate(doc), timed
-
-    res, sched, with_timeline = await run_in_threadpool(read)
-    if sched.entries and not 0 <= entry < len(sched.entries):
-        raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
-                       errors=[Issue("entry", "out of range")])
-    spec = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=entry)) if sched.entries else None
-    return Page(request, "schedule.html", res=res, schedule=sched, entry=entry, spec=spec,
-                  with_timeline=with_timeline, rows=list(enumerate(sched.entries))[:PAGE])
+    # a plan worker reads the schedule (up to 20 MB of JSON) and draws its figure: here, the
+    # parse held the GIL and stalled the event loop (api.pages); past its deadline, 422
+    v = await svc(request).plan_workers.call("schedule-view", schedule_id, entry, PAGE)
+    return Page(request, "schedule.html", res=v["res"], schedule=v["schedule"], entries=v["entries"], entry=entry,
+                spec=v["spec"], with_timeline=v["with_timeline"], rows=list(enumerate(v["schedule"].entries)))
 
 
 @router.get("/jobs")
@@ -804,9 +784,7 @@ async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
     spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
     timeline = None
     if dep.active_schedule_id is not None:  # a schedule deployment: its active entry's timeline beside the telemetry
-        body = await run_in_threadpool(s.schedule_json, dep.active_schedule_id)
-        sched = Schedule.model_validate(json.loads(body)["schedule"])
-        timeline = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=dep.active_entry))
+        timeline = (await s.plan_workers.call("schedule-view", dep.active_schedule_id, dep.active_entry, 0))["spec"]
     view = views.deployment(dep)
     names = await run_in_threadpool(names_of, s, {dep.platform_id, *(view.profile_ids or [dep.profile_id])})
     return Page(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
