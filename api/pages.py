@@ -47,14 +47,17 @@ def profile_view(planner: "Planner", doc_id: str, offset: int) -> dict:
             "time_only": any(m.get("power_w") is None and m.get("energy_mj") is None for m in ms)}
 
 
-def spec_json(chart) -> str:  # noqa: ANN001
+def spec_json(chart, validate: bool = True) -> str:  # noqa: ANN001
     """A figure's Vega-Lite spec, safe inside <script type="application/json">: every
     <, > and & written as a JSON escape, so no name in it (`</script>`, `<!--<script>`,
     which would put the HTML parser in its double-escaped state) can end the block or
-    swallow the page's later scripts; JSON.parse reads the same text back."""
+    swallow the page's later scripts; JSON.parse reads the same text back. `validate`
+    False: the same spec without altair's JSON-schema check of every inline data row
+    (seconds for thousands of rows; the figure's shape is checked where it is rendered,
+    `planner plot`)."""
     from planner import figures
 
-    text = json.dumps(figures.spec(chart), separators=(",", ":"))
+    text = json.dumps(figures.spec(chart) if validate else chart.to_dict(validate=False), separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -80,7 +83,7 @@ def schedule_view(planner: "Planner", schedule_id: str, entry: int, rows: int) -
     if sched.entries and not 0 <= entry < len(sched.entries):
         raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
                        errors=[Issue("entry", "out of range")])
-    spec = spec_json(figures.schedule_figure(sched, entry=entry)) if sched.entries else None
+    spec = spec_json(figures.schedule_figure(sched, entry=entry), validate=False) if sched.entries else None
     return {"res": head, "schedule": sched.model_copy(update={"entries": sched.entries[:rows]}),
             "entries": len(sched.entries), "with_timeline": timed, "spec": spec}
 
