@@ -196,6 +196,31 @@ def refit(planner: "Planner", profile_id: str, deployment: str, platform_id: str
                            "report": report.lines()}
 
 
+class _ServiceReads:
+    """What api.telemetry.summarise reads of the service, from a worker's Planner (its
+    database, parsed documents, and its own cache of schedule entries' executor views)."""
+
+    def __init__(self, planner: "Planner"):
+        self.db, self.planner = planner.db, planner
+        # kept on the Planner, in its own LRU type (importing api.fastplans here is a circle)
+        self.executor_views = vars(planner).setdefault("entry_views", type(planner.docs)(64))
+
+
+def telemetry_summary(planner: "Planner", dep_id: str, limit: int, plan_id: str | None, screen: bool):  # noqa: ANN201
+    """A deployment's TelemetrySummary (api.telemetry.summary_async: the service checked
+    who may read it)."""
+    from api.rows import DeploymentRow
+    from api.telemetry import summarise
+
+    with planner.db.session() as s:
+        dep = s.get(DeploymentRow, dep_id)
+    if dep is None:
+        raise ApiError(404, f"no deployment with id or name {dep_id}")
+    return summarise(_ServiceReads(planner), dep, limit, plan_id, screen)
+
+
 CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
-         "verify-conclusion": verify_conclusion, "refit": refit, "schedule-view": schedule_view}
-REFUSED_UNDER = {"refit": "profile_id", "schedule-view": "schedule_id"}  # calls refused (422 naming this field) past the worker's deadline or memory cap
+         "verify-conclusion": verify_conclusion, "refit": refit, "schedule-view": schedule_view,
+         "telemetry-summary": telemetry_summary, "refit-telemetry": telemetry_summary}
+REFUSED_UNDER = {"refit": "profile_id", "schedule-view": "schedule_id",  # calls refused (422 naming this field)
+                 "telemetry-summary": "limit", "refit-telemetry": "batches"}  # past the worker's deadline or memory cap

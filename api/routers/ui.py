@@ -751,36 +751,37 @@ async def deployments(request: Request) -> HTMLResponse:
 UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)
 
 
-def deployment_rows(s: Service, dep_id: str, who: Principal) -> tuple[Any, list, list[figures.DeploymentPoint], Any]:
-    """The deployment, its events, one figure row per revision (predicted latency from
-    the plan, measured = the median of what executors reported running that plan) and
-    the API's telemetry summary (per plan and per slice)."""
+def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, dict[str, float | None]]:
+    """The deployment, its events and each event's plan's predicted latency."""
     from sqlalchemy import select
 
     from api.rows import PlanRow
-    from api.telemetry import summary
 
     dep = s.deployment(dep_id)
     events = s.history(dep.id)
     with s.db.session() as sess:
         latency = dict(sess.execute(select(PlanRow.id, PlanRow.latency_ms)
                                     .where(PlanRow.id.in_({e.plan_id for e in events}))).all())
-    telemetry = summary(s, dep.id, who, UI_TELEMETRY_BATCHES)
-    measured = {p.plan_id: p.median_ms for p in telemetry.plans}
-    points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
-                                      predicted_ms=latency[e.plan_id], measured_ms=measured.get(e.plan_id))
-              for e in events if e.plan_id in latency]
-    return dep, events, points, telemetry
+    return dep, events, latency
 
 
 @router.get("/deployments/{dep_id}")
 @ui_errors
 async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
+    """One figure row per revision (predicted latency from the plan, measured = the median
+    of what executors reported running that plan) and the API's telemetry summary (per
+    plan and per slice, summarised by a plan worker: api.telemetry.summary_async)."""
+    from api.telemetry import summary_async
     from planner.core.telemetry import ERROR_CONVENTION
 
     who = principal(request)
     s = svc(request)
-    dep, events, points, telemetry = await run_in_threadpool(deployment_rows, s, dep_id, who)
+    dep, events, latency = await run_in_threadpool(deployment_rows, s, dep_id)
+    telemetry = await summary_async(s, dep.id, who, UI_TELEMETRY_BATCHES)
+    measured = {p.plan_id: p.median_ms for p in telemetry.plans}
+    points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
+                                      predicted_ms=latency[e.plan_id], measured_ms=measured.get(e.plan_id))
+              for e in events if e.plan_id in latency]
     spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
     timeline = None
     if dep.active_schedule_id is not None:  # a schedule deployment: its active entry's timeline beside the telemetry
