@@ -219,8 +219,30 @@ def telemetry_summary(planner: "Planner", dep_id: str, limit: int, plan_id: str 
     return summarise(_ServiceReads(planner), dep, limit, plan_id, screen)
 
 
+def same_lineage(planner: "Planner", a: str, b: str) -> bool:
+    """Service._same_lineage: walking refit_of parses each profile of the line."""
+    return planner.same_lineage(a, b)
+
+
+def schedule_entry(planner: "Planner", schedule_id: str, entry: int) -> tuple[int, dict | None]:
+    """(entries, the entry's schedulable and violations, None out of range) of a stored
+    schedule, for activating an entry (api.schedule_deployments.checked_entry)."""
+    from api.rows import ScheduleRow
+
+    with planner.db.session() as s:
+        body = s.scalar(select(ScheduleRow.body).where(ScheduleRow.id == schedule_id))
+    if body is None:
+        raise invalid("schedule_id", f"no schedule with id {schedule_id}")
+    entries = json.loads(body)["entries"]
+    if not 0 <= entry < len(entries):
+        return len(entries), None
+    return len(entries), {k: entries[entry].get(k) for k in ("schedulable", "violations")}
+
+
 CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
          "verify-conclusion": verify_conclusion, "refit": refit, "schedule-view": schedule_view,
-         "telemetry-summary": telemetry_summary, "refit-telemetry": telemetry_summary}
+         "telemetry-summary": telemetry_summary, "refit-telemetry": telemetry_summary,
+         "plan-lineage": same_lineage, "schedule-lineage": same_lineage, "schedule-entry": schedule_entry}
 REFUSED_UNDER = {"refit": "profile_id", "schedule-view": "schedule_id",  # calls refused (422 naming this field)
-                 "telemetry-summary": "limit", "refit-telemetry": "batches"}  # past the worker's deadline or memory cap
+                 "telemetry-summary": "limit", "refit-telemetry": "batches",  # past the worker's deadline or memory cap
+                 "plan-lineage": "plan_id", "schedule-lineage": "schedule_id", "schedule-entry": "schedule_id"}

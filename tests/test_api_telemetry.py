@@ -413,3 +413,66 @@ def test_a_worker_bounds_the_telemetry_summary_and_names_the_limit(api, dep, mon
         exc = err.value
         assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == field, (answer, exc.detail)
         assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+
+
+def test_activation_walks_the_refit_lineage_on_a_plan_worker(api, dep, monkeypatch):
+    """Issue 21: activating a plan of another profile than the deployment's walked the
+    refit_of line by parsing whole profiles in the service's process. A plan worker walks
+    it now; a refit profile's plan is still accepted and an unrelated one refused (422
+    naming plan_id)."""
+    from planner.core.schema import ModelProfile as Profile
+
+    doc = api.client.get(f"/v1/profiles/{dep['profile_id']}", headers=api.h()).json()
+    refit = api.upload("profile", {**doc, "refit_of": dep["profile_id"]})
+    other = api.upload("profile", {**doc, "name": "unrelated"})
+    plans = {}
+    for name, pid in (("refit", refit), ("other", other)):
+        r = api.client.post("/v1/plans", json={"platform_id": dep["platform_id"], "profile_id": pid}, headers=api.h())
+        assert r.status_code in (200, 201), r.text
+        plans[name] = r.json()["id"]
+    r = api.client.post("/v1/deployments", json={"name": "lineage", "platform_id": dep["platform_id"],
+                                                 "profile_id": dep["profile_id"]}, headers=api.h())
+    assert r.status_code == 201, r.text
+
+    def in_the_service(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the activation parsed a profile in the service's process")
+
+    monkeypatch.setattr(api.service.planner, "parsed", in_the_service)
+    monkeypatch.setattr(Profile, "model_validate_json", in_the_service)
+    r = api.client.put("/v1/deployments/lineage/active", json={"plan_id": plans["other"]}, headers=api.h())
+    assert r.status_code == 422 and r.json()["errors"][0]["path"] == "plan_id", r.text
+    assert "another platform or profile" in r.json()["detail"]
+    r = api.client.put("/v1/deployments/lineage/active", json={"plan_id": plans["refit"]}, headers=api.h())
+    assert r.status_code == 200 and r.json()["profile_id"] == refit, r.text
+    r = api.client.put("/v1/deployments/lineage/active", json={"plan_id": dep["plans"][0]["id"]}, headers=api.h())
+    assert r.status_code == 200 and r.json()["revision"] == 2, r.text  # back to the original: the same line
+
+
+@pytest.mark.parametrize("failure", ["deadline", "memory"])
+def test_a_worker_bounds_the_lineage_walk_and_names_the_field(api, dep, monkeypatch, failure):
+    """Past the worker's deadline or over its memory cap, the walk is refused naming the
+    field the caller gave: plan_id for a plan, schedule_id for a schedule's networks."""
+    import signal
+    import time
+
+    from api.fastplans import Planner, PlanWorkers, _on_alarm
+    from api.problems import ApiError
+
+    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        if failure == "memory":
+            raise MemoryError()
+        time.sleep(30)  # the worker's alarm ends it
+
+    for call, field in (("plan-lineage", "plan_id"), ("schedule-lineage", "schedule_id")):
+        previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
+        try:
+            worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
+            monkeypatch.setattr(worker, "parsed", slow_or_big)
+            answer = worker.handle_call(("call", 7, call, (dep["profile_id"], "0" * 64)))
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+        with pytest.raises(ApiError) as err:
+            PlanWorkers._raise(answer)
+        exc = err.value
+        assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == field, (answer, exc.detail)
+        assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
