@@ -18,7 +18,6 @@ import hashlib
 import hmac
 import json
 import math
-import multiprocessing
 import os
 import secrets
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -29,19 +28,19 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from pebble import concurrent
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api import sessions, views
 from api.auth import INSECURE, Principal
+from api.frontier_process import FrontierTooLarge, frontier_process as _frontier_process
 from api.pages import spec_json  # a plan worker draws some of the pages' figures too
 from api.problems import ApiError, TooSlow, validation_issues
 from api.schemas import PlanSubmission
 from api.service import Service
 from planner import figures
 from planner.core.errors import Issue, PlannerError
-from planner.core.schema import ModelProfile, Plan, Platform
+from planner.core.schema import Plan, Platform
 
 HERE = Path(__file__).resolve().parent.parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -542,18 +541,10 @@ class Slots:
         self.used -= 1
 
 
-class FrontierTooLarge(Exception):
-    """Layers x targets over MAX_FRONTIER_CELLS, found where the documents are parsed."""
-
-    def __init__(self, layers: int, targets: int):
-        super().__init__(layers, targets)
-        self.layers, self.targets = layers, targets
-
-    def refusal(self) -> ApiError:  # the limit named is the one the route checks against
-        cells = self.layers * self.targets
-        return ApiError(422, f"{self.layers} layers x {self.targets} targets = {cells} cells exceed "
-                             f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
-                        title="Too large")
+def too_large(layers: int, targets: int) -> ApiError:
+    return ApiError(422, f"{layers} layers x {targets} targets = {layers * targets} cells exceed "
+                         f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
+                    title="Too large")
 
 
 def frontier_sizes(s: Service, platform_id: str, profile_id: str) -> tuple[int | None, int | None]:
@@ -571,45 +562,6 @@ def frontier_sizes(s: Service, platform_id: str, profile_id: str) -> tuple[int |
             raise ApiError(404, f"no {kind} with id {doc_id}")
         counts.append(json.loads(summary).get(key))
     return counts[1], counts[0]
-
-
-@concurrent.process(context=multiprocessing.get_context("spawn"))  # pebble reads context: mp_context was ignored
-def _frontier_process(platform_id: str, profile_id: str, k: int, devices: list[str] | None,
-                      parent_pid: int | None = None, memory_mb: int | None = None, url: str = "",
-                      max_cells: int = MAX_FRONTIER_CELLS) -> dict:
-    """The frontier in a process of its own, cancelled (killed) at FRONTIER_TIMEOUT_S: its
-    size (and time) grows with layers and transitions; spawned, as the server is
-    multi-threaded. It dies with the server and is held to the job workers' memory cap.
-    It reads and parses the documents itself: in the service's process their parse (and
-    re-serialisation to send them here) held the GIL, stalling the event loop (issue 21)."""
-    from sqlalchemy import select
-
-    from api.db import Database
-    from api.job_types import cap_memory
-    from api.rows import DocumentRow
-    from api.worker import lower_priority
-    from planner.core.errors import InputError
-    from planner.core.procs import die_with_parent
-    from planner.frontier import frontier_report
-
-    die_with_parent(parent_pid)
-    lower_priority()
-    cap_memory(memory_mb)
-    db = Database(url, run_migrations=False)
-    try:
-        with db.session() as s:
-            bodies = dict(s.execute(select(DocumentRow.kind, DocumentRow.body).where(
-                DocumentRow.id.in_((platform_id, profile_id)), DocumentRow.kind.in_(("platform", "profile")))).all())
-    finally:
-        db.dispose()
-    if set(bodies) != {"platform", "profile"}:
-        missing = "platform" if "platform" not in bodies else "profile"
-        raise InputError([Issue(f"{missing}_id", f"no {missing} with this id")])
-    platform, profile = Platform.model_validate_json(bodies["platform"]), ModelProfile.model_validate_json(bodies["profile"])
-    targets = sum(len(d.dvfs_levels) for d in platform.devices)
-    if len(profile.layers) * targets > max_cells:
-        raise FrontierTooLarge(len(profile.layers), targets)
-    return frontier_report(platform, profile, max_transitions=k, devices=devices).as_dict()
 
 
 @router.get("/frontier")
@@ -639,7 +591,7 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
         raise ApiError(422, str(issues[0]), errors=issues, title="Invalid input")
     layers, targets = await run_in_threadpool(frontier_sizes, s, platform_id, profile_id)
     if layers is not None and targets is not None and layers * targets > MAX_FRONTIER_CELLS:
-        raise FrontierTooLarge(layers, targets).refusal()
+        raise too_large(layers, targets)
     wanted = [d.strip() for d in devices.split(",") if d.strip()] or None
     slots: Slots = request.app.state.frontier_slots
     if not slots.take():
@@ -651,7 +603,7 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
         try:
             data = await asyncio.wait_for(asyncio.wrap_future(future), FRONTIER_TIMEOUT_S)
         except FrontierTooLarge as exc:
-            raise exc.refusal() from None
+            raise too_large(exc.layers, exc.targets) from None
         except PlannerError as exc:
             raise ApiError(422, exc.one_line(), errors=exc.issues, title="No frontier") from None
         except MemoryError:
