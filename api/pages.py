@@ -239,10 +239,20 @@ def schedule_entry(planner: "Planner", schedule_id: str, entry: int) -> tuple[in
     return len(entries), {k: entries[entry].get(k) for k in ("schedulable", "violations")}
 
 
+def entry_view(planner: "Planner", schedule_id: str, entry: int) -> bytes:
+    """A schedule entry's executor view (api.schedule_deployments.entry_view): the whole
+    schedule and every network's profile are parsed, and the entry's problem compiled."""
+    from api.schedule_deployments import entry_view as view
+
+    return view(_ServiceReads(planner), schedule_id, entry)
+
+
 CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
          "verify-conclusion": verify_conclusion, "refit": refit, "schedule-view": schedule_view,
          "telemetry-summary": telemetry_summary, "refit-telemetry": telemetry_summary,
-         "plan-lineage": same_lineage, "schedule-lineage": same_lineage, "schedule-entry": schedule_entry}
+         "plan-lineage": same_lineage, "schedule-lineage": same_lineage, "schedule-entry": schedule_entry,
+         "entry-view": entry_view}
 REFUSED_UNDER = {"refit": "profile_id", "schedule-view": "schedule_id",  # calls refused (422 naming this field)
                  "telemetry-summary": "limit", "refit-telemetry": "batches",  # past the worker's deadline or memory cap
-                 "plan-lineage": "plan_id", "schedule-lineage": "schedule_id", "schedule-entry": "schedule_id"}
+                 "plan-lineage": "plan_id", "schedule-lineage": "schedule_id", "schedule-entry": "schedule_id",
+                 "entry-view": "schedule_id"}

@@ -80,7 +80,9 @@ def entry_view(svc, schedule_id: str, entry: int) -> bytes:  # noqa: ANN001
                              networks=nets, mode=doc["mode"])
         return view.model_dump_json().encode()
 
-    return svc.executor_views.get_or_make(f"{schedule_id}#{entry}", make)
+    on_worker = getattr(svc, "on_worker", None)  # the service's: a plan worker makes it (whole documents parsed)
+    return svc.executor_views.get_or_make(f"{schedule_id}#{entry}", make if on_worker is None else
+                                          lambda: on_worker("entry-view", schedule_id, entry))
 
 
 def segment_predictions(svc, submission: str, e: dict, label: str) -> list[list[float | None]] | None:  # noqa: ANN001

@@ -315,3 +315,24 @@ def test_an_entry_is_checked_on_a_plan_worker_not_in_the_service(api, ids, monke
     assert field_of(put({"schedule_id": other["id"], "entry": 0, "force": True})) == "schedule_id"
     r = put({"schedule_id": refit["id"], "entry": 0, "force": True})  # a refit network's schedule: the same line
     assert r.status_code == 200 and r.json()["active_schedule"] == {"schedule_id": refit["id"], "entry": 0}, r.text
+    # the board's view of the entry (the whole schedule and the networks' profiles read): a plan worker's too
+    board = {"Authorization": f"Bearer {api.token('board-entry-check', ['executor'], [r.json()['id']])}"}
+    from api.pages import CALLS
+
+    monkeypatch.undo()  # the view as the service's process made it before issue 21 (in this process)
+    want = json.loads(CALLS["entry-view"](api.service.planner, refit["id"], 0))
+    monkeypatch.setattr(api.service.planner, "parsed", in_the_service)
+    monkeypatch.setattr(schedule_deployments, "json", NoSchedules)
+    monkeypatch.setattr(api.service, "executor_views", type(api.service.executor_views)(8))  # nothing cached
+    got = api.client.get("/v1/deployments/entry-check/plan", headers=board)
+    assert got.status_code == 200 and got.json()["schedule"] == want and want["entry"] == 0, got.text
+    frames = [{"network": n["name"], "seq": 0, "response_ms": 5.0, "segment_ms": [1.0] * len(n["predicted_segment_ms"]),
+               "missed": False} for n in got.json()["schedule"]["networks"]]
+    monkeypatch.setattr(api.service, "executor_views", type(api.service.executor_views)(8))
+    r = api.client.post("/v1/deployments/entry-check/telemetry", headers=board, json={
+        "batch_id": "entry-check-1", "schedule_id": refit["id"], "entry": 0, "revision": 1, "frames": frames})
+    assert r.status_code == 201, r.text  # its frames checked against the entry's view
+    r = api.client.post("/v1/deployments/entry-check/telemetry", headers=board, json={
+        "batch_id": "entry-check-2", "schedule_id": refit["id"], "entry": 0, "revision": 1,
+        "frames": [{**frames[0], "network": "nope"}]})
+    assert field_of(r) == "frames[0].network"
