@@ -247,12 +247,26 @@ def entry_view(planner: "Planner", schedule_id: str, entry: int) -> bytes:
     return view(_ServiceReads(planner), schedule_id, entry)
 
 
+def schedule_shape(planner: "Planner", schedule_id: str, shape) -> tuple[str, dict]:  # noqa: ANN001
+    """(the schedule cut to `shape` as JSON, its digest) for GET /v1/schedules/{id}
+    (Service.schedule_json, api.service.ScheduleShape): the stored document is up to
+    20 MB, and its json.loads in the service held the GIL for a second or more."""
+    from api.rows import ScheduleRow
+
+    with planner.db.session() as s:
+        body = s.scalar(select(ScheduleRow.body).where(ScheduleRow.id == schedule_id))
+    if body is None:
+        raise ApiError(404, f"no schedule with id {schedule_id}")
+    schedule, digest = shape.apply(json.loads(body))
+    return json.dumps(schedule), digest
+
+
 CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
          "verify-conclusion": verify_conclusion, "refit": refit, "schedule-view": schedule_view,
          "telemetry-summary": telemetry_summary, "refit-telemetry": telemetry_summary,
          "plan-lineage": same_lineage, "schedule-lineage": same_lineage, "schedule-entry": schedule_entry,
-         "entry-view": entry_view}
+         "entry-view": entry_view, "schedule-shape": schedule_shape}
 REFUSED_UNDER = {"refit": "profile_id", "schedule-view": "schedule_id",  # calls refused (422 naming this field)
                  "telemetry-summary": "limit", "refit-telemetry": "batches",  # past the worker's deadline or memory cap
                  "plan-lineage": "plan_id", "schedule-lineage": "schedule_id", "schedule-entry": "schedule_id",
-                 "entry-view": "schedule_id"}
+                 "entry-view": "schedule_id", "schedule-shape": "schedule_id"}

@@ -423,3 +423,38 @@ def test_a_worker_bounds_the_schedule_page_and_names_the_schedule(api, ids, monk
     exc = err.value
     assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == "schedule_id", (answer, exc.detail)
     assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+
+
+def test_a_schedule_is_cut_to_its_view_on_a_plan_worker(api, ids, monkeypatch):
+    """Issue 21: GET /v1/schedules/{id} (and a schedule job's result) ran json.loads on the
+    whole stored schedule (up to 20 MB) in the service's process to cut it to the summary
+    or a page of entries. A plan worker cuts it now; the answers are the same bytes."""
+    import json
+
+    from api import service
+
+    r = api.client.post("/v1/schedules", json=body(ids, seed=13), headers=api.h())
+    assert r.status_code in (200, 202), r.text
+    job = api.wait_job(r.json()["id"])
+    sid = job["schedule_id"]
+    urls = [f"/v1/schedules/{sid}", f"/v1/schedules/{sid}?view=entries&offset=1&limit=3&timelines=true",
+            f"/v1/jobs/{job['id']}/result?view=entries&limit=1000", "/v1/schedules/sch_nope"]
+
+    def answers() -> list[tuple[int, bytes]]:
+        return [(r.status_code, r.content) for r in (api.client.get(u, headers=api.h()) for u in urls)]
+
+    before = answers()
+    assert [s for s, _ in before] == [200, 200, 200, 404], before
+    assert json.loads(before[1][1])["schedule"]["entries"][0]["timeline"] is not None
+
+    class NoSchedules:  # the module's json, refusing to parse a schedule document
+        dumps = staticmethod(json.dumps)
+
+        @staticmethod
+        def loads(text, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN205
+            if '"entries"' in str(text):
+                raise AssertionError("a schedule was parsed in the service's process")
+            return json.loads(text, *a, **kw)
+
+    monkeypatch.setattr(service, "json", NoSchedules)
+    assert answers() == before
