@@ -1,8 +1,9 @@
 """The service process's own CPU per request on routes that read large documents (issue 21):
-the UI's frontier page (a profile of --layers layers), the UI's schedule page (a Pareto set
-of --entries entries with timelines), the telemetry summary (--batches batches of
---samples samples) and activating a plan of a refit profile (its lineage is checked; the service's
-parsed-document cache emptied before each, as for a profile not read lately).
+the UI's frontier page (a profile of --layers layers), the UI's schedule page and the API's
+schedule summary (a Pareto set of --entries entries with timelines), the telemetry summary
+(--batches batches of --samples samples) and activating a plan of a refit profile (its
+lineage is checked; the service's parsed-document cache emptied before each, as for a
+profile not read lately).
 A parse in the service's process holds the GIL: the event loop, health checks included,
 waits meanwhile; work a plan worker or the frontier process does is not counted here.
 
@@ -107,6 +108,9 @@ def main() -> None:
             results["schedule_page"] = measure(lambda: ok(api.client.get(f"/ui/schedules/{sid}")), args.repeat)
             print(f"/ui/schedules/{{id}} ({args.entries} entries, {len(text) / 1e6:.1f} MB): {results['schedule_page']}",
                   flush=True)
+            results["schedule_get"] = measure(lambda: ok(api.client.get(f"/v1/schedules/{sid}", headers=api.h())),
+                                              args.repeat)
+            print(f"GET /v1/schedules/{{id}} (summary): {results['schedule_get']}", flush=True)
 
             # the telemetry summary
             plan = ok(api.client.post("/v1/plans", headers=api.h(), json={"platform_id": plat, "profile_id": prof}), 201).json()
