@@ -458,3 +458,43 @@ def test_a_schedule_is_cut_to_its_view_on_a_plan_worker(api, ids, monkeypatch):
 
     monkeypatch.setattr(service, "json", NoSchedules)
     assert answers() == before
+
+
+@pytest.mark.parametrize("failure", ["deadline", "memory"])
+def test_a_worker_bounds_every_read_of_a_stored_schedule(api, ids, monkeypatch, failure):
+    """A schedule's summary or page, an entry's check and an entry's executor view, past
+    the plan worker's deadline or over its memory cap: 422 naming schedule_id."""
+    import json
+    import signal
+
+    from api import pages, schedule_deployments
+    from api.fastplans import Planner, PlanWorkers, _on_alarm
+    from api.problems import ApiError
+    from api.service import ScheduleShape
+
+    class SlowOrBig:  # json, whose parse never ends or runs out of memory
+        dumps = staticmethod(json.dumps)
+
+        @staticmethod
+        def loads(*a, **kw):  # noqa: ANN002, ANN003, ANN205
+            if failure == "memory":
+                raise MemoryError()
+            time.sleep(30)  # the worker's alarm ends it
+
+    r = api.client.post("/v1/schedules", json=body(ids, seed=11), headers=api.h())
+    sid = api.wait_job(r.json()["id"])["schedule_id"]
+    monkeypatch.setattr(pages, "json", SlowOrBig)
+    monkeypatch.setattr(schedule_deployments, "json", SlowOrBig)
+    for call, args in (("schedule-shape", (sid, ScheduleShape())), ("schedule-entry", (sid, 0)),
+                       ("entry-view", (sid, 0))):
+        previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
+        try:
+            worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
+            answer = worker.handle_call(("call", 7, call, args))
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+        with pytest.raises(ApiError) as err:
+            PlanWorkers._raise(answer)
+        exc = err.value
+        assert exc.status == 422 and exc.errors[0].path == "schedule_id", (call, answer, exc.detail)
+        assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
