@@ -47,6 +47,47 @@ def profile_view(planner: "Planner", doc_id: str, offset: int) -> dict:
             "time_only": any(m.get("power_w") is None and m.get("energy_mj") is None for m in ms)}
 
 
+def spec_json(chart, validate: bool = True) -> str:  # noqa: ANN001
+    """A figure's Vega-Lite spec, safe inside <script type="application/json">: every
+    <, > and & written as a JSON escape, so no name in it (`</script>`, `<!--<script>`,
+    which would put the HTML parser in its double-escaped state) can end the block or
+    swallow the page's later scripts; JSON.parse reads the same text back. `validate`
+    False: the same spec without altair's JSON-schema check of every inline data row
+    (seconds for thousands of rows; the figure's shape is checked where it is rendered,
+    `planner plot`)."""
+    from planner import figures
+
+    text = json.dumps(figures.spec(chart) if validate else chart.to_dict(validate=False), separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def schedule_view(planner: "Planner", schedule_id: str, entry: int, rows: int) -> dict:
+    """What the UI's schedule page shows: the first `rows` entries (only the shown one's
+    timeline validated), how many there are, which carry a timeline, and the figure of
+    entry `entry` (Vega-Lite JSON, or None for an empty Pareto set). A Pareto set with
+    timelines is up to 20 MB of JSON: parsing it in the service stalled the event loop."""
+    from api.rows import ScheduleRow
+    from planner import figures
+    from planner.core.schema import Schedule
+
+    with planner.db.session() as s:
+        row = s.get(ScheduleRow, schedule_id)
+        if row is None:
+            raise ApiError(404, f"no schedule with id {schedule_id}")
+        head, body = {"id": row.id, "job_id": row.job_id, "platform_id": row.platform_id}, row.body
+    doc = json.loads(body)
+    entries = doc.get("entries", [])
+    timed = [i for i, e in enumerate(entries) if e.get("timeline") is not None]
+    sched = Schedule.model_validate({**doc, "entries": [e if i == entry else {**e, "timeline": None}
+                                                        for i, e in enumerate(entries)]})
+    if sched.entries and not 0 <= entry < len(sched.entries):
+        raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
+                       errors=[Issue("entry", "out of range")])
+    spec = spec_json(figures.schedule_figure(sched, entry=entry), validate=False) if sched.entries else None
+    return {"res": head, "schedule": sched.model_copy(update={"entries": sched.entries[:rows]}),
+            "entries": len(sched.entries), "with_timeline": timed, "spec": spec}
+
+
 def schedule_check(planner: "Planner", submission_json: str) -> str:
     """The ScheduleRequest (JSON) a schedule submission would run, or its refusal: see
     check_schedule."""
@@ -155,6 +196,77 @@ def refit(planner: "Planner", profile_id: str, deployment: str, platform_id: str
                            "report": report.lines()}
 
 
+class _ServiceReads:
+    """What api.telemetry.summarise reads of the service, from a worker's Planner (its
+    database, parsed documents, and its own cache of schedule entries' executor views)."""
+
+    def __init__(self, planner: "Planner"):
+        self.db, self.planner = planner.db, planner
+        # kept on the Planner, in its own LRU type (importing api.fastplans here is a circle)
+        self.executor_views = vars(planner).setdefault("entry_views", type(planner.docs)(64))
+
+
+def telemetry_summary(planner: "Planner", dep_id: str, limit: int, plan_id: str | None, screen: bool):  # noqa: ANN201
+    """A deployment's TelemetrySummary (api.telemetry.summary_async: the service checked
+    who may read it)."""
+    from api.rows import DeploymentRow
+    from api.telemetry import summarise
+
+    with planner.db.session() as s:
+        dep = s.get(DeploymentRow, dep_id)
+    if dep is None:
+        raise ApiError(404, f"no deployment with id or name {dep_id}")
+    return summarise(_ServiceReads(planner), dep, limit, plan_id, screen)
+
+
+def same_lineage(planner: "Planner", a: str, b: str) -> bool:
+    """Service._same_lineage: walking refit_of parses each profile of the line."""
+    return planner.same_lineage(a, b)
+
+
+def schedule_entry(planner: "Planner", schedule_id: str, entry: int) -> tuple[int, dict | None]:
+    """(entries, the entry's schedulable and violations, None out of range) of a stored
+    schedule, for activating an entry (api.schedule_deployments.checked_entry)."""
+    from api.rows import ScheduleRow
+
+    with planner.db.session() as s:
+        body = s.scalar(select(ScheduleRow.body).where(ScheduleRow.id == schedule_id))
+    if body is None:
+        raise invalid("schedule_id", f"no schedule with id {schedule_id}")
+    entries = json.loads(body)["entries"]
+    if not 0 <= entry < len(entries):
+        return len(entries), None
+    return len(entries), {k: entries[entry].get(k) for k in ("schedulable", "violations")}
+
+
+def entry_view(planner: "Planner", schedule_id: str, entry: int) -> bytes:
+    """A schedule entry's executor view (api.schedule_deployments.entry_view): the whole
+    schedule and every network's profile are parsed, and the entry's problem compiled."""
+    from api.schedule_deployments import entry_view as view
+
+    return view(_ServiceReads(planner), schedule_id, entry)
+
+
+def schedule_shape(planner: "Planner", schedule_id: str, shape) -> tuple[str, dict]:  # noqa: ANN001
+    """(the schedule cut to `shape` as JSON, its digest) for GET /v1/schedules/{id}
+    (Service.schedule_json, api.service.ScheduleShape): the stored document is up to
+    20 MB, and its json.loads in the service held the GIL for a second or more."""
+    from api.rows import ScheduleRow
+
+    with planner.db.session() as s:
+        body = s.scalar(select(ScheduleRow.body).where(ScheduleRow.id == schedule_id))
+    if body is None:
+        raise ApiError(404, f"no schedule with id {schedule_id}")
+    schedule, digest = shape.apply(json.loads(body))
+    return json.dumps(schedule), digest
+
+
 CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
-         "verify-conclusion": verify_conclusion, "refit": refit}
-REFUSED_UNDER = {"refit": "profile_id"}  # calls refused (422 naming this field) past the worker's deadline or memory cap
+         "verify-conclusion": verify_conclusion, "refit": refit, "schedule-view": schedule_view,
+         "telemetry-summary": telemetry_summary, "refit-telemetry": telemetry_summary,
+         "plan-lineage": same_lineage, "schedule-lineage": same_lineage, "schedule-entry": schedule_entry,
+         "entry-view": entry_view, "schedule-shape": schedule_shape}
+REFUSED_UNDER = {"refit": "profile_id", "schedule-view": "schedule_id",  # calls refused (422 naming this field)
+                 "telemetry-summary": "limit", "refit-telemetry": "batches",  # past the worker's deadline or memory cap
+                 "plan-lineage": "plan_id", "schedule-lineage": "schedule_id", "schedule-entry": "schedule_id",
+                 "entry-view": "schedule_id", "schedule-shape": "schedule_id"}

@@ -29,22 +29,21 @@ def checked_entry(svc, dep: DeploymentRow, plan_id: str | None, schedule_id: str
         raise invalid("schedule_id", "required: the schedule whose entry to make active")
     if entry is None:
         raise invalid("entry", "required with schedule_id: the index of the entry to make active")
-    with svc.db.session() as s:
+    with svc.db.session() as s:  # not its body (up to 20 MB): a plan worker reads the entry
         row = s.get(ScheduleRow, schedule_id)
-        body = row.body if row is not None else None
     if row is None:
         raise invalid("schedule_id", f"no schedule with id {schedule_id}")
     if row.platform_id != dep.platform_id:
         raise invalid("schedule_id", "the schedule was made for another platform than this deployment's")
     mine, theirs = json.loads(dep.profile_ids), json.loads(row.profile_ids)
     # each network's profile is the deployment's, or refit from it (or it from that): refit closes the loop
-    if len(mine) != len(theirs) or not all(any(p == q or svc._same_lineage(p, q) for q in mine) for p in theirs):
+    if len(mine) != len(theirs) or not all(any(p == q or svc._same_lineage(p, q, "schedule-lineage") for q in mine)
+                                           for p in theirs):
         raise invalid("schedule_id", f"the schedule's networks ({len(theirs)} profile(s)) are not this deployment's "
                                      f"({len(mine)}): schedule the deployment's profiles")
-    entries = json.loads(body)["entries"]
-    if not 0 <= entry < len(entries):
-        raise invalid("entry", f"{entry} is out of range: the schedule has {len(entries)} entries (0..{len(entries) - 1})")
-    e = entries[entry]
+    count, e = svc.on_worker("schedule-entry", schedule_id, entry)
+    if e is None:
+        raise invalid("entry", f"{entry} is out of range: the schedule has {count} entries (0..{count - 1})")
     if not e.get("schedulable") and not force:
         why = "; ".join(e.get("violations") or []) or "a network misses its deadline"
         raise invalid("entry", f"entry {entry} is not schedulable ({why})"[:900] + "; force=true activates it anyway")
@@ -81,7 +80,9 @@ def entry_view(svc, schedule_id: str, entry: int) -> bytes:  # noqa: ANN001
                              networks=nets, mode=doc["mode"])
         return view.model_dump_json().encode()
 
-    return svc.executor_views.get_or_make(f"{schedule_id}#{entry}", make)
+    on_worker = getattr(svc, "on_worker", None)  # the service's: a plan worker makes it (whole documents parsed)
+    return svc.executor_views.get_or_make(f"{schedule_id}#{entry}", make if on_worker is None else
+                                          lambda: on_worker("entry-view", schedule_id, entry))
 
 
 def segment_predictions(svc, submission: str, e: dict, label: str) -> list[list[float | None]] | None:  # noqa: ANN001

@@ -139,6 +139,10 @@ class Service:
         self._drained = threading.Event()
 
     def start(self) -> None:
+        try:  # the loop that serves requests (on_worker reaches the plan workers through it)
+            self.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
         load_solver_modules(self.settings.solver_modules)
         self.db = Database(self.settings.url)
         self.planner = Planner(self.db, self.limits)
@@ -391,13 +395,13 @@ class Service:
             row = s.get(ScheduleRow, schedule_id)
             if row is None:
                 raise ApiError(404, f"no schedule with id {schedule_id}")
-            body = row.body
+            body = row.body if shape is None else None  # cut to a shape: a plan worker parses it (api.pages)
         head = {"id": row.id, "job_id": row.job_id, "platform_id": row.platform_id,
                 "profile_ids": json.loads(row.profile_ids), "created_at": iso(row.created_at)}
         if shape is None:
             return spliced_json(head, request=row.request, schedule=body)
-        schedule, digest = shape.apply(json.loads(body))
-        return spliced_json({**head, "summary": digest}, request=row.request, schedule=json.dumps(schedule))
+        schedule, digest = self.on_worker("schedule-shape", schedule_id, shape)
+        return spliced_json({**head, "summary": digest}, request=row.request, schedule=schedule)
 
     def list_schedules(self, limit: int, offset: int, platform_id: str | None) -> tuple[int, list[ScheduleRow]]:
         return self._page(ScheduleRow, limit, offset, platform_id=platform_id or None)
@@ -548,15 +552,34 @@ class Service:
                                      "(or a profile refit from it)")
         return dep, plan
 
-    def _refit_parents(self, profile_id: str, limit: int = 64) -> list[str]:
-        """The profile and those it was refit from, newest first (refit_of), bounded."""
-        return self.planner.refit_parents(profile_id, limit)
-
-    def _same_lineage(self, a: str, b: str) -> bool:
+    def _same_lineage(self, a: str, b: str, call: str = "plan-lineage") -> bool:
         """A plan of a profile refit from the deployment's (or of one it was refit from)
         belongs on the deployment: refit is how the loop between board and planner
-        closes, and the board that measured a profile must run what it corrected."""
-        return a == b or b in self._refit_parents(a) or a in self._refit_parents(b)
+        closes, and the board that measured a profile must run what it corrected.
+        Walking refit_of parses whole profiles: a plan worker does (`call` names the
+        field a refusal names, api.pages)."""
+        return a == b or self.on_worker(call, a, b)
+
+    def on_worker(self, name: str, *args):  # noqa: ANN002, ANN201
+        """api.pages.CALLS[name] for code on a thread: on a plan worker, through the event
+        loop (a large parse here holds this process's GIL: the loop stalls, issue 21); in
+        this thread where no loop serves (a script) or on the loop's own thread."""
+        loop = getattr(self, "loop", None)
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop is None or here is loop or not loop.is_running():
+            from api.pages import CALLS
+
+            return CALLS[name](self.planner, *args)
+        answer = asyncio.run_coroutine_threadsafe(self.plan_workers.call(name, *args), loop)
+        try:  # the worker's deadline bounds the call; this bounds a loop that stopped meanwhile
+            return answer.result(timeout=60.0 + 3 * (self.settings.fast_deadline_s or 0.0))
+        except TimeoutError:
+            answer.cancel()
+            raise ApiError(503, f"the {name} got no answer from a plan worker; retry", kind="worker-stopped",
+                           errors=[Issue("<request>", "no answer")], headers={"Retry-After": "1"}) from None
 
     def rollback(self, dep_id: str, revision: int | None, actor: str) -> DeploymentRow:
         dep = self.deployment(dep_id)

@@ -200,8 +200,27 @@ def _screened(latency: list[float], slices: list[list[float]], n: int, screen: b
 def summary(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = None,  # noqa: ANN001
             screen: bool = False) -> TelemetrySummary:
     """Predicted vs measured per plan over the `limit` most recent batches; `screen`
-    leaves outlying samples out of the statistics (a refit's view; counted in set_aside)."""
-    dep = authorised_deployment(svc, dep_id, who)
+    leaves outlying samples out of the statistics (a refit's view; counted in set_aside).
+    In this process: the service uses summary_async."""
+    return summarise(svc, authorised_deployment(svc, dep_id, who), limit, plan_id, screen)
+
+
+async def summary_async(svc, dep_id: str, who: Principal, limit: int, plan_id: str | None = None,  # noqa: ANN001
+                        screen: bool = False, call: str = "telemetry-summary") -> TelemetrySummary:
+    """summary, with only the access check in the service's process: reading every batch
+    (json.loads of each, loops over up to MAX_SUMMARY_SAMPLES samples, the plans parsed)
+    is a plan worker's (api.pages.telemetry_summary): in the service it held the GIL for
+    hundreds of ms, the event loop stalled meanwhile (issue 21)."""
+    from starlette.concurrency import run_in_threadpool
+
+    dep = await run_in_threadpool(authorised_deployment, svc, dep_id, who)
+    return await svc.plan_workers.call(call, dep.id, limit, plan_id, screen)
+
+
+def summarise(svc, dep: DeploymentRow, limit: int, plan_id: str | None = None,  # noqa: ANN001
+              screen: bool = False) -> TelemetrySummary:
+    """summary of a deployment the caller may read. `svc`: what is read of the service,
+    .db (and, for schedule entries, what entry_view reads): a plan worker passes its own."""
     with svc.db.session() as s:
         q = select(TelemetryBatchRow).where(TelemetryBatchRow.deployment_id == dep.id)
         if plan_id:
@@ -295,11 +314,10 @@ def served_regime(plan: Plan, served: list[tuple[str, float | None]]) -> tuple[f
     return rate, (f"telemetry {why}" if why else None)
 
 
-def refit_inputs(svc, profile_id: str, dep_id: str, who: Principal, limit: int,  # noqa: ANN001
-                 plan_ids: list[str] | None = None) -> tuple:
-    """The arguments of a plan worker's refit (api.pages.refit) after the checks that need
-    the service: the profile exists (404), the deployment exists and `who` may read its
-    telemetry, it runs this profile (422), and its telemetry summarised as plain data.
+def refit_inputs(svc, profile_id: str, dep_id: str, who: Principal) -> tuple[DeploymentRow, list[str] | None]:  # noqa: ANN001
+    """The checks of a refit that need the service: the profile exists (404), the
+    deployment exists and `who` may read its telemetry, it runs this profile (422):
+    (deployment, its networks' profile ids for a schedule deployment, else None).
     Nothing here parses the profile or platform: a large one held the GIL of the service's
     process for long (issue 21)."""
     with svc.db.session() as s:  # its id only: the body may be megabytes
@@ -308,10 +326,22 @@ def refit_inputs(svc, profile_id: str, dep_id: str, who: Principal, limit: int, 
         raise ApiError(404, f"no profile with id {profile_id}")
     dep = svc.deployment(dep_id)
     if dep.profile_ids is not None:  # a schedule deployment: its lineage is checked by the worker (it parses)
-        schedules = summary(svc, dep.id, who, limit).schedules
-        return dep.name, dep.platform_id, json.loads(dep.profile_ids), [e.model_dump() for e in schedules]
+        return authorised_deployment(svc, dep.id, who), json.loads(dep.profile_ids)
     if dep.profile_id != profile_id:
         raise invalid("deployment", f"deployment {dep.name} runs profile {dep.profile_id[:12]}…, not this one")
-    tel = summary(svc, dep.id, who, limit, screen=True)
+    return authorised_deployment(svc, dep.id, who), None
+
+
+async def refit_args(svc, profile_id: str, dep_id: str, who: Principal, limit: int,  # noqa: ANN001
+                     plan_ids: list[str] | None = None) -> tuple:
+    """The arguments of a plan worker's refit (api.pages.refit): refit_inputs' checks,
+    then the deployment's telemetry summarised by a plan worker (screened for a plan
+    deployment), as plain data."""
+    from starlette.concurrency import run_in_threadpool
+
+    dep, networks = await run_in_threadpool(refit_inputs, svc, profile_id, dep_id, who)
+    tel = await svc.plan_workers.call("refit-telemetry", dep.id, limit, None, networks is None)
+    if networks is not None:
+        return dep.name, dep.platform_id, networks, [e.model_dump() for e in tel.schedules]
     plans = [p for p in tel.plans if p.profile_id == profile_id and (not plan_ids or p.plan_id in plan_ids)]
     return dep.name, dep.platform_id, None, [p.model_dump() for p in plans]

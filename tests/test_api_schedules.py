@@ -350,3 +350,151 @@ def test_a_schedule_request_and_a_profile_page_are_read_by_a_plan_worker(api, id
     assert page.status_code == 200 and "layers 1" not in page.text and "Model profile A" in page.text
     assert api.client.get(f"/ui/profiles/{'0' * 64}").status_code == 404
     assert parsed == [] and here == []
+
+
+def test_the_ui_schedule_pages_parse_no_schedule_in_the_service(api, ids, monkeypatch):
+    """Issue 21: /ui/schedules/{id} ran json.loads on the whole stored schedule (a Pareto
+    set with timelines is up to 20 MB) and the deployment page validated it whole, both
+    in the service's process: the GIL held, the event loop stalled. A plan worker now
+    reads it and draws the figure; the pages and refusals are the same."""
+    import re
+
+    import planner.figures
+
+    r = api.client.post("/v1/schedules", json=body(ids, seed=11), headers=api.h())
+    assert r.status_code in (200, 202), r.text
+    sid = api.wait_job(r.json()["id"])["schedule_id"]
+    entries = api.client.get(f"/v1/schedules/{sid}?view=entries&limit=1000", headers=api.h()).json()["schedule"]["entries"]
+    assert len(entries) >= 2
+    r = api.client.post("/v1/deployments", headers=api.h(),
+                        json={"name": "ui-view", "platform_id": ids["platform"], "profile_ids": [ids["a"], ids["b"]]})
+    assert r.status_code == 201, r.text
+    r = api.client.put("/v1/deployments/ui-view/active", headers=api.h(), json={"schedule_id": sid, "entry": 1,
+                                                                                "force": True})
+    assert r.status_code == 200, r.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', api.client.get("/ui/login").text).group(1)
+    api.client.post("/ui/login", data={"csrf": csrf, "token": api.tokens["pipeline"], "next": "/ui"}, follow_redirects=False)
+    urls = [f"/ui/schedules/{sid}", f"/ui/schedules/{sid}?entry=1", f"/ui/schedules/{sid}?entry={len(entries)}",
+            f"/ui/schedules/{sid}?entry=-1", "/ui/schedules/sch_nope", "/ui/deployments/ui-view"]
+
+    def pages() -> list[tuple[int, str]]:
+        return [(r.status_code, re.sub(r'name="csrf" value="[^"]*"', "", r.text)) for r in map(api.client.get, urls)]
+
+    before = pages()
+    assert [s for s, _ in before] == [200, 200, 422, 422, 404, 200], [t[:300] for _, t in before]
+    assert "fig-schedule" in before[0][1] and "out of range" in before[2][1] and "no schedule with id" in before[4][1]
+
+    def in_the_service(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a schedule page parsed the schedule in the service's process")
+
+    monkeypatch.setattr(api.service, "schedule_json", in_the_service)
+    monkeypatch.setattr(Schedule, "model_validate", in_the_service)
+    monkeypatch.setattr(Schedule, "model_validate_json", in_the_service)
+    monkeypatch.setattr(planner.figures, "schedule_figure", in_the_service)
+    assert pages() == before
+
+
+@pytest.mark.parametrize("failure", ["deadline", "memory"])
+def test_a_worker_bounds_the_schedule_page_and_names_the_schedule(api, ids, monkeypatch, failure):
+    """Past the plan worker's deadline or over its memory cap, the schedule page's read is
+    refused as the other worker calls are: 422 naming schedule_id and the limit."""
+    import signal
+
+    import planner.figures
+    from api.fastplans import Planner, PlanWorkers, _on_alarm
+    from api.problems import ApiError
+
+    def slow_or_big(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        if failure == "memory":
+            raise MemoryError()
+        time.sleep(30)  # the worker's alarm ends it
+
+    r = api.client.post("/v1/schedules", json=body(ids, seed=11), headers=api.h())
+    sid = api.wait_job(r.json()["id"])["schedule_id"]
+    monkeypatch.setattr(planner.figures, "schedule_figure", slow_or_big)
+    previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
+    try:
+        worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
+        answer = worker.handle_call(("call", 7, "schedule-view", (sid, 0, 50)))
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    with pytest.raises(ApiError) as err:
+        PlanWorkers._raise(answer)
+    exc = err.value
+    assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == "schedule_id", (answer, exc.detail)
+    assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+
+
+def test_a_schedule_is_cut_to_its_view_on_a_plan_worker(api, ids, monkeypatch):
+    """Issue 21: GET /v1/schedules/{id} (and a schedule job's result) ran json.loads on the
+    whole stored schedule (up to 20 MB) in the service's process to cut it to the summary
+    or a page of entries. A plan worker cuts it now; the answers are the same bytes."""
+    import json
+
+    from api import service
+
+    r = api.client.post("/v1/schedules", json=body(ids, seed=13), headers=api.h())
+    assert r.status_code in (200, 202), r.text
+    job = api.wait_job(r.json()["id"])
+    sid = job["schedule_id"]
+    urls = [f"/v1/schedules/{sid}", f"/v1/schedules/{sid}?view=entries&offset=1&limit=3&timelines=true",
+            f"/v1/jobs/{job['id']}/result?view=entries&limit=1000", "/v1/schedules/sch_nope"]
+
+    def answers() -> list[tuple[int, bytes]]:
+        return [(r.status_code, r.content) for r in (api.client.get(u, headers=api.h()) for u in urls)]
+
+    before = answers()
+    assert [s for s, _ in before] == [200, 200, 200, 404], before
+    assert json.loads(before[1][1])["schedule"]["entries"][0]["timeline"] is not None
+
+    class NoSchedules:  # the module's json, refusing to parse a schedule document
+        dumps = staticmethod(json.dumps)
+
+        @staticmethod
+        def loads(text, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN205
+            if '"entries"' in str(text):
+                raise AssertionError("a schedule was parsed in the service's process")
+            return json.loads(text, *a, **kw)
+
+    monkeypatch.setattr(service, "json", NoSchedules)
+    assert answers() == before
+
+
+@pytest.mark.parametrize("failure", ["deadline", "memory"])
+def test_a_worker_bounds_every_read_of_a_stored_schedule(api, ids, monkeypatch, failure):
+    """A schedule's summary or page, an entry's check and an entry's executor view, past
+    the plan worker's deadline or over its memory cap: 422 naming schedule_id."""
+    import json
+    import signal
+
+    from api import pages, schedule_deployments
+    from api.fastplans import Planner, PlanWorkers, _on_alarm
+    from api.problems import ApiError
+    from api.service import ScheduleShape
+
+    class SlowOrBig:  # json, whose parse never ends or runs out of memory
+        dumps = staticmethod(json.dumps)
+
+        @staticmethod
+        def loads(*a, **kw):  # noqa: ANN002, ANN003, ANN205
+            if failure == "memory":
+                raise MemoryError()
+            time.sleep(30)  # the worker's alarm ends it
+
+    r = api.client.post("/v1/schedules", json=body(ids, seed=11), headers=api.h())
+    sid = api.wait_job(r.json()["id"])["schedule_id"]
+    monkeypatch.setattr(pages, "json", SlowOrBig)
+    monkeypatch.setattr(schedule_deployments, "json", SlowOrBig)
+    for call, args in (("schedule-shape", (sid, ScheduleShape())), ("schedule-entry", (sid, 0)),
+                       ("entry-view", (sid, 0))):
+        previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
+        try:
+            worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
+            answer = worker.handle_call(("call", 7, call, args))
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+        with pytest.raises(ApiError) as err:
+            PlanWorkers._raise(answer)
+        exc = err.value
+        assert exc.status == 422 and exc.errors[0].path == "schedule_id", (call, answer, exc.detail)
+        assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail

@@ -332,3 +332,147 @@ def test_a_stored_plan_with_a_null_latency_is_no_500(tmp_path):
         assert r.status_code == 200 and r.json()["batches"] == 1, r.text
     finally:
         api.client.__exit__(None, None, None)
+
+
+def test_the_telemetry_summary_is_read_on_a_plan_worker_not_in_the_service(api, dep, monkeypatch):
+    """Issue 21: GET .../telemetry (and the UI's deployment page) ran json.loads on every
+    stored batch and looped over up to 500,000 samples in Python in the service's process
+    (about 200 ms of GIL for 60,000 samples). A plan worker now reads and summarises; the
+    service checks only who may read it. The answers are the same, refusals included."""
+    import re
+
+    from api import schedule_deployments, telemetry
+
+    p0 = dep["plans"][0]
+    r = api.client.post("/v1/deployments", json={"name": "summed", "platform_id": dep["platform_id"],
+                                                 "profile_id": dep["profile_id"]}, headers=api.h())
+    assert r.status_code == 201, r.text
+    assert api.client.put("/v1/deployments/summed/active", json={"plan_id": p0["id"]}, headers=api.h()).status_code == 200
+    board = api.token("summed-board", ["executor"], ["summed"])
+    for i, scale in enumerate((1.0, 1.3, 40.0)):
+        r = api.client.post("/v1/deployments/summed/telemetry", json=_batch(p0, f"summed-{i}", scale=scale, n=12),
+                            headers={"Authorization": f"Bearer {board}"})
+        assert r.status_code == 201, r.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', api.client.get("/ui/login").text).group(1)
+    api.client.post("/ui/login", data={"csrf": csrf, "token": api.tokens["pipeline"], "next": "/ui"}, follow_redirects=False)
+    asks = [("/v1/deployments/summed/telemetry", api.h()), ("/v1/deployments/summed/telemetry?screen=true", api.h()),
+            (f"/v1/deployments/summed/telemetry?plan_id={p0['id']}&limit=2", api.h()),
+            ("/v1/deployments/summed/telemetry", {"Authorization": f"Bearer {board}"}),
+            ("/v1/deployments/cam/telemetry", {"Authorization": f"Bearer {board}"}),
+            ("/v1/deployments/nope/telemetry", api.h()), ("/ui/deployments/summed", {})]
+
+    def answers() -> list[tuple[int, str]]:
+        return [(r.status_code, re.sub(r'name="csrf" value="[^"]*"', "", r.text))
+                for r in (api.client.get(u, headers=h) for u, h in asks)]
+
+    before = answers()
+    assert [s for s, _ in before] == [200, 200, 200, 200, 403, 404, 200], before
+    assert json.loads(before[1][1])["plans"][0]["set_aside"] > 0 and json.loads(before[0][1])["samples"] == 36
+
+    def in_the_service(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the telemetry summary was computed in the service's process")
+
+    monkeypatch.setattr(telemetry, "_plan", in_the_service)
+    monkeypatch.setattr(telemetry, "stats_ms", in_the_service)
+    monkeypatch.setattr(telemetry, "_screened", in_the_service)
+    monkeypatch.setattr(schedule_deployments, "schedule_telemetry", in_the_service)
+    assert answers() == before
+
+
+@pytest.mark.parametrize("failure", ["deadline", "memory"])
+def test_a_worker_bounds_the_telemetry_summary_and_names_the_limit(api, dep, monkeypatch, failure):
+    """Past the plan worker's deadline or over its memory cap, a summary is refused as the
+    other worker calls are: 422 naming the batches it was asked to read (limit; a
+    refit's batches), not a 500 or a hang."""
+    import signal
+    import time
+
+    from api import telemetry
+    from api.fastplans import Planner, PlanWorkers, _on_alarm
+    from api.problems import ApiError
+
+    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        if failure == "memory":
+            raise MemoryError()
+        time.sleep(30)  # the worker's alarm ends it
+
+    r = api.client.post("/v1/deployments/cam/telemetry", json=_batch(dep["plans"][0], f"bound-{failure}", n=5),
+                        headers=api.h("board"))
+    assert r.status_code == 201, r.text
+    monkeypatch.setattr(telemetry, "stats_ms", slow_or_big)
+    dep_id = api.client.get("/v1/deployments/cam", headers=api.h()).json()["id"]
+    for call, field in (("telemetry-summary", "limit"), ("refit-telemetry", "batches")):
+        previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
+        try:
+            worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
+            answer = worker.handle_call(("call", 7, call, (dep_id, 1000, None, False)))
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+        with pytest.raises(ApiError) as err:
+            PlanWorkers._raise(answer)
+        exc = err.value
+        assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == field, (answer, exc.detail)
+        assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+
+
+def test_activation_walks_the_refit_lineage_on_a_plan_worker(api, dep, monkeypatch):
+    """Issue 21: activating a plan of another profile than the deployment's walked the
+    refit_of line by parsing whole profiles in the service's process. A plan worker walks
+    it now; a refit profile's plan is still accepted and an unrelated one refused (422
+    naming plan_id)."""
+    from planner.core.schema import ModelProfile as Profile
+
+    doc = api.client.get(f"/v1/profiles/{dep['profile_id']}", headers=api.h()).json()
+    refit = api.upload("profile", {**doc, "refit_of": dep["profile_id"]})
+    other = api.upload("profile", {**doc, "name": "unrelated"})
+    plans = {}
+    for name, pid in (("refit", refit), ("other", other)):
+        r = api.client.post("/v1/plans", json={"platform_id": dep["platform_id"], "profile_id": pid}, headers=api.h())
+        assert r.status_code in (200, 201), r.text
+        plans[name] = r.json()["id"]
+    r = api.client.post("/v1/deployments", json={"name": "lineage", "platform_id": dep["platform_id"],
+                                                 "profile_id": dep["profile_id"]}, headers=api.h())
+    assert r.status_code == 201, r.text
+
+    def in_the_service(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the activation parsed a profile in the service's process")
+
+    monkeypatch.setattr(api.service.planner, "parsed", in_the_service)
+    monkeypatch.setattr(Profile, "model_validate_json", in_the_service)
+    r = api.client.put("/v1/deployments/lineage/active", json={"plan_id": plans["other"]}, headers=api.h())
+    assert r.status_code == 422 and r.json()["errors"][0]["path"] == "plan_id", r.text
+    assert "another platform or profile" in r.json()["detail"]
+    r = api.client.put("/v1/deployments/lineage/active", json={"plan_id": plans["refit"]}, headers=api.h())
+    assert r.status_code == 200 and r.json()["profile_id"] == refit, r.text
+    r = api.client.put("/v1/deployments/lineage/active", json={"plan_id": dep["plans"][0]["id"]}, headers=api.h())
+    assert r.status_code == 200 and r.json()["revision"] == 2, r.text  # back to the original: the same line
+
+
+@pytest.mark.parametrize("failure", ["deadline", "memory"])
+def test_a_worker_bounds_the_lineage_walk_and_names_the_field(api, dep, monkeypatch, failure):
+    """Past the worker's deadline or over its memory cap, the walk is refused naming the
+    field the caller gave: plan_id for a plan, schedule_id for a schedule's networks."""
+    import signal
+    import time
+
+    from api.fastplans import Planner, PlanWorkers, _on_alarm
+    from api.problems import ApiError
+
+    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        if failure == "memory":
+            raise MemoryError()
+        time.sleep(30)  # the worker's alarm ends it
+
+    for call, field in (("plan-lineage", "plan_id"), ("schedule-lineage", "schedule_id")):
+        previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
+        try:
+            worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
+            monkeypatch.setattr(worker, "parsed", slow_or_big)
+            answer = worker.handle_call(("call", 7, call, (dep["profile_id"], "0" * 64)))
+        finally:
+            signal.signal(signal.SIGALRM, previous)
+        with pytest.raises(ApiError) as err:
+            PlanWorkers._raise(answer)
+        exc = err.value
+        assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == field, (answer, exc.detail)
+        assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail

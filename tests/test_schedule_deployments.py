@@ -289,3 +289,66 @@ def test_the_telemetry_summary_has_each_segments_prediction_from_the_schedules_e
     shown = re.findall(r'class="num seg-predicted">([^<]*)<', html)
     assert shown == [f"{t:.3f}" for n in view.networks for t in expected[n.name]], shown
     assert "segment predicted" in html
+
+
+def test_an_entry_is_checked_on_a_plan_worker_not_in_the_service(api, ids, monkeypatch):
+    """Issue 21: activating a schedule entry ran json.loads on the whole stored schedule
+    (up to 20 MB) and walked its networks' refit lineage by parsing whole profiles, in the
+    service's process. A plan worker does both now; the refusals are the same."""
+    from api import schedule_deployments
+
+    a_doc = api.client.get(f"/v1/profiles/{ids['a']}", headers=api.h()).json()
+    a2 = api.upload("profile", {**a_doc, "refit_of": ids["a"]})
+    plain = schedule(api, ids, 60.0, 80.0)
+    n = len(plain["schedule"]["entries"])
+    unschedulable = next((i for i, e in enumerate(plain["schedule"]["entries"]) if not e["schedulable"]), None)
+    refit = schedule(api, {**ids, "a": a2}, 60.0, 80.0)
+    other = schedule(api, {**ids, "a": ids["c"]}, 60.0, 80.0)
+    r = api.client.post("/v1/deployments", headers=api.h(),
+                        json={"name": "entry-check", "platform_id": ids["platform"], "profile_ids": [ids["a"], ids["b"]]})
+    assert r.status_code == 201, r.text
+
+    def in_the_service(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the entry check parsed a schedule or profile in the service's process")
+
+    class NoSchedules:  # the module's json, refusing to parse a schedule document
+        dumps = staticmethod(json.dumps)
+
+        @staticmethod
+        def loads(text, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN205
+            if '"entries"' in str(text):
+                in_the_service()
+            return json.loads(text, *a, **kw)
+
+    monkeypatch.setattr(api.service.planner, "parsed", in_the_service)
+    monkeypatch.setattr(schedule_deployments, "json", NoSchedules)
+    put = lambda body: api.client.put("/v1/deployments/entry-check/active", headers=api.h(), json=body)  # noqa: E731
+    r = put({"schedule_id": plain["id"], "entry": n})
+    assert field_of(r) == "entry" and f"the schedule has {n} entries (0..{n - 1})" in r.json()["detail"]
+    if unschedulable is not None:
+        r = put({"schedule_id": plain["id"], "entry": unschedulable})
+        assert field_of(r) == "entry" and "force=true activates it anyway" in r.json()["detail"]
+    assert field_of(put({"schedule_id": other["id"], "entry": 0, "force": True})) == "schedule_id"
+    r = put({"schedule_id": refit["id"], "entry": 0, "force": True})  # a refit network's schedule: the same line
+    assert r.status_code == 200 and r.json()["active_schedule"] == {"schedule_id": refit["id"], "entry": 0}, r.text
+    # the board's view of the entry (the whole schedule and the networks' profiles read): a plan worker's too
+    board = {"Authorization": f"Bearer {api.token('board-entry-check', ['executor'], [r.json()['id']])}"}
+    from api.pages import CALLS
+
+    monkeypatch.undo()  # the view as the service's process made it before issue 21 (in this process)
+    want = json.loads(CALLS["entry-view"](api.service.planner, refit["id"], 0))
+    monkeypatch.setattr(api.service.planner, "parsed", in_the_service)
+    monkeypatch.setattr(schedule_deployments, "json", NoSchedules)
+    monkeypatch.setattr(api.service, "executor_views", type(api.service.executor_views)(8))  # nothing cached
+    got = api.client.get("/v1/deployments/entry-check/plan", headers=board)
+    assert got.status_code == 200 and got.json()["schedule"] == want and want["entry"] == 0, got.text
+    frames = [{"network": n["name"], "seq": 0, "response_ms": 5.0, "segment_ms": [1.0] * len(n["predicted_segment_ms"]),
+               "missed": False} for n in got.json()["schedule"]["networks"]]
+    monkeypatch.setattr(api.service, "executor_views", type(api.service.executor_views)(8))
+    r = api.client.post("/v1/deployments/entry-check/telemetry", headers=board, json={
+        "batch_id": "entry-check-1", "schedule_id": refit["id"], "entry": 0, "revision": 1, "frames": frames})
+    assert r.status_code == 201, r.text  # its frames checked against the entry's view
+    r = api.client.post("/v1/deployments/entry-check/telemetry", headers=board, json={
+        "batch_id": "entry-check-2", "schedule_id": refit["id"], "entry": 0, "revision": 1,
+        "frames": [{**frames[0], "network": "nope"}]})
+    assert field_of(r) == "frames[0].network"

@@ -121,3 +121,85 @@ def test_a_large_documents_page_is_paged_and_rendered_off_the_event_loop(tmp_pat
         assert last.text.count('<tr><td class="num">') == 190 and '"num">201</td>' in last.text
     finally:
         api.client.__exit__(None, None, None)
+
+
+def test_the_frontier_page_parses_no_document_in_the_service(tmp_path, monkeypatch):
+    """Issue 21: /ui/frontier parsed the whole platform and profile on a service thread (the
+    GIL held: the event loop stalled) to count cells, then wrote both out again for the
+    frontier process. The cell count now comes from the documents' stored summaries and
+    the frontier process reads the documents itself; the page and refusals are the same."""
+    import re
+
+    from api.routers import ui
+    from planner.core.schema import ModelProfile, Platform
+
+    def strip(html: str) -> str:  # what differs between two renders of one frontier
+        html = re.sub(r'name="csrf" value="[^"]*"', "", html)
+        return re.sub(r"computed in [0-9.]+ ms", "", html)
+
+    api = start(tmp_path, workers=1)
+    try:
+        p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+        login(api)
+        url = f"/ui/frontier?platform_id={p}&profile_id={m}&max_transitions=1"
+        before = api.client.get(url)
+        assert before.status_code == 200, before.text[:500]
+
+        def in_the_service(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+            raise AssertionError("the frontier page parsed a document in the service's process")
+
+        monkeypatch.setattr(ui, "doc", in_the_service)
+        monkeypatch.setattr(api.service, "document_body", in_the_service)
+        monkeypatch.setattr(api.service.planner, "parsed", in_the_service)
+        monkeypatch.setattr(Platform, "model_validate_json", in_the_service)
+        monkeypatch.setattr(ModelProfile, "model_validate_json", in_the_service)
+        after = api.client.get(url)
+        assert after.status_code == 200, after.text[:500]
+        assert strip(after.text) == strip(before.text) and "fig-frontier" in after.text
+        # unknown documents: 404 naming them, as before
+        for q, needle in ((f"platform_id={'0' * 64}&profile_id={m}", "no platform with id"),
+                          (f"platform_id={p}&profile_id={'0' * 64}", "no profile with id"),
+                          (f"platform_id={m}&profile_id={p}", "no platform with id")):
+            r = api.client.get(f"/ui/frontier?{q}&max_transitions=1")
+            assert r.status_code == 404 and needle in r.text, r.text[:300]
+        # too many cells: refused from the summaries, before a process starts
+        started = []
+        real = ui._frontier_process
+        monkeypatch.setattr(ui, "_frontier_process", lambda *a: started.append(a) or real(*a))
+        monkeypatch.setattr(ui, "MAX_FRONTIER_CELLS", 5)
+        r = api.client.get(url)
+        assert r.status_code == 422 and "cells exceed the UI&#39;s frontier limit of 5" in r.text, r.text[:300]
+        assert not started
+        # a summary without the counts (stored by an older version): the frontier process checks
+        from sqlalchemy import update
+
+        from api.rows import DocumentRow
+
+        with api.service.db.session() as s:
+            s.execute(update(DocumentRow).where(DocumentRow.id == m).values(summary="{}"))
+        r2 = api.client.get(url)
+        assert r2.status_code == 422 and len(started) == 1, r2.text[:300]
+        assert re.sub(r'name="csrf" value="[^"]*"', "", r2.text) == re.sub(r'name="csrf" value="[^"]*"', "", r.text)
+    finally:
+        api.client.__exit__(None, None, None)
+
+
+def test_the_frontier_process_is_spawned_not_forked(tmp_path, monkeypatch):
+    """The frontier process was declared with pebble's `mp_context=`, a keyword pebble
+    ignores (it reads `context`): it was forked from the multi-threaded service, locks and
+    all. Spawned, it sees nothing the service's process changed after it started."""
+    import planner.frontier
+
+    api = start(tmp_path, workers=1)
+    try:
+        p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
+        login(api)
+
+        def forked(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+            raise AssertionError("the frontier ran in a fork of the service's process")
+
+        monkeypatch.setattr(planner.frontier, "frontier_report", forked)
+        r = api.client.get(f"/ui/frontier?platform_id={p}&profile_id={m}&max_transitions=1")
+        assert r.status_code == 200 and "fig-frontier" in r.text, r.text[:500]
+    finally:
+        api.client.__exit__(None, None, None)

@@ -7,7 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 
 from api import telemetry, views
 from api.auth import Principal, require
@@ -58,8 +57,7 @@ async def refit_profile(doc_id: DocId, body: RefitRequest, response: Response,
         raise invalid(exc.issues[0].path, exc.issues[0].reason) from None
     # the service checks access and reads the telemetry; a plan worker parses, refits and
     # stores (api.pages.refit), under its deadline and memory cap, off the event loop's GIL
-    args = await run_in_threadpool(telemetry.refit_inputs, svc, doc_id, body.deployment, who, body.batches,
-                                   body.plan_ids)
+    args = await telemetry.refit_args(svc, doc_id, body.deployment, who, body.batches, body.plan_ids)
     info, created, report = await svc.plan_workers.call("refit", doc_id, *args, body.min_samples, body.max_scale)
     row = DocumentRow(**info)
     response.status_code = 201 if created else 200

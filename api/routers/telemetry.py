@@ -64,4 +64,4 @@ async def get_telemetry(deployment_id: DepId, limit: int = Query(1000, ge=1, le=
                                                                 "from the median) out of the statistics, as a refit does; "
                                                                 "counted per plan in set_aside"),
                         who: Principal = READER, svc: Service = Depends(service)):
-    return await run_in_threadpool(telemetry.summary, svc, deployment_id, who, limit, plan_id, screen)
+    return await telemetry.summary_async(svc, deployment_id, who, limit, plan_id, screen)

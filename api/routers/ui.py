@@ -18,7 +18,6 @@ import hashlib
 import hmac
 import json
 import math
-import multiprocessing
 import os
 import secrets
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -29,18 +28,19 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from pebble import concurrent
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api import sessions, views
 from api.auth import INSECURE, Principal
+from api.frontier_process import FrontierTooLarge, frontier_process as _frontier_process
+from api.pages import spec_json  # a plan worker draws some of the pages' figures too
 from api.problems import ApiError, TooSlow, validation_issues
 from api.schemas import PlanSubmission
 from api.service import Service
 from planner import figures
 from planner.core.errors import Issue, PlannerError
-from planner.core.schema import ModelProfile, Plan, Platform, Schedule
+from planner.core.schema import Plan, Platform
 
 HERE = Path(__file__).resolve().parent.parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
@@ -159,15 +159,6 @@ def csrf(request: Request) -> str:
 def check_csrf(request: Request, form) -> None:  # noqa: ANN001
     if not hmac.compare_digest(str(form.get("csrf", "")), request.session.get("csrf", "") or "-"):
         raise ApiError(403, "the form is stale or came from another site: reload the page and submit again")
-
-
-def spec_json(chart) -> str:  # noqa: ANN001
-    """A figure's Vega-Lite spec, safe inside <script type="application/json">: every
-    <, > and & written as a JSON escape, so no name in it (`</script>`, `<!--<script>`,
-    which would put the HTML parser in its double-escaped state) can end the block or
-    swallow the page's later scripts; JSON.parse reads the same text back."""
-    text = json.dumps(figures.spec(chart), separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def render(request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
@@ -550,23 +541,27 @@ class Slots:
         self.used -= 1
 
 
-@concurrent.process(mp_context=multiprocessing.get_context("spawn"))
-def _frontier_process(platform_json: str, profile_json: str, k: int, devices: list[str] | None,
-                      parent_pid: int | None = None, memory_mb: int | None = None) -> dict:
-    """The frontier in a process of its own, cancelled (killed) at FRONTIER_TIMEOUT_S: its
-    size (and time) grows with layers and transitions; spawned, as the server is
-    multi-threaded. It dies with the server and is held to the job workers' memory cap."""
-    from api.job_types import cap_memory
-    from api.worker import lower_priority
-    from planner.core.procs import die_with_parent
-    from planner.frontier import frontier_report
+def too_large(layers: int, targets: int) -> ApiError:
+    return ApiError(422, f"{layers} layers x {targets} targets = {layers * targets} cells exceed "
+                         f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
+                    title="Too large")
 
-    die_with_parent(parent_pid)
-    lower_priority()
-    cap_memory(memory_mb)
 
-    return frontier_report(Platform.model_validate_json(platform_json), ModelProfile.model_validate_json(profile_json),
-                           max_transitions=k, devices=devices).as_dict()
+def frontier_sizes(s: Service, platform_id: str, profile_id: str) -> tuple[int | None, int | None]:
+    """(layers, targets) from the documents' stored summaries, without their bodies (404
+    for an unknown one); None where a summary lacks the count (the frontier process checks)."""
+    from sqlalchemy import select
+
+    from api.rows import DocumentRow
+
+    counts = []
+    for kind, doc_id, key in (("platform", platform_id, "targets"), ("profile", profile_id, "layers")):
+        with s.db.session() as sess:
+            summary = sess.scalar(select(DocumentRow.summary).where(DocumentRow.id == doc_id, DocumentRow.kind == kind))
+        if summary is None:
+            raise ApiError(404, f"no {kind} with id {doc_id}")
+        counts.append(json.loads(summary).get(key))
+    return counts[1], counts[0]
 
 
 @router.get("/frontier")
@@ -594,23 +589,21 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
         issues.append(Issue("platform_id" if not platform_id else "profile_id", "pick a platform and a profile"))
     if issues:
         raise ApiError(422, str(issues[0]), errors=issues, title="Invalid input")
-    platform = await run_in_threadpool(doc, s, "platform", platform_id, Platform)
-    profile = await run_in_threadpool(doc, s, "profile", profile_id, ModelProfile)
-    cells = len(profile.layers) * sum(len(d.dvfs_levels) for d in platform.devices)
-    if cells > MAX_FRONTIER_CELLS:
-        raise ApiError(422, f"{len(profile.layers)} layers x {cells // len(profile.layers)} targets = {cells} cells exceed "
-                            f"the UI's frontier limit of {MAX_FRONTIER_CELLS}: use `planner frontier` instead",
-                       title="Too large")
+    layers, targets = await run_in_threadpool(frontier_sizes, s, platform_id, profile_id)
+    if layers is not None and targets is not None and layers * targets > MAX_FRONTIER_CELLS:
+        raise too_large(layers, targets)
     wanted = [d.strip() for d in devices.split(",") if d.strip()] or None
     slots: Slots = request.app.state.frontier_slots
     if not slots.take():
         raise Refused(503, f"the service is computing {slots.used} frontier(s), its limit at once (PLANNER_WORKERS); "
                            "retry in a few seconds, or run `planner frontier`", 5.0)
     try:
-        future = _frontier_process(platform.model_dump_json(), profile.model_dump_json(), k, wanted, os.getpid(),
-                                   s.settings.worker_memory_mb)
+        future = _frontier_process(platform_id, profile_id, k, wanted, os.getpid(), s.settings.worker_memory_mb,
+                                   s.settings.url, MAX_FRONTIER_CELLS)
         try:
             data = await asyncio.wait_for(asyncio.wrap_future(future), FRONTIER_TIMEOUT_S)
+        except FrontierTooLarge as exc:
+            raise too_large(exc.layers, exc.targets) from None
         except PlannerError as exc:
             raise ApiError(422, exc.one_line(), errors=exc.issues, title="No frontier") from None
         except MemoryError:
@@ -648,23 +641,11 @@ async def schedules(request: Request) -> HTMLResponse:
 @ui_errors
 async def schedule_page(request: Request, schedule_id: str, entry: int = 0) -> HTMLResponse:
     principal(request)
-    def read() -> tuple[dict, Schedule, list[int]]:
-        """On a worker thread, and only the shown entry's timeline validated: a Pareto set
-        with timelines (20 MB) validated whole holds the GIL for seconds in one call."""
-        res = json.loads(svc(request).schedule_json(schedule_id))
-        doc = res["schedule"]
-        entries = doc.get("entries", [])
-        timed = [i for i, e in enumerate(entries) if e.get("timeline") is not None]
-        doc = {**doc, "entries": [e if i == entry else {**e, "timeline": None} for i, e in enumerate(entries)]}
-        return res, Schedule.model_validate(doc), timed
-
-    res, sched, with_timeline = await run_in_threadpool(read)
-    if sched.entries and not 0 <= entry < len(sched.entries):
-        raise ApiError(422, f"entry {entry} is out of range (0..{len(sched.entries) - 1})",
-                       errors=[Issue("entry", "out of range")])
-    spec = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=entry)) if sched.entries else None
-    return Page(request, "schedule.html", res=res, schedule=sched, entry=entry, spec=spec,
-                  with_timeline=with_timeline, rows=list(enumerate(sched.entries))[:PAGE])
+    # a plan worker reads the schedule (up to 20 MB of JSON) and draws its figure: here, the
+    # parse held the GIL and stalled the event loop (api.pages); past its deadline, 422
+    v = await svc(request).plan_workers.call("schedule-view", schedule_id, entry, PAGE)
+    return Page(request, "schedule.html", res=v["res"], schedule=v["schedule"], entries=v["entries"], entry=entry,
+                spec=v["spec"], with_timeline=v["with_timeline"], rows=list(enumerate(v["schedule"].entries)))
 
 
 @router.get("/jobs")
@@ -722,42 +703,41 @@ async def deployments(request: Request) -> HTMLResponse:
 UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)
 
 
-def deployment_rows(s: Service, dep_id: str, who: Principal) -> tuple[Any, list, list[figures.DeploymentPoint], Any]:
-    """The deployment, its events, one figure row per revision (predicted latency from
-    the plan, measured = the median of what executors reported running that plan) and
-    the API's telemetry summary (per plan and per slice)."""
+def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, dict[str, float | None]]:
+    """The deployment, its events and each event's plan's predicted latency."""
     from sqlalchemy import select
 
     from api.rows import PlanRow
-    from api.telemetry import summary
 
     dep = s.deployment(dep_id)
     events = s.history(dep.id)
     with s.db.session() as sess:
         latency = dict(sess.execute(select(PlanRow.id, PlanRow.latency_ms)
                                     .where(PlanRow.id.in_({e.plan_id for e in events}))).all())
-    telemetry = summary(s, dep.id, who, UI_TELEMETRY_BATCHES)
-    measured = {p.plan_id: p.median_ms for p in telemetry.plans}
-    points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
-                                      predicted_ms=latency[e.plan_id], measured_ms=measured.get(e.plan_id))
-              for e in events if e.plan_id in latency]
-    return dep, events, points, telemetry
+    return dep, events, latency
 
 
 @router.get("/deployments/{dep_id}")
 @ui_errors
 async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
+    """One figure row per revision (predicted latency from the plan, measured = the median
+    of what executors reported running that plan) and the API's telemetry summary (per
+    plan and per slice, summarised by a plan worker: api.telemetry.summary_async)."""
+    from api.telemetry import summary_async
     from planner.core.telemetry import ERROR_CONVENTION
 
     who = principal(request)
     s = svc(request)
-    dep, events, points, telemetry = await run_in_threadpool(deployment_rows, s, dep_id, who)
+    dep, events, latency = await run_in_threadpool(deployment_rows, s, dep_id)
+    telemetry = await summary_async(s, dep.id, who, UI_TELEMETRY_BATCHES)
+    measured = {p.plan_id: p.median_ms for p in telemetry.plans}
+    points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
+                                      predicted_ms=latency[e.plan_id], measured_ms=measured.get(e.plan_id))
+              for e in events if e.plan_id in latency]
     spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
     timeline = None
     if dep.active_schedule_id is not None:  # a schedule deployment: its active entry's timeline beside the telemetry
-        body = await run_in_threadpool(s.schedule_json, dep.active_schedule_id)
-        sched = Schedule.model_validate(json.loads(body)["schedule"])
-        timeline = spec_json(await run_in_threadpool(figures.schedule_figure, sched, entry=dep.active_entry))
+        timeline = (await s.plan_workers.call("schedule-view", dep.active_schedule_id, dep.active_entry, 0))["spec"]
     view = views.deployment(dep)
     names = await run_in_threadpool(names_of, s, {dep.platform_id, *(view.profile_ids or [dep.profile_id])})
     return Page(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
