@@ -556,6 +556,49 @@ def regime_note(load: float, regime_load: float | None, steal_pct: float | None 
             + "; re-profile under these conditions (planner profile --pe-cluster) or run where it is quieter")
 
 
+def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],
+                  analysis: Mapping | None) -> str | None:
+    """Why a run's responses may exceed their bounds although the host was as quiet as when
+    they were measured: some segment run took longer than the measured envelope (factor x
+    its profiled time + excess), or the runs starting in one window were delayed (dispatch
+    waits and excess) more than the measured delay curve says any such window was. The
+    bound stands on those measurements; a stall larger than any the regime run saw (a
+    virtual CPU stopped, a page fault storm) is outside it, and the report says so. None:
+    every run within them (or nothing to check against)."""
+    if not analysis or analysis.get("name") != "executor" or analysis.get("interference_factor") is None:
+        return None
+    f, e = float(analysis["interference_factor"]), float(analysis.get("segment_excess_ms") or 0.0)
+    rows, over = [], []
+    for run, wait in segment_waits(trace, priorities):
+        pred = predicted_ms.get((run.app, run.segment))
+        if pred is None:
+            continue
+        took = run.end_ms - run.start_ms
+        if took > f * pred + e + 1e-6:
+            over.append(took - f * pred - e)
+        rows.append((run.start_ms, max(0.0, took - f * pred) + wait["dispatch"]))
+    why = []
+    if over:
+        why.append(f"{len(over)} segment run(s) took longer than the measured envelope x{f:.3g} x profiled + "
+                   f"{e:.3g} ms (the worst by {max(over):.3g} ms)")
+    curve = analysis.get("excess_curve") or []
+    if curve and rows:
+        rows.sort()
+        start = np.array([r[0] for r in rows])
+        cs = np.concatenate([[0.0], np.cumsum([r[1] for r in rows])])
+        first = np.arange(len(rows))
+        for w, cap in curve:
+            held = float((cs[np.searchsorted(start, start + w, side="right")] - cs[first]).max())
+            if held > cap + 1e-6:
+                why.append(f"the runs starting in one {w:g} ms window were delayed {held:.3g} ms in all, more than "
+                           f"the {cap:.3g} ms the delay curve measured")
+                break
+    if not why:
+        return None
+    return ("this run is outside what its bounds cover: " + "; ".join(why) + ": a stall longer than any the "
+            "executor regime saw; re-profile with more --regime-frames, or where it is quieter")
+
+
 def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
                        entry: int = 0, frames: int = 100, warmup_frames: int = 10, timeout_s: float = 120.0,
                        keep_outputs: int = 0, available_cores: Sequence[int] | None = None,
@@ -640,14 +683,19 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
                 for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
         split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)
+        beyond = envelope_note(trace, [n.priority for n in nets], pred, data.get("analysis"))
+    else:
+        beyond = None
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
         "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": [],
         "analysis": (data.get("analysis") or {}).get("name"),  # which response-time bound pred_R is
         "load_average": load, "steal_pct": steal,
-        "regime_note": regime_note(load, (data.get("analysis") or {}).get("regime_load_average"), steal,
-                                   (data.get("analysis") or {}).get("regime_steal_pct"))}
+        "regime_note": " ".join(n for n in (regime_note(load, (data.get("analysis") or {}).get("regime_load_average"),
+                                                        steal, (data.get("analysis") or {}).get("regime_steal_pct")),
+                                            beyond) if n) or None,
+        "envelope_note": beyond}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()
         row["period_ms"] = spec["period_ms"]

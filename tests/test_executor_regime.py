@@ -156,3 +156,29 @@ def test_a_run_on_a_busier_host_than_the_regime_says_so():
     report = {"mode": "response_time", "entry": 0, "cpu_config": {}, "pes": [], "frames": 1, "wall_s": 0.1, "schedulable": True,
               "analysis": "executor", "networks": [], "regime_note": note}
     assert f"NOTE: {note}" in render_schedule(report)
+
+
+def test_a_run_stalled_beyond_the_measured_envelope_says_so():
+    """The bound stands on the regime's measurements: every segment run within f x its
+    profiled time + e, the runs in any window within the delay curve. A run of a 4 ms
+    segment taking 5 ms (f = 1, e = 0.5: 0.5 ms over), or two runs starting 6 ms apart
+    delayed 1 + 0.75 ms (the second's 0.5 ms of it a dispatch wait) where the curve allows
+    1.5 ms in any 10 ms window, are outside what the bound covers, and the report says
+    which; within both, no note."""
+    from executor.pipeline import envelope_note
+
+    trace = [SegmentRun(0, 0, 0, 0, ready_ms=0.0, start_ms=0.0, end_ms=5.0),
+             SegmentRun(1, 0, 0, 1, ready_ms=5.5, start_ms=6.0, end_ms=8.75)]
+    pred = {(0, 0): 4.0, (1, 0): 2.5}
+    an = {"name": "executor", "interference_factor": 1.0, "segment_excess_ms": 0.5}
+    note = envelope_note(trace, [0, 1], pred, an)
+    assert note.startswith("this run is outside what its bounds cover: 1 segment run(s) took longer than the measured "
+                           "envelope x1 x profiled + 0.5 ms (the worst by 0.5 ms)")
+    an["segment_excess_ms"] = 1.0
+    assert envelope_note(trace, [0, 1], pred, an) is None
+    # the second run: 0.25 ms excess + 0.5 ms dispatch wait (its PE idle from 5.5 to 6)
+    assert envelope_note(trace, [0, 1], pred, {**an, "excess_curve": [[1.0, 1.0], [10.0, 2.0]]}) is None
+    note = envelope_note(trace, [0, 1], pred, {**an, "excess_curve": [[1.0, 1.0], [10.0, 1.5]]})
+    assert "the runs starting in one 10 ms window were delayed 1.75 ms in all, more than the 1.5 ms" in note
+    assert envelope_note(trace, [0, 1], pred, None) is None
+    assert envelope_note(trace, [0, 1], pred, {"name": "kang", "interference_factor": 1.0}) is None
