@@ -220,17 +220,19 @@ def waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames: int) 
 def bound_parts(mp, genes) -> list[dict]:
     """Each network's bound split as the executor analysis builds it (planner.core.multiapp):
     own = f R0, blocking = f sum_p S_p B_p, release = J, delay = the smaller of D + e per
-    run (own and interfering; e alone for blocking runs) and the delay curve over R + the
-    longest segment run, interference = the higher-priority jobs' work (the rest)."""
+    run (own and interfering; e alone for blocking runs; each at most the curve's shortest
+    window) and the delay curve over R + the longest segment run, interference = the
+    higher-priority jobs' work (the rest)."""
     import math
 
-    from planner.core.multiapp import excess_in_window, head_segment, segment_makespan, segment_terms
+    from planner.core.multiapp import excess_in_window, head_segment, run_delays, segment_makespan, segment_terms
 
     ev = evaluate_mapping(mp, genes)
     maps = mp.split(np.asarray(genes))
     segs = [segment_terms(list(m), list(e.occupancy_ms), mp.n_pes) for m, e in zip(maps, ev.apps)]
     rank = mp.priority_rank
-    f, d, x, jit = mp.interference_factor, mp.dispatch_ms, mp.segment_excess_ms, mp.release_jitter_ms
+    f, x, jit = mp.interference_factor, mp.segment_excess_ms, mp.release_jitter_ms
+    run_x, block_x = run_delays(mp)
     span = f * max((v for sg in segs for v in sg[1]), default=0.0) + x
     out = []
     for a, e in enumerate(ev.apps):
@@ -239,14 +241,14 @@ def bound_parts(mp, genes) -> list[dict]:
         used = [p for p in range(mp.n_pes) if segs[a][0][p]]
         longest = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(mp.n_pes)]
         block = sum(segs[a][0][p] * longest[p] for p in used)
-        delay = (d + x) * sum(segs[a][0]) + x * sum(segs[a][0][p] for p in used if longest[p] > 0)
+        delay = run_x * sum(segs[a][0]) + block_x * sum(segs[a][0][p] for p in used if longest[p] > 0)
         r = e.response_time_ms
         for h in higher:
             hp, hc = head_segment(list(maps[h]), list(ev.apps[h].occupancy_ms))
             first = 1 if hp in used and hc > 0 else 0
             rest = sum(segs[h][0][p] for p in used) - first
             ph, rh = mp.apps[h].period_ms, ev.apps[h].response_time_ms
-            delay += (d + x) * (math.ceil((r + jit) / ph - 1e-9) * first + math.ceil((r + rh) / ph - 1e-9) * rest)
+            delay += run_x * (math.ceil((r + jit) / ph - 1e-9) * first + math.ceil((r + rh) / ph - 1e-9) * rest)
         if mp.excess_curve:
             delay = min(delay, float(excess_in_window(mp.excess_curve, np.array([r + span]))[0]))
         r0 = segment_makespan(mp.apps[a], list(maps[a]), list(e.occupancy_ms))  # what the bound starts from

@@ -357,15 +357,17 @@ def test_the_excess_curve_caps_the_excess_of_all_runs_in_the_window():
     0.5 ms per own and interfering segment, and a measured curve saying the runs starting in
     any window up to 100 ms took 0.3 ms of delay (dispatch waits and excess) in all. A's
     window: its own run (D + e) and B's blocking one (e), 1.0 against the curve's 0.3: R_A
-    = 2 + 5 + 0.3 = 7.3; B: its run and one job of A, 2 x (D + e) = 1.5 against 0.3: 7.3. A
-    curve above the per-run charges changes nothing (8.0 and 8.5). Past its last window the
-    curve splits the window into windows that long: [(10, 0.2)] over R + S = 7.4 + 5.25
+    = 2 + 5 + 0.3 = 7.3; B: its run and one job of A, 2 x (D + e) = 1.5 against 0.3: 7.3.
+    With 2 ms over the whole window, each run is still capped by its shortest window (0.3:
+    no single run was delayed more than all of one window's): A 7 + 0.3 + 0.25 (the
+    blocking run's e) = 7.55, B 7 + 2 x 0.3 = 7.6, not 8.0 and 8.5. Past its last window
+    the curve splits the window into windows that long: [(10, 0.2)] over R + S = 7.4 + 5.25
     reads 2 x 0.2 = 0.4 (7.4)."""
     p = two_core_plat()
     a = prof("A", [("a1", 2, None)])
     b = prof("B", [("b1", 5, None)])
     mp = problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)], segment_excess_ms=0.25, dispatch_ms=0.5)
-    for curve, want in ((((1.0, 0.3), (100.0, 0.3)), [7.3, 7.3]), (((1.0, 0.3), (100.0, 2.0)), [8.0, 8.5]),
+    for curve, want in ((((1.0, 0.3), (100.0, 0.3)), [7.3, 7.3]), (((1.0, 0.3), (100.0, 2.0)), [7.55, 7.6]),
                         (((10.0, 0.2),), [7.4, 7.4])):
         cur = dataclasses.replace(mp, excess_curve=curve)
         assert [x.response_time_ms for x in evaluate_mapping(cur, [C0, C0]).apps] == pytest.approx(want)

@@ -147,7 +147,8 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
         ] + ([
             "delay curve: the dispatch waits and excess of all the runs starting in the response's window (R + the "
             "longest segment run) together at most what the executor regime measured any window that long to hold, "
-            f"{_curve_text(problem.excess_curve)}; the smaller of that and the per-run charges"]
+            f"{_curve_text(problem.excess_curve)}; the smaller of that and the per-run charges, each run's D + e "
+            "at most the curve's shortest window (no single run was delayed more than one window's runs together)"]
              if problem.excess_curve else []) + [
             f"factor, excess, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0, 0)'}",
         ] + ([f"measured at host load average {problem.regime_load_average:g}"
@@ -314,6 +315,19 @@ def excess_in_window(curve: Sequence[tuple[float, float]], window_ms: np.ndarray
     return np.where(inside, e[np.minimum(k, len(w) - 1)], np.ceil(window / w[-1] - 1e-9) * e[-1])
 
 
+def run_delays(problem: MappingProblem) -> tuple[float, float]:
+    """(an own or interfering segment run's delay, a blocking run's): its dispatch wait D
+    and excess e, or only e for a blocking run (its wait is not on this network's path),
+    each at most the delay curve's shortest window: no single run in the regime was
+    delayed more than all the runs of one such window together (D and e are the largest
+    of each, seen on different runs)."""
+    d, e = problem.dispatch_ms, problem.segment_excess_ms
+    if problem.excess_curve:
+        one = problem.excess_curve[0][1]
+        return min(d + e, one), min(e, one)
+    return d + e, e
+
+
 def executor_response(base_ms: np.ndarray, higher: Sequence[tuple[np.ndarray, float, np.ndarray, np.ndarray]],
                       deadline_ms: float, delays: tuple[np.ndarray, Sequence[tuple[float, float]], np.ndarray]
                       | None = None) -> np.ndarray:
@@ -470,10 +484,12 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
                 parts += [(problem.release_jitter_ms, problem.apps[h].period_ms, first, first_n),
                           (resp_of[h], problem.apps[h].period_ms, rest, rest_n)]
             span = fct * max((x for sg in segs for x in sg[1]), default=0.0) + exc
+            run_x, block_x = run_delays(problem)
+            blocked_runs = sum(segs[a][0][p] for p in used if block[p] > 0)
             worst = float(executor_response(
                 np.array([base]), [(np.array([j]), ph, np.array([sum(w[p] for p in used)]),
-                                    np.array([(dsp + exc) * sum(n[p] for p in used)])) for j, ph, w, n in parts],
-                app.period_ms, (np.array([dsp * sum(segs[a][0]) + exc * runs_k]), problem.excess_curve,
+                                    np.array([run_x * sum(n[p] for p in used)])) for j, ph, w, n in parts],
+                app.period_ms, (np.array([run_x * sum(segs[a][0]) + block_x * blocked_runs]), problem.excess_curve,
                                 np.array([span])))[0])
             resp_of[a] = worst
             per_pe = [segs[a][0][p] * (fct * block[p] + (exc if block[p] > 0 else 0.0))
@@ -677,6 +693,7 @@ def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, 
     h's first segment per PE (N, P)) in priority order; longest_ms (N,): the longest
     segment of any network (the excess window reaches that far before the release)."""
     f, d, e, jit = problem.interference_factor, problem.dispatch_ms, problem.segment_excess_ms, problem.release_jitter_ms
+    run_x, block_x = run_delays(problem)
     used = count > 0
     blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed
     blocked_runs = np.where(used & (block > 0), count, 0.0)
@@ -685,9 +702,9 @@ def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, 
     for rh, ph, bh, sh, hb in higher:
         hs = (hb > 0).astype(float)
         parts += [(np.full_like(rh, jit), ph, f * hb, hs), (rh, ph, f * (bh - hb), sh - hs)]
-    r = executor_response(base, [(j, ph, np.where(used, w, 0.0).sum(axis=1), (d + e) * np.where(used, n, 0.0).sum(axis=1))
+    r = executor_response(base, [(j, ph, np.where(used, w, 0.0).sum(axis=1), run_x * np.where(used, n, 0.0).sum(axis=1))
                                  for j, ph, w, n in parts], deadline_ms,
-                          (d * count.sum(axis=1) + e * (count.sum(axis=1) + blocked_runs.sum(axis=1)),
+                          (run_x * count.sum(axis=1) + block_x * blocked_runs.sum(axis=1),
                            problem.excess_curve, f * longest_ms + e))
     per_pe = f * blocked + e * blocked_runs
     for j, ph, w, n in parts:
