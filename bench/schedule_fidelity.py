@@ -93,7 +93,8 @@ def _analysis(mp) -> dict:
     the envelope f x profiled + e, the delay curve)."""
     return {"name": "executor", "terms": [], "regime_load_average": mp.regime_load_average,
             "regime_steal_pct": mp.regime_steal_pct, "interference_factor": mp.interference_factor,
-            "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve]}
+            "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve],
+            "release_jitter_ms": mp.release_jitter_ms}
 
 
 def _run(entry, lms, devices, frames, occ=None, analysis=None):

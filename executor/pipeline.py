@@ -560,8 +560,9 @@ def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapp
                   analysis: Mapping | None) -> str | None:
     """Why a run's responses may exceed their bounds although the host was as quiet as when
     they were measured: some segment run took longer than the measured envelope (factor x
-    its profiled time + excess), or the runs starting in one window were delayed (dispatch
-    waits and excess) more than the measured delay curve says any such window was. The
+    its profiled time + excess), a release came later than the measured release jitter, or
+    the runs starting in one window were delayed (dispatch waits and excess) more than the
+    measured delay curve says any such window was. The
     bound stands on those measurements; a stall larger than any the regime run saw (a
     virtual CPU stopped, a page fault storm) is outside it, and the report says so. None:
     every run within them (or nothing to check against)."""
@@ -581,6 +582,10 @@ def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapp
     if over:
         why.append(f"{len(over)} segment run(s) took longer than the measured envelope x{f:.3g} x profiled + "
                    f"{e:.3g} ms (the worst by {max(over):.3g} ms)")
+    jitter = analysis.get("release_jitter_ms")
+    late = [fr.released_ms - fr.due_ms for fr in trace if isinstance(fr, FrameRun)]
+    if jitter is not None and late and max(late) > float(jitter) + 1e-6:
+        why.append(f"a release came {max(late):.3g} ms late, past the {float(jitter):.3g} ms release jitter measured")
     curve = analysis.get("excess_curve") or []
     if curve and rows:
         rows.sort()

@@ -163,8 +163,8 @@ def test_a_run_stalled_beyond_the_measured_envelope_says_so():
     profiled time + e, the runs in any window within the delay curve. A run of a 4 ms
     segment taking 5 ms (f = 1, e = 0.5: 0.5 ms over), or two runs starting 6 ms apart
     delayed 1 + 0.75 ms (the second's 0.5 ms of it a dispatch wait) where the curve allows
-    1.5 ms in any 10 ms window, are outside what the bound covers, and the report says
-    which; within both, no note."""
+    1.5 ms in any 10 ms window, or a release later than the measured jitter, are outside
+    what the bound covers, and the report says which; within all, no note."""
     from executor.pipeline import envelope_note
 
     trace = [SegmentRun(0, 0, 0, 0, ready_ms=0.0, start_ms=0.0, end_ms=5.0),
@@ -180,5 +180,10 @@ def test_a_run_stalled_beyond_the_measured_envelope_says_so():
     assert envelope_note(trace, [0, 1], pred, {**an, "excess_curve": [[1.0, 1.0], [10.0, 2.0]]}) is None
     note = envelope_note(trace, [0, 1], pred, {**an, "excess_curve": [[1.0, 1.0], [10.0, 1.5]]})
     assert "the runs starting in one 10 ms window were delayed 1.75 ms in all, more than the 1.5 ms" in note
+    # a release later than the measured jitter (the release thread stalled)
+    frames = [FrameRun(0, 0, due_ms=0.0, released_ms=0.2, end_ms=5.0), FrameRun(1, 0, due_ms=5.0, released_ms=5.4, end_ms=8.75)]
+    assert envelope_note(trace + frames, [0, 1], pred, {**an, "release_jitter_ms": 0.5}) is None
+    note = envelope_note(trace + frames, [0, 1], pred, {**an, "release_jitter_ms": 0.3})
+    assert "a release came 0.4 ms late, past the 0.3 ms release jitter measured" in note
     assert envelope_note(trace, [0, 1], pred, None) is None
     assert envelope_note(trace, [0, 1], pred, {"name": "kang", "interference_factor": 1.0}) is None
