@@ -53,6 +53,28 @@ def next_best(view: Problem, objective: str, k: int) -> list[tuple[float, Assign
     return list(itertools.islice(ranked(view, objective), k)) if k >= 1 else []
 
 
+def subspace_best(view: Problem, objective: str, base: np.ndarray, prefix: Sequence[int],
+                  banned: frozenset[int]) -> tuple[float, Assignment] | None:
+    """(evaluator's value, assignment) of one Lawler subspace's best, by a DP of its own:
+    layers < len(prefix) on prefix's targets, the next layer on none of `banned`, the rest
+    free (within `base`, the view's feasible targets); None where the subspace is empty."""
+    L = view.n_layers
+    allowed = base.copy()
+    for i, t in enumerate(prefix):
+        allowed[i] = False
+        allowed[i, t] = base[i, t]
+    m = len(prefix)
+    if m < L:
+        for t in banned:
+            allowed[m, t] = False
+    if not allowed.any(axis=1).all():
+        return None
+    value, a = solve_fast(_restricted(view, allowed), objective)
+    if a is None or not math.isfinite(value):
+        return None
+    return float(evaluate(view, a).objective(objective)), a
+
+
 def ranked(view: Problem, objective: str) -> Iterator[tuple[float, Assignment]]:
     """The chain DP's assignments, best first, as next_best ranks them; lazily, so a
     caller that stops early (candidates) never pays for the rest. Lawler: after the
@@ -76,20 +98,7 @@ def ranked(view: Problem, objective: str) -> Iterator[tuple[float, Assignment]]:
     base = view.feasible.copy()
 
     def best(prefix: tuple[int, ...], banned: frozenset[int]):
-        allowed = base.copy()
-        for i, t in enumerate(prefix):
-            allowed[i] = False
-            allowed[i, t] = base[i, t]
-        m = len(prefix)
-        if m < L:
-            for t in banned:
-                allowed[m, t] = False
-        if not allowed.any(axis=1).all():
-            return None
-        value, a = solve_fast(_restricted(view, allowed), objective)
-        if a is None or not math.isfinite(value):
-            return None
-        return float(evaluate(view, a).objective(objective)), a
+        return subspace_best(view, objective, base, prefix, banned)
 
     first = best((), frozenset())
     if first is None:

@@ -398,31 +398,13 @@ def test_the_ui_schedule_pages_parse_no_schedule_in_the_service(api, ids, monkey
 def test_a_worker_bounds_the_schedule_page_and_names_the_schedule(api, ids, monkeypatch, failure):
     """Past the plan worker's deadline or over its memory cap, the schedule page's read is
     refused as the other worker calls are: 422 naming schedule_id and the limit."""
-    import signal
-
     import planner.figures
-    from api.fastplans import Planner, PlanWorkers, _on_alarm
-    from api.problems import ApiError
-
-    def slow_or_big(*a, **kw):  # noqa: ANN002, ANN003, ANN202
-        if failure == "memory":
-            raise MemoryError()
-        time.sleep(30)  # the worker's alarm ends it
+    from tests.support.workers import refused_by_worker, slow_or_big
 
     r = api.client.post("/v1/schedules", json=body(ids, seed=11), headers=api.h())
     sid = api.wait_job(r.json()["id"])["schedule_id"]
-    monkeypatch.setattr(planner.figures, "schedule_figure", slow_or_big)
-    previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
-    try:
-        worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
-        answer = worker.handle_call(("call", 7, "schedule-view", (sid, 0, 50)))
-    finally:
-        signal.signal(signal.SIGALRM, previous)
-    with pytest.raises(ApiError) as err:
-        PlanWorkers._raise(answer)
-    exc = err.value
-    assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == "schedule_id", (answer, exc.detail)
-    assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+    monkeypatch.setattr(planner.figures, "schedule_figure", slow_or_big(failure))
+    refused_by_worker(api, failure, ("call", 7, "schedule-view", (sid, 0, 50)), "schedule_id")
 
 
 def test_a_schedule_is_cut_to_its_view_on_a_plan_worker(api, ids, monkeypatch):
@@ -465,21 +447,14 @@ def test_a_worker_bounds_every_read_of_a_stored_schedule(api, ids, monkeypatch, 
     """A schedule's summary or page, an entry's check and an entry's executor view, past
     the plan worker's deadline or over its memory cap: 422 naming schedule_id."""
     import json
-    import signal
 
     from api import pages, schedule_deployments
-    from api.fastplans import Planner, PlanWorkers, _on_alarm
-    from api.problems import ApiError
     from api.service import ScheduleShape
+    from tests.support.workers import refused_by_worker, slow_or_big
 
     class SlowOrBig:  # json, whose parse never ends or runs out of memory
         dumps = staticmethod(json.dumps)
-
-        @staticmethod
-        def loads(*a, **kw):  # noqa: ANN002, ANN003, ANN205
-            if failure == "memory":
-                raise MemoryError()
-            time.sleep(30)  # the worker's alarm ends it
+        loads = staticmethod(slow_or_big(failure))
 
     r = api.client.post("/v1/schedules", json=body(ids, seed=11), headers=api.h())
     sid = api.wait_job(r.json()["id"])["schedule_id"]
@@ -487,14 +462,4 @@ def test_a_worker_bounds_every_read_of_a_stored_schedule(api, ids, monkeypatch, 
     monkeypatch.setattr(schedule_deployments, "json", SlowOrBig)
     for call, args in (("schedule-shape", (sid, ScheduleShape())), ("schedule-entry", (sid, 0)),
                        ("entry-view", (sid, 0))):
-        previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
-        try:
-            worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
-            answer = worker.handle_call(("call", 7, call, args))
-        finally:
-            signal.signal(signal.SIGALRM, previous)
-        with pytest.raises(ApiError) as err:
-            PlanWorkers._raise(answer)
-        exc = err.value
-        assert exc.status == 422 and exc.errors[0].path == "schedule_id", (call, answer, exc.detail)
-        assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+        refused_by_worker(api, failure, ("call", 7, call, args), "schedule_id")

@@ -43,6 +43,17 @@ def dep(api):
     return {"plans": plans, **ids}
 
 
+def _serving(api, dep: dict, name: str) -> str:
+    """A new deployment `name` of dep's platform and profile, serving its first plan, and a
+    board token for it (api.h(f"{name}-board")); returns the board's token."""
+    r = api.client.post("/v1/deployments", json={"name": name, "platform_id": dep["platform_id"],
+                                                 "profile_id": dep["profile_id"]}, headers=api.h())
+    assert r.status_code == 201, r.text
+    r = api.client.put(f"/v1/deployments/{name}/active", json={"plan_id": dep["plans"][0]["id"]}, headers=api.h())
+    assert r.status_code == 200, r.text
+    return api.token(f"{name}-board", ["executor"], [name])
+
+
 def _batch(plan: dict, batch_id: str, scale: float = 1.0, n: int = 20, revision: int = 1) -> dict:
     slices = plan["plan"]["slices"]
     rng = np.random.default_rng(len(batch_id))
@@ -182,11 +193,7 @@ def test_refit_sets_aside_outlying_samples_and_says_so(api, dep):
     """Issue 21 finding 5: a few stalled frames (50x, plausible but outliers) do not move
     the refit, and the report says how many samples it used and set aside."""
     p0 = dep["plans"][0]
-    r = api.client.post("/v1/deployments", json={"name": "stall", "platform_id": dep["platform_id"],
-                                                 "profile_id": dep["profile_id"]}, headers=api.h())
-    assert r.status_code == 201, r.text
-    assert api.client.put("/v1/deployments/stall/active", json={"plan_id": p0["id"]}, headers=api.h()).status_code == 200
-    api.token("stall-board", ["executor"], ["stall"])
+    _serving(api, dep, "stall")
     body = _batch(p0, "stall-1", scale=1.25, n=40)
     for s in body["samples"][:3]:
         s["slice_ms"] = [t * 40 for t in s["slice_ms"]]
@@ -233,11 +240,7 @@ def test_the_refit_runs_on_a_plan_worker_not_in_the_service(api, dep, monkeypatc
     import models.refit_schedule
 
     p0 = dep["plans"][0]
-    r = api.client.post("/v1/deployments", json={"name": "off-loop", "platform_id": dep["platform_id"],
-                                                 "profile_id": dep["profile_id"]}, headers=api.h())
-    assert r.status_code == 201, r.text
-    assert api.client.put("/v1/deployments/off-loop/active", json={"plan_id": p0["id"]}, headers=api.h()).status_code == 200
-    api.token("off-loop-board", ["executor"], ["off-loop"])
+    _serving(api, dep, "off-loop")
     r = api.client.post("/v1/deployments/off-loop/telemetry", json=_batch(p0, "off-loop-1", scale=1.4, n=30),
                         headers=api.h("off-loop-board"))
     assert r.status_code == 201, r.text
@@ -282,32 +285,13 @@ def test_the_refit_runs_on_a_plan_worker_not_in_the_service(api, dep, monkeypatc
 def test_a_worker_bounds_the_refit_and_names_the_profile(api, dep, monkeypatch, failure):
     """Past the plan worker's deadline or over its memory cap, a refit is refused as the
     other fast-path work is: 422 naming profile_id and the limit, not a 500 or a hang."""
-    import signal
-    import time
-
     import models.refit
-    from api.fastplans import Planner, PlanWorkers, _on_alarm
-    from api.problems import ApiError
+    from tests.support.workers import refused_by_worker, slow_or_big
 
-    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        if failure == "memory":
-            raise MemoryError()
-        time.sleep(30)  # the worker's alarm ends it
-
-    monkeypatch.setattr(models.refit, "refit", slow_or_big)
+    monkeypatch.setattr(models.refit, "refit", slow_or_big(failure))
     plans = api.client.get("/v1/deployments/cam/telemetry?screen=true", headers=api.h()).json()["plans"]
-    previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
-    try:
-        worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
-        answer = worker.handle_call(("call", 7, "refit", (dep["profile_id"], "cam", dep["platform_id"], None, plans,
-                                                         5, 4.0)))
-    finally:
-        signal.signal(signal.SIGALRM, previous)
-    with pytest.raises(ApiError) as err:
-        PlanWorkers._raise(answer)
-    exc = err.value
-    assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == "profile_id", (answer, exc.detail)
-    assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+    refused_by_worker(api, failure, ("call", 7, "refit", (dep["profile_id"], "cam", dep["platform_id"], None, plans,
+                                                          5, 4.0)), "profile_id")
 
 
 def test_a_stored_plan_with_a_null_latency_is_no_500(tmp_path):
@@ -344,11 +328,7 @@ def test_the_telemetry_summary_is_read_on_a_plan_worker_not_in_the_service(api, 
     from api import schedule_deployments, telemetry
 
     p0 = dep["plans"][0]
-    r = api.client.post("/v1/deployments", json={"name": "summed", "platform_id": dep["platform_id"],
-                                                 "profile_id": dep["profile_id"]}, headers=api.h())
-    assert r.status_code == 201, r.text
-    assert api.client.put("/v1/deployments/summed/active", json={"plan_id": p0["id"]}, headers=api.h()).status_code == 200
-    board = api.token("summed-board", ["executor"], ["summed"])
+    board = _serving(api, dep, "summed")
     for i, scale in enumerate((1.0, 1.3, 40.0)):
         r = api.client.post("/v1/deployments/summed/telemetry", json=_batch(p0, f"summed-{i}", scale=scale, n=12),
                             headers={"Authorization": f"Bearer {board}"})
@@ -384,35 +364,16 @@ def test_a_worker_bounds_the_telemetry_summary_and_names_the_limit(api, dep, mon
     """Past the plan worker's deadline or over its memory cap, a summary is refused as the
     other worker calls are: 422 naming the batches it was asked to read (limit; a
     refit's batches), not a 500 or a hang."""
-    import signal
-    import time
-
     from api import telemetry
-    from api.fastplans import Planner, PlanWorkers, _on_alarm
-    from api.problems import ApiError
-
-    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        if failure == "memory":
-            raise MemoryError()
-        time.sleep(30)  # the worker's alarm ends it
+    from tests.support.workers import refused_by_worker, slow_or_big
 
     r = api.client.post("/v1/deployments/cam/telemetry", json=_batch(dep["plans"][0], f"bound-{failure}", n=5),
                         headers=api.h("board"))
     assert r.status_code == 201, r.text
-    monkeypatch.setattr(telemetry, "stats_ms", slow_or_big)
+    monkeypatch.setattr(telemetry, "stats_ms", slow_or_big(failure))
     dep_id = api.client.get("/v1/deployments/cam", headers=api.h()).json()["id"]
     for call, field in (("telemetry-summary", "limit"), ("refit-telemetry", "batches")):
-        previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
-        try:
-            worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
-            answer = worker.handle_call(("call", 7, call, (dep_id, 1000, None, False)))
-        finally:
-            signal.signal(signal.SIGALRM, previous)
-        with pytest.raises(ApiError) as err:
-            PlanWorkers._raise(answer)
-        exc = err.value
-        assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == field, (answer, exc.detail)
-        assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+        refused_by_worker(api, failure, ("call", 7, call, (dep_id, 1000, None, False)), field)
 
 
 def test_activation_walks_the_refit_lineage_on_a_plan_worker(api, dep, monkeypatch):
@@ -452,27 +413,8 @@ def test_activation_walks_the_refit_lineage_on_a_plan_worker(api, dep, monkeypat
 def test_a_worker_bounds_the_lineage_walk_and_names_the_field(api, dep, monkeypatch, failure):
     """Past the worker's deadline or over its memory cap, the walk is refused naming the
     field the caller gave: plan_id for a plan, schedule_id for a schedule's networks."""
-    import signal
-    import time
-
-    from api.fastplans import Planner, PlanWorkers, _on_alarm
-    from api.problems import ApiError
-
-    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        if failure == "memory":
-            raise MemoryError()
-        time.sleep(30)  # the worker's alarm ends it
+    from tests.support.workers import refused_by_worker, slow_or_big
 
     for call, field in (("plan-lineage", "plan_id"), ("schedule-lineage", "schedule_id")):
-        previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
-        try:
-            worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
-            monkeypatch.setattr(worker, "parsed", slow_or_big)
-            answer = worker.handle_call(("call", 7, call, (dep["profile_id"], "0" * 64)))
-        finally:
-            signal.signal(signal.SIGALRM, previous)
-        with pytest.raises(ApiError) as err:
-            PlanWorkers._raise(answer)
-        exc = err.value
-        assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == field, (answer, exc.detail)
-        assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+        refused_by_worker(api, failure, ("call", 7, call, (dep["profile_id"], "0" * 64)), field,
+                          setup=lambda worker: monkeypatch.setattr(worker, "parsed", slow_or_big(failure)))

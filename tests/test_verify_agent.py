@@ -214,31 +214,12 @@ def test_a_refused_preparation_leaves_no_revision_behind(api):
 def test_a_worker_bounds_the_preparation_and_names_verify(api, monkeypatch, failure):
     """Past the worker's deadline or over its memory cap, the preparation is refused as
     the other fast-path work is: 422 under `verify`, saying which limit and what to ask."""
-    import time
-
     import planner.verify
-    from api.fastplans import Planner, PlanWorkers, _on_alarm
-    from api.problems import ApiError
+    from tests.support.workers import refused_by_worker, slow_or_big
 
     plan_id, _ = _deployed(api)
-
-    def slow_or_big(*args, **kw):  # noqa: ANN002, ANN003, ANN202
-        if failure == "memory":
-            raise MemoryError()
-        time.sleep(30)  # the worker's alarm ends it
-
-    monkeypatch.setattr(planner.verify, "prepare", slow_or_big)
-    previous = signal.signal(signal.SIGALRM, _on_alarm)  # as worker_main sets it
-    try:
-        worker = Planner(api.service.db, api.service.limits, deadline_s=0.2, memory_mb=512)
-        answer = worker.handle_verify(("verify", 7, plan_id, 3, 5))
-    finally:
-        signal.signal(signal.SIGALRM, previous)
-    with pytest.raises(ApiError) as err:
-        PlanWorkers._raise(answer)
-    exc = err.value
-    assert answer[0] == 7 and exc.status == 422 and exc.errors[0].path == "verify"
-    assert ("PLANNER_FAST_DEADLINE_S" if failure == "deadline" else "PLANNER_WORKER_MEMORY_MB") in exc.detail
+    monkeypatch.setattr(planner.verify, "prepare", slow_or_big(failure))
+    exc = refused_by_worker(api, failure, ("verify", 7, plan_id, 3, 5), "verify")
     assert "fewer candidates" in exc.detail
 
 

@@ -6,13 +6,10 @@ bench/dp.py times it against."""
 from __future__ import annotations
 
 import heapq
-import math
 from typing import Iterator
 
-from planner.core.evaluate import evaluate
 from planner.core.problem import Assignment, Problem
-from planner.verify import _restricted
-from solvers.dp import solve_fast
+from planner.verify import subspace_best
 
 
 def ranked_by_dp(view: Problem, objective: str) -> Iterator[tuple[float, Assignment]]:
@@ -20,20 +17,7 @@ def ranked_by_dp(view: Problem, objective: str) -> Iterator[tuple[float, Assignm
     base = view.feasible.copy()
 
     def best(prefix: tuple[int, ...], banned: frozenset[int]):
-        allowed = base.copy()
-        for i, t in enumerate(prefix):
-            allowed[i] = False
-            allowed[i, t] = base[i, t]
-        m = len(prefix)
-        if m < L:
-            for t in banned:
-                allowed[m, t] = False
-        if not allowed.any(axis=1).all():
-            return None
-        value, a = solve_fast(_restricted(view, allowed), objective)
-        if a is None or not math.isfinite(value):
-            return None
-        return float(evaluate(view, a).objective(objective)), a
+        return subspace_best(view, objective, base, prefix, banned)
 
     heap: list = []
     counter = 0
