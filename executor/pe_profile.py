@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from executor.pipeline import FrameRun, HostPressure, Network, PipelineExecutor, segment_waits
+from executor.pipeline import FrameRun, HostPressure, Network, PipelineExecutor, heaviest_windows, segment_waits
 from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
@@ -172,13 +172,10 @@ def excess_curve(cases: Sequence[Sequence[tuple[float, ...]]], factor: float) ->
     windows = np.array([w for w in CURVE_WINDOWS_MS if w <= max(spans) / 2] or CURVE_WINDOWS_MS[:1])
     best = np.zeros(len(windows))
     for arr, span in zip(cases, spans):
-        start, x = arr[:, 0], np.maximum(arr[:, 1] - factor * arr[:, 2], 0.0) + np.maximum(arr[:, 3], 0.0)
-        cs = np.concatenate([[0.0], np.cumsum(x)])
-        first = np.arange(len(start))
+        delay = np.maximum(arr[:, 1] - factor * arr[:, 2], 0.0) + np.maximum(arr[:, 3], 0.0)
         own = windows[: max(1, int(np.searchsorted(windows, span / 2, side="right")))]
-        direct = [float((cs[np.searchsorted(start, start + w, side="right")] - cs[first]).max()) for w in own]
-        here = np.concatenate([direct, np.ceil(windows[len(own):] / own[-1] - 1e-9) * direct[-1]])
-        best = np.maximum(best, here)  # the heaviest window starts at a run's start
+        direct = heaviest_windows(arr[:, 0], delay, own)
+        best = np.maximum(best, np.concatenate([direct, np.ceil(windows[len(own):] / own[-1] - 1e-9) * direct[-1]]))
     best = np.maximum.accumulate(best)
     return [(float(w), float(v)) for w, v in zip(windows, best)]
 

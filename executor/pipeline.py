@@ -556,6 +556,15 @@ def regime_note(load: float, regime_load: float | None, steal_pct: float | None 
             + "; re-profile under these conditions (planner profile --pe-cluster) or run where it is quieter")
 
 
+def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
+    """Per window length: the most delay the runs starting in one window that long held in
+    all (start_ms ascending). The heaviest window starts at a run's start, so the sums
+    from each start suffice (the delay curve's measure: executor.pe_profile.excess_curve)."""
+    cs = np.concatenate([[0.0], np.cumsum(delay_ms)])
+    first = np.arange(len(start_ms))
+    return [float((cs[np.searchsorted(start_ms, start_ms + w, side="right")] - cs[first]).max()) for w in windows_ms]
+
+
 def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],
                   analysis: Mapping | None) -> str | None:
     """Why a run's responses may exceed their bounds although the host was as quiet as when
@@ -589,11 +598,8 @@ def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapp
     curve = analysis.get("excess_curve") or []
     if curve and rows:
         rows.sort()
-        start = np.array([r[0] for r in rows])
-        cs = np.concatenate([[0.0], np.cumsum([r[1] for r in rows])])
-        first = np.arange(len(rows))
-        for w, cap in curve:
-            held = float((cs[np.searchsorted(start, start + w, side="right")] - cs[first]).max())
+        held_by = heaviest_windows(np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), [w for w, _ in curve])
+        for (w, cap), held in zip(curve, held_by):
             if held > cap + 1e-6:
                 why.append(f"the runs starting in one {w:g} ms window were delayed {held:.3g} ms in all, more than "
                            f"the {cap:.3g} ms the delay curve measured")
