@@ -51,6 +51,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drain-s", type=float, default=None, metavar="S",
                    help="on SIGTERM, running jobs may finish for this long before they are handed back to the other "
                         "replicas (default $PLANNER_DRAIN_S or 30)")
+    p.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default="auto",
+                   help="the event loop: auto takes uvloop where it is installed (it is, with the service), else "
+                        "asyncio's own (default auto)")
+    p.add_argument("--http", choices=("auto", "httptools", "h11"), default="auto",
+                   help="the HTTP/1.1 parser: auto takes httptools where it is installed, else h11 (default auto)")
     p.set_defaults(func=run_serve)
 
     t = sub.add_parser("token", help="create, list or revoke API tokens", description=TOKEN_DOC)
@@ -109,6 +114,11 @@ def run_serve(args: argparse.Namespace) -> int:
         raise InputError("--executor", f"'{args.executor}' is neither 'local' nor 'dask://HOST:PORT'")
     if args.drain_s is not None and not args.drain_s >= 0:
         raise InputError("--drain-s", f"must be >= 0 seconds, got {args.drain_s:g}")
+    import importlib.util
+
+    for flag, module in (("--loop", "uvloop"), ("--http", "httptools")):
+        if getattr(args, flag[2:]) == module and importlib.util.find_spec(module) is None:
+            raise InputError(flag, f"{module} is not installed here; use auto")
     from api import logs
 
     fmt = args.log_format or os.environ.get(logs.ENV) or "text"
@@ -135,7 +145,7 @@ def run_serve(args: argparse.Namespace) -> int:
     else:
         print(f"planner: {serving}", file=sys.stderr, flush=True)
     app = create_app(settings)
-    config = uvicorn.Config(app, host=args.host, port=args.port, access_log=not args.no_access_log and not json_logs,
+    config = uvicorn.Config(app, host=args.host, port=args.port, loop=args.loop, http=args.http, access_log=not args.no_access_log and not json_logs,
                             timeout_graceful_shutdown=5, log_level="info",
                             log_config=logs.uvicorn_log_config() if json_logs else _timestamped(uvicorn.config.LOGGING_CONFIG))
     try:
