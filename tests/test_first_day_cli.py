@@ -210,3 +210,17 @@ def test_a_device_without_a_known_clock_gets_no_made_up_mhz():
     assert all("@" not in c.notation for c in plan.comparisons)
     plan = make_plan(Platform.model_validate(docs.platform()), ModelProfile.model_validate(docs.profile()), PlanRequest())
     assert all("@" in s.target for s in plan.slices)  # a known clock is still shown
+
+
+def test_serve_refuses_a_loop_or_parser_that_is_not_installed_in_one_line(capsys, monkeypatch):
+    import importlib.util
+
+    from tests.support.cli import run
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("uvloop", "httptools") else real(name, *a))
+    code, _, err = run(capsys, "serve", "--port", "8123", "--loop", "uvloop")
+    assert code != 0 and "--loop" in err and "uvloop is not installed" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = run(capsys, "serve", "--port", "8123", "--http", "httptools")
+    assert code != 0 and "--http" in err and "httptools is not installed" in err
