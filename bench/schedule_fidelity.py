@@ -47,7 +47,8 @@ sys.path.insert(0, str(ROOT))
 from executor import runtime, slicing  # noqa: E402
 from executor.pe_profile import REGIME_FRAMES, _two_layer_model, profile_for_schedule  # noqa: E402
 from executor.pipeline import (  # noqa: E402
-    HostPressure, Network, PipelineExecutor, envelope_note, regime_note, run_schedule_entry)
+    REGIME_OTHER_CPU_MARGIN_PCT, REGIME_STEAL_MARGIN_PCT, HostPressure, Network, PipelineExecutor, envelope_note,
+    run_regime_note, run_schedule_entry)
 from models.multiapp import compile_schedule  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
 from planner.pe_documents import schedule_documents  # noqa: E402
@@ -89,9 +90,10 @@ def _entry(platform, profs, req, mapping: dict[str, list[str]]):
 
 
 def _analysis(mp) -> dict:
-    """What a run is checked against: the regime the bounds stand on (host load and steal,
-    the envelope f x profiled + e, the delay curve)."""
+    """What a run is checked against: the regime the bounds stand on (other processes' share
+    of the CPUs, steal, host load; the envelope f x profiled + e, the delay curve)."""
     return {"name": "executor", "terms": [], "regime_load_average": mp.regime_load_average,
+            "regime_other_cpu_pct": mp.regime_other_cpu_pct,
             "regime_steal_pct": mp.regime_steal_pct, "interference_factor": mp.interference_factor,
             "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve],
             "release_jitter_ms": mp.release_jitter_ms}
@@ -118,7 +120,7 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple[li
     interference); `reps` runs of 3 frames each (the first frames carry the phasing,
     the periods then move it), on one executor warmed as a running schedule is (its
     sessions built once, 10 frames first). Returns each network's largest response, the
-    phasings and the regime note of the host's load during them, or of a segment run
+    phasings and the regime note of the host's pressure during them (other processes, steal), or of a segment run
     beyond the measured envelope (None: within the regime)."""
     apps = sorted(entry.apps, key=lambda a: a.priority)
     phasings = [{a.name: 0.0 for a in apps}]
@@ -142,9 +144,7 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple[li
             beyond.append(envelope_note(trace, [n.priority for n in ex.networks], pred, analysis))
             for net, r in zip(ex.networks, res.networks):
                 worst[net.name] = max([worst[net.name], *r.response_ms])
-    load, steal = pressure.read()
-    notes = [n for n in (regime_note(load, analysis["regime_load_average"], steal, analysis["regime_steal_pct"]),
-                         next((b for b in beyond if b), None)) if n]
+    notes = [n for n in (run_regime_note(pressure.read(), analysis), next((b for b in beyond if b), None)) if n]
     return [worst[a.name] for a in entry.apps], phasings, " ".join(notes) or None
 
 
@@ -300,7 +300,6 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
         # the same bound with D + e charged per run, no delay curve: what the curve saves
         per_run = {e.name: e.response_time_ms for e in evaluate_mapping(dataclasses.replace(mp, excess_curve=()), genes).apps}
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
-        regime = (mp.regime_load_average, mp.regime_steal_pct)
         analysis = _analysis(mp)
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
         phased, phasings, phase_note = (phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
@@ -338,8 +337,10 @@ def response_cases(pair, docs, lms, devices, configs, args) -> list[dict]:
                     "schedulable": entry.schedulable, "interference_factor": mp.interference_factor,
                     "release_jitter_ms": mp.release_jitter_ms, "dispatch_ms": mp.dispatch_ms,
                     "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve], "phasings_ms": phasings, "phase_runs": args.phase_runs,
-                    "regime_load_average": regime[0], "regime_steal_pct": regime[1], "regime_notes": notes,
+                    "regime_load_average": mp.regime_load_average, "regime_steal_pct": mp.regime_steal_pct,
+                    "regime_other_cpu_pct": mp.regime_other_cpu_pct, "regime_notes": notes,
                     "steal_pct": [runs[0]["steal_pct"], runs[1]["steal_pct"]],
+                    "other_cpu_pct": [runs[0].get("other_cpu_pct"), runs[1].get("other_cpu_pct")],
                     "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines})
     return out
 
@@ -493,8 +494,10 @@ def main() -> int:
               f"{t['mapping']}; f x{t['interference_factor']:.3f}, e {t['segment_excess_ms']:.3f} ms"
               + "".join(f", E({w:g} ms) {v:.2f} ms" for w, v in t.get("excess_curve", []) if w in (10.0, 30.0, 100.0))
               + ", "
-              f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles, measured at host load "
-              f"{t['regime_load_average']}, hypervisor steal {t['regime_steal_pct']}%; the two runs' steal: {t['steal_pct']}%)")
+              f"J {t['release_jitter_ms']:.3f} ms, D {t['dispatch_ms']:.3f} ms (from the PE profiles, measured while "
+              f"other processes took {t.get('regime_other_cpu_pct')}% of the CPUs' time, host load "
+              f"{t['regime_load_average']}, hypervisor steal {t['regime_steal_pct']}%; the two runs' other processes: "
+              f"{t.get('other_cpu_pct')}%, steal: {t['steal_pct']}%)")
         for note in t["regime_notes"]:
             print(f"  NOTE: {note}")
         print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'max':>8} {'max2':>8} {'phased':>8} {'p50':>7} "
@@ -532,8 +535,9 @@ def main() -> int:
           f"{summary['pipelined_noise_floor_pct'] if summary['pipelined_noise_floor_pct'] is None else round(summary['pipelined_noise_floor_pct'], 1)}%")
     if two:
         print(f"responses over their bound: {summary['responses_over_bound']} ({summary['responses_over_bound_in_regime']} "
-              f"in runs within the measured regime, i.e. host load at most 1 and hypervisor steal at most 0.5% above "
-              f"the profiles', every segment run within the envelope and the delay curve; verdicts contradicted "
+              f"in runs within the measured regime, i.e. other processes' share of the CPUs' time at most "
+              f"{REGIME_OTHER_CPU_MARGIN_PCT:g} points and hypervisor steal at most {REGIME_STEAL_MARGIN_PCT:g} points "
+              f"above the profiles', every segment run within the envelope and the delay curve; verdicts contradicted "
               f"there: {summary['contradicted_in_regime']}); mean bound / measured max "
               f"{summary['mean_bound_over_measured_max']:.2f} (target <= 1.3; charging D + e per run instead of the "
               f"delay curve: {summary['mean_per_run_bound_over_measured_max'] or float('nan'):.2f}); deadline misses in "

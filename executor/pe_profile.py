@@ -252,7 +252,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                 jitter.append(run.ready_ms - due[(run.app, run.frame)])
     if not ratios:
         raise RuntimeError("the executor ran no segment while measuring its regime")
-    load, steal = pressure.read()
+    host = pressure.read()
     factor, excess = segment_envelope(pairs, sum(prof.layer_ms[prof.k_devices[0].id]))
     d50 = float(np.median(tp_dispatch or dispatch))
     by_size = {k: float(np.median(v)) for k, v in sorted(by_cores.items())}
@@ -273,8 +273,9 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,
         "dispatch_ms": float(np.max(dispatch)),
         "dispatch_p50_ms": d50,
-        "host_load_average": load,
-        "host_steal_pct": steal,
+        "host_load_average": host.load_average,
+        "host_steal_pct": host.steal_pct,
+        "host_other_cpu_pct": host.other_cpu_pct,
         "segment_runs": len(ratios),
         "method": "executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
                   f"load or pipelined back to back, {frames} frames per case: " + "; ".join(c[0] for c in cases)

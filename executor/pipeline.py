@@ -500,53 +500,120 @@ def percent_error(measured: float | None, predicted: float | None) -> float | No
     return error_pct(measured, predicted)
 
 
-REGIME_LOAD_MARGIN = 1.0  # one more runnable task, on average, than while the regime was measured
+REGIME_LOAD_MARGIN = 1.0  # old regimes only (no other-process share): one more runnable task, on average
 REGIME_STEAL_MARGIN_PCT = 0.5  # of the CPUs' time taken by the hypervisor, over what the regime saw
+# Of the CPUs' time taken by other processes, over what the regime saw: above the noise of a
+# quiet host (daemons, the shell; a tick's rounding in each of the two reads, 0.5 points of a
+# 1 s run on 2 CPUs at 100 Hz), far below one process competing on one of the cores (100 / cores
+# points: 50 on 2 cores, 12.5 on 8)
+REGIME_OTHER_CPU_MARGIN_PCT = 5.0
+# Elapsed clock ticks of the CPUs (summed) below which the share is not said: the counters
+# round to a tick each, about 2 ticks in all, which is 5 points (the margin) at 40
+MIN_PRESSURE_TICKS = 40
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """The host's pressure over one interval (HostPressure.read). other_cpu_pct: the share of
+    the time of the CPUs this process may use that other processes took (their busy time:
+    user, nice, system, irq, softirq, less this process's own user + system time), in % of
+    those CPUs' elapsed time; steal_pct: the share a hypervisor took from them (0 on bare
+    metal). Both None where the system does not say (no /proc); other_cpu_pct None too over
+    fewer than MIN_PRESSURE_TICKS (a run too short for the clock's tick to tell; 0.2 s on 2
+    CPUs at 100 Hz), so it flags nothing. load_average: the 1-minute
+    load average (the larger of the interval's start and end), kept for old regimes that
+    recorded only it."""
+
+    other_cpu_pct: float | None
+    steal_pct: float | None
+    load_average: float
 
 
 class HostPressure:
     """What took the CPUs' time from this process's threads over an interval, besides them:
-    the 1-minute load average (other runnable tasks) and, on a virtual machine, the time the
-    hypervisor ran something else on its virtual CPUs (steal, /proc/stat; 0 on bare metal;
-    None where the system does not say). Measured here: 2-thread squeezenet runs on this
-    2-vCPU VM took up to 107 ms against a 3.7 ms median in 6 s with 2% steal, and at most
-    11 ms on one thread with none."""
+    other processes (their share of the CPUs' time, measured over exactly that interval from
+    /proc/stat less this process's own time from /proc/self/stat, so neither the 1-minute load
+    average's lag nor this process's own runnable threads count) and, on a virtual machine,
+    the time the hypervisor ran something else on its virtual CPUs (steal; 0 on bare metal;
+    None where the system does not say). The CPUs: those this process may use (a process
+    elsewhere does not take them); its threads run on no other. Measured here: 2-thread
+    squeezenet runs on this 2-vCPU VM took up to 107 ms against a 3.7 ms median in 6 s with 2%
+    steal, and at most 11 ms on one thread with none."""
 
-    def __init__(self) -> None:
-        self.load0, self.steal0 = os.getloadavg()[0], _steal_jiffies()
+    def __init__(self, cores: Sequence[int] | None = None) -> None:
+        self.cores = frozenset(PROCESS_CORES if cores is None else cores)
+        self.load0, self.cpu0, self.own0 = os.getloadavg()[0], _cpu_jiffies(self.cores), _own_jiffies()
 
-    def read(self) -> tuple[float, float | None]:
-        """(the larger load average of the interval's start and end, steal % of the CPUs' time)."""
+    def read(self) -> Pressure:
         load = round(max(self.load0, os.getloadavg()[0]), 2)
-        now = _steal_jiffies()
-        if self.steal0 is None or now is None or now[1] <= self.steal0[1]:
-            return load, None
-        return load, round(100.0 * (now[0] - self.steal0[0]) / (now[1] - self.steal0[1]), 3)
+        cpu, own = _cpu_jiffies(self.cores), _own_jiffies()
+        if self.cpu0 is None or cpu is None or cpu[2] <= self.cpu0[2]:
+            return Pressure(None, None, load)
+        busy, steal, total = (a - b for a, b in zip(cpu, self.cpu0))
+        other = None
+        if own is not None and self.own0 is not None and total >= MIN_PRESSURE_TICKS:
+            # clipped: the two counters round their ticks apart
+            other = round(min(100.0, max(0.0, 100.0 * (busy - (own - self.own0)) / total)), 3)
+        return Pressure(other, round(100.0 * steal / total, 3), load)
 
 
-def _steal_jiffies() -> tuple[int, int] | None:
+def _cpu_jiffies(cores: frozenset[int]) -> tuple[int, int, int] | None:
+    """(busy, steal, elapsed) clock ticks summed over `cores` since boot (/proc/stat's cpuN
+    lines; an offline core has none). Busy: user, nice, system, irq, softirq, the time some
+    thread or interrupt held the core (guest time is inside user, so not added again); idle
+    and iowait are idle (a core waiting on I/O runs whatever is ready); steal apart: the
+    hypervisor, not a process of this host."""
     try:
         with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
+            lines = [line.split() for line in f if line.startswith("cpu")]
     except OSError:
         return None
-    if not fields or fields[0] != "cpu" or len(fields) < 9:
+    busy = steal = total = 0
+    seen = False
+    for fields in lines:
+        if fields[0] == "cpu" or not fields[0][3:].isdigit() or int(fields[0][3:]) not in cores or len(fields) < 9:
+            continue
+        user, nice, system, idle, iowait, irq, softirq, st = (int(x) for x in fields[1:9])
+        busy += user + nice + system + irq + softirq
+        steal += st
+        total += user + nice + system + idle + iowait + irq + softirq + st
+        seen = True
+    return (busy, steal, total) if seen else None
+
+
+def _own_jiffies() -> int | None:
+    """This process's user + system clock ticks, all its threads (/proc/self/stat utime,
+    stime: the same ticks as /proc/stat's)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            rest = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    except (OSError, IndexError):
         return None
-    values = [int(x) for x in fields[1:]]
-    return values[7], sum(values[:8])  # steal; user..steal (guest time is inside user)
+    return int(rest[11]) + int(rest[12])  # fields 14 and 15
 
 
-def regime_note(load: float, regime_load: float | None, steal_pct: float | None = None,
-                regime_steal_pct: float | None = None) -> str | None:
+def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None, steal_pct: float | None = None,
+                regime_steal_pct: float | None = None, *, load: float | None = None,
+                regime_load: float | None = None) -> str | None:
     """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
-    dispatch wait were measured under `regime_load` (the host's 1-minute load average) and
-    `regime_steal_pct`, and this run's host was busier by at least one runnable task, or its
-    hypervisor took more of the CPUs' time: something outside this process was taking the
-    cores, which no measurement of the executor alone covers."""
+    dispatch wait were measured while other processes took `regime_other_cpu_pct` of the
+    CPUs' time and the hypervisor `regime_steal_pct`, and during this run other processes
+    took more (by over REGIME_OTHER_CPU_MARGIN_PCT points), or the hypervisor did: something
+    outside this process was taking the cores, which no measurement of the executor alone
+    covers. A regime that recorded no share (older profiles) is compared on the 1-minute load
+    average, as it was, and the note says that measure lags and counts the run's own threads.
+    A figure the system does not give (None) flags nothing."""
     why = []
-    if regime_load is not None and load > regime_load + REGIME_LOAD_MARGIN:
+    if regime_other_cpu_pct is not None:
+        if other_cpu_pct is not None and other_cpu_pct > regime_other_cpu_pct + REGIME_OTHER_CPU_MARGIN_PCT:
+            why.append(f"other processes took {other_cpu_pct:.1f}% of the CPUs' time during it against "
+                       f"{regime_other_cpu_pct:.1f}% while its bounds were measured (more than "
+                       f"{REGIME_OTHER_CPU_MARGIN_PCT:g} points over): they were competing for the cores")
+    elif regime_load is not None and load is not None and load > regime_load + REGIME_LOAD_MARGIN:
         why.append(f"its host load average {load:.2f} exceeds the {regime_load:.2f} its bounds were measured under "
-                   f"(by more than {REGIME_LOAD_MARGIN:g}): other processes were competing for the cores")
+                   f"(by more than {REGIME_LOAD_MARGIN:g}; the regime recorded only the load average, which lags by "
+                   "about a minute and counts this process's own threads: re-profile to record the other processes' "
+                   "share of the CPUs)")
     if steal_pct is not None and steal_pct > (regime_steal_pct or 0.0) + REGIME_STEAL_MARGIN_PCT:
         why.append(f"the hypervisor took {steal_pct:.2f}% of the CPUs' time (steal) against "
                    f"{regime_steal_pct or 0.0:.2f}% while its bounds were measured: a virtual CPU stopped mid-segment")
@@ -554,6 +621,14 @@ def regime_note(load: float, regime_load: float | None, steal_pct: float | None 
         return None
     return ("this run is outside what its bounds cover: " + "; ".join(why)
             + "; re-profile under these conditions (planner profile --pe-cluster) or run where it is quieter")
+
+
+def run_regime_note(host: Pressure, analysis: Mapping | None) -> str | None:
+    """regime_note for a run's pressure against a schedule's analysis (ResponseAnalysis or its
+    dict: the regime_* figures its bounds were measured under)."""
+    a = analysis or {}
+    return regime_note(host.other_cpu_pct, a.get("regime_other_cpu_pct"), host.steal_pct, a.get("regime_steal_pct"),
+                       load=host.load_average, regime_load=a.get("regime_load_average"))
 
 
 def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
@@ -680,7 +755,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     trace: list | None = [] if parts else None
     pressure = HostPressure()
     res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs, trace=trace)
-    load, steal = pressure.read()
+    host = pressure.read()
     split: list[dict] = []
     if trace is not None:
         occ = dict(occupancy_ms or {})
@@ -702,10 +777,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
         "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": [],
         "analysis": (data.get("analysis") or {}).get("name"),  # which response-time bound pred_R is
-        "load_average": load, "steal_pct": steal,
-        "regime_note": " ".join(n for n in (regime_note(load, (data.get("analysis") or {}).get("regime_load_average"),
-                                                        steal, (data.get("analysis") or {}).get("regime_steal_pct")),
-                                            beyond) if n) or None,
+        "load_average": host.load_average, "steal_pct": host.steal_pct, "other_cpu_pct": host.other_cpu_pct,
+        "regime_note": " ".join(n for n in (run_regime_note(host, data.get("analysis")), beyond) if n) or None,
         "envelope_note": beyond}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()

@@ -301,6 +301,8 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     out["regime_load_average"] = max(loads) if loads else None
     steals = [r.host_steal_pct for r in measured.values() if r.host_steal_pct is not None]
     out["regime_steal_pct"] = max(steals) if steals else None
+    others = [r.host_other_cpu_pct for r in measured.values() if r.host_other_cpu_pct is not None]
+    out["regime_other_cpu_pct"] = max(others) if others else None
     return out
 
 

@@ -91,7 +91,9 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
         r = prof.regime
         lines.append(f"executor regime ({r['segment_runs']} segment runs, PEs at once): segment time <= x{r['interference_factor']:.3f} "
                      f"+ {r['segment_excess_ms']:.3f} ms, median x{r['interference_factor_p50']:.3f} of profiled; dispatch wait {r['dispatch_ms']:.3f} ms "
-                     f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms")
+                     f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms"
+                     + (f"; other processes took {r['host_other_cpu_pct']:.1f}% of the CPUs' time meanwhile"
+                        if r.get("host_other_cpu_pct") is not None else ""))
         at_f = next((c["points"] for c in r.get("excess_curves", []) if c["factor"] == r["interference_factor"]), None)
         if at_f:
             lines.append("delay (dispatch waits + excess) of all the runs starting in one window, at most: " + ", ".join(

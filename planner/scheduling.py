@@ -311,7 +311,8 @@ def make_schedule(
         release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms,
         segment_excess_ms=first.segment_excess_ms, excess_curve=[list(x) for x in first.excess_curve],
         source=first.regime_source,
-        regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct)
+        regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct,
+        regime_other_cpu_pct=first.regime_other_cpu_pct)
     return Schedule(
         platform=platform.name,
         mode=problem.mode,

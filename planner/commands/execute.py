@@ -87,6 +87,10 @@ def render(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _pct_or_na(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}%"
+
+
 def render_schedule(report: dict) -> str:
     def pct(v):
         return "   n/a" if v is None else f"{v:+6.1f}%"
@@ -119,6 +123,9 @@ def render_schedule(report: dict) -> str:
                          "bookkeeping between segments; blocking / interference / own: waiting for lower-priority, "
                          "higher-priority or the same network's segments; profile: the segments' predicted time; "
                          "excess: their run beyond it)")
+        if report.get("other_cpu_pct") is not None or report.get("steal_pct") is not None:
+            lines.append(f"  host during the run: other processes took {_pct_or_na(report.get('other_cpu_pct'))} of the "
+                         f"CPUs' time, the hypervisor {_pct_or_na(report.get('steal_pct'))} (steal)")
         if report.get("regime_note"):
             lines.append(f"  NOTE: {report['regime_note']}")
         verdict = "schedulable" if report["schedulable"] else "not schedulable"

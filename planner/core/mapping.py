@@ -83,6 +83,7 @@ class MappingProblem:
     regime_source: str = ""  # where the factors above come from (ResponseAnalysis.source)
     regime_load_average: float | None = None  # the host load they were measured under (ResponseAnalysis)
     regime_steal_pct: float | None = None  # the hypervisor's steal meanwhile (ResponseAnalysis)
+    regime_other_cpu_pct: float | None = None  # other processes' share of the CPUs' time meanwhile, % (ResponseAnalysis)
 
     @property
     def n_pes(self) -> int:

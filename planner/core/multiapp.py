@@ -121,6 +121,21 @@ def _ms(x: float) -> str:
     return f"{round(float(x), 6):.4g}"
 
 
+def _regime_text(problem: MappingProblem) -> str:
+    """The host pressure the bound's terms were measured under, in words."""
+    said = []
+    if problem.regime_other_cpu_pct is not None:
+        said.append(f"while other processes took {problem.regime_other_cpu_pct:g}% of the CPUs' time")
+    if problem.regime_load_average is not None:
+        said.append(f"at host load average {problem.regime_load_average:g}")
+    if problem.regime_steal_pct is not None:
+        said.append(f"with {problem.regime_steal_pct:g}% hypervisor steal")
+    return ("measured " + ", ".join(said) + ": a run on a busier host (other processes, or the hypervisor, taking "
+            "more of the cores' time) is outside the bound, and the executor's report says so"
+            + ("" if problem.regime_other_cpu_pct is not None else
+               " (compared on the load average: re-profile to record the other processes' share)"))
+
+
 def _curve_text(curve: Sequence[tuple[float, float]]) -> str:
     """A few points of a delay curve, for people: 'E(1 ms) = 0.4 ms, E(10 ms) = ...'."""
     picks = [curve[0]] + [p for p in curve[1:-1] if any(abs(p[0] / w - 1) < 1e-6 for w in (10, 100, 1000))] + [curve[-1]]
@@ -151,11 +166,8 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "at most the curve's shortest window (no single run was delayed more than one window's runs together)"]
              if problem.excess_curve else []) + [
             f"factor, excess, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0, 0)'}",
-        ] + ([f"measured at host load average {problem.regime_load_average:g}"
-              + (f" and {problem.regime_steal_pct:g}% hypervisor steal" if problem.regime_steal_pct is not None else "")
-              + ": a run on a busier host (other processes, or the hypervisor, taking the cores' time) is outside the "
-              "bound, and the executor's report says so"]
-             if problem.regime_load_average is not None else [])
+        ] + ([_regime_text(problem)] if problem.regime_load_average is not None
+                                        or problem.regime_other_cpu_pct is not None else [])
     return [
         "own: the network's ASAP schedule alone; each layer's mobility (ALAP - ASAP) absorbs delay",
         f"interference: higher-priority demand bound dbf over the {problem.interference_window} window (eq. 10)",

@@ -678,6 +678,12 @@ class ExecutorRegime(Strict):
     host_steal_pct: float | None = Field(
         None, ge=0, le=100, description="The share of the CPUs' time a hypervisor took while they were measured "
         "(steal; 0 on bare metal, null where the system does not say)")
+    host_other_cpu_pct: float | None = Field(
+        None, ge=0, le=100, description="The share of the time of the CPUs the executor could use that other "
+        "processes took while they were measured (their busy time less the executor's own, in % of the CPUs' time; "
+        "null where the system does not say, or in profiles older than it): a bound built on them holds for runs "
+        "where others take no more. Unlike the load average, measured over exactly the run and not counting the "
+        "executor's own threads")
 
 
 class ModelProfile(Strict):
@@ -1196,6 +1202,10 @@ class ResponseAnalysis(BaseModel):
     regime_steal_pct: float | None = Field(
         None, description="The hypervisor's steal while the regime was measured (the largest): a run with more is "
         "outside what the bounds were measured for")
+    regime_other_cpu_pct: float | None = Field(
+        None, description="The share of the CPUs' time other processes took while the regime was measured (the "
+        "largest, in %): a run where they take more is outside what the bounds were measured for, and the executor "
+        "says so; null: not recorded (older profiles), the load average is compared instead")
 
 
 class Schedule(BaseModel):
