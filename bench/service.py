@@ -248,7 +248,7 @@ def planning_work(batch: int, batches: int) -> dict:
         t0 = time.process_time()
         for it in made:
             answers = planner.handle(store, it)
-            assert all(a[1] == "plan" for a in answers), answers[:1]
+            assert all(a[1] == "plan" and a[4] for a in answers), answers[:1]  # each one planned, none reused
         cpu = time.process_time() - t0
     finally:
         store.close()

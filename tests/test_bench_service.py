@@ -21,3 +21,12 @@ def test_no_solved_request_repeats_an_earlier_one_across_phases_and_rounds():
     assert len(set(seen)) == len(seen)
     repeat = t.plan_request(True, repeat=True)
     assert {json.loads(repeat(i)[3])["seed"] for i in (1, 2, 3)} == {0}  # the stored-plan phase repeats one request
+
+
+def test_planning_work_runs_the_worker_code_on_new_requests():
+    """The floor the bench prints: every request of the measure is planned and stored (a
+    reused plan would make the floor look cheaper than a solved request is)."""
+    from bench.service import planning_work
+
+    work = planning_work(batch=3, batches=2)
+    assert work["plans"] == 6 and work["cpu_ms_per_plan"] > 0
