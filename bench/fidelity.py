@@ -16,8 +16,10 @@ to end by our executor), then time the references in interleaved, shuffled round
 Printed per case: the plan, its predicted latency against the reference, the verified
 figure against the reference, the fastest plain single device, and a paired sign test
 of the returned plan against it (never measurably slower). The noise floor is the
-reference of the returned plan built twice and timed in the same rounds. Writes
-bench/results/fidelity.json with the host it ran on.
+reference of the returned plan built twice and timed in the same rounds; the host drift
+is the first device's plain session timed around profiling and again in the reference
+rounds (a host that changes speed between the two moves every error by that much, which
+the floor cannot show). Writes bench/results/fidelity.json with the host it ran on.
 
     .venv/bin/python bench/fidelity.py                       # defaults: a subset, every device set and regime
     .venv/bin/python bench/fidelity.py --models all --runs 12 --exec-runs 40
@@ -211,6 +213,18 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     devices = parse_devices(specs)
     lm = load(name, args.seed)
     L = len(lm.layers)
+    feed = random_inputs(lm, args.seed + 100)
+    need = list(dict.fromkeys([x for layer in lm.layers for x in layer.inputs] + list(lm.graph_inputs)))
+    # the executor's calibration feeds (SlicedModel: 8 seeded random inputs): the same int8 models
+    calib = capture(lm, need, [random_inputs(lm, i) for i in range(8)]) if any(d.precision == "int8" for d in devices) else []
+    # The host's drift: the first device's plain session, timed just before the profile, just
+    # after the verification and in the reference rounds (as that device's single reference).
+    # The replicate's noise floor is measured within the reference rounds only; a host that
+    # changes speed between profiling and the references (a VM's neighbours, a CPU's speed
+    # modes) moves every prediction error by this much, and the floor cannot show it.
+    canary = PlainChain(lm, [(0, L - 1, devices[0].id)], devices, calib)
+    drift_rounds = max(3, args.exec_runs // 4)
+    around = time_references({"canary": canary}, feed, drift_rounds, rate_hz, args.seed)["canary"]
     t0 = time.perf_counter()
     prof = profile_model(lm, devices, runs=args.runs, warmup=2, seed=args.seed, rate_hz=rate_hz)
     profiling_s = time.perf_counter() - t0
@@ -219,13 +233,10 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     platform, profile = parse(Platform, plat_doc, "platform"), parse(ModelProfile, prof_doc, "profile")
     request = PlanRequest(objective="latency", solver="dp", compare_baselines=False)
     plan = make_plan(platform, profile, request)
-    feed = random_inputs(lm, args.seed + 100)
     verified = verify_plan(platform, profile, request, args.verify, measure_on_device(lm, devices, feed, args.seed),
                            runs=args.verify_runs, plan=plan)
     unpin()
-    need = list(dict.fromkeys([x for layer in lm.layers for x in layer.inputs] + list(lm.graph_inputs)))
-    # the executor's calibration feeds (SlicedModel: 8 seeded random inputs): the same int8 models
-    calib = capture(lm, need, [random_inputs(lm, i) for i in range(8)]) if any(d.precision == "int8" for d in devices) else []
+    after = time_references({"canary": canary}, feed, drift_rounds, rate_hz, args.seed + 1)["canary"]
     sl = lambda p: [(s.first_index, s.last_index, s.device) for s in p.slices]  # noqa: E731
     pool = profile.regime.pool if profile.regime else "auto"
     chains = {"plan": PlainChain(lm, sl(plan), devices, calib, pool)}
@@ -233,9 +244,10 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
         chains["verified"] = PlainChain(lm, sl(verified), devices, calib, pool)
     chains["replicate"] = PlainChain(lm, sl(verified), devices, calib, pool)  # the noise floor
     for d in devices:
-        chains[f"single-{d.id}"] = PlainChain(lm, [(0, L - 1, d.id)], devices, calib)
+        chains[f"single-{d.id}"] = canary if d is devices[0] else PlainChain(lm, [(0, L - 1, d.id)], devices, calib)
     samples = time_references(chains, feed, args.exec_runs, rate_hz, args.seed)
     med = {k: float(np.median(v)) for k, v in samples.items()}
+    at_prediction = float(np.median(around + after))
     ver_name = "verified" if "verified" in chains else "plan"
     singles = {k: v for k, v in med.items() if k.startswith("single-")}
     best_single = min(singles, key=singles.get)
@@ -258,6 +270,9 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
         "verified_reference_ms": med[ver_name], "verified_error_pct": pct(med[ver_name], chosen.measured_ms),
         "verification": [c.model_dump() for c in v.candidates],
         "noise_floor_pct": abs(pct(med["replicate"], med[ver_name])),
+        # + = the host ran the same session slower in the reference rounds than around profiling
+        "host_drift_pct": pct(med[f"single-{devices[0].id}"], at_prediction),
+        "host_drift_within_prediction_pct": pct(float(np.median(after)), float(np.median(around))),
         "single_reference_ms": singles, "best_single": best_single,
         "speedup_over_best_single": singles[best_single] / med[ver_name],
         # a one-device plan on the best single device is that device's configuration built
@@ -277,6 +292,8 @@ def summarise(rows: list[dict]) -> dict:
     return {"cases": len(rows), "prediction": stats("prediction_error_pct"), "verified": stats("verified_error_pct"),
             "noise_floor_mean_pct": float(np.mean([r["noise_floor_pct"] for r in rows])) if rows else None,
             "noise_floor_worst_pct": float(np.max([r["noise_floor_pct"] for r in rows])) if rows else None,
+            "host_drift_mean_abs_pct": float(np.mean([abs(r["host_drift_pct"]) for r in rows])) if rows else None,
+            "host_drift_worst_abs_pct": float(np.max([abs(r["host_drift_pct"]) for r in rows])) if rows else None,
             "measurably_slower_than_best_single": [f"{r['model']}/{r['device_set']}/{r['regime']}" for r in rows
                                                    if r["slower_than_best_single"]["measurably_slower"]]}
 
@@ -310,9 +327,12 @@ def main() -> int:
           f"load average {host['loadavg_at_start'][0]:.1f} at start")
     print("errors: (measured - predicted) / predicted, positive = slower than predicted; reference = plain ONNX Runtime "
           "sessions of the plan's slices timed with time.perf_counter; verified = the measured best of the plan, its "
-          f"{args.verify} next-best and the single devices (planner solve --verify)")
+          f"{args.verify} next-best and the single devices (planner solve --verify); noise = the returned plan's "
+          "reference built twice, in the same rounds; drift = the first device's plain session in the reference rounds "
+          "against the same session timed around profiling (+ = the host got slower): an error within the drift is "
+          "the host's, not the prediction's")
     head = (f"{'model':<14} {'set':<12} {'regime':<8} {'plan':<16} {'pred_ms':>8} {'ref_ms':>8} {'err':>7} "
-            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'best single':>18} {'vs it':>6}")
+            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'drift':>7} {'best single':>18} {'vs it':>6}")
     print(head)
     rows = []
     for m in names:
@@ -324,6 +344,7 @@ def main() -> int:
                 print(f"{m:<14} {s:<12} {r['regime']:<8} {r['plan'][:16]:<16} {r['predicted_ms']:>8.3f} {r['reference_ms']:>8.3f} "
                       f"{r['prediction_error_pct']:>+6.1f}% {r['verified_plan'][:16]:<16} {r['verified_measured_ms']:>8.3f} "
                       f"{r['verified_reference_ms']:>8.3f} {r['verified_error_pct']:>+6.1f}% {r['noise_floor_pct']:>5.1f}% "
+                      f"{r['host_drift_pct']:>+6.1f}% "
                       f"{r['best_single'] + ' ' + format(r['single_reference_ms'][r['best_single']], '.3f'):>18} {slow:>6}",
                       flush=True)
                 for c in r["mixed_runtime_candidates"]:
@@ -341,7 +362,8 @@ def main() -> int:
         print(f"{k:<26} {q['cases']:>3} cases: prediction mean |err| {q['prediction']['mean_abs_pct']:.1f}%, worst "
               f"{q['prediction']['worst_abs_pct']:.1f}%; verified mean |err| {q['verified']['mean_abs_pct']:.1f}%, worst "
               f"{q['verified']['worst_abs_pct']:.1f}% (targets 3% / 8%); noise floor mean {q['noise_floor_mean_pct']:.1f}%, "
-              f"worst {q['noise_floor_worst_pct']:.1f}%; measurably slower than the best plain single device: "
+              f"worst {q['noise_floor_worst_pct']:.1f}%; host drift mean {q['host_drift_mean_abs_pct']:.1f}%, worst "
+              f"{q['host_drift_worst_abs_pct']:.1f}%; measurably slower than the best plain single device: "
               f"{', '.join(q['measurably_slower_than_best_single']) or 'none'}")
     print(f"load average at end {host['loadavg_at_end'][0]:.1f} on {host['cpus']} CPUs")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -95,7 +95,9 @@ def fidelity_verdicts(res: dict) -> list[dict]:
         groups.setdefault((c["device_set"], c["regime"]), []).append(c)
     for (dset, regime), cs in sorted(groups.items()):
         errs = [abs(c["prediction_error_pct"]) for c in cs if c.get("prediction_error_pct") is not None]
-        noise = [c["noise_floor_pct"] for c in cs if c.get("noise_floor_pct") is not None]
+        # a case's noise: its replicate floor, or the host's drift between profiling and the
+        # references where that is larger (it moves the error and the floor cannot show it)
+        noise = [max(c.get("noise_floor_pct") or 0.0, abs(c.get("host_drift_pct") or 0.0)) for c in cs]
         if not errs:
             continue
         floor = round(statistics.fmean(noise), 2) if noise else None

@@ -9,8 +9,9 @@ import pytest
 from bench import quiet_host as q
 
 
-def _case(dset: str, regime: str, err: float, noise: float = 1.0, slower: bool = False) -> dict:
+def _case(dset: str, regime: str, err: float, noise: float = 1.0, slower: bool = False, drift: float = 0.0) -> dict:
     return {"model": "m", "device_set": dset, "regime": regime, "prediction_error_pct": err, "noise_floor_pct": noise,
+            "host_drift_pct": drift,
             "slower_than_best_single": {"rounds": 8, "p_value": 0.01 if slower else 0.6, "measurably_slower": slower}}
 
 
@@ -27,8 +28,15 @@ def test_fidelity_is_judged_per_device_set_and_regime():
     assert v["prediction, pinned-1t, back_to_back: worst |error| %"]["value"] == 4.0
     assert v["prediction, clusters, 20 Hz: worst |error| %"]["met"] is False  # one set over: not hidden by the pool
     assert v["prediction, pinned-1t, 20 Hz: worst |error| %"]["met"] is True
+    assert b2b["noise"] == 1.0
     slower = v["plans measurably slower than the fastest plain single device (paired sign test)"]
     assert slower["value"] == 0 and slower["met"] is True  # the test ran in every case; none was measurably slower
+
+
+def test_a_host_drift_larger_than_the_floor_is_the_noise_shown():
+    res = {"cases": [_case("pinned-1t", "back_to_back", 12.0, noise=0.2, drift=-11.0)]}
+    v = _by_target(q.fidelity_verdicts(res))["prediction, pinned-1t, back_to_back: worst |error| %"]
+    assert v["noise"] == 11.0 and v["met"] is False
 
 
 def test_a_measurably_slower_plan_fails_its_target():
