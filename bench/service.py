@@ -16,7 +16,16 @@ process that solves and stores fast-solver requests (api/fastplans.py); the clie
 asyncio + h11 keep-alive connections in this process. All share this machine's cores, so
 the figures are a ratio measured in one run, not a capacity claim. CPU time per request
 is reported for the server (its process and its children: the plan worker, the idle job
-worker) and for the client, to show where a request's cost goes.
+worker) and for the client, to show where a request's cost goes; and the planning work
+alone (`planning_work`: the worker's code run in this process on new requests, no HTTP,
+no hand-over), the least a solved request adds to one answered from the plan store.
+
+Why the 0.5x goal is out of reach, printed with the figures: with the cores as busy as in
+the trivial phase, 0.5x leaves a solved request (trivial's server + client CPU) / 0.5 less
+its own client CPU of server CPU; a request answered from the plan store already costs
+most of that before any planning, and the planning work alone costs more than the rest.
+A faster HTTP stack (uvloop + httptools, `planner serve`'s default) makes every request
+cheaper and the ratio smaller: it cuts the trivial request most.
 
     .venv/bin/python bench/service.py [--clients 8] [--seconds 5] [--rounds 2] [--baseline-code DIR]
                                       [--baseline-serve-args "--loop asyncio --http h11"]
