@@ -418,3 +418,26 @@ def test_a_worker_bounds_the_lineage_walk_and_names_the_field(api, dep, monkeypa
     for call, field in (("plan-lineage", "plan_id"), ("schedule-lineage", "schedule_id")):
         refused_by_worker(api, failure, ("call", 7, call, (dep["profile_id"], "0" * 64)), field,
                           setup=lambda worker: monkeypatch.setattr(worker, "parsed", slow_or_big(failure)))
+
+
+def test_a_telemetry_post_validates_no_plan_in_the_service(api, dep, monkeypatch):
+    """Issue 21: every telemetry POST validated the whole stored Plan (about 200 bytes a
+    layer) in the service's process to check the samples against its prediction, the GIL
+    held meanwhile. The check reads the two figures it needs, once per plan; it still
+    refuses an implausible sample by name."""
+    from planner.core.schema import Plan
+
+    def in_the_service(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("a telemetry POST validated a Plan in the service's process")
+
+    board = _serving(api, dep, "no-parse")
+    monkeypatch.setattr(Plan, "model_validate_json", in_the_service)
+    monkeypatch.setattr(Plan, "model_validate", in_the_service)
+    for i in range(2):
+        r = api.client.post("/v1/deployments/no-parse/telemetry", json=_batch(dep["plans"][0], f"np-{i}"),
+                            headers={"Authorization": f"Bearer {board}"})
+        assert r.status_code == 201, r.text
+    bad = _batch(dep["plans"][0], "np-bad")
+    bad["samples"][3]["latency_ms"] = 1e12
+    r = api.client.post("/v1/deployments/no-parse/telemetry", json=bad, headers={"Authorization": f"Bearer {board}"})
+    assert r.status_code == 422 and r.json()["errors"][0]["path"] == "samples[3].latency_ms", r.text
