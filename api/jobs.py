@@ -43,15 +43,21 @@ log = logging.getLogger("planner.jobs")
 ACTIVE = ("queued", "running")
 
 
-def plan_row(plan_id: str, plan_json: str, request_json: str, platform_id: str, profile_id: str,
-             job_id: str | None, request_key: str | None = None) -> PlanRow:
-    from planner.core.schema import Plan
+def plan_columns(plan) -> dict:  # noqa: ANN001
+    """The columns of a plan's row that its document gives (plain data: a worker that made
+    the plan sends them with its JSON, so the service need not parse the plan again)."""
+    return {"solver": plan.report.solver, "objective": plan.objective, "status": plan.report.status,
+            "notation": plan.notation, "latency_ms": plan.metrics.latency_ms, "energy_mj": plan.metrics.energy_mj}
 
-    plan = Plan.model_validate_json(plan_json)
-    return PlanRow(id=plan_id, job_id=job_id, platform_id=platform_id, profile_id=profile_id, solver=plan.report.solver,
-                   objective=plan.objective, status=plan.report.status, notation=plan.notation,
-                   latency_ms=plan.metrics.latency_ms, energy_mj=plan.metrics.energy_mj, request=request_json,
-                   request_key=request_key, body=plan_json, created_at=utcnow())
+
+def plan_row(plan_id: str, plan_json: str, request_json: str, platform_id: str, profile_id: str,
+             job_id: str | None, request_key: str | None = None, columns: dict | None = None) -> PlanRow:
+    if columns is None:
+        from planner.core.schema import Plan
+
+        columns = plan_columns(Plan.model_validate_json(plan_json))
+    return PlanRow(id=plan_id, job_id=job_id, platform_id=platform_id, profile_id=profile_id, **columns,
+                   request=request_json, request_key=request_key, body=plan_json, created_at=utcnow())
 
 
 def schedule_row(schedule_id: str, schedule_json: str, submission_json: str, job_id: str | None) -> ScheduleRow:

@@ -156,7 +156,7 @@ def partition_count(n: int) -> int:
     return ways[n]
 
 
-def verify_conclusion(planner: "Planner", *args: str) -> str:
+def verify_conclusion(planner: "Planner", *args: str) -> tuple[str, str, dict]:
     from api.verification import conclusion
 
     return conclusion(planner, *args)

@@ -142,10 +142,15 @@ def _checked(svc: "Service", dep: DeploymentRow, rep: VerificationReport) -> tup
     return row, order_doc
 
 
-def conclusion(planner: "Planner", plan_id: str, order_json: str, measured_json: str, where: str) -> str:
-    """The verified Plan (JSON) of a board's figures: the measured best, guarded by the sign
-    test as planner solve --verify is. It compiles the profile: a plan worker runs it
-    (api.pages.CALLS), as on a thread of the service a large profile stalled the loop."""
+def conclusion(planner: "Planner", plan_id: str, order_json: str, measured_json: str,
+               where: str) -> tuple[str, str, dict]:
+    """The verified Plan of a board's figures (the measured best, guarded by the sign test as
+    planner solve --verify is) as (its JSON, its verification note, its row's columns): what
+    the service stores and says without parsing the plan again. It compiles the profile: a
+    plan worker runs it (api.pages.CALLS), as on a thread of the service a large profile
+    stalled the loop."""
+    from api.jobs import plan_columns
+
     from planner.plan import problem_for, select_view
     from planner.registry import get_solver
     from planner.verify import Candidate, Prepared, conclude
@@ -160,7 +165,7 @@ def conclusion(planner: "Planner", plan_id: str, order_json: str, measured_json:
         verified = conclude(platform, profile, request, prep, json.loads(measured_json), order_doc["runs"], where=where)
     except PlannerError as exc:
         raise from_planner_error(exc) from None
-    return verified.model_dump_json()
+    return verified.model_dump_json(), verified.verification.note, plan_columns(verified)
 
 
 async def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, who: Principal) -> VerificationRow:
@@ -174,19 +179,20 @@ async def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, wh
     if rep.skipped is None:
         measured = json.dumps({n: t.model_dump() for n, t in rep.measured.items()})
         try:
-            verified = Plan.model_validate_json(await svc.plan_workers.call(
+            plan_json, note, columns = await svc.plan_workers.call(
                 "verify-conclusion", row.plan_id, row.order_json, measured,
-                f" (measured on the board by '{rep.agent or who.name}')"))
+                f" (measured on the board by '{rep.agent or who.name}')")
         except TooSlow as exc:
             raise ApiError(503, f"concluding the verification took too long ({exc}); post the figures again",
                            errors=[Issue("<service>", "plan worker deadline")], headers={"Retry-After": "1"}) from None
-        note = verified.verification.note
+        verified = (plan_json, columns)
     return await run_in_threadpool(_record, svc, dep, rep, row, verified, note)
 
 
-def _record(svc: "Service", dep: DeploymentRow, rep: VerificationReport, row: VerificationRow, verified: Plan | None,
-            note: str) -> VerificationRow:
-    verified_plan_id = _store_plan(svc, row, verified) if verified is not None else None
+def _record(svc: "Service", dep: DeploymentRow, rep: VerificationReport, row: VerificationRow,
+            verified: tuple[str, dict] | None, note: str) -> VerificationRow:
+    """`verified`: the verified plan's JSON and its row's columns (conclusion)."""
+    verified_plan_id = _store_plan(svc, row, *verified) if verified is not None else None
     state = VERIFIED if verified is not None else SKIPPED
     with svc.db.session() as s:
         current = s.get(VerificationRow, row.id)
@@ -208,11 +214,11 @@ def _regime(order_doc: dict):  # noqa: ANN202
     return MeasurementRegime(mode=r["mode"], rate_hz=r["rate_hz"], settle=r["settle"], pool=r["pool"], clock=r["clock"])
 
 
-def _store_plan(svc: "Service", row: VerificationRow, plan: Plan) -> str:
+def _store_plan(svc: "Service", row: VerificationRow, plan_json: str, columns: dict) -> str:
     from api.jobs import new_id, plan_row
 
     with svc.db.session() as s:
         src = s.get(PlanRow, row.plan_id)
         plan_id = new_id("pln")
-        s.add(plan_row(plan_id, plan.model_dump_json(), src.request, src.platform_id, src.profile_id, None))
+        s.add(plan_row(plan_id, plan_json, src.request, src.platform_id, src.profile_id, None, columns=columns))
     return plan_id

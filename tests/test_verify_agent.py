@@ -188,9 +188,18 @@ def test_the_order_is_prepared_by_a_plan_worker_not_in_the_service(api, monkeypa
     assert order["candidates"][0]["name"] == "plan" and order["runs"] == 4
     assert api.client.get("/v1/deployments/cam/verification", headers=api.h()).json()["plan_id"] == plan_id
     timing = {"median_ms": 2.0, "p10_ms": 1.9, "p90_ms": 2.2, "samples_ms": [2.0, 1.9, 2.2, 2.0]}
+    from planner.core.schema import Plan  # the verified plan comes back as JSON and its row's columns: not parsed here
+
+    monkeypatch.setattr(Plan, "model_validate_json", in_the_service)
+    monkeypatch.setattr(Plan, "model_validate", in_the_service)
     r = api.client.post("/v1/deployments/cam/verification", headers=api.h(), json={
         "revision": 1, "plan_id": plan_id, "measured": {c["name"]: timing for c in order["candidates"]}})
     assert r.status_code == 200 and r.json()["state"] == "verified", r.text
+    monkeypatch.undo()
+    stored = api.client.get(f"/v1/plans/{r.json()['verified_plan_id']}", headers=api.h()).json()
+    listed = api.client.get("/v1/plans?limit=200", headers=api.h()).json()["items"]
+    row = next(p for p in listed if p["id"] == stored["id"])
+    assert row["notation"] == stored["plan"]["notation"] and row["latency_ms"] == stored["plan"]["metrics"]["latency_ms"]
 
 
 def test_a_refused_preparation_leaves_no_revision_behind(api):
