@@ -203,6 +203,7 @@ class Metrics:
         from sqlalchemy import func, select
 
         from api.rows import DeploymentRow, PlanRow, TelemetryBatchRow
+        from api.telemetry import stored_latencies
         from planner.core.telemetry import error_pct
 
         B = TelemetryBatchRow
@@ -227,7 +228,7 @@ class Metrics:
             for row in fresh:
                 w = self._windows.get(row.deployment_id)
                 if w is not None and w.plan_id == row.plan_id and active.get(row.deployment_id) == row.plan_id:
-                    w.add(row.samples, json.loads(row.body)["latency_ms"])
+                    w.add(row.samples, stored_latencies(row.body))
             for dep_id, plan_id in active.items():
                 w = self._windows.get(dep_id)
                 if w is not None and w.plan_id == plan_id:
@@ -238,7 +239,7 @@ class Metrics:
                 if w.samples:
                     bodies = s.execute(select(B.body).where(*mine).order_by(B.id.desc()).limit(DRIFT_WINDOW_BATCHES)).all()
                     for (body,) in reversed(bodies):
-                        w.add(0, json.loads(body)["latency_ms"])
+                        w.add(0, stored_latencies(body))
         self._high_water = top
         for gone in set(self._windows) - set(active):
             del self._windows[gone]

@@ -441,3 +441,25 @@ def test_a_telemetry_post_validates_no_plan_in_the_service(api, dep, monkeypatch
     bad["samples"][3]["latency_ms"] = 1e12
     r = api.client.post("/v1/deployments/no-parse/telemetry", json=bad, headers={"Authorization": f"Bearer {board}"})
     assert r.status_code == 422 and r.json()["errors"][0]["path"] == "samples[3].latency_ms", r.text
+
+
+def test_the_metrics_scrape_reads_a_batch_s_latencies_alone_and_the_same(api, dep):
+    """The scrape reads each new batch's end-to-end latencies: only that list of the stored
+    body is decoded (the slice times are most of its bytes), with the same values as a
+    whole parse; a body of another layout is parsed whole."""
+    from sqlalchemy import select
+
+    from api.rows import TelemetryBatchRow
+    from api.telemetry import stored_latencies
+
+    board = _serving(api, dep, "scrape")
+    r = api.client.post("/v1/deployments/scrape/telemetry", json=_batch(dep["plans"][0], "sc-1", n=50),
+                        headers={"Authorization": f"Bearer {board}"})
+    assert r.status_code == 201, r.text
+    with api.service.db.session() as s:
+        bodies = [b for (b,) in s.execute(select(TelemetryBatchRow.body)).all()]
+    assert bodies and all(stored_latencies(b) == json.loads(b)["latency_ms"] for b in bodies)
+    body = next(b for b in bodies if len(json.loads(b)["latency_ms"]) == 50)
+    cut = body[:body.index(',"slice_ms"')] + ',"slice_ms":[[not json'  # what follows the list is never read
+    assert stored_latencies(cut) == json.loads(body)["latency_ms"]
+    assert stored_latencies(json.dumps({"slice_ms": [], "latency_ms": [1.0, 2.0]})) == [1.0, 2.0]
