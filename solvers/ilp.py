@@ -378,15 +378,20 @@ class _TaskClusteringILP(SolverBase):
         )
 
 
+def _capabilities(description: str) -> Capabilities:
+    """Both back ends solve the one model, so they accept the same requests; only the
+    description (which back end) differs."""
+    return Capabilities(
+        objectives=frozenset({"throughput"}),
+        constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
+        exact=True, graph="dag", fast=False, kind="schedule", description=description,
+    )
+
+
 class PulpTaskClustering(_TaskClusteringILP):
     name = "ilp"
     options_model = IlpOptions
-    capabilities = Capabilities(
-        objectives=frozenset({"throughput"}),
-        constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
-        exact=True, graph="dag", fast=False, kind="schedule",
-        description="Kang eq. 1-8 task-clustering ILP for one pipelined network on PuLP/CBC",
-    )
+    capabilities = _capabilities("Kang eq. 1-8 task-clustering ILP for one pipelined network on PuLP/CBC")
 
     def _run(self, mp, time_limit_s, timing, request):
         return _solve_pulp(mp, time_limit_s, timing)
@@ -395,12 +400,7 @@ class PulpTaskClustering(_TaskClusteringILP):
 class CpSatTaskClustering(_TaskClusteringILP):
     name = "cpsat"
     options_model = CpSatOptions
-    capabilities = Capabilities(
-        objectives=frozenset({"throughput"}),
-        constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
-        exact=True, graph="dag", fast=False, kind="schedule",
-        description="The same task-clustering model on OR-Tools CP-SAT (times scaled to 10 ns)",
-    )
+    capabilities = _capabilities("The same task-clustering model on OR-Tools CP-SAT (times scaled to 10 ns)")
 
     def _run(self, mp, time_limit_s, timing, request):
         return _solve_cpsat(mp, time_limit_s, timing, parse_options(self.options_model, request.options).workers)
