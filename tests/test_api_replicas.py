@@ -21,7 +21,7 @@ from api.jobs import JobManager
 from api.rows import JobRow, PlanRow
 from api.worker import JobOutcome
 from tests.support import docs
-from tests.support.postgres import Postgres
+from tests.support.postgres import migrated_with_ci_token
 from tests.support.server import Server, wait_for
 
 pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg")
@@ -30,16 +30,7 @@ pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg
 
 @pytest.fixture(scope="module")
 def pg():
-    pg = Postgres()
-    url = pg.start()
-    pg.url = url
-    db = Database(url)  # migrate once, before the replicas race to
-    _, pg.token = create_token(db, "ci", ["pipeline"], [])
-    db.dispose()
-    try:
-        yield pg
-    finally:
-        pg.stop()
+    yield from migrated_with_ci_token()
 
 
 def replica(tmp_path, pg, name: str, **env) -> Server:

@@ -14,7 +14,6 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from api.auth import create_token
 from api.db import Database
 from api.rows import JobRow, PlanRow
 from tests.support import docs
@@ -102,17 +101,9 @@ def test_sigterm_lets_a_running_job_finish(tmp_path):
 @pytest.fixture(scope="module")
 def pg():
     pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg")
-    from tests.support.postgres import Postgres
+    from tests.support.postgres import migrated_with_ci_token
 
-    pg = Postgres()
-    pg.url = pg.start()
-    db = Database(pg.url)
-    _, pg.token = create_token(db, "ci", ["pipeline"], [])
-    db.dispose()
-    try:
-        yield pg
-    finally:
-        pg.stop()
+    yield from migrated_with_ci_token()
 
 
 def replica(tmp_path, pg, name: str, **env) -> Server:  # noqa: ANN001
