@@ -60,6 +60,15 @@ def documents(c: httpx.Client) -> tuple[str, str]:
     return p, m
 
 
+def running_slow_job(c: httpx.Client, p: str, m: str, duration_s: float, seed: int) -> str:
+    """A test-slow job of `duration_s` seconds, returned once a replica runs it (the
+    outage tests cut PostgreSQL under a running job)."""
+    job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                       "options": {"duration_s": duration_s}, "seed": seed}).json()["id"]
+    wait_for(lambda: c.get(f"/v1/jobs/{job_id}").json()["state"] == "running", what="the job to run")
+    return job_id
+
+
 def runs(path) -> list[dict]:  # noqa: ANN001
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -235,9 +244,7 @@ def test_postgres_restart_mid_session_loses_no_accepted_request(tmp_path, pg):
     try:
         c = client(s, pg.token)
         p, m = documents(c)
-        job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
-                                           "options": {"duration_s": 3}, "seed": 5}).json()["id"]
-        wait_for(lambda: c.get(f"/v1/jobs/{job_id}").json()["state"] == "running", what="the job to run")
+        job_id = running_slow_job(c, p, m, 3, seed=5)
         pg.halt()  # every connection cut mid-job, the LISTEN one too
         try:
             down = c.get(f"/v1/jobs/{job_id}")
@@ -277,9 +284,7 @@ def test_a_postgres_outage_logs_a_bounded_number_of_lines(tmp_path, pg):
     try:
         c = client(s, pg.token)
         p, m = documents(c)
-        job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
-                                           "options": {"duration_s": 8}, "seed": 41}).json()["id"]
-        wait_for(lambda: c.get(f"/v1/jobs/{job_id}").json()["state"] == "running", what="the job to run")
+        job_id = running_slow_job(c, p, m, 8, seed=41)
         before = s.log.read_text()
         pg.halt()
         try:
