@@ -13,7 +13,7 @@ import secrets
 import threading
 import time
 
-from api.job_types import Executor, JobEvents, JobOutcome, JobSpec, failure
+from api.job_types import Executor, JobEvents, JobOutcome, JobSpec, failure, report_finished, time_limit_failure
 
 log = logging.getLogger("planner.jobs")
 RECONNECT_EVERY_S = 10.0
@@ -188,15 +188,8 @@ class DaskExecutor(Executor):
             log.error("job %s: %s", spec.job_id, reason)
             outcome = failure("Solver failed", "solver", reason, "solver-failed")
         if timed_out and outcome.state == "cancelled":
-            outcome = failure("Time limit exceeded", "time_limit_s",
-                              f"the solver did not stop within {spec.time_limit_s:g} s (+{self.grace_s:g} s grace); its process was stopped",
-                              "time-limit")
-        if self._stopping.is_set() and outcome.state != "succeeded":
-            return  # shutting down: the job is given back to the store (re-run)
-        try:
-            self.events.finished(spec.job_id, outcome)
-        except Exception:  # noqa: BLE001
-            log.exception("recording the outcome of job %s failed", spec.job_id)
+            outcome = time_limit_failure(spec, self.grace_s)
+        report_finished(self.events, self._stopping, spec.job_id, outcome)
 
     def cancel(self, job_id: str) -> bool:
         with self._lock:

@@ -14,7 +14,9 @@ import os
 import queue as queue_mod
 import threading
 from concurrent.futures import CancelledError, TimeoutError as FutureTimeout
-from api.job_types import Executor, JobEvents, JobOutcome, JobSpec, failure  # noqa: F401 - Executor: also named from here
+from api.job_types import (  # noqa: F401 - Executor: also named from here
+    Executor, JobEvents, JobOutcome, JobSpec, failure, report_finished, time_limit_failure,
+)
 from api.worker import init_worker, run_job
 
 log = logging.getLogger("planner.jobs")
@@ -84,9 +86,7 @@ class PebbleExecutor(Executor):
         except CancelledError:
             outcome = JobOutcome("cancelled")
         except FutureTimeout:
-            outcome = failure("Time limit exceeded", "time_limit_s",
-                              f"the solver did not stop within {spec.time_limit_s:g} s (+{self.grace_s:g} s grace); its process was stopped",
-                              "time-limit")
+            outcome = time_limit_failure(spec, self.grace_s)
         except Exception as exc:  # noqa: BLE001 - ProcessExpired, pickling errors, solver bugs
             name = type(exc).__name__
             if name == "ProcessExpired":
@@ -95,12 +95,7 @@ class PebbleExecutor(Executor):
                 reason = f"the solver failed: {name}: {exc}"
                 log.error("job %s failed: %s", spec.job_id, reason, exc_info=exc)
             outcome = failure("Solver failed", "solver", reason, "solver-failed")
-        if self._stopping.is_set() and outcome.state != "succeeded":
-            return  # shutting down killed it: leave the job to restart recovery (re-run)
-        try:
-            self.events.finished(spec.job_id, outcome)
-        except Exception:  # noqa: BLE001
-            log.exception("recording the outcome of job %s failed", spec.job_id)
+        report_finished(self.events, self._stopping, spec.job_id, outcome)
 
     def cancel(self, job_id: str) -> bool:
         with self._lock:

@@ -6,10 +6,14 @@ one of them stands on it and none on another for these (no import circle)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+log = logging.getLogger("planner.jobs")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,25 @@ class JobEvents(Protocol):
     def progress(self, job_id: str, fraction: float, message: str) -> None: ...
 
     def finished(self, job_id: str, outcome: JobOutcome) -> None: ...
+
+
+def time_limit_failure(spec: JobSpec, grace_s: float) -> JobOutcome:
+    """A solve stopped past its time limit and grace: the same answer whichever engine ran it."""
+    return failure("Time limit exceeded", "time_limit_s",
+                   f"the solver did not stop within {spec.time_limit_s:g} s (+{grace_s:g} s grace); its process was stopped",
+                   "time-limit")
+
+
+def report_finished(events: JobEvents, stopping: threading.Event, job_id: str, outcome: JobOutcome) -> None:
+    """How every engine hands back an outcome: a job its shutdown stopped is not reported
+    (the store gives it back and it runs again), and a failure to record it is logged,
+    never raised into the engine's callback thread."""
+    if stopping.is_set() and outcome.state != "succeeded":
+        return
+    try:
+        events.finished(job_id, outcome)
+    except Exception:  # noqa: BLE001
+        log.exception("recording the outcome of job %s failed", job_id)
 
 
 class Executor(ABC):

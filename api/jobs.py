@@ -263,21 +263,21 @@ class JobManager:
         job = JobRow(id=new_id("job"), platform_id=platform_id, profile_id=profile_id, solver=solver,
                      request=request_json, request_key=request_key, state="queued", progress=0.0, message="queued", attempts=0,
                      created_at=utcnow(), token_id=token_id)
-        readable(job)
-        with self.db.session() as s:
-            token_cap(s, token_id, self.max_jobs_per_token)
-            s.add(job)
-        self._queued()
-        return job
+        return self._add(job)
 
     def create_schedule(self, platform_id: str, solver: str, submission_json: str, request_key: str | None = None,
                         token_id: str | None = None) -> JobRow:
         job = JobRow(id=new_id("job"), kind="schedule", platform_id=platform_id, profile_id=None, solver=solver,
                      request=submission_json, request_key=request_key, state="queued", progress=0.0, message="queued",
                      attempts=0, created_at=utcnow(), token_id=token_id)
+        return self._add(job)
+
+    def _add(self, job: JobRow) -> JobRow:
+        """Plan and schedule jobs enter the queue alike: readable, under the token's cap,
+        then announced to every replica."""
         readable(job)
         with self.db.session() as s:
-            token_cap(s, token_id, self.max_jobs_per_token)
+            token_cap(s, job.token_id, self.max_jobs_per_token)
             s.add(job)
         self._queued()
         return job

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from planner.core.schema import AppSpec, MeasurementRegime, Plan, PlanRequest, Schedule, ScheduleRequest, Strict
+from planner.core.schema import AppSpec, MeasurementRegime, Plan, PlanRequest, Schedule, ScheduleRequest, SliceSpan, Strict
 from planner.core.telemetry import AgentSchedule, AgentVerifyOrder, VerificationReport, VerifyOnDevice
 
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$", description="Content id: sha256 of the canonical JSON")]
@@ -54,14 +54,7 @@ class PlanSubmission(PlanRequest):
         return PlanRequest.model_validate(self.model_dump(exclude={"platform_id", "profile_id", "reuse"}))
 
 
-class ExecutorSlice(BaseModel):
-    index: int
-    first_layer: str
-    last_layer: str
-    first_index: int
-    last_index: int
-    device: str
-    freq_mhz: float
+class ExecutorSlice(SliceSpan):
     target: str
     extra: dict[str, Any] = Field(default_factory=dict, description="What later solvers add (cores, dtype, split)")
 

@@ -505,6 +505,15 @@ class Agent:
         self.stats.plans.append(pending.plan_id)
         self.log(f"now running plan {pending.plan_id} (revision {pending.revision})")
 
+    def _serving(self, frames: int | None, duration_s: float | None, start: float) -> bool:
+        """Whether `run` goes on: not stopped, under `frames` frames and `duration_s` seconds
+        since `start` (both agents' loops end on the same terms)."""
+        if self._stop.is_set():
+            return False
+        if frames is not None and self.stats.frames >= frames:
+            return False
+        return duration_s is None or time.monotonic() - start < duration_s
+
     def run(self, frames: int | None = None, duration_s: float | None = None, drain_s: float = 5.0) -> AgentStats:
         """Infer until `frames` frames or `duration_s` seconds (or stop()); then post what is left."""
         fallback = SlicedModel(self.lm, [(0, len(self.lm.layers) - 1, self.devices[0].id)], self.devices)
@@ -513,11 +522,7 @@ class Agent:
         start = time.monotonic()
         next_at = start
         try:
-            while not self._stop.is_set():
-                if frames is not None and self.stats.frames >= frames:
-                    break
-                if duration_s is not None and time.monotonic() - start >= duration_s:
-                    break
+            while self._serving(frames, duration_s, start):
                 self._take_pending()
                 cur = self._current
                 runner = cur.runner if cur is not None else fallback

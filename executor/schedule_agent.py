@@ -245,11 +245,7 @@ class ScheduleAgent(Agent):
         threads = self._start_background()
         start = time.monotonic()
         try:
-            while not self._stop.is_set():
-                if frames is not None and self.stats.frames >= frames:
-                    break
-                if duration_s is not None and time.monotonic() - start >= duration_s:
-                    break
+            while self._serving(frames, duration_s, start):
                 self._take_pending()  # between two hyperperiods: the previous entry's frames are all done
                 cur = self._current
                 if cur is None:

@@ -160,7 +160,16 @@ class BaselineSolver(SolverBase):
         return Solution(a, "feasible", objective=ev.objective(request.objective), wall_time_ms=clock.ms, evaluations=1)
 
 
-class Preferred(BaselineSolver):
+class _OnePassBaseline(BaselineSolver):
+    """A baseline that visits each layer once per target (no device pairs, unlike HCCA's
+    DP): its work is layers x targets, not SolverBase's layers x targets^2."""
+
+    def work(self, request: PlanRequest, layers: int, targets: int) -> Work:
+        L, T = max(1, layers), max(1, targets)
+        return Work(float(L) * T, "profile_id", f"{L} layers x {T} targets")
+
+
+class Preferred(_OnePassBaseline):
     options_model = PreferredOptions
 
     def __init__(self) -> None:
@@ -175,22 +184,12 @@ class Preferred(BaselineSolver):
         return preferred_plan(problem, device, fallback)
 
 
-    def work(self, request: PlanRequest, layers: int, targets: int) -> Work:
-        L, T = max(1, layers), max(1, targets)  # one pass over the layers per target, no pairs
-        return Work(float(L) * T, "profile_id", f"{L} layers x {T} targets")
-
-
-class HCA(BaselineSolver):
+class HCA(_OnePassBaseline):
     def __init__(self) -> None:
         super().__init__("hca", "Heterogeneity/constraint-aware, communication-oblivious, max frequency (MOSAIC VI.D)")
 
     def plan(self, problem, request):
         return hca_plan(problem, request.objective)
-
-
-    def work(self, request: PlanRequest, layers: int, targets: int) -> Work:
-        L, T = max(1, layers), max(1, targets)  # one pass over the layers per target, no pairs
-        return Work(float(L) * T, "profile_id", f"{L} layers x {T} targets")
 
 
 class HCCA(BaselineSolver):

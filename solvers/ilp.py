@@ -85,6 +85,19 @@ def _twins(mp) -> list[tuple[int, int]]:
     return out
 
 
+def _eq6_pairs(app, feas):  # noqa: ANN001, ANN202
+    """Eq. 6's cases, (i, j, p) in order: layers i < j that may both run on PE p and that
+    no edge orders directly (eq. 5 does those). Both back ends state the same cases."""
+    L, P = feas.shape
+    for i in range(L):
+        for j in range(i + 1, L):
+            if j in app.succs[i]:
+                continue
+            for p in range(P):
+                if feas[i, p] and feas[j, p]:
+                    yield i, j, p
+
+
 def _solve_pulp(mp, time_limit_s: float, timing: bool):
     with warnings.catch_warnings():  # PuLP 3.x deprecates its 2.x API, which is what pulp>=2.8 has in common
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -176,13 +189,8 @@ def _solve_pulp_model(mp, time_limit_s: float, timing: bool):
         end = [start[i] + pulp.lpSum(float(E[i, p]) * M[i, p] for p in range(P) if feas[i, p]) for i in range(L)]
         for e, (u, v) in enumerate(app.edges):
             prob += start[v] >= end[u] + comm_edge[e]
-        for i in range(L):
-            for j in range(i + 1, L):
-                if j in app.succs[i]:
-                    continue
-                for p in range(P):
-                    if feas[i, p] and feas[j, p]:
-                        prob += start[j] >= end[i] - big_m * (2 - M[i, p] - M[j, p])
+        for i, j, p in _eq6_pairs(app, feas):
+            prob += start[j] >= end[i] - big_m * (2 - M[i, p] - M[j, p])
     fd, log_path = tempfile.mkstemp(prefix="cbc_", suffix=".log")
     os.close(fd)
     try:
@@ -297,13 +305,8 @@ def _solve_cpsat(mp, time_limit_s: float, timing: bool, workers: int):
         end = [start[i] + sum(int(Ei[i, p]) * M[i, p] for p in range(P) if feas[i, p]) for i in range(L)]
         for e, (u, v) in enumerate(app.edges):
             mdl.Add(start[v] >= end[u] + comm_edge[e])
-        for i in range(L):
-            for j in range(i + 1, L):
-                if j in app.succs[i]:
-                    continue
-                for p in range(P):
-                    if feas[i, p] and feas[j, p]:
-                        mdl.Add(start[j] >= end[i]).OnlyEnforceIf([M[i, p], M[j, p]])
+        for i, j, p in _eq6_pairs(app, feas):
+            mdl.Add(start[j] >= end[i]).OnlyEnforceIf([M[i, p], M[j, p]])
     mdl.Minimize(period)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.1, time_limit_s)
@@ -378,15 +381,20 @@ class _TaskClusteringILP(SolverBase):
         )
 
 
+def _capabilities(description: str) -> Capabilities:
+    """Both back ends solve the one model, so they accept the same requests; only the
+    description (which back end) differs."""
+    return Capabilities(
+        objectives=frozenset({"throughput"}),
+        constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
+        exact=True, graph="dag", fast=False, kind="schedule", description=description,
+    )
+
+
 class PulpTaskClustering(_TaskClusteringILP):
     name = "ilp"
     options_model = IlpOptions
-    capabilities = Capabilities(
-        objectives=frozenset({"throughput"}),
-        constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
-        exact=True, graph="dag", fast=False, kind="schedule",
-        description="Kang eq. 1-8 task-clustering ILP for one pipelined network on PuLP/CBC",
-    )
+    capabilities = _capabilities("Kang eq. 1-8 task-clustering ILP for one pipelined network on PuLP/CBC")
 
     def _run(self, mp, time_limit_s, timing, request):
         return _solve_pulp(mp, time_limit_s, timing)
@@ -395,12 +403,7 @@ class PulpTaskClustering(_TaskClusteringILP):
 class CpSatTaskClustering(_TaskClusteringILP):
     name = "cpsat"
     options_model = CpSatOptions
-    capabilities = Capabilities(
-        objectives=frozenset({"throughput"}),
-        constraints=frozenset({"devices", "cpu_utilisation_cap", "period_ms", "memory"}),
-        exact=True, graph="dag", fast=False, kind="schedule",
-        description="The same task-clustering model on OR-Tools CP-SAT (times scaled to 10 ns)",
-    )
+    capabilities = _capabilities("The same task-clustering model on OR-Tools CP-SAT (times scaled to 10 ns)")
 
     def _run(self, mp, time_limit_s, timing, request):
         return _solve_cpsat(mp, time_limit_s, timing, parse_options(self.options_model, request.options).workers)

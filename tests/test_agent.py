@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from executor.importers import model_layers
-from tests.support.server import PLANNER, ROOT, Server, wait_for
+from tests.support.server import PLANNER, ROOT, Server, pipeline, token, wait_for  # noqa: F401 - token: other tests import it from here
 
 DEVICES = ("cpu1", "cpu2", "cpu3")  # the board declares cpu1 and cpu2 only: a cpu3 plan cannot be built
 
@@ -57,15 +57,6 @@ def documents(model_path) -> tuple[dict, dict]:  # noqa: ANN001
     return platform, profile
 
 
-def token(server: Server, *args: str) -> str:
-    """`planner token create ARGS` on the server's data directory (an executor token needs
-    its deployment to exist first)."""
-    out = subprocess.run([str(PLANNER), "token", "create", *args, "--data-dir", str(server.data_dir)], cwd=ROOT,
-                         env={**server.env}, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
 
 def test_agent_keeps_inferring_without_a_service(tmp_path):
     """No service at all: the unsplit model runs on the first device, every frame."""
@@ -94,9 +85,7 @@ def test_agent_swaps_plans_survives_bad_plans_and_service_restarts(tmp_path):
     agent = None
     try:
         ci = token(server, "--name", "ci", "--scope", "pipeline")
-        pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
-        pid = pipe.post("/v1/platforms", json=platform).json()["id"]
-        mid = pipe.post("/v1/profiles", json=profile).json()["id"]
+        pipe, pid, mid = pipeline(server, ci, platform, profile)
         plans = {}
         for dev in DEVICES:
             r = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "constraints": {"devices": [dev]}})

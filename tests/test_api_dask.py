@@ -58,6 +58,14 @@ def alive(pid: int) -> bool:
         return False
 
 
+def logged_job(api, p: str, m: str, log, duration_s: float) -> str:  # noqa: ANN001
+    """A test-logged plan job of `duration_s` seconds: its solve process writes its start
+    and end to `log`, where these tests find the process the engine ran."""
+    return api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
+                                              "options": {"duration_s": duration_s, "log": str(log)}},
+                           headers=api.h()).json()["id"]
+
+
 def test_plan_and_schedule_jobs_run_on_the_cluster(api, cluster, plan_docs):
     from distributed import Client
 
@@ -112,9 +120,7 @@ def test_chunked_ga_jobs_complete_on_one_thread_workers(api, cluster):
 def test_cancel_reaches_the_dask_task(api, cluster, plan_docs, tmp_path):
     p, m = plan_docs
     log = tmp_path / "cancel.jsonl"
-    job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
-                                                "options": {"duration_s": 60, "log": str(log)}},
-                             headers=api.h()).json()["id"]
+    job_id = logged_job(api, p, m, log, 60)
     first = wait_for(lambda: runs(log), what="the solve to start on a worker")[0]
     assert first["ppid"] in cluster.worker_pids() or alive(first["pid"])
     r = api.client.delete(f"/v1/jobs/{job_id}", headers=api.h())
@@ -129,9 +135,7 @@ def test_cancel_reaches_the_dask_task(api, cluster, plan_docs, tmp_path):
 def test_a_worker_killed_mid_job_gets_the_job_retried(api, cluster, plan_docs, tmp_path):
     p, m = plan_docs
     log = tmp_path / "killed.jsonl"
-    job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
-                                                "options": {"duration_s": 3, "log": str(log)}},
-                             headers=api.h()).json()["id"]
+    job_id = logged_job(api, p, m, log, 3)
     first = wait_for(lambda: runs(log), what="the solve to start on a worker")[0]
     worker = first["ppid"]  # the Dask worker whose task started the solve process
     assert worker in cluster.worker_pids()
@@ -214,9 +218,7 @@ def test_a_job_whose_scheduler_went_away_is_re_queued_not_cancelled(tmp_path):
         try:
             p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
             log = tmp_path / "lost.jsonl"
-            job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
-                                                        "options": {"duration_s": 3, "log": str(log)}},
-                                     headers=api.h()).json()["id"]
+            job_id = logged_job(api, p, m, log, 3)
             wait_for(lambda: runs(log), what="the first run to start")
             os.killpg(own.scheduler.pid, signal.SIGKILL)
             own.scheduler.wait(10)
@@ -244,9 +246,7 @@ def test_with_no_worker_jobs_stay_queued_saying_why_and_start_when_one_joins(tmp
         try:
             p, m = api.upload("platform", docs.platform()), api.upload("profile", docs.profile())
             log = tmp_path / "idle.jsonl"
-            job_id = api.client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-logged",
-                                                        "options": {"duration_s": 30, "log": str(log)}},
-                                     headers=api.h()).json()["id"]
+            job_id = logged_job(api, p, m, log, 30)
             job = wait_for(lambda: "no Dask worker" in (j := api.client.get(f"/v1/jobs/{job_id}", headers=api.h()).json())
                            ["message"] and j, timeout_s=20, what="the queued job to say why")
             time.sleep(2 * api.settings.poll_interval_s + 2.5)  # several claim rounds and a capacity refresh

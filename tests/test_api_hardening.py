@@ -461,6 +461,26 @@ def test_plan_bodies_have_their_own_smaller_limit(api, ids):
     assert api.client.post("/v1/profiles", json=many, headers=api.h()).status_code in (200, 201)
 
 
+def test_every_request_limit_the_readme_names_is_read_from_its_variable(monkeypatch):
+    """The README's PLANNER_MAX_* request limits each reach Settings.limits, as a number of the limit's type."""
+    from api.settings import Settings
+
+    names = {"PLANNER_MAX_BODY_BYTES": "max_body_bytes", "PLANNER_MAX_REQUEST_BYTES": "max_request_bytes",
+             "PLANNER_MAX_LAYERS": "max_layers", "PLANNER_MAX_DEVICES": "max_devices",
+             "PLANNER_MAX_TARGETS": "max_targets", "PLANNER_MAX_TIME_LIMIT_S": "max_time_limit_s",
+             "PLANNER_MAX_WAIT_S": "max_wait_s", "PLANNER_MAX_SCHEDULE_CONFIGS": "max_schedule_configs",
+             "PLANNER_MAX_TELEMETRY_BYTES": "max_telemetry_bytes", "PLANNER_MAX_WORK": "max_work",
+             "PLANNER_MAX_FAST_WORK": "max_fast_work", "PLANNER_MAX_JSON_DEPTH": "max_json_depth",
+             "PLANNER_MAX_STRING_BYTES": "max_string_bytes"}
+    for k, var in enumerate(names):
+        monkeypatch.setenv(var, str(k + 3))
+    limits = Settings.from_env().limits
+    for k, (var, attr) in enumerate(names.items()):
+        value = getattr(limits, attr)
+        assert value == k + 3 and isinstance(value, float if attr in ("max_time_limit_s", "max_wait_s", "max_work",
+                                                                        "max_fast_work") else int), (var, value)
+
+
 def test_per_token_rate_and_in_flight_caps(tmp_path):
     import threading
 

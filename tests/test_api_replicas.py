@@ -21,7 +21,7 @@ from api.jobs import JobManager
 from api.rows import JobRow, PlanRow
 from api.worker import JobOutcome
 from tests.support import docs
-from tests.support.postgres import Postgres
+from tests.support.postgres import migrated_with_ci_token
 from tests.support.server import Server, wait_for
 
 pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg")
@@ -30,16 +30,7 @@ pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg
 
 @pytest.fixture(scope="module")
 def pg():
-    pg = Postgres()
-    url = pg.start()
-    pg.url = url
-    db = Database(url)  # migrate once, before the replicas race to
-    _, pg.token = create_token(db, "ci", ["pipeline"], [])
-    db.dispose()
-    try:
-        yield pg
-    finally:
-        pg.stop()
+    yield from migrated_with_ci_token()
 
 
 def replica(tmp_path, pg, name: str, **env) -> Server:
@@ -67,6 +58,15 @@ def documents(c: httpx.Client) -> tuple[str, str]:
     p = c.post("/v1/platforms", json=docs.platform()).json()["id"]
     m = c.post("/v1/profiles", json=docs.profile()).json()["id"]
     return p, m
+
+
+def running_slow_job(c: httpx.Client, p: str, m: str, duration_s: float, seed: int) -> str:
+    """A test-slow job of `duration_s` seconds, returned once a replica runs it (the
+    outage tests cut PostgreSQL under a running job)."""
+    job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                       "options": {"duration_s": duration_s}, "seed": seed}).json()["id"]
+    wait_for(lambda: c.get(f"/v1/jobs/{job_id}").json()["state"] == "running", what="the job to run")
+    return job_id
 
 
 def runs(path) -> list[dict]:  # noqa: ANN001
@@ -244,9 +244,7 @@ def test_postgres_restart_mid_session_loses_no_accepted_request(tmp_path, pg):
     try:
         c = client(s, pg.token)
         p, m = documents(c)
-        job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
-                                           "options": {"duration_s": 3}, "seed": 5}).json()["id"]
-        wait_for(lambda: c.get(f"/v1/jobs/{job_id}").json()["state"] == "running", what="the job to run")
+        job_id = running_slow_job(c, p, m, 3, seed=5)
         pg.halt()  # every connection cut mid-job, the LISTEN one too
         try:
             down = c.get(f"/v1/jobs/{job_id}")
@@ -286,9 +284,7 @@ def test_a_postgres_outage_logs_a_bounded_number_of_lines(tmp_path, pg):
     try:
         c = client(s, pg.token)
         p, m = documents(c)
-        job_id = c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
-                                           "options": {"duration_s": 8}, "seed": 41}).json()["id"]
-        wait_for(lambda: c.get(f"/v1/jobs/{job_id}").json()["state"] == "running", what="the job to run")
+        job_id = running_slow_job(c, p, m, 8, seed=41)
         before = s.log.read_text()
         pg.halt()
         try:

@@ -14,12 +14,11 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-import httpx
 import onnx
 from packaging.requirements import Requirement
 
-from tests.support.server import Server
-from tests.test_agent import ROOT, documents, tiny_model, token, wait_for
+from tests.support.server import Server, deploy_on_cpu1
+from tests.test_agent import ROOT, documents, tiny_model, wait_for
 
 PYPROJECT = ROOT / "pyproject.toml"
 SQUEEZE = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_squeezenet.onnx")
@@ -137,15 +136,7 @@ def test_agent_runs_on_a_board_against_the_service(tmp_path):
     platform, profile = documents(model)
     server = Server(tmp_path / "data").start()
     try:
-        ci = token(server, "--name", "ci", "--scope", "pipeline")
-        pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
-        pid = pipe.post("/v1/platforms", json=platform).json()["id"]
-        mid = pipe.post("/v1/profiles", json=profile).json()["id"]
-        plan = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "constraints": {"devices": ["cpu1"]}})
-        assert plan.status_code in (200, 201), plan.text
-        assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201
-        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plan.json()["id"]}).status_code == 200
-        board = token(server, "--name", "board", "--scope", "executor", "--deployment", "cam")
+        pipe, plan_id, board = deploy_on_cpu1(server, platform, profile)
         out = planner(["agent", "--server", server.url, "--deployment", "cam", "--model", str(model),
                        "--device", "cpu1=openvino:CPU,threads=1", "--rate", "40", "--duration", "6", "--batch-s", "0.3",
                        "--json"], board_env(tmp_path, {"PLANNER_TOKEN": board}), timeout=120)
@@ -153,6 +144,6 @@ def test_agent_runs_on_a_board_against_the_service(tmp_path):
         stats = json.loads(out.stdout.strip().splitlines()[-1])
         assert stats["failed_frames"] == 0 and stats["frames"] > stats["unplanned_frames"], stats
         samples = wait_for(lambda: pipe.get("/v1/deployments/cam/telemetry").json()["plans"], 30, "telemetry")
-        assert samples[0]["plan_id"] == plan.json()["id"] and samples[0]["samples"] > 0
+        assert samples[0]["plan_id"] == plan_id and samples[0]["samples"] > 0
     finally:
         server.stop()

@@ -162,15 +162,22 @@ def test_insecure_dev_says_so_loudly(tmp_path):
     assert "INSECURE DEV MODE" in log and "authentication is OFF" in log
 
 
-def test_graceful_restart_reruns_the_job_in_flight(tmp_path):
-    s = Server(tmp_path / "data").start()
+def _slow_job_running(s: Server, duration_s: float) -> tuple[dict, str]:
+    """Where the restart tests start: a pipeline token's headers and a test-slow job of
+    `duration_s` seconds, returned once a worker is running it."""
     token = cli(s, "token", "create", "--name", "ci", "--scope", "pipeline", "--data-dir", str(s.data_dir)).stdout.strip()
     h = {"Authorization": f"Bearer {token}"}
     p = httpx.post(f"{s.url}/v1/platforms", json=docs.platform(), headers=h).json()["id"]
     m = httpx.post(f"{s.url}/v1/profiles", json=docs.profile(), headers=h).json()["id"]
     job_id = httpx.post(f"{s.url}/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
-                                                  "options": {"duration_s": 2}}, headers=h).json()["id"]
+                                                  "options": {"duration_s": duration_s}}, headers=h).json()["id"]
     wait_for(lambda: httpx.get(f"{s.url}/v1/jobs/{job_id}", headers=h).json()["state"] == "running", what="running")
+    return h, job_id
+
+
+def test_graceful_restart_reruns_the_job_in_flight(tmp_path):
+    s = Server(tmp_path / "data").start()
+    h, job_id = _slow_job_running(s, 2)
     s.stop()  # SIGINT: uvicorn shuts down, the pool stops its worker mid-solve
     s.start()
     try:
@@ -189,13 +196,7 @@ def test_recovery_gives_up_after_repeated_interruptions(tmp_path):
     from api.rows import JobRow
 
     s = Server(tmp_path / "data").start()
-    token = cli(s, "token", "create", "--name", "ci", "--scope", "pipeline", "--data-dir", str(s.data_dir)).stdout.strip()
-    h = {"Authorization": f"Bearer {token}"}
-    p = httpx.post(f"{s.url}/v1/platforms", json=docs.platform(), headers=h).json()["id"]
-    m = httpx.post(f"{s.url}/v1/profiles", json=docs.profile(), headers=h).json()["id"]
-    job_id = httpx.post(f"{s.url}/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
-                                                  "options": {"duration_s": 60}}, headers=h).json()["id"]
-    wait_for(lambda: httpx.get(f"{s.url}/v1/jobs/{job_id}", headers=h).json()["state"] == "running", what="running")
+    h, job_id = _slow_job_running(s, 60)
     s.kill()
     db = Database(f"sqlite:///{s.data_dir / 'planner.sqlite'}")
     with db.session() as sess:  # as if it had already been interrupted once before

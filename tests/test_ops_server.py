@@ -14,23 +14,15 @@ import httpx
 import pytest
 from sqlalchemy import func, select
 
-from api.auth import create_token
 from api.db import Database
 from api.rows import JobRow, PlanRow
 from tests.support import docs
-from tests.support.server import PLANNER, ROOT, Server, wait_for
+from tests.support.server import PLANNER, ROOT, Server, deploy_on_cpu1, token, wait_for
 
 
 
 def runs(path) -> list[dict]:  # noqa: ANN001
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def token(server: Server, *args: str) -> str:
-    out = subprocess.run([str(PLANNER), "token", "create", *args, "--data-dir", str(server.data_dir)], cwd=ROOT,
-                         env=server.env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
 
 
 def documents(c: httpx.Client) -> tuple[str, str]:
@@ -102,17 +94,9 @@ def test_sigterm_lets_a_running_job_finish(tmp_path):
 @pytest.fixture(scope="module")
 def pg():
     pytest.importorskip("psycopg", reason="pip install -e '.[test]' installs psycopg")
-    from tests.support.postgres import Postgres
+    from tests.support.postgres import migrated_with_ci_token
 
-    pg = Postgres()
-    pg.url = pg.start()
-    db = Database(pg.url)
-    _, pg.token = create_token(db, "ci", ["pipeline"], [])
-    db.dispose()
-    try:
-        yield pg
-    finally:
-        pg.stop()
+    yield from migrated_with_ci_token()
 
 
 def replica(tmp_path, pg, name: str, **env) -> Server:  # noqa: ANN001
@@ -193,15 +177,7 @@ def test_the_agent_flushes_its_telemetry_on_sigterm(tmp_path):
     server = Server(tmp_path / "data").start()
     agent = None
     try:
-        ci = token(server, "--name", "ci", "--scope", "pipeline")
-        pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
-        pid = pipe.post("/v1/platforms", json=platform).json()["id"]
-        mid = pipe.post("/v1/profiles", json=profile).json()["id"]
-        plan = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "constraints": {"devices": ["cpu1"]}})
-        assert plan.status_code in (200, 201), plan.text
-        assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201
-        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plan.json()["id"]}).status_code == 200
-        board = token(server, "--name", "board", "--scope", "executor", "--deployment", "cam")
+        pipe, _, board = deploy_on_cpu1(server, platform, profile)
         err = tmp_path / "agent.log"
         with open(err, "w") as errf:
             agent = subprocess.Popen(

@@ -53,6 +53,27 @@ def tiny(script: list[str], server_url: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def clone(tmp_path: Path) -> tuple[Path, Server]:
+    """A reader's clone: a working directory with the project's .venv, and the service
+    `make run` starts there (./data, its admin token)."""
+    work = tmp_path / "clone"
+    work.mkdir()
+    (work / ".venv").symlink_to(Path(sys.executable).parents[1], target_is_directory=True)
+    return work, Server(work / "data").start()
+
+
+def run_as_written(script: str, work: Path, timeout_s: float) -> tuple[subprocess.CompletedProcess, str]:
+    """The script under bash -euo pipefail -x in the clone, with none of this process's
+    PLANNER_* settings (a reader has none); it must succeed. (the run, its output's tail)"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLANNER_")}
+    env.update(PYTHONPATH=str(ROOT), CI="true")
+    done = subprocess.run(["bash", "-euo", "pipefail", "-x", "-c", script], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=timeout_s)
+    log = f"--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
+    assert done.returncode == 0, log
+    return done, log
+
+
 def test_the_readme_blocks_are_the_loop():
     """The loop covers every step the issue names (so a later edit cannot drop one silently)."""
     text = "\n".join(code_block("On a real runtime") + code_block("On the board"))
@@ -63,18 +84,10 @@ def test_the_readme_blocks_are_the_loop():
 
 
 def test_readme_real_model_loop_runs_as_written(tmp_path):
-    work = tmp_path / "clone"
-    work.mkdir()
-    (work / ".venv").symlink_to(Path(sys.executable).parents[1], target_is_directory=True)
-    server = Server(work / "data").start()  # `make run` in the clone: ./data, its admin token
+    work, server = clone(tmp_path)
     try:
         script = tiny(code_block("On a real runtime") + code_block("On the board"), server.url)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PLANNER_")}
-        env.update(PYTHONPATH=str(ROOT), CI="true")
-        done = subprocess.run(["bash", "-euo", "pipefail", "-x", "-c", script], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=800)
-        log = f"--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
-        assert done.returncode == 0, log
+        done, log = run_as_written(script, work, 800)
     finally:
         server.stop()
     out = done.stdout

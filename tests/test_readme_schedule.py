@@ -6,29 +6,16 @@ per-network telemetry read. Editing the block edits this test."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-from tests.support.server import Server
-from test_readme_loop import code_block, tiny
+from test_readme_loop import clone, code_block, run_as_written, tiny
 
 
 def test_readme_schedule_deployment_runs_as_written(tmp_path):
-    work = tmp_path / "clone"
-    work.mkdir()
-    (work / ".venv").symlink_to(Path(sys.executable).parents[1], target_is_directory=True)
-    server = Server(work / "data").start()
+    work, server = clone(tmp_path)
     try:
         script = tiny(code_block("Several networks on the board"), server.url)
         assert "--model squeezenet=" in script and "planner deploy --deployment duo --schedule $SID" in script
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PLANNER_")}
-        env.update(PYTHONPATH=str(Path(__file__).parents[1]), CI="true")
-        done = subprocess.run(["bash", "-euo", "pipefail", "-x", "-c", script], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=600)
-        log = f"--- stdout\n{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
-        assert done.returncode == 0, log
+        done, log = run_as_written(script, work, 600)
     finally:
         server.stop()
     lines = done.stdout.splitlines()

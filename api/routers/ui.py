@@ -224,6 +224,18 @@ def names_of(s: Service, ids: set[str]) -> dict[str, str]:
         return dict(sess.execute(select(DocumentRow.id, DocumentRow.name).where(DocumentRow.id.in_(ids))).all())
 
 
+async def named_listing(request: Request, template: str, fetch, view, refers) -> HTMLResponse:  # noqa: ANN001
+    """The list pages whose rows show document ids (plans, schedules, deployments): one
+    page of rows from `fetch(service, offset)`, their `view`s, and the names of the
+    documents `refers(item)` gives, looked up once for the page."""
+    s = svc(request)
+    off = offset_of(request)
+    total, rows = await run_in_threadpool(fetch, s, off)
+    items = [view(r) for r in rows]
+    names = await run_in_threadpool(names_of, s, set().union(*(refers(i) for i in items)))
+    return Page(request, template, items=items, names=names, page=pages(total, off))
+
+
 # --------------------------------------------------------------------------- static
 
 
@@ -360,12 +372,8 @@ async def profile_page(request: Request, doc_id: str) -> HTMLResponse:
 @ui_errors
 async def plans(request: Request) -> HTMLResponse:
     principal(request)
-    s = svc(request)
-    off = offset_of(request)
-    total, rows = await run_in_threadpool(s.list_plans, PAGE, off, None, None)
-    items = [views.plan_summary(r) for r in rows]
-    names = await run_in_threadpool(names_of, s, {i.platform_id for i in items} | {i.profile_id for i in items})
-    return Page(request, "plans.html", items=items, names=names, page=pages(total, off))
+    return await named_listing(request, "plans.html", lambda s, off: s.list_plans(PAGE, off, None, None),
+                               views.plan_summary, lambda i: {i.platform_id, i.profile_id})
 
 
 async def _plan(request: Request, plan_id: str) -> dict:
@@ -629,12 +637,8 @@ async def frontier(request: Request, platform_id: str = "", profile_id: str = ""
 @ui_errors
 async def schedules(request: Request) -> HTMLResponse:
     principal(request)
-    s = svc(request)
-    off = offset_of(request)
-    total, rows = await run_in_threadpool(s.list_schedules, PAGE, off, None)
-    items = [views.schedule_summary(r) for r in rows]
-    names = await run_in_threadpool(names_of, s, {i.platform_id for i in items})
-    return Page(request, "schedules.html", items=items, names=names, page=pages(total, off))
+    return await named_listing(request, "schedules.html", lambda s, off: s.list_schedules(PAGE, off, None),
+                               views.schedule_summary, lambda i: {i.platform_id})
 
 
 @router.get("/schedules/{schedule_id}")
@@ -692,12 +696,8 @@ async def job_cancel(request: Request, job_id: str):  # noqa: ANN201
 @ui_errors
 async def deployments(request: Request) -> HTMLResponse:
     principal(request)
-    s = svc(request)
-    off = offset_of(request)
-    total, rows = await run_in_threadpool(s.list_deployments, PAGE, off)
-    items = [views.deployment(r) for r in rows]
-    names = await run_in_threadpool(names_of, s, {i.platform_id for i in items} | {i.profile_id for i in items})
-    return Page(request, "deployments.html", items=items, names=names, page=pages(total, off))
+    return await named_listing(request, "deployments.html", lambda s, off: s.list_deployments(PAGE, off),
+                               views.deployment, lambda i: {i.platform_id, i.profile_id})
 
 
 UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)

@@ -102,14 +102,49 @@ def _progress(desc: str):
     return bar, report
 
 
+def _refuse(args: argparse.Namespace, problems: list[str]) -> None:
+    """Both modes end their checks alike (the model, the two output paths), then refuse
+    with one error listing every problem, before anything is measured."""
+    from planner.commands._onnx import output_problems
+
+    if not Path(args.model).is_file():
+        problems.append(f"MODEL: no such file: {args.model}")
+    output_problems(problems, "--out-platform", args.out_platform)
+    output_problems(problems, "--out-profile", args.out_profile)
+    if problems:
+        raise InputError("arguments", "; ".join(problems))
+
+
+def _load_layers(args: argparse.Namespace):
+    """The model as both modes measure it: weights materialised, cut into layers, checked
+    against the memory it will need; a model that cannot be is an error on MODEL."""
+    from executor.slicing import SlicingError, check_memory, layers, load_model, materialise
+
+    try:
+        lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
+        check_memory(lm)
+    except SlicingError as exc:
+        raise InputError("MODEL", str(exc)) from None
+    return lm
+
+
+def _write_documents(args: argparse.Namespace, platform: dict, profile: dict) -> None:
+    """What we write must load: both documents are parsed before either file is written."""
+    from planner.core.io import parse
+    from planner.core.schema import ModelProfile, Platform
+
+    parse(Platform, platform, "platform")
+    parse(ModelProfile, profile, "profile")
+    Path(args.out_platform).write_text(json.dumps(platform, indent=2) + "\n")
+    Path(args.out_profile).write_text(json.dumps(profile, indent=2) + "\n")
+
+
 def run_pe_cluster(args: argparse.Namespace) -> int:
     """`--pe-cluster`: Kang-style documents for `planner schedule` / `planner execute --schedule`."""
     from executor.pe_profile import profile_for_schedule
     from executor.runtime import DeviceSpecError, parse_device
-    from planner.commands._onnx import output_problems, runtime_devices
-    from executor.slicing import SlicingError, check_memory, layers, load_model, materialise
-    from planner.core.io import parse
-    from planner.core.schema import ModelProfile, Platform
+    from planner.commands._onnx import runtime_devices
+    from executor.slicing import SlicingError
     from planner.pe_documents import schedule_documents
 
     problems = []
@@ -126,18 +161,9 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
     if cluster is not None and (cluster.threads is not None or cluster.precision != "fp32"):
         problems.append("--pe-cluster: give the cluster's cores (affinity=...), not threads or precision: "
                         "every core count 1..n is measured, fp32")
-    if not Path(args.model).is_file():
-        problems.append(f"MODEL: no such file: {args.model}")
-    output_problems(problems, "--out-platform", args.out_platform)
-    output_problems(problems, "--out-profile", args.out_profile)
-    if problems:
-        raise InputError("arguments", "; ".join(problems))
+    _refuse(args, problems)
     t0 = time.perf_counter()
-    try:
-        lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
-        check_memory(lm)
-    except SlicingError as exc:
-        raise InputError("MODEL", str(exc)) from None
+    lm = _load_layers(args)
     bar, report = _progress(f"profiling {Path(args.model).name} for scheduling")
     try:
         prof = profile_for_schedule(lm, cluster, others, runs=args.runs, warmup=args.warmup, progress=report, seed=args.seed,
@@ -149,10 +175,7 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
     name = args.name or Path(args.model).stem
     platform_name = args.platform_name or f"{os.uname().nodename}-onnxruntime"
     platform, profile, lines = schedule_documents(lm, prof, name=name, platform_name=platform_name, model_path=args.model)
-    parse(Platform, platform, "platform")
-    parse(ModelProfile, profile, "profile")
-    Path(args.out_platform).write_text(json.dumps(platform, indent=2) + "\n")
-    Path(args.out_profile).write_text(json.dumps(profile, indent=2) + "\n")
+    _write_documents(args, platform, profile)
     print(f"profiled {name} for scheduling: {len(lm.layers)} layers, {time.perf_counter() - t0:.1f} s")
     for line in lines:
         print(line)
@@ -325,10 +348,8 @@ def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -
 def run(args: argparse.Namespace) -> int:
     from executor.power import detect
     from executor.profiler import profile_model
-    from planner.commands._onnx import output_problems, runtime_devices
-    from executor.slicing import SlicingError, check_memory, layers, load_model, materialise
-    from planner.core.io import parse
-    from planner.core.schema import ModelProfile, Platform
+    from planner.commands._onnx import runtime_devices
+    from executor.slicing import SlicingError
 
     if args.pe_cluster:
         return run_pe_cluster(args)
@@ -354,22 +375,13 @@ def run(args: argparse.Namespace) -> int:
     if args.out_plan and Path(args.out_plan).parent and not Path(args.out_plan).parent.is_dir():
         problems.append(f"--out-plan: no such directory: {Path(args.out_plan).parent}")
     devices = runtime_devices(args.device, problems, args.clock)
-    if not Path(args.model).is_file():
-        problems.append(f"MODEL: no such file: {args.model}")
-    output_problems(problems, "--out-platform", args.out_platform)
-    output_problems(problems, "--out-profile", args.out_profile)
-    if problems:
-        raise InputError("arguments", "; ".join(problems))
+    _refuse(args, problems)
     try:
         power, energy_source = detect(args.power_csv)
     except ValueError as exc:
         raise InputError("--power-csv", str(exc)) from None
     t0 = time.perf_counter()
-    try:
-        lm = layers(materialise(load_model(args.model), args.weights, args.seed), materialised=True)
-        check_memory(lm)
-    except SlicingError as exc:
-        raise InputError("MODEL", str(exc)) from None
+    lm = _load_layers(args)
     bar, report = _progress(f"profiling {Path(args.model).name}")
     try:
         prof = profile_model(lm, devices, runs=args.runs, warmup=args.warmup, calibration_count=args.calibration,
@@ -386,10 +398,7 @@ def run(args: argparse.Namespace) -> int:
     platform, profile, lines = build_documents(lm, prof, name=name, platform_name=platform_name,
                                                energy_source=energy_source, model_path=args.model,
                                                statistic=args.statistic, weights=args.weights, seed=args.seed)
-    parse(Platform, platform, "platform")  # what we write must load
-    parse(ModelProfile, profile, "profile")
-    Path(args.out_platform).write_text(json.dumps(platform, indent=2) + "\n")
-    Path(args.out_profile).write_text(json.dumps(profile, indent=2) + "\n")
+    _write_documents(args, platform, profile)
     total_s = time.perf_counter() - t0
     print(f"profiled {name}: {len(lm.layers)} layers ({sum(1 for la in lm.layers if len(la.predecessors) > 1)} joins), "
           f"{len(devices)} devices, {args.runs} runs each, {total_s:.1f} s")

@@ -846,7 +846,10 @@ NOTATION_LEGEND = (
 Status = Literal["optimal", "feasible", "not_proven", "infeasible"]
 
 
-class SliceOut(BaseModel):
+class SliceSpan(BaseModel):
+    """Which layers a slice runs, and where: what a plan's slice, an executor's slice and
+    a slice's telemetry share, so the three name a slice alike."""
+
     index: int
     first_layer: str
     last_layer: str
@@ -854,6 +857,9 @@ class SliceOut(BaseModel):
     last_index: int
     device: str
     freq_mhz: float
+
+
+class SliceOut(SliceSpan):
     target: str = Field(description="Paper notation, e.g. G@667; solver details follow as /key=value (p=share, dtype, mode=branch)")
     time_ms: float = Field(description="Execution plus the slice's tensor in/out plus the transition paid entering it")
     energy_mj: float | None = Field(description="Execution plus tensor in/out plus transition energy, as time_ms; "

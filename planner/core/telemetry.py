@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, Strict, _fail
+from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, SliceSpan, Strict, _fail
 
 MAX_SAMPLES = 10_000
 MAX_SLICES = 256
@@ -106,14 +106,7 @@ class TelemetryBatch(Strict):
         return self
 
 
-class SliceTelemetry(BaseModel):
-    index: int
-    first_layer: str
-    last_layer: str
-    first_index: int
-    last_index: int
-    device: str
-    freq_mhz: float
+class SliceTelemetry(SliceSpan):
     predicted_ms: float
     samples: int
     median_ms: float | None = None

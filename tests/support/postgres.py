@@ -59,3 +59,20 @@ class Postgres:
             self._run(str(self.bin / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "immediate", "stop")
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def migrated_with_ci_token():  # noqa: ANN201
+    """A module fixture's body for the replica tests: a started cluster (`.url`), migrated
+    once before the replicas race to, with a pipeline token 'ci' (`.token`); stopped after."""
+    from api.auth import create_token
+    from api.db import Database
+
+    pg = Postgres()
+    pg.url = pg.start()
+    db = Database(pg.url)
+    _, pg.token = create_token(db, "ci", ["pipeline"], [])
+    db.dispose()
+    try:
+        yield pg
+    finally:
+        pg.stop()

@@ -100,3 +100,33 @@ class Server:
 
     def __exit__(self, *exc) -> None:  # noqa: ANN002
         self.stop()
+
+
+def token(server: Server, *args: str) -> str:
+    """`planner token create ARGS` on the server's data directory (an executor token needs
+    its deployment to exist first)."""
+    out = subprocess.run([str(PLANNER), "token", "create", *args, "--data-dir", str(server.data_dir)], cwd=ROOT,
+                         env={**server.env}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def pipeline(server: Server, ci: str, platform: dict, profile: dict) -> tuple[httpx.Client, str, str]:
+    """A CI pipeline (token `ci`, pipeline scope) that has uploaded the two documents:
+    (its client, the platform id, the profile id), where the agent tests start."""
+    pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
+    pid = pipe.post("/v1/platforms", json=platform).json()["id"]
+    mid = pipe.post("/v1/profiles", json=profile).json()["id"]
+    return pipe, pid, mid
+
+
+def deploy_on_cpu1(server: Server, platform: dict, profile: dict) -> tuple[httpx.Client, str, str]:
+    """A plan on cpu1, active on deployment 'cam', and an executor token bound to 'cam':
+    (the pipeline's client, the plan id, the board's token), what one agent serves."""
+    pipe, pid, mid = pipeline(server, token(server, "--name", "ci", "--scope", "pipeline"), platform, profile)
+    plan = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "constraints": {"devices": ["cpu1"]}})
+    assert plan.status_code in (200, 201), plan.text
+    assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201
+    assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plan.json()["id"]}).status_code == 200
+    board = token(server, "--name", "board", "--scope", "executor", "--deployment", "cam")
+    return pipe, plan.json()["id"], board
