@@ -194,7 +194,8 @@ def main() -> int:
             v["load_average_before"] = r["load_average_before"]
             verdicts.append(v)
     print(f"\nTargets on {h['node']} ({len(h['usable_cores'])} cores; "
-          f"{'quiet' if quiet else 'NOT quiet'}); noise = the bench's own floor for that figure (same run twice)")
+          f"{'quiet' if quiet else 'NOT quiet'}); noise = the bench's own floor for that figure (the same configuration twice in one run; "
+          "for predictions the host's drift between profiling and the references where larger)")
     print(f"{'target':<110} {'value':>8} {'goal':>7} {'noise':>7}  met")
     for v in verdicts:
         value = "" if v["value"] is None else f"{v['value']:g}"
