@@ -127,6 +127,7 @@ class Service:
         self.bus = make_bus(settings.url)
         self.bus.subscribe("deployments", self.notifier.on_message)
         self.executor_views = LRU(256)  # plan id -> ExecutorPlan JSON bytes (plans are immutable)
+        self.plan_predictions = LRU(256)  # plan id -> (latency, slice times) for telemetry checks (api.telemetry)
         self.reused = LRU(1024)  # request key -> (plan id, PlanResource JSON bytes)
         self.sizes = LRU(1024)  # (platform id, profile id) -> (layers, targets), for admission
         self.db: Database | None = None

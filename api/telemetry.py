@@ -22,7 +22,6 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from api.auth import Principal
-from api.fastplans import LRU
 from api.problems import ApiError, from_planner_error, invalid
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, PlanRow, TelemetryBatchRow, utcnow
 from planner.core.errors import InputError, Issue
@@ -155,17 +154,13 @@ def _plan(body: str) -> Plan | None:
         return None
 
 
-# plan id -> (predicted latency, per-slice times) for the telemetry check: a stored plan never
-# changes, and a board posts a batch every few seconds for the same plan, so its body (about
-# 200 bytes a layer: 1 MB for 5000 layers) is read and parsed once, not on every POST
-_PREDICTIONS = LRU(256)
-
-
 def _predictions(svc, plan_id: str) -> tuple[float | None, list[float]] | None:  # noqa: ANN001
     """The plan's predicted latency (None where it has none: infinite, stored as null) and
     its slices' times (NaN for one without), or None for a plan that is not stored. Read
-    from the stored JSON with the C parser alone: two fields, not a validated Plan."""
-    hit = _PREDICTIONS.get(plan_id)
+    from the stored JSON with the C parser alone: two fields, not a validated Plan; kept in
+    Service.plan_predictions (a stored plan never changes, and a board posts a batch every few
+    seconds for the same plan: its body, about 200 bytes a layer, is read once, not per POST)."""
+    hit = svc.plan_predictions.get(plan_id)
     if hit is not None:
         return hit
     with svc.db.session() as s:
@@ -176,7 +171,7 @@ def _predictions(svc, plan_id: str) -> tuple[float | None, list[float]] | None: 
     latency = (doc.get("metrics") or {}).get("latency_ms")
     per_slice = [t if isinstance(t := sl.get("time_ms"), (int, float)) else math.nan for sl in doc.get("slices") or []]
     got = (float(latency) if isinstance(latency, (int, float)) else None, per_slice)
-    _PREDICTIONS.put(plan_id, got)
+    svc.plan_predictions.put(plan_id, got)
     return got
 
 
