@@ -37,6 +37,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from planner.core.procs import die_with_parent  # noqa: E402
 
 # (bench, full settings, quick settings): the full ones are the issues' (fidelity: every
 # light model and the generated ones, 12 profile rounds, 40 reference rounds)
@@ -61,8 +64,11 @@ def host() -> dict:
             "processor": pyplatform.processor() or pyplatform.machine(), "load_average": list(os.getloadavg())}
 
 
-def run_bench(name: str, quick: bool, out_dir: Path, cores: list[int], extra: list[str] = ()) -> dict:
-    """One bench as a child process, its output passed through; its JSON read back."""
+def run_bench(name: str, quick: bool, out_dir: Path, cores: list[int], extra: list[str] = (),
+              timeout_s: float = 3600.0) -> dict:
+    """One bench as a child process, its output passed through; its JSON read back. The
+    child dies with this process (planner.core.procs.die_with_parent) and is stopped after
+    `timeout_s` (reported as not run)."""
     script, full, fast = BENCHES[name]
     out = out_dir / f"{name}.json"
     cmd = [sys.executable, str(ROOT / "bench" / script), *(fast if quick else full), *extra, "--out", str(out)]
@@ -70,11 +76,22 @@ def run_bench(name: str, quick: bool, out_dir: Path, cores: list[int], extra: li
     print(f"\n=== {name}: {' '.join(cmd[1:])}" + (f" (on cores {slice_cores})" if slice_cores else ""), flush=True)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, preexec_fn=(lambda: os.sched_setaffinity(0, slice_cores)) if slice_cores else None)
+    parent = os.getpid()
+
+    def child() -> None:  # between fork and exec: this process is single-threaded
+        die_with_parent(parent)
+        if slice_cores:
+            os.sched_setaffinity(0, slice_cores)
+
+    try:
+        code = subprocess.run(cmd, cwd=ROOT, preexec_fn=child, timeout=timeout_s).returncode
+    except subprocess.TimeoutExpired:  # run() has killed it
+        print(f"quiet_host: {name} ran past {timeout_s:g} s (--timeout-s) and was stopped", file=sys.stderr)
+        code = "timeout"
     ran = {"bench": name, "command": cmd[1:], "cores": slice_cores, "wall_s": round(time.perf_counter() - t0, 1),
            "load_average_before": round(load0, 2), "load_average_after": round(os.getloadavg()[0], 2),
-           "returncode": proc.returncode}
-    if proc.returncode == 0 and out.exists():
+           "returncode": code}
+    if code == 0 and out.exists():
         ran["result"] = json.loads(out.read_text())
     return ran
 
@@ -158,6 +175,8 @@ def main() -> int:
     ap.add_argument("--args", action="append", default=[], metavar="BENCH=ARGS",
                     help="more arguments for one bench, after the chosen settings (the last of a repeated option "
                          "wins), e.g. fidelity=\"--models squeezenet --sets pinned-1t\" (default: none)")
+    ap.add_argument("--timeout-s", type=float, default=3600.0,
+                    help="stop a bench that runs longer than this, seconds (default %(default)s)")
     ap.add_argument("--out-dir", default=str(ROOT / "bench/results/quiet_host"),
                     help="where each bench's JSON and quiet_host.json go (default %(default)s)")
     args = ap.parse_args()
@@ -166,6 +185,9 @@ def main() -> int:
     if unknown:
         print(f"quiet_host: --only: unknown bench(es) {', '.join(unknown)}; choose from {', '.join(BENCHES)}",
               file=sys.stderr)
+        return 2
+    if not args.timeout_s > 0:
+        print(f"quiet_host: --timeout-s: must be > 0 seconds, got {args.timeout_s:g}", file=sys.stderr)
         return 2
     extra: dict[str, list[str]] = {}
     for item in args.args:
@@ -182,7 +204,7 @@ def main() -> int:
           + ("quiet enough to judge the targets" if quiet else
              "NOT a quiet host (fewer than 4 cores or load above "
              f"{QUIET_LOAD:g}): the figures are this machine's noise as much as the planner's"))
-    runs = [run_bench(n, args.quick, out_dir, h["usable_cores"], extra.get(n, [])) for n in names]
+    runs = [run_bench(n, args.quick, out_dir, h["usable_cores"], extra.get(n, []), args.timeout_s) for n in names]
     verdicts = []
     for r in runs:
         if "result" not in r:

@@ -62,9 +62,62 @@ def test_loop_rounds_missing_are_not_judged():
     assert v[1]["value"] is None and v[1]["met"] is None
 
 
-@pytest.mark.parametrize("argv", [["--only", "fidelity,nope"], ["--args", "nope=--x"], ["--args", "fidelity="]])
+@pytest.mark.parametrize("argv", [["--only", "fidelity,nope"], ["--args", "nope=--x"], ["--args", "fidelity="],
+                                  ["--timeout-s", "0"]])
 def test_bad_arguments_are_refused_in_one_line(argv, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["quiet_host.py", *argv])
     assert q.main() == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("quiet_host: --") and len(err.splitlines()) == 1
+
+
+def _sleeper(tmp_path) -> str:
+    """A bench that writes its pid beside its --out and sleeps, in place of the real ones."""
+    script = tmp_path / "sleeper.py"
+    script.write_text("import os, sys, time\nopen(sys.argv[sys.argv.index('--out') + 1] + '.pid', 'w')"
+                      ".write(str(os.getpid()))\ntime.sleep(60)\n")
+    return str(script)
+
+
+def _gone(pid: int, within_s: float) -> bool:
+    import os
+    import time
+
+    end = time.monotonic() + within_s
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_bench_past_its_time_limit_is_stopped_and_reported_not_run(tmp_path, monkeypatch):
+    monkeypatch.setitem(q.BENCHES, "loop", (_sleeper(tmp_path), [], []))
+    ran = q.run_bench("loop", False, tmp_path, [0], timeout_s=1.0)
+    assert ran["returncode"] == "timeout" and "result" not in ran
+    assert _gone(int((tmp_path / "loop.json.pid").read_text()), 5.0)
+
+
+def test_a_bench_dies_with_the_process_that_started_it(tmp_path):
+    """kill -9 of quiet_host leaves no bench running on (the child asks the kernel to be
+    killed with its parent)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    driver = (f"import sys; sys.path.insert(0, {str(q.ROOT)!r}); from bench import quiet_host as q; "
+              f"q.BENCHES['loop'] = ({_sleeper(tmp_path)!r}, [], []); q.run_bench('loop', False, __import__('pathlib').Path("
+              f"{str(tmp_path)!r}), [0], timeout_s=60)")
+    parent = subprocess.Popen([sys.executable, "-c", driver])
+    pid_file = tmp_path / "loop.json.pid"
+    end = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < end and parent.poll() is None, "the bench never started"
+        time.sleep(0.05)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    assert _gone(int(pid_file.read_text()), 5.0)
