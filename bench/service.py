@@ -233,8 +233,8 @@ def planning_work(batch: int, batches: int) -> dict:
     from planner.core.schema import PlanRequest
     from planner.plan import canonical_json
 
-    data = Path(tempfile.mkdtemp(prefix="bench-service-work-"))
-    db = Database(f"sqlite:///{data / 'planner.db'}")
+    tmp = tempfile.TemporaryDirectory(prefix="bench-service-work-")  # removed with its database at the end
+    db = Database(f"sqlite:///{Path(tmp.name) / 'planner.db'}")
     planner = Planner(db, Limits())
     store = PlanStore(db)
     try:
@@ -262,6 +262,7 @@ def planning_work(batch: int, batches: int) -> dict:
     finally:
         store.close()
         db.dispose()
+        tmp.cleanup()
     return {"batch": batch, "plans": batch * batches, "cpu_ms_per_plan": cpu / (batch * batches) * 1e3}
 
 
