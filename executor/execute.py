@@ -10,9 +10,10 @@ import onnxruntime as ort
 
 from executor.quantize import INT8_TOLERANCE, int8_error
 from executor.runtime import RuntimeDevice, unpin
-from executor.sessions import SlicedModel, measure
+from executor import harness
+from executor.sessions import SlicedModel, summarise_ms
 from executor.slicing import LayeredModel
-from planner.core.schema import MeasurementRegime
+from planner.core.schema import STEADY_BLOCK, MeasurementRegime
 from planner.core.telemetry import error_pct as _error_pct
 
 FP32_RTOL = 1e-4  # split fp32 vs unsplit fp32: same kernels, fusion may reorder sums
@@ -76,22 +77,32 @@ def run_plan(
     error compares the prediction with `statistic` (median | mean | min) of the runs:
     the one the profile took of its runs. `rate_hz`: served at that rate (an idle gap
     before each run) instead of back to back; the plan's regime says which its
-    prediction holds in, and the report says when this run is in another."""
+    prediction holds in, and the report says when this run is in another. The outputs are
+    checked here; the timing is the measurement harness's (executor.harness: the plan's
+    sessions alone in a pinned worker process, warmed to a steady state, `runs` timed runs
+    in blocks of up to STEADY_BLOCK after a settling run; `warmup` is recorded: the harness warms up until it is steady)."""
     key = f"{statistic}_ms"
     data = plan.model_dump() if hasattr(plan, "model_dump") else plan
     sliced = SlicedModel.from_plan(lm, data, devices, calibration_count=calibration_count, clock=clock)
     try:
         check = check_outputs(sliced, inputs)
-        timing = measure(sliced, inputs, runs=runs, warmup=warmup, rate_hz=rate_hz)
     finally:
         unpin()
+    pool = sliced.pool_policy
+    del sliced  # its sessions and pools are not alive while the worker times the plan
+    block = max(1, min(runs, STEADY_BLOCK))
+    m = harness.measure(lm, devices, inputs, {"plan": [(s["first_index"], s["last_index"], s["device"]) for s in data["slices"]]},
+                        rounds=-(-runs // block), block=block, settle=1, rate_hz=rate_hz, pool="auto", clock=clock,
+                        calibration_count=calibration_count, calibration_seed=0)
+    item = m.jobs["plan"].items[0]
+    timing = {"total": summarise_ms(item.runs_ms), "slices": [summarise_ms(x) for x in item.slices_ms]}
     slices = []
-    for s, plan_slice, t in zip(sliced.slices, data["slices"], timing["slices"]):
+    for plan_slice, t in zip(data["slices"], timing["slices"]):
         slices.append({
             "index": plan_slice["index"],
             "first_layer": plan_slice["first_layer"],
             "last_layer": plan_slice["last_layer"],
-            "device": s.device.id,
+            "device": plan_slice["device"],
             "predicted_ms": plan_slice["time_ms"],
             "measured_ms": t[key],
             "measured_median_ms": t["median_ms"],
@@ -117,7 +128,7 @@ def run_plan(
         "error_pct": error_pct(predicted, total[key]),
         "slices": slices,
         "devices": {d.id: d.spec for d in devices},
-        "regime": {"mode": "rate" if rate_hz else "back_to_back", "rate_hz": rate_hz, "pool": sliced.pool_policy},
+        "regime": {"mode": "rate" if rate_hz else "back_to_back", "rate_hz": rate_hz, "pool": pool},
         "regime_note": regime_note(data.get("regime"), rate_hz),
     }
 

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from executor.runtime import POOL_POLICIES, RuntimeDevice, build_session, clock_ns, pinned, quantize, unpin
+from executor.runtime import POOL_POLICIES, RuntimeDevice, build_session, clock_ns, pinned, quantize
 from executor.slicing import LayeredModel, SlicingError, boundary, random_inputs, split_model
 from planner.core.schema import STEADY_BLOCK
 
@@ -221,92 +221,29 @@ def summarise_ms(samples: Sequence[float]) -> dict[str, float]:
 STATISTICS = {"median": np.median, "mean": np.mean, "min": np.min}
 
 
-def measure(sliced: SlicedModel, inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3,
-            rate_hz: float | None = None) -> dict:
-    """Run `warmup` + `runs` times, back to back or (`rate_hz`) one run per period with
-    the idle gap between; per-slice and end-to-end timing summaries."""
-    for _ in range(warmup):
-        sliced.run(inputs)
-    pace = Pacer(rate_hz)
-    per_slice: list[list[float]] = [[] for _ in sliced.slices]
-    total = []
-    for _ in range(runs):
-        pace()
-        t0 = sliced.clock()
-        _, ts = sliced.run_timed(inputs)
-        total.append((sliced.clock() - t0) / 1e6)
-        for k, t in enumerate(ts):
-            per_slice[k].append(t)
-    return {"total": summarise_ms(total), "slices": [summarise_ms(x) for x in per_slice]}
-
-
-def measure_interleaved(
-    runners: Mapping[str, SlicedModel], inputs: Mapping[str, np.ndarray], runs: int = 20, warmup: int = 3,
-    settle: int = 0, shuffle_seed: int | None = None, rate_hz: float | None = None, block: int = 1,
-) -> dict[str, dict]:
-    """Several sliced models timed in turns, run by run, so that a noisy machine slows
-    them alike and their ratios mean something. name -> measure()'s summary, plus
-    `total_samples_ms`, the timed runs in round order (round k of every runner is paired).
-    `settle` untimed runs precede each timed one in a turn: the timed run then follows
-    its own last slice, as when the model is served back to back, instead of whatever
-    the previous runner ran last (another device, precision or core: a switch that
-    execution never makes and that would slow each runner by a different amount).
-    With `shuffle_seed` the runners take their turns in a new random order every round,
-    so whatever one runner leaves behind for the next (the core the calling thread was
-    last pinned to, warm caches) falls on each of them alike instead of always on the
-    same one. With `rate_hz` each timed run follows an idle gap (one period since the
-    previous timed run started) and nothing settles it: the regime of a plan served at
-    that rate. Back to back, `block` timed runs follow the settling ones in each turn and
-    the round's figure is their median (per slice too): a multi-thread session taking single
-    turns measured about 2.5x its time in blocks on the 2-core VM, even after 10 settling runs."""
-    pace = Pacer(rate_hz)
-    if rate_hz is not None:
-        settle, block = 0, 1
-    for sm in runners.values():
-        for _ in range(warmup):
-            sm.run(inputs)
-    totals: dict[str, list[float]] = {k: [] for k in runners}
-    per_slice: dict[str, list[list[float]]] = {k: [[] for _ in sm.slices] for k, sm in runners.items()}
-    rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
-    names = list(runners)
-    for _ in range(runs):
-        order = [names[i] for i in rng.permutation(len(names))] if rng is not None else names
-        for name in order:
-            sm = runners[name]
-            for _ in range(settle):
-                sm.run(inputs)
-            runs_ms, slices_ms = [], []
-            for _ in range(max(block, 1)):
-                pace()
-                t0 = sm.clock()
-                _, ts = sm.run_timed(inputs)
-                runs_ms.append((sm.clock() - t0) / 1e6)
-                slices_ms.append(ts)
-            totals[name].append(float(np.median(runs_ms)))
-            for k in range(len(sm.slices)):
-                per_slice[name][k].append(float(np.median([ts[k] for ts in slices_ms])))
-    return {
-        name: {"total": summarise_ms(totals[name]), "slices": [summarise_ms(x) for x in per_slice[name]],
-               "total_samples_ms": totals[name]}  # in round order: paired across runners
-        for name in runners
-    }
-
-
 def measure_candidates(
     lm: LayeredModel, devices: Sequence[RuntimeDevice], inputs: Mapping[str, np.ndarray],
     slices_by_name: Mapping[str, Sequence[tuple[int, int, str]]], *, runs: int, settle: int,
     rate_hz: float | None = None, pool: str = "auto", clock: str = "wall", seed: int = 0,
+    aa: str | None = "plan", replicas: int = 1, timeout_s: float = 900.0,
 ) -> dict[str, dict]:
     """Candidate slicings of one model timed end to end as planner execute and the agent
-    run them (SlicedModel, its pool policy), in turns shuffled every round: back to back
-    after `settle` untimed runs of each, or at `rate_hz`. name -> the total's summary plus
-    `samples_ms` in round order (paired across candidates). What a verified plan
-    (planner solve --verify, the agent on a first deploy) is chosen from."""
-    runners = {name: SlicedModel(lm, list(sl), list(devices), clock=clock, pool=pool)
-               for name, sl in slices_by_name.items()}
-    try:
-        timing = measure_interleaved(runners, inputs, runs=runs, warmup=2, settle=settle, shuffle_seed=seed,
-                                     rate_hz=rate_hz, block=STEADY_BLOCK)
-    finally:
-        unpin()
-    return {name: {**t["total"], "samples_ms": t["total_samples_ms"]} for name, t in timing.items()}
+    run them (SlicedModel, its pool policy), each in its own pinned worker process of the
+    measurement harness (executor.harness), in `runs` shuffled rounds: back to back after
+    `settle` untimed runs of each, or at `rate_hz`. name -> the total's summary plus
+    `samples_ms` in round order (paired across candidates) and `harness` (the worker's
+    cores and warm-up); the `aa` candidate (default the plan, when there is one) also
+    carries `aa` (the harness's reproducibility: that candidate timed by a second worker).
+    What a verified plan (planner solve --verify, the agent on a first deploy) is chosen from."""
+    from executor import harness
+
+    m = harness.measure(lm, list(devices), inputs, {name: list(sl) for name, sl in slices_by_name.items()},
+                        rounds=runs, block=STEADY_BLOCK, settle=settle, rate_hz=rate_hz, pool=pool, clock=clock,
+                        seed=seed, aa=aa if aa in slices_by_name else None, replicas=replicas, timeout_s=timeout_s)
+    out = {}
+    for name, job in m.jobs.items():
+        out[name] = {**job.items[0].summary(),
+                     "harness": {"cores": job.cores, "warmup_runs": job.warmup_runs, "steady": job.warmup_steady}}
+    if m.aa is not None:
+        out[m.aa["job"]]["aa"] = m.aa
+    return out

@@ -89,63 +89,44 @@ def test_a_single_device_plan_predicts_the_measured_unsplit_model():
 
 
 def test_the_profiler_settles_each_partition_before_timing_it(monkeypatch):
-    """settle=s: every timed run of a partition follows s untimed runs of the same
-    partition on the same device, as a plan served back to back runs after itself."""
+    """The profile's partitions go to the harness as sliced runs of the executor: the
+    layers as one L-slice run (each slice under the "stop" pool policy, as part of several),
+    the unsplit model as a one-slice run in a worker of its own ("plain", as the runtime
+    alone runs it); back to back each block settles `settle` runs first, at a rate none."""
     import os
 
     import onnx
 
-    from executor import profiler
+    from executor import harness, profiler
     from executor.runtime import unpin
+    from executor.sessions import slice_policy
     from executor.slicing import layers, load_model, materialise
 
     light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_squeezenet.onnx")
     lm = layers(materialise(load_model(light), "random", 0), materialised=True)
     devices = parse_devices(["c=CPUExecutionProvider:threads=1"])
-    real = profiler.build_session
+    seen = []
+    real = harness.measure
 
-    def counted(runs_log, name):
-        class Spy:
-            def __init__(self, sess):
-                self.sess = sess
+    def spy(*args, **kwargs):
+        seen.append((args[3], kwargs))
+        return real(*args, **kwargs)
 
-            def run(self, outs, feed):
-                runs_log.append(name)
-                return self.sess.run(outs, feed)
-        return Spy
-
-    policies = []
-
-    def profile(settle):
-        log, k = [], iter(range(10**6))
-        policies.clear()
-
-        def build(m, d, policy="stop"):
-            policies.append(policy)
-            return counted(log, next(k))(real(m, d, policy))
-
-        monkeypatch.setattr(profiler, "build_session", build)
+    monkeypatch.setattr(harness, "measure", spy)
+    monkeypatch.setattr(harness, "WARMUP_MAX_S", 0.3)
+    L = len(lm.layers)
+    for settle, rate in ((0, None), (2, None), (2, 50.0)):
+        seen.clear()
         try:
-            profiler.profile_model(lm, devices, runs=2, warmup=1, transfer_sizes=(), chunk_counts=(1,), settle=settle)
+            run = profiler.profile_model(lm, devices, runs=2, warmup=1, transfer_sizes=(), chunk_counts=(1,),
+                                         settle=settle, rate_hz=rate)
         finally:
             unpin()
-        return log
-
-    L = len(lm.layers)
-    for settle in (0, 2):
-        log = profile(settle)
-        first = L + 1  # sessions 0..L-1: the layers; L: the unsplit model; each warmed once when built
-        # last, the unsplit model alone as a one-slice plan runs: a warm-up, then back-to-back runs
-        block = 1 + 2 * (1 + max(settle - 1, 0))
-        assert log[-block:] == [L] * block
-        rounds = log[first:-block]  # per round: the layers in order, then the unsplit model
-        per_round = (1 + settle) * (L + 1)
-        assert len(rounds) == 2 * per_round
-        for r in range(2):
-            block = rounds[r * per_round:(r + 1) * per_round]
-            layers_part, whole_part = block[:(1 + settle) * L], block[(1 + settle) * L:]
-            assert layers_part == list(range(L)) * (1 + settle)  # the whole sequence settled, then timed
-            assert whole_part == [L] * (1 + settle)
-        # each slice timed under the pool policy it runs with: the unsplit model as a
-        # one-slice plan (ONNX Runtime's defaults), every layer as part of several
-        assert policies[:L] == ["stop"] * L and policies[L] == "plain"
+        (jobs, kw), = seen
+        assert set(jobs) == {"layers-c", "whole-c"}
+        assert kw["settle"] == (0 if rate else settle) and kw["rate_hz"] == rate and kw["rounds"] == 2
+        assert [it.slices for it in jobs["layers-c"].items] == [tuple((i, i, "c") for i in range(L))]
+        assert [it.slices for it in jobs["whole-c"].items] == [((0, L - 1, "c"),)]
+        assert len(run.times["c"].layer_ms) == L and len(run.times["c"].whole_ms) == 2
+        assert kw.get("block") is None  # STEADY_BLOCK timed runs a turn, their median the round's figure
+    assert slice_policy("auto", L) == "stop" and slice_policy("auto", 1) == "plain"

@@ -168,21 +168,24 @@ def test_slice_uncertainty_is_the_rms_error():
 # --------------------------------------------------------------------------- the profiler
 
 
-def test_profiler_measures_switches_through_the_executors_slice_loop(monkeypatch):
-    from executor import profiler
+def test_profiler_measures_switches_as_two_slice_runs_of_the_executor(monkeypatch):
+    """Every ordered device pair (and each device with itself) at the three cuts, each a
+    two-slice run of the executor's SlicedModel in one harness worker, paired by round."""
+    from executor import harness, profiler
     from executor.runtime import parse_devices, unpin
     from executor.slicing import layers, load_model, materialise
 
     lm = layers(materialise(load_model(os.path.join(LIGHT, "light_squeezenet.onnx")), "random", 0), materialised=True)
     devices = parse_devices(["c=CPUExecutionProvider:threads=1", "q=CPUExecutionProvider:threads=1,precision=int8"])
-    calls = []
-    real = profiler.run_slices
+    seen = []
+    real = harness.measure
 
-    def spy(steps, env, clock, *a, **k):
-        calls.append([s[0] for s in steps])
-        return real(steps, env, clock, *a, **k)
+    def spy(*args, **kwargs):
+        seen.append(args[3])
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(profiler, "run_slices", spy)
+    monkeypatch.setattr(harness, "measure", spy)
+    monkeypatch.setattr(harness, "WARMUP_MAX_S", 0.3)
     try:
         run = profiler.profile_model(lm, devices, runs=2, warmup=1, transfer_sizes=(4096, 65536), calibration_count=2,
                                       settle=1)
@@ -195,21 +198,12 @@ def test_profiler_measures_switches_through_the_executors_slice_loop(monkeypatch
     for pair, per_cut in run.switch_ms.items():
         assert sorted(per_cut) == cuts
         assert all(len(smp) == 2 and all(len(t) == 2 and min(t) > 0 for t in smp) for smp in per_cut.values())
-    # each round: every device runs the 4 partitions (layers, unsplit, halves, quarters),
-    # each settled once then timed, through the same loop; then every switch: the previous
-    # inference's last slice (untimed), then the two slices
-    partition_calls, switch_calls = 2 * 4 * 2, 4 * 3 * 2
-    # last, per device, the unsplit model alone as a one-slice plan runs: a warm-up, then 2 timed runs
-    closing = 2 * (1 + 2)
-    assert len(calls) == 2 * (partition_calls + switch_calls) + closing
-    assert all(len(c) == 1 for c in calls[-closing:])
-    calls = calls[:-closing]
-    for r in range(2):
-        round_calls = calls[r * (partition_calls + switch_calls):(r + 1) * (partition_calls + switch_calls)]
-        parts, switches = round_calls[:partition_calls], round_calls[partition_calls:]
-        assert [len(c) for c in parts[:2]] == [L, L] and parts[0] == parts[1]  # settled, then timed
-        for prev, timed in zip(switches[::2], switches[1::2]):
-            assert len(prev) == 1 and len(timed) == 2 and prev[0] is timed[1]
+    (jobs,) = seen
+    sw = jobs["switches"]
+    assert sw.settle == 1 and sw.block == 1  # each timed run right after the previous inference's last slice
+    assert sorted(it.slices for it in sw.items) == sorted(
+        ((0, c - 1, a), (c, L - 1, b)) for c in cuts for a in "cq" for b in "cq")
+    assert all(it.factory is None for it in sw.items)  # the executor's own SlicedModel runs them
     # and the documents carry the fits and the uncertainties
     from planner.commands.profile import build_documents
 
@@ -221,71 +215,3 @@ def test_profiler_measures_switches_through_the_executors_slice_loop(monkeypatch
 
 
 # --------------------------------------------------------------------------- the bench's turns
-
-
-class FakeRunner:
-    """Duck-typed SlicedModel: records the order of its timed runs, on a fake clock."""
-
-    def __init__(self, name, log):
-        self.name, self.log, self.slices, self.t = name, log, [None], 0
-
-    def clock(self):
-        self.t += 1_000_000
-        return self.t
-
-    def run(self, inputs):
-        self.log.append(("settle", self.name))
-
-    def run_timed(self, inputs):
-        self.log.append(("timed", self.name))
-        return {}, [1.0]
-
-
-def test_interleaved_turns_settle_before_each_timed_run_and_shuffle_the_order():
-    from executor.sessions import measure_interleaved
-
-    log = []
-    runners = {n: FakeRunner(n, log) for n in "abcd"}
-    res = measure_interleaved(runners, {}, runs=12, warmup=0, settle=1, shuffle_seed=3)
-    assert all(len(res[n]["total_samples_ms"]) == 12 for n in runners)
-    # every timed run follows an untimed run of the same runner
-    timed = [i for i, (kind, _) in enumerate(log) if kind == "timed"]
-    assert all(log[i - 1] == ("settle", log[i][1]) for i in timed)
-    orders = {tuple(log[i][1] for i in timed[r * 4:(r + 1) * 4]) for r in range(12)}
-    assert len(orders) > 1 and all(sorted(o) == list("abcd") for o in orders)
-    # without a seed: the fixed order, every round
-    log.clear()
-    measure_interleaved(runners, {}, runs=3, warmup=0)
-    assert [n for kind, n in log if kind == "timed"] == list("abcd") * 3
-
-
-def test_back_to_back_a_turn_is_a_block_whose_median_is_the_rounds_figure():
-    """block=3: each turn settles, then times three runs in a row; the round's figure (and
-    each slice's) is their median, so one slow run after a switch does not set it. At a
-    rate there is no block: one timed run per turn."""
-    from executor.sessions import measure_interleaved
-
-    class Steps(FakeRunner):
-        def __init__(self, name, log, ms):
-            super().__init__(name, log)
-            self.ms = iter(ms)
-
-        def clock(self):  # each timed run's own duration, in the order given
-            return self.t
-
-        def run_timed(self, inputs):
-            self.log.append(("timed", self.name))
-            took = next(self.ms)
-            self.t += int(took * 1e6)
-            return {}, [took]
-
-    log = []
-    runners = {"a": Steps("a", log, [9.0, 2.0, 3.0, 2.5, 8.0, 2.4]), "b": Steps("b", log, [5.0, 1.0, 1.2, 1.1, 1.3, 7.0])}
-    res = measure_interleaved(runners, {}, runs=2, warmup=0, settle=2, block=3)
-    assert res["a"]["total_samples_ms"] == [3.0, 2.5] and res["b"]["total_samples_ms"] == [1.2, 1.3]
-    kinds = [k for k, n in log if n == "a"]
-    assert kinds == ["settle", "settle", "timed", "timed", "timed"] * 2
-    log.clear()
-    runners = {"a": Steps("a", log, [4.0, 5.0])}
-    res = measure_interleaved(runners, {}, runs=2, warmup=0, rate_hz=1000.0, block=3)
-    assert res["a"]["total_samples_ms"] == [4.0, 5.0] and [k for k, _ in log] == ["timed", "timed"]

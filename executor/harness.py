@@ -1,0 +1,502 @@
+"""The one measurement harness: every path that times a configuration (layer profiling,
+`--verify` candidates, the benches' plain-runtime references, the agent's first-deploy
+verification) goes through `measure`.
+
+Why a harness of its own: the same plain session, timed twice in one process, differed by
+up to 2x on an idle 16-core host, and on the 2-core VM its first run after a 2-thread
+session's pool had run was 2.8x slower and the whole next block 13% slower
+(docs/measurement.md). What moved the figure was the *process's* state: other sessions and
+their spinning pools alive, what ran just before, where the thread was pinned. So:
+
+- each configuration (a `Job`) runs in a worker process of its own (`python -m
+  executor.harness`), pinned to its devices' cores before ONNX Runtime is imported (its
+  pools inherit the pinning), holding only that configuration's sessions;
+- the worker warms up until two consecutive warm-up blocks agree (a steady state), not
+  for a fixed count;
+- the parent hands out blocks in rounds, the jobs in a new shuffled order each round and
+  only one worker running at a time, so slow drift of the host falls on every job alike;
+  back to back, a block is `settle` untimed runs then `block` timed ones (the round's
+  figure is their median); at a rate, each timed run follows an idle gap of one period;
+- with `aa`, one job is measured twice, by two independent workers in the same rounds,
+  and the harness reports how far apart they came out (its own reproducibility, "A-A").
+
+Workers die with the parent (PR_SET_PDEATHSIG) and every exchange has a deadline, so a
+measurement is bounded before it starts and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+Slices = Sequence[tuple[int, int, str]]
+Progress = Callable[[int, int, str], None]
+
+# a warm-up ends when two consecutive warm-up blocks' medians agree within this (steady
+# state) or after WARMUP_MAX_BLOCKS blocks / WARMUP_MAX_S seconds, whichever comes first
+WARMUP_TOLERANCE = 0.03
+WARMUP_MIN_BLOCKS = 2
+WARMUP_MAX_BLOCKS = 12
+WARMUP_MAX_S = 4.0
+GAP_S = 0.005  # quiet between two workers' blocks: an idle pool's spin-wait ends before the next worker starts
+AA_SUFFIX = "~A2"
+
+
+class HarnessError(RuntimeError):
+    """A worker that could not build or run its configuration, or ran past its deadline;
+    the message names the job."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing a worker times. `slices`: a run of the model cut into consecutive slices,
+    each (first layer, last layer, device id), run as the executor runs a plan
+    (executor.sessions.SlicedModel) or, with `factory` ("path/to/file.py:Name"), by a
+    runner that factory builds (a bench's plain-runtime reference: Name(lm, slices,
+    devices, calibration, pool) returning a callable feed -> ms). `transfer_bytes`: a
+    tensor of that size through a session on `device` (the profiler's transfer points)."""
+
+    slices: tuple[tuple[int, int, str], ...] = ()
+    factory: str | None = None
+    transfer_bytes: int | None = None
+    device: str | None = None
+
+    def devices(self) -> list[str]:
+        return [self.device] if self.device else list(dict.fromkeys(d for _, _, d in self.slices))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A configuration: the items one worker holds (their sessions alone in its process)
+    and times one after the other in each of its blocks. `settle` / `block` override the
+    measurement's for this job (the profiler's many two-slice switch runs take single
+    turns after one settling run, as they did in one process)."""
+
+    items: tuple[Item, ...]
+    settle: int | None = None
+    block: int | None = None
+    warmup_max_s: float | None = None
+
+    @classmethod
+    def of(cls, slices: Slices, factory: str | None = None) -> "Job":
+        return cls((Item(tuple((int(a), int(b), str(d)) for a, b, d in slices), factory),))
+
+    def devices(self) -> list[str]:
+        return list(dict.fromkeys(d for it in self.items for d in it.devices()))
+
+
+@dataclass
+class ItemTiming:
+    rounds_ms: list[float]  # per round, the median of the block's timed runs (paired across jobs)
+    runs_ms: list[float]  # every timed run
+    slices_ms: list[list[float]]  # per slice, every timed run
+    slice_rounds_ms: list[list[float]] = field(default_factory=list)  # per slice, per round the block's median
+
+    def summary(self) -> dict:
+        from executor.sessions import summarise_ms
+
+        return {**summarise_ms(self.rounds_ms), "samples_ms": list(self.rounds_ms)}
+
+
+@dataclass
+class JobTiming:
+    items: list[ItemTiming]
+    cores: list[int]
+    pid: int
+    warmup_runs: int
+    warmup_steady: bool  # False: the warm-up hit its bound before two blocks agreed
+    busy_s: float = 0.0  # the worker's time in its blocks
+
+
+@dataclass
+class Measured:
+    jobs: dict[str, JobTiming]
+    rounds: int
+    block: int
+    settle: int
+    rate_hz: float | None
+    aa: dict | None = None  # the replicated job's reproducibility (see `aa_figures`)
+    wall_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self, name: str, item: int = 0) -> dict:
+        return self.jobs[name].items[item].summary()
+
+
+def aa_figures(a: Sequence[float], b: Sequence[float]) -> dict:
+    """How far apart two workers timing the same configuration came out: the difference
+    of their medians (the figure a measurement reports) and, round by round, of their
+    paired figures; in % of the first's median."""
+    ma, mb = float(np.median(a)), float(np.median(b))
+    per_round = [abs(x - y) / ((x + y) / 2) * 100 for x, y in zip(a, b)]
+    return {"a_ms": ma, "b_ms": mb, "aa_pct": abs(ma - mb) / ma * 100 if ma > 0 else 0.0,
+            "per_round_median_pct": float(np.median(per_round)) if per_round else 0.0,
+            "per_round_worst_pct": float(np.max(per_round)) if per_round else 0.0}
+
+
+# ----------------------------------------------------------------------------- framing
+def _send(fd: int, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(struct.pack("<Q", len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return bytes(buf)
+
+
+def _recv(fd: int, deadline: float | None = None):
+    (n,) = struct.unpack("<Q", _read_exact(fd, 8, deadline))
+    return pickle.loads(_read_exact(fd, n, deadline))
+
+
+# ----------------------------------------------------------------------------- the parent
+class _Worker:
+    def __init__(self, name: str, job: Job, setup: dict, cores: list[int]):
+        self.name, self.job, self.cores = name, job, cores
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        parent = os.getpid()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "executor.harness", str(parent)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env, cwd=str(ROOT), close_fds=True,
+            preexec_fn=lambda: os.sched_setaffinity(0, cores) if hasattr(os, "sched_setaffinity") else None)
+        self.out = self.proc.stdout.fileno()
+        _send(self.proc.stdin.fileno(), {"setup": setup, "job": job, "cores": cores})
+
+    def ask(self, msg, deadline: float):
+        try:
+            _send(self.proc.stdin.fileno(), msg)
+            reply = _recv(self.out, deadline)
+        except TimeoutError:
+            raise HarnessError(f"job '{self.name}': no answer within its deadline") from None
+        except (EOFError, BrokenPipeError, OSError):
+            raise HarnessError(f"job '{self.name}': the worker died ({self._stderr()})") from None
+        if isinstance(reply, dict) and "error" in reply:
+            raise HarnessError(f"job '{self.name}': {reply['error']}")
+        return reply
+
+    def wait_ready(self, deadline: float):
+        try:
+            reply = _recv(self.out, deadline)
+        except TimeoutError:
+            raise HarnessError(f"job '{self.name}': not built within its deadline") from None
+        except (EOFError, OSError):
+            raise HarnessError(f"job '{self.name}': the worker died while building ({self._stderr()})") from None
+        if "error" in reply:
+            raise HarnessError(f"job '{self.name}': {reply['error']}")
+        return reply
+
+    def _stderr(self) -> str:
+        try:
+            self.proc.kill()
+            err = self.proc.communicate(timeout=5)[1].decode(errors="replace").strip().splitlines()
+        except Exception:  # noqa: BLE001 - best effort: the reason, if the worker left one
+            err = []
+        return err[-1][:300] if err else f"exit code {self.proc.poll()}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                _send(self.proc.stdin.fileno(), {"cmd": "exit"})
+                self.proc.wait(2)
+            except Exception:  # noqa: BLE001 - then it is killed
+                pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+def _cores_of(job: Job, by_id: Mapping, all_cores: Sequence[int]) -> list[int]:
+    """The cores a job's worker is pinned to: its devices' affinities (all the process's
+    cores for a device without one)."""
+    cores: set[int] = set()
+    for dev in job.devices():
+        aff = by_id[dev].affinity
+        cores.update(aff if aff is not None else all_cores)
+    return sorted(cores or all_cores)
+
+
+def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping[str, Job | Slices], *, rounds: int,
+            block: int | None = None, settle: int | None = None, rate_hz: float | None = None, pool: str = "auto",
+            clock: str = "wall", seed: int = 0, aa: str | None = None, replicas: int = 1, calibration_count: int = 8,
+            calibration_seed: int | None = None, progress: Progress | None = None, timeout_s: float = 900.0,
+            warmup_max_s: float = WARMUP_MAX_S) -> Measured:
+    """Time `jobs` (name -> Job, or the slices of one sliced run) of model `lm` on runtime
+    `devices` (executor.runtime.RuntimeDevice, each with the spec it was parsed from), each
+    in its own pinned worker, `rounds` interleaved rounds. `aa`: a job name measured a
+    second time by independent workers (reported in `Measured.aa`). `replicas`: workers per
+    job, each round's figure the median of theirs: where a process's memory lands moves a
+    memory-bound model's time by 5-13% from one process to the next on the 2-core VM, which
+    no number of rounds in one process averages out. `timeout_s` bounds the whole
+    measurement; a worker that fails names its job (HarnessError)."""
+    from executor.runtime import PROCESS_CORES
+    from planner.core.schema import STEADY_BLOCK, STEADY_SETTLE
+
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if replicas < 1:
+        raise ValueError(f"replicas must be >= 1, got {replicas}")
+    block = STEADY_BLOCK if block is None else max(1, int(block))
+    settle = (STEADY_SETTLE if settle is None else max(0, int(settle))) if rate_hz is None else 0
+    by_id = {d.id: d for d in devices}
+    jobs = {name: j if isinstance(j, Job) else Job.of(j) for name, j in jobs.items()}
+    for name, j in jobs.items():
+        unknown = [d for d in j.devices() if d not in by_id]
+        if unknown:
+            raise HarnessError(f"job '{name}' uses device(s) {', '.join(unknown)}; declared: {', '.join(by_id)}")
+    if aa is not None:
+        if aa not in jobs:
+            raise ValueError(f"aa: no job named '{aa}'")
+        jobs = {**jobs, aa + AA_SUFFIX: jobs[aa]}
+    missing_spec = [d.id for d in devices if not getattr(d, "spec", "")]
+    if missing_spec:
+        raise HarnessError(f"device(s) {', '.join(missing_spec)} carry no spec for the worker to parse")
+    t_start = time.monotonic()
+    deadline = t_start + timeout_s
+    all_cores = sorted(PROCESS_CORES)
+    with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
+        model_path = Path(tmp) / "model.onnx"
+        model_path.write_bytes(lm.model.SerializeToString())
+        feed_path = Path(tmp) / "feed.npz"
+        np.savez(feed_path, **{k: np.asarray(v) for k, v in feed.items()})
+        setup = {"model": str(model_path), "feed": str(feed_path), "specs": [d.spec for d in devices],
+                 "rate_hz": rate_hz, "settle": settle, "block": block, "pool": pool, "clock": clock,
+                 "calibration_count": calibration_count,
+                 "calibration_seed": seed if calibration_seed is None else calibration_seed,
+                 "warmup_max_s": warmup_max_s, "sys_path": [p for p in sys.path if p]}
+        workers: dict[str, _Worker] = {}
+        try:
+            for name, j in jobs.items():
+                for k in range(replicas):
+                    workers[f"{name}#{k}"] = _Worker(name, j, setup, _cores_of(j, by_id, all_cores))
+            ready = {name: w.wait_ready(deadline) for name, w in workers.items()}
+            # warm-ups one worker at a time: a worker warming up is measured alone too
+            warm = {name: w.ask({"cmd": "warm"}, deadline) for name, w in workers.items()}
+            got: dict[str, list[list[dict]]] = {name: [] for name in workers}
+            rng = np.random.default_rng(seed)
+            names = list(workers)
+            total = rounds
+            for r in range(rounds):
+                for i in rng.permutation(len(names)):
+                    name = names[i]
+                    got[name].append(workers[name].ask({"cmd": "block"}, deadline))
+                    if rate_hz is None:
+                        time.sleep(GAP_S)
+                if progress:
+                    progress(r + 1, total, f"round {r + 1}/{rounds}")
+        finally:
+            for w in workers.values():
+                w.close()
+    out: dict[str, JobTiming] = {}
+    for name, j in jobs.items():
+        reps = [f"{name}#{k}" for k in range(replicas)]
+        items = []
+        for k in range(len(j.items)):
+            per_rep = [[b["items"][k] for b in got[w]] for w in reps]  # replica -> round -> block
+            n_slices = len(per_rep[0][0]["slices_ms"])
+            every = [blk for rep in per_rep for blk in rep]
+            items.append(ItemTiming(
+                rounds_ms=[float(np.median([np.median(rep[r]["runs_ms"]) for rep in per_rep])) for r in range(rounds)],
+                runs_ms=[x for blk in every for x in blk["runs_ms"]],
+                slices_ms=[[x for blk in every for x in blk["slices_ms"][s]] for s in range(n_slices)],
+                slice_rounds_ms=[[float(np.median([np.median(rep[r]["slices_ms"][s]) for rep in per_rep]))
+                                  for r in range(rounds)] for s in range(n_slices)]))
+        out[name] = JobTiming(items, ready[reps[0]]["cores"], ready[reps[0]]["pid"],
+                              sum(warm[w]["runs"] for w in reps), all(warm[w]["steady"] for w in reps),
+                              busy_s=sum(b["_s"] for w in reps for b in got[w]))
+    res = Measured(out, rounds, block, settle, rate_hz, wall_s=time.monotonic() - t_start)
+    if aa is not None:
+        twin = out.pop(aa + AA_SUFFIX)
+        res.aa = {"job": aa, **aa_figures(out[aa].items[0].rounds_ms, twin.items[0].rounds_ms)}
+    unsteady = [n for n, j in out.items() if not j.warmup_steady]
+    if unsteady:
+        res.notes.append(f"warm-up reached no steady state within its bound: {', '.join(unsteady)}")
+    return res
+
+
+# ----------------------------------------------------------------------------- the worker
+def _load_factory(spec: str):
+    import importlib.util
+
+    path, _, name = spec.rpartition(":")
+    mod_name = "_harness_factory_" + Path(path).stem
+    if mod_name not in sys.modules:
+        s = importlib.util.spec_from_file_location(mod_name, path)
+        mod = importlib.util.module_from_spec(s)
+        sys.modules[mod_name] = mod
+        s.loader.exec_module(mod)
+    return getattr(sys.modules[mod_name], name)
+
+
+def _build_runner(item: Item, lm, devices, setup: dict, feed: dict, calib_cache: dict):
+    """A callable () -> (total ms, [ms per slice]) for one item."""
+    from executor.runtime import build_session, clock_ns, pinned
+    from executor.sessions import SlicedModel, slice_policy
+    from executor.slicing import random_inputs
+
+    by_id = {d.id: d for d in devices}
+    if item.transfer_bytes is not None:
+        from executor.profiler import transfer_model
+
+        d = by_id[item.device]
+        sess = build_session(transfer_model(item.transfer_bytes, d.precision == "int8"), d,
+                             slice_policy(setup["pool"], 2))
+        x = {"x": np.random.default_rng(0).standard_normal((1, max(1, item.transfer_bytes // 4))).astype(np.float32)}
+        pin, now = pinned(d), clock_ns(setup["clock"], [d])
+
+        def run_transfer():
+            t0 = now()
+            with pin:
+                sess.run(["y"], x)
+            ms = (now() - t0) / 1e6
+            return ms, [ms]
+        return run_transfer
+    calibration = None
+    if any(by_id[d].precision == "int8" for d in item.devices()):
+        if "feeds" not in calib_cache:
+            s0 = setup["calibration_seed"]
+            calib_cache["feeds"] = [random_inputs(lm, s0 + i) for i in range(setup["calibration_count"])]
+        calibration = calib_cache["feeds"]
+    if item.factory:
+        from executor.sessions import capture
+
+        need = list(dict.fromkeys([x for layer in lm.layers for x in layer.inputs] + list(lm.graph_inputs)))
+        values = capture(lm, need, calibration) if calibration else []
+        chain = _load_factory(item.factory)(lm, list(item.slices), devices, values, setup["pool"])
+
+        def run_chain():
+            return chain(feed), []
+        return run_chain
+    sm = SlicedModel(lm, list(item.slices), devices, calibration=calibration, clock=setup["clock"], pool=setup["pool"])
+
+    def run_sliced():
+        t0 = sm.clock()
+        _, ts = sm.run_timed(feed)
+        return (sm.clock() - t0) / 1e6, ts
+    return run_sliced
+
+
+def _worker_main() -> None:
+    parent = int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid()
+    from planner.core.procs import die_with_parent
+
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which closes its workers
+    fd_in, fd_out = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to stderr, never into the protocol
+    first = _recv(fd_in)
+    setup, job, cores = first["setup"], first["job"], first["cores"]
+    try:
+        for p in setup["sys_path"]:
+            if p not in sys.path:
+                sys.path.append(p)
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, cores)
+        import onnx
+
+        from executor.runtime import parse_devices
+        from executor.slicing import layers
+
+        lm = layers(onnx.load(setup["model"]), materialised=True)
+        with np.load(setup["feed"]) as z:
+            feed = {k: z[k] for k in z.files}
+        used = set(job.devices())  # only these: another device's cores are not this worker's to check
+        devices = parse_devices([s for s in setup["specs"] if s.partition("=")[0].strip() in used])
+        calib: dict = {}
+        runners = [_build_runner(it, lm, devices, setup, feed, calib) for it in job.items]
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which names the job
+        _send(fd_out, {"error": f"{type(exc).__name__}: {str(exc)[:500]}"})
+        return
+    _send(fd_out, {"pid": os.getpid(), "cores": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []})
+    rate_hz = setup["rate_hz"]
+    settle = setup["settle"] if job.settle is None or rate_hz is not None else job.settle
+    block = setup["block"] if job.block is None else job.block
+    period = None if rate_hz is None else 1.0 / rate_hz
+    while True:
+        try:
+            msg = _recv(fd_in)
+        except EOFError:
+            return
+        cmd = msg.get("cmd")
+        try:
+            if cmd == "exit":
+                return
+            if cmd == "warm":
+                _send(fd_out, _warm(runners, settle, block,
+                                    setup["warmup_max_s"] if job.warmup_max_s is None else job.warmup_max_s))
+            elif cmd == "block":
+                t_block = time.monotonic()
+                out = []
+                for run in runners:
+                    for _ in range(settle):
+                        run()
+                    runs_ms, slices_ms = [], None
+                    for _ in range(block):
+                        if period is not None:
+                            time.sleep(period)
+                        total, ts = run()
+                        runs_ms.append(total)
+                        slices_ms = [[] for _ in ts] if slices_ms is None else slices_ms
+                        for s, t in enumerate(ts):
+                            slices_ms[s].append(t)
+                    out.append({"runs_ms": runs_ms, "slices_ms": slices_ms or []})
+                _send(fd_out, {"items": out, "_s": time.monotonic() - t_block})
+            else:
+                _send(fd_out, {"error": f"unknown command {cmd!r}"})
+        except Exception as exc:  # noqa: BLE001 - reported, the parent names the job
+            _send(fd_out, {"error": f"{type(exc).__name__}: {str(exc)[:500]}"})
+
+
+def _warm(runners, settle: int, block: int, max_s: float) -> dict:
+    """Warm-up blocks (back to back, every item) until two consecutive blocks' medians
+    agree within WARMUP_TOLERANCE (the median over the items of their change), at least WARMUP_MIN_BLOCKS blocks, at most
+    WARMUP_MAX_BLOCKS or `max_s` seconds."""
+    n = max(settle + block, 5)
+    t0 = time.monotonic()
+    prev, runs, steady = None, 0, False
+    for k in range(WARMUP_MAX_BLOCKS):
+        meds = []
+        for run in runners:
+            meds.append(float(np.median([run()[0] for _ in range(n)])))
+            runs += n
+        if prev is not None and k + 1 >= WARMUP_MIN_BLOCKS and float(np.median(
+                [abs(a - b) / max(b, 1e-9) for a, b in zip(meds, prev)])) <= WARMUP_TOLERANCE:
+            steady = True
+            break
+        prev = meds
+        if time.monotonic() - t0 > max_s:
+            break
+    return {"runs": runs, "steady": steady}
+
+
+if __name__ == "__main__":
+    _worker_main()

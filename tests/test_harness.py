@@ -1,0 +1,222 @@
+"""The measurement harness (executor.harness): each configuration in a pinned worker
+process of its own, blocks in shuffled rounds, A-A reported, bounded, no orphan; and every
+timing path of the product goes through it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from executor import harness
+from executor.runtime import PROCESS_CORES, parse_devices
+from executor.slicing import layers, materialise, random_inputs
+from tests.support.genmodels import wide_mlp
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNERS = str(ROOT / "tests/support/harness_runners.py")
+CORES = sorted(PROCESS_CORES)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return layers(materialise(wide_mlp(seed=0)), materialised=True)
+
+
+def _devices():
+    c1 = CORES[-1]
+    return parse_devices([f"a=CPUExecutionProvider:threads=1,affinity={CORES[0]}",
+                          f"b=CPUExecutionProvider:threads=1,affinity={c1}",
+                          f"q=CPUExecutionProvider:threads=1,affinity={c1},precision=int8"])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_each_job_runs_in_its_own_worker_pinned_to_its_devices_cores(lm, tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setenv("HARNESS_TEST_LOG", str(log))
+    monkeypatch.setenv("HARNESS_TEST_MS", "2.5")
+    L = len(lm.layers)
+    jobs = {"on-a": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Constant"),
+            "on-b": harness.Job.of([(0, L - 1, "b")], RUNNERS + ":Constant"),
+            "split": harness.Job.of([(0, 1, "a"), (2, L - 1, "b")], RUNNERS + ":Constant")}
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=4, block=3, settle=2, aa="on-a")
+    pids = {name: j.pid for name, j in m.jobs.items()}
+    assert len(set(pids.values())) == 3 and os.getpid() not in pids.values()
+    assert m.jobs["on-a"].cores == [CORES[0]] and m.jobs["on-b"].cores == [CORES[-1]]
+    assert m.jobs["split"].cores == sorted({CORES[0], CORES[-1]})
+    builds = [line.split() for line in log.read_text().splitlines() if line.startswith("build")]
+    assert len(builds) == 4  # three jobs and the A-A twin, each built in its own process
+    for name, j in m.jobs.items():
+        it = j.items[0]
+        assert it.rounds_ms == [2.5] * 4 and len(it.runs_ms) == 12
+        assert j.warmup_steady and j.warmup_runs >= 2 * 5
+    # the twin is a separate worker, reported as the A-A and not as a job
+    assert set(m.jobs) == {"on-a", "on-b", "split"}
+    assert m.aa["job"] == "on-a" and m.aa["aa_pct"] == 0.0
+    runs = {}
+    for line in log.read_text().splitlines():
+        kind, pid = line.split()[:2]
+        if kind == "run":
+            runs[int(pid)] = runs.get(int(pid), 0) + 1
+    # each worker: its warm-up, then per round `settle` untimed and `block` timed runs
+    for j in m.jobs.values():
+        assert runs[j.pid] == j.warmup_runs + 4 * (2 + 3)
+    for pid in pids.values():
+        assert not _alive(pid)
+
+
+def test_rounds_shuffle_the_workers_and_at_a_rate_nothing_settles(lm, tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setenv("HARNESS_TEST_LOG", str(log))
+    L = len(lm.layers)
+    jobs = {n: harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Constant") for n in "wxyz"}
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=6, block=1, settle=3, seed=5)
+    name_of = {j.pid: n for n, j in m.jobs.items()}
+    runs = [name_of[int(line.split()[1])] for line in log.read_text().splitlines() if line.startswith("run")]
+    # the warm-ups first (one worker at a time), then 6 rounds of 4 turns of settle 3 + block 1
+    after = runs[sum(j.warmup_runs for j in m.jobs.values()):]
+    turns = [after[k] for k in range(0, len(after), 4)]
+    assert all(len(set(after[k:k + 4])) == 1 for k in range(0, len(after), 4))
+    rounds = {tuple(turns[k * 4:(k + 1) * 4]) for k in range(6)}
+    assert len(turns) == 24 and all(sorted(r) == list("wxyz") for r in rounds) and len(rounds) > 1
+    log.write_text("")
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"r": jobs["w"]}, rounds=3, block=2, settle=4, rate_hz=500.0)
+    assert m.settle == 0
+    runs = sum(1 for line in log.read_text().splitlines() if line.startswith("run"))
+    assert runs == m.jobs["r"].warmup_runs + 3 * 2
+
+
+def test_a_worker_that_cannot_build_names_its_job(lm):
+    L = len(lm.layers)
+    with pytest.raises(harness.HarnessError, match="job 'bad': RuntimeError: this runner cannot be built here"):
+        harness.measure(lm, _devices(), random_inputs(lm, 0),
+                        {"good": [(0, L - 1, "a")], "bad": harness.Job.of([(0, L - 1, "b")], RUNNERS + ":Broken")},
+                        rounds=2)
+    with pytest.raises(harness.HarnessError, match="job 'x' uses device\\(s\\) nope"):
+        harness.measure(lm, _devices(), random_inputs(lm, 0), {"x": [(0, L - 1, "nope")]}, rounds=1)
+
+
+def test_a_measurement_is_bounded_and_its_stuck_worker_is_killed(lm, tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setenv("HARNESS_TEST_LOG", str(log))
+    L = len(lm.layers)
+    t0 = time.monotonic()
+    with pytest.raises(harness.HarnessError, match="job 'stuck': no answer within its deadline"):
+        harness.measure(lm, _devices(), random_inputs(lm, 0),
+                        {"stuck": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Sleeper")}, rounds=2, timeout_s=3)
+    assert time.monotonic() - t0 < 60
+    pid = int(log.read_text().split()[1])
+    assert not _alive(pid)
+
+
+def test_workers_die_with_the_process_that_started_them(lm, tmp_path):
+    log = tmp_path / "log"
+    script = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(ROOT)!r})
+        from executor import harness
+        from executor.runtime import parse_devices
+        from executor.slicing import layers, materialise, random_inputs
+        from tests.support.genmodels import wide_mlp
+        lm = layers(materialise(wide_mlp(seed=0)), materialised=True)
+        d = parse_devices(["a=CPUExecutionProvider:threads=1,affinity={CORES[0]}"])
+        harness.measure(lm, d, random_inputs(lm, 0), {{"s": harness.Job.of([(0, len(lm.layers) - 1, "a")],
+                        {RUNNERS + ':Sleeper'!r})}}, rounds=1)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "HARNESS_TEST_LOG": str(log)})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.exists() and "run" in log.read_text()):
+        time.sleep(0.1)
+    pid = int(log.read_text().split()[1])
+    assert _alive(pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.1)
+    assert not _alive(pid)
+
+
+def test_real_sessions_time_positive_and_the_split_runs_as_the_executor(lm):
+    """The executor's own SlicedModel in the worker: finite positive times per slice."""
+    L = len(lm.layers)
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0),
+                        {"whole": [(0, L - 1, "a")], "split": [(0, 1, "a"), (2, L - 1, "q")]}, rounds=2, block=2,
+                        settle=1, aa="whole", warmup_max_s=0.5)
+    split = m.jobs["split"].items[0]
+    assert len(split.slices_ms) == 2 and all(len(x) == 4 for x in split.slices_ms)
+    assert all(np.isfinite(x) and x > 0 for x in split.runs_ms)
+    assert m.aa is not None and m.aa["aa_pct"] >= 0
+
+
+def test_aa_figures():
+    f = harness.aa_figures([2.0, 2.0, 2.2], [2.1, 2.0, 2.0])
+    assert f["a_ms"] == 2.0 and f["b_ms"] == 2.0 and f["aa_pct"] == 0.0
+    assert f["per_round_worst_pct"] == pytest.approx(0.2 / 2.1 * 100)
+
+
+# --------------------------------------------------------- every path times through it
+@pytest.fixture()
+def recorded(monkeypatch):
+    calls = []
+    real = harness.measure
+
+    def spy(*args, **kwargs):
+        calls.append((args[3] if len(args) > 3 else kwargs["jobs"], kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "measure", spy)
+    monkeypatch.setattr(harness, "WARMUP_MAX_S", 0.3)
+    return calls
+
+
+def test_layer_profiling_is_timed_by_the_harness(lm, recorded):
+    from executor.profiler import profile_model
+
+    devs = _devices()[:2]
+    run = profile_model(lm, devs, runs=2, transfer_sizes=(4096,))
+    (jobs, kw), = recorded
+    assert {"layers-a", "whole-a", "transfer-a", "layers-b", "whole-b", "transfer-b", "switches"} == set(jobs)
+    assert kw["rounds"] == 2
+    assert len(run.times["a"].layer_ms) == len(lm.layers) and run.times["a"].whole_ms
+    assert set(run.switch_ms) == {("a", "a"), ("a", "b"), ("b", "a"), ("b", "b")}
+
+
+def test_verification_candidates_are_timed_by_the_harness(lm, recorded):
+    from executor.sessions import measure_candidates
+
+    L = len(lm.layers)
+    out = measure_candidates(lm, _devices(), random_inputs(lm, 0), {"plan": [(0, L - 1, "a")], "single-b": [(0, L - 1, "b")]},
+                             runs=3, settle=1)
+    (jobs, kw), = recorded
+    assert set(jobs) == {"plan", "single-b"} and kw["aa"] == "plan"
+    assert len(out["plan"]["samples_ms"]) == 3 and "aa" in out["plan"]
+
+
+def test_planner_execute_times_through_the_harness(lm, recorded):
+    from executor.execute import run_plan
+
+    L = len(lm.layers)
+    plan = {"model": "m", "platform": "p", "notation": "A1", "metrics": {"latency_ms": 1.0},
+            "layers": [{"layer": x.id} for x in lm.layers],
+            "slices": [{"index": 0, "first_index": 0, "last_index": L - 1, "first_layer": lm.layers[0].id,
+                        "last_layer": lm.layers[-1].id, "device": "a", "time_ms": 1.0}]}
+    report = run_plan(lm, plan, _devices(), random_inputs(lm, 0), runs=4)
+    (jobs, kw), = recorded
+    assert set(jobs) == {"plan"} and report["outputs"]["ok"] and report["measured_ms"] > 0
