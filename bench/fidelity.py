@@ -42,18 +42,18 @@ import onnxruntime as ort
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from executor import harness  # noqa: E402
 from executor.profiler import profile_model  # noqa: E402
-from executor.quantize import quantize_int8  # noqa: E402
-from executor.runtime import PROCESS_CORES, parse_devices, unpin  # noqa: E402
-from executor.runtime import POOL_POLICIES  # noqa: E402
-from executor.sessions import capture, slice_policy  # noqa: E402
-from executor.slicing import boundary, layers, load_model, materialise, random_inputs, split_model  # noqa: E402
+from executor.runtime import PROCESS_CORES, parse_devices  # noqa: E402
+from executor.slicing import layers, load_model, materialise, random_inputs  # noqa: E402
 from planner.commands.profile import build_documents  # noqa: E402
 from planner.core.io import parse  # noqa: E402
 from planner.core.schema import STEADY_BLOCK, ModelProfile, PlanRequest, Platform  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
 from planner.verify import STEADY_SETTLE, measure_on_device, sign_test_p, verify_plan  # noqa: E402
 from tests.support.genmodels import GENERATED  # noqa: E402
+
+REFERENCE = str(ROOT / "bench" / "reference.py") + ":PlainChain"
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 LIGHT_MODELS = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "inception_v2", "densenet121",
@@ -96,103 +96,18 @@ def load(name: str, seed: int):
     return layers(model, materialised=True)
 
 
-# ----------------------------------------------------------------- the independent reference
-class PlainChain:
-    """A plan's slices as plain ONNX Runtime sessions: only threads, affinity (the pool's
-    via `session.intra_op_thread_affinities`, the calling thread's with
-    `os.sched_setaffinity`, as a user would with taskset) and precision set; and, for a
-    plan of several slices, the pool policy its document records (regime.pool: "auto" =
-    `session.force_spinning_stop` on each slice, the one setting a user running the split
-    would copy from the plan; without it each idle pool spins on the next slice's cores:
-    a squeezenet split measured 7.0 ms so against 2.2 ms in the executor, 3.5 ms on the
-    fastest single device)."""
-
-    def __init__(self, lm, slices, devices, calib, pool: str = "auto"):
-        by_id = {d.id: d for d in devices}
-        policy = slice_policy(pool, len(slices))
-        self.steps = []
-        for (a, b, dev), m in zip(slices, split_model(lm, [(a, b) for a, b, _ in slices])):
-            d = by_id[dev]
-            ins, outs = boundary(lm, a, b)
-            if d.precision == "int8":
-                m = quantize_int8(m, [{k: v[k] for k in ins} for v in calib])
-            so = ort.SessionOptions()
-            if d.threads is not None:
-                so.intra_op_num_threads = d.threads
-            for key, value in POOL_POLICIES[policy].items():
-                so.add_session_config_entry(key, value)
-            if d.affinity is not None and (d.threads or 1) > 1:
-                so.add_session_config_entry("session.intra_op_thread_affinities",
-                                            ";".join([",".join(str(x + 1) for x in d.affinity)] * (d.threads - 1)))
-            cores = set(d.affinity) if d.affinity is not None else set(PROCESS_CORES)
-            os.sched_setaffinity(0, cores)  # built where it runs: pool threads inherit it
-            if d.runtime == "openvino":
-                sess = PlainOpenVino(m, d)
-            else:
-                sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-            self.steps.append((sess, ins, outs, cores))
-        os.sched_setaffinity(0, PROCESS_CORES)
-        self.outputs = list(lm.graph_outputs)
-
-    def __call__(self, feed) -> float:
-        env = dict(feed)
-        t0 = time.perf_counter()
-        for sess, ins, outs, cores in self.steps:
-            if os.sched_getaffinity(0) != cores:
-                os.sched_setaffinity(0, cores)
-            env.update(zip(outs, sess.run(outs, {k: env[k] for k in ins})))
-        return (time.perf_counter() - t0) * 1e3
-
-
-class PlainOpenVino:
-    """A slice as a plain OpenVINO compiled model: only the device's threads and precision
-    set (INFERENCE_NUM_THREADS, INFERENCE_PRECISION_HINT), OpenVINO's defaults for the rest;
-    int8 is the same QDQ model."""
-
-    def __init__(self, model, device):
-        import openvino as ov
-
-        core = ov.Core()
-        from executor.runtimes.openvino import PRECISION_HINTS
-
-        config = {"INFERENCE_PRECISION_HINT": PRECISION_HINTS[device.precision]}
-        if device.threads is not None:
-            config["INFERENCE_NUM_THREADS"] = str(device.threads)
-        self.compiled = core.compile_model(core.read_model(model.SerializeToString(), b""), device.provider, config)
-        self.request = self.compiled.create_infer_request()
-        self.ports = {n: p for p in self.compiled.outputs for n in p.get_names()}
-
-    def run(self, outs, feed):
-        r = self.request.infer(feed)
-        return [r[self.ports[o]] for o in outs]
-
-
-def time_references(chains: dict, feed, runs: int, rate_hz: float | None, seed: int) -> dict[str, list[float]]:
-    """Each chain timed once per round, rounds shuffled. Back to back, a chain's turn is a
-    block: STEADY_SETTLE untimed runs of itself, then STEADY_BLOCK timed ones whose median is the
-    round's figure (its steady state, as one model served continuously: on the 2-core VM two
-    2-thread sessions taking single turns, even after 10 settling runs each, both measured
-    about 2.5x their time in blocks, 7.2 / 6.8 ms against 2.4). At a rate each timed run
-    follows an idle gap of one period."""
-    for chain in chains.values():
-        chain(feed)
-        chain(feed)
-    rng = np.random.default_rng(seed)
-    names = list(chains)
-    out = {n: [] for n in names}
-    period = None if rate_hz is None else 1.0 / rate_hz
-    for _ in range(runs):
-        for i in rng.permutation(len(names)):
-            chain = chains[names[i]]
-            if period is None:
-                for _ in range(STEADY_SETTLE):
-                    chain(feed)
-                out[names[i]].append(float(np.median([chain(feed) for _ in range(STEADY_BLOCK)])))
-            else:
-                time.sleep(period)
-                out[names[i]].append(chain(feed))
-    os.sched_setaffinity(0, PROCESS_CORES)
-    return out
+def time_references(lm, devices, feed, chains: dict, runs: int, rate_hz: float | None, seed: int,
+                    aa: str | None = None):
+    """Plain-runtime references (bench/reference.py's PlainChain: name -> slices), each in
+    its own pinned worker of the measurement harness (executor.harness), `runs` shuffled
+    rounds: back to back a turn is STEADY_SETTLE untimed runs then STEADY_BLOCK timed ones
+    whose median is the round's figure; at a rate each timed run follows an idle gap of one
+    period. name -> round figures; and the harness's A-A of `aa` (that reference timed by a
+    second, independent worker in the same rounds)."""
+    jobs = {name: harness.Job.of(sl, REFERENCE) for name, sl in chains.items()}
+    m = harness.measure(lm, devices, feed, jobs, rounds=runs, block=STEADY_BLOCK, settle=STEADY_SETTLE,
+                        rate_hz=rate_hz, seed=seed, aa=aa, calibration_seed=0)
+    return {name: list(j.items[0].rounds_ms) for name, j in m.jobs.items()}, m.aa
 
 
 def sign_test(a_ms, b_ms) -> dict:
@@ -214,17 +129,14 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     lm = load(name, args.seed)
     L = len(lm.layers)
     feed = random_inputs(lm, args.seed + 100)
-    need = list(dict.fromkeys([x for layer in lm.layers for x in layer.inputs] + list(lm.graph_inputs)))
-    # the executor's calibration feeds (SlicedModel: 8 seeded random inputs): the same int8 models
-    calib = capture(lm, need, [random_inputs(lm, i) for i in range(8)]) if any(d.precision == "int8" for d in devices) else []
     # The host's drift: the first device's plain session, timed just before the profile, just
     # after the verification and in the reference rounds (as that device's single reference).
-    # The replicate's noise floor is measured within the reference rounds only; a host that
-    # changes speed between profiling and the references (a VM's neighbours, a CPU's speed
-    # modes) moves every prediction error by this much, and the floor cannot show it.
-    canary = PlainChain(lm, [(0, L - 1, devices[0].id)], devices, calib)
+    # The harness's A-A is measured within the reference rounds only; a host that changes
+    # speed between profiling and the references (a VM's neighbours, a CPU's speed modes)
+    # moves every prediction error by this much, and the A-A cannot show it.
+    canary = {"canary": [(0, L - 1, devices[0].id)]}
     drift_rounds = max(3, args.exec_runs // 4)
-    around = time_references({"canary": canary}, feed, drift_rounds, rate_hz, args.seed)["canary"]
+    around = time_references(lm, devices, feed, canary, drift_rounds, rate_hz, args.seed)[0]["canary"]
     t0 = time.perf_counter()
     prof = profile_model(lm, devices, runs=args.runs, warmup=2, seed=args.seed, rate_hz=rate_hz)
     profiling_s = time.perf_counter() - t0
@@ -235,24 +147,22 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     plan = make_plan(platform, profile, request)
     verified = verify_plan(platform, profile, request, args.verify, measure_on_device(lm, devices, feed, args.seed),
                            runs=args.verify_runs, plan=plan)
-    unpin()
-    after = time_references({"canary": canary}, feed, drift_rounds, rate_hz, args.seed + 1)["canary"]
+    after = time_references(lm, devices, feed, canary, drift_rounds, rate_hz, args.seed + 1)[0]["canary"]
     sl = lambda p: [(s.first_index, s.last_index, s.device) for s in p.slices]  # noqa: E731
-    pool = profile.regime.pool if profile.regime else "auto"
-    chains = {"plan": PlainChain(lm, sl(plan), devices, calib, pool)}
+    chains = {"plan": sl(plan)}
     if verified.notation != plan.notation:
-        chains["verified"] = PlainChain(lm, sl(verified), devices, calib, pool)
-    chains["replicate"] = PlainChain(lm, sl(verified), devices, calib, pool)  # the noise floor
+        chains["verified"] = sl(verified)
+    ver_name = "verified" if "verified" in chains else "plan"
     for d in devices:
-        chains[f"single-{d.id}"] = canary if d is devices[0] else PlainChain(lm, [(0, L - 1, d.id)], devices, calib)
-    samples = time_references(chains, feed, args.exec_runs, rate_hz, args.seed)
+        chains[f"single-{d.id}"] = [(0, L - 1, d.id)]
+    samples, aa = time_references(lm, devices, feed, chains, args.exec_runs, rate_hz, args.seed, aa=ver_name)
     med = {k: float(np.median(v)) for k, v in samples.items()}
     at_prediction = float(np.median(around + after))
-    ver_name = "verified" if "verified" in chains else "plan"
     singles = {k: v for k, v in med.items() if k.startswith("single-")}
     best_single = min(singles, key=singles.get)
     v = verified.verification
     chosen = next(c for c in v.candidates if c.name == v.chosen)
+    plan_by_executor = next(c for c in v.candidates if c.name == "plan")
     runtime_of = {d["symbol"]: next(x.runtime for x in devices if x.id == d["id"]) for d in plat_doc["devices"]}
 
     def runtimes_in(notation: str) -> set[str]:  # "O1 OVB4": symbol + first layer (1-based) per slice
@@ -260,22 +170,31 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
                 for t in notation.split()}
     mixed = [{"notation": c.notation, "predicted_ms": c.predicted_ms, "measured_ms": c.measured_ms,
               "error_pct": c.error_pct} for c in v.candidates if len(runtimes_in(c.notation)) > 1]
+    predicted = plan.metrics.latency_ms
     return {
         "model": name, "layers": L, "device_set": set_name, "devices": specs,
         "regime": "back_to_back" if rate_hz is None else f"{rate_hz:g} Hz",
         "profiling_s": profiling_s,
-        "plan": plan.notation, "predicted_ms": plan.metrics.latency_ms, "reference_ms": med["plan"],
-        "prediction_error_pct": pct(med["plan"], plan.metrics.latency_ms),
+        "plan": plan.notation, "plan_slices": len(plan.slices), "predicted_ms": predicted, "reference_ms": med["plan"],
+        "prediction_error_pct": pct(med["plan"], predicted),
+        # the error split: composition = the plan timed as slices by our executor (the
+        # verification's "plan" candidate, in the harness) against its prediction composed
+        # from the profile; runner = the plain-runtime reference against that executor
+        # figure (another runner and process, in % of the prediction); noise = the harness's
+        # A-A of the reference. composition + runner = the prediction error.
+        "composition_error_pct": pct(plan_by_executor.measured_ms, predicted),
+        "runner_error_pct": 100.0 * (med["plan"] - plan_by_executor.measured_ms) / predicted,
         "verified_plan": verified.notation, "verified_chosen": v.chosen, "verified_measured_ms": chosen.measured_ms,
         "verified_reference_ms": med[ver_name], "verified_error_pct": pct(med[ver_name], chosen.measured_ms),
         "verification": [c.model_dump() for c in v.candidates],
-        "noise_floor_pct": abs(pct(med["replicate"], med[ver_name])),
+        "harness_aa": aa,
+        "noise_floor_pct": aa["aa_pct"],
         # + = the host ran the same session slower in the reference rounds than around profiling
         "host_drift_pct": pct(med[f"single-{devices[0].id}"], at_prediction),
         "host_drift_within_prediction_pct": pct(float(np.median(after)), float(np.median(around))),
         "single_reference_ms": singles, "best_single": best_single,
         "speedup_over_best_single": singles[best_single] / med[ver_name],
-        # a one-device plan on the best single device is that device's configuration built
+        # a one-device plan on the best single device is that device's configuration timed
         # twice: their difference is the noise floor, not a slower plan
         "slower_than_best_single": (
             {**sign_test(samples[ver_name], samples[best_single]), "measurably_slower": False, "same_configuration": True}
@@ -289,13 +208,35 @@ def summarise(rows: list[dict]) -> dict:
     def stats(key):
         e = [abs(r[key]) for r in rows]
         return {"mean_abs_pct": float(np.mean(e)), "worst_abs_pct": float(np.max(e))} if e else {}
+    aa = [r["noise_floor_pct"] for r in rows]
     return {"cases": len(rows), "prediction": stats("prediction_error_pct"), "verified": stats("verified_error_pct"),
+            "composition": stats("composition_error_pct"), "runner": stats("runner_error_pct"),
+            "within_10pct": sum(abs(r["prediction_error_pct"]) <= 10 for r in rows),
+            "verified_within_10pct": sum(abs(r["verified_error_pct"]) <= 10 for r in rows),
+            "aa_median_pct": float(np.median(aa)) if aa else None, "aa_worst_pct": float(np.max(aa)) if aa else None,
             "noise_floor_mean_pct": float(np.mean([r["noise_floor_pct"] for r in rows])) if rows else None,
             "noise_floor_worst_pct": float(np.max([r["noise_floor_pct"] for r in rows])) if rows else None,
             "host_drift_mean_abs_pct": float(np.mean([abs(r["host_drift_pct"]) for r in rows])) if rows else None,
             "host_drift_worst_abs_pct": float(np.max([abs(r["host_drift_pct"]) for r in rows])) if rows else None,
             "measurably_slower_than_best_single": [f"{r['model']}/{r['device_set']}/{r['regime']}" for r in rows
                                                    if r["slower_than_best_single"]["measurably_slower"]]}
+
+
+def write(out: str, host: dict, args, rows: list[dict], finished: bool) -> dict:
+    """The JSON as it stands: after every case (`finished` false) and at the end; written
+    whole to a temporary file, then renamed, so a reader never sees half a file."""
+    summary = {"all": summarise(rows)}
+    for key in ("device_set", "regime"):
+        for val in dict.fromkeys(r[key] for r in rows):
+            summary[f"{key}={val}"] = summarise([r for r in rows if r[key] == val])
+    host["loadavg_at_end"] = os.getloadavg()
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".part")
+    tmp.write_text(json.dumps({"host": host, "args": vars(args), "finished": finished, "summary": summary,
+                               "cases": rows}, indent=2) + "\n")
+    tmp.replace(path)
+    return summary
 
 
 def main() -> int:
@@ -327,11 +268,15 @@ def main() -> int:
           f"load average {host['loadavg_at_start'][0]:.1f} at start")
     print("errors: (measured - predicted) / predicted, positive = slower than predicted; reference = plain ONNX Runtime "
           "sessions of the plan's slices timed with time.perf_counter; verified = the measured best of the plan, its "
-          f"{args.verify} next-best and the single devices (planner solve --verify); noise = the returned plan's "
-          "reference built twice, in the same rounds; drift = the first device's plain session in the reference rounds "
-          "against the same session timed around profiling (+ = the host got slower): an error within the drift is "
-          "the host's, not the prediction's")
-    head = (f"{'model':<14} {'set':<12} {'regime':<8} {'plan':<16} {'pred_ms':>8} {'ref_ms':>8} {'err':>7} "
+          f"{args.verify} next-best and the single devices (planner solve --verify); comp = composition: the plan "
+          "timed as slices by our executor against its prediction composed from the profile; run = runner: the plain "
+          "reference against our executor's figure (in % of the prediction; comp + run = err); noise = the harness's "
+          "A-A, the returned plan's reference timed by two independent workers in the same rounds; drift = the first "
+          "device's plain session in the reference rounds against the same session timed around profiling (+ = the "
+          "host got slower): an error within the drift is the host's, not the prediction's. Every figure is timed by "
+          "the measurement harness (executor.harness: each configuration in its own pinned worker process)")
+    head = (f"{'model':<14} {'set':<12} {'regime':<8} {'plan':<16} {'pred_ms':>8} {'ref_ms':>8} {'err':>7} {'comp':>7} "
+            f"{'run':>7} "
             f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'drift':>7} {'best single':>18} {'vs it':>6}")
     print(head)
     rows = []
@@ -342,7 +287,8 @@ def main() -> int:
                 rows.append(r)
                 slow = "SLOWER" if r["slower_than_best_single"]["measurably_slower"] else f"{r['speedup_over_best_single']:.2f}x"
                 print(f"{m:<14} {s:<12} {r['regime']:<8} {r['plan'][:16]:<16} {r['predicted_ms']:>8.3f} {r['reference_ms']:>8.3f} "
-                      f"{r['prediction_error_pct']:>+6.1f}% {r['verified_plan'][:16]:<16} {r['verified_measured_ms']:>8.3f} "
+                      f"{r['prediction_error_pct']:>+6.1f}% {r['composition_error_pct']:>+6.1f}% "
+                      f"{r['runner_error_pct']:>+6.1f}% {r['verified_plan'][:16]:<16} {r['verified_measured_ms']:>8.3f} "
                       f"{r['verified_reference_ms']:>8.3f} {r['verified_error_pct']:>+6.1f}% {r['noise_floor_pct']:>5.1f}% "
                       f"{r['host_drift_pct']:>+6.1f}% "
                       f"{r['best_single'] + ' ' + format(r['single_reference_ms'][r['best_single']], '.3f'):>18} {slow:>6}",
@@ -350,24 +296,22 @@ def main() -> int:
                 for c in r["mixed_runtime_candidates"]:
                     print(f"{'':<14} mixed runtimes: {c['notation']:<24} predicted {c['predicted_ms']:.3f} ms, measured "
                           f"{c['measured_ms']:.3f} ms by the executor ({c['error_pct']:+.1f}%)", flush=True)
-    summary = {"all": summarise(rows)}
-    for key in ("device_set", "regime"):
-        for val in dict.fromkeys(r[key] for r in rows):
-            summary[f"{key}={val}"] = summarise([r for r in rows if r[key] == val])
-    host["loadavg_at_end"] = os.getloadavg()
+                write(args.out, host, args, rows, finished=False)  # a stopped run keeps its finished cases
+    summary = write(args.out, host, args, rows, finished=True)
     print()
     for k, q in summary.items():
         if not q["cases"]:
             continue
         print(f"{k:<26} {q['cases']:>3} cases: prediction mean |err| {q['prediction']['mean_abs_pct']:.1f}%, worst "
-              f"{q['prediction']['worst_abs_pct']:.1f}%; verified mean |err| {q['verified']['mean_abs_pct']:.1f}%, worst "
-              f"{q['verified']['worst_abs_pct']:.1f}% (targets 3% / 8%); noise floor mean {q['noise_floor_mean_pct']:.1f}%, "
-              f"worst {q['noise_floor_worst_pct']:.1f}%; host drift mean {q['host_drift_mean_abs_pct']:.1f}%, worst "
+              f"{q['prediction']['worst_abs_pct']:.1f}%, within 10% {q['within_10pct']} of {q['cases']} (split: "
+              f"composition mean |err| {q['composition']['mean_abs_pct']:.1f}%, runner {q['runner']['mean_abs_pct']:.1f}%); "
+              f"verified mean |err| {q['verified']['mean_abs_pct']:.1f}%, worst "
+              f"{q['verified']['worst_abs_pct']:.1f}%, within 10% {q['verified_within_10pct']} of {q['cases']}; harness "
+              f"A-A median {q['aa_median_pct']:.1f}%, worst {q['aa_worst_pct']:.1f}%; host drift mean "
+              f"{q['host_drift_mean_abs_pct']:.1f}%, worst "
               f"{q['host_drift_worst_abs_pct']:.1f}%; measurably slower than the best plain single device: "
               f"{', '.join(q['measurably_slower_than_best_single']) or 'none'}")
     print(f"load average at end {host['loadavg_at_end'][0]:.1f} on {host['cpus']} CPUs")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"host": host, "args": vars(args), "summary": summary, "cases": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")
     return 0
 

@@ -322,6 +322,10 @@ class Agent:
                                                  rate_hz=r.rate_hz if r.mode == "rate" else None)
                 self.stats.verifications += 1
                 self.stats.verification_s += time.monotonic() - t0
+                aa = next((f["aa"] for f in figures.values() if "aa" in f), None)
+                self.log(f"revision {answer.revision}: measured by the harness, each candidate in its own pinned worker "
+                         f"process" + (f"; A-A of '{aa['job']}' {aa['aa_pct']:.1f}% (the same candidate timed by two "
+                                       "workers)" if aa else ""))
                 measured = {name: CandidateTiming(median_ms=max(f["median_ms"], 1e-6), p10_ms=max(f["p10_ms"], 1e-6),
                                                   p90_ms=max(f["p90_ms"], 1e-6),
                                                   samples_ms=[max(x, 1e-6) for x in f["samples_ms"]])

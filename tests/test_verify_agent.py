@@ -89,6 +89,8 @@ def test_the_board_verifies_a_first_deploy_and_the_measured_best_becomes_the_nex
         assert agent.returncode == 0, stderr
         stats = json.loads(stdout.strip().splitlines()[-1])
         assert stats["verifications"] == 1 and stats["verification_s"] > 0
+        # the board timed its candidates through the measurement harness (executor.harness)
+        assert "measured by the harness, each candidate in its own pinned worker process; A-A of 'plan'" in stderr
         agent = None
     finally:
         if agent is not None:
