@@ -13,16 +13,20 @@ the same state: a few untimed settle runs of the timed session.
 The conditions run in --rounds rounds, shuffled in each round, so slow drift of the host
 lands on every condition alike; each change is paired with the reference of its own round.
 Per condition: the first run of the block and the steady time (the median of runs 2..N),
-each as a change against the steady reference of the round, and in how many rounds the
-steady time was slower. The noise: the reference's rounds split in two halves (odd, even)
+each as a change against the steady reference of the round, in how many rounds the steady
+time was slower, the steady CPU time of the timed thread against the reference's, and the
+share of the steady time the thread held its core (CPU / wall: under 100%, another thread
+or process had the core; a slower time at the same CPU time is lost to waiting, a slower
+CPU time is work that ran slower: caches, memory). The noise: the reference's rounds split in two halves (odd, even)
 compared (an A-A), the reference's round-to-round spread, and the A-A of two fresh worker
 processes per round (process-to-process variation). A change inside the noise is not an
 effect.
 
-The last column says how the project's measurement harness handles each effect: removed
-(each configuration in its own worker process with only its sessions alive, pinned before
-it is warmed to a steady state, blocks after settle runs) or modelled in the regime (the
-at-a-rate measurement includes the idle gap before every run).
+The last column says how the project's measurement harness (executor/harness.py) handles
+each effect: removed (each configuration in its own worker process with only its sessions
+alive, pinned before it is warmed to a steady state, blocks after settle runs) or modelled
+in the regime (the at-a-rate measurement includes the idle gap before every run).
+docs/measurement.md has the harness's rules and this table as measured on the 2-core VM.
 
 The neighbour's pool thread may run on every core of --cores (it is created with the
 calling thread allowed there and inherits that; a multi-thread device beside a pinned one),
@@ -67,14 +71,17 @@ OTHER = {"wide_mlp": "deep_thin_cnn", "deep_thin_cnn": "wide_mlp"}
 NEIGHBOUR = "deep_thin_cnn"  # the 2-thread neighbour (a compute-bound pool that works in parallel)
 
 H_REF = "the harness's state: only this session alive, warmed, pinned, back to back"
-H_ALONE = "removed: its own worker process, only its sessions alive; settle runs before each block"
-H_POOL = "removed: one worker process at a time, only its own sessions (no other pool in the process)"
+H_ALONE = "removed: each configuration in its own worker process, only its sessions alive; settle runs before each block"
+H_POOL = "removed: no other session in the worker; other workers idle while it runs, after a 5 ms gap (spin-waits end)"
 H_OWN_SPIN = "kept as deployed: the session's own options (1 thread: no intra-op pool, a control)"
-H_NEW = "removed: warmed to a steady state before timing; what is left is process-to-process variation (A-A)"
+H_NEW = "removed: warmed until two blocks agree within 3%; what is left is process-to-process variation (A-A)"
 H_CACHE = "removed: settle runs before each block; a neighbour's cache traffic when deployed is host noise, reported"
-H_AFF = "removed: pinned before warm-up, never moved"
+H_AFF = "removed: the worker is pinned before ONNX Runtime is imported, never moved"
 H_IDLE = "modelled in the regime: at a rate, the gap precedes every run (back to back has none)"
-H_FRESH = "measured: the harness's A-A across worker processes, reported with the rounds it needed"
+H_FRESH = "measured and reduced: the A-A of two workers is reported; several workers per job, their median"
+
+
+Block = dict  # {"wall": [ms per run], "cpu": [the calling thread's CPU ms per run]}
 
 
 @dataclass
@@ -82,7 +89,7 @@ class Condition:
     key: str
     label: str
     handled: str
-    run: Callable[["Ctx"], list[float]]
+    run: Callable[["Ctx"], Block]
     needs_two_cores: bool = False
 
 
@@ -125,13 +132,17 @@ def feeds_for(sess) -> dict:
     return {inp.name: np.random.default_rng(0).random(shape, dtype=np.float32)}
 
 
-def timed(sess, feeds: dict, n: int) -> list[float]:
-    out = []
+def timed(sess, feeds: dict, n: int) -> Block:
+    """n runs back to back: each run's wall time and the calling thread's CPU time (ms);
+    CPU below wall is time the thread was off its core (another thread or process had it)."""
+    wall, cpu = [], []
     for _ in range(n):
+        c0 = time.thread_time()
         t = time.perf_counter()
         sess.run(None, feeds)
-        out.append((time.perf_counter() - t) * 1e3)
-    return out
+        wall.append((time.perf_counter() - t) * 1e3)
+        cpu.append((time.thread_time() - c0) * 1e3)
+    return {"wall": wall, "cpu": cpu}
 
 
 def runs(sess, feeds: dict, n: int) -> None:
@@ -146,16 +157,16 @@ def settle(c: Ctx) -> None:
     runs(c.session, c.feeds, SETTLE)
 
 
-def block(c: Ctx) -> list[float]:
+def block(c: Ctx) -> Block:
     return timed(c.session, c.feeds, c.block)
 
 
-def c_alone(c: Ctx) -> list[float]:
+def c_alone(c: Ctx) -> Block:
     settle(c)
     return block(c)
 
 
-def c_other_model(c: Ctx) -> list[float]:
+def c_other_model(c: Ctx) -> Block:
     settle(c)
     s = make_session(c.paths[OTHER[c.model]])
     runs(s, feeds_for(s), NEIGHBOUR_RUNS)
@@ -175,7 +186,7 @@ def neighbour(c: Ctx, spin: str | None = None, same_core: bool = False):
         pin([c.core])
 
 
-def c_pool_idle(c: Ctx) -> list[float]:
+def c_pool_idle(c: Ctx) -> Block:
     settle(c)
     s = neighbour(c)
     t = block(c)
@@ -184,7 +195,7 @@ def c_pool_idle(c: Ctx) -> list[float]:
     return t
 
 
-def _pool_ran(c: Ctx, spin: str | None, keep: bool, same_core: bool = False) -> list[float]:
+def _pool_ran(c: Ctx, spin: str | None, keep: bool, same_core: bool = False) -> Block:
     settle(c)
     s = neighbour(c, spin, same_core)
     runs(s, feeds_for(s), NEIGHBOUR_RUNS)
@@ -198,23 +209,23 @@ def _pool_ran(c: Ctx, spin: str | None, keep: bool, same_core: bool = False) -> 
     return t
 
 
-def c_pool_alive(c: Ctx) -> list[float]:
+def c_pool_alive(c: Ctx) -> Block:
     return _pool_ran(c, None, keep=True)
 
 
-def c_pool_same_core(c: Ctx) -> list[float]:
+def c_pool_same_core(c: Ctx) -> Block:
     return _pool_ran(c, None, keep=True, same_core=True)
 
 
-def c_pool_closed(c: Ctx) -> list[float]:
+def c_pool_closed(c: Ctx) -> Block:
     return _pool_ran(c, None, keep=False)
 
 
-def c_pool_nospin(c: Ctx) -> list[float]:
+def c_pool_nospin(c: Ctx) -> Block:
     return _pool_ran(c, "0", keep=True)
 
 
-def _rebuilt(c: Ctx, spin: str) -> list[float]:
+def _rebuilt(c: Ctx, spin: str) -> Block:
     settle(c)
     s = make_session(c.paths[c.model], threads=1, spin=spin)
     f = feeds_for(s)
@@ -225,28 +236,28 @@ def _rebuilt(c: Ctx, spin: str) -> list[float]:
     return t
 
 
-def c_new_spin(c: Ctx) -> list[float]:
+def c_new_spin(c: Ctx) -> Block:
     return _rebuilt(c, "1")
 
 
-def c_new_nospin(c: Ctx) -> list[float]:
+def c_new_nospin(c: Ctx) -> Block:
     return _rebuilt(c, "0")
 
 
-def c_sweep(c: Ctx) -> list[float]:
+def c_sweep(c: Ctx) -> Block:
     settle(c)
     c.sweep.sum()
     return block(c)
 
 
-def c_moved(c: Ctx) -> list[float]:
+def c_moved(c: Ctx) -> Block:
     settle(c)
     pin([c.other_core])
     pin([c.core])
     return block(c)
 
 
-def c_ran_elsewhere(c: Ctx) -> list[float]:
+def c_ran_elsewhere(c: Ctx) -> Block:
     settle(c)
     pin([c.other_core])
     runs(c.session, c.feeds, MOVED_RUNS)
@@ -254,13 +265,13 @@ def c_ran_elsewhere(c: Ctx) -> list[float]:
     return block(c)
 
 
-def c_idle(c: Ctx) -> list[float]:
+def c_idle(c: Ctx) -> Block:
     settle(c)
     time.sleep(IDLE_S)
     return block(c)
 
 
-def c_fresh(c: Ctx) -> list[float]:
+def c_fresh(c: Ctx) -> Block:
     """A new worker process: builds the session pinned to the same core, warms it, times a block."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", c.paths[c.model],
            "--cores", str(c.core), "--block", str(c.block)]
@@ -303,30 +314,37 @@ def median_or_nan(xs: list[float]) -> float:
 
 
 def summarise(per: dict[str, dict], ref_key: str = "alone") -> dict:
-    """Per condition: the first run and the steady time as changes against the steady
-    reference of the same round (their medians over rounds); the noise of the reference."""
+    """Per condition: the first run, the steady time and the steady CPU time of the timed
+    thread as changes against the same figure of the reference in the same round (their
+    medians over rounds); the share of the steady time the thread held its core; the noise."""
     ref = per[ref_key]["steady_ms"]
-    out = {"reference_ms": st.median(ref), "conditions": {}}
+    ref_cpu = per[ref_key]["steady_cpu_ms"]
+    out = {"reference_ms": st.median(ref), "reference_cpu_ms": st.median(ref_cpu), "conditions": {}}
     for key, v in per.items():
         if v.get("skipped"):
             out["conditions"][key] = {"skipped": v["skipped"]}
             continue
         first = [pct(f, r) for f, r in zip(v["first_ms"], ref)]
-        steady = [pct(s, r) for s, r in zip(v["steady_ms"], ref)]
+        steady = [pct(x, r) for x, r in zip(v["steady_ms"], ref)]
+        cpu = [pct(x, r) for x, r in zip(v["steady_cpu_ms"], ref_cpu)]
+        is_ref = key == ref_key
         out["conditions"][key] = {
             "first_change_pct": st.median(first),
-            "steady_change_pct": st.median(steady) if key != ref_key else 0.0,
-            "rounds_slower": sum(1 for s, r in zip(v["steady_ms"], ref) if s > r) if key != ref_key else 0,
+            "steady_change_pct": 0.0 if is_ref else st.median(steady),
+            "steady_cpu_change_pct": 0.0 if is_ref else st.median(cpu),
+            "rounds_slower": 0 if is_ref else sum(1 for x, r in zip(v["steady_ms"], ref) if x > r),
             "rounds": len(ref),
             "first_ms_median": st.median(v["first_ms"]),
             "steady_ms_median": st.median(v["steady_ms"]),
+            "core_held_pct": st.median(v["core_held"]) * 100.0,
         }
     odd, even = ref[0::2], ref[1::2]
     m = st.median(ref)
-    mad = st.median([abs(x - m) for x in ref])
+    held = per[ref_key]["core_held"]
     noise = {
         "reference_halves_aa_pct": abs(median_or_nan(odd) - median_or_nan(even)) / m * 100.0 if even else float("nan"),
-        "reference_round_spread_pct": mad / m * 100.0,
+        "reference_round_spread_pct": st.median([abs(x - m) for x in ref]) / m * 100.0,
+        "reference_rounds_core_held_below_90pct": sum(1 for h in held if h < 0.9),
     }
     fa, fb = per.get("fresh", {}).get("steady_ms"), per.get("fresh_again", {}).get("steady_ms")
     if fa and fb:
@@ -368,7 +386,7 @@ def bench_model(model: str, paths: dict[str, str], cores: list[int], rounds: int
         if cond.needs_two_cores and c.other_core is None:
             per[cond.key] = {"skipped": "needs two cores (--cores names one)"}
         else:
-            per[cond.key] = {"first_ms": [], "steady_ms": []}
+            per[cond.key] = {"first_ms": [], "steady_ms": [], "steady_cpu_ms": [], "core_held": []}
             active.append(cond)
     rng = random.Random(seed)
     t0 = time.perf_counter()
@@ -376,9 +394,13 @@ def bench_model(model: str, paths: dict[str, str], cores: list[int], rounds: int
         order = active[:]
         rng.shuffle(order)
         for cond in order:
-            ts = cond.run(c)
-            per[cond.key]["first_ms"].append(ts[0])
-            per[cond.key]["steady_ms"].append(st.median(ts[1:]) if len(ts) > 1 else ts[0])
+            b = cond.run(c)
+            wall, cpu = b["wall"], b["cpu"]
+            v = per[cond.key]
+            v["first_ms"].append(wall[0])
+            v["steady_ms"].append(st.median(wall[1:]))
+            v["steady_cpu_ms"].append(st.median(cpu[1:]))
+            v["core_held"].append(min(1.0, sum(cpu[1:]) / sum(wall[1:])))
         ref = per["alone"]["steady_ms"][-1]
         worst = max(((k, pct(v["steady_ms"][-1], ref)) for k, v in per.items() if "steady_ms" in v and k != "alone"),
                     key=lambda kv: abs(kv[1]))
@@ -397,26 +419,30 @@ def fmt_pct(x: float) -> str:
 
 def table(model: str, res: dict, n: int) -> str:
     noise = res["noise"]
+    rounds = res["conditions"]["alone"]["rounds"]
     rows = [f"**{model}**, 1 thread, pinned; steady reference {res['reference_ms']:.3f} ms (median of runs 2..{n}, "
-            f"over {res['conditions']['alone']['rounds']} rounds)",
+            f"over {rounds} rounds; the thread's CPU time {res['reference_cpu_ms']:.3f} ms)",
             "",
             f"| condition before the block | first run vs steady reference | steady (runs 2..{n}) vs steady reference "
-            "| rounds slower (steady) | how the measurement harness handles it |",
-            "|---|---|---|---|---|"]
+            "| rounds slower (steady) | steady CPU time of the thread vs reference | core held (steady) "
+            "| how the measurement harness handles it |",
+            "|---|---|---|---|---|---|---|"]
     by_key = {cd.key: cd for cd in CONDITIONS}
     for key, v in res["conditions"].items():
         cd = by_key[key]
         if "skipped" in v:
-            rows.append(f"| {cd.label} | skipped: {v['skipped']} | | | {cd.handled} |")
+            rows.append(f"| {cd.label} | skipped: {v['skipped']} | | | | | {cd.handled} |")
         elif key == "alone":
             rows.append(f"| {cd.label} | {fmt_pct(v['first_change_pct'])} | reference: {v['steady_ms_median']:.3f} ms "
-                        f"| - | {cd.handled} |")
+                        f"| - | reference: {res['reference_cpu_ms']:.3f} ms | {v['core_held_pct']:.0f}% | {cd.handled} |")
         else:
             rows.append(f"| {cd.label} | {fmt_pct(v['first_change_pct'])} | {fmt_pct(v['steady_change_pct'])} "
-                        f"| {v['rounds_slower']}/{v['rounds']} | {cd.handled} |")
+                        f"| {v['rounds_slower']}/{v['rounds']} | {fmt_pct(v['steady_cpu_change_pct'])} "
+                        f"| {v['core_held_pct']:.0f}% | {cd.handled} |")
     rows += ["",
              f"Noise: the reference's halves (odd vs even rounds) {noise['reference_halves_aa_pct']:.1f}% apart, "
-             f"its round-to-round spread (MAD) {noise['reference_round_spread_pct']:.1f}%"
+             f"its round-to-round spread (MAD) {noise['reference_round_spread_pct']:.1f}%, rounds in which the "
+             f"reference held its core under 90% of the time {noise['reference_rounds_core_held_below_90pct']}/{rounds}"
              + (f"; two fresh processes per round (A-A): per round median {noise['fresh_aa_per_round_median_pct']:.1f}%, "
                 f"worst {noise['fresh_aa_per_round_worst_pct']:.1f}%, of their medians over the rounds "
                 f"{noise['fresh_aa_of_medians_pct']:.1f}%, their spread (MAD) {noise['fresh_round_spread_pct']:.1f}%"

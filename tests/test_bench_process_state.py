@@ -40,7 +40,8 @@ def check_model(doc: dict, stdout: str, model: str, skipped: set[str]) -> None:
         if key in skipped:
             assert "two cores" in v["skipped"], (key, v)
             continue
-        for f in ("first_change_pct", "steady_change_pct", "first_ms_median", "steady_ms_median"):
+        for f in ("first_change_pct", "steady_change_pct", "steady_cpu_change_pct", "first_ms_median",
+                  "steady_ms_median", "core_held_pct"):
             assert finite(v[f]), (model, key, f, v)
         assert v["rounds"] == 2 and 0 <= v["rounds_slower"] <= 2
         assert len(res["raw"][key]["first_ms"]) == 2 and all(finite(t) for t in res["raw"][key]["steady_ms"])
@@ -77,16 +78,24 @@ def test_one_core_skips_the_moves_and_says_so(tmp_path):
 def test_changes_are_paired_with_the_reference_of_their_round():
     # the host doubles its speed between the rounds: a condition 10% slower in each round
     # reads +10%, not the drift; the reference's halves show the drift as its noise
-    per = {"alone": {"first_ms": [2.2, 1.1], "steady_ms": [2.0, 1.0]},
-           "sweep": {"first_ms": [3.0, 1.5], "steady_ms": [2.2, 1.1]},
-           "fresh": {"first_ms": [2.0, 1.0], "steady_ms": [2.0, 1.0]},
-           "fresh_again": {"first_ms": [2.0, 1.0], "steady_ms": [2.1, 1.0]},
+    def block(first, steady, cpu, held=1.0):
+        return {"first_ms": first, "steady_ms": steady, "steady_cpu_ms": cpu, "core_held": [held] * len(steady)}
+
+    per = {"alone": block([2.2, 1.1], [2.0, 1.0], [2.0, 1.0]),
+           "sweep": block([3.0, 1.5], [2.2, 1.1], [2.2, 1.1]),
+           "pool_same_core": block([4.0, 2.0], [3.0, 1.5], [2.0, 1.0], held=0.66),  # lost its core, same work
+           "fresh": block([2.0, 1.0], [2.0, 1.0], [2.0, 1.0]),
+           "fresh_again": block([2.0, 1.0], [2.1, 1.0], [2.1, 1.0]),
            "moved": {"skipped": "needs two cores (--cores names one)"}}
     s = ps.summarise(per)
     sweep = s["conditions"]["sweep"]
     assert sweep["steady_change_pct"] == pytest.approx(10.0)
     assert sweep["first_change_pct"] == pytest.approx(50.0)
-    assert sweep["rounds_slower"] == 2
+    assert sweep["rounds_slower"] == 2 and sweep["steady_cpu_change_pct"] == pytest.approx(10.0)
+    same = s["conditions"]["pool_same_core"]
+    assert same["steady_change_pct"] == pytest.approx(50.0) and same["steady_cpu_change_pct"] == pytest.approx(0.0)
+    assert same["core_held_pct"] == pytest.approx(66.0)
+    assert s["noise"]["reference_rounds_core_held_below_90pct"] == 0
     assert s["conditions"]["alone"]["first_change_pct"] == pytest.approx(10.0)
     assert s["conditions"]["moved"] == {"skipped": "needs two cores (--cores names one)"}
     assert s["noise"]["reference_halves_aa_pct"] == pytest.approx(100 / 1.5)
