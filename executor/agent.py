@@ -51,7 +51,8 @@ import httpx
 import numpy as np
 
 from executor.runtime import RuntimeDevice
-from executor.sessions import SlicedModel, measure_candidates
+from executor.harness import measure_candidates
+from executor.sessions import SlicedModel
 from executor.slicing import LayeredModel
 from pydantic import ValidationError
 

@@ -37,9 +37,17 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
+import onnx
+from onnx import helper
+
+from planner.core.schema import STEADY_BLOCK
+
+if TYPE_CHECKING:
+    from executor.runtime import RuntimeDevice
+    from executor.slicing import LayeredModel
 
 ROOT = Path(__file__).resolve().parents[1]
 Slices = Sequence[tuple[int, int, str]]
@@ -51,7 +59,7 @@ WARMUP_TOLERANCE = 0.03
 WARMUP_MIN_BLOCKS = 2
 WARMUP_MAX_BLOCKS = 12
 WARMUP_MAX_S = 4.0
-GAP_S = 0.005  # quiet between two workers' blocks: an idle pool's spin-wait ends before the next worker starts
+GAP_S = 0.02  # quiet between two workers' blocks: an idle pool's spin-wait ends before the next worker starts
 AA_SUFFIX = "~A2"
 
 
@@ -259,7 +267,7 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
     no number of rounds in one process averages out. `timeout_s` bounds the whole
     measurement; a worker that fails names its job (HarnessError)."""
     from executor.runtime import PROCESS_CORES
-    from planner.core.schema import STEADY_BLOCK, STEADY_SETTLE
+    from planner.core.schema import STEADY_SETTLE
 
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
@@ -343,6 +351,53 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
     return res
 
 
+def measure_candidates(
+    lm: LayeredModel, devices: Sequence[RuntimeDevice], inputs: Mapping[str, np.ndarray],
+    slices_by_name: Mapping[str, Sequence[tuple[int, int, str]]], *, runs: int, settle: int,
+    rate_hz: float | None = None, pool: str = "auto", clock: str = "wall", seed: int = 0,
+    aa: str | None = "plan", replicas: int = 1, timeout_s: float = 900.0,
+) -> dict[str, dict]:
+    """Candidate slicings of one model timed end to end as planner execute and the agent
+    run them (SlicedModel, its pool policy), each in its own pinned worker process of the
+    measurement harness (executor.harness), in `runs` shuffled rounds: back to back after
+    `settle` untimed runs of each, or at `rate_hz`. name -> the total's summary plus
+    `samples_ms` in round order (paired across candidates) and `harness` (the worker's
+    cores and warm-up); the `aa` candidate (default the plan, when there is one) also
+    carries `aa` (the harness's reproducibility: that candidate timed by a second worker).
+    What a verified plan (planner solve --verify, the agent on a first deploy) is chosen from."""
+    m = measure(lm, list(devices), inputs, {name: list(sl) for name, sl in slices_by_name.items()},
+                        rounds=runs, block=STEADY_BLOCK, settle=settle, rate_hz=rate_hz, pool=pool, clock=clock,
+                        seed=seed, aa=aa if aa in slices_by_name else None, replicas=replicas, timeout_s=timeout_s)
+    out = {}
+    for name, job in m.jobs.items():
+        out[name] = {**job.items[0].summary(),
+                     "harness": {"cores": job.cores, "warmup_runs": job.warmup_runs, "steady": job.warmup_steady}}
+    if m.aa is not None:
+        out[m.aa["job"]]["aa"] = m.aa
+    return out
+
+
+def transfer_model(size_bytes: int, int8: bool) -> onnx.ModelProto:
+    """A tensor of `size_bytes` through a session: Identity (fp32), or quantised and
+    dequantised (int8)."""
+    n = max(1, size_bytes // 4)
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, n])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, n])
+    if int8:
+        inits = [
+            helper.make_tensor("s", onnx.TensorProto.FLOAT, [], [0.05]),
+            helper.make_tensor("z", onnx.TensorProto.UINT8, [], [128]),
+        ]
+        nodes = [
+            helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]),
+        ]
+    else:
+        inits, nodes = [], [helper.make_node("Identity", ["x"], ["y"])]
+    g = helper.make_graph(nodes, "transfer", [x], [y], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
 # ----------------------------------------------------------------------------- the worker
 def _load_factory(spec: str):
     import importlib.util
@@ -365,8 +420,6 @@ def _build_runner(item: Item, lm, devices, setup: dict, feed: dict, calib_cache:
 
     by_id = {d.id: d for d in devices}
     if item.transfer_bytes is not None:
-        from executor.profiler import transfer_model
-
         d = by_id[item.device]
         sess = build_session(transfer_model(item.transfer_bytes, d.precision == "int8"), d,
                              slice_policy(setup["pool"], 2))

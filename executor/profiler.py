@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-import onnx
-from onnx import helper
 
 from executor.runtime import RuntimeDevice, build_session, clock_ns, pinned, quantize
 from executor.sessions import capture, slice_policy, summarise_ms
@@ -82,27 +80,6 @@ def _timed(session, feed, outputs, pin, n: int, now=time.perf_counter_ns) -> lis
             session.run(outputs, feed)
         out.append((now() - t0) / 1e6)
     return out
-
-
-def transfer_model(size_bytes: int, int8: bool) -> onnx.ModelProto:
-    """A tensor of `size_bytes` through a session: Identity (fp32), or quantised and
-    dequantised (int8)."""
-    n = max(1, size_bytes // 4)
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, n])
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, n])
-    if int8:
-        inits = [
-            helper.make_tensor("s", onnx.TensorProto.FLOAT, [], [0.05]),
-            helper.make_tensor("z", onnx.TensorProto.UINT8, [], [128]),
-        ]
-        nodes = [
-            helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
-            helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]),
-        ]
-    else:
-        inits, nodes = [], [helper.make_node("Identity", ["x"], ["y"])]
-    g = helper.make_graph(nodes, "transfer", [x], [y], inits)
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
 def chunk_partitions(n_layers: int, counts: Sequence[int]) -> list[list[tuple[int, int]]]:

@@ -25,7 +25,6 @@ from onnx import helper
 
 from executor.runtime import POOL_POLICIES, RuntimeDevice, build_session, clock_ns, pinned, quantize
 from executor.slicing import LayeredModel, SlicingError, boundary, random_inputs, split_model
-from planner.core.schema import STEADY_BLOCK
 
 
 class PlanMismatch(ValueError):
@@ -219,31 +218,3 @@ def summarise_ms(samples: Sequence[float]) -> dict[str, float]:
 # machine the mean of a sliced run is the sum of its slices' means, which the median
 # (and the minimum) of skewed samples are not.
 STATISTICS = {"median": np.median, "mean": np.mean, "min": np.min}
-
-
-def measure_candidates(
-    lm: LayeredModel, devices: Sequence[RuntimeDevice], inputs: Mapping[str, np.ndarray],
-    slices_by_name: Mapping[str, Sequence[tuple[int, int, str]]], *, runs: int, settle: int,
-    rate_hz: float | None = None, pool: str = "auto", clock: str = "wall", seed: int = 0,
-    aa: str | None = "plan", replicas: int = 1, timeout_s: float = 900.0,
-) -> dict[str, dict]:
-    """Candidate slicings of one model timed end to end as planner execute and the agent
-    run them (SlicedModel, its pool policy), each in its own pinned worker process of the
-    measurement harness (executor.harness), in `runs` shuffled rounds: back to back after
-    `settle` untimed runs of each, or at `rate_hz`. name -> the total's summary plus
-    `samples_ms` in round order (paired across candidates) and `harness` (the worker's
-    cores and warm-up); the `aa` candidate (default the plan, when there is one) also
-    carries `aa` (the harness's reproducibility: that candidate timed by a second worker).
-    What a verified plan (planner solve --verify, the agent on a first deploy) is chosen from."""
-    from executor import harness
-
-    m = harness.measure(lm, list(devices), inputs, {name: list(sl) for name, sl in slices_by_name.items()},
-                        rounds=runs, block=STEADY_BLOCK, settle=settle, rate_hz=rate_hz, pool=pool, clock=clock,
-                        seed=seed, aa=aa if aa in slices_by_name else None, replicas=replicas, timeout_s=timeout_s)
-    out = {}
-    for name, job in m.jobs.items():
-        out[name] = {**job.items[0].summary(),
-                     "harness": {"cores": job.cores, "warmup_runs": job.warmup_runs, "steady": job.warmup_steady}}
-    if m.aa is not None:
-        out[m.aa["job"]]["aa"] = m.aa
-    return out

@@ -271,9 +271,9 @@ Measure = Callable[[Mapping[str, list[tuple[int, int, str]]], MeasurementRegime,
 
 
 def measure_on_device(lm, devices, inputs, seed: int = 0) -> Measure:
-    """A Measure that runs the candidates here (executor.sessions.measure_candidates) in
+    """A Measure that runs the candidates here (executor.harness.measure_candidates) in
     the regime, each timed run back to back after at least STEADY_SETTLE runs of itself."""
-    from executor.sessions import measure_candidates
+    from executor.harness import measure_candidates
 
     def run(slices_by_name, regime: MeasurementRegime, runs: int, statistic: str) -> dict[str, dict]:
         return measure_candidates(lm, devices, inputs, slices_by_name, runs=runs,
@@ -379,8 +379,9 @@ def conclude(platform: Platform, profile: ModelProfile, request: PlanRequest, pr
         out = assemble(platform, profile, request, view, sol, exact=False)
     else:
         out = plan
+    aa = (measured.get("plan") or {}).get("aa")
     verification = {"regime": regime.model_dump(), "statistic": statistic, "runs": runs, "chosen": chosen.name,
-                    "candidates": rows, "note": note}
+                    "candidates": rows, "note": note, "aa_pct": aa["aa_pct"] if aa else None}
     return Plan.model_validate({**out.model_dump(), "verification": verification})
 
 
@@ -420,6 +421,9 @@ def render_verification(plan: Plan) -> list[str]:
     lines.append("  (* returned: the measured best; error = (measured - predicted) / predicted: positive = slower "
                  "than predicted)")
     lines.append(f"  {v.note}")
+    if v.aa_pct is not None:
+        lines.append(f"  measured by the harness (each candidate in its own pinned worker process); A-A {v.aa_pct:.1f}%: "
+                     "the plan timed by two workers in the same rounds, how far apart (the noise of these figures)")
     return lines
 
 

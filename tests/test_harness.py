@@ -199,7 +199,7 @@ def test_layer_profiling_is_timed_by_the_harness(lm, recorded):
 
 
 def test_verification_candidates_are_timed_by_the_harness(lm, recorded):
-    from executor.sessions import measure_candidates
+    from executor.harness import measure_candidates
 
     L = len(lm.layers)
     out = measure_candidates(lm, _devices(), random_inputs(lm, 0), {"plan": [(0, L - 1, "a")], "single-b": [(0, L - 1, "b")]},

@@ -969,6 +969,9 @@ class Verification(BaseModel):
     chosen: str = Field(description="Name of the candidate returned (the measured best)")
     candidates: list[VerifiedCandidate]
     note: str = ""
+    aa_pct: float | None = Field(None, ge=0, description="The measurement's own reproducibility: the plan timed by "
+                                 "two independent worker processes in the same rounds, % apart (their medians); "
+                                 "absent where the measuring side did not report it")
 
 
 class Plan(BaseModel):
