@@ -253,6 +253,34 @@ def _cores_of(job: Job, by_id: Mapping, all_cores: Sequence[int]) -> list[int]:
     return sorted(cores or all_cores)
 
 
+def memory_need(lm, jobs: Mapping[str, Job], replicas: int = 1) -> int:
+    """Bytes the workers of `jobs` need, from the model's shapes alone: each worker holds
+    the model's tensors once (slicing.memory_estimate) and, per distinct slice it builds
+    (first, last, device), that slice's weights twice (the sub-model and its session)."""
+    from executor.slicing import memory_estimate
+
+    base = memory_estimate(lm)[0]
+    weights = [int(layer.weight_bytes or 0) for layer in lm.layers]
+    total = 0
+    for j in jobs.values():
+        spans = {(a, b, d) for it in j.items for a, b, d in it.slices}
+        total += base + sum(2 * sum(weights[a:b + 1]) for a, b, _ in spans)
+    return total * replicas
+
+
+def check_memory(lm, jobs: Mapping[str, Job], replicas: int = 1, available: int | None = None) -> None:
+    """HarnessError with the figures when the workers would need more than MEMORY_SHARE of
+    the memory there is: refused before a worker starts, not a MemoryError halfway."""
+    from executor.slicing import MEMORY_SHARE, available_memory_bytes
+
+    need = memory_need(lm, jobs, replicas)
+    available = available_memory_bytes() if available is None else available
+    if available is not None and need > MEMORY_SHARE * available:
+        raise HarnessError(f"measuring {len(jobs)} configuration(s) x {replicas} worker(s) needs about "
+                           f"{need / 2**30:.2f} GiB (each worker holds its own sessions); at most {MEMORY_SHARE:.0%} of the "
+                           f"{available / 2**30:.2f} GiB available may go to it: measure fewer candidates or devices at once")
+
+
 def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping[str, Job | Slices], *, rounds: int,
             block: int | None = None, settle: int | None = None, rate_hz: float | None = None, pool: str = "auto",
             clock: str = "wall", seed: int = 0, aa: str | None = None, replicas: int = 1, calibration_count: int = 8,
@@ -288,6 +316,7 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
     missing_spec = [d.id for d in devices if not getattr(d, "spec", "")]
     if missing_spec:
         raise HarnessError(f"device(s) {', '.join(missing_spec)} carry no spec for the worker to parse")
+    check_memory(lm, jobs, replicas)
     t_start = time.monotonic()
     deadline = t_start + timeout_s
     all_cores = sorted(PROCESS_CORES)
@@ -449,7 +478,8 @@ def _build_runner(item: Item, lm, devices, setup: dict, feed: dict, calib_cache:
         def run_chain():
             return chain(feed), []
         return run_chain
-    sm = SlicedModel(lm, list(item.slices), devices, calibration=calibration, clock=setup["clock"], pool=setup["pool"])
+    sm = SlicedModel(lm, list(item.slices), devices, calibration=calibration, clock=setup["clock"], pool=setup["pool"],
+                     shared=calib_cache.setdefault("sessions", {}))
 
     def run_sliced():
         t0 = sm.clock()

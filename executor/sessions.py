@@ -143,7 +143,12 @@ class SlicedModel:
         seed: int = 0,
         clock: str = "wall",
         pool: str = "auto",
+        shared: dict | None = None,
     ):
+        """`shared`: a dict several SlicedModels of one process pass along, so a slice
+        (first, last, device, pool policy) they have in common is built once and its
+        session shared (the profiler's switch runs reuse each device's two slices at every
+        cut, instead of holding a copy of the weights per device pair)."""
         by_id = dict(devices) if isinstance(devices, Mapping) else {d.id: d for d in devices}
         unknown = sorted({dev for _, _, dev in slices if dev not in by_id})
         if unknown:
@@ -155,19 +160,24 @@ class SlicedModel:
             models = split_model(lm, [(a, b) for a, b, _ in slices])
         except SlicingError as exc:
             raise PlanMismatch(str(exc)) from None
+        self.pool_policy = slice_policy(pool, len(slices))
+        shared = {} if shared is None else shared
         self.slices: list[Slice] = []
         for (a, b, dev), m in zip(slices, models):
             ins, outs = boundary(lm, a, b)
-            self.slices.append(Slice(a, b, by_id[dev], ins, outs, m))
-        int8 = [s for s in self.slices if s.device.precision == "int8"]
+            s = Slice(a, b, by_id[dev], ins, outs, m)
+            s.model, s.session = shared.get((a, b, dev, self.pool_policy), (m, None))
+            self.slices.append(s)
+        int8 = [s for s in self.slices if s.device.precision == "int8" and s.session is None]
         if int8:
             feeds = list(calibration) if calibration else [random_inputs(lm, seed + i) for i in range(calibration_count)]
             values = capture(lm, [x for s in int8 for x in s.inputs], feeds)
             for s in int8:
                 s.model = quantize(s.model, s.device, [{k: v[k] for k in s.inputs} for v in values])
-        self.pool_policy = slice_policy(pool, len(self.slices))
         for s in self.slices:
-            s.session = build_session(s.model, s.device, self.pool_policy)
+            if s.session is None:
+                s.session = build_session(s.model, s.device, self.pool_policy)
+                shared[(s.first, s.last, s.device.id, self.pool_policy)] = (s.model, s.session)
         # last slice that reads each tensor: free it after that
         self._last_use: dict[str, int] = {}
         for i, s in enumerate(self.slices):

@@ -220,3 +220,28 @@ def test_planner_execute_times_through_the_harness(lm, recorded):
     report = run_plan(lm, plan, _devices(), random_inputs(lm, 0), runs=4)
     (jobs, kw), = recorded
     assert set(jobs) == {"plan"} and report["outputs"]["ok"] and report["measured_ms"] > 0
+
+
+def test_memory_is_bounded_before_a_worker_starts(lm):
+    L = len(lm.layers)
+    jobs = {"a": harness.Job.of([(0, L - 1, "a")]), "b": harness.Job.of([(0, 1, "a"), (2, L - 1, "b")])}
+    need = harness.memory_need(lm, jobs)
+    weights = sum(layer.weight_bytes for layer in lm.layers)
+    assert need >= 2 * 2 * weights  # two workers, each the weights of its slices twice
+    assert harness.memory_need(lm, jobs, replicas=2) == 2 * need
+    harness.check_memory(lm, jobs, available=4 * need)
+    with pytest.raises(harness.HarnessError, match="measuring 2 configuration\\(s\\) x 1 worker\\(s\\) needs about"):
+        harness.check_memory(lm, jobs, available=need)
+
+
+def test_a_slice_shared_by_items_is_built_once_in_a_worker(lm):
+    """The profiler's switch runs share each device's two slices at a cut: one session."""
+    from executor.sessions import SlicedModel
+
+    L = len(lm.layers)
+    d = _devices()
+    shared = {}
+    one = SlicedModel(lm, [(0, 1, "a"), (2, L - 1, "b")], d, shared=shared)
+    two = SlicedModel(lm, [(0, 1, "a"), (2, L - 1, "a")], d, shared=shared)
+    assert one.slices[0].session is two.slices[0].session and one.slices[1].session is not two.slices[1].session
+    assert len(shared) == 3
