@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.genmodels import GENERATED  # noqa: E402
-from tests.support.server import PLANNER_CMD, Server, granted  # noqa: E402
+from tests.support.server import PLANNER_CMD, Server, dies_with, granted  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 DEVICES = ["cpu1=CPUExecutionProvider:threads=1,affinity=0", "cpu2=CPUExecutionProvider:threads=2",
@@ -59,7 +59,7 @@ def serve(server: Server, board: str, model: Path, devices: list[str], rate: flo
     log = server.data_dir / "agent.log"  # a file, not a pipe nobody reads (a full pipe would stall the agent)
     with open(log, "ab") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, env={**server.env, "PLANNER_TOKEN": board}, stdout=subprocess.DEVNULL,
-                                stderr=err, start_new_session=True)
+                                stderr=err, start_new_session=True, preexec_fn=dies_with(os.getpid()))
         try:
             code = proc.wait(seconds + 120)
         except subprocess.TimeoutExpired:
@@ -90,6 +90,8 @@ def main() -> int:
                     "candidates; -1: no verification (default %(default)s)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/loop.json"), help="JSON results (default %(default)s)")
     args = ap.parse_args()
+    # stopped (quiet_host at the end of its share): the finally blocks stop the service and the agent
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     devices = args.device or DEVICES
     host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}
     result = {"host": host, "args": vars(args), "devices": devices, "profiling_s": None, "verification": None,
@@ -116,7 +118,7 @@ def main() -> int:
                 "--runs", str(args.runs), "--rate", str(args.rate), "--out-platform", str(p), "--out-profile", str(m))
         result["profiling_s"] = time.perf_counter() - t0
         write()
-        server = Server(tmp / "data", env={"PLANNER_MAX_WAIT_S": "2"}).start()
+        server = Server(tmp / "data", env={"PLANNER_MAX_WAIT_S": "2"}, die_with_parent=True).start()
         try:
             def token(*targs: str) -> str:
                 return planner("token", "create", *targs, "--data-dir", str(server.data_dir), env=server.env).strip()

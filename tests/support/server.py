@@ -47,6 +47,15 @@ def granted(r: httpx.Response, what: str, key: str | None = None):  # noqa: ANN2
         raise refused(r, f"{what} (no '{key}' in the answer)") from None
 
 
+def dies_with(parent: int):  # noqa: ANN202
+    """A preexec_fn: the child asks the kernel to kill it when `parent` dies."""
+    def child() -> None:
+        from planner.core.procs import die_with_parent
+
+        die_with_parent(parent)
+    return child
+
+
 def wait_for(predicate, timeout_s: float = 60.0, what: str = "the condition"):  # noqa: ANN001, ANN201
     """Poll `predicate` until it returns something truthy (returned) or `timeout_s` passes."""
     deadline = time.monotonic() + timeout_s
@@ -66,7 +75,7 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, data_dir: Path, *, insecure: bool = False, port: int | None = None, env: dict | None = None,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), die_with_parent: bool = False):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -74,6 +83,9 @@ class Server:
         self.env = {**os.environ, "PYTHONPATH": pythonpath(), "PLANNER_SOLVER_MODULES": "tests.support.slow_solver",
                     "PLANNER_TOKEN_CACHE_S": "0", **(env or {})}
         self.extra_args = extra_args
+        # a bench's server goes when the bench is killed (quiet_host stops a bench at its share
+        # of the budget): the kernel kills it with its parent (planner.core.procs)
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None
         self.log = self.data_dir / "server.log"
 
@@ -85,7 +97,7 @@ class Server:
             cmd.append("--insecure-dev")
         self._log = open(self.log, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=dies_with(os.getpid()) if self.die_with_parent else None)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
