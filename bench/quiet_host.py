@@ -90,7 +90,7 @@ def run_bench(name: str, quick: bool, out_dir: Path, cores: list[int], extra: li
     cmd = [sys.executable, str(ROOT / "bench" / script), *chosen, *extra, "--out", str(out)]
     slice_cores = cores[:2] if name == "schedule" and len(cores) >= 4 else None
     print(f"\n=== {name}: {' '.join(cmd[1:])}" + (f" (on cores {slice_cores})" if slice_cores else "")
-          + f" (stopped after {timeout_s:.0f} s)", flush=True)
+          + f" (time limit {timeout_s:.0f} s)", flush=True)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     parent = os.getpid()
@@ -452,8 +452,9 @@ def main() -> int:
     verdicts = []
     for r in runs:
         if "result" not in r:
-            what = "cut: its share of the budget is too short" if r["returncode"] == "cut" else \
-                f"did not run (exit code {r['returncode']}; see its output above)"
+            what = ("cut: its share of the budget is too short" if r["returncode"] == "cut" else
+                    f"stopped at its time limit ({r['time_limit_s']:g} s) before it wrote any result"
+                    if r["returncode"] == "timeout" else f"did not run (exit code {r['returncode']}; see its output above)")
             verdicts.append({"target": f"{r['bench']}: {what}", "value": None, "goal": "", "met": None, "noise": None})
             continue
         tag = f"{r['bench']} (partial: {_kept(r['bench'], r['result'])})" if r.get("partial") else r["bench"]
