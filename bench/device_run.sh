@@ -70,7 +70,7 @@ import api.app, planner.cli, solvers.ga; print('service, CLI and GA import: ok')
     --out-dir "$OUT/qh" $ONLY ${QH_ARGS:-}
   rc=$?
   echo "--- after (quiet_host exit $rc): $(uptime)"
-  left=$(pgrep -af 'planner.cli|bench/(fidelity|schedule_fidelity|loop)\.py|multiprocessing' | grep -v pgrep || true)
+  left=$(pgrep -af -- "$(command -v "$PY")" | grep -v pgrep || true)  # what this interpreter still runs
   [ -n "$left" ] && echo "processes left running:" && echo "$left"
   return $rc
 }
