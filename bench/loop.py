@@ -51,6 +51,25 @@ def planner(*args: str, env=None, timeout: float = 900) -> str:  # noqa: ANN001
     return out.stdout
 
 
+class RetryUnavailable(httpx.HTTPTransport):
+    """The service answers 503 with Retry-After when a plan worker stopped or its store
+    was busy ("retry the request"): the bench retries twice, printing each such answer,
+    before the answer counts as a refusal."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for attempt in range(3):
+            response = super().handle_request(request)
+            if response.status_code != 503 or attempt == 2:
+                return response
+            body = " ".join(response.read().decode(errors="replace").split())[:500]
+            response.close()
+            wait = min(float(response.headers.get("retry-after", "1") or 1), 5.0)
+            print(f"loop: {request.method} {request.url.path} answered 503 ({body}); retrying in {wait:g} s",
+                  file=sys.stderr, flush=True)
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
+
 def serve(server: Server, board: str, model: Path, devices: list[str], rate: float, seconds: float, weights: str) -> None:
     cmd = [*PLANNER_CMD, "agent", "--server", server.url, "--deployment", "loop", "--model", str(model), "--rate", str(rate),
            "--duration", str(seconds), "--batch-s", "1", "--poll-wait", "2", "--weights", weights]
@@ -133,7 +152,8 @@ def main() -> int:
                     raise
 
             ci = token("--name", "ci", "--scope", "pipeline")
-            api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=120)
+            api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=120,
+                               transport=RetryUnavailable())
             pid = ask(api.post("/v1/platforms", json=json.loads(p.read_text())), "POST /v1/platforms", "id")
             mid = ask(api.post("/v1/profiles", json=json.loads(m.read_text())), "POST /v1/profiles", "id")
             plan = ask(api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}),

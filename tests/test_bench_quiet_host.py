@@ -314,3 +314,30 @@ def test_the_cli_runs_without_a_planner_script_beside_the_interpreter(tmp_path):
     assert cmd[1:] == ["-m", "planner.cli"]
     ran = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=60, cwd=q.ROOT, env=env)
     assert ran.returncode == 0 and "usage: planner" in ran.stdout
+
+
+def test_the_loop_retries_a_503_as_the_service_asks_and_then_shows_it(capsys):
+    """A 503 (a plan worker stopped: "retry the request", Retry-After) is retried twice;
+    one that persists reaches the bench as the refusal it prints."""
+    import httpx
+
+    from bench.loop import RetryUnavailable
+
+    answers = iter([503, 201])
+    seen = []
+
+    def fake(self, request):  # noqa: ANN001, ANN202 - stands in for the network
+        seen.append(request.read())
+        code = next(answers, 503)
+        return httpx.Response(code, json={"id": "p1"} if code == 201 else {"detail": "plan worker stopped"},
+                              headers={"Retry-After": "0"})
+
+    import unittest.mock as mock
+
+    with mock.patch.object(httpx.HTTPTransport, "handle_request", fake):
+        client = httpx.Client(base_url="http://127.0.0.1:9", transport=RetryUnavailable())
+        assert client.post("/v1/platforms", json={"a": 1}).json() == {"id": "p1"}
+        assert seen == [b'{"a":1}', b'{"a":1}']  # the body sent again
+        assert client.post("/v1/platforms", json={"a": 1}).status_code == 503  # still 503 after two retries
+    err = capsys.readouterr().err
+    assert err.count("answered 503") == 3 and "plan worker stopped" in err
