@@ -44,11 +44,18 @@ EOF
 
   echo "--- install ($(ls .whl/*.whl 2>/dev/null | wc -l) wheels, $(ls .whl/*.tar.xz 2>/dev/null | wc -l) tarball(s), $(du -sh .whl | cut -f1))"
   t0=$(date +%s)
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
-    || { echo "device_run: pip install of .whl/*.whl failed"; return 3; }
+  if "$PY" -m pip --version > /dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
+      || { echo "device_run: pip install of .whl/*.whl failed"; return 3; }
+  else  # no pip beside this python: a wheel of these (no scripts, no data) is its target's files, zipped
+    echo "device_run: no pip for $PY; unpacking the wheels into $SITE"
+    "$PY" -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" "$SITE" .whl/*.whl \
+      || { echo "device_run: unpacking the wheels failed"; return 3; }
+  fi
   for t in .whl/*.tar.xz; do  # an unpacked wheel, packed tighter: what pip would have put in the target
     [ -e "$t" ] || continue
-    tar -xJf "$t" -C "$SITE" || { echo "device_run: unpacking $t failed"; return 3; }
+    "$PY" -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='tar')" "$t" "$SITE" \
+      || { echo "device_run: unpacking $t failed"; return 3; }
   done
   export PYTHONPATH="$SITE:$PWD"
   echo "installed in $(( $(date +%s) - t0 )) s into $SITE"
