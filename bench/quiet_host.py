@@ -19,7 +19,8 @@ share (the cuts are printed), and a bench still running at the end of its share 
 stopped (SIGTERM, then SIGKILL to its process group). What a stopped bench had written
 to its JSON (each finished case, round or run) is judged like a finished one, marked
 partial. The estimates are per-case times measured on the 16-vCPU quiet host
-(2026-11-28); the stop is what holds the budget on any other host.
+(2026-11-28); the stop is what holds the budget on any other host. bench/device_run.sh
+runs it on a borrowed host without network (wheels carried in .whl/).
 
 The schedule bench runs on two cores (`os.sched_setaffinity` to the first two this
 process has, the "2-core slice" of the quiet-host measurements) when the host has four or
@@ -126,7 +127,8 @@ def _wait_or_stop(proc: subprocess.Popen, name: str, timeout_s: float, grace_s: 
         return proc.wait(max(timeout_s - grace, 0.01))
     except subprocess.TimeoutExpired:
         pass
-    print(f"quiet_host: {name} ran past {timeout_s:.1f} s (its time limit) and is stopped", file=sys.stderr, flush=True)
+    print(f"quiet_host: {name} is at the end of its time limit ({timeout_s:.1f} s, {grace:g} s of it to stop): stopping it",
+          file=sys.stderr, flush=True)
     _signal_group(proc, signal.SIGTERM)
     try:
         proc.wait(grace)
