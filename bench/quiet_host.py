@@ -186,8 +186,9 @@ def host_factor(cores: int) -> float:
 def plan_fidelity(share_s: float, factor: float) -> tuple[list[str], list[str], float]:
     """(settings, cuts, estimate s): every device set and regime of as many models as fit,
     in FIDELITY_MODELS order (light and generated first). Rounds are cut only as far as
-    one whole model needs; one model past those that fit is listed too, since the bench
-    runs last, writes each case and is stopped at the budget's end (its first cases count)."""
+    one whole model needs. One model past those that fit is listed too where at least half
+    of it fits: the bench runs last and is stopped at the budget's end, keeping the cases
+    it wrote (a bench that writes only at its end would lose them all, hence not more)."""
     cuts = []
     tiers = ((6, 20, 10), (5, 12, 6), (4, 8, 4), (3, 6, 3))
     for runs, exec_runs, verify_runs in tiers:
@@ -198,7 +199,8 @@ def plan_fidelity(share_s: float, factor: float) -> tuple[list[str], list[str], 
             break
     if (runs, exec_runs, verify_runs) != tiers[0]:
         cuts.append(f"rounds --runs {runs} --exec-runs {exec_runs} --verify-runs {verify_runs} (--quick: 6, 20, 10)")
-    n = max(1, min(fit + 1, len(FIDELITY_MODELS)))
+    spare = share_s - FIDELITY_START_S * factor - fit * per_model
+    n = max(1, min(fit + (1 if spare >= per_model / 2 else 0), len(FIDELITY_MODELS)))
     models = FIDELITY_MODELS[:n]
     if n < len(FIDELITY_MODELS):
         cuts.append(f"models {', '.join(FIDELITY_MODELS[n:])}")
@@ -393,6 +395,12 @@ def run_budget(plan: list[dict], budget_s: float, out_dir: Path, cores: list[int
             runs.append({"bench": p["bench"], "command": None, "returncode": "cut", "time_limit_s": round(limit, 1),
                          "settings": p["settings"], "cuts": p["cuts"]})
             continue
+        if i == last and limit > p["share_s"] + 15:  # the others left time: the last one's settings for what is left
+            settings, cuts, est = PLANNERS[p["bench"]](limit, host_factor(len(cores)))
+            if settings != p["settings"]:
+                print(f"\n{p['bench']}: {limit:.0f} s left for it (share {p['share_s']:.0f} s): {' '.join(settings)}"
+                      + "".join(f"\n  cut: {c}" for c in cuts), flush=True)
+                p.update(settings=settings, cuts=cuts, estimate_s=round(est, 1), replanned_for_s=round(limit, 1))
         t0 = time.monotonic()
         ran = run_bench(p["bench"], True, out_dir, cores, extra.get(p["bench"], []), limit, settings=p["settings"])
         ran.update(settings=p["settings"], cuts=p["cuts"], share_s=p["share_s"])

@@ -206,8 +206,10 @@ def test_a_short_budget_cuts_the_loop_and_gives_its_share_to_the_others():
     assert plan["loop"]["cut"] and plan["loop"]["share_s"] == 0
     assert plan["schedule"]["share_s"] + plan["fidelity"]["share_s"] == pytest.approx(60 - q.RESERVE_S, abs=0.2)
     assert "wide_mlp" not in plan["fidelity"]["settings"][1]  # fewer models on a short budget ...
-    big = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, 16)}
-    assert not big["loop"]["cut"] and "wide_mlp" in big["fidelity"]["settings"][1]  # ... more on the 7 minutes
+    seven = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, 16)}
+    assert not seven["loop"]["cut"] and seven["fidelity"]["settings"][1] == "squeezenet"
+    big = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 1200, 16)}
+    assert "wide_mlp" in big["fidelity"]["settings"][1]  # ... more on a longer one
 
 
 def test_a_budget_run_stops_each_bench_at_its_share_and_keeps_what_each_wrote(tmp_path, monkeypatch, capsys):
@@ -239,6 +241,7 @@ def test_a_budget_run_stops_each_bench_at_its_share_and_keeps_what_each_wrote(tm
 
     argv = json.loads((tmp_path / "loop.json.argv").read_text())
     assert argv[:2] == plan[0]["settings"][:2] and "--seconds" in argv and argv[argv.index("--seconds", 2) + 1] == "3"
+    assert json.loads((tmp_path / "fidelity.json.argv").read_text())[:2] == runs[2]["settings"][:2]
     out = capsys.readouterr().out
     assert "budget 10 s" in out and all(c in out for p in plan for c in p["cuts"])
 
