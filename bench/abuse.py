@@ -47,6 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.server import PLANNER_CMD, granted  # noqa: E402
+
 
 def big_profile(layers: int) -> dict:
     from tests.support import docs
@@ -307,36 +309,36 @@ def measure(args, code: Path | None = None) -> tuple[dict, str]:  # noqa: ANN001
     server = Server(data / "data", env={"PLANNER_TOKEN_CACHE_S": "5", "PLANNER_PLAN_WORKERS": "2", **sample}).start()
     try:
         env = {**os.environ, "PYTHONPATH": src}
-        token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "abuse",
+        token = subprocess.run([*PLANNER_CMD, "token", "create", "--name", "abuse",
                                 "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=env,
                                capture_output=True, text=True, check=True).stdout.strip()
         headers = {"Authorization": f"Bearer {token}"}
-        flood_token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "flood",
+        flood_token = subprocess.run([*PLANNER_CMD, "token", "create", "--name", "flood",
                                       "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=env,
                                      capture_output=True, text=True, check=True).stdout.strip()
-        metrics_token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "scrape",
+        metrics_token = subprocess.run([*PLANNER_CMD, "token", "create", "--name", "scrape",
                                         "--scope", "metrics", "--data-dir", str(server.data_dir)], env=env,
                                        capture_output=True, text=True, check=True).stdout.strip()
         scrape = {"Authorization": f"Bearer {metrics_token}"}
         url = server.url
         platform_doc = json.loads((ROOT / "profiles/platforms/hikey970.json").read_text())
         profile_doc = json.loads((ROOT / "profiles/models/mobilenet_v2_1.4.json").read_text())
-        p = httpx.post(f"{url}/v1/platforms", json=platform_doc, headers=headers, timeout=60).json()["id"]
-        m = httpx.post(f"{url}/v1/profiles", json=profile_doc, headers=headers, timeout=60).json()["id"]
+        p = granted(httpx.post(f"{url}/v1/platforms", json=platform_doc, headers=headers, timeout=60), "POST /v1/platforms", "id")
+        m = granted(httpx.post(f"{url}/v1/profiles", json=profile_doc, headers=headers, timeout=60), "POST /v1/profiles", "id")
         from tests.support import docs
 
-        tp = httpx.post(f"{url}/v1/platforms", json=docs.platform("abuse"), headers=headers, timeout=60).json()["id"]
+        tp = granted(httpx.post(f"{url}/v1/platforms", json=docs.platform("abuse"), headers=headers, timeout=60), "POST /v1/platforms", "id")
         big = big_profile(5000)
         big_body = json.dumps(big).encode()
-        bp = httpx.post(f"{url}/v1/profiles", content=big_body, headers={**headers, "Content-Type": "application/json"},
-                        timeout=120).json()["id"]
+        bp = granted(httpx.post(f"{url}/v1/profiles", content=big_body, headers={**headers, "Content-Type": "application/json"},
+                        timeout=120), "POST /v1/profiles", "id")
         plan_body = {"platform_id": p, "profile_id": m, "objective": "energy", "compare_baselines": False}
-        first_plan = httpx.post(f"{url}/v1/plans", json=plan_body, headers=headers, timeout=60).json()["id"]
-        dep = httpx.post(f"{url}/v1/deployments", json={"name": "burst-board", "platform_id": p, "profile_id": m},
-                         headers=headers, timeout=60).json()["id"]
+        first_plan = granted(httpx.post(f"{url}/v1/plans", json=plan_body, headers=headers, timeout=60), "POST /v1/plans", "id")
+        dep = granted(httpx.post(f"{url}/v1/deployments", json={"name": "burst-board", "platform_id": p, "profile_id": m},
+                         headers=headers, timeout=60), "POST /v1/deployments", "id")
         assert httpx.put(f"{url}/v1/deployments/{dep}/active", json={"plan_id": first_plan}, headers=headers,
                          timeout=60).status_code == 200
-        board_token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "board",
+        board_token = subprocess.run([*PLANNER_CMD, "token", "create", "--name", "board",
                                       "--scope", "executor", "--deployment", dep, "--data-dir", str(server.data_dir)],
                                      env=env, capture_output=True, text=True, check=True).stdout.strip()
         board_args = ({"Authorization": f"Bearer {board_token}"}, dep, first_plan)
@@ -414,8 +416,8 @@ def measure(args, code: Path | None = None) -> tuple[dict, str]:  # noqa: ANN001
                                                   nice=args.nice_attackers))
             results[name]["server_health_p99_bucket_ms"] = bucket_p99(hist0, server_health_ms(url, scrape))
             # jobs the heavy phase queued are cancelled so the next phase starts quiet
-            for job in httpx.get(f"{url}/v1/jobs?state=queued&limit=500", headers=headers).json()["items"] + \
-                    httpx.get(f"{url}/v1/jobs?state=running&limit=500", headers=headers).json()["items"]:
+            for job in granted(httpx.get(f"{url}/v1/jobs?state=queued&limit=500", headers=headers), "GET /v1/jobs", "items") + \
+                    granted(httpx.get(f"{url}/v1/jobs?state=running&limit=500", headers=headers), "GET /v1/jobs", "items"):
                 httpx.delete(f"{url}/v1/jobs/{job['id']}", headers=headers)
             time.sleep(1.0)  # the cancelled jobs' processes stop before the next phase
     finally:

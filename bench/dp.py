@@ -34,6 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.server import granted  # noqa: E402
 from models.compile import compile_problem  # noqa: E402
 from planner.core.io import load  # noqa: E402
 from planner.progress import track  # noqa: E402
@@ -161,20 +162,22 @@ def _service_check(layers: int, k: int) -> dict:
     import httpx
 
     from tests.support import docs
-    from tests.support.server import PLANNER, Server
+    from tests.support.server import PLANNER_CMD, Server
 
     with tempfile.TemporaryDirectory() as tmp:
         server = Server(Path(tmp) / "data").start()
         try:
             import subprocess
 
-            tok = subprocess.run([str(PLANNER), "token", "create", "--name", "bench", "--scope", "pipeline", "--data-dir",
+            tok = subprocess.run([*PLANNER_CMD, "token", "create", "--name", "bench", "--scope", "pipeline", "--data-dir",
                                   str(server.data_dir)], env=server.env, capture_output=True, text=True, check=True).stdout.strip()
             api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {tok}"}, timeout=120)
-            pid = api.post("/v1/platforms", json=docs.platform()).json()["id"]
-            mid = api.post("/v1/profiles", json=docs.profile(layers)).json()["id"]
-            plan = api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}).json()
-            api.post("/v1/deployments", json={"name": "bench", "platform_id": pid, "profile_id": mid}).raise_for_status()
+            pid = granted(api.post("/v1/platforms", json=docs.platform()), "POST /v1/platforms", "id")
+            mid = granted(api.post("/v1/profiles", json=docs.profile(layers)), "POST /v1/profiles", "id")
+            plan = granted(api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}),
+                           "POST /v1/plans")
+            granted(api.post("/v1/deployments", json={"name": "bench", "platform_id": pid, "profile_id": mid}),
+                    "POST /v1/deployments")
             t0 = time.perf_counter()
             r = api.put("/v1/deployments/bench/active", json={"plan_id": plan["id"], "verify": {"candidates": k, "runs": 5}})
             dt = time.perf_counter() - t0

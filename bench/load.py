@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.server import granted  # noqa: E402
+
 RSS_BOUND_MB = 150.0  # allowed growth of a server's resident memory over one phase
 
 
@@ -206,12 +208,13 @@ def setup(urls: list[str], db_url: str) -> tuple[str, str, dict]:
     with httpx.Client(base_url=urls[0], headers=auth, timeout=60) as c:
         platform = json.loads((ROOT / "profiles/platforms/hikey970.json").read_text())
         profile = json.loads((ROOT / "profiles/models/mobilenet_v2_1.4.json").read_text())
-        p = c.post("/v1/platforms", json=platform).json()["id"]
-        m = c.post("/v1/profiles", json=profile).json()["id"]
-        plans = [c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "objective": o, "compare_baselines": False})
-                 .json()["id"] for o in ("latency", "energy")]
-        dep = c.post("/v1/deployments", json={"name": f"load-{random.randrange(1 << 30)}", "platform_id": p,
-                                             "profile_id": m}).json()["id"]
+        p = granted(c.post("/v1/platforms", json=platform), "POST /v1/platforms", "id")
+        m = granted(c.post("/v1/profiles", json=profile), "POST /v1/profiles", "id")
+        plans = [granted(c.post("/v1/plans", json={"platform_id": p, "profile_id": m, "objective": o,
+                                                   "compare_baselines": False}), "POST /v1/plans", "id")
+                 for o in ("latency", "energy")]
+        dep = granted(c.post("/v1/deployments", json={"name": f"load-{random.randrange(1 << 30)}", "platform_id": p,
+                                             "profile_id": m}), "POST /v1/deployments", "id")
         assert c.put(f"/v1/deployments/{dep}/active", json={"plan_id": plans[0]}).status_code == 200
     _, exec_token = create_token(db, "load-executor", ["executor"], [dep])
     db.dispose()

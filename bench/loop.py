@@ -9,7 +9,9 @@ and each device alone before serving, and the measured best is what it then serv
 Targets (issue: predictions that hold where the model runs): the agent's telemetry
 within 10% of the prediction at 20 Hz before any refit, within 5% after one.
 Errors are (measured - predicted) / predicted: positive = slower than predicted.
-Writes bench/results/loop.json with the host it ran on.
+Writes bench/results/loop.json with the host it ran on, after profiling and again after
+each finished round (a run stopped part-way keeps what it finished). A request the
+service refuses ends the bench with its status and the service's answer.
 
     .venv/bin/python bench/loop.py                      # light_squeezenet, cpu1 + cpu2 + q8, 20 Hz
     .venv/bin/python bench/loop.py --model wide_mlp --seconds 20
@@ -35,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.genmodels import GENERATED  # noqa: E402
-from tests.support.server import PLANNER, Server  # noqa: E402
+from tests.support.server import PLANNER_CMD, Server, dies_with, granted  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 DEVICES = ["cpu1=CPUExecutionProvider:threads=1,affinity=0", "cpu2=CPUExecutionProvider:threads=2",
@@ -43,24 +45,56 @@ DEVICES = ["cpu1=CPUExecutionProvider:threads=1,affinity=0", "cpu2=CPUExecutionP
 
 
 def planner(*args: str, env=None, timeout: float = 900) -> str:  # noqa: ANN001
-    out = subprocess.run([str(PLANNER), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run([*PLANNER_CMD, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise SystemExit(f"planner {args[0]} failed:\n{out.stderr[-2000:]}")
     return out.stdout
 
 
+class RetryUnavailable(httpx.HTTPTransport):
+    """The service answers 503 with Retry-After when a plan worker stopped or its store
+    was busy ("retry the request"): the bench retries twice, printing each such answer,
+    before the answer counts as a refusal."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for attempt in range(3):
+            response = super().handle_request(request)
+            if response.status_code != 503 or attempt == 2:
+                return response
+            body = " ".join(response.read().decode(errors="replace").split())[:500]
+            response.close()
+            wait = min(float(response.headers.get("retry-after", "1") or 1), 5.0)
+            print(f"loop: {request.method} {request.url.path} answered 503 ({body}); retrying in {wait:g} s",
+                  file=sys.stderr, flush=True)
+            time.sleep(wait)
+        raise AssertionError("unreachable")
+
+
 def serve(server: Server, board: str, model: Path, devices: list[str], rate: float, seconds: float, weights: str) -> None:
-    cmd = [str(PLANNER), "agent", "--server", server.url, "--deployment", "loop", "--model", str(model), "--rate", str(rate),
+    cmd = [*PLANNER_CMD, "agent", "--server", server.url, "--deployment", "loop", "--model", str(model), "--rate", str(rate),
            "--duration", str(seconds), "--batch-s", "1", "--poll-wait", "2", "--weights", weights]
     for d in devices:
         cmd += ["--device", d]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**server.env, "PLANNER_TOKEN": board}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    log = server.data_dir / "agent.log"  # a file, not a pipe nobody reads (a full pipe would stall the agent)
+    with open(log, "ab") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**server.env, "PLANNER_TOKEN": board}, stdout=subprocess.DEVNULL,
+                                stderr=err, start_new_session=True, preexec_fn=dies_with(os.getpid()))
+        try:
+            code = proc.wait(seconds + 120)
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    if code != 0:
+        print(f"loop: the agent exited with {code}; its log ends:\n{_tail(log)}", file=sys.stderr, flush=True)
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
     try:
-        proc.wait(seconds + 120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        return path.read_text(errors="replace")[-chars:]
+    except OSError as exc:
+        return f"({path}: {exc})"
 
 
 def main() -> int:
@@ -75,8 +109,21 @@ def main() -> int:
                     "candidates; -1: no verification (default %(default)s)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/loop.json"), help="JSON results (default %(default)s)")
     args = ap.parse_args()
+    # stopped (quiet_host at the end of its share): the finally blocks stop the service and the agent
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     devices = args.device or DEVICES
     host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}
+    result = {"host": host, "args": vars(args), "devices": devices, "profiling_s": None, "verification": None,
+              "rounds": [], "complete": False}
+
+    def write() -> None:  # after each step: a run stopped part-way keeps what it finished
+        host["loadavg_at_end"] = os.getloadavg()
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp_out = out.with_name(out.name + ".tmp")
+        tmp_out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+        os.replace(tmp_out, out)
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if args.model in GENERATED:
@@ -88,31 +135,43 @@ def main() -> int:
         t0 = time.perf_counter()
         planner("profile", str(model), *sum((["--device", d] for d in devices), []), "--weights", weights,
                 "--runs", str(args.runs), "--rate", str(args.rate), "--out-platform", str(p), "--out-profile", str(m))
-        profiling_s = time.perf_counter() - t0
-        server = Server(tmp / "data", env={"PLANNER_MAX_WAIT_S": "2"}).start()
+        result["profiling_s"] = time.perf_counter() - t0
+        write()
+        server = Server(tmp / "data", env={"PLANNER_MAX_WAIT_S": "2"}, die_with_parent=True).start()
         try:
             def token(*targs: str) -> str:
                 return planner("token", "create", *targs, "--data-dir", str(server.data_dir), env=server.env).strip()
 
+            def ask(r: httpx.Response, what: str, key: str | None = None):  # noqa: ANN202
+                """The answer of a granted request; a refused one ends the bench with the
+                status, the service's answer and the end of its log."""
+                try:
+                    return granted(r, what, key)
+                except SystemExit:
+                    print(f"loop: the service's log ends:\n{_tail(server.log)}", file=sys.stderr, flush=True)
+                    raise
+
             ci = token("--name", "ci", "--scope", "pipeline")
-            api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=120)
-            pid = api.post("/v1/platforms", json=json.loads(p.read_text())).json()["id"]
-            mid = api.post("/v1/profiles", json=json.loads(m.read_text())).json()["id"]
-            plan = api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}).json()
-            api.post("/v1/deployments", json={"name": "loop", "platform_id": pid, "profile_id": mid}).raise_for_status()
+            api = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=120,
+                               transport=RetryUnavailable())
+            pid = ask(api.post("/v1/platforms", json=json.loads(p.read_text())), "POST /v1/platforms", "id")
+            mid = ask(api.post("/v1/profiles", json=json.loads(m.read_text())), "POST /v1/profiles", "id")
+            plan = ask(api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "compare_baselines": False}),
+                       "POST /v1/plans")
+            ask(api.post("/v1/deployments", json={"name": "loop", "platform_id": pid, "profile_id": mid}),
+                "POST /v1/deployments")
             first = {"plan_id": plan["id"]}
             if args.verify >= 0:
                 first["verify"] = {"candidates": args.verify, "runs": 20}
-            api.put("/v1/deployments/loop/active", json=first).raise_for_status()
-            verification = None
+            ask(api.put("/v1/deployments/loop/active", json=first), "PUT /v1/deployments/loop/active")
             board = token("--name", "board", "--scope", "executor", "--deployment", "loop")
-            rounds = []
             for step in ("before refit", "after one refit"):
                 verifying = step == "before refit" and args.verify >= 0
                 # the first deploy's verification runs before serving: give it its time on top
                 serve(server, board, model, devices, args.rate, args.seconds + (30 if verifying else 0), weights)
                 if verifying:
-                    verification = api.get("/v1/deployments/loop/verification").json()
+                    verification = ask(api.get("/v1/deployments/loop/verification"), "GET /v1/deployments/loop/verification")
+                    result["verification"] = verification
                     print(f"verified on the board ({verification['state']}): {verification['note']}")
                     for c in verification["candidates"]:
                         t = ((verification.get("report") or {}).get("measured") or {}).get(c["name"])
@@ -120,14 +179,17 @@ def main() -> int:
                             print(f"  {c['name']:<14} {c['notation'][:28]:<28} predicted {c['predicted_ms']:8.3f} ms  "
                                   f"measured {t['median_ms']:8.3f} ms  {100 * (t['median_ms'] - c['predicted_ms']) / c['predicted_ms']:+6.1f}%")
                     if verification.get("verified_plan_id"):
-                        plan = api.get(f"/v1/plans/{verification['verified_plan_id']}").json()
-                tel = api.get("/v1/deployments/loop/telemetry").json()
+                        plan = ask(api.get(f"/v1/plans/{verification['verified_plan_id']}"), "GET /v1/plans/{id}")
+                tel = ask(api.get("/v1/deployments/loop/telemetry"), "GET /v1/deployments/loop/telemetry")
                 mine = next((q for q in tel["plans"] if q["plan_id"] == plan["id"]), None)
                 if mine is None:
-                    raise SystemExit(f"no telemetry on plan {plan['id']} after {step}: {json.dumps(tel)[:1000]}")
-                rounds.append({"step": step, "plan": plan["plan"]["notation"], "predicted_ms": mine["predicted_latency_ms"],
-                               "median_ms": mine["median_ms"], "p90_ms": mine["p90_ms"], "samples": mine["samples"],
-                               "error_pct": mine["error_pct"], "regime_note": mine.get("regime_note")})
+                    raise SystemExit(f"no telemetry on plan {plan['id']} after {step}: {json.dumps(tel)[:1000]}\n"
+                                     f"the agent's log ends:\n{_tail(server.data_dir / 'agent.log')}")
+                result["rounds"].append({"step": step, "plan": plan["plan"]["notation"],
+                                         "predicted_ms": mine["predicted_latency_ms"], "median_ms": mine["median_ms"],
+                                         "p90_ms": mine["p90_ms"], "samples": mine["samples"],
+                                         "error_pct": mine["error_pct"], "regime_note": mine.get("regime_note")})
+                write()
                 print(f"{step:<16} plan {plan['plan']['notation']:<14} predicted {mine['predicted_latency_ms']:.3f} ms, "
                       f"telemetry median {mine['median_ms']:.3f} ms (p90 {mine['p90_ms']:.3f}) over {mine['samples']} "
                       f"samples: {mine['error_pct']:+.1f}%" + (f"  [{mine['regime_note']}]" if mine.get("regime_note") else ""),
@@ -136,19 +198,17 @@ def main() -> int:
                     print(planner("refit", "--platform", str(p), "--profile", str(m), "--server", server.url,
                                   "--deployment", "loop", "--token", ci, "--out", str(m2), env=server.env).strip()
                           .splitlines()[-1])
-                    mid2 = api.post("/v1/profiles", json=json.loads(m2.read_text())).json()["id"]
-                    plan = api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid2,
-                                                       "compare_baselines": False}).json()
-                    api.put("/v1/deployments/loop/active", json={"plan_id": plan["id"]}).raise_for_status()
+                    mid2 = ask(api.post("/v1/profiles", json=json.loads(m2.read_text())), "POST /v1/profiles (refit)", "id")
+                    plan = ask(api.post("/v1/plans", json={"platform_id": pid, "profile_id": mid2,
+                                                           "compare_baselines": False}), "POST /v1/plans (refit)")
+                    ask(api.put("/v1/deployments/loop/active", json={"plan_id": plan["id"]}),
+                        "PUT /v1/deployments/loop/active (refit)")
         finally:
             server.stop()
-    host["loadavg_at_end"] = os.getloadavg()
+    result["complete"] = True
+    write()
     print(f"targets: within 10% before a refit, 5% after one (rate {args.rate:g} Hz); host {host['node']}, "
           f"{host['cpus']} CPUs, load average {host['loadavg_at_start'][0]:.1f} -> {host['loadavg_at_end'][0]:.1f}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"host": host, "args": vars(args), "devices": devices,
-                                          "profiling_s": profiling_s, "verification": verification, "rounds": rounds},
-                                         indent=2, default=str) + "\n")
     print(f"wrote {args.out}")
     return 0
 

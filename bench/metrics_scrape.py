@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.server import granted  # noqa: E402
+
 
 def timed(fn, repeat: int) -> list[float]:  # noqa: ANN001
     out = []
@@ -56,7 +58,7 @@ def scrape_cost(n_deployments: int, batches: int, samples: int, repeat: int) -> 
             plans = []
             for seed in range(10):
                 r = api.client.post("/v1/plans", json={**ids, "seed": seed}, headers=api.h())
-                plans.append(r.json()["id"])
+                plans.append(granted(r, "POST /v1/plans", "id"))
             rng = np.random.default_rng(0)
             t0 = time.perf_counter()
             deps = []

@@ -12,6 +12,16 @@ with idle cores. On a shared 2-core machine the benches still run, and the table
 noisy the host was (load average, each bench's own noise floor) instead of a verdict on
 the planner.
 
+With --budget-s the whole run fits that many seconds: each bench gets a share of the
+budget (loop, then schedule, then fidelity, which also takes what the others left), its
+models and rounds are cut from the --quick settings until its estimated time fits the
+share (the cuts are printed), and a bench still running at the end of its share is
+stopped (SIGTERM, then SIGKILL to its process group). What a stopped bench had written
+to its JSON (each finished case, round or run) is judged like a finished one, marked
+partial. The estimates are per-case times measured on the 16-vCPU quiet host
+(2026-11-28); the stop is what holds the budget on any other host. bench/device_run.sh
+runs it on a borrowed host without network (wheels carried in .whl/).
+
 The schedule bench runs on two cores (`os.sched_setaffinity` to the first two this
 process has, the "2-core slice" of the quiet-host measurements) when the host has four or
 more, so the other cores stay idle. bench/loop.py needs the service (FastAPI, SQLAlchemy);
@@ -19,6 +29,7 @@ where it is not installed that bench is reported as not run, the others still ar
 
     .venv/bin/python bench/quiet_host.py                  # the full settings (about 30 min on 16 cores)
     .venv/bin/python bench/quiet_host.py --quick          # fewer models and rounds (about 8 min on 16 cores)
+    .venv/bin/python bench/quiet_host.py --budget-s 420   # everything inside 7 minutes: settings cut to fit
     .venv/bin/python bench/quiet_host.py --only fidelity,schedule --out-dir /tmp/q
     .venv/bin/python bench/quiet_host.py --quick --args fidelity="--models squeezenet --sets pinned-1t"
 """
@@ -30,6 +41,7 @@ import json
 import os
 import platform as pyplatform
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,35 +77,210 @@ def host() -> dict:
 
 
 def run_bench(name: str, quick: bool, out_dir: Path, cores: list[int], extra: list[str] = (),
-              timeout_s: float = 3600.0) -> dict:
+              timeout_s: float = 3600.0, settings: list[str] | None = None, grace_s: float = 5.0) -> dict:
     """One bench as a child process, its output passed through; its JSON read back. The
-    child dies with this process (planner.core.procs.die_with_parent) and is stopped after
-    `timeout_s` (reported as not run)."""
+    child dies with this process (planner.core.procs.die_with_parent) and runs in a
+    process group of its own; past `timeout_s` the group gets SIGTERM, `grace_s` later
+    SIGKILL (returncode "timeout"). Whatever JSON it wrote by then is read back and
+    judged (`partial`: it did not finish). `settings` replaces the bench's full/quick
+    settings (a --budget-s plan)."""
     script, full, fast = BENCHES[name]
     out = out_dir / f"{name}.json"
-    cmd = [sys.executable, str(ROOT / "bench" / script), *(fast if quick else full), *extra, "--out", str(out)]
+    out.unlink(missing_ok=True)  # a JSON left by an earlier run is not this run's
+    chosen = settings if settings is not None else (fast if quick else full)
+    cmd = [sys.executable, str(ROOT / "bench" / script), *chosen, *extra, "--out", str(out)]
     slice_cores = cores[:2] if name == "schedule" and len(cores) >= 4 else None
-    print(f"\n=== {name}: {' '.join(cmd[1:])}" + (f" (on cores {slice_cores})" if slice_cores else ""), flush=True)
+    print(f"\n=== {name}: {' '.join(cmd[1:])}" + (f" (on cores {slice_cores})" if slice_cores else "")
+          + f" (time limit {timeout_s:.0f} s)", flush=True)
     load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     parent = os.getpid()
 
     def child() -> None:  # between fork and exec: this process is single-threaded
         die_with_parent(parent)
+        os.setpgid(0, 0)  # its own group: a stop reaches what it started too
         if slice_cores:
             os.sched_setaffinity(0, slice_cores)
 
-    try:
-        code = subprocess.run(cmd, cwd=ROOT, preexec_fn=child, timeout=timeout_s).returncode
-    except subprocess.TimeoutExpired:  # run() has killed it
-        print(f"quiet_host: {name} ran past {timeout_s:g} s (--timeout-s) and was stopped", file=sys.stderr)
-        code = "timeout"
+    proc = subprocess.Popen(cmd, cwd=ROOT, preexec_fn=child, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    code = _wait_or_stop(proc, name, timeout_s, grace_s)
     ran = {"bench": name, "command": cmd[1:], "cores": slice_cores, "wall_s": round(time.perf_counter() - t0, 1),
            "load_average_before": round(load0, 2), "load_average_after": round(os.getloadavg()[0], 2),
-           "returncode": code}
-    if code == 0 and out.exists():
-        ran["result"] = json.loads(out.read_text())
+           "returncode": code, "time_limit_s": round(timeout_s, 1)}
+    if out.exists():
+        try:
+            ran["result"] = json.loads(out.read_text())
+        except (OSError, ValueError) as exc:  # stopped while writing it
+            print(f"quiet_host: {name}: its JSON {out} could not be read ({type(exc).__name__}: {exc})", file=sys.stderr)
+    if "result" in ran and code != 0:
+        ran["partial"] = True
+        print(f"quiet_host: {name} did not finish (exit {code}); judging what it wrote: {_kept(name, ran['result'])}",
+              flush=True)
     return ran
+
+
+def _wait_or_stop(proc: subprocess.Popen, name: str, timeout_s: float, grace_s: float) -> int | str:
+    """The child's exit code, or "timeout" after stopping its process group (SIGTERM:
+    its cleanup runs; SIGKILL `grace_s` later)."""
+    grace = min(grace_s, timeout_s / 4)
+    try:
+        return proc.wait(max(timeout_s - grace, 0.01))
+    except subprocess.TimeoutExpired:
+        pass
+    print(f"quiet_host: {name} is at the end of its time limit ({timeout_s:.1f} s, {grace:g} s of it to stop): stopping it",
+          file=sys.stderr, flush=True)
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc, signal.SIGKILL)  # the group: what it started and left behind
+    proc.wait()
+    return "timeout"
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    for kill in (lambda: os.killpg(proc.pid, sig), lambda: proc.send_signal(sig)):
+        try:
+            kill()
+            return
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def _kept(name: str, res: dict) -> str:
+    if name == "fidelity":
+        return f"{len(res.get('cases') or [])} case(s)"
+    if name == "loop":
+        return f"{len(res.get('rounds') or [])} round(s)"
+    return (f"{len(res.get('pipelined') or [])} pipelined run(s), {len(res.get('two_networks') or [])} two-network "
+            f"case(s), summary {'present' if res.get('summary') else 'absent'}")
+
+
+# --------------------------------------------------------------------------- budget
+# Seconds each bench took on the 16-vCPU quiet host (2026-11-28, main at db669bf) at the
+# --quick settings, as a cost per unit of its settings; a host with fewer cores is taken
+# as slower (HOST_FACTOR). Only the plan uses them: the stop at a share's end holds the budget.
+FIDELITY_CASE_S = 24.7  # one (model, device set, regime) case at --runs 5 --exec-runs 12 --verify-runs 6
+FIDELITY_CASE_ROUNDS = 5 + 12 + 6
+FIDELITY_START_S = 8.0  # imports, the host's facts
+FIDELITY_MODELS = ["squeezenet", "wide_mlp", "shufflenet", "branching_net", "inception_v1", "deep_thin_cnn"]
+FIDELITY_SETS = ["pinned-1t", "multi-thread", "clusters"]
+SCHEDULE_MODEL_S = 28.0  # profiling one network for scheduling and its pipelined runs at 100 frames
+SCHEDULE_RESPONSE_S = 40.0  # the two-network response cases at 80 frames, 5 phase runs
+SCHEDULE_START_S = 10.0
+SCHEDULE_MODELS = ["squeezenet", "shufflenet", "inception_v1"]
+LOOP_FIXED_S = 35.0  # server with its plan workers, tokens, plans, the refit
+LOOP_RUN_S = 1.5  # one profiling round of the loop's three devices
+LOOP_VERIFY_S = 30.0  # the first deploy's verification (loop.py gives it 30 s)
+SHARES = {"loop": 0.22, "schedule": 0.30, "fidelity": 0.48}  # of the budget; fidelity also takes what is left
+BUDGET_ORDER = ["loop", "schedule", "fidelity"]  # fidelity last: it writes each case, so it can take the rest
+RESERVE_S = 5.0  # the summary and the last stop's grace
+MIN_RUN_S = 10.0  # a bench left less than this of the budget is cut, not started
+
+
+def host_factor(cores: int) -> float:
+    return 1.0 if cores >= 8 else 1.5 if cores >= 4 else 2.0
+
+
+def plan_fidelity(share_s: float, factor: float) -> tuple[list[str], list[str], float]:
+    """(settings, cuts, estimate s): every device set and regime of as many models as fit,
+    in FIDELITY_MODELS order (light and generated first). Rounds are cut only as far as
+    one whole model needs. One model past those that fit is listed too where at least half
+    of it fits: the bench runs last and is stopped at the budget's end, keeping the cases
+    it wrote (a bench that writes only at its end would lose them all, hence not more)."""
+    cuts = []
+    tiers = ((6, 20, 10), (5, 12, 6), (4, 8, 4), (3, 6, 3))
+    for runs, exec_runs, verify_runs in tiers:
+        case = factor * FIDELITY_CASE_S * (runs + exec_runs + verify_runs) / FIDELITY_CASE_ROUNDS
+        per_model = case * len(FIDELITY_SETS) * 2  # back to back and at 20 Hz
+        fit = int((share_s - FIDELITY_START_S * factor) // per_model)
+        if fit >= 1:
+            break
+    if (runs, exec_runs, verify_runs) != tiers[0]:
+        cuts.append(f"rounds --runs {runs} --exec-runs {exec_runs} --verify-runs {verify_runs} (--quick: 6, 20, 10)")
+    spare = share_s - FIDELITY_START_S * factor - fit * per_model
+    n = max(1, min(fit + (1 if spare >= per_model / 2 else 0), len(FIDELITY_MODELS)))
+    models = FIDELITY_MODELS[:n]
+    if n < len(FIDELITY_MODELS):
+        cuts.append(f"models {', '.join(FIDELITY_MODELS[n:])}")
+    if n > fit:
+        cuts.append(f"{models[-1]} is expected to be stopped part-way (its finished cases count)")
+    est = FIDELITY_START_S * factor + per_model * n
+    settings = ["--models", ",".join(models), "--sets", ",".join(FIDELITY_SETS), "--runs", str(runs),
+                "--exec-runs", str(exec_runs), "--verify-runs", str(verify_runs)]
+    return settings, cuts, est
+
+
+def plan_schedule(share_s: float, factor: float) -> tuple[list[str], list[str], float]:
+    """(settings, cuts, estimate s): the response pair (squeezenet, shufflenet) always;
+    inception_v1's pipelined runs and then frames and phase runs cut until it fits."""
+    cuts = []
+    for frames, resp, phases in ((100, 80, 5), (60, 50, 3), (40, 30, 2)):
+        scale = frames / 100
+        for n in (3, 2, 1):
+            est = factor * (SCHEDULE_START_S + SCHEDULE_MODEL_S * n * scale + SCHEDULE_RESPONSE_S * resp / 80 * phases / 5)
+            if est <= share_s:
+                break
+        if est <= share_s:
+            break
+    if n < 3:
+        cuts.append(f"pipelined models {', '.join(SCHEDULE_MODELS[n:])}")
+    if frames != 100:
+        cuts.append(f"--frames {frames} --response-frames {resp} --phase-runs {phases} (--quick: 100, 80, 5)")
+    settings = ["--models", ",".join(SCHEDULE_MODELS[:n]), "--frames", str(frames), "--response-frames", str(resp),
+                "--phase-runs", str(phases)]
+    return settings, cuts, est
+
+
+def plan_loop(share_s: float, factor: float) -> tuple[list[str], list[str], float]:
+    """(settings, cuts, estimate s): serving seconds, profiling rounds, then the first
+    deploy's verification cut until it fits."""
+    cuts = []
+    for seconds, runs, verify in ((10, 10, 2), (8, 6, 2), (6, 4, 1), (5, 3, -1)):
+        est = factor * (LOOP_FIXED_S + LOOP_RUN_S * runs + (LOOP_VERIFY_S if verify >= 0 else 0)) + 2 * seconds
+        if est <= share_s:
+            break
+    if (seconds, runs, verify) != (10, 10, 2):
+        cuts.append(f"--seconds {seconds} --runs {runs}" + (" --verify -1 (no verified first deploy)" if verify < 0
+                                                            else f" --verify {verify}") + " (--quick: 10, 10, 2)")
+    return ["--seconds", str(seconds), "--runs", str(runs), "--verify", str(verify)], cuts, est
+
+
+PLANNERS = {"fidelity": plan_fidelity, "schedule": plan_schedule, "loop": plan_loop}
+
+
+# A bench that writes its results only at its end (the loop writes each round, but its
+# first round comes after profiling, the service and the verification) is cut, not run,
+# where even its smallest settings are estimated over this many times its share.
+WHOLE_ONLY = {"loop": 1.5}
+
+
+def budget_plan(names: list[str], budget_s: float, cores: int) -> list[dict]:
+    """The benches in the order they run under a budget, each with its share of it, the
+    settings chosen to fit the share and what was cut. A bench that cannot fit (WHOLE_ONLY)
+    is marked cut and its share goes to the others. At run time the last one's share is
+    what is left at its start (the others' unused time included)."""
+    factor = host_factor(cores)
+    order = [n for n in BUDGET_ORDER if n in names]
+    usable = max(budget_s - RESERVE_S, 1.0)
+    cut: dict[str, str] = {}
+    while True:
+        kept = [n for n in order if n not in cut]
+        weight = sum(SHARES[n] for n in kept) or 1.0
+        plan = []
+        for n in order:
+            share = 0.0 if n in cut else usable * SHARES[n] / weight
+            settings, cuts, est = PLANNERS[n](share, factor)
+            plan.append({"bench": n, "share_s": round(share, 1), "settings": settings, "cuts": cuts,
+                         "estimate_s": round(est, 1), "cut": cut.get(n)})
+        over = [q for q in plan if q["cut"] is None and q["bench"] in WHOLE_ONLY
+                and q["estimate_s"] > WHOLE_ONLY[q["bench"]] * q["share_s"]]
+        if not over or len(kept) == 1:
+            return plan
+        q = over[0]
+        cut[q["bench"]] = (f"its smallest settings need about {q['estimate_s']:.0f} s, its share is {q['share_s']:.0f} s "
+                           "(it keeps nothing before its first round)")
 
 
 def _verdict(name: str, value: float | None, target: float, noise: float | None = None, at_most: bool = True) -> dict:
@@ -140,7 +327,7 @@ def loop_verdicts(res: dict) -> list[dict]:
 
 
 def schedule_verdicts(res: dict) -> list[dict]:
-    s = res.get("summary", {})
+    s = res.get("summary") or _pipelined_summary(res.get("pipelined") or [])
     noise = s.get("pipelined_noise_floor_pct")
     return [
         _verdict("pipelined throughput, mean |error| %", _r(s.get("pipelined_mean_abs_error_pct")),
@@ -161,11 +348,65 @@ def schedule_verdicts(res: dict) -> list[dict]:
     ]
 
 
+def _pipelined_summary(rows: list[dict]) -> dict:
+    """The pipelined figures of a schedule run stopped before its summary: from the runs
+    it wrote (the two-network figures are not judged: none is counted from nothing)."""
+    errs = [abs(r["error_pct"]) for r in rows if r.get("error_pct") is not None]
+    reps = [abs(r["replicate_diff_pct"]) for r in rows if r.get("replicate_diff_pct") is not None]
+    return {"pipelined_mean_abs_error_pct": statistics.fmean(errs) if errs else None,
+            "pipelined_max_abs_error_pct": max(errs) if errs else None,
+            "pipelined_noise_floor_pct": statistics.fmean(reps) if reps else None}
+
+
 def _r(x: float | None) -> float | None:
     return None if x is None else round(float(x), 2)
 
 
 JUDGES = {"fidelity": fidelity_verdicts, "schedule": schedule_verdicts, "loop": loop_verdicts}
+
+
+def run_budget(plan: list[dict], budget_s: float, out_dir: Path, cores: list[int], extra: dict[str, list[str]],
+               timeout_s: float, t_start: float) -> list[dict]:
+    """The benches of a budget plan in order. Each is stopped at the end of its share plus
+    what the earlier ones left unused (the last: at what is left of the budget), never
+    later than --timeout-s; a bench whose share cannot hold even its smallest settings is
+    cut (not run) and its share passed on."""
+    print(f"budget {budget_s:g} s on {len(cores)} usable cores (estimates x{host_factor(len(cores)):g} for this host):")
+    for p in plan:
+        if p["cut"]:
+            print(f"  {p['bench']:<9} cut, not run: {p['cut']}")
+            continue
+        print(f"  {p['bench']:<9} share {p['share_s']:5.0f} s, estimated {p['estimate_s']:5.0f} s: "
+              f"{' '.join(p['settings'])}" + (f" {' '.join(extra[p['bench']])} (--args)" if extra.get(p["bench"]) else ""))
+        for c in p["cuts"]:
+            print(f"  {'':<9} cut: {c}")
+    runs, carried = [], 0.0
+    last = max((i for i, p in enumerate(plan) if not p["cut"]), default=-1)
+    for i, p in enumerate(plan):
+        if p["cut"]:
+            runs.append({"bench": p["bench"], "command": None, "returncode": "cut", "time_limit_s": 0,
+                         "settings": p["settings"], "cuts": p["cuts"], "cut": p["cut"]})
+            continue
+        left = budget_s - RESERVE_S - (time.monotonic() - t_start)
+        limit = left if i == last else min(p["share_s"] + carried, left)
+        limit = min(limit, timeout_s)
+        if limit < MIN_RUN_S:
+            print(f"\n=== {p['bench']}: cut, {max(limit, 0):.0f} s of the budget left for it", flush=True)
+            runs.append({"bench": p["bench"], "command": None, "returncode": "cut", "time_limit_s": round(limit, 1),
+                         "settings": p["settings"], "cuts": p["cuts"]})
+            continue
+        if i == last and limit > p["share_s"] + 15:  # the others left time: the last one's settings for what is left
+            settings, cuts, est = PLANNERS[p["bench"]](limit, host_factor(len(cores)))
+            if settings != p["settings"]:
+                print(f"\n{p['bench']}: {limit:.0f} s left for it (share {p['share_s']:.0f} s): {' '.join(settings)}"
+                      + "".join(f"\n  cut: {c}" for c in cuts), flush=True)
+                p.update(settings=settings, cuts=cuts, estimate_s=round(est, 1), replanned_for_s=round(limit, 1))
+        t0 = time.monotonic()
+        ran = run_bench(p["bench"], True, out_dir, cores, extra.get(p["bench"], []), limit, settings=p["settings"])
+        ran.update(settings=p["settings"], cuts=p["cuts"], share_s=p["share_s"])
+        runs.append(ran)
+        carried = max(0.0, p["share_s"] + carried - (time.monotonic() - t0))
+    return runs
 
 
 def main() -> int:
@@ -177,6 +418,10 @@ def main() -> int:
                          "wins), e.g. fidelity=\"--models squeezenet --sets pinned-1t\" (default: none)")
     ap.add_argument("--timeout-s", type=float, default=3600.0,
                     help="stop a bench that runs longer than this, seconds (default %(default)s)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="the whole run in this many seconds: each bench a share, its models and rounds cut from the "
+                         "--quick settings to fit (printed), stopped at its share's end keeping what it wrote "
+                         "(default: no budget)")
     ap.add_argument("--out-dir", default=str(ROOT / "bench/results/quiet_host"),
                     help="where each bench's JSON and quiet_host.json go (default %(default)s)")
     args = ap.parse_args()
@@ -189,6 +434,9 @@ def main() -> int:
     if not args.timeout_s > 0:
         print(f"quiet_host: --timeout-s: must be > 0 seconds, got {args.timeout_s:g}", file=sys.stderr)
         return 2
+    if args.budget_s is not None and not args.budget_s >= 30:
+        print(f"quiet_host: --budget-s: must be at least 30 seconds, got {args.budget_s:g}", file=sys.stderr)
+        return 2
     extra: dict[str, list[str]] = {}
     for item in args.args:
         bench, _, rest = item.partition("=")
@@ -196,6 +444,7 @@ def main() -> int:
             print(f"quiet_host: --args: '{item}' is not BENCH=ARGS with BENCH one of {', '.join(BENCHES)}", file=sys.stderr)
             return 2
         extra.setdefault(bench, []).extend(shlex.split(rest))
+    t_start = time.monotonic()
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     h = host()
@@ -204,15 +453,23 @@ def main() -> int:
           + ("quiet enough to judge the targets" if quiet else
              "NOT a quiet host (fewer than 4 cores or load above "
              f"{QUIET_LOAD:g}): the figures are this machine's noise as much as the planner's"))
-    runs = [run_bench(n, args.quick, out_dir, h["usable_cores"], extra.get(n, []), args.timeout_s) for n in names]
+    if args.budget_s is None:
+        runs = [run_bench(n, args.quick, out_dir, h["usable_cores"], extra.get(n, []), args.timeout_s) for n in names]
+        plan = None
+    else:
+        plan = budget_plan(names, args.budget_s, len(h["usable_cores"]))
+        runs = run_budget(plan, args.budget_s, out_dir, h["usable_cores"], extra, args.timeout_s, t_start)
     verdicts = []
     for r in runs:
         if "result" not in r:
-            verdicts.append({"target": f"{r['bench']}: did not run (exit code {r['returncode']}; see its output above)",
-                             "value": None, "goal": "", "met": None, "noise": None})
+            what = ("cut: its share of the budget is too short" if r["returncode"] == "cut" else
+                    f"stopped at its time limit ({r['time_limit_s']:g} s) before it wrote any result"
+                    if r["returncode"] == "timeout" else f"did not run (exit code {r['returncode']}; see its output above)")
+            verdicts.append({"target": f"{r['bench']}: {what}", "value": None, "goal": "", "met": None, "noise": None})
             continue
+        tag = f"{r['bench']} (partial: {_kept(r['bench'], r['result'])})" if r.get("partial") else r["bench"]
         for v in JUDGES[r["bench"]](r["result"]):
-            v["target"] = f"{r['bench']}: {v['target']}"
+            v["target"] = f"{tag}: {v['target']}"
             v["load_average_before"] = r["load_average_before"]
             verdicts.append(v)
     print(f"\nTargets on {h['node']} ({len(h['usable_cores'])} cores; "
@@ -229,9 +486,11 @@ def main() -> int:
     print(f"{len(judged) - len(missed)} of {len(judged)} targets met"
           + ("" if quiet else "; not a quiet host: re-run where the cores are idle before reading these as verdicts"))
     (out_dir / "quiet_host.json").write_text(json.dumps(
-        {"host": h, "quiet": quiet, "quick": args.quick, "targets": TARGETS, "verdicts": verdicts,
+        {"host": h, "quiet": quiet, "quick": args.quick, "budget_s": args.budget_s, "budget_plan": plan,
+         "wall_s": round(time.monotonic() - t_start, 1), "targets": TARGETS, "verdicts": verdicts,
          "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]}, indent=2) + "\n")
-    print(f"wrote {out_dir / 'quiet_host.json'}")
+    print(f"wrote {out_dir / 'quiet_host.json'}" + (f" ({time.monotonic() - t_start:.0f} s of the {args.budget_s:g} s "
+                                                    "budget)" if args.budget_s is not None else ""))
     return 0
 
 

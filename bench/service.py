@@ -51,6 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.support.server import PLANNER_CMD, granted  # noqa: E402
 from planner.progress import track  # noqa: E402
 
 
@@ -183,14 +184,14 @@ class Target:
         self.server = server = Server(data / "data", env=env, extra_args=serve_args).start()
         try:
             penv = {**os.environ, "PYTHONPATH": str(code or ROOT)}
-            token = subprocess.run([str(Path(sys.executable).parent / "planner"), "token", "create", "--name", "bench",
+            token = subprocess.run([*PLANNER_CMD, "token", "create", "--name", "bench",
                                     "--scope", "pipeline", "--data-dir", str(server.data_dir)], env=penv,
                                    capture_output=True, text=True, check=True).stdout.strip()
             self.headers = {"Authorization": f"Bearer {token}"}
             platform_doc = json.loads((ROOT / "profiles/platforms/hikey970.json").read_text())
             profile_doc = json.loads((ROOT / "profiles/models/mobilenet_v2_1.4.json").read_text())
-            self.platform_id = httpx.post(f"{server.url}/v1/platforms", json=platform_doc, headers=self.headers).json()["id"]
-            self.profile_id = httpx.post(f"{server.url}/v1/profiles", json=profile_doc, headers=self.headers).json()["id"]
+            self.platform_id = granted(httpx.post(f"{server.url}/v1/platforms", json=platform_doc, headers=self.headers), "POST /v1/platforms", "id")
+            self.profile_id = granted(httpx.post(f"{server.url}/v1/profiles", json=profile_doc, headers=self.headers), "POST /v1/profiles", "id")
             self.auth = [("Authorization", f"Bearer {token}"), ("Content-Type", "application/json")]
             self.first = httpx.post(f"{server.url}/v1/plans", json={"platform_id": self.platform_id,
                                                                      "profile_id": self.profile_id, "objective": "energy"},
@@ -214,7 +215,7 @@ class Target:
     def stored(self) -> int:
         import httpx
 
-        return httpx.get(f"{self.server.url}/v1/plans?limit=1", headers=self.headers).json()["total"]
+        return granted(httpx.get(f"{self.server.url}/v1/plans?limit=1", headers=self.headers), "GET /v1/plans", "total")
 
 
 def planning_work(batch: int, batches: int) -> dict:

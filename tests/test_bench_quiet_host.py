@@ -121,3 +121,226 @@ def test_a_bench_dies_with_the_process_that_started_it(tmp_path):
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     assert _gone(int(pid_file.read_text()), 5.0)
+
+
+# --------------------------------------------------------------------------- --budget-s
+# Stand-in benches (no real timing asserted): each writes its JSON the way the real ones do
+# after each finished case, round or run (whole file replaced), then keeps running.
+
+def _stand_in(tmp_path, name: str, steps: list[dict], then_sleep_s: float = 60.0, exit_code: int = 0) -> str:
+    """A bench script writing `steps` (successive JSON documents) to its --out, then
+    sleeping (a bench still at work when its share ends) and exiting with `exit_code`."""
+    script = tmp_path / f"{name}_stand_in.py"
+    script.write_text(
+        "import json, os, sys, time\n"
+        "out = sys.argv[sys.argv.index('--out') + 1]\n"
+        "open(out + '.argv', 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"for doc in {steps!r}:\n"
+        "    open(out + '.tmp', 'w').write(json.dumps(doc))\n"
+        "    os.replace(out + '.tmp', out)\n"
+        f"time.sleep({then_sleep_s!r})\n"
+        f"sys.exit({exit_code})\n")
+    return str(script)
+
+
+FIDELITY_STEPS = [{"cases": [_case("pinned-1t", "back_to_back", 2.0)]},
+                  {"cases": [_case("pinned-1t", "back_to_back", 2.0), _case("pinned-1t", "20 Hz", -12.0)]}]
+
+
+def test_a_bench_stopped_at_its_share_keeps_the_cases_it_wrote(tmp_path, monkeypatch):
+    monkeypatch.setitem(q.BENCHES, "fidelity", (_stand_in(tmp_path, "fidelity", FIDELITY_STEPS), [], []))
+    ran = q.run_bench("fidelity", True, tmp_path, [0], timeout_s=2.0, grace_s=0.5)
+    assert ran["returncode"] == "timeout" and ran["partial"] is True
+    assert len(ran["result"]["cases"]) == 2  # both finished cases, judged below
+    v = _by_target(q.fidelity_verdicts(ran["result"]))
+    assert v["prediction, pinned-1t, 20 Hz: worst |error| %"]["value"] == 12.0
+
+
+def test_a_stop_reaches_what_the_bench_started(tmp_path, monkeypatch):
+    """The bench's own children (its group) go with it: nothing of it runs into the next
+    bench's share."""
+    script = tmp_path / "parent_bench.py"
+    script.write_text("import subprocess, sys, time\n"
+                      "out = sys.argv[sys.argv.index('--out') + 1]\n"
+                      "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                      "open(out + '.pid', 'w').write(str(p.pid))\n"
+                      "time.sleep(60)\n")
+    monkeypatch.setitem(q.BENCHES, "loop", (str(script), [], []))
+    q.run_bench("loop", True, tmp_path, [0], timeout_s=3.0, grace_s=0.5)
+    assert _gone(int((tmp_path / "loop.json.pid").read_text()), 5.0)
+
+
+def test_a_json_left_by_an_earlier_run_is_not_judged(tmp_path, monkeypatch):
+    (tmp_path / "loop.json").write_text('{"rounds": [{"step": "before refit", "error_pct": 1.0}]}')
+    monkeypatch.setitem(q.BENCHES, "loop", (_stand_in(tmp_path, "loop", [], then_sleep_s=0, exit_code=1), [], []))
+    ran = q.run_bench("loop", True, tmp_path, [0], timeout_s=30.0)
+    assert ran["returncode"] == 1 and "result" not in ran
+
+
+def test_a_partial_schedule_run_is_judged_on_its_pipelined_runs():
+    res = {"pipelined": [{"error_pct": 4.0, "replicate_diff_pct": 1.0}, {"error_pct": -20.0, "replicate_diff_pct": 3.0}]}
+    v = _by_target(q.schedule_verdicts(res))
+    assert v["pipelined throughput, mean |error| %"]["value"] == 12.0
+    assert v["pipelined throughput, worst |error| %"]["met"] is False
+    assert v["pipelined throughput, worst |error| %"]["noise"] == 2.0
+    assert v["responses over their bound (all runs)"]["value"] is None  # not counted from nothing
+
+
+@pytest.mark.parametrize("budget,cores", [(420, 16), (420, 2), (120, 2), (60, 16), (3600, 16)])
+def test_the_plan_fits_the_budget_and_says_what_it_cut(budget, cores):
+    plan = q.budget_plan(["fidelity", "schedule", "loop"], budget, cores)
+    assert [p["bench"] for p in plan] == ["loop", "schedule", "fidelity"]  # fidelity last: it takes the rest
+    assert sum(p["share_s"] for p in plan) <= budget - q.RESERVE_S + 0.5
+    for p in plan:
+        if p["cut"]:
+            assert p["share_s"] == 0
+        elif p["bench"] != "fidelity":  # the others' settings are estimated to fit their share
+            assert p["estimate_s"] <= p["share_s"] or p["settings"] == q.PLANNERS[p["bench"]](0.0, q.host_factor(cores))[0]
+    for p in plan:  # whatever is less than the settings an unlimited share gets is named as a cut
+        if p["settings"] != q.PLANNERS[p["bench"]](1e9, q.host_factor(cores))[0] and not p["cut"]:
+            assert p["cuts"], p
+
+
+def test_a_short_budget_cuts_the_loop_and_gives_its_share_to_the_others():
+    plan = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 60, 2)}
+    assert plan["loop"]["cut"] and plan["loop"]["share_s"] == 0
+    assert plan["schedule"]["share_s"] + plan["fidelity"]["share_s"] == pytest.approx(60 - q.RESERVE_S, abs=0.2)
+    assert "wide_mlp" not in plan["fidelity"]["settings"][1]  # fewer models on a short budget ...
+    seven = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, 16)}
+    assert not seven["loop"]["cut"] and seven["fidelity"]["settings"][1] == "squeezenet"
+    big = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 1200, 16)}
+    assert "wide_mlp" in big["fidelity"]["settings"][1]  # ... more on a longer one
+
+
+def test_a_budget_run_stops_each_bench_at_its_share_and_keeps_what_each_wrote(tmp_path, monkeypatch, capsys):
+    """Three stand-ins that never finish on their own: each is stopped, the last one at
+    what is left of the budget, and every one's written results are judged."""
+    monkeypatch.setitem(q.BENCHES, "fidelity", (_stand_in(tmp_path, "fidelity", FIDELITY_STEPS), [], []))
+    monkeypatch.setitem(q.BENCHES, "loop", (_stand_in(tmp_path, "loop", [
+        {"rounds": [{"step": "before refit", "error_pct": -7.5}]}]), [], []))
+    monkeypatch.setitem(q.BENCHES, "schedule", (_stand_in(tmp_path, "schedule", [
+        {"pipelined": [{"error_pct": 3.0, "replicate_diff_pct": 1.0}]}]), [], []))
+    monkeypatch.setattr(q, "RESERVE_S", 1.0)
+    monkeypatch.setattr(q, "MIN_RUN_S", 1.0)
+    monkeypatch.setattr(q, "WHOLE_ONLY", {})  # run all three, whatever their estimates say
+    budget = 10.0
+    plan = q.budget_plan(["fidelity", "schedule", "loop"], budget, 16)
+    import time
+
+    runs = q.run_budget(plan, budget, tmp_path, [0], {"loop": ["--seconds", "3"]}, 3600.0, time.monotonic())
+    assert [r["bench"] for r in runs] == ["loop", "schedule", "fidelity"]
+    assert all(r["returncode"] == "timeout" and r["partial"] for r in runs)
+    used = 0.0
+    for r in runs:  # each stops by the budget's end (less the reserve): what the earlier ones used is not given again
+        assert r["time_limit_s"] <= budget - 1.0 - used + 0.3
+        used += r["wall_s"]
+    assert runs[1]["time_limit_s"] >= plan[1]["share_s"] - 0.1  # its share at least (plus the loop's unused time)
+    assert runs[0]["result"]["rounds"][0]["error_pct"] == -7.5
+    assert len(runs[2]["result"]["cases"]) == 2
+    import json
+
+    argv = json.loads((tmp_path / "loop.json.argv").read_text())
+    assert argv[:2] == plan[0]["settings"][:2] and "--seconds" in argv and argv[argv.index("--seconds", 2) + 1] == "3"
+    assert json.loads((tmp_path / "fidelity.json.argv").read_text())[:2] == runs[2]["settings"][:2]
+    out = capsys.readouterr().out
+    assert "budget 10 s" in out and all(c in out for p in plan for c in p["cuts"])
+
+
+def test_a_budget_under_half_a_minute_is_refused(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["quiet_host.py", "--budget-s", "5"])
+    assert q.main() == 2
+    assert capsys.readouterr().err.startswith("quiet_host: --budget-s")
+
+
+# --------------------------------------------------------------------------- refused requests
+def test_a_refused_request_is_one_line_with_its_status_and_the_servers_answer():
+    import httpx
+
+    from tests.support.server import granted
+
+    problem = {"title": "Invalid input", "status": 422, "detail": "devices.0.cores: must be <= 64"}
+    r = httpx.Response(422, json=problem, request=httpx.Request("POST", "http://x/v1/platforms"))
+    with pytest.raises(SystemExit) as exc:
+        granted(r, "POST /v1/platforms", "id")
+    line = str(exc.value.code)
+    assert "POST /v1/platforms" in line and "422" in line and "devices.0.cores: must be <= 64" in line
+    assert len(line.splitlines()) == 1
+    ok = httpx.Response(201, json={"state": "x"}, request=httpx.Request("POST", "http://x/v1/platforms"))
+    with pytest.raises(SystemExit, match="no 'id' in the answer"):  # granted, but not what the bench reads
+        granted(ok, "POST /v1/platforms", "id")
+    assert granted(httpx.Response(201, json={"id": "p1"}), "POST /v1/platforms", "id") == "p1"
+
+
+def test_no_bench_reads_an_answer_without_checking_it():
+    """`client.post(...).json()["id"]` raised KeyError: 'id' on the quiet host and hid the
+    server's answer: every bench reads answers through tests.support.server.granted (or
+    checks the status first)."""
+    import ast
+
+    offenders = []
+    for path in sorted((q.ROOT / "bench").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "json"):
+                inner = node.value.func.value
+                inner = inner.value if isinstance(inner, ast.Await) else inner
+                if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute)
+                        and inner.func.attr in ("get", "post", "put", "patch", "delete", "request")):
+                    offenders.append(f"{path.name}:{node.lineno}")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "raise_for_status"):  # raises without the body
+                offenders.append(f"{path.name}:{node.lineno} raise_for_status")
+    assert not offenders, offenders
+
+
+def test_the_cli_runs_without_a_planner_script_beside_the_interpreter(tmp_path):
+    """The borrowed host's python3 has no `planner` script beside it: the support module's
+    command falls back to `python -m planner.cli`, which works from the source tree."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, %r); import tests.support.server as s; "
+            "print(s.PLANNER_CMD)" % str(q.ROOT))
+    import sysconfig
+
+    link = tmp_path / "python3"  # an interpreter whose directory holds no planner script
+    link.symlink_to(sys.executable)
+    # outside its venv the link has none of the venv's packages: they come as the borrowed
+    # host's wheels do, on PYTHONPATH (pip --target)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(q.ROOT), sysconfig.get_paths()["purelib"],
+                                                        sysconfig.get_paths()["platlib"]])}
+    out = subprocess.run([str(link), "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    cmd = eval(out.stdout)  # noqa: S307 - our own repr of a list of str
+    assert cmd[1:] == ["-m", "planner.cli"]
+    ran = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=60, cwd=q.ROOT, env=env)
+    assert ran.returncode == 0 and "usage: planner" in ran.stdout
+
+
+def test_the_loop_retries_a_503_as_the_service_asks_and_then_shows_it(capsys):
+    """A 503 (a plan worker stopped: "retry the request", Retry-After) is retried twice;
+    one that persists reaches the bench as the refusal it prints."""
+    import httpx
+
+    from bench.loop import RetryUnavailable
+
+    answers = iter([503, 201])
+    seen = []
+
+    def fake(self, request):  # noqa: ANN001, ANN202 - stands in for the network
+        seen.append(request.read())
+        code = next(answers, 503)
+        return httpx.Response(code, json={"id": "p1"} if code == 201 else {"detail": "plan worker stopped"},
+                              headers={"Retry-After": "0"})
+
+    import unittest.mock as mock
+
+    with mock.patch.object(httpx.HTTPTransport, "handle_request", fake):
+        client = httpx.Client(base_url="http://127.0.0.1:9", transport=RetryUnavailable())
+        assert client.post("/v1/platforms", json={"a": 1}).json() == {"id": "p1"}
+        assert seen == [b'{"a":1}', b'{"a":1}']  # the body sent again
+        assert client.post("/v1/platforms", json={"a": 1}).status_code == 503  # still 503 after two retries
+    err = capsys.readouterr().err
+    assert err.count("answered 503") == 3 and "plan worker stopped" in err

@@ -13,7 +13,47 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-PLANNER = Path(sys.executable).parent / "planner"
+PLANNER = Path(sys.executable).parent / "planner"  # the installed console script (`make setup`)
+# How to run the CLI from any checkout: the console script where it is installed, else the
+# module with this interpreter (a source tree on PYTHONPATH, as on a borrowed host whose
+# python3 has no `planner` script beside it)
+PLANNER_CMD = [str(PLANNER)] if PLANNER.exists() else [sys.executable, "-m", "planner.cli"]
+
+
+def pythonpath(*first: str) -> str:
+    """PYTHONPATH with `first` (default: this checkout) ahead of what the caller already
+    has: packages installed with `pip --target` stay importable in the child."""
+    parts = [*(first or (str(ROOT),)), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    return os.pathsep.join(dict.fromkeys(p for p in parts if p))
+
+
+def refused(r: httpx.Response, what: str) -> SystemExit:
+    """The exit for a request the server did not grant: one line naming the request, the
+    status and the server's answer (`raise refused(r, "POST /v1/platforms")`)."""
+    body = " ".join(r.text.split())
+    return SystemExit(f"{what}: the server answered {r.status_code} {r.reason_phrase}: {body[:2000]}")
+
+
+def granted(r: httpx.Response, what: str, key: str | None = None):  # noqa: ANN201
+    """r's JSON (or its `key`) when the server granted the request (2xx and, with `key`, a
+    body holding it); else SystemExit with the status and the body (see `refused`)."""
+    if not r.is_success:
+        raise refused(r, what)
+    if key is None:
+        return r.json() if r.content else None
+    try:
+        return r.json()[key]
+    except (ValueError, KeyError, TypeError):
+        raise refused(r, f"{what} (no '{key}' in the answer)") from None
+
+
+def dies_with(parent: int):  # noqa: ANN202
+    """A preexec_fn: the child asks the kernel to kill it when `parent` dies."""
+    def child() -> None:
+        from planner.core.procs import die_with_parent
+
+        die_with_parent(parent)
+    return child
 
 
 def wait_for(predicate, timeout_s: float = 60.0, what: str = "the condition"):  # noqa: ANN001, ANN201
@@ -35,26 +75,29 @@ def free_port() -> int:
 
 class Server:
     def __init__(self, data_dir: Path, *, insecure: bool = False, port: int | None = None, env: dict | None = None,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), die_with_parent: bool = False):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.insecure = insecure
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "PLANNER_SOLVER_MODULES": "tests.support.slow_solver",
+        self.env = {**os.environ, "PYTHONPATH": pythonpath(), "PLANNER_SOLVER_MODULES": "tests.support.slow_solver",
                     "PLANNER_TOKEN_CACHE_S": "0", **(env or {})}
         self.extra_args = extra_args
+        # a bench's server goes when the bench is killed (quiet_host stops a bench at its share
+        # of the budget): the kernel kills it with its parent (planner.core.procs)
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None
         self.log = self.data_dir / "server.log"
 
     def start(self, timeout_s: float = 60.0) -> "Server":
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [str(PLANNER), "serve", "--port", str(self.port), "--data-dir", str(self.data_dir), "--no-access-log",
+        cmd = [*PLANNER_CMD, "serve", "--port", str(self.port), "--data-dir", str(self.data_dir), "--no-access-log",
                *self.extra_args]
         if self.insecure:
             cmd.append("--insecure-dev")
         self._log = open(self.log, "ab")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=dies_with(os.getpid()) if self.die_with_parent else None)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -105,7 +148,7 @@ class Server:
 def token(server: Server, *args: str) -> str:
     """`planner token create ARGS` on the server's data directory (an executor token needs
     its deployment to exist first)."""
-    out = subprocess.run([str(PLANNER), "token", "create", *args, "--data-dir", str(server.data_dir)], cwd=ROOT,
+    out = subprocess.run([*PLANNER_CMD, "token", "create", *args, "--data-dir", str(server.data_dir)], cwd=ROOT,
                          env={**server.env}, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
@@ -115,8 +158,8 @@ def pipeline(server: Server, ci: str, platform: dict, profile: dict) -> tuple[ht
     """A CI pipeline (token `ci`, pipeline scope) that has uploaded the two documents:
     (its client, the platform id, the profile id), where the agent tests start."""
     pipe = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ci}"}, timeout=60)
-    pid = pipe.post("/v1/platforms", json=platform).json()["id"]
-    mid = pipe.post("/v1/profiles", json=profile).json()["id"]
+    pid = granted(pipe.post("/v1/platforms", json=platform), "POST /v1/platforms", "id")
+    mid = granted(pipe.post("/v1/profiles", json=profile), "POST /v1/profiles", "id")
     return pipe, pid, mid
 
 
