@@ -72,7 +72,7 @@ NEIGHBOUR = "deep_thin_cnn"  # the 2-thread neighbour (a compute-bound pool that
 
 H_REF = "the harness's state: only this session alive, warmed, pinned, back to back"
 H_ALONE = "removed: each configuration in its own worker process, only its sessions alive; settle runs before each block"
-H_POOL = "removed: no other session in the worker; other workers idle while it runs, after a 5 ms gap (spin-waits end)"
+H_POOL = "removed: no other session in the worker; other workers idle while it runs, after a 20 ms gap (spin-waits end)"
 H_OWN_SPIN = "kept as deployed: the session's own options (1 thread: no intra-op pool, a control)"
 H_NEW = "removed: warmed until two blocks agree within 3%; what is left is process-to-process variation (A-A)"
 H_CACHE = "removed: settle runs before each block; a neighbour's cache traffic when deployed is host noise, reported"

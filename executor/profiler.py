@@ -165,7 +165,7 @@ def profile_model(
         jobs["switches"] = harness.Job(tuple(harness.Item(((0, c - 1, src), (c, L - 1, dst))) for c, (src, dst) in switch_items),
                                        settle=1, block=1, warmup_max_s=1.0)
     m = harness.measure(lm, list(devices), feed, jobs, rounds=runs, settle=settle, rate_hz=rate_hz, pool=pool,
-                        clock=clock, seed=seed, calibration_count=calibration_count, calibration_seed=seed + 1,
+                        clock=clock, seed=seed, calibration_count=calibration_count, calibration_seed=seed,
                         progress=progress)
     times: dict[str, DeviceTimes] = {}
     for d in devices:
