@@ -48,7 +48,7 @@ from executor.runtime import PROCESS_CORES, parse_devices  # noqa: E402
 from executor.slicing import layers, load_model, materialise, random_inputs  # noqa: E402
 from planner.commands.profile import build_documents  # noqa: E402
 from planner.core.io import parse  # noqa: E402
-from planner.core.schema import STEADY_BLOCK, ModelProfile, PlanRequest, Platform  # noqa: E402
+from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from planner.plan import make_plan  # noqa: E402
 from planner.verify import STEADY_SETTLE, measure_on_device, sign_test_p, verify_plan  # noqa: E402
 from tests.support.genmodels import GENERATED  # noqa: E402
@@ -101,11 +101,11 @@ def time_references(lm, devices, feed, chains: dict, runs: int, rate_hz: float |
     """Plain-runtime references (bench/reference.py's PlainChain: name -> slices), each in
     its own pinned worker of the measurement harness (executor.harness), `runs` shuffled
     rounds: back to back a turn is STEADY_SETTLE untimed runs then STEADY_BLOCK timed ones
-    whose median is the round's figure; at a rate each timed run follows an idle gap of one
+    whose median is the round's figure; at a rate each timed run (two a turn) follows an idle gap of one
     period. name -> round figures; and the harness's A-A of `aa` (that reference timed by a
     second, independent worker in the same rounds)."""
     jobs = {name: harness.Job.of(sl, REFERENCE) for name, sl in chains.items()}
-    m = harness.measure(lm, devices, feed, jobs, rounds=runs, block=STEADY_BLOCK, settle=STEADY_SETTLE,
+    m = harness.measure(lm, devices, feed, jobs, rounds=runs, settle=STEADY_SETTLE,
                         rate_hz=rate_hz, seed=seed, aa=aa, calibration_seed=0)
     return {name: list(j.items[0].rounds_ms) for name, j in m.jobs.items()}, m.aa
 

@@ -58,7 +58,8 @@ Progress = Callable[[int, int, str], None]
 WARMUP_TOLERANCE = 0.03
 WARMUP_MIN_BLOCKS = 2
 WARMUP_MAX_BLOCKS = 12
-WARMUP_MAX_S = 4.0
+WARMUP_MAX_S = 2.0
+RATE_BLOCK = 2  # timed runs a turn at a rate, where each follows an idle period
 GAP_S = 0.02  # quiet between two workers' blocks: an idle pool's spin-wait ends before the next worker starts
 AA_SUFFIX = "~A2"
 
@@ -301,7 +302,8 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     if replicas < 1:
         raise ValueError(f"replicas must be >= 1, got {replicas}")
-    block = STEADY_BLOCK if block is None else max(1, int(block))
+    # at a rate each timed run costs a period of idle: two a turn (the old single turn, and a pair to take the median of)
+    block = (STEADY_BLOCK if rate_hz is None else RATE_BLOCK) if block is None else max(1, int(block))
     settle = (STEADY_SETTLE if settle is None else max(0, int(settle))) if rate_hz is None else 0
     by_id = {d.id: d for d in devices}
     jobs = {name: j if isinstance(j, Job) else Job.of(j) for name, j in jobs.items()}
@@ -395,7 +397,7 @@ def measure_candidates(
     carries `aa` (the harness's reproducibility: that candidate timed by a second worker).
     What a verified plan (planner solve --verify, the agent on a first deploy) is chosen from."""
     m = measure(lm, list(devices), inputs, {name: list(sl) for name, sl in slices_by_name.items()},
-                        rounds=runs, block=STEADY_BLOCK, settle=settle, rate_hz=rate_hz, pool=pool, clock=clock,
+                        rounds=runs, settle=settle, rate_hz=rate_hz, pool=pool, clock=clock,
                         seed=seed, aa=aa if aa in slices_by_name else None, replicas=replicas, timeout_s=timeout_s)
     out = {}
     for name, job in m.jobs.items():
