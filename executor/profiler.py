@@ -67,6 +67,8 @@ class ProfileRun:
     rate_hz: float | None = None  # None: back to back
     pool: str = "auto"  # thread-pool mode (executor.sessions.slice_policy)
     load_avg: tuple[float, float] | None = None  # the host's 1-minute load average before and after (Linux)
+    aa: dict | None = None  # the harness's A-A: the first device's unsplit model timed by two workers (harness.aa_figures)
+    workers: int = 0  # worker processes the harness ran
 
     def layer_summary(self, device_id: str, layer: int) -> dict:
         return summarise_ms(self.times[device_id].layer_ms[layer])
@@ -166,7 +168,7 @@ def profile_model(
                                        settle=1, block=1, warmup_max_s=1.0)
     m = harness.measure(lm, list(devices), feed, jobs, rounds=runs, settle=settle, rate_hz=rate_hz, pool=pool,
                         clock=clock, seed=seed, calibration_count=calibration_count, calibration_seed=seed,
-                        progress=progress)
+                        progress=progress, aa=f"whole-{devices[0].id}" if devices else None)
     times: dict[str, DeviceTimes] = {}
     for d in devices:
         lay = m.jobs[f"layers-{d.id}"]
@@ -198,7 +200,7 @@ def profile_model(
     load_end = _load_avg()
     notes = list(m.notes)
     return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, notes=notes, clock=clock,
-                      switch_ms=switches, settle=settle, rate_hz=rate_hz, pool=pool,
+                      switch_ms=switches, settle=settle, rate_hz=rate_hz, pool=pool, aa=m.aa, workers=len(jobs) + 1,
                       load_avg=(load_start, load_end) if load_start is not None and load_end is not None else None)
 
 

@@ -121,6 +121,7 @@ def test_profile_solve_execute_end_to_end(capsys, tmp_path):
                          "--calibration", "2", "--out-platform", str(plat), "--out-profile", str(prof))
     assert code == 0, err
     assert "38 layers" in out and "per-slice cost calibrated" in out and "energy: none" in out
+    assert "measured by the harness: " in out and "pinned worker processes" in out  # the one measurement harness
     platform = json.loads(plat.read_text())
     assert {(t["from_device"], t["to_device"]) for t in platform["transitions"]} == {("c1", "q8"), ("q8", "c1")}
     assert all(t["time_coeffs_ms"][0] >= 0 for t in platform["transitions"]) and "transition c1 -> q8" in out

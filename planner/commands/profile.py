@@ -406,6 +406,12 @@ def run(args: argparse.Namespace) -> int:
         t = prof.times[d.id]
         print(f"{d.id:<8} {d.describe():<40} sum of layers {sum(np.median(x) for x in t.layer_ms):9.3f} ms, "
               f"unsplit {np.median(t.whole_ms):9.3f} ms, profiling {t.profiling_s:6.1f} s")
+    if prof.aa:
+        print(f"measured by the harness: {prof.workers} pinned worker processes, {args.runs} interleaved rounds; A-A "
+              f"{prof.aa['aa_pct']:.1f}% (the unsplit model on {devices[0].id} timed by two workers in the same rounds: "
+              "the noise of these figures)")
+    for note in prof.notes:
+        print(f"note: {note}")
     for line in lines:
         print(line)
     print(f"energy: {energy_source}")
