@@ -264,8 +264,10 @@ def test_a_run_stalled_beyond_the_measured_envelope_says_so():
     pred = {(0, 0): 4.0, (1, 0): 2.5}
     an = {"name": "executor", "interference_factor": 1.0, "segment_excess_ms": 0.5}
     note = envelope_note(trace, [0, 1], pred, an)
-    assert note.startswith("this run is outside what its bounds cover: 1 segment run(s) took longer than the measured "
-                           "envelope x1 x profiled + 0.5 ms (the worst by 0.5 ms)")
+    assert note.startswith("this run went beyond what its bounds stand on: 1 segment run(s) took longer than the "
+                           "measured envelope x1 x profiled + 0.5 ms (the worst by 0.5 ms)")
+    # the co-run slowdown the entry's configuration is charged scales the envelope: 4 x 1.25 + 0.5 covers 5 ms
+    assert envelope_note(trace, [0, 1], pred, an, corun_factor=1.25) is None
     an["segment_excess_ms"] = 1.0
     assert envelope_note(trace, [0, 1], pred, an) is None
     # the second run: 0.25 ms excess + 0.5 ms dispatch wait (its PE idle from 5.5 to 6)

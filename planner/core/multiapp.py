@@ -154,6 +154,9 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "the release jitter J late) and ceil((R + R_h) / P_h) of its later segments (ready when the ones they "
             "read end, up to R_h after the release)",
             f"interference factor x{problem.interference_factor:g}: every time, for PEs slowing each other while they run at once",
+        ] + ([f"co-run slowdown x{problem.corun_factor:g}: every time again, the slowdown a CPU PE showed while the "
+              f"configuration's other CPU PEs ran their heaviest segments ({problem.corun_source or 'measured'}); the "
+              "factor above is what the executor regime measured beyond it"] if problem.corun_factor != 1.0 else []) + [
             f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release lateness",
             f"dispatch +{problem.dispatch_ms:g} ms per segment (its own and each interfering job's): a segment queued on "
             "an idle PE waiting for its worker thread",
@@ -311,6 +314,56 @@ def _batch_segment_makespan(app: AppGraph, m: np.ndarray, c: np.ndarray, n_pes: 
 
 
 FIXED_POINT_ROUNDS = 200
+
+
+def config_key(cpu_config) -> str:  # noqa: ANN001 - {device: [cores per PE]} or MappingProblem.cpu_config
+    """A CPU configuration as one string, 'cpu=1+1' (ResponseAnalysis.corun_factors' keys)."""
+    items = cpu_config.items() if isinstance(cpu_config, dict) else cpu_config
+    return ";".join(f"{d}={'+'.join(str(int(k)) for k in parts)}" for d, parts in sorted(items))
+
+
+def bound_factor(problem: MappingProblem) -> float:
+    """What the executor analysis multiplies every time by: the interference factor the
+    executor regime measured (beyond the co-run slowdown) x the co-run slowdown of the
+    configuration's CPU PEs running at once."""
+    return problem.interference_factor * problem.corun_factor
+
+
+def corun_charge(tables: Sequence[Sequence], parts: Sequence[int]) -> tuple[float, str]:
+    """(slowdown, which PE and neighbours it is) a configuration whose CPU cluster is split
+    into PEs of `parts` cores is charged: its PEs may all run at once, so each is slowed
+    as its profile measured it with the others busy (ExecutorRegime.corun: one table per
+    profile, entries with pe_cores, busy_cores, slowdown; a PE takes the cluster's cores in
+    order, as the executor hands them out). A PE with no exact measurement takes the
+    largest of its size with at least those neighbours, else of its size, else any: never
+    less than measured. One PE (or no table): 1, nothing runs beside it."""
+    if len([k for k in parts if k > 0]) < 2:
+        return 1.0, ""
+    worst, why = 1.0, ""
+
+    def get(e, key):  # noqa: ANN001 - an ExecutorRegime.corun entry or its dict
+        return e[key] if isinstance(e, dict) else getattr(e, key)
+
+    for table in tables:
+        if not table:
+            continue
+        cores = sorted({int(c) for e in table for c in (*get(e, "pe_cores"), *get(e, "busy_cores"))})
+        chunks, i = [], 0
+        for k in parts:
+            chunks.append(tuple(cores[i:i + k]))
+            i += k
+        used = {c for ch in chunks for c in ch}
+        for ch in chunks:
+            busy = used - set(ch)
+            same = [e for e in table if len(get(e, "pe_cores")) == len(ch)]
+            cand = ([e for e in same if tuple(get(e, "pe_cores")) == ch and set(get(e, "busy_cores")) == busy]
+                    or [e for e in same if set(get(e, "busy_cores")) >= busy] or same or list(table))
+            e = max(cand, key=lambda x: float(get(x, "slowdown")))
+            if float(get(e, "slowdown")) > worst:
+                worst = float(get(e, "slowdown"))
+                why = (f"cores {','.join(map(str, get(e, 'pe_cores')))} with "
+                       f"{','.join(map(str, get(e, 'busy_cores')))} busy: x{worst:.3g}")
+    return max(1.0, worst), why
 
 
 def excess_in_window(curve: Sequence[tuple[float, float]], window_ms: np.ndarray) -> np.ndarray:
@@ -479,7 +532,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         alap_d = _alap(app, m, c, P, app.period_ms)
         higher, lower = rank[:pos], rank[pos + 1:]
         if problem.analysis == "executor":
-            fct = problem.interference_factor
+            fct = bound_factor(problem)
             used = [p for p in range(P) if segs[a][0][p]]
             block = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(P)]
             dsp, exc = problem.dispatch_ms, problem.segment_excess_ms
@@ -704,7 +757,7 @@ def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, 
     higher: (R_h (N,), P_h, busy of h per PE (N, P), segments of h per PE (N, P), busy of
     h's first segment per PE (N, P)) in priority order; longest_ms (N,): the longest
     segment of any network (the excess window reaches that far before the release)."""
-    f, d, e, jit = problem.interference_factor, problem.dispatch_ms, problem.segment_excess_ms, problem.release_jitter_ms
+    f, d, e, jit = bound_factor(problem), problem.dispatch_ms, problem.segment_excess_ms, problem.release_jitter_ms
     run_x, block_x = run_delays(problem)
     used = count > 0
     blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed
