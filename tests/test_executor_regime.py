@@ -93,6 +93,11 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert "1-core PEs" in r.method or n == 1
     assert set(r.factor_p50_by_cores) == {1, n}
     assert any(line.startswith("executor regime") for line in lines)
+    # the co-run slowdown (layers then timed alone), the topology and the host's sampled background
+    assert len(r.corun) == (n if n > 1 else 0) and r.topology is not None and r.topology.cpus == list(prof.cores)
+    assert r.host_sampled_s is None or r.host_sampled_s > 0  # None: a profile shorter than one sampling interval
+    assert any(line.startswith("topology: CPUs") for line in lines)
+    assert n == 1 or any(line.startswith("co-run: PE on cores") for line in lines)
     req = ScheduleRequest.model_validate({"apps": [{"profile": "neg", "period_ms": 100.0, "priority": 0}],
                                           "mode": "response_time"})
     mp = compile_schedule(Platform.model_validate(plat), [profile], req).configs[0]
