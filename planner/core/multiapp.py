@@ -49,7 +49,9 @@ and segments of h's later segments on the PEs used,
 R0 here the makespan of whole segments (segment_makespan: a segment's outputs appear when
 it ends, not when the layer that makes them does),
 iterated from its first terms to the least fixed point (J: release jitter; f, e, J and D
-as the PE profile measured them in the executor, executor.pe_profile). It holds
+as the PE profile measured them in the executor, executor.pe_profile; f here is the
+interference factor x the configuration's co-run slowdown, bound_factor: the CPU PEs'
+slowdown while the cluster's other PEs run, measured apart, corun_charge). It holds
 because the executor runs a network's segments on a PE in layer order (the ASAP order R0
 is computed in): the finish of the last segment is a max-plus function of the segments'
 durations, so each wait (one lower-priority segment per segment, higher-priority work in
