@@ -3,10 +3,15 @@ CPU cluster's k-core logical PEs (k threads pinned to k cores, k = 1..n) and on 
 other devices, and the cost of handing a tensor from one PE's thread to another's.
 
 The per-layer figures come from executor.profiler (each layer its own session, devices
-taking turns). A k-core PE is measured while the cluster's other cores are busy running
-the model (threads pinned there): Kang IV.A calibrates CPU times to the all-cores-busy
-state, and on a real chip cores share caches, memory bandwidth and (on SMT or a VM)
-execution units, so a pipeline's PEs, all busy at once, run slower than one alone.
+taking turns). On a real chip cores share caches, memory bandwidth, clocks and (on SMT or
+a VM) execution units, so a pipeline's PEs, all busy at once, run slower than one alone.
+Kang IV.A calibrates CPU times to the all-cores-busy state; here, with the executor regime
+measured, each PE's layers are timed alone and its co-run slowdown measured apart
+(measure_corun: the whole model on the PE, alone and while the cluster's other PEs run it
+too, per PE and neighbour set), which the bound charges on configurations whose PEs run
+at once; without it (regime_frames=0, corun_rounds=0 or one core) a k-core PE is timed
+with the cluster's other cores busy, the calibration of Kang IV.A. The whole profile runs
+under a HostSampler: the host's steal, other processes and interrupts it normally shows.
 What one session run costs on top of its layers (beta) is read off the
 same run as (sum of the single-layer times - the whole model's time) / (L - 1), so a
 layer's cost *inside* a segment is its single-layer time minus beta, and the first
@@ -35,6 +40,7 @@ from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
 from executor.topology import CpuTopology, read_topology
+from planner.core.multiapp import corun_lookup
 from planner.core.schema import STEADY_SETTLE
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
@@ -200,15 +206,10 @@ def measure_corun(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int]
 
 
 def corun_of(table: Sequence[dict], pe: Sequence[int], busy: Sequence[int]) -> float:
-    """The slowdown the table measured for a PE on `pe` with `busy` running (the largest of
-    its size with at least those neighbours where not measured exactly; 1 with none busy)."""
-    if not busy or not table:
-        return 1.0
-    pe, busy = tuple(pe), set(busy)
-    same = [e for e in table if len(e["pe_cores"]) == len(pe)]
-    cand = ([e for e in same if tuple(e["pe_cores"]) == pe and set(e["busy_cores"]) == busy]
-            or [e for e in same if set(e["busy_cores"]) >= busy] or same or list(table))
-    return max(1.0, max(float(e["slowdown"]) for e in cand))
+    """The slowdown a PE on `pe` with `busy` running is charged (planner.core.multiapp.
+    corun_lookup: the bound's own reading of the table); 1 with none busy."""
+    e = corun_lookup(table, pe, busy)
+    return 1.0 if e is None else max(1.0, float(e["slowdown"]))
 
 
 def segment_envelope(pairs: Sequence[tuple[float, float]], model_ms: float, segments: int = 2) -> tuple[float, float]:

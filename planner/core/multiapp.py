@@ -331,40 +331,48 @@ def bound_factor(problem: MappingProblem) -> float:
     return problem.interference_factor * problem.corun_factor
 
 
+def _entry(e, key: str):  # noqa: ANN001 - an ExecutorRegime.corun entry or its dict
+    return e[key] if isinstance(e, dict) else getattr(e, key)
+
+
+def corun_lookup(table: Sequence, pe: Sequence[int], busy: Sequence[int]):  # noqa: ANN201
+    """The entry of a co-run table (ExecutorRegime.corun, or its dicts) that a PE on cores
+    `pe` with `busy` running is charged: the one measured exactly, else the largest of its
+    size with at least those neighbours busy, else of its size, else any (never less than
+    measured). None with nothing busy or no table."""
+    if not busy or not table:
+        return None
+    pe, busy = tuple(int(c) for c in pe), {int(c) for c in busy}
+    same = [e for e in table if len(_entry(e, "pe_cores")) == len(pe)]
+    cand = ([e for e in same if tuple(_entry(e, "pe_cores")) == pe and set(_entry(e, "busy_cores")) == busy]
+            or [e for e in same if set(_entry(e, "busy_cores")) >= busy] or same or list(table))
+    return max(cand, key=lambda x: float(_entry(x, "slowdown")))
+
+
 def corun_charge(tables: Sequence[Sequence], parts: Sequence[int]) -> tuple[float, str]:
     """(slowdown, which PE and neighbours it is) a configuration whose CPU cluster is split
     into PEs of `parts` cores is charged: its PEs may all run at once, so each is slowed
-    as its profile measured it with the others busy (ExecutorRegime.corun: one table per
-    profile, entries with pe_cores, busy_cores, slowdown; a PE takes the cluster's cores in
-    order, as the executor hands them out). A PE with no exact measurement takes the
-    largest of its size with at least those neighbours, else of its size, else any: never
-    less than measured. One PE (or no table): 1, nothing runs beside it."""
+    as its profile measured it with the others busy (corun_lookup in each profile's table;
+    a PE takes the cluster's cores in order, as the executor hands them out). One PE (or no
+    table): 1, nothing runs beside it."""
     if len([k for k in parts if k > 0]) < 2:
         return 1.0, ""
     worst, why = 1.0, ""
-
-    def get(e, key):  # noqa: ANN001 - an ExecutorRegime.corun entry or its dict
-        return e[key] if isinstance(e, dict) else getattr(e, key)
-
     for table in tables:
         if not table:
             continue
-        cores = sorted({int(c) for e in table for c in (*get(e, "pe_cores"), *get(e, "busy_cores"))})
+        cores = sorted({int(c) for e in table for c in (*_entry(e, "pe_cores"), *_entry(e, "busy_cores"))})
         chunks, i = [], 0
         for k in parts:
             chunks.append(tuple(cores[i:i + k]))
             i += k
         used = {c for ch in chunks for c in ch}
         for ch in chunks:
-            busy = used - set(ch)
-            same = [e for e in table if len(get(e, "pe_cores")) == len(ch)]
-            cand = ([e for e in same if tuple(get(e, "pe_cores")) == ch and set(get(e, "busy_cores")) == busy]
-                    or [e for e in same if set(get(e, "busy_cores")) >= busy] or same or list(table))
-            e = max(cand, key=lambda x: float(get(x, "slowdown")))
-            if float(get(e, "slowdown")) > worst:
-                worst = float(get(e, "slowdown"))
-                why = (f"cores {','.join(map(str, get(e, 'pe_cores')))} with "
-                       f"{','.join(map(str, get(e, 'busy_cores')))} busy: x{worst:.3g}")
+            e = corun_lookup(table, ch, used - set(ch))
+            if e is not None and float(_entry(e, "slowdown")) > worst:
+                worst = float(_entry(e, "slowdown"))
+                why = (f"cores {','.join(map(str, _entry(e, 'pe_cores')))} with "
+                       f"{','.join(map(str, _entry(e, 'busy_cores')))} busy: x{worst:.3g}")
     return max(1.0, worst), why
 
 
