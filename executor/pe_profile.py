@@ -3,10 +3,15 @@ CPU cluster's k-core logical PEs (k threads pinned to k cores, k = 1..n) and on 
 other devices, and the cost of handing a tensor from one PE's thread to another's.
 
 The per-layer figures come from executor.profiler (each layer its own session, devices
-taking turns). A k-core PE is measured while the cluster's other cores are busy running
-the model (threads pinned there): Kang IV.A calibrates CPU times to the all-cores-busy
-state, and on a real chip cores share caches, memory bandwidth and (on SMT or a VM)
-execution units, so a pipeline's PEs, all busy at once, run slower than one alone.
+taking turns). On a real chip cores share caches, memory bandwidth, clocks and (on SMT or
+a VM) execution units, so a pipeline's PEs, all busy at once, run slower than one alone.
+Kang IV.A calibrates CPU times to the all-cores-busy state; here, with the executor regime
+measured, each PE's layers are timed alone and its co-run slowdown measured apart
+(measure_corun: the whole model on the PE, alone and while the cluster's other PEs run it
+too, per PE and neighbour set), which the bound charges on configurations whose PEs run
+at once; without it (regime_frames=0, corun_rounds=0 or one core) a k-core PE is timed
+with the cluster's other cores busy, the calibration of Kang IV.A. The whole profile runs
+under a HostSampler: the host's steal, other processes and interrupts it normally shows.
 What one session run costs on top of its layers (beta) is read off the
 same run as (sum of the single-layer times - the whole model's time) / (L - 1), so a
 layer's cost *inside* a segment is its single-layer time minus beta, and the first
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -28,10 +34,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from executor.pipeline import FrameRun, HostPressure, Network, PipelineExecutor, heaviest_windows, segment_waits
+from executor.pipeline import (FrameRun, HostPressure, HostSampler, Network, PipelineExecutor, heaviest_windows,
+                               segment_waits)
 from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
+from executor.topology import CpuTopology, read_topology
+from planner.core.multiapp import corun_lookup
 from planner.core.schema import STEADY_SETTLE
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
@@ -53,6 +62,8 @@ class PEProfile:
     layer_spread_ms: dict[str, list[float]]
     handoff: dict[tuple[str, str], list[tuple[int, float]]] = field(default_factory=dict)  # (from, to) -> (bytes, ms)
     regime: dict | None = None  # measure_executor_regime: the ModelProfile.executor_regime fields
+    corun: list[dict] = field(default_factory=list)  # measure_corun: each PE alone vs with its neighbours busy
+    topology: CpuTopology | None = None
 
 
 def _two_layer_model(size_bytes: int) -> LayeredModel:
@@ -114,6 +125,91 @@ def busy_cores(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int]):
         stop.set()
         for t in threads:
             t.join()
+
+
+CORUN_ROUNDS = 6  # interleaved alone / busy blocks per measurement: drift between them cancels
+CORUN_RUNS = 8  # runs of the PE's segment per block
+MAX_PAIR_CORES = 4  # up to this many cores, every PE pair too (n (n - 1) measurements), not only each PE with all others
+
+
+def corun_cases(cores: Sequence[int]) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(PE cores, neighbour cores) to measure on a cluster: each 1-core PE with every other
+    core busy (the set a schedule of 1-core PEs runs), each pair where the cluster is small
+    enough, and each k-core PE on the first k cores with the rest busy (k = 2..n - 1)."""
+    cores = tuple(cores)
+    n = len(cores)
+    if n < 2:
+        return []
+    out = [((c,), tuple(x for x in cores if x != c)) for c in cores]
+    if 2 < n <= MAX_PAIR_CORES:
+        out += [((a,), (b,)) for a in cores for b in cores if a != b]
+    out += [(cores[:k], cores[k:]) for k in range(2, n)]
+    return out
+
+
+def corun_table(cases: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
+                time_runs: Callable[[tuple[int, ...], int], Sequence[float]],
+                busy: Callable[[tuple[int, ...]], contextlib.AbstractContextManager],
+                rounds: int = CORUN_ROUNDS, runs: int = CORUN_RUNS, topology=None) -> list[dict]:  # noqa: ANN001
+    """Per (PE, neighbours): the PE's segment timed `runs` times alone, then as often with
+    the neighbours busy (`busy(cores)` keeps them running for the block), `rounds` times
+    in turn; the slowdown is the ratio of the medians (ExecutorRegime.corun entries).
+    time_runs(pe_cores, runs) -> ms of each run; topology: what the PE and its neighbours
+    share (executor.topology.CpuTopology), recorded beside."""
+    out = []
+    for pe, nb in cases:
+        alone: list[float] = []
+        with_: list[float] = []
+        for _ in range(max(1, rounds)):
+            alone += list(time_runs(pe, runs))
+            with busy(nb):
+                with_ += list(time_runs(pe, runs))
+        a, w = float(np.median(alone)), float(np.median(with_))
+        if a <= 0 or w <= 0:
+            continue
+        out.append({"pe_cores": list(pe), "busy_cores": list(nb), "alone_ms": a, "with_ms": w,
+                    "slowdown": w / a, "slowdown_p90": float(np.percentile(with_, 90)) / a,
+                    "shares": topology.shared(pe, nb) if topology is not None else []})
+    return out
+
+
+def measure_corun(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int], *, rounds: int = CORUN_ROUNDS,
+                  runs: int = CORUN_RUNS, topology=None) -> list[dict]:  # noqa: ANN001
+    """corun_table on real sessions: a PE's heaviest segment is the whole model in one
+    session (k threads pinned to its k cores), a neighbour's the same on its core
+    (busy_cores: one pinned single-thread session each, in a loop)."""
+    sessions: dict[tuple[int, ...], tuple] = {}
+
+    def time_runs(pe: tuple[int, ...], n: int) -> list[float]:
+        dev = replace(cluster, id=f"corun{'-'.join(map(str, pe))}", threads=len(pe), affinity=pe)
+        try:
+            with pinned(dev):
+                if pe not in sessions:
+                    sess = build_session(lm.model, dev)
+                    feed = random_inputs(lm, 0)
+                    outs = [o.name for o in sess.get_outputs()]
+                    for _ in range(STEADY_SETTLE):
+                        sess.run(outs, feed)
+                    sessions[pe] = (sess, feed, outs)
+                sess, feed, outs = sessions[pe]
+                sess.run(outs, feed)  # the first run after a change of neighbours settles the caches
+                got = []
+                for _ in range(n):
+                    t = time.perf_counter()
+                    sess.run(outs, feed)
+                    got.append((time.perf_counter() - t) * 1e3)
+                return got
+        finally:
+            unpin()
+
+    return corun_table(corun_cases(cores), time_runs, lambda nb: busy_cores(lm, cluster, nb), rounds, runs, topology)
+
+
+def corun_of(table: Sequence[dict], pe: Sequence[int], busy: Sequence[int]) -> float:
+    """The slowdown a PE on `pe` with `busy` running is charged (planner.core.multiapp.
+    corun_lookup: the bound's own reading of the table); 1 with none busy."""
+    e = corun_lookup(table, pe, busy)
+    return 1.0 if e is None else max(1.0, float(e["slowdown"]))
 
 
 def segment_envelope(pairs: Sequence[tuple[float, float]], model_ms: float, segments: int = 2) -> tuple[float, float]:
@@ -221,6 +317,10 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     tp_periods: list[tuple[int, float, list[float], list[int]]] = []  # (cores, measured period, work and segments per PE)
     for _, pes, nets, dev_id, k, mode in cases:
         cost = prof.layer_ms[dev_id]
+        # the co-run slowdown each PE of this case is charged with the case's other PEs busy:
+        # the envelope is what the executor adds beyond it (the bound charges both)
+        charge = [corun_of(prof.corun, pe.affinity or (), [c for q in pes if q is not pe for c in (q.affinity or ())])
+                  for pe in pes] if len(pes) > 1 else [1.0]
         period = 2.0 * sum(cost) + 2.0 * prof.beta_ms[dev_id] * len(nets)  # every PE about half busy
         for net in nets:
             net.period_ms = max(period, 1.0)
@@ -240,9 +340,9 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         for run, wait in segment_waits(trace, [x.priority for x in nets]):
             sg = ex.segments[run.app][run.segment]
             pred = sum(cost[sg.first:sg.last + 1]) + (prof.beta_ms[dev_id] if sg.first > 0 else 0.0)
-            ratios.append((run.end_ms - run.start_ms) / max(pred, 1e-6))
-            pairs.append((run.end_ms - run.start_ms, pred))
-            timed[-1].append((run.start_ms, run.end_ms - run.start_ms, pred, wait["dispatch"]))
+            ratios.append((run.end_ms - run.start_ms) / max(pred, 1e-6))  # throughput's: the pipeline's co-run in it
+            pairs.append((run.end_ms - run.start_ms, pred * charge[sg.pe]))
+            timed[-1].append((run.start_ms, run.end_ms - run.start_ms, pred * charge[sg.pe], wait["dispatch"]))
             dispatch.append(wait["dispatch"])
             if mode == "throughput":  # the typical figures a pipelined schedule runs with
                 by_cores.setdefault(k, []).append(ratios[-1])
@@ -276,10 +376,14 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "host_load_average": host.load_average,
         "host_steal_pct": host.steal_pct,
         "host_other_cpu_pct": host.other_cpu_pct,
+        "host_interrupts_per_s": host.interrupts_per_s,
+        "corun": [dict(e) for e in prof.corun],
+        "topology": prof.topology.to_dict() if prof.topology is not None else None,
         "segment_runs": len(ratios),
         "method": "executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
                   f"load or pipelined back to back, {frames} frames per case: " + "; ".join(c[0] for c in cases)
-                  + "; every segment run <= factor x (its layers' profiled time + beta) + excess, the pair that "
+                  + "; every segment run <= factor x (its layers' profiled time + beta, x the PE's co-run slowdown "
+                  "where other PEs run) + excess, the pair that "
                   "makes the model's bound smallest; for throughput, per PE size the pipelined period measured over "
                   "the one predicted (its busiest PE's profiled work, less the median dispatch wait per segment; "
                   "the period: the median gap between completions)",
@@ -341,15 +445,45 @@ def profile_for_schedule(
     progress: Progress | None = None,
     seed: int = 0,
     regime_frames: int = REGIME_FRAMES,
+    corun_rounds: int = CORUN_ROUNDS,
 ) -> PEProfile:
+    """The PE profile of `lm` on `cluster`'s cores (and `others`), with the host's
+    background sampled throughout (HostSampler: the steal, other processes and interrupts a
+    later run is compared with). With the executor regime measured (regime_frames > 0) and
+    2+ cores, each PE's layers are timed alone and the co-run slowdown measured apart
+    (measure_corun, corun_rounds rounds; the bound charges it per configuration); else
+    they are timed with the cluster's other cores busy (Kang IV.A's all-cores-busy
+    calibration), nothing charged on top."""
     cores = tuple(cluster.affinity) if cluster.affinity is not None else tuple(sorted(PROCESS_CORES))
     if cluster.precision != "fp32" or any(d.precision != "fp32" for d in others):
         raise ValueError("schedules run fp32 sessions: give fp32 devices")
+    with HostSampler(cores) as sampler:
+        prof = _profile(lm, cluster, cores, others, runs=runs, warmup=warmup, handoff_sizes=handoff_sizes,
+                        handoff_frames=handoff_frames, progress=progress, seed=seed, regime_frames=regime_frames,
+                        corun_rounds=corun_rounds)
+    if prof.regime is not None:
+        bg = sampler.summary()
+        prof.regime["host_sampled_s"] = bg["host_sampled_s"]
+        for key in ("host_steal_pct", "host_other_cpu_pct", "host_interrupts_per_s"):
+            # the larger of the regime run's own figure and what the host normally showed
+            seen = [v for v in (prof.regime.get(key), bg[key]) if v is not None]
+            prof.regime[key] = max(seen) if seen else None
+    return prof
+
+
+def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], others: Sequence[RuntimeDevice], *,
+             runs: int, warmup: int, handoff_sizes: Sequence[int], handoff_frames: int, progress: Progress | None,
+             seed: int, regime_frames: int, corun_rounds: int) -> PEProfile:
     k_devices = [replace(cluster, id=f"{cluster.id}@{k}", threads=k, affinity=cores[:k]) for k in range(1, len(cores) + 1)]
     devices = k_devices + list(others)
+    topology = read_topology(cores)
+    alone = bool(regime_frames and corun_rounds and len(cores) > 1)
+    corun = measure_corun(lm, cluster, cores, rounds=corun_rounds, topology=topology) if alone else []
+    if progress and alone:
+        progress(1, 1, "co-run slowdown")
     parts = []
     for k, dev in enumerate(k_devices, start=1):
-        with busy_cores(lm, cluster, cores[k:]):  # Kang IV.A: calibrated to the all-cores-busy state
+        with busy_cores(lm, cluster, () if alone else cores[k:]):  # alone, or Kang IV.A's all-cores-busy state
             # settle=0: the protocol bench/schedule_fidelity.py validated (a pipeline worker's
             # segments interleave with the other PEs' anyway)
             parts.append(profile_model(lm, [dev], runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
@@ -365,7 +499,7 @@ def profile_for_schedule(
         med = [float(np.median(s)) for s in t.layer_ms]
         beta[d.id], cost[d.id] = layer_costs(med, float(np.median(t.whole_ms)) if t.whole_ms else None)
         spread[d.id] = [float(np.percentile(s, 90) - np.percentile(s, 10)) for s in t.layer_ms]
-    prof = PEProfile(cluster, cores, k_devices, list(others), run, beta, cost, spread)
+    prof = PEProfile(cluster, cores, k_devices, list(others), run, beta, cost, spread, corun=corun, topology=topology)
     one = k_devices[0]
     pairs: list[tuple[str, RuntimeDevice, str, RuntimeDevice]] = []
     if len(cores) > 1:

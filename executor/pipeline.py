@@ -507,6 +507,10 @@ REGIME_STEAL_MARGIN_PCT = 0.5  # of the CPUs' time taken by the hypervisor, over
 # 1 s run on 2 CPUs at 100 Hz), far below one process competing on one of the cores (100 / cores
 # points: 50 on 2 cores, 12.5 on 8)
 REGIME_OTHER_CPU_MARGIN_PCT = 5.0
+# Interrupts on the CPUs over the regime's rate: a device storm or a competing process's
+# timers; the timer tick alone (100-1000/s per CPU) varies far less than 2x
+REGIME_INTERRUPTS_FACTOR = 2.0
+REGIME_INTERRUPTS_MARGIN_PER_S = 500.0
 # Elapsed clock ticks of the CPUs (summed) below which the share is not said: the counters
 # round to a tick each, about 2 ticks in all, which is 5 points (the margin) at 40
 MIN_PRESSURE_TICKS = 40
@@ -527,6 +531,7 @@ class Pressure:
     other_cpu_pct: float | None
     steal_pct: float | None
     load_average: float
+    interrupts_per_s: float | None = None  # on those CPUs (/proc/interrupts); None where it does not say
 
 
 class HostPressure:
@@ -543,18 +548,95 @@ class HostPressure:
     def __init__(self, cores: Sequence[int] | None = None) -> None:
         self.cores = frozenset(PROCESS_CORES if cores is None else cores)
         self.load0, self.cpu0, self.own0 = os.getloadavg()[0], _cpu_jiffies(self.cores), _own_jiffies()
+        self.irq0, self.t0 = _irq_count(self.cores), time.perf_counter()
 
     def read(self) -> Pressure:
         load = round(max(self.load0, os.getloadavg()[0]), 2)
         cpu, own = _cpu_jiffies(self.cores), _own_jiffies()
+        irq, dt = _irq_count(self.cores), time.perf_counter() - self.t0
+        rate = round((irq - self.irq0) / dt, 1) if irq is not None and self.irq0 is not None and dt > 0 else None
         if self.cpu0 is None or cpu is None or cpu[2] <= self.cpu0[2]:
-            return Pressure(None, None, load)
+            return Pressure(None, None, load, rate)
         busy, steal, total = (a - b for a, b in zip(cpu, self.cpu0))
         other = None
         if own is not None and self.own0 is not None and total >= MIN_PRESSURE_TICKS:
             # clipped: the two counters round their ticks apart
             other = round(min(100.0, max(0.0, 100.0 * (busy - (own - self.own0)) / total)), 3)
-        return Pressure(other, round(100.0 * steal / total, 3), load)
+        return Pressure(other, round(100.0 * steal / total, 3), load, rate)
+
+
+def _irq_count(cores: frozenset[int]) -> int | None:
+    """Interrupts served by `cores` since boot (/proc/interrupts: one column per CPU online,
+    every per-CPU row summed: devices, timers, IPIs); None where the file is missing."""
+    try:
+        with open("/proc/interrupts", encoding="ascii", errors="replace") as f:
+            head = f.readline().split()
+            cols = [i for i, name in enumerate(head) if name.startswith("CPU") and name[3:].isdigit()
+                    and int(name[3:]) in cores]
+            total = 0
+            for line in f:
+                fields = line.split()[1:]
+                for i in cols:
+                    if i < len(fields) and fields[i].isdigit():
+                        total += int(fields[i])
+    except OSError:
+        return None
+    return total if cols else None
+
+
+HOST_SAMPLE_S = 0.5  # one interval of HostSampler: 50 clock ticks per CPU, over MIN_PRESSURE_TICKS
+
+
+class HostSampler:
+    """The host's background while something runs (a context manager): steal, other
+    processes' share and interrupts of the CPUs, read every `interval_s` in a thread of
+    its own (one /proc read each, no load). `summary()`: their 90th percentile over the
+    intervals, what the host normally shows under that load, which a later run is compared
+    with (a VM's steady steal, the timer's interrupts are background, not a disturbance)."""
+
+    def __init__(self, cores: Sequence[int] | None = None, interval_s: float = HOST_SAMPLE_S) -> None:
+        self.cores, self.interval_s = cores, interval_s
+        self.samples: list[Pressure] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+        self.seconds = 0.0
+
+    def __enter__(self) -> "HostSampler":
+        self._t0 = time.perf_counter()
+
+        def loop() -> None:
+            p = HostPressure(self.cores)
+            while not self._stop.wait(self.interval_s):
+                self.samples.append(p.read())
+                p = HostPressure(self.cores)
+
+        self._thread = threading.Thread(target=loop, name="host-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.seconds = time.perf_counter() - self._t0
+        return False
+
+    def summary(self) -> dict:
+        return host_background(self.samples, self.seconds)
+
+
+def host_background(samples: Sequence[Pressure], seconds: float) -> dict:
+    """ExecutorRegime's host_* fields from sampled intervals: each figure's 90th percentile
+    (None where no interval said it)."""
+    def p90(xs: list) -> float | None:
+        xs = [x for x in xs if x is not None]
+        return round(float(np.percentile(xs, 90)), 3) if xs else None
+
+    return {"host_steal_pct": p90([s.steal_pct for s in samples]),
+            "host_other_cpu_pct": p90([s.other_cpu_pct for s in samples]),
+            "host_interrupts_per_s": p90([s.interrupts_per_s for s in samples]),
+            "host_sampled_s": round(seconds, 2) if samples else None}
 
 
 def _cpu_jiffies(cores: frozenset[int]) -> tuple[int, int, int] | None:
@@ -594,7 +676,8 @@ def _own_jiffies() -> int | None:
 
 def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None, steal_pct: float | None = None,
                 regime_steal_pct: float | None = None, *, load: float | None = None,
-                regime_load: float | None = None) -> str | None:
+                regime_load: float | None = None, interrupts_per_s: float | None = None,
+                regime_interrupts_per_s: float | None = None) -> str | None:
     """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
     dispatch wait were measured while other processes took `regime_other_cpu_pct` of the
     CPUs' time and the hypervisor `regime_steal_pct`, and during this run other processes
@@ -602,7 +685,10 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     outside this process was taking the cores, which no measurement of the executor alone
     covers. A regime that recorded no share (older profiles) is compared on the 1-minute load
     average, as it was, and the note says that measure lags and counts the run's own threads.
-    A figure the system does not give (None) flags nothing."""
+    A figure the system does not give (None) flags nothing. Interrupts: more than
+    REGIME_INTERRUPTS_FACTOR x the rate the regime saw (+ REGIME_INTERRUPTS_MARGIN_PER_S,
+    so a quiet regime's few do not make every run a storm). Each reason names the
+    disturbance and both figures: a run is excluded for nothing else."""
     why = []
     if regime_other_cpu_pct is not None:
         if other_cpu_pct is not None and other_cpu_pct > regime_other_cpu_pct + REGIME_OTHER_CPU_MARGIN_PCT:
@@ -617,6 +703,11 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     if steal_pct is not None and steal_pct > (regime_steal_pct or 0.0) + REGIME_STEAL_MARGIN_PCT:
         why.append(f"the hypervisor took {steal_pct:.2f}% of the CPUs' time (steal) against "
                    f"{regime_steal_pct or 0.0:.2f}% while its bounds were measured: a virtual CPU stopped mid-segment")
+    if (interrupts_per_s is not None and regime_interrupts_per_s is not None
+            and interrupts_per_s > REGIME_INTERRUPTS_FACTOR * regime_interrupts_per_s + REGIME_INTERRUPTS_MARGIN_PER_S):
+        why.append(f"its CPUs served {interrupts_per_s:.0f} interrupts/s against {regime_interrupts_per_s:.0f}/s while "
+                   f"its bounds were measured (more than {REGIME_INTERRUPTS_FACTOR:g}x + "
+                   f"{REGIME_INTERRUPTS_MARGIN_PER_S:g}/s): a device or another process's timers took the cores")
     if not why:
         return None
     return ("this run is outside what its bounds cover: " + "; ".join(why)
@@ -628,7 +719,8 @@ def run_regime_note(host: Pressure, analysis: Mapping | None) -> str | None:
     dict: the regime_* figures its bounds were measured under)."""
     a = analysis or {}
     return regime_note(host.other_cpu_pct, a.get("regime_other_cpu_pct"), host.steal_pct, a.get("regime_steal_pct"),
-                       load=host.load_average, regime_load=a.get("regime_load_average"))
+                       load=host.load_average, regime_load=a.get("regime_load_average"),
+                       interrupts_per_s=host.interrupts_per_s, regime_interrupts_per_s=a.get("regime_interrupts_per_s"))
 
 
 def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
@@ -641,18 +733,21 @@ def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Seq
 
 
 def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],
-                  analysis: Mapping | None) -> str | None:
+                  analysis: Mapping | None, corun_factor: float = 1.0) -> str | None:
     """Why a run's responses may exceed their bounds although the host was as quiet as when
     they were measured: some segment run took longer than the measured envelope (factor x
     its profiled time + excess), a release came later than the measured release jitter, or
     the runs starting in one window were delayed (dispatch waits and excess) more than the
     measured delay curve says any such window was. The
     bound stands on those measurements; a stall larger than any the regime run saw (a
-    virtual CPU stopped, a page fault storm) is outside it, and the report says so. None:
+    virtual CPU stopped, a page fault storm) is outside it, and the report says so. This
+    explains a response over its bound; it does not excuse one (a run is outside its regime
+    only for a host disturbance regime_note names and measured). corun_factor: the co-run
+    slowdown the entry's configuration is charged (the factor measured beyond it). None:
     every run within them (or nothing to check against)."""
     if not analysis or analysis.get("name") != "executor" or analysis.get("interference_factor") is None:
         return None
-    f, e = float(analysis["interference_factor"]), float(analysis.get("segment_excess_ms") or 0.0)
+    f, e = float(analysis["interference_factor"]) * corun_factor, float(analysis.get("segment_excess_ms") or 0.0)
     rows, over = [], []
     for run, wait in segment_waits(trace, priorities):
         pred = predicted_ms.get((run.app, run.segment))
@@ -681,8 +776,27 @@ def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapp
                 break
     if not why:
         return None
-    return ("this run is outside what its bounds cover: " + "; ".join(why) + ": a stall longer than any the "
+    return ("this run went beyond what its bounds stand on: " + "; ".join(why) + ": a stall longer than any the "
             "executor regime saw; re-profile with more --regime-frames, or where it is quieter")
+
+
+def entry_corun(analysis: Mapping | None, cpu_config: Mapping) -> float:
+    """The co-run slowdown a schedule's bounds charge on this CPU configuration (1: none)."""
+    from planner.core.multiapp import config_key
+
+    return float(((analysis or {}).get("corun_factors") or {}).get(config_key(dict(cpu_config)), 1.0))
+
+
+def shared_pes(pes: Sequence[RuntimeDevice]) -> list[tuple[str, str, list[str]]]:
+    """The pairs of this run's pinned PEs that share a physical core, a cache or a clock
+    (executor.topology, read from /sys): they run at once and slow each other."""
+    from executor.topology import read_topology, shared_core_pairs
+
+    pinned_pes = [(p.id, tuple(p.affinity)) for p in pes if p.affinity]
+    if len(pinned_pes) < 2:
+        return []
+    topo = read_topology(sorted({c for _, cs in pinned_pes for c in cs}))
+    return shared_core_pairs(topo, pinned_pes)
 
 
 def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
@@ -769,7 +883,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
                 for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
         split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)
-        beyond = envelope_note(trace, [n.priority for n in nets], pred, data.get("analysis"))
+        beyond = envelope_note(trace, [n.priority for n in nets], pred, data.get("analysis"),
+                               corun_factor=entry_corun(data.get("analysis"), e["cpu_config"]))
     else:
         beyond = None
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
@@ -778,8 +893,12 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "frames": frames, "wall_s": res.wall_s, "cancelled": res.cancelled, "schedulable": e["schedulable"], "networks": [],
         "analysis": (data.get("analysis") or {}).get("name"),  # which response-time bound pred_R is
         "load_average": host.load_average, "steal_pct": host.steal_pct, "other_cpu_pct": host.other_cpu_pct,
-        "regime_note": " ".join(n for n in (run_regime_note(host, data.get("analysis")), beyond) if n) or None,
-        "envelope_note": beyond}
+        "interrupts_per_s": host.interrupts_per_s,
+        # outside the regime only for a host disturbance it names and measured; a run beyond the
+        # envelope is still held to its bounds (envelope_note says what went over)
+        "regime_note": run_regime_note(host, data.get("analysis")),
+        "envelope_note": beyond,
+        "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()
         row["period_ms"] = spec["period_ms"]

@@ -26,7 +26,7 @@ from models.communication import PolynomialCommModel
 from models.compile import _runs, comm_models
 from planner.core.errors import InfeasibleError, InputError, Issue
 from planner.core.mapping import AppGraph, LogicalPE, MappingProblem, ScheduleProblem
-from planner.core.multiapp import excess_in_window
+from planner.core.multiapp import corun_charge, excess_in_window
 from planner.core.schema import Device, Measurement, ModelProfile, Platform, ScheduleRequest
 
 
@@ -303,7 +303,20 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     out["regime_steal_pct"] = max(steals) if steals else None
     others = [r.host_other_cpu_pct for r in measured.values() if r.host_other_cpu_pct is not None]
     out["regime_other_cpu_pct"] = max(others) if others else None
+    irqs = [r.host_interrupts_per_s for r in measured.values() if r.host_interrupts_per_s is not None]
+    out["regime_interrupts_per_s"] = max(irqs) if irqs else None
     return out
+
+
+def _corun(request: ScheduleRequest, profiles: Sequence[ModelProfile], cfg) -> dict:  # noqa: ANN001
+    """The co-run slowdown a configuration is charged (planner.core.multiapp.corun_charge)
+    from the profiles' measurements, unless the request gives the interference factor (then
+    it is the whole factor)."""
+    tables = [p.executor_regime.corun for p in profiles if p.executor_regime is not None and p.executor_regime.corun]
+    if request.interference_factor is not None or not tables:
+        return {}
+    factor, why = max((corun_charge(tables, list(parts)) for _, parts in cfg), default=(1.0, ""), key=lambda x: x[0])
+    return {"corun_factor": factor, "corun_source": why}
 
 
 def _pe_factors(regime, pes) -> tuple[float, ...] | None:  # noqa: ANN001
@@ -448,6 +461,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             total_cpu_cores=total_cpu_cores, utilisation_cap=request.cpu_utilisation_cap,
             interference_window=request.interference_window, analysis=request.analysis,
             **{**regime, "throughput_factor": _pe_factors(regime.get("throughput_factor"), pes)},
+            **_corun(request, app_profiles, cfg),
         ))
     if missing_pairs:
         raise InputError([Issue("transitions", f"no transition {a} -> {b} (needed: {why}); add it to the platform's "

@@ -11,6 +11,7 @@ import platform as _platform
 
 import numpy as np
 
+from executor.pipeline import HOST_SAMPLE_S
 from models.communication import PolynomialCommModel
 
 
@@ -29,6 +30,10 @@ def _cpu_mhz() -> float:
     except (OSError, ValueError):
         pass
     return 1000.0
+
+
+def _or_na(x: float | None, unit: str) -> str:
+    return "n/a" if x is None else f"{x:.3g}{unit}"
 
 
 def fit_handoff(points: list[tuple[int, float]]) -> tuple[list[float], float]:
@@ -58,6 +63,14 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                         "dvfs_levels": [{"freq_mhz": mhz}]})
     lines = [f"PE profile: {len(lm.layers)} layers; {cluster.id}: {n} core(s) {list(prof.cores)}, "
              f"k = 1..{n} threads pinned; {len(prof.others)} other device(s)"]
+    if getattr(prof, "topology", None) is not None:
+        lines += [f"topology: {t}" for t in prof.topology.lines()]
+    for e in getattr(prof, "corun", None) or []:
+        lines.append(f"co-run: PE on cores {','.join(map(str, e['pe_cores']))} with cores "
+                     f"{','.join(map(str, e['busy_cores']))} busy: x{e['slowdown']:.3f} ({e['alone_ms']:.3f} -> "
+                     f"{e['with_ms']:.3f} ms median, x{e['slowdown_p90']:.3f} at p90)"
+                     + (f"; they share {', '.join(e['shares'])}" if e.get("shares") else "; they share nothing /sys lists")
+                     + ("  [SMT SIBLINGS: one physical core]" if "physical core" in e.get("shares", []) else ""))
     transitions = []
     for (src, dst), pts in sorted(prof.handoff.items()):
         coeffs, mape = fit_handoff(pts)
@@ -94,6 +107,11 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                      f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms"
                      + (f"; other processes took {r['host_other_cpu_pct']:.1f}% of the CPUs' time meanwhile"
                         if r.get("host_other_cpu_pct") is not None else ""))
+        if r.get("host_sampled_s"):
+            lines.append(f"host background over the {r['host_sampled_s']:g} s of profiling (90th percentile of "
+                         f"{HOST_SAMPLE_S:g} s intervals, what a later run is compared with): steal "
+                         f"{_or_na(r.get('host_steal_pct'), '%')}, other processes {_or_na(r.get('host_other_cpu_pct'), '%')}, "
+                         f"interrupts {_or_na(r.get('host_interrupts_per_s'), '/s')}")
         at_f = next((c["points"] for c in r.get("excess_curves", []) if c["factor"] == r["interference_factor"]), None)
         if at_f:
             lines.append("delay (dispatch waits + excess) of all the runs starting in one window, at most: " + ", ".join(

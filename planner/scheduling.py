@@ -15,7 +15,7 @@ from planner.core.mapping import MappingProblem, ScheduleProblem
 from models.multiapp import compile_schedule
 from planner import __version__
 from planner.core.errors import UnsupportedRequest
-from planner.core.multiapp import analysis_terms, evaluate_batch, objective_names
+from planner.core.multiapp import analysis_terms, config_key, evaluate_batch, objective_names
 from planner.core.schema import (
     AppResult,
     ModelProfile,
@@ -233,6 +233,35 @@ def thin_front(objs: np.ndarray, k: int, swap_passes: int = 4) -> list[int]:
     return sorted(chosen)
 
 
+def shared_core_warnings(problem: ScheduleProblem, profiles: Sequence[ModelProfile],
+                         entries: Sequence[ScheduleEntry]) -> list[str]:
+    """A warning per pair of CPU PEs that an entry uses together (some network's layers on
+    each) and that share a physical core (SMT siblings), by the topology the profiles
+    recorded: two threads on one core's execution units slow each other far more than
+    PEs on separate cores, and the co-run slowdown measured is the only thing charging it.
+    PEs take the cluster's CPUs in order, as the executor hands them out."""
+    from executor.topology import CpuTopology, shared_core_pairs
+
+    topo = next((CpuTopology.from_dict(p.executor_regime.topology.model_dump()) for p in profiles
+                 if p.executor_regime is not None and p.executor_regime.topology is not None), None)
+    if topo is None or not any(len(topo.siblings[c]) > 1 for c in topo.cpus):
+        return []
+    out = []
+    for k, e in enumerate(entries):
+        used = {pe for a in e.apps for pe in a.mapping}
+        for dev, parts in e.cpu_config.items():
+            cores, pes, i = list(topo.cpus), [], 0
+            for j, n in enumerate(parts):
+                pes.append((f"{dev}{j}", cores[i:i + n]))
+                i += n
+            for a, b, what in shared_core_pairs(topo, [p for p in pes if p[0] in used]):
+                if "physical core" in what:
+                    out.append(f"entry {k}: PEs {a} (CPUs {','.join(map(str, dict(pes)[a]))}) and {b} (CPUs "
+                               f"{','.join(map(str, dict(pes)[b]))}) share a physical core (SMT siblings) and run "
+                               "at once: they slow each other (charged only as the co-run slowdown measured)")
+    return list(dict.fromkeys(out))
+
+
 def _without_energy(entry: ScheduleEntry) -> ScheduleEntry:
     """A time-only profile's entry: energy unknown, not a (compiled) zero; the energy
     objective, last of every objective vector, dropped."""
@@ -312,7 +341,9 @@ def make_schedule(
         segment_excess_ms=first.segment_excess_ms, excess_curve=[list(x) for x in first.excess_curve],
         source=first.regime_source,
         regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct,
-        regime_other_cpu_pct=first.regime_other_cpu_pct)
+        regime_other_cpu_pct=first.regime_other_cpu_pct, regime_interrupts_per_s=first.regime_interrupts_per_s,
+        corun_factors={config_key(c.cpu_config): c.corun_factor for c in problem.configs if c.corun_factor != 1.0})
+    warnings += shared_core_warnings(problem, profiles, entries)  # type: ignore[arg-type]
     return Schedule(
         platform=platform.name,
         mode=problem.mode,

@@ -93,6 +93,11 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert "1-core PEs" in r.method or n == 1
     assert set(r.factor_p50_by_cores) == {1, n}
     assert any(line.startswith("executor regime") for line in lines)
+    # the co-run slowdown (layers then timed alone), the topology and the host's sampled background
+    assert len(r.corun) == (n if n > 1 else 0) and r.topology is not None and r.topology.cpus == list(prof.cores)
+    assert r.host_sampled_s is None or r.host_sampled_s > 0  # None: a profile shorter than one sampling interval
+    assert any(line.startswith("topology: CPUs") for line in lines)
+    assert n == 1 or any(line.startswith("co-run: PE on cores") for line in lines)
     req = ScheduleRequest.model_validate({"apps": [{"profile": "neg", "period_ms": 100.0, "priority": 0}],
                                           "mode": "response_time"})
     mp = compile_schedule(Platform.model_validate(plat), [profile], req).configs[0]
@@ -264,8 +269,10 @@ def test_a_run_stalled_beyond_the_measured_envelope_says_so():
     pred = {(0, 0): 4.0, (1, 0): 2.5}
     an = {"name": "executor", "interference_factor": 1.0, "segment_excess_ms": 0.5}
     note = envelope_note(trace, [0, 1], pred, an)
-    assert note.startswith("this run is outside what its bounds cover: 1 segment run(s) took longer than the measured "
-                           "envelope x1 x profiled + 0.5 ms (the worst by 0.5 ms)")
+    assert note.startswith("this run went beyond what its bounds stand on: 1 segment run(s) took longer than the "
+                           "measured envelope x1 x profiled + 0.5 ms (the worst by 0.5 ms)")
+    # the co-run slowdown the entry's configuration is charged scales the envelope: 4 x 1.25 + 0.5 covers 5 ms
+    assert envelope_note(trace, [0, 1], pred, an, corun_factor=1.25) is None
     an["segment_excess_ms"] = 1.0
     assert envelope_note(trace, [0, 1], pred, an) is None
     # the second run: 0.25 ms excess + 0.5 ms dispatch wait (its PE idle from 5.5 to 6)

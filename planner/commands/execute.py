@@ -128,6 +128,10 @@ def render_schedule(report: dict) -> str:
                          f"CPUs' time, the hypervisor {_pct_or_na(report.get('steal_pct'))} (steal)")
         if report.get("regime_note"):
             lines.append(f"  NOTE: {report['regime_note']}")
+        if report.get("envelope_note"):
+            lines.append(f"  NOTE: {report['envelope_note']}")
+        for pair in report.get("shared_cores") or []:
+            lines.append(f"  NOTE: PEs {' and '.join(pair['pes'])} share {', '.join(pair['share'])} and ran at once")
         verdict = "schedulable" if report["schedulable"] else "not schedulable"
         misses = sum(n["deadline_misses"] for n in report["networks"])
         which = f"the {report['analysis']} analysis" if report.get("analysis") else "the analysis"

@@ -90,6 +90,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "measures the schedule bound's interference factor, release jitter and dispatch wait into the "
                         "profile (executor_regime): the bound covers runs as bad as its worst, so more frames catch "
                         "rarer stalls; 0: not measured (default: %(default)s, at most 1000)")
+    p.add_argument("--corun-rounds", type=int, default=6, metavar="N",  # executor.pe_profile.CORUN_ROUNDS
+                   help="with --pe-cluster and 2+ cores: rounds of each PE's model timed alone, then with the "
+                        "cluster's other PEs running theirs (the co-run slowdown the schedule bound charges; the layers "
+                        "are then timed alone); 0: not measured, the layers timed with the other cores busy instead "
+                        "(default: %(default)s, at most 100)")
     p.set_defaults(func=run)
 
 
@@ -152,6 +157,8 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
         problems.append(f"--runs: must be >= 1, got {args.runs}")
     if not 0 <= args.regime_frames <= 1000:
         problems.append(f"--regime-frames: must be 0..1000, got {args.regime_frames}")
+    if not 0 <= args.corun_rounds <= 100:
+        problems.append(f"--corun-rounds: must be 0..100, got {args.corun_rounds}")
     cluster, others = None, []
     try:
         cluster = parse_device(args.pe_cluster)
@@ -167,7 +174,7 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
     bar, report = _progress(f"profiling {Path(args.model).name} for scheduling")
     try:
         prof = profile_for_schedule(lm, cluster, others, runs=args.runs, warmup=args.warmup, progress=report, seed=args.seed,
-                                    regime_frames=args.regime_frames)
+                                    regime_frames=args.regime_frames, corun_rounds=args.corun_rounds)
     except (SlicingError, ValueError) as exc:
         raise InputError("arguments", str(exc)) from None
     finally:

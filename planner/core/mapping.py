@@ -84,6 +84,9 @@ class MappingProblem:
     regime_load_average: float | None = None  # the host load they were measured under (ResponseAnalysis)
     regime_steal_pct: float | None = None  # the hypervisor's steal meanwhile (ResponseAnalysis)
     regime_other_cpu_pct: float | None = None  # other processes' share of the CPUs' time meanwhile, % (ResponseAnalysis)
+    regime_interrupts_per_s: float | None = None  # interrupts per second on the CPUs meanwhile (ResponseAnalysis)
+    corun_factor: float = 1.0  # executor analysis: every time x this too, the CPU PEs' slowdown while they run at once (ExecutorRegime.corun)
+    corun_source: str = ""  # which PE and neighbours measured it
 
     @property
     def n_pes(self) -> int:

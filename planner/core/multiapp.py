@@ -49,7 +49,9 @@ and segments of h's later segments on the PEs used,
 R0 here the makespan of whole segments (segment_makespan: a segment's outputs appear when
 it ends, not when the layer that makes them does),
 iterated from its first terms to the least fixed point (J: release jitter; f, e, J and D
-as the PE profile measured them in the executor, executor.pe_profile). It holds
+as the PE profile measured them in the executor, executor.pe_profile; f here is the
+interference factor x the configuration's co-run slowdown, bound_factor: the CPU PEs'
+slowdown while the cluster's other PEs run, measured apart, corun_charge). It holds
 because the executor runs a network's segments on a PE in layer order (the ASAP order R0
 is computed in): the finish of the last segment is a max-plus function of the segments'
 durations, so each wait (one lower-priority segment per segment, higher-priority work in
@@ -154,6 +156,9 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "the release jitter J late) and ceil((R + R_h) / P_h) of its later segments (ready when the ones they "
             "read end, up to R_h after the release)",
             f"interference factor x{problem.interference_factor:g}: every time, for PEs slowing each other while they run at once",
+        ] + ([f"co-run slowdown x{problem.corun_factor:g}: every time again, the slowdown a CPU PE showed while the "
+              f"configuration's other CPU PEs ran their heaviest segments ({problem.corun_source or 'measured'}); the "
+              "factor above is what the executor regime measured beyond it"] if problem.corun_factor != 1.0 else []) + [
             f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release lateness",
             f"dispatch +{problem.dispatch_ms:g} ms per segment (its own and each interfering job's): a segment queued on "
             "an idle PE waiting for its worker thread",
@@ -311,6 +316,64 @@ def _batch_segment_makespan(app: AppGraph, m: np.ndarray, c: np.ndarray, n_pes: 
 
 
 FIXED_POINT_ROUNDS = 200
+
+
+def config_key(cpu_config) -> str:  # noqa: ANN001 - {device: [cores per PE]} or MappingProblem.cpu_config
+    """A CPU configuration as one string, 'cpu=1+1' (ResponseAnalysis.corun_factors' keys)."""
+    items = cpu_config.items() if isinstance(cpu_config, dict) else cpu_config
+    return ";".join(f"{d}={'+'.join(str(int(k)) for k in parts)}" for d, parts in sorted(items))
+
+
+def bound_factor(problem: MappingProblem) -> float:
+    """What the executor analysis multiplies every time by: the interference factor the
+    executor regime measured (beyond the co-run slowdown) x the co-run slowdown of the
+    configuration's CPU PEs running at once."""
+    return problem.interference_factor * problem.corun_factor
+
+
+def _entry(e, key: str):  # noqa: ANN001 - an ExecutorRegime.corun entry or its dict
+    return e[key] if isinstance(e, dict) else getattr(e, key)
+
+
+def corun_lookup(table: Sequence, pe: Sequence[int], busy: Sequence[int]):  # noqa: ANN201
+    """The entry of a co-run table (ExecutorRegime.corun, or its dicts) that a PE on cores
+    `pe` with `busy` running is charged: the one measured exactly, else the largest of its
+    size with at least those neighbours busy, else of its size, else any (never less than
+    measured). None with nothing busy or no table."""
+    if not busy or not table:
+        return None
+    pe, busy = tuple(int(c) for c in pe), {int(c) for c in busy}
+    same = [e for e in table if len(_entry(e, "pe_cores")) == len(pe)]
+    cand = ([e for e in same if tuple(_entry(e, "pe_cores")) == pe and set(_entry(e, "busy_cores")) == busy]
+            or [e for e in same if set(_entry(e, "busy_cores")) >= busy] or same or list(table))
+    return max(cand, key=lambda x: float(_entry(x, "slowdown")))
+
+
+def corun_charge(tables: Sequence[Sequence], parts: Sequence[int]) -> tuple[float, str]:
+    """(slowdown, which PE and neighbours it is) a configuration whose CPU cluster is split
+    into PEs of `parts` cores is charged: its PEs may all run at once, so each is slowed
+    as its profile measured it with the others busy (corun_lookup in each profile's table;
+    a PE takes the cluster's cores in order, as the executor hands them out). One PE (or no
+    table): 1, nothing runs beside it."""
+    if len([k for k in parts if k > 0]) < 2:
+        return 1.0, ""
+    worst, why = 1.0, ""
+    for table in tables:
+        if not table:
+            continue
+        cores = sorted({int(c) for e in table for c in (*_entry(e, "pe_cores"), *_entry(e, "busy_cores"))})
+        chunks, i = [], 0
+        for k in parts:
+            chunks.append(tuple(cores[i:i + k]))
+            i += k
+        used = {c for ch in chunks for c in ch}
+        for ch in chunks:
+            e = corun_lookup(table, ch, used - set(ch))
+            if e is not None and float(_entry(e, "slowdown")) > worst:
+                worst = float(_entry(e, "slowdown"))
+                why = (f"cores {','.join(map(str, _entry(e, 'pe_cores')))} with "
+                       f"{','.join(map(str, _entry(e, 'busy_cores')))} busy: x{worst:.3g}")
+    return max(1.0, worst), why
 
 
 def excess_in_window(curve: Sequence[tuple[float, float]], window_ms: np.ndarray) -> np.ndarray:
@@ -479,7 +542,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         alap_d = _alap(app, m, c, P, app.period_ms)
         higher, lower = rank[:pos], rank[pos + 1:]
         if problem.analysis == "executor":
-            fct = problem.interference_factor
+            fct = bound_factor(problem)
             used = [p for p in range(P) if segs[a][0][p]]
             block = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(P)]
             dsp, exc = problem.dispatch_ms, problem.segment_excess_ms
@@ -704,7 +767,7 @@ def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, 
     higher: (R_h (N,), P_h, busy of h per PE (N, P), segments of h per PE (N, P), busy of
     h's first segment per PE (N, P)) in priority order; longest_ms (N,): the longest
     segment of any network (the excess window reaches that far before the release)."""
-    f, d, e, jit = problem.interference_factor, problem.dispatch_ms, problem.segment_excess_ms, problem.release_jitter_ms
+    f, d, e, jit = bound_factor(problem), problem.dispatch_ms, problem.segment_excess_ms, problem.release_jitter_ms
     run_x, block_x = run_delays(problem)
     used = count > 0
     blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed

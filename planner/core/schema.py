@@ -638,6 +638,42 @@ class ExcessCurve(Strict):
         return self
 
 
+class CoRunSlowdown(Strict):
+    """One PE of a CPU cluster timed running its heaviest segment (the whole model, one
+    session) alone and while the cluster's other PEs in `busy_cores` run theirs (real
+    sessions, interleaved rounds so drift cancels): PEs that run at once share physical
+    cores, caches, memory bandwidth and clocks, which timing each PE alone cannot see."""
+
+    pe_cores: list[int] = Field(min_length=1, max_length=1024, description="The PE's cores (its threads pinned there)")
+    busy_cores: list[int] = Field(min_length=1, max_length=1024, description="The neighbours' cores, each running "
+                                  "the model in a loop meanwhile")
+    alone_ms: float = Field(gt=0, le=1e6, description="Median run with the neighbours idle")
+    with_ms: float = Field(gt=0, le=1e6, description="Median run with the neighbours busy")
+    slowdown: float = Field(gt=0, le=1000, description="with_ms / alone_ms: what the executor analysis charges every "
+                            "segment of a schedule whose CPU PEs run at once (the largest over its PEs)")
+    slowdown_p90: float = Field(gt=0, le=1000, description="The 90th percentile of the busy runs / alone_ms")
+    shares: list[str] = Field(default_factory=list, max_length=16, description="What the CPU topology says the PE "
+                              "and its neighbours share ('physical core', 'L2', 'L3', 'cpufreq policy')")
+
+
+class SharedCacheDoc(Strict):
+    level: int = Field(ge=1, le=8)
+    type: str = Field(max_length=20)
+    size_bytes: int | None = Field(None, ge=0)
+    cpus: list[int] = Field(max_length=4096)
+
+
+class CpuTopologyDoc(Strict):
+    """The CPU cluster's topology as /sys gave it (executor.topology)."""
+
+    cpus: list[int] = Field(max_length=4096)
+    smt_siblings: list[list[int]] = Field(default_factory=list, max_length=4096,
+                                          description="Logical CPUs of one physical core, per core with 2+")
+    shared_caches: list[SharedCacheDoc] = Field(default_factory=list, max_length=4096)
+    cpufreq_policies: list[list[int]] = Field(default_factory=list, max_length=4096)
+    notes: list[str] = Field(default_factory=list, max_length=16, description="What /sys did not say")
+
+
 class ExecutorRegime(Strict):
     """How a network's segments behave in the schedule executor (executor.pipeline), as the
     PE profile measured them: the network run there with every PE of the cluster busy at
@@ -684,6 +720,16 @@ class ExecutorRegime(Strict):
         "null where the system does not say, or in profiles older than it): a bound built on them holds for runs "
         "where others take no more. Unlike the load average, measured over exactly the run and not counting the "
         "executor's own threads")
+    host_interrupts_per_s: float | None = Field(
+        None, ge=0, le=1e9, description="Interrupts per second on the executor's CPUs while the profile was measured "
+        "(the host's own background: timers, devices; the 90th percentile of its sampling intervals)")
+    host_sampled_s: float | None = Field(
+        None, ge=0, le=1e7, description="Seconds over which the host's steal, other processes and interrupts were "
+        "sampled (the whole PE profile, in short intervals): the host_* figures are the 90th percentile of those "
+        "intervals where this is given, what the host normally shows under the profile's load")
+    corun: list[CoRunSlowdown] = Field(default_factory=list, max_length=4096, description="Each CPU PE's slowdown "
+                                       "while the cluster's other PEs run (the layer times are then measured alone)")
+    topology: CpuTopologyDoc | None = Field(None, description="The cluster's CPU topology (SMT, caches, clocks)")
 
 
 class ModelProfile(Strict):
@@ -1215,6 +1261,13 @@ class ResponseAnalysis(BaseModel):
         None, description="The share of the CPUs' time other processes took while the regime was measured (the "
         "largest, in %): a run where they take more is outside what the bounds were measured for, and the executor "
         "says so; null: not recorded (older profiles), the load average is compared instead")
+    regime_interrupts_per_s: float | None = Field(
+        None, description="Interrupts per second on the CPUs while the regime was measured (the largest): a run with "
+        "far more (REGIME_INTERRUPTS_FACTOR x) is outside what the bounds were measured for")
+    corun_factors: dict[str, float] = Field(
+        default_factory=dict, description="Per CPU configuration (planner.core.multiapp.config_key, e.g. 'cpu=1+1'): "
+        "the co-run slowdown its bounds charge (x every time, with the interference factor), its PEs' slowdown while "
+        "the cluster's other PEs run (ExecutorRegime.corun); a configuration not listed: 1")
 
 
 class Schedule(BaseModel):
