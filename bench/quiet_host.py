@@ -66,6 +66,7 @@ TARGETS = {  # the figures each target is judged on (the issues' numbers)
     "prediction_mean_pct": 3.0, "prediction_worst_pct": 8.0,
     "telemetry_before_refit_pct": 10.0, "telemetry_after_refit_pct": 5.0,
     "pipelined_mean_pct": 7.0, "pipelined_worst_pct": 15.0, "bound_over_max": 1.3,
+    "aa_median_pct": 1.0, "within_10pct_share": 95.0, "regime_share_pct": 90.0,
 }
 QUIET_LOAD = 0.5  # a 1-minute load average above this before a run: other work was on the host
 
@@ -313,6 +314,19 @@ def fidelity_verdicts(res: dict) -> list[dict]:
               if (c.get("slower_than_best_single") or {}).get("measurably_slower")]
     out.append(_verdict("plans measurably slower than the fastest plain single device (paired sign test)",
                         len(slower), 0))
+    # the issue's: slower at all (not only measurably), counted over every case
+    slower_at_all = [c for c in cases if (c.get("speedup_over_best_single") or 1.0) < 1.0
+                     and not (c.get("slower_than_best_single") or {}).get("same_configuration")]
+    if cases:
+        out.append(_verdict("plans slower than the fastest plain single device (median of the references, other "
+                            "configurations)", len(slower_at_all), 0))
+        errs = [abs(c["prediction_error_pct"]) for c in cases if c.get("prediction_error_pct") is not None]
+        out.append(_verdict("prediction within 10% of the reference, % of cases", round(
+            100.0 * sum(e <= 10 for e in errs) / len(errs), 1) if errs else None, TARGETS["within_10pct_share"],
+            at_most=False))
+        aa = [c["noise_floor_pct"] for c in cases if c.get("noise_floor_pct") is not None]
+        out.append(_verdict("the harness's A-A (a reference timed by two workers), median %",
+                            round(statistics.median(aa), 2) if aa else None, TARGETS["aa_median_pct"]))
     return out
 
 
@@ -345,6 +359,8 @@ def schedule_verdicts(res: dict) -> list[dict]:
         _verdict("deadline misses of schedules called schedulable (deadlines 1.05-1.2 x the bound)",
                  s.get("misses_in_schedulable"), 0),
         _verdict("verdicts contradicted", s.get("verdicts_contradicted"), 0),
+        _verdict("runs inside the regime, %", _r((s.get("regime") or {}).get("share_pct")),
+                 TARGETS["regime_share_pct"], at_most=False),
     ]
 
 
