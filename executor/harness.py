@@ -288,7 +288,7 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
             calibration_seed: int | None = None, progress: Progress | None = None, timeout_s: float = 900.0,
             warmup_max_s: float | None = None) -> Measured:
     """Time `jobs` (name -> Job, or the slices of one sliced run) of model `lm` on runtime
-    `devices` (executor.runtime.RuntimeDevice, each with the spec it was parsed from), each
+    `devices` (executor.runtime.RuntimeDevice, sent to the workers as they are), each
     in its own pinned worker, `rounds` interleaved rounds. `aa`: a job name measured a
     second time by independent workers (reported in `Measured.aa`). `replicas`: workers per
     job, each round's figure the median of theirs: where a process's memory lands moves a
@@ -315,9 +315,6 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
         if aa not in jobs:
             raise ValueError(f"aa: no job named '{aa}'")
         jobs = {**jobs, aa + AA_SUFFIX: jobs[aa]}
-    missing_spec = [d.id for d in devices if not getattr(d, "spec", "")]
-    if missing_spec:
-        raise HarnessError(f"device(s) {', '.join(missing_spec)} carry no spec for the worker to parse")
     if warmup_max_s is None:  # a test suite may shorten warm-ups for the whole run (not their rule)
         warmup_max_s = float(os.environ.get("PLANNER_HARNESS_WARMUP_MAX_S") or WARMUP_MAX_S)
     check_memory(lm, jobs, replicas)
@@ -329,7 +326,7 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
         model_path.write_bytes(lm.model.SerializeToString())
         feed_path = Path(tmp) / "feed.npz"
         np.savez(feed_path, **{k: np.asarray(v) for k, v in feed.items()})
-        setup = {"model": str(model_path), "feed": str(feed_path), "specs": [d.spec for d in devices],
+        setup = {"model": str(model_path), "feed": str(feed_path), "devices": list(devices),
                  "rate_hz": rate_hz, "settle": settle, "block": block, "pool": pool, "clock": clock,
                  "calibration_count": calibration_count,
                  "calibration_seed": seed if calibration_seed is None else calibration_seed,
@@ -510,14 +507,13 @@ def _worker_main() -> None:
             os.sched_setaffinity(0, cores)
         import onnx
 
-        from executor.runtime import parse_devices
         from executor.slicing import layers
 
         lm = layers(onnx.load(setup["model"]), materialised=True)
         with np.load(setup["feed"]) as z:
             feed = {k: z[k] for k in z.files}
-        used = set(job.devices())  # only these: another device's cores are not this worker's to check
-        devices = parse_devices([s for s in setup["specs"] if s.partition("=")[0].strip() in used])
+        used = set(job.devices())  # the RuntimeDevices themselves (a PE profile makes some that no spec names)
+        devices = [d for d in setup["devices"] if d.id in used]
         calib: dict = {}
         runners = [_build_runner(it, lm, devices, setup, feed, calib) for it in job.items]
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which names the job
