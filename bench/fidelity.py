@@ -171,6 +171,20 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     mixed = [{"notation": c.notation, "predicted_ms": c.predicted_ms, "measured_ms": c.measured_ms,
               "error_pct": c.error_pct} for c in v.candidates if len(runtimes_in(c.notation)) > 1]
     predicted = plan.metrics.latency_ms
+    # Each device's drift between two moments: its plain one-slice run as the profile measured
+    # it (the unsplit model's own worker) and as the references measure it now; on the 2-core VM
+    # a core's speed moved by tens of percent over minutes (bench/harness_aa.py "moments"),
+    # which no measurement inside one moment can remove. A plan's drift weighs its devices'
+    # by its predicted slice times; the error net of it is the planner's own.
+    profiled = {d.id: float(np.median(prof.times[d.id].whole_ms)) for d in devices}
+    device_drift = {d.id: pct(med[f"single-{d.id}"], profiled[d.id]) for d in devices}
+    plan_drift = _weighted_drift(plan, device_drift)
+    # the same between the verification's single-device figures and the references
+    ver_single = {c.name[len("single-"):]: c.measured_ms for c in v.candidates if c.name.startswith("single-")}
+    if len(plan.slices) == 1:
+        ver_single.setdefault(plan.slices[0].device, plan_by_executor.measured_ms)
+    ver_drift = {d: pct(med[f"single-{d}"], ms) for d, ms in ver_single.items()}
+    verified_drift = _weighted_drift(verified, ver_drift)
     return {
         "model": name, "layers": L, "device_set": set_name, "devices": specs,
         "regime": "back_to_back" if rate_hz is None else f"{rate_hz:g} Hz",
@@ -187,6 +201,11 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
         "verified_plan": verified.notation, "verified_chosen": v.chosen, "verified_measured_ms": chosen.measured_ms,
         "verified_reference_ms": med[ver_name], "verified_error_pct": pct(med[ver_name], chosen.measured_ms),
         "verification": [c.model_dump() for c in v.candidates],
+        "device_drift_pct": device_drift, "plan_drift_pct": plan_drift,
+        "error_net_of_drift_pct": pct(med["plan"], predicted) - plan_drift,
+        "verified_drift_pct": verified_drift,
+        "verified_error_net_of_drift_pct": None if verified_drift is None else
+        pct(med[ver_name], chosen.measured_ms) - verified_drift,
         "harness_aa": aa,
         "noise_floor_pct": aa["aa_pct"],
         # + = the host ran the same session slower in the reference rounds than around profiling
@@ -204,13 +223,29 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     }
 
 
+def _weighted_drift(plan, drift: dict) -> float | None:
+    """A plan's drift: its devices' drifts weighted by its predicted slice times (None where
+    a device's drift was not measured)."""
+    parts = [(s.time_ms, drift.get(s.device)) for s in plan.slices]
+    if any(x is None for _, x in parts) or not sum(t for t, _ in parts):
+        return None
+    return sum(t * x for t, x in parts) / sum(t for t, _ in parts)
+
+
 def summarise(rows: list[dict]) -> dict:
     def stats(key):
         e = [abs(r[key]) for r in rows]
         return {"mean_abs_pct": float(np.mean(e)), "worst_abs_pct": float(np.max(e))} if e else {}
     aa = [r["noise_floor_pct"] for r in rows]
+    net = [abs(r["error_net_of_drift_pct"]) for r in rows]
+    vnet = [abs(r["verified_error_net_of_drift_pct"]) for r in rows if r.get("verified_error_net_of_drift_pct") is not None]
     return {"cases": len(rows), "prediction": stats("prediction_error_pct"), "verified": stats("verified_error_pct"),
             "composition": stats("composition_error_pct"), "runner": stats("runner_error_pct"),
+            "plan_drift": stats("plan_drift_pct"),
+            "net_of_drift": {"mean_abs_pct": float(np.mean(net)), "worst_abs_pct": float(np.max(net)),
+                             "within_10pct": sum(e <= 10 for e in net)} if net else {},
+            "verified_net_of_drift": {"mean_abs_pct": float(np.mean(vnet)), "worst_abs_pct": float(np.max(vnet)),
+                                      "within_10pct": sum(e <= 10 for e in vnet)} if vnet else {},
             "within_10pct": sum(abs(r["prediction_error_pct"]) <= 10 for r in rows),
             "verified_within_10pct": sum(abs(r["verified_error_pct"]) <= 10 for r in rows),
             "aa_median_pct": float(np.median(aa)) if aa else None, "aa_worst_pct": float(np.max(aa)) if aa else None,
@@ -270,14 +305,15 @@ def main() -> int:
           "sessions of the plan's slices timed with time.perf_counter; verified = the measured best of the plan, its "
           f"{args.verify} next-best and the single devices (planner solve --verify); comp = composition: the plan "
           "timed as slices by our executor against its prediction composed from the profile; run = runner: the plain "
-          "reference against our executor's figure (in % of the prediction; comp + run = err); noise = the harness's "
-          "A-A, the returned plan's reference timed by two independent workers in the same rounds; drift = the first "
-          "device's plain session in the reference rounds against the same session timed around profiling (+ = the "
-          "host got slower): an error within the drift is the host's, not the prediction's. Every figure is timed by "
+          "reference against our executor's figure (in % of the prediction; comp + run = err; minutes apart, so it holds the host's drift between the two); noise = the harness's "
+          "A-A, the returned plan's reference timed by two independent workers in the same rounds; drift = the "
+          "plan's devices' plain one-slice runs in the reference rounds against the same runs in the profile (weighted "
+          "by the plan's slice times; + = the host got slower since profiling); net = err - drift, the planner's own. Every figure is timed by "
           "the measurement harness (executor.harness: each configuration in its own pinned worker process)")
     head = (f"{'model':<14} {'set':<12} {'regime':<8} {'plan':<16} {'pred_ms':>8} {'ref_ms':>8} {'err':>7} {'comp':>7} "
             f"{'run':>7} "
-            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'drift':>7} {'best single':>18} {'vs it':>6}")
+            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'drift':>7} {'net':>7} {'best single':>18} "
+            f"{'vs it':>6}")
     print(head)
     rows = []
     for m in names:
@@ -290,7 +326,7 @@ def main() -> int:
                       f"{r['prediction_error_pct']:>+6.1f}% {r['composition_error_pct']:>+6.1f}% "
                       f"{r['runner_error_pct']:>+6.1f}% {r['verified_plan'][:16]:<16} {r['verified_measured_ms']:>8.3f} "
                       f"{r['verified_reference_ms']:>8.3f} {r['verified_error_pct']:>+6.1f}% {r['noise_floor_pct']:>5.1f}% "
-                      f"{r['host_drift_pct']:>+6.1f}% "
+                      f"{r['plan_drift_pct']:>+6.1f}% {r['error_net_of_drift_pct']:>+6.1f}% "
                       f"{r['best_single'] + ' ' + format(r['single_reference_ms'][r['best_single']], '.3f'):>18} {slow:>6}",
                       flush=True)
                 for c in r["mixed_runtime_candidates"]:
@@ -307,7 +343,12 @@ def main() -> int:
               f"composition mean |err| {q['composition']['mean_abs_pct']:.1f}%, runner {q['runner']['mean_abs_pct']:.1f}%); "
               f"verified mean |err| {q['verified']['mean_abs_pct']:.1f}%, worst "
               f"{q['verified']['worst_abs_pct']:.1f}%, within 10% {q['verified_within_10pct']} of {q['cases']}; harness "
-              f"A-A median {q['aa_median_pct']:.1f}%, worst {q['aa_worst_pct']:.1f}%; host drift mean "
+              f"A-A median {q['aa_median_pct']:.1f}%, worst {q['aa_worst_pct']:.1f}%; net of the plan's devices' drift: "
+              f"prediction mean |err| {q['net_of_drift']['mean_abs_pct']:.1f}%, worst {q['net_of_drift']['worst_abs_pct']:.1f}%, "
+              f"within 10% {q['net_of_drift']['within_10pct']} of {q['cases']}"
+              + (f"; verified {q['verified_net_of_drift']['mean_abs_pct']:.1f}% / "
+                 f"{q['verified_net_of_drift']['worst_abs_pct']:.1f}%" if q['verified_net_of_drift'] else "")
+              + f"; host drift (first device) mean "
               f"{q['host_drift_mean_abs_pct']:.1f}%, worst "
               f"{q['host_drift_worst_abs_pct']:.1f}%; measurably slower than the best plain single device: "
               f"{', '.join(q['measurably_slower_than_best_single']) or 'none'}")
