@@ -7,6 +7,7 @@ import pytest
 
 from bench.fidelity import load
 from tests.support.genmodels import GENERATED
+from tests.support.harness_spy import spy_on_measure
 
 
 @pytest.mark.parametrize("name", ["squeezenet", *GENERATED])
@@ -20,19 +21,10 @@ def test_the_references_are_plain_runtime_chains_timed_by_the_harness(monkeypatc
     """bench/fidelity.py's references: each a plain ONNX Runtime chain (bench/reference.py)
     in a harness worker of its own, the returned plan's reference timed twice (A-A)."""
     from bench import fidelity
-    from executor import harness
     from executor.runtime import PROCESS_CORES, parse_devices
     from executor.slicing import random_inputs
 
-    seen = []
-    real = harness.measure
-
-    def spy(*args, **kwargs):
-        seen.append((args[3], kwargs))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(harness, "measure", spy)
-    monkeypatch.setattr(harness, "WARMUP_MAX_S", 0.3)
+    seen = spy_on_measure(monkeypatch)
     lm = load("wide_mlp", 0)
     core = min(PROCESS_CORES)
     devices = parse_devices([f"c=CPUExecutionProvider:threads=1,affinity={core}",

@@ -19,6 +19,7 @@ from executor import harness
 from executor.runtime import PROCESS_CORES, parse_devices
 from executor.slicing import layers, materialise, random_inputs
 from tests.support.genmodels import wide_mlp
+from tests.support.harness_spy import spy_on_measure
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNERS = str(ROOT / "tests/support/harness_runners.py")
@@ -174,16 +175,7 @@ def test_aa_figures():
 # --------------------------------------------------------- every path times through it
 @pytest.fixture()
 def recorded(monkeypatch):
-    calls = []
-    real = harness.measure
-
-    def spy(*args, **kwargs):
-        calls.append((args[3] if len(args) > 3 else kwargs["jobs"], kwargs))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(harness, "measure", spy)
-    monkeypatch.setattr(harness, "WARMUP_MAX_S", 0.3)
-    return calls
+    return spy_on_measure(monkeypatch)
 
 
 def test_layer_profiling_is_timed_by_the_harness(lm, recorded):

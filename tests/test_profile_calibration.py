@@ -97,23 +97,16 @@ def test_the_profiler_settles_each_partition_before_timing_it(monkeypatch):
 
     import onnx
 
-    from executor import harness, profiler
+    from executor import profiler
     from executor.runtime import unpin
     from executor.sessions import slice_policy
+    from tests.support.harness_spy import spy_on_measure
     from executor.slicing import layers, load_model, materialise
 
     light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_squeezenet.onnx")
     lm = layers(materialise(load_model(light), "random", 0), materialised=True)
     devices = parse_devices(["c=CPUExecutionProvider:threads=1"])
-    seen = []
-    real = harness.measure
-
-    def spy(*args, **kwargs):
-        seen.append((args[3], kwargs))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(harness, "measure", spy)
-    monkeypatch.setattr(harness, "WARMUP_MAX_S", 0.3)
+    seen = spy_on_measure(monkeypatch)
     L = len(lm.layers)
     for settle, rate in ((0, None), (2, None), (2, 50.0)):
         seen.clear()

@@ -171,21 +171,14 @@ def test_slice_uncertainty_is_the_rms_error():
 def test_profiler_measures_switches_as_two_slice_runs_of_the_executor(monkeypatch):
     """Every ordered device pair (and each device with itself) at the three cuts, each a
     two-slice run of the executor's SlicedModel in one harness worker, paired by round."""
-    from executor import harness, profiler
+    from executor import profiler
     from executor.runtime import parse_devices, unpin
     from executor.slicing import layers, load_model, materialise
+    from tests.support.harness_spy import spy_on_measure
 
     lm = layers(materialise(load_model(os.path.join(LIGHT, "light_squeezenet.onnx")), "random", 0), materialised=True)
     devices = parse_devices(["c=CPUExecutionProvider:threads=1", "q=CPUExecutionProvider:threads=1,precision=int8"])
-    seen = []
-    real = harness.measure
-
-    def spy(*args, **kwargs):
-        seen.append(args[3])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(harness, "measure", spy)
-    monkeypatch.setattr(harness, "WARMUP_MAX_S", 0.3)
+    seen = spy_on_measure(monkeypatch)
     try:
         run = profiler.profile_model(lm, devices, runs=2, warmup=1, transfer_sizes=(4096, 65536), calibration_count=2,
                                       settle=1)
@@ -198,7 +191,7 @@ def test_profiler_measures_switches_as_two_slice_runs_of_the_executor(monkeypatc
     for pair, per_cut in run.switch_ms.items():
         assert sorted(per_cut) == cuts
         assert all(len(smp) == 2 and all(len(t) == 2 and min(t) > 0 for t in smp) for smp in per_cut.values())
-    (jobs,) = seen
+    ((jobs, _),) = seen
     sw = jobs["switches"]
     assert sw.settle == 1 and sw.block == 1  # each timed run right after the previous inference's last slice
     assert sorted(it.slices for it in sw.items) == sorted(
