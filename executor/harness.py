@@ -141,9 +141,6 @@ class Measured:
     wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
 
-    def summary(self, name: str, item: int = 0) -> dict:
-        return self.jobs[name].items[item].summary()
-
 
 def aa_figures(a: Sequence[float], b: Sequence[float]) -> dict:
     """How far apart two workers timing the same configuration came out: the difference
@@ -189,9 +186,12 @@ class _Worker:
         self.name, self.job, self.cores = name, job, cores
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
         parent = os.getpid()
+        # stderr to a file, not a pipe: a pipe nobody reads during the run fills at 64 KiB of
+        # runtime warnings and would block the worker; the file's end names why it died
+        self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "executor.harness", str(parent)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=env, cwd=str(ROOT), close_fds=True,
+            stderr=self.err, env=env, cwd=str(ROOT), close_fds=True,
             preexec_fn=lambda: os.sched_setaffinity(0, cores) if hasattr(os, "sched_setaffinity") else None)
         self.out = self.proc.stdout.fileno()
         _send(self.proc.stdin.fileno(), {"setup": setup, "job": job, "cores": cores})
@@ -222,7 +222,9 @@ class _Worker:
     def _stderr(self) -> str:
         try:
             self.proc.kill()
-            err = self.proc.communicate(timeout=5)[1].decode(errors="replace").strip().splitlines()
+            self.proc.wait(5)
+            self.err.seek(max(0, self.err.seek(0, os.SEEK_END) - 4096))
+            err = self.err.read().decode(errors="replace").strip().splitlines()
         except Exception:  # noqa: BLE001 - best effort: the reason, if the worker left one
             err = []
         return err[-1][:300] if err else f"exit code {self.proc.poll()}"
@@ -237,7 +239,7 @@ class _Worker:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        for f in (self.proc.stdin, self.proc.stdout, self.err):
             try:
                 f.close()
             except OSError:

@@ -127,6 +127,14 @@ def test_a_measurement_is_bounded_and_its_stuck_worker_is_killed(lm, tmp_path, m
     assert not _alive(pid)
 
 
+def test_a_worker_that_writes_much_to_stderr_never_stalls(lm):
+    L = len(lm.layers)
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0),
+                        {"noisy": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Noisy")}, rounds=2, block=2, settle=1,
+                        timeout_s=60)
+    assert m.jobs["noisy"].items[0].rounds_ms == [1.0, 1.0]
+
+
 def test_workers_die_with_the_process_that_started_them(lm, tmp_path):
     log = tmp_path / "log"
     script = textwrap.dedent(f"""

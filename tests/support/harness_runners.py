@@ -36,3 +36,14 @@ class Sleeper(Constant):
 class Broken:
     def __init__(self, lm, slices, devices, values, pool):
         raise RuntimeError("this runner cannot be built here")
+
+
+class Noisy(Constant):
+    """Writes 100 kB to stderr every run, as a runtime's warnings can: more than a pipe holds."""
+
+    def __call__(self, feed):
+        import sys
+
+        sys.stderr.write("w" * 100_000 + "\n")
+        sys.stderr.flush()
+        return super().__call__(feed)
