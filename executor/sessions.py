@@ -15,7 +15,6 @@ calibration feeds of their own inputs, obtained by running the fp32 model.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
@@ -76,25 +75,6 @@ def slice_policy(mode: str, n_slices: int) -> str:
     if mode != "auto":
         return mode
     return "plain" if n_slices == 1 else "stop"
-
-
-class Pacer:
-    """Sleeps until the next tick of a fixed rate (a no-op back to back): a timed run
-    after `pace()` follows an idle gap as a plan served at that rate does. A tick
-    missed (the previous work took longer than a period) starts the next at once."""
-
-    def __init__(self, rate_hz: float | None):
-        self.period_s = None if rate_hz is None else 1.0 / rate_hz
-        self.next = None
-
-    def __call__(self) -> None:
-        if self.period_s is None:
-            return
-        now = time.perf_counter()
-        if self.next is not None and self.next > now:
-            time.sleep(self.next - now)
-            now = time.perf_counter()
-        self.next = now + self.period_s
 
 
 @dataclass

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from executor.runtime import POOL_POLICIES, parse_device
-from executor.sessions import Pacer, SlicedModel, slice_policy
+from executor.sessions import SlicedModel, slice_policy
 
 
 def _entries(so) -> dict:
@@ -58,25 +58,6 @@ def test_a_one_slice_plan_is_a_plain_session(tmp_path):
     L = len(lm.layers)
     assert SlicedModel(lm, [(0, L - 1, "a")], devs).pool_policy == "plain"
     assert SlicedModel(lm, [(0, 1, "a"), (2, L - 1, "b")], devs).pool_policy == "stop"
-
-
-def test_pacer_leaves_an_idle_gap_of_a_period(monkeypatch):
-    import executor.sessions as sessions
-
-    now = [100.0]
-    slept = []
-    monkeypatch.setattr(sessions.time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(sessions.time, "sleep", lambda s: (slept.append(s), now.__setitem__(0, now[0] + s)))
-    pace = Pacer(20.0)
-    pace()  # first tick: no wait
-    now[0] += 0.01  # the run took 10 ms
-    pace()
-    assert slept == [pytest.approx(0.04)]
-    now[0] += 0.2  # a run longer than the period: the next starts at once
-    pace()
-    assert len(slept) == 1
-    Pacer(None)()  # back to back: never sleeps
-    assert len(slept) == 1
 
 
 def test_profile_records_its_regime_and_plans_and_execute_use_it(tmp_path, capsys):
