@@ -103,10 +103,13 @@ def time_references(lm, devices, feed, chains: dict, runs: int, rate_hz: float |
     rounds: back to back a turn is STEADY_SETTLE untimed runs then STEADY_BLOCK timed ones
     whose median is the round's figure; at a rate each timed run (two a turn) follows an idle gap of one
     period. name -> round figures; and the harness's A-A of `aa` (that reference timed by a
-    second, independent worker in the same rounds)."""
+    second, independent worker in the same rounds), with `process_spread_pct`: per reference,
+    how far apart the worker processes that took its rounds in turn came out."""
     jobs = {name: harness.Job.of(sl, REFERENCE) for name, sl in chains.items()}
     m = harness.measure(lm, devices, feed, jobs, rounds=runs, settle=STEADY_SETTLE,
                         rate_hz=rate_hz, seed=seed, aa=aa, calibration_seed=0)
+    if m.aa is not None:
+        m.aa["process_spread_pct"] = {name: j.spread_pct for name, j in m.jobs.items()}
     return {name: list(j.items[0].rounds_ms) for name, j in m.jobs.items()}, m.aa
 
 
@@ -208,6 +211,8 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
         pct(med[ver_name], chosen.measured_ms) - verified_drift,
         "harness_aa": aa,
         "noise_floor_pct": aa["aa_pct"],
+        # the reference workers of one configuration against each other (each took some rounds)
+        "process_spread_pct": max(aa["process_spread_pct"].values()),
         # + = the host ran the same session slower in the reference rounds than around profiling
         "host_drift_pct": pct(med[f"single-{devices[0].id}"], at_prediction),
         "host_drift_within_prediction_pct": pct(float(np.median(after)), float(np.median(around))),
@@ -249,6 +254,7 @@ def summarise(rows: list[dict]) -> dict:
             "within_10pct": sum(abs(r["prediction_error_pct"]) <= 10 for r in rows),
             "verified_within_10pct": sum(abs(r["verified_error_pct"]) <= 10 for r in rows),
             "aa_median_pct": float(np.median(aa)) if aa else None, "aa_worst_pct": float(np.max(aa)) if aa else None,
+            "process_spread_median_pct": float(np.median([r["process_spread_pct"] for r in rows])) if rows else None,
             "noise_floor_mean_pct": float(np.mean([r["noise_floor_pct"] for r in rows])) if rows else None,
             "noise_floor_worst_pct": float(np.max([r["noise_floor_pct"] for r in rows])) if rows else None,
             "host_drift_mean_abs_pct": float(np.mean([abs(r["host_drift_pct"]) for r in rows])) if rows else None,
@@ -306,13 +312,13 @@ def main() -> int:
           f"{args.verify} next-best and the single devices (planner solve --verify); comp = composition: the plan "
           "timed as slices by our executor against its prediction composed from the profile; run = runner: the plain "
           "reference against our executor's figure (in % of the prediction; comp + run = err; minutes apart, so it holds the host's drift between the two); noise = the harness's "
-          "A-A, the returned plan's reference timed by two independent workers in the same rounds; drift = the "
+          "A-A, the returned plan's reference timed by two independent sets of workers in the same rounds; procs = how far apart the worker processes that took a reference's rounds in turn came out (the widest of the case's references); drift = the "
           "plan's devices' plain one-slice runs in the reference rounds against the same runs in the profile (weighted "
           "by the plan's slice times; + = the host got slower since profiling); net = err - drift, the planner's own. Every figure is timed by "
           "the measurement harness (executor.harness: each configuration in its own pinned worker process)")
     head = (f"{'model':<14} {'set':<12} {'regime':<8} {'plan':<16} {'pred_ms':>8} {'ref_ms':>8} {'err':>7} {'comp':>7} "
             f"{'run':>7} "
-            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'drift':>7} {'net':>7} {'best single':>18} "
+            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'procs':>6} {'drift':>7} {'net':>7} {'best single':>18} "
             f"{'vs it':>6}")
     print(head)
     rows = []
@@ -326,7 +332,7 @@ def main() -> int:
                       f"{r['prediction_error_pct']:>+6.1f}% {r['composition_error_pct']:>+6.1f}% "
                       f"{r['runner_error_pct']:>+6.1f}% {r['verified_plan'][:16]:<16} {r['verified_measured_ms']:>8.3f} "
                       f"{r['verified_reference_ms']:>8.3f} {r['verified_error_pct']:>+6.1f}% {r['noise_floor_pct']:>5.1f}% "
-                      f"{r['plan_drift_pct']:>+6.1f}% {r['error_net_of_drift_pct']:>+6.1f}% "
+                      f"{r['process_spread_pct']:>5.1f}% {r['plan_drift_pct']:>+6.1f}% {r['error_net_of_drift_pct']:>+6.1f}% "
                       f"{r['best_single'] + ' ' + format(r['single_reference_ms'][r['best_single']], '.3f'):>18} {slow:>6}",
                       flush=True)
                 for c in r["mixed_runtime_candidates"]:
@@ -343,7 +349,8 @@ def main() -> int:
               f"composition mean |err| {q['composition']['mean_abs_pct']:.1f}%, runner {q['runner']['mean_abs_pct']:.1f}%); "
               f"verified mean |err| {q['verified']['mean_abs_pct']:.1f}%, worst "
               f"{q['verified']['worst_abs_pct']:.1f}%, within 10% {q['verified_within_10pct']} of {q['cases']}; harness "
-              f"A-A median {q['aa_median_pct']:.1f}%, worst {q['aa_worst_pct']:.1f}%; net of the plan's devices' drift: "
+              f"A-A median {q['aa_median_pct']:.1f}%, worst {q['aa_worst_pct']:.1f}% (worker processes of one reference "
+              f"apart by {q['process_spread_median_pct']:.1f}% median); net of the plan's devices' drift: "
               f"prediction mean |err| {q['net_of_drift']['mean_abs_pct']:.1f}%, worst {q['net_of_drift']['worst_abs_pct']:.1f}%, "
               f"within 10% {q['net_of_drift']['within_10pct']} of {q['cases']}"
               + (f"; verified {q['verified_net_of_drift']['mean_abs_pct']:.1f}% / "

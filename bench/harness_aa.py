@@ -62,7 +62,8 @@ def main() -> int:
     ap.add_argument("--models", default="squeezenet,shufflenet,wide_mlp,deep_thin_cnn,branching_net",
                     help=f"comma list of {', '.join(ALL)} (default %(default)s)")
     ap.add_argument("--rounds", type=int, default=12, help="harness rounds per measurement (default %(default)s)")
-    ap.add_argument("--replicas", type=int, default=1, help="workers per configuration (default %(default)s)")
+    ap.add_argument("--replicas", type=int, default=harness.REPLICAS,
+                    help="worker processes per configuration, taking the rounds in turn (default %(default)s)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/harness_aa.json"), help="JSON (default %(default)s)")
     args = ap.parse_args()
     names = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -72,7 +73,7 @@ def main() -> int:
     host = {"node": pyplatform.node(), "cpus_usable": len(CORES), "onnxruntime": ort.__version__,
             "python": pyplatform.python_version(), "loadavg_at_start": os.getloadavg()}
     print(f"host {host['node']}: {len(CORES)} usable cores, onnxruntime {ort.__version__}, load average "
-          f"{host['loadavg_at_start'][0]:.2f}; {args.rounds} rounds x {args.replicas} worker(s) per configuration")
+          f"{host['loadavg_at_start'][0]:.2f}; {args.rounds} rounds taken in turn by {args.replicas} worker(s) per configuration")
     print("A-A = |a - b| / a of the two medians: twin = two workers in the same rounds; moments = two measurements "
           "with other work between (fresh workers each)")
     print(f"{'model':<14} {'median_ms':>10} {'twin 1':>8} {'twin 2':>8} {'moments':>8}")

@@ -62,6 +62,15 @@ WARMUP_MAX_S = 2.0
 RATE_BLOCK = 2  # timed runs a turn at a rate, where each follows an idle period
 GAP_S = 0.02  # quiet between two workers' blocks: an idle pool's spin-wait ends before the next worker starts
 AA_SUFFIX = "~A2"
+# Worker processes per configuration, taking its rounds in turn (round r: replica r mod n).
+# Where a process's memory and code land moves a configuration's time from one process to
+# the next (on the 2-core VM 1-4% CV for compute-bound models, 3-5% for the memory-bound
+# wide_mlp, more for int8): no number of rounds in one process averages that out, and a
+# plan's executor is one more such process. pyperf answers it the same way (many worker
+# processes). In turn, not all every round: the same blocks, the same time, spread over
+# processes. `PLANNER_HARNESS_REPLICAS` overrides the default (the test suite sets 1).
+REPLICAS = 3
+SPREAD_WARN_PCT = 10.0  # replicas further apart than this: the measurement says so
 
 
 class HarnessError(RuntimeError):
@@ -98,6 +107,7 @@ class Job:
     settle: int | None = None
     block: int | None = None
     warmup_max_s: float | None = None
+    replicas: int | None = None  # None: the measurement's
 
     @classmethod
     def of(cls, slices: Slices, factory: str | None = None) -> "Job":
@@ -127,7 +137,15 @@ class JobTiming:
     pid: int
     warmup_runs: int
     warmup_steady: bool  # False: the warm-up hit its bound before two blocks agreed
-    busy_s: float = 0.0  # the worker's time in its blocks
+    busy_s: float = 0.0  # the workers' time in their blocks
+    replicas: int = 1  # worker processes that took the rounds in turn
+    replica_ms: list[float] = field(default_factory=list)  # each replica's median (first item)
+
+    @property
+    def spread_pct(self) -> float:
+        """How far apart the replicas came out: (slowest - fastest) / fastest of their medians."""
+        r = [x for x in self.replica_ms if x > 0]
+        return (max(r) / min(r) - 1) * 100 if len(r) > 1 else 0.0
 
 
 @dataclass
@@ -284,24 +302,50 @@ def check_memory(lm, jobs: Mapping[str, Job], replicas: int = 1, available: int 
                            f"{available / 2**30:.2f} GiB available may go to it: measure fewer candidates or devices at once")
 
 
+def default_replicas() -> int:
+    """REPLICAS, or `PLANNER_HARNESS_REPLICAS` where set."""
+    env = os.environ.get("PLANNER_HARNESS_REPLICAS")
+    return max(1, int(env)) if env else REPLICAS
+
+
+def _fit_replicas(lm, jobs: Mapping[str, Job], want: Mapping[str, int], notes: list[str]) -> dict[str, int]:
+    """Replicas per job, fewer where the memory there is cannot hold them all (each worker
+    holds its own sessions): a measurement with fewer processes, said in a note, rather
+    than a refusal; one worker per job that does not fit is refused (check_memory)."""
+    from executor.slicing import MEMORY_SHARE, available_memory_bytes
+
+    n = dict(want)
+    available = available_memory_bytes()
+    if available is not None:
+        per_job = {name: memory_need(lm, {name: j}) for name, j in jobs.items()}
+        while sum(per_job[k] * n[k] for k in n) > MEMORY_SHARE * available and max(n.values()) > 1:
+            top = max(n.values())
+            n = {k: v - 1 if v == top else v for k, v in n.items()}
+        if n != dict(want):
+            notes.append(f"memory: {max(n.values())} worker(s) per configuration instead of {max(want.values())}")
+    check_memory(lm, {f"{k}#{i}": jobs[k] for k, v in n.items() for i in range(v)})
+    return n
+
+
 def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping[str, Job | Slices], *, rounds: int,
             block: int | None = None, settle: int | None = None, rate_hz: float | None = None, pool: str = "auto",
-            clock: str = "wall", seed: int = 0, aa: str | None = None, replicas: int = 1, calibration_count: int = 8,
-            calibration_seed: int | None = None, progress: Progress | None = None, timeout_s: float = 900.0,
-            warmup_max_s: float | None = None) -> Measured:
+            clock: str = "wall", seed: int = 0, aa: str | None = None, replicas: int | None = None,
+            calibration_count: int = 8, calibration_seed: int | None = None, progress: Progress | None = None,
+            timeout_s: float = 900.0, warmup_max_s: float | None = None) -> Measured:
     """Time `jobs` (name -> Job, or the slices of one sliced run) of model `lm` on runtime
     `devices` (executor.runtime.RuntimeDevice, sent to the workers as they are), each
-    in its own pinned worker, `rounds` interleaved rounds. `aa`: a job name measured a
-    second time by independent workers (reported in `Measured.aa`). `replicas`: workers per
-    job, each round's figure the median of theirs: where a process's memory lands moves a
-    memory-bound model's time by 5-13% from one process to the next on the 2-core VM, which
-    no number of rounds in one process averages out. `timeout_s` bounds the whole
-    measurement; a worker that fails names its job (HarnessError)."""
+    in its own pinned worker processes, `rounds` interleaved rounds. `replicas`: worker
+    processes per job (default REPLICAS; a Job's own `replicas` wins), round r's block taken
+    by replica r mod n, so a job's figure spans processes (`JobTiming.spread_pct` says how
+    far apart they came out). `aa`: a job name measured a second time by independent
+    workers (reported in `Measured.aa`). `timeout_s` bounds the whole measurement; a worker
+    that fails names its job (HarnessError)."""
     from executor.runtime import PROCESS_CORES
     from planner.core.schema import STEADY_SETTLE
 
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
+    replicas = default_replicas() if replicas is None else replicas
     if replicas < 1:
         raise ValueError(f"replicas must be >= 1, got {replicas}")
     # at a rate each timed run costs a period of idle: two a turn (the old single turn, and a pair to take the median of)
@@ -319,7 +363,10 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
         jobs = {**jobs, aa + AA_SUFFIX: jobs[aa]}
     if warmup_max_s is None:  # a test suite may shorten warm-ups for the whole run (not their rule)
         warmup_max_s = float(os.environ.get("PLANNER_HARNESS_WARMUP_MAX_S") or WARMUP_MAX_S)
-    check_memory(lm, jobs, replicas)
+    notes: list[str] = []
+    # never more processes than rounds: a replica that takes no round measured nothing
+    n_rep = _fit_replicas(lm, jobs, {name: max(1, min(rounds, j.replicas or replicas)) for name, j in jobs.items()},
+                          notes)
     t_start = time.monotonic()
     deadline = t_start + timeout_s
     all_cores = sorted(PROCESS_CORES)
@@ -336,50 +383,56 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
         workers: dict[str, _Worker] = {}
         try:
             for name, j in jobs.items():
-                for k in range(replicas):
+                for k in range(n_rep[name]):
                     workers[f"{name}#{k}"] = _Worker(name, j, setup, _cores_of(j, by_id, all_cores))
             ready = {name: w.wait_ready(deadline) for name, w in workers.items()}
             # warm-ups one worker at a time: a worker warming up is measured alone too
             warm = {name: w.ask({"cmd": "warm"}, deadline) for name, w in workers.items()}
-            got: dict[str, list[list[dict]]] = {name: [] for name in workers}
+            got: dict[str, list[dict]] = {name: [] for name in jobs}  # job -> round -> block
             rng = np.random.default_rng(seed)
-            names = list(workers)
-            total = rounds
+            names = list(jobs)
             for r in range(rounds):
                 for i in rng.permutation(len(names)):
                     name = names[i]
-                    got[name].append(workers[name].ask({"cmd": "block"}, deadline))
+                    reply = workers[f"{name}#{r % n_rep[name]}"].ask({"cmd": "block"}, deadline)
+                    got[name].append({**reply, "_replica": r % n_rep[name]})
                     if rate_hz is None:
                         time.sleep(GAP_S)
                 if progress:
-                    progress(r + 1, total, f"round {r + 1}/{rounds}")
+                    progress(r + 1, rounds, f"round {r + 1}/{rounds}")
         finally:
             for w in workers.values():
                 w.close()
     out: dict[str, JobTiming] = {}
     for name, j in jobs.items():
-        reps = [f"{name}#{k}" for k in range(replicas)]
+        blocks = got[name]
+        reps = [f"{name}#{k}" for k in range(n_rep[name])]
         items = []
         for k in range(len(j.items)):
-            per_rep = [[b["items"][k] for b in got[w]] for w in reps]  # replica -> round -> block
-            n_slices = len(per_rep[0][0]["slices_ms"])
-            every = [blk for rep in per_rep for blk in rep]
+            per_round = [b["items"][k] for b in blocks]
+            n_slices = len(per_round[0]["slices_ms"])
             items.append(ItemTiming(
-                rounds_ms=[float(np.median([np.median(rep[r]["runs_ms"]) for rep in per_rep])) for r in range(rounds)],
-                runs_ms=[x for blk in every for x in blk["runs_ms"]],
-                slices_ms=[[x for blk in every for x in blk["slices_ms"][s]] for s in range(n_slices)],
-                slice_rounds_ms=[[float(np.median([np.median(rep[r]["slices_ms"][s]) for rep in per_rep]))
-                                  for r in range(rounds)] for s in range(n_slices)]))
+                rounds_ms=[float(np.median(b["runs_ms"])) for b in per_round],
+                runs_ms=[x for b in per_round for x in b["runs_ms"]],
+                slices_ms=[[x for b in per_round for x in b["slices_ms"][s]] for s in range(n_slices)],
+                slice_rounds_ms=[[float(np.median(b["slices_ms"][s])) for b in per_round] for s in range(n_slices)]))
+        first = items[0].rounds_ms
+        replica_ms = [float(np.median([x for x, b in zip(first, blocks) if b["_replica"] == k]))
+                      for k in range(n_rep[name])]
         out[name] = JobTiming(items, ready[reps[0]]["cores"], ready[reps[0]]["pid"],
                               sum(warm[w]["runs"] for w in reps), all(warm[w]["steady"] for w in reps),
-                              busy_s=sum(b["_s"] for w in reps for b in got[w]))
-    res = Measured(out, rounds, block, settle, rate_hz, wall_s=time.monotonic() - t_start)
+                              busy_s=sum(b["_s"] for b in blocks), replicas=n_rep[name], replica_ms=replica_ms)
+    res = Measured(out, rounds, block, settle, rate_hz, wall_s=time.monotonic() - t_start, notes=notes)
     if aa is not None:
         twin = out.pop(aa + AA_SUFFIX)
         res.aa = {"job": aa, **aa_figures(out[aa].items[0].rounds_ms, twin.items[0].rounds_ms)}
     unsteady = [n for n, j in out.items() if not j.warmup_steady]
     if unsteady:
         res.notes.append(f"warm-up reached no steady state within its bound: {', '.join(unsteady)}")
+    spread = [f"{n} {j.spread_pct:.0f}%" for n, j in out.items() if j.spread_pct > SPREAD_WARN_PCT]
+    if spread:
+        res.notes.append(f"unstable: worker processes of the same configuration more than {SPREAD_WARN_PCT:.0f}% "
+                         f"apart: {', '.join(spread)} (more rounds, or a quieter host)")
     return res
 
 
@@ -387,7 +440,7 @@ def measure_candidates(
     lm: LayeredModel, devices: Sequence[RuntimeDevice], inputs: Mapping[str, np.ndarray],
     slices_by_name: Mapping[str, Sequence[tuple[int, int, str]]], *, runs: int, settle: int,
     rate_hz: float | None = None, pool: str = "auto", clock: str = "wall", seed: int = 0,
-    aa: str | None = "plan", replicas: int = 1, timeout_s: float = 900.0,
+    aa: str | None = "plan", replicas: int | None = None, timeout_s: float = 900.0,
 ) -> dict[str, dict]:
     """Candidate slicings of one model timed end to end as planner execute and the agent
     run them (SlicedModel, its pool policy), each in its own pinned worker process of the

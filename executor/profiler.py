@@ -156,16 +156,17 @@ def profile_model(
         jobs[f"layers-{d.id}"] = harness.Job(tuple(harness.Item(tuple((a, b, d.id) for a, b in p)) for p in parts))
         jobs[f"whole-{d.id}"] = harness.Job((harness.Item(((0, L - 1, d.id),)),))
         if transfer_sizes:
+            # a tensor through an identity session hardly depends on where a process's memory lands: one process
             jobs[f"transfer-{d.id}"] = harness.Job(
                 tuple(harness.Item(transfer_bytes=int(n), device=d.id) for n in transfer_sizes), settle=1, block=3,
-                warmup_max_s=1.0)
+                warmup_max_s=1.0, replicas=1)
     pairs = [(a.id, b.id) for a in devices for b in devices] if len(devices) > 1 else []
     switch_items = [(c, pair) for c in cuts for pair in pairs]
     if switch_items:
         # one worker: a switch's extra is its two-slice run against the same slices on their
         # own devices in the same round, and these must share a process to pair well
         jobs["switches"] = harness.Job(tuple(harness.Item(((0, c - 1, src), (c, L - 1, dst))) for c, (src, dst) in switch_items),
-                                       settle=1, block=1, warmup_max_s=1.0)
+                                       settle=1, block=1, warmup_max_s=1.0, replicas=1)
     m = harness.measure(lm, list(devices), feed, jobs, rounds=runs, settle=settle, rate_hz=rate_hz, pool=pool,
                         clock=clock, seed=seed, calibration_count=calibration_count, calibration_seed=seed,
                         progress=progress, aa=f"whole-{devices[0].id}" if devices else None)
@@ -200,7 +201,7 @@ def profile_model(
     load_end = _load_avg()
     notes = list(m.notes)
     return ProfileRun(list(devices), times, runs, warmup, time.perf_counter() - t_start, notes=notes, clock=clock,
-                      switch_ms=switches, settle=settle, rate_hz=rate_hz, pool=pool, aa=m.aa, workers=len(jobs) + 1,
+                      switch_ms=switches, settle=settle, rate_hz=rate_hz, pool=pool, aa=m.aa, workers=sum(j.replicas for j in m.jobs.values()) + (m.jobs[f"whole-{devices[0].id}"].replicas if m.aa else 0),
                       load_avg=(load_start, load_end) if load_start is not None and load_end is not None else None)
 
 

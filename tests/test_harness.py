@@ -104,6 +104,50 @@ def test_rounds_shuffle_the_workers_and_at_a_rate_nothing_settles(lm, tmp_path, 
     assert runs == m.jobs["r"].warmup_runs + 3 * 2
 
 
+def test_replicas_take_the_rounds_in_turn_and_their_spread_is_reported(lm, monkeypatch, tmp_path):
+    """A configuration's figure spans several worker processes (where each process's memory
+    lands moves its time), one block a round, so it costs no more rounds; a Job's own
+    replicas win, never more processes than rounds, and the default is REPLICAS."""
+    L = len(lm.layers)
+    jobs = {"x": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Pid"),
+            "one": harness.Job((harness.Item(((0, L - 1, "b"),), RUNNERS + ":Pid"),), replicas=1)}
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=7, block=2, settle=0, replicas=3, aa="x")
+    x = m.jobs["x"]
+    pids = [int(v) for v in x.items[0].rounds_ms]
+    assert x.replicas == 3 and len(set(pids)) == 3 and os.getpid() not in pids
+    assert pids[:3] * 2 + pids[:1] == pids  # round r: replica r mod 3
+    assert sorted(x.replica_ms) == sorted(set(map(float, pids))) and x.spread_pct > 0
+    assert m.jobs["one"].replicas == 1 and len(set(m.jobs["one"].items[0].rounds_ms)) == 1
+    twin = {m.aa["a_ms"], m.aa["b_ms"]}  # the A-A twin: replicas of its own, none shared with x
+    assert len(twin) == 2
+    assert not any("unstable" in n for n in m.notes)
+    monkeypatch.setenv("HARNESS_TEST_FIRST", str(tmp_path / "first"))
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"y": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":FirstFast")},
+                        rounds=3, block=1, settle=0, replicas=3)
+    assert sorted(m.jobs["y"].replica_ms) == [1.0, 2.0, 2.0] and m.jobs["y"].spread_pct == 100.0
+    assert any("unstable: worker processes of the same configuration more than 10% apart: y 100%" in n for n in m.notes)
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"x": jobs["x"]}, rounds=2, replicas=5)
+    assert m.jobs["x"].replicas == 2
+    monkeypatch.delenv("PLANNER_HARNESS_REPLICAS", raising=False)
+    assert harness.default_replicas() == harness.REPLICAS == 3
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"x": jobs["x"]}, rounds=4, block=1, settle=0)
+    assert m.jobs["x"].replicas == 3 and len(set(m.jobs["x"].items[0].rounds_ms)) == 3
+
+
+def test_replicas_shrink_to_the_memory_there_is(lm, monkeypatch):
+    from executor import slicing
+
+    L = len(lm.layers)
+    jobs = {"x": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Pid")}
+    one = harness.memory_need(lm, jobs)
+    monkeypatch.setattr(slicing, "available_memory_bytes", lambda: int(2.5 * one / slicing.MEMORY_SHARE))
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=4, block=1, settle=0, replicas=4)
+    assert m.jobs["x"].replicas == 2 and any("memory: 2 worker(s) per configuration instead of 4" in n for n in m.notes)
+    monkeypatch.setattr(slicing, "available_memory_bytes", lambda: int(0.5 * one / slicing.MEMORY_SHARE))
+    with pytest.raises(harness.HarnessError, match="needs about"):
+        harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=4, replicas=4)
+
+
 def test_a_worker_that_cannot_build_names_its_job(lm):
     L = len(lm.layers)
     with pytest.raises(harness.HarnessError, match="job 'bad': RuntimeError: this runner cannot be built here"):
