@@ -230,14 +230,15 @@ def waits_check(platform, profs, pair, lms, periods, cfg, mapping, frames: int) 
 
 def bound_parts(mp, genes) -> list[dict]:
     """Each network's bound split as the executor analysis builds it (planner.core.multiapp):
-    own = f R0, blocking = f sum_p S_p B_p, release = J, delay = the smaller of D + e per
+    own = f R0, blocking = f sum_p S_p B_p, release = J (0 where the curve holds it: then
+    in delay), delay = the smaller of (J +) D + e per
     run (own and interfering; e alone for blocking runs; each at most the curve's shortest
     window) and the delay curve over R + the longest segment run, interference = the
     higher-priority jobs' work (the rest)."""
     import math
 
-    from planner.core.multiapp import (bound_factor, excess_in_window, head_segment, run_delays, segment_makespan,
-                                       segment_terms)
+    from planner.core.multiapp import (bound_factor, excess_in_window, head_segment, release_in_curve, run_delays,
+                                       segment_makespan, segment_terms)
 
     ev = evaluate_mapping(mp, genes)
     maps = mp.split(np.asarray(genes))
@@ -253,7 +254,8 @@ def bound_parts(mp, genes) -> list[dict]:
         used = [p for p in range(mp.n_pes) if segs[a][0][p]]
         longest = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(mp.n_pes)]
         block = sum(segs[a][0][p] * longest[p] for p in used)
-        delay = run_x * sum(segs[a][0]) + block_x * sum(segs[a][0][p] for p in used if longest[p] > 0)
+        jit_in = release_in_curve(mp)  # J inside the curve's cap: charged with the delay
+        delay = jit_in + run_x * sum(segs[a][0]) + block_x * sum(segs[a][0][p] for p in used if longest[p] > 0)
         r = e.response_time_ms
         for h in higher:
             hp, hc = head_segment(list(maps[h]), list(ev.apps[h].occupancy_ms))
@@ -264,7 +266,7 @@ def bound_parts(mp, genes) -> list[dict]:
         if mp.excess_curve:
             delay = min(delay, float(excess_in_window(mp.excess_curve, np.array([r + span]))[0]))
         r0 = segment_makespan(mp.apps[a], list(maps[a]), list(e.occupancy_ms))  # what the bound starts from
-        parts = {"own": f * r0, "blocking": f * block, "release": jit, "delay": delay}
+        parts = {"own": f * r0, "blocking": f * block, "release": jit - jit_in, "delay": delay}
         parts["interference"] = r - sum(parts.values())
         out.append({k: round(v, 4) for k, v in parts.items()})
     return out

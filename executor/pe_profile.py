@@ -360,6 +360,9 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                 tp_dispatch.append(wait["dispatch"])
             elif not sg.preds and (run.app, run.frame) in due:
                 jitter.append(run.ready_ms - due[(run.app, run.frame)])
+                # the release's lateness, at its nominal time, in the delay curve too: a stall that makes a
+                # release late and one that slows a run are then summed in the windows they fall in
+                timed[-1].append((due[(run.app, run.frame)], max(0.0, jitter[-1]), 0.0, 0.0))
     if not ratios:
         raise RuntimeError("the executor ran no segment while measuring its regime")
     host = pressure.read()
@@ -375,7 +378,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "interference_factor": factor,
         "segment_excess_ms": excess,
         "envelope": [[f, e] for f, e in envelope_points(pairs)],
-        "excess_curves": [{"factor": f, "points": [list(p) for p in pts]}
+        "excess_curves": [{"factor": f, "points": [list(p) for p in pts], "release": True}
                           for f in sorted({factor, *(f for f, _ in envelope_points(pairs))})
                           if (pts := excess_curve(timed, f))],
         "interference_factor_p50": float(np.median(tp_ratios or ratios)),

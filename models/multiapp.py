@@ -288,6 +288,9 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
         # the curve holds measured dispatch waits too: a dispatch wait the request gives replaces it
         out["excess_curve"] = _common_curve(list(measured.values()), out["interference_factor"]) \
             if given["dispatch_ms"] is None else ()
+        # J inside the curve's cap only where every curve measured the lateness it stands for, and J is measured
+        out["curve_holds_release"] = bool(out["excess_curve"]) and given["release_jitter_ms"] is None and all(
+            c.release for r in measured.values() for c in r.excess_curves)
     if len(profiles) == 1 and profiles[0].executor_regime is not None:
         r = profiles[0].executor_regime
         out.update(throughput_factor=r, throughput_dispatch_ms=r.dispatch_p50_ms)  # per PE: see _pe_factors

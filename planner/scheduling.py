@@ -339,7 +339,7 @@ def make_schedule(
         name=first.analysis, terms=analysis_terms(first), interference_factor=first.interference_factor,
         release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms,
         segment_excess_ms=first.segment_excess_ms, excess_curve=[list(x) for x in first.excess_curve],
-        source=first.regime_source,
+        excess_curve_holds_release=first.curve_holds_release, source=first.regime_source,
         regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct,
         regime_other_cpu_pct=first.regime_other_cpu_pct, regime_interrupts_per_s=first.regime_interrupts_per_s,
         corun_factors={config_key(c.cpu_config): c.corun_factor for c in problem.configs if c.corun_factor != 1.0})

@@ -111,6 +111,10 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     at_f = [c for c in r.excess_curves if c.factor == r.interference_factor]
     assert r.excess_curves and len(at_f) == 1 and at_f[0].points[0][1] >= r.segment_excess_ms - 1e-12
     assert mp.excess_curve
+    # each release's lateness is in the curve (at its due time), so the jitter is charged inside its cap
+    assert all(c.release for c in r.excess_curves) and mp.curve_holds_release
+    assert not compile_schedule(Platform.model_validate(plat), [profile], req.model_copy(
+        update={"release_jitter_ms": 5.0})).configs[0].curve_holds_release  # a J the request gives was not measured in it
     # the load it was measured under travels to the schedule's analysis
     assert r.host_load_average is not None and mp.regime_load_average == r.host_load_average
     assert mp.regime_steal_pct == r.host_steal_pct
@@ -121,7 +125,7 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     doc["executor_regime"]["host_other_cpu_pct"] = 12.5  # as a longer regime run records it
     sched = make_schedule(Platform.model_validate(plat), [ModelProfile.model_validate(doc)], req)
     analysis = sched.model_dump()["analysis"]
-    assert analysis["regime_other_cpu_pct"] == 12.5
+    assert analysis["regime_other_cpu_pct"] == 12.5 and analysis["excess_curve_holds_release"] is True
     assert any("other processes took 12.5% of the CPUs' time" in t for t in analysis["terms"])
     assert "other processes took 18.0% of the CPUs' time during it against 12.5%" in run_regime_note(
         Pressure(18.0, 0.0, 0.0), analysis)

@@ -78,6 +78,7 @@ class MappingProblem:
     dispatch_ms: float = 0.0  # executor analysis: worst wait of a queued segment on an idle PE, once per segment
     segment_excess_ms: float = 0.0  # executor analysis: each segment run <= factor x its time + this
     excess_curve: tuple[tuple[float, float], ...] = ()  # executor analysis: (window ms, most excess in all of the runs starting in one), ascending; () none measured
+    curve_holds_release: bool = False  # the curve holds the releases' lateness too (ExcessCurve.release): J is inside its cap
     throughput_factor: tuple[float, ...] | None = None  # throughput mode, per PE: typical segment time / profiled time in the executor (None: 1)
     throughput_dispatch_ms: float = 0.0  # throughput mode: typical dispatch wait, once per segment a PE runs per frame
     regime_source: str = ""  # where the factors above come from (ResponseAnalysis.source)

@@ -168,7 +168,9 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "delay curve: the dispatch waits and excess of all the runs starting in the response's window (R + the "
             "longest segment run) together at most what the executor regime measured any window that long to hold, "
             f"{_curve_text(problem.excess_curve)}; the smaller of that and the per-run charges, each run's D + e "
-            "at most the curve's shortest window (no single run was delayed more than one window's runs together)"]
+            "at most the curve's shortest window (no single run was delayed more than one window's runs together)"
+            + ("; the curve holds the releases' lateness too, so the release jitter is inside that cap, not on top "
+               "of it (a stall makes a release late or a run slow)" if problem.curve_holds_release else "")]
              if problem.excess_curve else []) + [
             f"factor, excess, jitter and dispatch from: {problem.regime_source or 'the defaults (1, 0, 0, 0)'}",
         ] + ([_regime_text(problem)] if problem.regime_load_average is not None
@@ -403,6 +405,13 @@ def run_delays(problem: MappingProblem) -> tuple[float, float]:
     return d + e, e
 
 
+def release_in_curve(problem: MappingProblem) -> float:
+    """The release jitter J charged inside the delay curve's cap rather than on top of it:
+    all of J where the curve holds the releases' lateness too (a stall makes a release late
+    or a run slow: the curve over the response's window bounds both together), else 0."""
+    return problem.release_jitter_ms if problem.curve_holds_release and problem.excess_curve else 0.0
+
+
 def executor_response(base_ms: np.ndarray, higher: Sequence[tuple[np.ndarray, float, np.ndarray, np.ndarray]],
                       deadline_ms: float, delays: tuple[np.ndarray, Sequence[tuple[float, float]], np.ndarray]
                       | None = None) -> np.ndarray:
@@ -547,8 +556,9 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             block = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(P)]
             dsp, exc = problem.dispatch_ms, problem.segment_excess_ms
             runs_k = sum(segs[a][0]) + sum(segs[a][0][p] for p in used if block[p] > 0)
+            jit_in = release_in_curve(problem)
             base = fct * (segment_makespan(app, m, c) + sum(segs[a][0][p] * block[p] for p in used)) \
-                + problem.release_jitter_ms
+                + problem.release_jitter_ms - jit_in
             parts = []  # (J_h, P_h, work of h on each PE, its segments there): h's first segment (ready at its release), the rest
             for h in higher:
                 hp, hc = heads[h]
@@ -564,7 +574,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             worst = float(executor_response(
                 np.array([base]), [(np.array([j]), ph, np.array([sum(w[p] for p in used)]),
                                     np.array([run_x * sum(n[p] for p in used)])) for j, ph, w, n in parts],
-                app.period_ms, (np.array([run_x * sum(segs[a][0]) + block_x * blocked_runs]), problem.excess_curve,
+                app.period_ms, (np.array([jit_in + run_x * sum(segs[a][0]) + block_x * blocked_runs]), problem.excess_curve,
                                 np.array([span])))[0])
             resp_of[a] = worst
             per_pe = [segs[a][0][p] * (fct * block[p] + (exc if block[p] > 0 else 0.0))
@@ -772,14 +782,15 @@ def _executor_terms(problem: MappingProblem, r0: np.ndarray, count: np.ndarray, 
     used = count > 0
     blocked = np.multiply(count, block, out=np.zeros_like(block), where=used)  # inf * 0 never computed
     blocked_runs = np.where(used & (block > 0), count, 0.0)
-    base = f * (r0 + blocked.sum(axis=1)) + jit
+    jit_in = release_in_curve(problem)
+    base = f * (r0 + blocked.sum(axis=1)) + jit - jit_in
     parts = []  # (J_h, P_h, h's work per PE (N, P), its segments per PE (N, P)): its first segment, then the rest
     for rh, ph, bh, sh, hb in higher:
         hs = (hb > 0).astype(float)
         parts += [(np.full_like(rh, jit), ph, f * hb, hs), (rh, ph, f * (bh - hb), sh - hs)]
     r = executor_response(base, [(j, ph, np.where(used, w, 0.0).sum(axis=1), run_x * np.where(used, n, 0.0).sum(axis=1))
                                  for j, ph, w, n in parts], deadline_ms,
-                          (run_x * count.sum(axis=1) + block_x * blocked_runs.sum(axis=1),
+                          (jit_in + run_x * count.sum(axis=1) + block_x * blocked_runs.sum(axis=1),
                            problem.excess_curve, f * longest_ms + e))
     per_pe = f * blocked + e * blocked_runs
     for j, ph, w, n in parts:

@@ -626,6 +626,9 @@ class ExcessCurve(Strict):
     points: list[tuple[Annotated[float, Field(gt=0, le=1e6)], Annotated[float, Field(ge=0, le=1e6)]]] = Field(
         min_length=1, max_length=64, description="(window_ms, delay_ms): the most delay (dispatch waits and excess) "
         "in all of the runs starting in any window that long; windows ascending, delay not decreasing")
+    release: bool = Field(False, description="The curve also holds each release's lateness (at its nominal release "
+                          "time): a response is then charged the smaller of J + D + e per run and the curve over its "
+                          "window, not J on top of the curve (a stall makes a release late or a run slow, not both)")
 
     @model_validator(mode="after")
     def _ascending(self) -> "ExcessCurve":
@@ -1249,6 +1252,9 @@ class ResponseAnalysis(BaseModel):
         "segment runs starting in one window that long took, measured (ExecutorRegime.excess_curves at the factor); "
         "the bound charges the smaller of dispatch_ms + segment_excess_ms per run and this over its window. Empty: "
         "none measured, per run alone")
+    excess_curve_holds_release: bool = Field(
+        False, description="The curve holds the releases' lateness too: the bound charges the smaller of "
+        "release_jitter_ms + the per-run charges and the curve, not the jitter on top")
     source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
                         "profile measured them and how)")
     regime_load_average: float | None = Field(
