@@ -208,7 +208,9 @@ def test_native_agent_end_to_end_with_the_service(native, tmp_path):
                           headers={"Content-Type": "application/octet-stream"})
             assert r.status_code == 201, r.text
         assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": pid, "profile_id": mid}).status_code == 201
-        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": one}).status_code == 200
+        # activated with `verify`: the native agent does not time candidates, and posts why
+        r = pipe.put("/v1/deployments/cam/active", json={"plan_id": one, "verify": {"candidates": 0, "runs": 3}})
+        assert r.status_code == 200, r.text
         executor = token(server, "--name", "board", "--scope", "executor", "--deployment", "cam")
 
         def samples(plan: str) -> int:
@@ -231,6 +233,8 @@ def test_native_agent_end_to_end_with_the_service(native, tmp_path):
                       env={"PLANNER_TOKEN": executor})
         try:
             wait_for(lambda: samples(one) >= 10, 90, "telemetry of the one-slice plan")
+            check = pipe.get("/v1/deployments/cam/verification").json()
+            assert check["state"] == "skipped" and "native agent" in check["report"]["skipped"], check
             assert pipe.put("/v1/deployments/cam/active", json={"plan_id": two}).status_code == 200
             wait_for(lambda: samples(two) >= 10, 90, "telemetry of the two-slice plan")
             # a bad bundle: the stored file of another plan's slice altered under the service

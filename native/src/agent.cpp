@@ -50,7 +50,8 @@ void log(const std::string& msg) { hp::log_line("native-agent", msg); }
 
 constexpr size_t MAX_PLAN_BYTES = 4 * 1024 * 1024;
 constexpr size_t MAX_FILE_BYTES = size_t(2) * 1024 * 1024 * 1024;
-constexpr size_t MAX_BATCH_SAMPLES = 2000;  // ~100 KiB of JSON: under the service's body limit
+constexpr size_t MAX_BATCH_SAMPLES = 10000;     // TelemetryBatch's bound
+constexpr size_t MAX_BATCH_BYTES = 512 * 1024;  // under the service's telemetry body limit (1 MiB by default)
 constexpr size_t MAX_ERRORS = 1000;
 
 struct Options {
@@ -270,10 +271,12 @@ private:
         }
         std::string plan_id;
         long revision = -1;
+        bool verify = false;
         try {
             auto answer = json::parse(a.body);
             plan_id = answer.at("plan").at("plan_id").get<std::string>();
             revision = answer.at("revision").get<long>();
+            verify = answer.contains("verify") && !answer["verify"].is_null();
         } catch (const json::exception& e) {
             stats_.bad_plans++;
             error("invalid_plan", std::string("the answer is not a plan: ") + e.what());
@@ -281,6 +284,7 @@ private:
             return;
         }
         etag_ = a.etag;
+        if (verify) skip_verification(plan_id, revision);
         log("plan " + plan_id + " revision " + std::to_string(revision) + ": fetching its bundle");
         try {
             auto t0 = Clock::now();
@@ -298,6 +302,21 @@ private:
             log("plan " + plan_id + " revision " + std::to_string(revision) + " refused, keeping the current plan: " +
                 e.what());
         }
+    }
+
+    // A revision activated with `verify` waits for the board's figures or its reason not to measure:
+    // this agent serves bundles and does not time candidates (planner agent does), and says so.
+    void skip_verification(const std::string& plan_id, long revision) {
+        const std::string body = json{{"revision", revision}, {"plan_id", plan_id}, {"agent", opt_.name},
+                                      {"skipped", "the native agent (hp-agent) does not measure candidates; it serves the "
+                                                  "revision's plan from its bundle"}}.dump();
+        auto a = http("POST", opt_.server + "/v1/deployments/" + opt_.deployment + "/verification", headers(true), &body, 30,
+                      64 * 1024);
+        if (a.error.empty() && a.status == 200)
+            log("revision " + std::to_string(revision) + " verification skipped: posted why");
+        else
+            log("the service did not take revision " + std::to_string(revision) + "'s verification skip: " +
+                (a.error.empty() ? std::to_string(a.status) + " " + a.body.substr(0, 300) : a.error));
     }
 
     void poller() {
@@ -337,9 +356,12 @@ private:
             errs.push_back(e);
         }
         errors_.clear();
+        // samples per batch: a sample's JSON is at most ~30 bytes per time and ~40 more
+        const size_t per = samples_.empty() ? 1 : 40 + 30 * (samples_.front().slice_ms.size() + 1);
+        const size_t cap = std::max<size_t>(1, std::min(MAX_BATCH_SAMPLES, MAX_BATCH_BYTES / per));
         size_t start = 0;
         do {
-            size_t end = std::min(samples_.size(), start + MAX_BATCH_SAMPLES);
+            size_t end = std::min(samples_.size(), start + cap);
             json ss = json::array();
             for (size_t i = start; i < end; ++i) ss.push_back({{"latency_ms", std::max(samples_[i].latency_ms, 1e-6)},
                                                                {"slice_ms", samples_[i].slice_ms}});

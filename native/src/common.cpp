@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -242,6 +243,7 @@ std::map<std::string, ov::Tensor> run_frame(Bundle& b, const std::map<std::strin
 }
 
 void dump_outputs(const std::map<std::string, ov::Tensor>& outputs, const std::string& dir) {
+    mkdir(dir.c_str(), 0755);  // one level, as --dump-outputs names it; an existing one is fine
     for (auto& [name, t] : outputs) {
         std::string safe = name;
         for (auto& ch : safe)
