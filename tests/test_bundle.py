@@ -128,7 +128,7 @@ def test_service_makes_stores_and_serves_bundles_to_the_deployments_tokens(tmp_p
     model = tmp_path / "tiny.onnx"
     tiny_model(model)
     platform, profile = documents(model)
-    with Server(tmp_path / "data") as server:
+    with Server(tmp_path / "data", env={"PLANNER_MAX_BODY_BYTES": "300000"}) as server:
         ci = token(server, "--name", "ci", "--scope", "pipeline")
         pipe, pid, mid = pipeline(server, ci, platform, profile)
         plans = []
@@ -160,6 +160,7 @@ def test_service_makes_stores_and_serves_bundles_to_the_deployments_tokens(tmp_p
         assert r.status_code == 422 and r.json()["errors"][0]["path"] == "<body>"
         assert post(plans[0], onnx_bytes, *SPECS, media="text/plain").status_code == 415
         assert post("nope", onnx_bytes, *SPECS).status_code == 404
+        assert post(plans[0], b"\0" * 300_001, *SPECS).status_code == 413  # a model is a document: its limit
         assert pipe.post(f"/v1/plans/{plans[0]}/bundle", content=onnx_bytes,
                          headers={"Content-Type": "application/octet-stream"}).status_code == 422  # no device
         # the board reads the active plan's bundle, with its ETag

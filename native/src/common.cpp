@@ -228,10 +228,15 @@ std::map<std::string, ov::Tensor> run_frame(Bundle& b, const std::map<std::strin
     for (auto& s : b.slices) {
         auto t0 = std::chrono::steady_clock::now();
         pin_thread(s.cores);
-        for (auto& name : s.inputs) {
-            auto it = env.find(name);
-            if (it == env.end()) throw std::runtime_error("tensor '" + name + "' is not produced before its slice");
-            s.request.set_tensor(name, it->second);  // no copy: the producer's tensor itself
+        if (s.bound.size() != s.inputs.size()) s.bound.assign(s.inputs.size(), nullptr);
+        for (size_t k = 0; k < s.inputs.size(); ++k) {
+            auto it = env.find(s.inputs[k]);
+            if (it == env.end()) throw std::runtime_error("tensor '" + s.inputs[k] + "' is not produced before its slice");
+            // no copy: the producer's tensor itself, bound once (a producer writes the same memory every frame)
+            if (it->second.data() != s.bound[k]) {
+                s.request.set_tensor(s.inputs[k], it->second);
+                s.bound[k] = it->second.data();
+            }
         }
         s.request.infer();
         for (auto& name : s.outputs) env[name] = s.request.get_tensor(name);

@@ -46,6 +46,7 @@ struct Slice {
     ov::InferRequest request;
     std::vector<std::string> inputs, outputs;
     std::vector<int> cores;  // empty: every core of the process
+    std::vector<const void*> bound;  // the memory each input was last bound to (set_tensor only when it moves)
 };
 
 struct Bundle {
