@@ -149,8 +149,8 @@ def test_native_agent_switches_plans_refuses_bad_bundles_and_posts_valid_telemet
 
 def test_native_agent_backs_off_while_the_service_is_away_and_flushes_on_sigterm(native, tmp_path):
     svc = ScriptedService()
-    directory, manifest = bundles_of(tmp_path)["a"]
-    svc.add("p-a", directory, manifest)
+    made = bundles_of(tmp_path)
+    svc.add("p-a", *made["a"])
     svc.away = True
     svc.activate("p-a", 1)
     board = Board(["--server", svc.url, "--deployment", "cam", "--rate", "100", "--batch-s", "0.2", "--poll-wait", "1",
@@ -162,6 +162,14 @@ def test_native_agent_backs_off_while_the_service_is_away_and_flushes_on_sigterm
         svc.away = False
         wait_for(lambda: svc.samples("p-a") >= 10, 60, "samples once the service is back")
         assert board.logged("service reachable again") == 1
+        # a plan deployed before its bundle was made: asked for again (quietly) until it is there
+        svc.activate("p-b", 2)
+        wait_for(lambda: board.logged("p-b revision 2: bundle not fetched") == 1, 30, "the missing bundle logged")
+        before = svc.samples("p-a")
+        wait_for(lambda: svc.samples("p-a") >= before + 10, 30, "the board still serving p-a")
+        svc.add("p-b", *made["b"])
+        wait_for(lambda: svc.samples("p-b") >= 10, 60, "samples on p-b once its bundle is made")
+        assert board.logged("bundle not fetched") == 1 and board.logged("refused") == 0
         svc.away = True  # telemetry is kept while it cannot be posted ...
         time.sleep(0.6)
         svc.away = False  # ... and flushed at SIGTERM
@@ -169,8 +177,8 @@ def test_native_agent_backs_off_while_the_service_is_away_and_flushes_on_sigterm
     finally:
         board.kill()
         svc.httpd.shutdown()
-    assert stats["reconnects"] >= 1 and stats["batches_dropped"] == 0
-    assert svc.samples("p-a") == stats["frames"] > 0
+    assert stats["reconnects"] >= 1 and stats["batches_dropped"] == 0 and stats["build_failures"] == 0
+    assert svc.samples("p-a") + svc.samples("p-b") == stats["frames"] > 0
 
 
 def test_native_agent_tells_what_is_wrong_with_its_arguments(native):

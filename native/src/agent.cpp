@@ -146,6 +146,16 @@ std::string unquote(std::string s) {
     return s;
 }
 
+// A bundle that could not be fetched for now (no answer, 5xx, 408, 429, or none made yet: 404):
+// retried with backoff, the deployment's ETag kept unanswered so the plan is asked for again.
+struct Transient : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+bool transient(const Answer& a) {
+    return !a.error.empty() || a.status >= 500 || a.status == 408 || a.status == 429 || a.status == 404;
+}
+
 // ------------------------------------------------------------------ the agent
 struct Sample {
     double latency_ms;
@@ -181,7 +191,7 @@ public:
 private:
     Options opt_;
     std::mt19937 rng_;
-    std::string auth_, etag_;
+    std::string auth_, etag_, waiting_for_;  // waiting_for_: a plan whose bundle is being retried
     Stats stats_;
     std::mutex lock_;
     std::condition_variable wake_;
@@ -221,7 +231,9 @@ private:
     // -------------------------------------------------------------- poller
     std::unique_ptr<hp::Bundle> fetch_bundle(const std::string& plan_id) {
         auto m = http("GET", opt_.server + "/v1/plans/" + plan_id + "/bundle", headers(), nullptr, 30, MAX_PLAN_BYTES);
-        if (!m.error.empty()) throw std::runtime_error("bundle manifest: " + m.error);
+        if (transient(m))
+            throw Transient("bundle manifest: " + (m.error.empty() ? "HTTP " + std::to_string(m.status) + " " +
+                                                                         m.body.substr(0, 300) : m.error));
         if (m.status != 200)
             throw hp::BundleError("bundle manifest: HTTP " + std::to_string(m.status) + " " + m.body.substr(0, 300));
         const std::string id = hp::sha256_hex(m.body);
@@ -244,7 +256,9 @@ private:
             if (!cached) {
                 auto f = http("GET", opt_.server + "/v1/plans/" + plan_id + "/bundle/files/" + sha, headers(), nullptr, 300,
                               MAX_FILE_BYTES);
-                if (!f.error.empty()) throw std::runtime_error("bundle file " + s["file"].get<std::string>() + ": " + f.error);
+                if (transient(f))
+                    throw Transient("bundle file " + s["file"].get<std::string>() + ": " +
+                                    (f.error.empty() ? "HTTP " + std::to_string(f.status) : f.error));
                 if (f.status != 200)
                     throw hp::BundleError("bundle file " + s["file"].get<std::string>() + ": HTTP " + std::to_string(f.status));
                 hp::verify_slice(s, f.body, i);  // refused before it touches the cache or the running plan
@@ -283,9 +297,9 @@ private:
             log(std::string("the service's plan answer is unusable, keeping the current plan: ") + e.what());
             return;
         }
-        etag_ = a.etag;
-        if (verify) skip_verification(plan_id, revision);
-        log("plan " + plan_id + " revision " + std::to_string(revision) + ": fetching its bundle");
+        const bool again = plan_id == waiting_for_;
+        if (verify && !again) skip_verification(plan_id, revision);
+        if (!again) log("plan " + plan_id + " revision " + std::to_string(revision) + ": fetching its bundle");
         try {
             auto t0 = Clock::now();
             auto b = fetch_bundle(plan_id);
@@ -296,12 +310,22 @@ private:
             std::lock_guard<std::mutex> g(lock_);
             if (pending_) retired_.push_back(std::move(pending_));
             pending_ = std::move(b);
+        } catch (const Transient& e) {
+            if (!again) {  // once per plan: the retries are quiet
+                error("build_failed", std::string("not fetched yet, retrying: ") + e.what(), plan_id, revision);
+                log("plan " + plan_id + " revision " + std::to_string(revision) + ": bundle not fetched (" + e.what() +
+                    "); retrying with backoff, keeping the current plan");
+            }
+            waiting_for_ = plan_id;
+            throw;  // the poller backs off; the ETag stays, so the plan is asked for again
         } catch (const std::exception& e) {
             stats_.build_failures++;
             error("build_failed", e.what(), plan_id, revision);
             log("plan " + plan_id + " revision " + std::to_string(revision) + " refused, keeping the current plan: " +
                 e.what());
         }
+        waiting_for_.clear();
+        etag_ = a.etag;
     }
 
     // A revision activated with `verify` waits for the board's figures or its reason not to measure:
@@ -320,12 +344,16 @@ private:
     }
 
     void poller() {
-        int failures = 0;
+        int failures = 0, retries = 0;  // the plan unreachable; its bundle not fetched yet
         while (!g_stop.load()) {
             try {
                 poll_once();
                 if (failures) log("service reachable again");
-                failures = 0;
+                failures = retries = 0;
+                continue;
+            } catch (const Transient&) {
+                if (g_stop.load()) break;
+                sleep_backoff(++retries);
                 continue;
             } catch (const std::exception& e) {
                 if (g_stop.load()) break;
