@@ -17,8 +17,8 @@ from sqlalchemy import select
 
 from api.auth import Principal
 from api.problems import ApiError, invalid
-from planner.core.errors import Issue
 from api.rows import BundleFileRow, BundleRow, DeploymentEventRow, DeploymentRow, PlanRow
+from planner.core.errors import Issue
 
 if TYPE_CHECKING:
     from api.fastplans import Planner
@@ -48,23 +48,39 @@ def build(planner: "Planner", plan_id: str, model: bytes, devices: list[str], we
         try:
             manifest = make_bundle({"id": plan_id, "plan": json.loads(body)}, model, devices, tmp, weights=weights)
         except DeviceSpecError as exc:
-            raise invalid("devices", str(exc)) from None
-        except BundleError as exc:
+            raise invalid("query.device", str(exc)) from None
+        except BundleError as exc:  # "field: reason"; the request's own names for model and devices
             field, _, reason = str(exc).partition(": ")
-            raise invalid("<body>" if field == "model" else field, reason or str(exc)) from None
+            field = {"model": "<body>", "devices": "query.device"}.get(field, field)
+            raise invalid(field, reason or str(exc)) from None
         files = {x["sha256"]: (Path(tmp) / x["file"]).read_bytes() for x in manifest["slices"]}
     raw = manifest_bytes(manifest)
     bundle_id = sha256_hex(raw)
-    with planner.db.session() as s:
-        created = s.get(BundleRow, bundle_id) is None
-        for sha, data in files.items():
-            if s.get(BundleFileRow, sha) is None:
-                s.add(BundleFileRow(sha256=sha, size_bytes=len(data), body=data))
-        if created:
-            s.add(BundleRow(id=bundle_id, plan_id=plan_id, manifest=raw.decode()))
-        s.commit()
+    created = _store(planner, bundle_id, plan_id, raw, files)
     return {"id": bundle_id, "plan_id": plan_id, "created": created, "slices": len(manifest["slices"]),
             "bytes": sum(len(d) for d in files.values())}
+
+
+def _store(planner: "Planner", bundle_id: str, plan_id: str, manifest: bytes, files: dict[str, bytes]) -> bool:
+    """Store the bundle and the files not stored yet; whether it is new. A concurrent store
+    of the same content (two replicas, two requests) loses the race harmlessly: retried once."""
+    from sqlalchemy.exc import IntegrityError
+
+    for attempt in range(2):
+        try:
+            with planner.db.session() as s:
+                created = s.get(BundleRow, bundle_id) is None
+                for sha, data in files.items():
+                    if s.get(BundleFileRow, sha) is None:
+                        s.add(BundleFileRow(sha256=sha, size_bytes=len(data), body=data))
+                if created:
+                    s.add(BundleRow(id=bundle_id, plan_id=plan_id, manifest=manifest.decode()))
+                s.commit()
+                return created
+        except IntegrityError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _may_read(svc: "Service", plan_id: str, who: Principal) -> None:

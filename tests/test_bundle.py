@@ -155,7 +155,7 @@ def test_service_makes_stores_and_serves_bundles_to_the_deployments_tokens(tmp_p
         assert again.status_code == 200 and again.json()["id"] == info["id"]  # content-addressed
         # bad input: a clear 4xx naming the field, never a 500
         r = post(plans[0], onnx_bytes, SPECS[1])
-        assert r.status_code == 422 and r.json()["errors"][0]["path"] == "devices" and "cpu1" in r.text
+        assert r.status_code == 422 and r.json()["errors"][0]["path"] == "query.device" and "cpu1" in r.text
         r = post(plans[0], b"not a model", *SPECS)
         assert r.status_code == 422 and r.json()["errors"][0]["path"] == "<body>"
         assert post(plans[0], onnx_bytes, *SPECS, media="text/plain").status_code == 415
