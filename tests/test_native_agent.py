@@ -181,10 +181,18 @@ def test_native_agent_backs_off_while_the_service_is_away_and_flushes_on_sigterm
     assert svc.samples("p-a") + svc.samples("p-b") == stats["frames"] > 0
 
 
-def test_native_agent_tells_what_is_wrong_with_its_arguments(native):
+def test_native_agent_tells_what_is_wrong_with_its_arguments_and_a_local_bundle(native, tmp_path):
     out = subprocess.run([str(AGENT), "--rate", "fast"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2
     assert "--rate: 'fast' is not a number" in out.stderr and "give --server and --deployment" in out.stderr
+    directory, manifest = bundles_of(tmp_path)["b"]
+    path = directory / manifest["slices"][0]["file"]
+    path.write_bytes(path.read_bytes()[:-3])
+    out = subprocess.run([str(AGENT), "--bundle", str(directory), "--frames", "1"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "manifest.slices[0].bytes" in out.stderr and "truncated" in out.stderr
+    (directory / "manifest.json").write_text(json.dumps({**manifest, "format": "other/9"}))
+    out = subprocess.run([str(AGENT), "--bundle", str(directory), "--frames", "1"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "manifest.format" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def skewed_documents(model) -> tuple[dict, dict]:  # noqa: ANN001
