@@ -202,7 +202,7 @@ private:
     std::deque<Batch> outbox_;
     long seq_ = 0;
     std::vector<double> frame_ms_;
-    std::vector<std::vector<double>> slice_ms_all_;
+    std::vector<std::vector<double>> slice_ms_all_, infer_ms_all_;
 
     std::vector<std::string> headers(bool json_body = false) const {
         std::vector<std::string> h;
@@ -511,7 +511,7 @@ void Agent::loop() {
     auto next_at = start;
     std::map<std::string, ov::Tensor> inputs, outputs;
     const hp::Bundle* fed = nullptr;
-    std::vector<double> slice_ms;
+    std::vector<double> slice_ms, infer_ms;
     long warm = 0;
     while (serving(start)) {
         take_pending();
@@ -527,7 +527,7 @@ void Agent::loop() {
                 fed = cur;
             }
             auto t0 = Clock::now();
-            outputs = hp::run_frame(*cur, inputs, slice_ms);
+            outputs = hp::run_frame(*cur, inputs, slice_ms, &infer_ms);
             double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
             if (warm < opt_.warmup) {
                 ++warm;
@@ -540,6 +540,7 @@ void Agent::loop() {
             if (frame_ms_.size() < 1000000) {
                 frame_ms_.push_back(ms);
                 slice_ms_all_.push_back(slice_ms);
+                infer_ms_all_.push_back(infer_ms);
             }
         } catch (const std::exception& e) {
             stats_.failed_frames++;
@@ -561,17 +562,22 @@ void Agent::loop() {
     if (!opt_.dump_dir.empty() && !outputs.empty()) hp::dump_outputs(outputs, opt_.dump_dir);
 }
 
-json Agent::stats_json() const {
-    json slices = json::array();
-    if (!slice_ms_all_.empty()) {
-        size_t n = slice_ms_all_.back().size();
-        for (size_t k = 0; k < n; ++k) {
-            std::vector<double> v;
-            for (auto& s : slice_ms_all_)
-                if (s.size() == n) v.push_back(s[k]);
-            slices.push_back(hp::median(v));
-        }
+// per-slice medians over the frames of the last plan's slice count
+static json medians(const std::vector<std::vector<double>>& rows) {
+    json out = json::array();
+    if (rows.empty()) return out;
+    const size_t n = rows.back().size();
+    for (size_t k = 0; k < n; ++k) {
+        std::vector<double> v;
+        for (auto& r : rows)
+            if (r.size() == n) v.push_back(r[k]);
+        out.push_back(hp::median(v));
     }
+    return out;
+}
+
+json Agent::stats_json() const {
+    json slices = medians(slice_ms_all_), infers = medians(infer_ms_all_);
     return {{"agent", opt_.name},
             {"frames", stats_.frames},
             {"failed_frames", stats_.failed_frames},
@@ -586,6 +592,7 @@ json Agent::stats_json() const {
             {"timed_frames", frame_ms_.size()},
             {"frame_ms_median", frame_ms_.empty() ? json(nullptr) : json(hp::median(frame_ms_))},
             {"slice_ms_median", slices},
+            {"infer_ms_median", infers},
             {"peak_rss_kb", hp::peak_rss_kb()}};
 }
 

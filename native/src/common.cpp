@@ -222,9 +222,10 @@ std::unique_ptr<Bundle> compile_bundle(const json& manifest, const std::string& 
 }
 
 std::map<std::string, ov::Tensor> run_frame(Bundle& b, const std::map<std::string, ov::Tensor>& inputs,
-                                            std::vector<double>& slice_ms) {
+                                            std::vector<double>& slice_ms, std::vector<double>* infer_ms) {
     std::map<std::string, ov::Tensor> env(inputs);
     slice_ms.clear();
+    if (infer_ms) infer_ms->clear();
     for (auto& s : b.slices) {
         auto t0 = std::chrono::steady_clock::now();
         pin_thread(s.cores);
@@ -238,7 +239,10 @@ std::map<std::string, ov::Tensor> run_frame(Bundle& b, const std::map<std::strin
                 s.bound[k] = it->second.data();
             }
         }
+        auto i0 = std::chrono::steady_clock::now();
         s.request.infer();
+        if (infer_ms)
+            infer_ms->push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - i0).count());
         for (auto& name : s.outputs) env[name] = s.request.get_tensor(name);
         slice_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }

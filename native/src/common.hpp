@@ -66,9 +66,10 @@ ov::CompiledModel compile(const std::string& path, const json& settings);
 // or by sha256 + ".onnx" when by_hash).
 std::unique_ptr<Bundle> compile_bundle(const json& manifest, const std::string& dir, bool by_hash);
 
-// One frame: the model's outputs by name and each slice's wall time (ms), pinning included.
+// One frame: the model's outputs by name and each slice's wall time (ms), pinning and tensor
+// binding included; infer_ms (when given): each slice's `infer()` alone, its compute in the chain.
 std::map<std::string, ov::Tensor> run_frame(Bundle& b, const std::map<std::string, ov::Tensor>& inputs,
-                                            std::vector<double>& slice_ms);
+                                            std::vector<double>& slice_ms, std::vector<double>* infer_ms = nullptr);
 void dump_outputs(const std::map<std::string, ov::Tensor>& outputs, const std::string& dir);
 
 }  // namespace hp

@@ -34,12 +34,15 @@ class ScriptedService:
                 pass
 
             def _send(self, status: int, body: bytes = b"", **headers: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(body)))
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # an agent stopped mid long-poll
+                    self.close_connection = True
 
             def do_GET(self) -> None:  # noqa: N802
                 if outer.away:
