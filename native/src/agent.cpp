@@ -212,6 +212,10 @@ private:
     }
 
     void error(const std::string& kind, std::string message, const std::string& plan_id = "", long revision = -1) {
+        // what a runtime or a server said may hold NUL, which the service refuses (invalid UTF-8 is
+        // replaced when the batch is written)
+        for (size_t at = message.find('\0'); at != std::string::npos; at = message.find('\0', at + 2))
+            message.replace(at, 1, "\\0");
         if (message.size() > 1000) message.resize(1000);
         std::lock_guard<std::mutex> g(lock_);
         auto key = std::make_tuple(kind, message, plan_id, revision);
@@ -223,8 +227,8 @@ private:
 
     void sleep_backoff(int attempt) {
         std::uniform_real_distribution<double> jitter(0.5, 1.0);
+        std::unique_lock<std::mutex> g(lock_);  // rng_ is the sender's too
         double s = std::min(opt_.backoff_hi, opt_.backoff_lo * std::pow(2.0, std::min(attempt, 10))) * jitter(rng_);
-        std::unique_lock<std::mutex> g(lock_);
         wake_.wait_for(g, std::chrono::duration<double>(s), [] { return g_stop.load(); });
     }
 
@@ -333,7 +337,7 @@ private:
     void skip_verification(const std::string& plan_id, long revision) {
         const std::string body = json{{"revision", revision}, {"plan_id", plan_id}, {"agent", opt_.name},
                                       {"skipped", "the native agent (hp-agent) does not measure candidates; it serves the "
-                                                  "revision's plan from its bundle"}}.dump();
+                                                  "revision's plan from its bundle"}}.dump(-1, ' ', false, json::error_handler_t::replace);
         auto a = http("POST", opt_.server + "/v1/deployments/" + opt_.deployment + "/verification", headers(true), &body, 30,
                       64 * 1024);
         if (a.error.empty() && a.status == 200)
@@ -425,7 +429,7 @@ private:
                 std::lock_guard<std::mutex> g(lock_);
                 if (outbox_.empty()) return true;
                 id = outbox_.front().id;
-                body = outbox_.front().body.dump();
+                body = outbox_.front().body.dump(-1, ' ', false, json::error_handler_t::replace);
                 n = outbox_.front().samples;
             }
             auto a = http("POST", opt_.server + "/v1/deployments/" + opt_.deployment + "/telemetry", headers(true), &body,
@@ -607,7 +611,7 @@ int Agent::run() {
         log("bundle " + pending_->bundle_id.substr(0, 12) + " verified and compiled (" +
             std::to_string(pending_->slices.size()) + " slice(s))");
         loop();
-        std::cout << stats_json().dump() << std::endl;
+        std::cout << stats_json().dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
         return 0;
     }
     log("agent " + opt_.name + " serving deployment " + opt_.deployment + " from " + opt_.server);
@@ -620,7 +624,7 @@ int Agent::run() {
     send.join();
     drain();
     log("stopped after " + std::to_string(stats_.frames) + " frames");
-    std::cout << stats_json().dump() << std::endl;
+    std::cout << stats_json().dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
     return 0;
 }
 
