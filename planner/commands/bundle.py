@@ -81,9 +81,10 @@ def _make_local(args: argparse.Namespace) -> int:
         manifest = make_bundle(_plan_document(args), args.model, args.device, args.out, weights=args.weights)
     except DeviceSpecError as exc:
         raise InputError("--device", str(exc)) from None
-    except BundleError as exc:
-        raise InputError("--plan" if str(exc).startswith("plan") else "--model" if str(exc).startswith("model")
-                         else "--device", str(exc)) from None
+    except BundleError as exc:  # "field: reason": model and devices are options here, plan.* stays a path in --plan
+        field, _, reason = str(exc).partition(": ")
+        option = {"model": "--model", "devices": "--device"}.get(field)
+        raise InputError(option or "--plan", reason if option else str(exc)) from None
     info = {"id": sha256_hex(manifest_bytes(manifest)), "plan_id": manifest["plan_id"], "dir": args.out,
             "slices": len(manifest["slices"]), "bytes": sum(s["bytes"] for s in manifest["slices"])}
     _print(args, info, f"bundle {info['id']} of plan {info['plan_id']}: {info['slices']} slice(s), "
