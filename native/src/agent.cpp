@@ -196,7 +196,6 @@ private:
     std::mutex lock_;
     std::condition_variable wake_;
     std::unique_ptr<hp::Bundle> pending_, current_;
-    std::vector<std::unique_ptr<hp::Bundle>> retired_;  // kept until exit: a swap never frees under a frame
     std::vector<Sample> samples_;
     std::map<std::tuple<std::string, std::string, std::string, long>, long> errors_;
     std::deque<Batch> outbox_;
@@ -312,8 +311,7 @@ private:
                 " verified, " + std::to_string(b->slices.size()) + " slice(s) compiled in " +
                 std::to_string(std::chrono::duration<double>(Clock::now() - t0).count()).substr(0, 5) + " s");
             std::lock_guard<std::mutex> g(lock_);
-            if (pending_) retired_.push_back(std::move(pending_));
-            pending_ = std::move(b);
+            std::swap(pending_, b);  // a newer plan replaces one not taken yet: b, freed outside the lock
         } catch (const Transient& e) {
             if (!again) {  // once per plan: the retries are quiet
                 error("build_failed", std::string("not fetched yet, retrying: ") + e.what(), plan_id, revision);
@@ -481,15 +479,20 @@ private:
     }
 
     // -------------------------------------------------------------- inference
-    void take_pending() {
+    // Between two frames: the plan compiled by the poller becomes the current one. Only this
+    // thread runs frames, so the previous plan is in no frame now: freed here, outside the lock.
+    bool take_pending(std::map<std::string, ov::Tensor>& last_outputs) {
+        std::unique_ptr<hp::Bundle> previous;
         std::lock_guard<std::mutex> g(lock_);
-        if (!pending_) return;
+        if (!pending_) return false;
+        last_outputs.clear();  // they are the previous plan's requests' tensors
         cut_locked();  // the samples so far belong to the previous plan
-        if (current_) retired_.push_back(std::move(current_));
+        previous = std::move(current_);
         current_ = std::move(pending_);
         stats_.swaps++;
         stats_.plans.push_back(current_->plan_id);
         log("now running plan " + current_->plan_id + " (revision " + std::to_string(current_->revision) + ")");
+        return true;
     }
 
     bool serving(Clock::time_point start) const {
@@ -514,11 +517,11 @@ void Agent::loop() {
     auto start = Clock::now();
     auto next_at = start;
     std::map<std::string, ov::Tensor> inputs, outputs;
-    const hp::Bundle* fed = nullptr;
+    bool fed = false;
     std::vector<double> slice_ms, infer_ms;
     long warm = 0;
     while (serving(start)) {
-        take_pending();
+        if (take_pending(outputs)) fed = false;
         hp::Bundle* cur = current_.get();
         if (!cur) {  // nothing to run before the first plan arrives
             if (stats_.idle_waits++ == 0) log("waiting for a plan");
@@ -526,9 +529,9 @@ void Agent::loop() {
             continue;
         }
         try {
-            if (fed != cur) {
+            if (!fed) {
                 inputs = inputs_for(*cur);
-                fed = cur;
+                fed = true;
             }
             auto t0 = Clock::now();
             outputs = hp::run_frame(*cur, inputs, slice_ms, &infer_ms);
