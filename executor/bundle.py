@@ -66,8 +66,9 @@ def make_bundle(plan: Mapping, model, device_specs: Sequence[str], out_dir: str 
     `id`) for `model` (path, bytes or ModelProto) under out_dir; returns the manifest.
     Every device the plan uses needs a spec; int8 slices are quantised here on
     calibration feeds of the unsplit model, as SlicedModel does."""
-    plan_id = plan.get("id") or plan.get("plan_id")
     doc = plan.get("plan", plan)
+    # a plan document made here (planner solve --json) has no id: its content names it
+    plan_id = plan.get("id") or plan.get("plan_id") or f"local-{sha256_hex(json.dumps(doc, sort_keys=True).encode())[:16]}"
     if not doc.get("slices"):
         raise BundleError("plan.slices: the plan has no slices")
     if isinstance(model, (bytes, bytearray)):
