@@ -431,7 +431,7 @@ private:
                 n = outbox_.front().samples;
             }
             auto a = http("POST", opt_.server + "/v1/deployments/" + opt_.deployment + "/telemetry", headers(true), &body,
-                          10, 64 * 1024, false);
+                          10, 1024 * 1024, false);  // the answer to a post is small; a larger one is read, not retried
             if (!a.error.empty() || a.status >= 500 || a.status == 408 || a.status == 429) return false;
             std::lock_guard<std::mutex> g(lock_);
             if (!outbox_.empty() && outbox_.front().id == id) outbox_.pop_front();
