@@ -4,14 +4,29 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup run test bench profiles
+.PHONY: setup run test bench profiles native
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) native
+
+# The native board agent (native/: hp-agent, hp-plain), against the OpenVINO C++ API the
+# openvino wheel ships. Its Debian packages are installed where we may (root); without a
+# toolchain it is skipped with a line saying so, and its tests skip.
+NATIVE_DEBS := cmake g++ make pkg-config libcurl4-openssl-dev nlohmann-json3-dev libssl-dev
+NATIVE_BUILD := native/build
+native: $(STAMP)
+	@have() { command -v cmake >/dev/null && command -v g++ >/dev/null && [ -f /usr/include/nlohmann/json.hpp ] \
+	  && ls /usr/include/*/curl/curl.h /usr/include/curl/curl.h 2>/dev/null | grep -q . && [ -f /usr/include/openssl/evp.h ]; }; \
+	if ! have && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=300 $(NATIVE_DEBS)) >/dev/null || true; fi; \
+	if ! have; then echo "native agent not built: needs $(NATIVE_DEBS) (apt-get install); its tests skip"; exit 0; fi; \
+	ov=$$($(PY) -c "import openvino, os; print(os.path.join(os.path.dirname(openvino.__file__), 'cmake'))") && \
+	nice -n 10 cmake -S native -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release -DOpenVINO_DIR=$$ov >/dev/null && \
+	nice -n 10 cmake --build $(NATIVE_BUILD) -j2
 
 PORT ?= 8000
 DATA ?= data
@@ -22,7 +37,7 @@ run: $(STAMP)
 
 # The service tests drive Debian's chromium (Swagger UI, headless) and a throwaway
 # PostgreSQL cluster (DATABASE_URL); installed when missing (CI runs as root).
-test: $(STAMP)
+test: $(STAMP) native
 	(command -v chromium && ls /usr/lib/postgresql/*/bin/initdb) >/dev/null 2>&1 || \
 	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium postgresql)
 	$(PY) -m pytest

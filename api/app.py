@@ -15,7 +15,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 
 from api.metrics import OpsMiddleware
 from api.middleware import BodyLimit, Gate, Idempotency, JsonBody, TokenLimiter
-from api.routers import deployments, documents, meta, ops, plans, refit, schedules, telemetry, tokens, ui
+from api.routers import bundles, deployments, documents, meta, ops, plans, refit, schedules, telemetry, tokens, ui
 from api.service import Service
 from api.settings import Settings
 from planner import __version__
@@ -52,7 +52,7 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.state.limiter = TokenLimiter(settings.rate_per_s, settings.rate_burst, settings.max_in_flight)  # API and UI
     problems.install(app)
     for r in (meta.router, plans.router, schedules.router, documents.router, deployments.router, tokens.router,
-              telemetry.router, refit.router, ops.router):
+              telemetry.router, refit.router, ops.router, bundles.router):
         app.include_router(r)
     # first in line: POST /v1/plans's common path without FastAPI's per-request work (see FastCreatePlan)
     app.router.routes.insert(0, plans.FastCreatePlan.route())

@@ -68,6 +68,7 @@ def _replay(body: bytes) -> Receive:
 
 PUBLIC_PATHS = {"/v1/health", "/v1/ready", "/v1", "/v1/"}  # the API's open doors; outside /v1 the docs, static files, the UI
 DOCUMENT_UPLOADS = {"/v1/platforms", "/v1/profiles", "/v1/asymo-cpus", "/v1/asymo-networks"}
+BUNDLE_UPLOAD = re.compile(r"^/v1/plans/[A-Za-z0-9_-]{1,40}/bundle$")  # a model to bundle (api/bundles.py), raw bytes
 
 
 def _close_unread(scope: Scope) -> list[tuple[bytes, bytes]]:
@@ -187,7 +188,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
-        document = scope["method"] == "POST" and scope["path"] in DOCUMENT_UPLOADS
+        document = scope["method"] == "POST" and (scope["path"] in DOCUMENT_UPLOADS or bool(BUNDLE_UPLOAD.match(scope["path"])))
         self_max = self.max_document if document else self.max_request
         too_big = f"the request body is over the limit of {self_max} bytes" + (
             "" if document else " (PLANNER_MAX_REQUEST_BYTES; documents: PLANNER_MAX_BODY_BYTES)")
@@ -227,6 +228,8 @@ class JsonBody:
         length = headers.get(b"content-length", b"0").strip()
         has_body = b"transfer-encoding" in headers or (length.isdigit() and int(length) > 0)
         media = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+        if media == "application/octet-stream" and BUNDLE_UPLOAD.match(scope["path"]):
+            return await self.app(scope, receive, send)  # a model to bundle: raw bytes (api/bundles.py)
         if has_body and not (media == "application/json" or (media.startswith("application/") and media.endswith("+json"))):
             got = f"Content-Type '{media}'" if media else "no Content-Type"
             reason = f"the body must be JSON: send it with Content-Type: application/json (got {got})"

@@ -261,12 +261,19 @@ def schedule_shape(planner: "Planner", schedule_id: str, shape) -> tuple[str, di
     return json.dumps(schedule), digest
 
 
+def bundle_build(planner: "Planner", *args):  # noqa: ANN002, ANN201
+    """api.bundles.build: slicing a model holds the GIL, so a plan worker does it."""
+    from api.bundles import build
+
+    return build(planner, *args)
+
+
 CALLS = {"profile-view": profile_view, "schedule-check": schedule_check,  # what PlanWorkers.call may ask for
          "verify-conclusion": verify_conclusion, "refit": refit, "schedule-view": schedule_view,
          "telemetry-summary": telemetry_summary, "refit-telemetry": telemetry_summary,
          "plan-lineage": same_lineage, "schedule-lineage": same_lineage, "schedule-entry": schedule_entry,
-         "entry-view": entry_view, "schedule-shape": schedule_shape}
+         "entry-view": entry_view, "schedule-shape": schedule_shape, "bundle": bundle_build}
 REFUSED_UNDER = {"refit": "profile_id", "schedule-view": "schedule_id",  # calls refused (422 naming this field)
                  "telemetry-summary": "limit", "refit-telemetry": "batches",  # past the worker's deadline or memory cap
                  "plan-lineage": "plan_id", "schedule-lineage": "schedule_id", "schedule-entry": "schedule_id",
-                 "entry-view": "schedule_id", "schedule-shape": "schedule_id"}
+                 "entry-view": "schedule_id", "schedule-shape": "schedule_id", "bundle": "<body>"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -219,3 +219,25 @@ class UiSessionRow(Base):
     token_id: Mapped[str] = mapped_column(String(40), ForeignKey("tokens.id", ondelete="CASCADE"), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     expires_at: Mapped[dt.datetime] = mapped_column(DateTime, index=True)
+
+
+class BundleRow(Base):
+    """A plan's deployment bundle (executor/bundle.py): id = sha256 of its manifest, which
+    names its files by sha256 (BundleFileRow); a plan may have several (other device
+    settings), the newest is the one served."""
+
+    __tablename__ = "bundles"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    plan_id: Mapped[str] = mapped_column(String(40), ForeignKey("plans.id"), index=True)
+    manifest: Mapped[str] = mapped_column(Text, deferred=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)
+
+
+class BundleFileRow(Base):
+    """One slice file of a bundle, stored once by its sha256 (bundles share unchanged slices)."""
+
+    __tablename__ = "bundle_files"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    body: Mapped[bytes] = mapped_column(LargeBinary, deferred=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)

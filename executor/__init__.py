@@ -18,6 +18,9 @@ only when a device names it).
   device-switch and transfer samples (planner profile turns them into documents).
 - `executor.execute`: `run_plan(layered, plan, devices, inputs)`: outputs checked against
   the unsplit fp32 model, per-slice and total latency beside the plan's prediction.
+- `executor.bundle`: `make_bundle(plan, model, device_specs, out_dir)`: one ONNX file per
+  slice and a manifest (order, tensors, settings, sha256) for the native agent (native/);
+  `BundleRunner(dir)` runs one in Python after verifying every file.
 - `executor.power`: energy readers (RAPL, hwmon, an external meter's CSV) or the reason
   there is none.
 
