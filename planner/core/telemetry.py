@@ -337,6 +337,19 @@ class AgentVerifyOrder(_View):
     candidates: list[AgentCandidate] = Field(min_length=1, max_length=MAX_VERIFY_CANDIDATES)
 
 
+MAX_VERIFY_S = 300.0  # the longest a board's verification may hold its cores (the service refuses longer orders)
+
+
+def verify_seconds(runs: int, candidates: Sequence[float], mode: str, rate_hz: float | None, settle: int) -> float:
+    """A lower bound on the seconds a verification order takes on the board: every
+    candidate (`candidates`: their predicted ms) timed `runs` times, at `rate_hz` (one
+    period a run) or back to back after `settle` untimed runs each. What the service
+    checks an order against before accepting it, and the agent before starting one."""
+    if mode == "rate" and rate_hz:
+        return len(candidates) * runs / rate_hz
+    return sum(candidates) * runs * (1 + settle) / 1000.0
+
+
 class AgentPlanAnswer(_View):
     revision: StrictIndex
     plan: AgentPlan
