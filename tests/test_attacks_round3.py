@@ -123,3 +123,20 @@ def test_verification_figures_must_be_possible(api, dep):
     r = api.client.post("/v1/deployments/r3/verification", headers=api.h("r3-board"),
                         json={"revision": 1, "plan_id": dep["plans"][0]["id"], "measured": {"plan": _timing("5", 4, 6)}})
     assert r.status_code == 422, r.text
+
+
+@pytest.mark.parametrize("rate_hz, runs, status", [(0.02, 20, 422), (50.0, 5, 200)])
+def test_a_verification_order_is_bounded_where_it_is_accepted(api, rate_hz, runs, status):
+    """The issue's order: 0.02 Hz (the profile's regime) x 20 runs x each candidate held a
+    board for over 2000 s; refused naming verify.runs and the bound. A short one passes."""
+    profile = {**docs.profile(name=f"rate-{rate_hz:g}"), "regime": {"mode": "rate", "rate_hz": rate_hz, "settle": 0}}
+    ids = {"platform_id": api.upload("platform", docs.platform()), "profile_id": api.upload("profile", profile)}
+    plan = api.client.post("/v1/plans", json={**ids, "objective": "latency", "compare_baselines": False}, headers=api.h())
+    assert plan.status_code in (200, 201), plan.text
+    name = f"rv-{runs}"
+    assert api.client.post("/v1/deployments", json={"name": name, **ids}, headers=api.h()).status_code == 201
+    r = api.client.put(f"/v1/deployments/{name}/active", headers=api.h(),
+                       json={"plan_id": plan.json()["id"], "verify": {"candidates": 1, "runs": runs}})
+    assert r.status_code == status, r.text
+    if status == 422:
+        assert r.json()["errors"][0]["path"] == "verify.runs" and "300 s" in r.json()["detail"], r.text
