@@ -391,24 +391,32 @@ class Agent:
             self.log(f"the service did not take revision {answer.revision}'s verification: {text}")
 
     def _poller(self) -> None:
-        """Never dies: a failure of any kind is logged, reported and retried with backoff."""
-        failures = 0
+        """Never dies: a failure of any kind is logged, reported and retried with backoff.
+        Two counts: `failures` (no usable exchange with the service: a reconnect is counted
+        and logged at the first) and `unusable` (answers it could not serve, or the same
+        answer again); each backs the next poll off."""
+        failures = unusable = 0
         with httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), follow_redirects=True,
                           max_redirects=MAX_REDIRECTS) as client:  # see _poll_once's trace
             while not self._stop.is_set():
                 try:
-                    if self._poll_once(client):
-                        if failures:
-                            self.log("service reachable again")
-                        failures = 0
+                    served = self._poll_once(client)
+                    if failures:
+                        self.log("service reachable again")
+                    failures = 0
+                    if served:
+                        unusable = 0
                         continue
-                    failures += 1  # an answer it cannot use, or the same one again: not at once
-                    self._sleep_backoff(failures)
+                    unusable += 1  # an answer it cannot use, or the same one again: not at once
+                    self._sleep_backoff(unusable)
                     continue
                 except BadPlanAnswer as exc:
                     self.stats.bad_plans += 1
                     self._error("invalid_plan", str(exc))
                     self.log(f"the service's plan answer is unusable, keeping the current plan: {exc}")
+                    unusable += 1
+                    self._sleep_backoff(unusable)
+                    continue
                 except Exception as exc:  # noqa: BLE001 - the poller outlives every failure
                     if failures == 0:
                         self.log(f"cannot fetch the plan ({type(exc).__name__}: {exc}); retrying with backoff")
