@@ -136,9 +136,9 @@ def h11_protocol(max_head_bytes: int = MAX_HEAD_BYTES, max_headers: int = MAX_HE
 
 
 def protocol(kind: str):  # noqa: ANN201
-    """uvicorn's `http` for `--http KIND` (auto: httptools where installed), a bounded class."""
+    """uvicorn's `http` for `--http KIND` (h11, httptools, or either: httptools where installed), a bounded class."""
     import importlib.util
 
-    if kind == "h11" or (kind == "auto" and importlib.util.find_spec("httptools") is None):
+    if kind == "h11" or (kind != "httptools" and importlib.util.find_spec("httptools") is None):
         return h11_protocol()
     return httptools_protocol()
