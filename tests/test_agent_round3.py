@@ -209,3 +209,28 @@ def test_no_wait_outlives_the_duration_or_stop(lm):
         for a in (agent,):
             if a._cores.locked():
                 a._cores.release()
+
+
+@pytest.mark.parametrize("bad", ["a network the board lacks", "an undeclared processor cpu9"])
+def test_a_schedule_entry_it_cannot_build_is_reported_once_and_polled_with_backoff(lm, bad):
+    """Served from the start (nothing built yet): before, thousands of build attempts in 10 s."""
+    from executor.schedule_agent import ScheduleAgent
+
+    ids = [layer.id for layer in lm.layers]
+    network = {"name": "ghost" if bad.startswith("a network") else "A", "period_ms": 50.0, "priority": 1,
+               "mapping": ["P0"] * len(ids), "layers": ids}
+    pe = {"pe": "P0", "device": "cpu9" if "cpu9" in bad else "cpu1", "cores": 1}
+    body = json.dumps({"deployment_id": "d", "deployment": "duo", "revision": 1, "schedule": {
+        "schedule_id": "sch_x", "entry": 0, "schedulable": True, "pes": [pe], "networks": [network]}}).encode()
+
+    def plan(n: int, headers) -> tuple:  # noqa: ANN001 - the same entry at once, ETag or not
+        return (200, body, {"ETag": f'"{n}"'})
+
+    lines: list[str] = []
+    with Playback(plan) as svc:
+        agent = ScheduleAgent(svc.url, "duo", "t", {"A": lm}, parse_devices(["cpu1=CPUExecutionProvider:threads=1"]),
+                              batch_s=0.3, poll_wait_s=0.3, answer_s=2.0, log=lines.append)
+        agent.run(duration_s=5.0, drain_s=1.0)
+    assert agent.stats.build_failures == 1 and svc.plan_gets <= 15, (agent.stats, svc.plan_gets)
+    errors = [e for b in svc.batches for e in b["errors"] if e["kind"] == "build_failed"]
+    assert sum(e["count"] for e in errors) == 1 and ("ghost" in errors[0]["message"] or "cpu9" in errors[0]["message"])
