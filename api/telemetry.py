@@ -66,8 +66,8 @@ def post_batch(svc, dep: DeploymentRow, batch: TelemetryBatch, who: Principal) -
     digest = _digest(batch)
     existing = _find(svc, dep.id, batch.batch_id)
     if existing is not None:
-        return _receipt(existing, dep, digest), False
-    _check_batch(svc, dep, batch)
+        return _again(svc, existing, dep, digest), False
+    batch, refused = _check_batch(svc, dep, batch)
     body = json.dumps({  # latency_ms first: stored_latencies reads it alone
         "latency_ms": [s.latency_ms for s in batch.samples],
         "slice_ms": [s.slice_ms for s in batch.samples],
@@ -75,6 +75,7 @@ def post_batch(svc, dep: DeploymentRow, batch: TelemetryBatch, who: Principal) -
         "regime": batch.regime.model_dump() if batch.regime is not None else None,
         **({"frames": [f.model_dump() for f in batch.frames], "pes": [p.model_dump() for p in batch.pes],
             "span_ms": batch.span_ms} if batch.schedule_id is not None else {}),
+        **({"refused": [{"path": i.path, "reason": i.reason} for i in refused]} if refused else {}),
     }, separators=(",", ":"))
     row = TelemetryBatchRow(deployment_id=dep.id, batch_id=batch.batch_id, digest=digest, agent=batch.agent,
                             token_id=who.token_id[:40], plan_id=batch.plan_id, revision=batch.revision,
@@ -86,8 +87,16 @@ def post_batch(svc, dep: DeploymentRow, batch: TelemetryBatch, who: Principal) -
             s.add(row)
     except IntegrityError:  # the same batch posted concurrently
         existing = _find(svc, dep.id, batch.batch_id)
-        return _receipt(existing, dep, digest), False
-    return _receipt(row, dep, digest), True
+        return _again(svc, existing, dep, digest), False
+    return {**_receipt(row, dep, digest), "refused": [{"path": i.path, "reason": i.reason} for i in refused]}, True
+
+
+def _again(svc, row: TelemetryBatchRow, dep: DeploymentRow, digest: str) -> dict:  # noqa: ANN001
+    """A retry's receipt: the first one, the entries it refused included (kept in the body)."""
+    receipt = _receipt(row, dep, digest)
+    with svc.db.session() as s:
+        body = s.scalar(select(TelemetryBatchRow.body).where(TelemetryBatchRow.id == row.id))
+    return {**receipt, "refused": json.loads(body).get("refused", []) if body and '"refused":' in body else []}
 
 
 _LATENCY_HEAD = '{"latency_ms":'
@@ -108,41 +117,63 @@ PLAUSIBLE_SLACK_MS = 1000.0  # ... above it, plus this (a session run's overhead
 MAX_ISSUES = 20
 
 
-def _check_batch(svc, dep: DeploymentRow, batch: TelemetryBatch) -> None:  # noqa: ANN001
-    """Refuse (422, every problem named) what cannot be this deployment's telemetry: a
-    plan or revision it never ran (plans of other deployments included: a board may not
-    name them, nor learn whether they exist), slice times of another slicing, and samples
-    beyond physical bounds or PLAUSIBLE_FACTOR off the plan's prediction."""
+def _check_batch(svc, dep: DeploymentRow, batch: TelemetryBatch) -> tuple[TelemetryBatch, list[Issue]]:  # noqa: ANN001
+    """(what is kept, what is refused) of a batch. Refused whole (422, every problem named)
+    when the batch itself cannot be this deployment's telemetry: a plan or revision it never
+    ran (plans of other deployments included: a board may not name them, nor learn whether
+    they exist), slice times of another slicing, frames of another entry. An entry that
+    cannot be (an error naming such a plan, a sample PLAUSIBLE_FACTOR off the plan's
+    prediction) is left out and named, and the rest is stored: one bad entry must not
+    drop a board's valid samples. Nothing left: 422."""
     with svc.db.session() as s:
         events = dict(s.execute(select(DeploymentEventRow.revision, DeploymentEventRow.plan_id).where(
             DeploymentEventRow.deployment_id == dep.id)).all())
     plans = set(events.values())
-    issues: list[Issue] = []
 
-    def check_ref(path: str, plan_id: str | None, revision: int | None) -> None:
+    def ref_issues(path: str, plan_id: str | None, revision: int | None) -> list[Issue]:
         if plan_id is not None and plan_id not in plans:
-            issues.append(Issue(f"{path}plan_id", f"plan {plan_id} was never active on deployment {dep.name}"))
-        elif revision is not None and revision not in events:
-            issues.append(Issue(f"{path}revision", f"deployment {dep.name} has no revision {revision} "
-                                                   f"(its revisions: 1..{max(events, default=0)})"))
-        elif revision is not None and plan_id is not None and events[revision] != plan_id:
-            issues.append(Issue(f"{path}revision", f"revision {revision} of deployment {dep.name} ran plan "
-                                                   f"{events[revision]}, not {plan_id}"))
+            return [Issue(f"{path}plan_id", f"plan {plan_id} was never active on deployment {dep.name}")]
+        if revision is not None and revision not in events:
+            return [Issue(f"{path}revision", f"deployment {dep.name} has no revision {revision} "
+                                             f"(its revisions: 1..{max(events, default=0)})")]
+        if revision is not None and plan_id is not None and events[revision] != plan_id:
+            return [Issue(f"{path}revision", f"revision {revision} of deployment {dep.name} ran plan "
+                                             f"{events[revision]}, not {plan_id}")]
+        return []
 
-    check_ref("", batch.plan_id, batch.revision)
-    for i, e in enumerate(batch.errors):
-        check_ref(f"errors[{i}].", e.plan_id, e.revision)
+    def refuse(issues: list[Issue]) -> None:
+        raise from_planner_error(InputError(issues[:MAX_ISSUES] + (
+            [Issue("samples", f"and {len(issues) - MAX_ISSUES} more")] if len(issues) > MAX_ISSUES else [])))
+
+    issues = ref_issues("", batch.plan_id, batch.revision)
     if batch.schedule_id is not None and not issues:
         from api.schedule_deployments import check_frames
 
         issues += check_frames(svc, dep, batch)
-    if batch.samples and not issues:
+    if issues:
+        refuse(issues)
+    refused: list[Issue] = []
+    errors = []
+    for i, e in enumerate(batch.errors):
+        bad = ref_issues(f"errors[{i}].", e.plan_id, e.revision)
+        refused += bad
+        if not bad:
+            errors.append(e)
+    samples = list(batch.samples)
+    if samples:
         predicted = _predictions(svc, batch.plan_id)
         if predicted is not None:
-            issues += _implausible(*predicted, batch)
-    if issues:
-        raise from_planner_error(InputError(issues[:MAX_ISSUES] + (
-            [Issue("samples", f"and {len(issues) - MAX_ISSUES} more")] if len(issues) > MAX_ISSUES else [])))
+            whole, per_sample = _implausible(*predicted, batch)
+            if whole:
+                refuse(whole)
+            dropped = {int(i.path.split("]")[0].split("[")[1]) for i in per_sample}
+            refused += per_sample
+            samples = [x for k, x in enumerate(samples) if k not in dropped]
+    if refused and not (samples or errors or batch.frames):
+        refuse(refused)
+    if not refused:
+        return batch, []
+    return batch.model_copy(update={"samples": samples, "errors": errors}), refused
 
 
 def _plan(body: str) -> Plan | None:
@@ -175,15 +206,16 @@ def _predictions(svc, plan_id: str) -> tuple[float | None, list[float]] | None: 
     return got
 
 
-def _implausible(predicted: float | None, per_slice_ms: list[float], batch: TelemetryBatch) -> list[Issue]:
-    """Samples that cannot be measurements of the plan (`predicted` latency, `per_slice_ms`):
-    a slice count other than its, or times PLAUSIBLE_FACTOR above (+ PLAUSIBLE_SLACK_MS) or
-    below its prediction."""
+def _implausible(predicted: float | None, per_slice_ms: list[float],
+                 batch: TelemetryBatch) -> tuple[list[Issue], list[Issue]]:
+    """What cannot be measurements of the plan (`predicted` latency, `per_slice_ms`): (of the
+    whole batch: a slice count other than its; of single samples, each path naming its
+    index: times PLAUSIBLE_FACTOR above (+ PLAUSIBLE_SLACK_MS) or below its prediction)."""
     issues = []
     n = len(per_slice_ms)
     first = batch.samples[0].slice_ms
     if first and len(first) != n:
-        issues.append(Issue("samples[0].slice_ms", f"{len(first)} slice times; plan {batch.plan_id} has {n} slice(s)"))
+        return [Issue("samples[0].slice_ms", f"{len(first)} slice times; plan {batch.plan_id} has {n} slice(s)")], []
     if predicted is not None and not (math.isfinite(predicted) and predicted > 0):
         predicted = None
     per_slice = np.array(per_slice_ms, dtype=float)
@@ -199,7 +231,7 @@ def _implausible(predicted: float | None, per_slice_ms: list[float], batch: Tele
         for i, k in np.argwhere(times > hi[None, :])[:MAX_ISSUES + 1].tolist():
             issues.append(Issue(f"samples[{i}].slice_ms[{k}]", f"{times[i, k]:.6g} ms is implausible for slice {k} "
                                 f"of plan {batch.plan_id}, predicted {per_slice[k]:.6g} ms (accepted: up to {hi[k]:.6g} ms)"))
-    return issues
+    return [], issues
 
 
 def _find(svc, dep_id: str, batch_id: str) -> TelemetryBatchRow | None:  # noqa: ANN001

@@ -30,7 +30,7 @@ from api.rows import DeploymentRow, PlanRow, VerificationRow, utcnow
 from planner.core.errors import PlannerError
 from planner.core.problem import Assignment
 from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform
-from planner.core.telemetry import VerificationReport, VerifyOnDevice
+from planner.core.telemetry import MAX_VERIFY_S, VerificationReport, VerifyOnDevice, verify_seconds
 
 if TYPE_CHECKING:
     from api.fastplans import Planner
@@ -64,6 +64,13 @@ def order(planner: "Planner", plan_id: str, verify: VerifyOnDevice) -> str:
     slices = prep.slices()
     ids = [layer.id for layer in profile.layers]
     regime = prep.regime
+    need_s = verify_seconds(verify.runs, [c.predicted_ms for c in prep.candidates], regime.mode, regime.rate_hz,
+                            regime.settle)
+    if need_s > MAX_VERIFY_S:  # bounded where it is accepted: a board would hold its cores that long
+        rate = f" at the profile's {regime.rate_hz:g} Hz" if regime.mode == "rate" and regime.rate_hz else ""
+        raise invalid("verify.runs", f"{len(prep.candidates)} candidates x {verify.runs} runs{rate} take at least "
+                                     f"{need_s:.0f} s on the board, over the {MAX_VERIFY_S:g} s a verification may "
+                                     "hold it; ask fewer runs or candidates")
     return json.dumps({
         "runs": verify.runs, "statistic": "median",
         "regime": {"mode": regime.mode, "rate_hz": regime.rate_hz, "settle": regime.settle, "pool": regime.pool,

@@ -11,6 +11,8 @@ Attacks (one phase each):
   limit: 422) and with 4000 samples (over the fast path: a job), 4 senders;
 - bad input (4 senders): options nested 250 deep, NaN, lone surrogates, NUL, 2^63;
 - UI pages (4 senders): a signed-in browser paging through that profile's page;
+- flood (issue 37): 200 connections from another process, each sending unauthenticated
+  requests back to back (`--seconds` long);
 - burst (issue 21, "under load"; `--burst-seconds`, 30 by default): all at once, with
   2 plan workers on SQLite: the legitimate plan client, a board long-polling its
   deployment's plan and posting telemetry, bad bodies (2 senders), unauthenticated
@@ -398,6 +400,8 @@ def measure(args, code: Path | None = None) -> tuple[dict, str]:  # noqa: ANN001
             ("heavy", "heavy random plans (422 / job) x4", 4, heavy),
             ("bad", "bad input x4", 4, bad),
             ("ui", "UI pages of the 5000-layer profile x4", 4, ui),
+            # issue 37: 200 connections from another process, each asking without a token at once again
+            ("flood", "200 connections of unauthenticated requests", 200, lambda: ("GET", "/v1/plans", {}, b"")),
         ]
         burst_name = f"burst {args.burst_seconds:g} s: plans, board, bad x2, unauth 16 MB x2, flood jobs x2"
         burst = [(2, bad), (2, unauth), (2, flood)]
@@ -438,8 +442,8 @@ def main() -> int:
                     help="also run every phase against this source tree (e.g. `git archive` of the commit before a "
                          "change), alternating with this one, a fresh server each (default: none)")
     ap.add_argument("--rounds", type=int, default=1, help="how many times to run (alternating with the baseline; default 1)")
-    ap.add_argument("--phases", default="baseline,unauth,upload,heavy,bad,ui,burst",
-                    help="which phases, comma-separated (default: all: baseline,unauth,upload,heavy,bad,ui,burst)")
+    ap.add_argument("--phases", default="baseline,unauth,upload,heavy,bad,ui,flood,burst",
+                    help="which phases, comma-separated (default: all: baseline,unauth,upload,heavy,bad,ui,flood,burst)")
     args = ap.parse_args()
 
     runs = [("this", None)] + ([("baseline", Path(args.baseline_code).resolve())] if args.baseline_code else [])

@@ -36,6 +36,7 @@ Imports planner.core, httpx and the executor package only (a board installs
 from __future__ import annotations
 
 import collections
+import hashlib
 import json
 import random
 import re
@@ -66,11 +67,14 @@ from planner.core.telemetry import (
     TelemetryError,
     TelemetrySample,
     VerificationReport,
+    verify_seconds,
+    MAX_VERIFY_S,
 )
 from planner.core.schema import STEADY_SETTLE
 
 MAX_PLAN_BYTES = 4 * 1024 * 1024  # a plan answer (256 slices at most) is a few KiB; more is not a plan
 MAX_PLAN_DEPTH = 32  # JSON nesting of a plan answer (a real one has 4)
+MAX_REDIRECTS = 5  # followed as an HTTP client does (a POST only where it stays a POST: 307/308); more: not delivered
 class BadPlanAnswer(ValueError):
     """The service's answer to GET .../plan is not a plan this agent can read."""
 
@@ -161,6 +165,10 @@ class AgentStats:
     verifications: int = 0  # revisions whose candidates this agent measured
     verification_s: float = 0.0  # seconds the inference loop was held off the cores for them
     reconnects: int = 0
+    entries_refused: int = 0  # samples and errors the service left out of stored batches (named in its receipt)
+    batches_undelivered: int = 0  # still unsent when the run ended (the service unreachable, 5xx, redirected away)
+    samples_undelivered: int = 0
+    undelivered_why: str = ""  # the last reason a post did not go through
     plans: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -196,6 +204,8 @@ class Agent:
         self._max_pending = max_pending
         self._seq = 0
         self._etag: str | None = None
+        self._last_answer: bytes | None = None  # digest of the last plan answer taken (applied or refused)
+        self._deadline: float | None = None  # monotonic end of the run (--duration): every wait stops there
         self.verify = verify  # may this board measure candidates on a first deploy (the operator's --no-verify)
         self._cores = threading.Lock()  # held by a frame, or by a verification for all its runs
 
@@ -261,7 +271,7 @@ class Agent:
                                params={"wait": self.poll_wait_s}, headers=headers, extensions={"trace": trace},
                                timeout=httpx.Timeout(5.0, read=total_s)) as r:
                 if r.status_code in (304, 404):  # unchanged; no active plan yet (the service waited `wait` already)
-                    return
+                    return True
                 if r.status_code != 200:
                     try:
                         text = self._read_answer(r, deadline).decode("utf-8", "replace")[:300]
@@ -276,11 +286,23 @@ class Agent:
             raise
         finally:
             timer.cancel()
-        self._apply(body, etag)
+        return self._take(body, etag)
 
-    def _apply(self, body: bytes, etag: str | None) -> None:
+    def _take(self, body: bytes, etag: str | None) -> bool:
+        """Apply an answer unless it is the one last taken (a server answering 200 with the
+        same plan, ETag or not): True when it was applied, False (the poller backs off)
+        when it is the same again or could not be used; a refused answer is reported once,
+        not rebuilt on every poll."""
+        digest = hashlib.sha256(body).digest()
+        if digest == self._last_answer:
+            self._etag = etag or self._etag
+            return False
+        self._last_answer = digest
+        return self._apply(body, etag)
+
+    def _apply(self, body: bytes, etag: str | None) -> bool:
         """Parse a changed answer and build it off the hot path (a schedule agent
-        overrides this: executor.schedule_agent)."""
+        overrides this: executor.schedule_agent); False when it cannot be served here."""
         answer = parse_plan_answer(body)
         plan, revision = answer.plan, answer.revision
         self._etag = etag
@@ -293,9 +315,10 @@ class Agent:
             self.stats.build_failures += 1
             self._error("build_failed", str(exc), plan.plan_id, revision)
             self.log(f"plan {plan.plan_id} cannot be built here, keeping the previous one: {exc}")
-            return
+            return False
         with self._lock:
             self._pending = Applied(runner, plan.plan_id, revision)
+        return True
 
     def _verify(self, answer: AgentPlanAnswer) -> None:
         """Measure the revision's candidates (first deploy only) and post the figures, or
@@ -304,8 +327,16 @@ class Agent:
         with self._lock:
             serving = self._current or self._pending
         skipped, measured = None, None
+        r = order.regime
+        need_s = verify_seconds(order.runs, [c.predicted_ms for c in order.candidates], r.mode, r.rate_hz, r.settle)
+        left_s = None if self._deadline is None else self._deadline - time.monotonic()
         if not self.verify:
             skipped = "the agent runs with --no-verify"
+        elif need_s > MAX_VERIFY_S or (left_s is not None and need_s > left_s):
+            skipped = (f"the order needs at least {need_s:.0f} s ({len(order.candidates)} candidates x {order.runs} runs"
+                       + (f" at {r.rate_hz:g} Hz" if r.mode == "rate" else "") + "), over "
+                       + (f"the {MAX_VERIFY_S:g} s a verification may hold the board" if need_s > MAX_VERIFY_S
+                          else f"the {max(left_s, 0):.0f} s left of this run"))
         elif serving is not None:
             skipped = (f"the board is serving plan {serving.plan_id} (revision {serving.revision}): it verifies on a "
                        "first deploy only, as measuring needs the cores to itself")
@@ -313,14 +344,15 @@ class Agent:
             try:
                 slices = {c.name: checked_slices(self.lm, [x.model_dump() for x in c.slices], self.devices)
                           for c in order.candidates}
-                r = order.regime
                 self.log(f"revision {answer.revision}: measuring {len(slices)} candidates x {order.runs} runs "
                          f"({'at %g Hz' % r.rate_hz if r.mode == 'rate' else 'back to back'}) before serving")
                 t0 = time.monotonic()
                 with self._cores:  # the inference loop waits: nothing else runs while candidates are timed
                     figures = measure_candidates(self.lm, self.devices, self.inputs, slices, runs=order.runs,
                                                  settle=max(r.settle, STEADY_SETTLE), pool=r.pool, clock=r.clock,
-                                                 rate_hz=r.rate_hz if r.mode == "rate" else None)
+                                                 rate_hz=r.rate_hz if r.mode == "rate" else None,
+                                                 timeout_s=max(1.0, min(900.0, 3 * need_s + 60.0, *(
+                                                     [left_s] if left_s is not None else []))))
                 self.stats.verifications += 1
                 self.stats.verification_s += time.monotonic() - t0
                 aa = next((f["aa"] for f in figures.values() if "aa" in f), None)
@@ -347,6 +379,8 @@ class Agent:
             if r is not None and r.status_code < 500 and r.status_code not in (408, 429):
                 break
             why = why if r is None else f"{r.status_code}"
+            if self._stop.is_set():
+                break
             self._sleep_backoff(attempt)
         if r is not None and r.status_code == 200:
             self.log(f"revision {answer.revision} verification: {r.json().get('note', '')[:300]}")
@@ -357,20 +391,32 @@ class Agent:
             self.log(f"the service did not take revision {answer.revision}'s verification: {text}")
 
     def _poller(self) -> None:
-        """Never dies: a failure of any kind is logged, reported and retried with backoff."""
-        failures = 0
-        with httpx.Client(limits=httpx.Limits(max_keepalive_connections=0)) as client:  # see _poll_once's trace
+        """Never dies: a failure of any kind is logged, reported and retried with backoff.
+        Two counts: `failures` (no usable exchange with the service: a reconnect is counted
+        and logged at the first) and `unusable` (answers it could not serve, or the same
+        answer again); each backs the next poll off."""
+        failures = unusable = 0
+        with httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), follow_redirects=True,
+                          max_redirects=MAX_REDIRECTS) as client:  # see _poll_once's trace
             while not self._stop.is_set():
                 try:
-                    self._poll_once(client)
+                    served = self._poll_once(client)
                     if failures:
                         self.log("service reachable again")
                     failures = 0
+                    if served:
+                        unusable = 0
+                        continue
+                    unusable += 1  # an answer it cannot use, or the same one again: not at once
+                    self._sleep_backoff(unusable)
                     continue
                 except BadPlanAnswer as exc:
                     self.stats.bad_plans += 1
                     self._error("invalid_plan", str(exc))
                     self.log(f"the service's plan answer is unusable, keeping the current plan: {exc}")
+                    unusable += 1
+                    self._sleep_backoff(unusable)
+                    continue
                 except Exception as exc:  # noqa: BLE001 - the poller outlives every failure
                     if failures == 0:
                         self.log(f"cannot fetch the plan ({type(exc).__name__}: {exc}); retrying with backoff")
@@ -438,9 +484,14 @@ class Agent:
                 r = client.post(f"{self.base}/v1/deployments/{self.deployment}/telemetry",
                                 content=batch.model_dump_json(), headers={**self.headers, "Content-Type": "application/json"},
                                 timeout=10.0)
-            except httpx.HTTPError:
+            except httpx.HTTPError as exc:
+                self.stats.undelivered_why = f"{type(exc).__name__}: {exc}"[:300]
                 return False
-            if r.status_code >= 500 or r.status_code in (408, 429):
+            if r.request.method != "POST":  # a 301/302/303 turned it into a GET: the batch went nowhere
+                self.stats.undelivered_why = f"redirected to {r.request.method} {r.request.url} ({r.status_code})"[:300]
+                return False
+            if r.status_code >= 500 or r.status_code in (408, 429) or 300 <= r.status_code < 400:
+                self.stats.undelivered_why = f"{r.status_code} {r.text[:200]}"
                 return False
             halves: list[TelemetryBatch] = []
             if r.status_code == 413 and len(batch.samples) + len(batch.frames) + len(batch.errors) > 1:  # a lower limit
@@ -454,8 +505,22 @@ class Agent:
                     self._outbox.extendleft(reversed(halves))
             if r.status_code in (200, 201):
                 self.stats.batches_sent += 1
+                self._receipt(batch, r)
             elif not halves:  # refused (403, 413 for one sample, 422): resending will not help
                 self._dropped(batch, f"refused: {r.status_code} {r.text[:300]}")
+
+    def _receipt(self, batch: TelemetryBatch, r: httpx.Response) -> None:
+        """A stored batch's receipt: the entries the service left out (`refused`), counted
+        and logged (the rest of the batch was stored)."""
+        try:
+            refused = r.json().get("refused") or []
+        except (ValueError, AttributeError):
+            return
+        if refused and isinstance(refused, list):
+            self.stats.entries_refused += len(refused)
+            first = refused[0] if isinstance(refused[0], dict) else {}
+            self.log(f"telemetry batch {batch.batch_id} stored without {len(refused)} entr(ies) the service refused: "
+                     f"{str(first.get('path', ''))[:80]}: {str(first.get('reason', ''))[:200]}")
 
     def _split(self, batch: TelemetryBatch) -> list[TelemetryBatch]:
         """A batch again, cut to max_batch_bytes (after a 413)."""
@@ -477,9 +542,12 @@ class Agent:
                  f"({str(issues[0].get('reason', ''))[:200]}); resending the other {len(keep)}")
         return self._batches(batch.plan_id, batch.revision, keep, list(batch.errors), batch.regime)
 
+    def _client(self) -> httpx.Client:
+        return httpx.Client(follow_redirects=True, max_redirects=MAX_REDIRECTS)
+
     def _sender(self) -> None:
         failures = 0
-        with httpx.Client() as client:
+        with self._client() as client:
             while not self._stop.wait(self.batch_s):
                 self._cut_batch()
                 if self._send_pending(client):
@@ -491,11 +559,18 @@ class Agent:
         """Cut the last batch and try to post everything left, for up to timeout_s."""
         self._cut_batch()
         deadline = time.monotonic() + timeout_s
-        with httpx.Client() as client:
+        with self._client() as client:
             while time.monotonic() < deadline:
                 if self._send_pending(client):
                     return
                 time.sleep(0.2)
+        with self._lock:
+            left = list(self._outbox)
+        if left:
+            self.stats.batches_undelivered += len(left)
+            self.stats.samples_undelivered += sum(len(b.samples) + len(b.frames) for b in left)
+            self.log(f"{len(left)} telemetry batch(es) ({self.stats.samples_undelivered} samples) not delivered: "
+                     f"{self.stats.undelivered_why or 'the service did not answer'}")
 
     # ------------------------------------------------------------------ inference
     def _take_pending(self) -> None:
@@ -525,13 +600,15 @@ class Agent:
         threads = self._start_background()
         period = 1.0 / self.rate_hz
         start = time.monotonic()
+        self._deadline = None if duration_s is None else start + duration_s
         next_at = start
         try:
             while self._serving(frames, duration_s, start):
                 self._take_pending()
                 cur = self._current
                 runner = cur.runner if cur is not None else fallback
-                self._cores.acquire()
+                if not self._cores.acquire(timeout=0.1):  # a verification holds them: the run's end and stop() still count
+                    continue
                 t0 = time.perf_counter_ns()
                 try:
                     _, slice_ms = runner.run_timed(self.inputs)

@@ -136,7 +136,7 @@ class ScheduleAgent(Agent):
         self._next_seq: dict[str, int] = defaultdict(int)
 
     # ------------------------------------------------------------------ building (poller thread)
-    def _apply(self, body: bytes, etag: str | None) -> None:
+    def _apply(self, body: bytes, etag: str | None) -> bool:
         answer = parse_plan_answer(body, AgentScheduleAnswer)
         view, revision = answer.schedule, answer.revision
         self._etag = etag
@@ -149,9 +149,10 @@ class ScheduleAgent(Agent):
             self.stats.build_failures += 1
             self._error("build_failed", f"schedule entry {label}: {exc}", None, revision)
             self.log(f"schedule entry {label} cannot be built here, keeping the previous one: {exc}")
-            return
+            return False
         with self._lock:
             self._pending = Applied(built, label, revision)
+        return True
 
     # ------------------------------------------------------------------ telemetry
     def _cut_batch(self) -> None:

@@ -46,9 +46,46 @@ class SlicingError(ValueError):
     pass
 
 
+MAX_MODEL_BYTES = 2 * 1024**3  # protobuf's own limit on one message; larger weights live in external data files
+
+
+def _model_tags() -> frozenset[int]:
+    """The bytes a serialised ModelProto can start with: the tag of one of its fields."""
+    tags = set()
+    for f in onnx.ModelProto.DESCRIPTOR.fields:
+        wire = 0 if f.type in (f.TYPE_INT64, f.TYPE_INT32, f.TYPE_UINT64, f.TYPE_BOOL, f.TYPE_ENUM) else 2
+        tag = (f.number << 3) | wire
+        tags.add(tag if tag < 0x80 else (tag & 0x7F) | 0x80)
+    return frozenset(tags)
+
+
+def check_model_file(path: str, limit: int = MAX_MODEL_BYTES) -> None:
+    """Refuse, before onnx reads a byte more, what cannot be an ONNX model file: not a
+    regular file (/dev/zero would be read until memory runs out), over `limit`, empty, or a
+    first byte that is no ModelProto field's tag (random bytes, a text file)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise SlicingError(f"{path}: cannot read ({exc.strerror})") from None
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):
+        raise SlicingError(f"{path}: not a regular file (an ONNX model is a .onnx file)")
+    if st.st_size > limit:
+        raise SlicingError(f"{path}: {st.st_size} bytes, over the {limit} byte limit of one ONNX file")
+    with open(path, "rb") as f:
+        first = f.read(1)
+    if not first:
+        raise SlicingError(f"{path}: empty file, not an ONNX model")
+    if first[0] not in _model_tags():
+        raise SlicingError(f"{path}: not an ONNX model (starts with byte 0x{first[0]:02x}, which begins no field of a "
+                           "serialised ModelProto)")
+
+
 def load_model(path_or_model) -> onnx.ModelProto:
     if isinstance(path_or_model, onnx.ModelProto):
         return path_or_model
+    check_model_file(str(path_or_model))
     try:
         return onnx.load(str(path_or_model))
     except Exception as exc:  # noqa: BLE001 - onnx raises several types for a bad file

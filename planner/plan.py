@@ -349,6 +349,28 @@ def problem_for(solver, platform, profile, request: PlanRequest, problem: Proble
     return problem
 
 
+def unrepresentable(problem: Problem) -> str | None:
+    """Why a compiled problem's figures cannot be summed exactly (None when they can): a
+    NaN, or a chain of per-layer worst finite costs that overflows to inf. A solver's
+    "infeasible" over such numbers is an overflow, never a proof."""
+    import numpy as np
+
+    for name in ("exec_time_ms", "exec_energy_mj", "comm_in_time_ms", "comm_out_time_ms", "comm_in_energy_mj",
+                 "comm_out_energy_mj", "pair_time_ms", "pair_energy_mj"):
+        a = getattr(problem, name, None)
+        if a is None or a.size == 0:
+            continue
+        a = np.asarray(a, dtype=float)
+        if np.isnan(a).any():
+            return f"{name} holds NaN"
+        finite = np.where(np.isfinite(a), np.abs(a), 0.0).reshape(a.shape[0], -1)
+        with np.errstate(over="ignore"):
+            total = float(finite.max(axis=1).sum()) * 4  # exec + comm in + comm out + a transition, per layer
+        if not math.isfinite(total):
+            return f"the sum of {name} over the layers overflows"
+    return None
+
+
 def make_plan(
     platform: Platform,
     profile: ModelProfile,
@@ -367,6 +389,10 @@ def make_plan(
     solution = solver.solve(view, request, progress)
     if solution.assignment is None:
         if solution.status == "infeasible":
+            overflow = unrepresentable(view)
+            if overflow:
+                raise InputError("profile", f"{overflow}: the figures are too large to plan over (each at most "
+                                 "1e12), so no infeasibility is proven")
             reason = "; ".join(solution.notes) or "no plan satisfies the constraints"
             raise InfeasibleError("constraints", f"{reason} (proven by '{solver.name}')")
         raise NoPlanFound("time_limit_s", f"'{solver.name}' found no plan within the time limit; infeasibility is not proven")

@@ -161,7 +161,8 @@ def get_job_result(job_id: ResId, shape: ScheduleShape = Depends(schedule_shape)
 
 
 @router.delete("/jobs/{job_id}", response_model=JobResource, summary="Cancel a job", tags=["jobs"],
-               description="Stops a queued or running job (its worker process is killed). A finished job is returned unchanged.",
+               description="Stops a queued or running job (its worker process is killed). A finished job is returned unchanged. "
+                           "Pipeline tokens are one tenant: any of them may cancel any job, another token's included.",
                responses=responses(401, 403, 404, 422))
 def cancel_job(job_id: ResId, svc: Service = Depends(service), _: Principal = PIPELINE):
     return views.job(svc.cancel_job(job_id))

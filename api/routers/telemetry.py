@@ -39,7 +39,9 @@ async def agent_deployment(deployment_id: DepId, who: Principal = AGENT, svc: Se
 
 @router.post("/{deployment_id}/telemetry", status_code=201, summary="Post a telemetry batch (agents)",
              description="Idempotent per `batch_id`: the same batch again is answered 200 with the first receipt "
-                         "(stored once); the same id with other content is 409. An executor token may post only "
+                         "(stored once); the same id with other content is 409. An entry that cannot be this deployment's "
+                         "(an error naming a plan it never ran, a sample implausible for the plan) is left out and named "
+                         "in the receipt's `refused` (path, reason); the rest is stored. An executor token may post only "
                          "to the deployments it is bound to (403 otherwise, whether or not the deployment exists).",
              responses={200: {"description": "Already stored (same batch id and content)"},
                         **responses(401, 403, 404, 409, 413, 422)})
@@ -48,7 +50,7 @@ async def post_telemetry(deployment_id: DepId, batch: TelemetryBatch, response: 
                          svc: Service = Depends(service)):
     dep, who = caller
     receipt, created = await run_in_threadpool(telemetry.post_batch, svc, dep, batch, who)
-    svc.metrics.telemetry("stored" if created else "duplicate", len(batch.samples) if created else 0)
+    svc.metrics.telemetry("stored" if created else "duplicate", receipt["samples"] if created else 0)
     response.status_code = 201 if created else 200
     return receipt
 

@@ -58,7 +58,10 @@ def model_graph(model_path: str, name: str) -> tuple[ModelProfile, dict[str, str
     from executor import slicing
     from executor.importers.structure import GraphNode, node_scope
 
-    lm = slicing.layers(slicing.load_model(model_path))
+    try:
+        lm = slicing.layers(slicing.load_model(model_path))
+    except slicing.SlicingError as exc:  # a file that is no ONNX model is the option's error, not an internal one
+        raise InputError("--model", str(exc)) from None
     nodes = lm.model.graph.node
     graph = [GraphNode(n.name, n.op_type, *node_scope(n)) for n in nodes if n.name]
     ids = [layer.id for layer in lm.layers]

@@ -216,6 +216,7 @@ def build_profile(
     freq_mhz: Mapping[str, float] | None = None,
     source: str | None = None,
     graph: Sequence | None = None,
+    max_layers: int | None = None,
 ) -> tuple[ModelProfile, ImportReport]:
     """One ModelProfile from several devices' traces.
 
@@ -229,7 +230,8 @@ def build_profile(
     the layer's records of each run's time, then median and p90 - p10 over runs. A layer
     no record timed is estimated from its bytes at the device's measured copy bandwidth
     (reported), or listed with the reason. The times are operator times inside a whole
-    run (tensors already on the device): `includes_communication` is false."""
+    run (tensors already on the device): `includes_communication` is false. More layers
+    than `max_layers` (the service's limit) are refused before any is matched."""
     if not traces:
         raise InputError("FILES", "no profiler output to import")
     if base is not None:
@@ -238,6 +240,11 @@ def build_profile(
         layers = _reference_layers(traces[0])
         if not layers:
             raise InputError(traces[0].source, "no operator timings found in this file")
+    if max_layers is not None and len(layers) > max_layers:
+        where = "the base profile or --model" if base is not None else f"{traces[0].source}'s distinct operators"
+        raise InputError("--max-layers", f"{len(layers)} layers ({where}), over the limit of {max_layers}: the service "
+                                         "refuses such a profile (PLANNER_MAX_LAYERS); import a model with fewer layers "
+                                         "(give --model to group operators into layers) or raise --max-layers")
     resolve = _Resolver([l["id"] for l in layers], node_layers)
     freq_mhz = dict(freq_mhz or {})
     devices_done: set[str] = set()

@@ -27,6 +27,7 @@ import re
 from executor.importers.common import MAX_DURATION_MS, load_json_file
 from executor.importers.records import ELEMENT_BYTES, OpRecord, Trace
 from planner.core.errors import InputError
+from planner.core.schema import MAX_COUNT
 
 _REFORMATTER = re.compile(r"^(?P<layer>.+?) (?:input|output) reformatter \d+$")
 _COPYNODE = re.compile(r"^Reformatting CopyNode for (?:Input|Output) Tensor \d+ to (?P<layer>.+)$")
@@ -57,20 +58,30 @@ def _element_bytes(fmt: str) -> int | None:
     return None
 
 
-def _tensor_bytes(tensors) -> int | None:  # noqa: ANN001
+def _tensor_bytes(tensors, where: str = "") -> int | None:  # noqa: ANN001
+    """Bytes of a layer's tensors, None when the layer info does not say (no dimensions, an
+    unknown type). Dimensions that no engine has (negative, or a tensor past 2^48 bytes)
+    are refused naming the tensor: written as 0 bytes they would pass as a free layer."""
     total = 0
-    for t in tensors or []:
+    for k, t in enumerate(tensors or []):
         if not isinstance(t, dict):
             return None
         dims, size = t.get("Dimensions"), _element_bytes(str(t.get("Format/Datatype", "")))
-        if not isinstance(dims, list) or size is None or any((not isinstance(d, int)) or d < 0 for d in dims):
+        if not isinstance(dims, list) or any(isinstance(d, bool) or not isinstance(d, int) for d in dims):
             return None
-        n = 1
+        if any(d < 0 for d in dims):
+            raise InputError(f"{where}[{k}].Dimensions", f"negative dimension in {dims}: not a built engine's shape "
+                                                         "(export the layer info of an engine with its shapes set)")
+        if size is None:
+            return None
+        n = size
         for d in dims:
             n *= d
-        total += n * size
-        if total >= 2**50:  # not a tensor of one inference: unknown rather than an overflow later
-            return None
+            if total + n > MAX_COUNT:
+                raise InputError(f"{where}[{k}].Dimensions", f"{dims[:8]}{'...' if len(dims) > 8 else ''} is over "
+                                                             f"{MAX_COUNT} bytes (2^48): no tensor of one inference is "
+                                                             "that large")
+        total += n
     return total
 
 
@@ -150,7 +161,8 @@ def parse(paths: list[str], device: str) -> Trace:
             wbytes = weights["Count"] * (_element_bytes(str(weights.get("Type", ""))) or ELEMENT_BYTES["float"])
         records.append(OpRecord(
             name=name, op_type=str(layer.get("LayerType") or "trt_layer"), parts=parts, samples_ms=[ms], runs=count,
-            input_bytes=_tensor_bytes(layer.get("Inputs")), output_bytes=_tensor_bytes(layer.get("Outputs")),
+            input_bytes=_tensor_bytes(layer.get("Inputs"), f"{' + '.join(sources)}: layer {name!r}.Inputs"),
+            output_bytes=_tensor_bytes(layer.get("Outputs"), f"{' + '.join(sources)}: layer {name!r}.Outputs"),
             weight_bytes=wbytes, feeds=feeds,
         ))
     notes = [] if info else ["no layer-info file: op types and tensor bytes unknown"]
@@ -191,7 +203,7 @@ def _binding_bytes(info: dict[str, dict]) -> dict[str, int]:
                     tensors[t["Name"]] = t
     out = {}
     for direction, names in (("h2d", used - made), ("d2h", made - used)):
-        sizes = [_tensor_bytes([tensors[n]]) for n in sorted(names)]
+        sizes = [_tensor_bytes([tensors[n]], f"binding {n!r}") for n in sorted(names)]
         if names and all(sz for sz in sizes):
             out[direction] = sum(sizes)
     return out

@@ -127,9 +127,15 @@ def serve(agent, args: argparse.Namespace) -> int:  # noqa: ANN001
               f"{stats.failed_frames} failed), {stats.swaps} plan swap(s), {stats.build_failures} plan(s) not buildable, "
               f"{stats.bad_plans} unusable plan answer(s), {stats.verifications} verification(s) "
               f"({stats.verification_s:.1f} s), {stats.batches_sent} telemetry batches sent, "
-              f"{stats.batches_dropped} dropped ({stats.samples_dropped} samples)"
+              f"{stats.batches_dropped} dropped ({stats.samples_dropped} samples), {stats.batches_undelivered} not "
+              f"delivered ({stats.samples_undelivered} samples), {stats.entries_refused} entr(ies) refused by the service"
               + (f"; {stats.deadline_misses} deadline miss(es), {stats.frames_lost} release(s) dropped"
                  if hasattr(stats, "deadline_misses") else ""))
+    measured = stats.frames - stats.unplanned_frames - stats.failed_frames
+    if measured > 0 and stats.batches_sent == 0:  # a run whose telemetry all went nowhere is a failed run
+        print(f"planner: agent: none of the {measured} measured frames' telemetry was delivered "
+              f"({stats.undelivered_why or 'every batch was refused'})", file=sys.stderr)
+        return 1
     return 0
 
 

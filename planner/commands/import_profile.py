@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from executor.importers import FORMATS, build_profile, model_graph, read
+from executor.importers import FORMATS, build_profile, common, model_graph, read
 from executor.importers.platform import KINDS, build_platform, parse_link
 from planner.core.errors import InputError
 from planner.core.io import load, parse
@@ -55,7 +55,21 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"device kind where the trace does not say it ({', '.join(KINDS)}), e.g. npu0=npu")
     p.add_argument("--platform-name", default=None, help="platform name; omitted: the profile name + '-imported'")
     p.add_argument("--json", action="store_true", help="print the match report as JSON")
+    p.add_argument("--max-file-mb", type=float, default=common.DEFAULT_MAX_TRACE_BYTES / 2**20, metavar="MB",
+                   help="largest profiler file read (after gunzip); a file past it is refused, never read to the end")
+    p.add_argument("--max-layers", type=int, default=None, metavar="N",
+                   help="most layers the profile may have (default: the service's limit, $PLANNER_MAX_LAYERS or 5000): "
+                        "a profile the service would refuse is refused here, before it is built")
     p.set_defaults(func=run)
+
+
+def _max_layers(args: argparse.Namespace) -> int:
+    from api.settings import Limits  # the service's own limit (stdlib only: a board has it too)
+
+    n = args.max_layers if args.max_layers is not None else Limits.from_env().max_layers
+    if n < 1:
+        raise InputError("--max-layers", f"must be at least 1, got {n}")
+    return n
 
 
 def _freqs(items: list[str]) -> dict[str, float]:
@@ -90,6 +104,13 @@ def _size_copies(traces: list, base: ModelProfile) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 < args.max_file_mb <= 64 * 1024:
+        raise InputError("--max-file-mb", f"must be above 0 and at most 65536 MB, got {args.max_file_mb:g}")
+    with common.max_bytes(int(args.max_file_mb * 2**20)):
+        return _run(args, _max_layers(args))
+
+
+def _run(args: argparse.Namespace, max_layers: int) -> int:
     if (args.platform or args.link or args.kind) and not args.out_platform:  # they describe the platform
         raise InputError("--out-platform", "--platform, --link and --kind describe the platform to write: give --out-platform")
     links = [parse_link(x) for x in args.link]
@@ -124,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         doc, lines = build_platform(traces, args.platform_name or f"{name}-imported", links, kinds, freqs, base_platform,
                                     also)
         platform = parse(Platform, doc, "platform")
-    profile, report = build_profile(traces, name, base=base, node_layers=groups, freq_mhz=freqs, graph=graph)
+    profile, report = build_profile(traces, name, base=base, node_layers=groups, freq_mhz=freqs, graph=graph,
+                                    max_layers=max_layers)
     if platform is not None:
         profile = profile.model_copy(update={"platform": platform.name})
     Path(args.out).write_bytes(canonical_json(profile) + b"\n")

@@ -145,7 +145,10 @@ def run_serve(args: argparse.Namespace) -> int:
     else:
         print(f"planner: {serving}", file=sys.stderr, flush=True)
     app = create_app(settings)
-    config = uvicorn.Config(app, host=args.host, port=args.port, loop=args.loop, http=args.http, access_log=not args.no_access_log and not json_logs,
+    from api import http_limits
+
+    config = uvicorn.Config(app, host=args.host, port=args.port, loop=args.loop, http=http_limits.protocol(args.http),
+                            h11_max_incomplete_event_size=http_limits.MAX_HEAD_BYTES, access_log=not args.no_access_log and not json_logs,
                             timeout_graceful_shutdown=5, log_level="info",
                             log_config=logs.uvicorn_log_config() if json_logs else _timestamped(uvicorn.config.LOGGING_CONFIG))
     try:

@@ -32,8 +32,12 @@ Id = Annotated[
         description="Identifier: letters, digits and _ . : / + -",
     ),
 ]
-NonNegFloat = Annotated[float, Field(ge=0)]
-PosFloat = Annotated[float, Field(gt=0)]
+# Every measured figure (times, powers, energies, frequencies): at most 1e12, so that a sum
+# or product over any profile the service accepts stays a finite float64 (1e308 summed
+# over 5 layers is inf, and a solver would then "prove" the profile infeasible).
+MAX_FIGURE = 1e12
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_FIGURE)]
+PosFloat = Annotated[float, Field(gt=0, le=MAX_FIGURE)]
 # Byte counts, MACs and other counts: bounded so that sums over a profile stay exact
 # in int64 and float64 (numpy); 2^48 bytes is 256 TiB, far beyond any SoC's tensors.
 MAX_COUNT = 2**48

@@ -8,6 +8,7 @@ core) builds batches; the service validates them; models/refit.py reads summarie
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Sequence
 
 import numpy as np
@@ -25,14 +26,21 @@ BatchId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-
 PlanId = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_-]+$")]
 
 
-class TelemetrySample(Strict):
+class StrictNumbers(Strict):
+    """What a board reports: a number is a JSON number, never "100" or true (lax
+    validation stored `"latency_ms": true` as 1 ms), a count an integer."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True, strict=True)
+
+
+class TelemetrySample(StrictNumbers):
     """One inference: end-to-end wall time and each slice's (session run and its tensors)."""
 
     latency_ms: Annotated[float, Field(gt=0, le=MAX_SAMPLE_MS)]
     slice_ms: list[Annotated[float, Field(ge=0, le=MAX_SAMPLE_MS)]] = Field(default_factory=list, max_length=MAX_SLICES)
 
 
-class TelemetryError(Strict):
+class TelemetryError(StrictNumbers):
     kind: Literal["build_failed", "inference_failed", "plan_fetch_failed", "invalid_plan", "deadline_missed", "other"]
     message: str = Field(max_length=1000)
     plan_id: PlanId | None = None
@@ -40,7 +48,7 @@ class TelemetryError(Strict):
     count: Annotated[int, Field(ge=1, le=10_000_000)] = 1
 
 
-class ServedRegime(Strict):
+class ServedRegime(StrictNumbers):
     """How the agent served the samples of a batch: at a rate (idle gaps between frames)
     or back to back; compared with the regime the plan's profile was measured in."""
 
@@ -49,7 +57,7 @@ class ServedRegime(Strict):
     pool: Literal["plain", "stop", "off"] | None = None
 
 
-class FrameSample(Strict):
+class FrameSample(StrictNumbers):
     """One frame of one network of a schedule entry: its response time (release to the
     last segment's end; None: the release was dropped, the network's backlog full) and
     its segments' session times, in segment order."""
@@ -62,12 +70,12 @@ class FrameSample(Strict):
     missed: bool = Field(False, description="Finished after its period (its deadline), or dropped")
 
 
-class PeBusy(Strict):
+class PeBusy(StrictNumbers):
     pe: str = Field(min_length=1, max_length=200)
     busy_ms: Annotated[float, Field(ge=0, le=MAX_SAMPLE_MS)]
 
 
-class TelemetryBatch(Strict):
+class TelemetryBatch(StrictNumbers):
     """Samples taken on one plan (an agent starts a new batch when it swaps plans) and
     the errors seen since the last batch. `plan_id` None: no plan applied yet."""
 
@@ -329,21 +337,54 @@ class AgentVerifyOrder(_View):
     candidates: list[AgentCandidate] = Field(min_length=1, max_length=MAX_VERIFY_CANDIDATES)
 
 
+MAX_VERIFY_S = 300.0  # the longest a board's verification may hold its cores (the service refuses longer orders)
+
+
+def verify_seconds(runs: int, candidates: Sequence[float], mode: str, rate_hz: float | None, settle: int) -> float:
+    """A lower bound on the seconds a verification order takes on the board: every
+    candidate (`candidates`: their predicted ms) timed `runs` times, at `rate_hz` (one
+    period a run) or back to back after `settle` untimed runs each. What the service
+    checks an order against before accepting it, and the agent before starting one."""
+    if mode == "rate" and rate_hz:
+        return len(candidates) * runs / rate_hz
+    return sum(candidates) * runs * (1 + settle) / 1000.0
+
+
 class AgentPlanAnswer(_View):
     revision: StrictIndex
     plan: AgentPlan
     verify: AgentVerifyOrder | None = None
 
 
-class CandidateTiming(Strict):
+class CandidateTiming(StrictNumbers):
     median_ms: TimingMs
     p10_ms: TimingMs
     p90_ms: TimingMs
     samples_ms: list[TimingMs] = Field(default_factory=list, max_length=MAX_VERIFY_RUNS,
                                        description="Timed runs in round order (paired across candidates)")
 
+    @model_validator(mode="after")
+    def _supported(self) -> "CandidateTiming":
+        """Quantiles in order, and each where its samples put it: between the order
+        statistics around its rank (one either side, for any quantile definition)."""
+        issues = []
+        if not self.p10_ms <= self.median_ms <= self.p90_ms:
+            issues.append((("median_ms",), f"quantiles out of order: p10 {self.p10_ms:g} ms, median {self.median_ms:g} "
+                                           f"ms, p90 {self.p90_ms:g} ms (need p10 <= median <= p90)"))
+        if self.samples_ms:
+            xs, n = sorted(self.samples_ms), len(self.samples_ms)
+            for field, q in (("p10_ms", 0.1), ("median_ms", 0.5), ("p90_ms", 0.9)):
+                rank = q * (n - 1)
+                lo, hi = xs[max(0, math.floor(rank) - 1)], xs[min(n - 1, math.ceil(rank) + 1)]
+                v = getattr(self, field)
+                if not lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
+                    issues.append(((field,), f"{v:g} ms is not what the {n} samples_ms give (between {lo:g} and "
+                                             f"{hi:g} ms)"))
+        _fail("CandidateTiming", issues, self.median_ms)
+        return self
 
-class VerificationReport(Strict):
+
+class VerificationReport(StrictNumbers):
     """POST /v1/deployments/{name}/verification: the board's figures for every candidate
     of the revision's verification, or why it did not measure (`skipped`)."""
 

@@ -50,8 +50,12 @@ def cases(env: dict) -> list[tuple[str, str, str, int, str]]:
         ("revision 2^31", "a", batch("r31", revision=2**31), 422, "revision"),
         ("revision 2^63", "a", batch("r63", revision=2**63), 422, "revision"),
         ("unknown revision", "a", batch("r999", revision=999999), 422, "no revision 999999"),
-        ("error revision unknown", "a", batch("er", errors=[{"kind": "other", "message": "m", "revision": 77}]), 422,
-         "errors[0].revision"),
+        # an entry that cannot be this deployment's is left out and named; the batch's valid samples are kept (issue 37)
+        ("error revision unknown", "a", batch("er", errors=[{"kind": "other", "message": "m", "revision": 77}]), 201,
+         '"refused":[{"path":"errors[0].revision"'),
+        ("error revision unknown, nothing else", "a", batch("er-only", samples=[], plan_id=None, revision=None,
+                                                            errors=[{"kind": "other", "message": "m", "revision": 77}]),
+         422, "errors[0].revision"),
         ("NUL in agent", "a", batch("nul-agent", agent="board\x00"), 422, "agent"),
         ("NUL in an error message", "a", batch("nul-msg", errors=[{"kind": "other", "message": "a\x00b"}]), 422,
          "errors[0].message"),
@@ -63,9 +67,17 @@ def cases(env: dict) -> list[tuple[str, str, str, int, str]]:
         ("NUL, another deployment", "b", batch("nul-b", agent="\x00"), 403, "may not"),
         ("deep JSON, another deployment", "b", "[" * 100 + "]" * 100, 403, "may not"),
         ("another deployment's plan in errors", "a",
-         batch("foreign-err", errors=[{"kind": "build_failed", "message": "m", "plan_id": b["id"]}]), 422,
-         "errors[0].plan_id"),
+         batch("foreign-err", errors=[{"kind": "build_failed", "message": "m", "plan_id": b["id"]}]), 201,
+         '"refused":[{"path":"errors[0].plan_id"'),
         ("another deployment's plan, no samples", "a", batch("foreign", plan_id=b["id"], samples=[]), 422, "plan_id"),
+        ("latency as a string", "a", batch("str-ms", samples=[{"latency_ms": "100", "slice_ms": []}]), 422,
+         "samples[0].latency_ms"),
+        ("latency as true", "a", batch("true-ms", samples=[{"latency_ms": True, "slice_ms": []}]), 422,
+         "samples[0].latency_ms"),
+        ("a count as a string", "a", batch("str-count", errors=[{"kind": "other", "message": "m", "count": "2"}]), 422,
+         "errors[0].count"),
+        ("a slice time as true", "a", batch("true-slice", samples=[{**samples(a, 1)[0], "slice_ms": [True] * len(
+            samples(a, 1)[0]["slice_ms"])}]), 422, "slice_ms"),
         ("1e308 ms", "a", batch("huge", samples=[{"latency_ms": 1e308, "slice_ms": []}]), 422, "latency_ms"),
         ("10^4 x the prediction", "a", batch("slow", samples=samples(a, scale=1e4)), 422, "implausible"),
         ("10^-6 x the prediction", "a", batch("fast", samples=samples(a, scale=1e-6)), 422, "implausible"),
@@ -76,7 +88,8 @@ def cases(env: dict) -> list[tuple[str, str, str, int, str]]:
 
 
 def check(api, env: dict) -> list[str]:  # noqa: ANN001
-    """What went wrong (empty: every case answered as it must, and nothing was stored)."""
+    """What went wrong (empty: every case answered as it must, and nothing but the plausible
+    batch and the valid samples of the two with a refused error entry was stored)."""
     tag = env["tag"]
     wrong = []
     headers = {**api.h(f"{tag}-board"), "Content-Type": "application/json"}
@@ -90,6 +103,6 @@ def check(api, env: dict) -> list[str]:  # noqa: ANN001
     if r.status_code != 201:
         wrong.append(f"a plausible batch: {r.status_code} {r.text[:300]}")
     s = api.client.get(f"/v1/deployments/{tag}-a/telemetry", headers=api.h())
-    if s.status_code != 200 or s.json()["batches"] != 1 or env["b"]["id"] in s.text or "\\u0000" in s.text:
+    if s.status_code != 200 or s.json()["batches"] != 3 or env["b"]["id"] in s.text or "\\u0000" in s.text:
         wrong.append(f"the summary holds more than the plausible batch: {s.status_code} {s.text[:500]}")
     return wrong
