@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.logs import request_context
+from api.logs import redact, request_context
 
 log = logging.getLogger("planner.access")
 MAX_DEPLOYMENT_SERIES = 5000  # deployments listed per scrape at most (the rest counted in planner_deployments_unlisted)
@@ -46,6 +46,7 @@ MAX_FRESH_BATCHES = 50_000  # telemetry batches one refresh reads at most
 DRIFT_WINDOW_BATCHES = 100  # batches read to fill a deployment's window when its active plan changes
 TELEMETRY_ROUTE = "/v1/deployments/{deployment_id}/telemetry"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
+PROBES = frozenset({"/v1/health", "/v1/ready", "/metrics"})  # out of the access log unless asked (most of its lines)
 _ID_PREFIX = secrets.token_hex(4)  # request ids: this process's random prefix and a counter (unique, cheap)
 _ids = itertools.count(1)
 _SNIFF = {422, 429}  # refusals whose reason is read from the problem body
@@ -395,10 +396,11 @@ class OpsMiddleware:
     one) in the log context and the response header; the request counted and timed by
     route template; in JSON log mode one access line per request."""
 
-    def __init__(self, app: ASGIApp, metrics_of, access_log: bool = False):  # noqa: ANN001
+    def __init__(self, app: ASGIApp, metrics_of, access_log: bool = False, log_probes: bool = False):  # noqa: ANN001
         self.app = app
         self.metrics_of = metrics_of
         self.access_log = access_log
+        self.log_probes = log_probes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -408,7 +410,9 @@ class OpsMiddleware:
             if k == b"x-request-id":
                 given = v.decode("latin-1")
                 break
-        rid = given if given is not None and _REQUEST_ID.match(given) else f"{_ID_PREFIX}{next(_ids) & 0xFFFFFFFF:08x}"
+        if given is not None and (not _REQUEST_ID.match(given) or redact(given) != given):
+            given = None  # a secret sent as the request id (by mistake or to plant it in logs) is never echoed
+        rid = given if given is not None else f"{_ID_PREFIX}{next(_ids) & 0xFFFFFFFF:08x}"
         header = (b"x-request-id", rid.encode())
         token = request_context.set({"request_id": rid, "state": scope.setdefault("state", {}), "scope": scope})
         status = 500
@@ -437,7 +441,7 @@ class OpsMiddleware:
                     m.refused(reason)
                 if route == TELEMETRY_ROUTE and scope["method"] == "POST":
                     m.telemetry(f"refused-{status}")
-            if self.access_log:
+            if self.access_log and (self.log_probes or route not in PROBES):
                 log.info("%s %s %d %.1f ms", scope["method"], scope["path"], status, seconds * 1000,
                          extra={"method": scope["method"], "path": scope["path"], "route": route, "status": status,
                                 "duration_ms": round(seconds * 1000, 3)})

@@ -122,6 +122,11 @@ def serve(agent, args: argparse.Namespace) -> int:  # noqa: ANN001
         signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(stats.as_dict()))
+    elif args.log_format == "json":  # JSON lines only
+        from api.logs import json_line
+
+        print(json_line("planner.agent", "stopped", agent=agent.name, deployment=args.deployment, **stats.as_dict()),
+              flush=True)
     else:
         print(f"agent {agent.name}: {stats.frames} frames ({stats.unplanned_frames} before the first plan, "
               f"{stats.failed_frames} failed), {stats.swaps} plan swap(s), {stats.build_failures} plan(s) not buildable, "

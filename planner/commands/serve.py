@@ -129,11 +129,11 @@ def run_serve(args: argparse.Namespace) -> int:
     sock = listen(args.host, args.port)  # before anything is created: a busy port leaves no data dir, no token
     settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
                          replica_id=args.replica_id, drain_s=args.drain_s,
-                         access_log=(json_logs and not args.no_access_log) or None,
+                         access_log=not args.no_access_log,
                          admin_token_file=Path(args.admin_token_file) if args.admin_token_file else None)
     logs.configure(fmt, replica=settings.replica_id)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    if settings.insecure_dev:
+    if settings.insecure_dev and not json_logs:  # JSON mode: the app's warning line says it (api.app)
         print(BANNER, file=sys.stderr, flush=True)
     where = settings.database_url and "DATABASE_URL" or str(Path(settings.data_dir).resolve())
     if not settings.insecure_dev:
@@ -145,7 +145,8 @@ def run_serve(args: argparse.Namespace) -> int:
     else:
         print(f"planner: {serving}", file=sys.stderr, flush=True)
     app = create_app(settings)
-    config = uvicorn.Config(app, host=args.host, port=args.port, loop=args.loop, http=args.http, access_log=not args.no_access_log and not json_logs,
+    # the access line is the app's (api.metrics.OpsMiddleware): secrets masked in every field, probes left out
+    config = uvicorn.Config(app, host=args.host, port=args.port, loop=args.loop, http=args.http, access_log=False,
                             timeout_graceful_shutdown=5, log_level="info",
                             log_config=logs.uvicorn_log_config() if json_logs else _timestamped(uvicorn.config.LOGGING_CONFIG))
     try:
@@ -222,9 +223,15 @@ def first_admin(settings, show_secret: bool = True) -> None:  # noqa: ANN001
         path = settings.first_admin_file
         if path is None:
             if not has_tokens(db):
-                print("planner: the database has no API token yet: create one with 'planner token create --name admin "
-                      "--scope admin' (it reads DATABASE_URL), or set PLANNER_ADMIN_TOKEN_FILE=FILE (outside any source "
-                      "tree) for the first start to write one there", file=sys.stderr, flush=True)
+                note = ("the database has no API token yet: create one with 'planner token create --name admin "
+                        "--scope admin' (it reads DATABASE_URL), or set PLANNER_ADMIN_TOKEN_FILE=FILE (outside any source "
+                        "tree) for the first start to write one there")
+                if show_secret:
+                    print(f"planner: {note}", file=sys.stderr, flush=True)
+                else:  # JSON log mode: JSON lines only
+                    from api.logs import json_line
+
+                    print(json_line("planner", note, level="warning"), file=sys.stderr, flush=True)
             return
         made = ensure_first_admin(db, path)
     finally:
