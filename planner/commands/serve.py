@@ -198,14 +198,32 @@ def _draining_server():  # noqa: ANN202
 
     import uvicorn
 
+    import threading
+
     class DrainingServer(uvicorn.Server):
-        """SIGTERM starts the service's drain (no new jobs) at once, while uvicorn stops
-        accepting connections and finishes the requests in flight; the lifespan's
-        shutdown then waits for the running jobs (PLANNER_DRAIN_S) and hands back the rest."""
+        """SIGTERM starts the service's drain (no new jobs; /v1/ready and new work 503)
+        while the replica keeps listening: running jobs finish (PLANNER_DRAIN_S), the
+        balancer sees the 503 (PLANNER_DRAIN_LISTEN_S), open long-polls are answered
+        (Service.drained); only then does uvicorn stop accepting connections and finish
+        the requests in flight. The lifespan's shutdown hands back what still runs. A
+        second SIGTERM, or SIGINT, stops at once."""
+
+        draining = False
 
         def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001
-            if sig == signal.SIGTERM:
-                self.config.app.state.service.begin_drain()
+            if sig == signal.SIGTERM and not self.draining:
+                self.draining = True
+                svc = self.config.app.state.service
+                svc.begin_drain()
+
+                def then_close() -> None:
+                    try:
+                        svc.drained()
+                    finally:
+                        uvicorn.Server.handle_exit(self, sig, frame)
+
+                threading.Thread(target=then_close, name="drain-listen", daemon=True).start()
+                return
             super().handle_exit(sig, frame)
 
     return DrainingServer
