@@ -51,6 +51,7 @@ _ID_PREFIX = secrets.token_hex(4)  # request ids: this process's random prefix a
 _ids = itertools.count(1)
 _SNIFF = {422, 429}  # refusals whose reason is read from the problem body
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+FINISHED = ("succeeded", "failed", "cancelled")  # a job's end states
 _JOB_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
@@ -153,8 +154,6 @@ class Metrics:
                                 "bucket), in-flight (concurrent requests of a token), admission (over "
                                 "PLANNER_MAX_WORK), body-size, unauthorized, forbidden, unavailable",
                                 ["replica", "reason"], registry=r)
-        self.jobs_finished = Counter("planner_jobs_finished", "Job runs this replica finished, by kind and outcome",
-                                     ["replica", "kind", "state"], registry=r)
         self.job_duration = Histogram("planner_job_duration_seconds", "Wall time of a job run from its claim to its "
                                       "outcome, by kind and solver", ["replica", "kind", "solver"],
                                       buckets=_JOB_BUCKETS, registry=r)
@@ -285,7 +284,6 @@ class MeteredEvents:
             from api.rows import utcnow
 
             m = self._metrics
-            m.jobs_finished.labels(m.replica, row.kind, outcome.state).inc()
             if row.started_at is not None:
                 m.job_duration.labels(m.replica, row.kind, row.solver).observe(
                     max(0.0, (utcnow() - row.started_at).total_seconds()))
@@ -308,6 +306,12 @@ class _ServiceCollector:
                                      labels=["replica"])
         draining.add_metric(rep, 1.0 if svc.draining else 0.0)
         yield draining
+        from api.routers.ops import engine_degraded
+
+        up = GaugeMetricFamily("planner_job_engine_up", "1 when this replica's job engine can start jobs (0: the Dask "
+                               "scheduler is away; jobs wait queued, plans still answer)", labels=["replica"])
+        up.add_metric(rep, 0.0 if engine_degraded(svc) else 1.0)
+        yield up
         workers = svc.plan_workers.workers
         g = GaugeMetricFamily("planner_plan_workers", "Plan worker processes (fast solvers, uploads)",
                               labels=["replica", "state"])
@@ -348,6 +352,26 @@ class _ServiceCollector:
             counts = s.execute(select(JobRow.kind, JobRow.state, func.count()).where(JobRow.state.in_(("queued", "running")))
                                .group_by(JobRow.kind, JobRow.state)).all()
             oldest = s.scalar(select(func.min(JobRow.created_at)).where(JobRow.state == "queued"))
+            ended = s.execute(select(JobRow.kind, JobRow.state, func.count()).where(JobRow.state.in_(FINISHED))
+                              .group_by(JobRow.kind, JobRow.state)).all()
+            interrupted = s.execute(select(JobRow.kind, func.count()).where(
+                JobRow.state == "failed", JobRow.error.like('%"/problems/interrupted"%')).group_by(JobRow.kind)).all()
+        # from the store, not counted in the process: they survive a restart, and every outcome counts wherever it
+        # was decided (a worker's result, a cancel, a job failed by the claim loop after its runs were interrupted)
+        done = CounterMetricFamily("planner_jobs_finished", "Jobs finished (all replicas, read from the store), by kind "
+                                   "and outcome", labels=["kind", "state"])
+        got = {(k, st): n for k, st, n in ended}
+        for kind in sorted({"plan", "schedule"} | {k for k, _ in got}):
+            for state in FINISHED:
+                done.add_metric([kind, state], got.get((kind, state), 0))
+        yield done
+        lost = CounterMetricFamily("planner_jobs_interrupted_failed", "Jobs failed because the service stopped while "
+                                   "they ran, max_attempts times (their leases ran out; read from the store)",
+                                   labels=["kind"])
+        got_lost = dict(interrupted)
+        for kind in sorted({"plan", "schedule"} | set(got_lost)):
+            lost.add_metric([kind], got_lost.get(kind, 0))
+        yield lost
         jobs = GaugeMetricFamily("planner_jobs", "Jobs queued and running in the shared queue (all replicas), by kind",
                                  labels=["kind", "state"])
         got = {(k, st): n for k, st, n in counts}

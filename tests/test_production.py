@@ -113,3 +113,197 @@ def test_a_database_blip_in_a_plan_worker_answers_503_with_retry_after(tmp_path)
     with pytest.raises(ApiError) as err:
         PlanWorkers._raise(answer)
     assert err.value.status == 503 and err.value.headers == {"Retry-After": "1"}
+
+
+def test_a_drain_keeps_listening_answers_long_polls_then_closes(tmp_path):
+    """Item 2: at SIGTERM the replica keeps listening: /v1/ready answers 503, new work 503
+    with Retry-After, planner_draining reads 1, a board's long-poll in flight is answered
+    (304: nothing changed) instead of cut; then the listener closes."""
+    import signal
+    import threading
+
+    import httpx
+
+    from tests.support import docs
+    from tests.support.server import Server, pipeline, token
+
+    srv = Server(tmp_path / "srv", env={"PLANNER_DRAIN_LISTEN_S": "4", "PLANNER_DRAIN_S": "20"}).start()
+    try:
+        pipe, p, m = pipeline(srv, token(srv, "--name", "ci", "--scope", "pipeline"), docs.platform(), docs.profile())
+        plan = pipe.post("/v1/plans", json={"platform_id": p, "profile_id": m}).json()["id"]
+        assert pipe.post("/v1/deployments", json={"name": "cam", "platform_id": p, "profile_id": m}).status_code == 201
+        assert pipe.put("/v1/deployments/cam/active", json={"plan_id": plan}).status_code == 200
+        board = token(srv, "--name", "board", "--scope", "executor", "--deployment", "cam")
+        prom = token(srv, "--name", "prom", "--scope", "metrics")
+        etag = pipe.get("/v1/deployments/cam/plan").headers["etag"]
+        answered: dict = {}
+
+        def long_poll() -> None:
+            try:
+                r = httpx.get(f"{srv.url}/v1/deployments/cam/plan", params={"wait": 60}, timeout=120,
+                              headers={"Authorization": f"Bearer {board}", "If-None-Match": etag})
+                answered["status"] = r.status_code
+            except httpx.HTTPError as exc:
+                answered["error"] = repr(exc)
+
+        poll = threading.Thread(target=long_poll)
+        poll.start()
+        time.sleep(1.0)  # the long-poll is held
+        assert "status" not in answered
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        ready = httpx.get(f"{srv.url}/v1/ready", timeout=10)  # still listening
+        assert ready.status_code == 503 and "draining" in [e["path"] for e in ready.json()["errors"]], ready.text
+        new = pipe.post("/v1/plans", json={"platform_id": p, "profile_id": m, "seed": 3})
+        assert new.status_code == 503 and new.headers["retry-after"] == "1", new.text
+        scraped = httpx.get(f"{srv.url}/metrics", headers={"Authorization": f"Bearer {prom}"}, timeout=10).text
+        assert any(line.startswith("planner_draining{") and line.endswith(" 1.0") for line in scraped.splitlines())
+        assert pipe.get("/v1/deployments/cam").status_code == 200  # reads are still served
+        poll.join(60)
+        assert answered == {"status": 304}, answered
+        assert srv.proc.wait(60) in (0, -signal.SIGTERM)
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{srv.url}/v1/health", timeout=5)
+    finally:
+        srv.stop()
+
+
+class _IdleEngine:
+    """A job engine whose workers never start anything (a cluster with its workers busy)."""
+
+    capacity = 1
+
+    def start(self, events) -> None:  # noqa: ANN001
+        self.events = events
+
+    def submit(self, spec) -> None:  # noqa: ANN001
+        pass
+
+    def cancel(self, job_id: str) -> bool:
+        return False
+
+    def shutdown(self) -> None:
+        pass
+
+
+def _app(data_dir, executor=None):  # noqa: ANN001, ANN202
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from tests.support.api import make_settings
+
+    client = TestClient(create_app(make_settings(data_dir), executor))
+    client.__enter__()
+    return client
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} {labels} in the scrape")
+
+
+def test_an_attempt_is_spent_only_when_the_job_ran_and_dask_away_only_degrades(tmp_path):
+    """Item 3: a job claimed and handed back three times without a worker ever starting it
+    (drains, restarts) is still queued, not failed as "interrupted 2 times", and runs once
+    a worker takes it; a Dask scheduler away leaves /v1/ready at 200 "degraded" (jobs)
+    while plans still answer."""
+    from types import SimpleNamespace
+
+    from api.auth import create_token
+    from api.db import Database
+    from tests.support import docs
+
+    admin = None
+    for round_ in range(3):
+        client = _app(tmp_path, _IdleEngine())
+        try:
+            if admin is None:
+                admin = {"Authorization": f"Bearer {create_token(Database(client.app.state.settings.url), 'a', ['admin'], [])[1]}"}
+                p = client.post("/v1/platforms", json=docs.platform(), headers=admin).json()["id"]
+                m = client.post("/v1/profiles", json=docs.profile(), headers=admin).json()["id"]
+                job = client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                                     "options": {"duration_s": 0.1}}, headers=admin).json()["id"]
+            svc = client.app.state.service
+            deadline = time.monotonic() + 30
+            while job not in svc.jobs.local and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert job in svc.jobs.local  # claimed here, never started
+        finally:
+            client.__exit__(None, None, None)  # a drain: handed back
+    client = _app(tmp_path)
+    try:
+        state = client.get(f"/v1/jobs/{job}", headers=admin).json()
+        assert state["state"] in ("queued", "running", "succeeded"), state
+        deadline = time.monotonic() + 60
+        while client.get(f"/v1/jobs/{job}", headers=admin).json()["state"] != "succeeded" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert client.get(f"/v1/jobs/{job}", headers=admin).json()["state"] == "succeeded"
+        svc = client.app.state.service
+        svc.executor.client = SimpleNamespace(status="connecting")  # as the Dask executor reads with its scheduler away
+        svc.executor.address = "tcp://127.0.0.1:8786"
+        ready = client.get("/v1/ready")
+        assert ready.status_code == 200 and ready.json()["status"] == "degraded", ready.text
+        assert "Dask scheduler" in ready.json()["degraded"]["jobs"]
+        assert client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "seed": 4}, headers=admin).status_code == 201
+        assert _metric(client.get("/metrics", headers=admin).text, "planner_job_engine_up") == 0.0
+        del svc.executor.client
+    finally:
+        client.__exit__(None, None, None)
+
+
+def test_job_outcomes_are_counted_from_the_store_and_survive_a_restart(tmp_path, caplog):
+    """Item 5: planner_jobs_finished_total is read from the store: a job failed by the claim
+    loop after its runs were interrupted max_attempts times counts (and is logged), and
+    the counts are the same after a restart."""
+    import datetime as dt
+    import logging
+
+    from sqlalchemy import update
+
+    from api.auth import create_token
+    from api.db import Database
+    from api.rows import JobRow
+    from tests.support import docs
+
+    client = _app(tmp_path)
+    try:
+        admin = {"Authorization": f"Bearer {create_token(client.app.state.service.db, 'a', ['admin'], [])[1]}"}
+        p = client.post("/v1/platforms", json=docs.platform(), headers=admin).json()["id"]
+        m = client.post("/v1/profiles", json=docs.profile(), headers=admin).json()["id"]
+        ok = client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                            "options": {"duration_s": 0.1}}, headers=admin).json()["id"]
+        deadline = time.monotonic() + 60
+        while client.get(f"/v1/jobs/{ok}", headers=admin).json()["state"] != "succeeded" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        lost = client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                              "options": {"duration_s": 30}, "seed": 9}, headers=admin).json()["id"]
+        svc = client.app.state.service
+        while lost not in svc.jobs.local and time.monotonic() < deadline:
+            time.sleep(0.05)
+        svc.jobs.executor.cancel(lost)  # as if its replica died: its run is gone, its lease runs out
+        with svc.jobs._lock:  # noqa: SLF001
+            svc.jobs.local.pop(lost, None)
+        with caplog.at_level(logging.ERROR, logger="planner"):
+            with svc.db.session() as s:
+                s.execute(update(JobRow).where(JobRow.id == lost).values(
+                    state="running", runs=2, attempts=2, owner="a-replica-that-died",
+                    lease_expires_at=dt.datetime.utcnow() - dt.timedelta(seconds=5)))
+            svc.jobs.poke()
+            while client.get(f"/v1/jobs/{lost}", headers=admin).json()["state"] != "failed" and time.monotonic() < deadline:
+                time.sleep(0.1)
+        assert client.get(f"/v1/jobs/{lost}", headers=admin).json()["state"] == "failed"
+        assert any(lost in r.getMessage() and "ran, 2 times" in r.getMessage() for r in caplog.records)
+        before = client.get("/metrics", headers=admin).text
+    finally:
+        client.__exit__(None, None, None)
+    client = _app(tmp_path)  # a restart: nothing counted in the process survives it
+    try:
+        after = client.get("/metrics", headers=admin).text
+    finally:
+        client.__exit__(None, None, None)
+    for scrape in (before, after):
+        assert _metric(scrape, "planner_jobs_finished_total", kind="plan", state="succeeded") == 1
+        assert _metric(scrape, "planner_jobs_finished_total", kind="plan", state="failed") == 1
+        assert _metric(scrape, "planner_jobs_interrupted_failed_total", kind="plan") == 1
