@@ -307,3 +307,69 @@ def test_job_outcomes_are_counted_from_the_store_and_survive_a_restart(tmp_path,
         assert _metric(scrape, "planner_jobs_finished_total", kind="plan", state="succeeded") == 1
         assert _metric(scrape, "planner_jobs_finished_total", kind="plan", state="failed") == 1
         assert _metric(scrape, "planner_jobs_interrupted_failed_total", kind="plan") == 1
+
+
+def test_one_deployment_error_for_the_gauge_the_api_and_the_ui(tmp_path):
+    """Item 6: the drift gauge, the telemetry summary's deployment_error and the UI's
+    deployment page read one number (newest 1,000 samples of the active revision); a
+    rollback starts it afresh, as an activation does."""
+    import re
+    from dataclasses import replace
+
+    import numpy as np
+
+    from tests.support import docs
+    from tests.support.api import make_settings, start
+    from tests.test_ui_sessions import login
+
+    api = start(tmp_path, metrics_refresh_s=0.0, limits=replace(make_settings(tmp_path).limits, max_work=10_000))
+    try:
+        c = api.client
+        ids = {"platform_id": api.upload("platform", docs.platform()), "profile_id": api.upload("profile", docs.profile())}
+        a = c.post("/v1/plans", json={**ids, "objective": "latency", "seed": 7}, headers=api.h()).json()
+        b = c.post("/v1/plans", json={**ids, "objective": "energy", "seed": 8}, headers=api.h()).json()
+        assert c.post("/v1/deployments", json={"name": "cam", **ids}, headers=api.h()).status_code == 201
+        board = api.token("board", ["executor"], ["cam"])
+        login(c, api.tokens["admin"])
+        rng = np.random.default_rng(3)
+
+        def post(plan: dict, revision: int, scale: float, n: int, tag: str) -> list[float]:
+            pred = plan["plan"]["metrics"]["latency_ms"]
+            lat = [pred * scale * float(rng.uniform(0.97, 1.03)) for _ in range(n)]
+            for i in range(0, n, 400):
+                body = {"batch_id": f"{tag}-{i}", "agent": "b", "plan_id": plan["id"], "revision": revision,
+                        "samples": [{"latency_ms": x} for x in lat[i:i + 400]]}
+                r = c.post("/v1/deployments/cam/telemetry", json=body, headers={"Authorization": f"Bearer {board}"})
+                assert r.status_code == 201, r.text
+            return lat
+
+        def three() -> tuple:
+            text = c.get("/metrics", headers=api.h("admin")).text
+            gauge = next((float(x.rsplit(" ", 1)[1]) for x in text.splitlines()
+                          if x.startswith('planner_deployment_prediction_error_ratio{deployment="cam"}')), None)
+            de = c.get("/v1/deployments/cam/telemetry", headers=api.h()).json()["deployment_error"]
+            page = c.get("/ui/deployments/cam").text
+            shown = re.search(r'id="deployment-error"><strong>Deployment error: <span class="num">([^<]+)</span>', page)
+            return gauge, de, shown.group(1) if shown else None
+
+        assert c.put("/v1/deployments/cam/active", json={"plan_id": a["id"]}, headers=api.h()).status_code == 200
+        old = post(a, 1, 1.5, 800, "a1")  # 800 slow samples, then 600 on time: the newest 1,000 hold 400 slow ones
+        new = post(a, 1, 1.0, 600, "a2")
+        gauge, de, shown = three()
+        pred = a["plan"]["metrics"]["latency_ms"]
+        want = (float(np.median((old + new)[-1000:])) - pred) / pred
+        assert gauge == pytest.approx(want) and de["error_pct"] / 100 == pytest.approx(want)
+        assert de["window"] == 1000 and de["samples"] == 1400 and de["revision"] == 1
+        assert shown == f"{de['error_pct']:+.1f}%", shown
+        assert c.put("/v1/deployments/cam/active", json={"plan_id": b["id"]}, headers=api.h()).status_code == 200
+        post(b, 2, 1.2, 100, "b2")
+        assert c.post("/v1/deployments/cam/rollback", headers=api.h()).json()["revision"] == 3  # plan a again
+        gauge, de, shown = three()
+        assert gauge is None and de["samples"] == 0 and de["error_pct"] is None  # afresh: a's old samples do not count
+        again = post(a, 3, 0.8, 300, "a3")
+        gauge, de, shown = three()
+        want = (float(np.median(again)) - pred) / pred
+        assert gauge == pytest.approx(want) and de["error_pct"] / 100 == pytest.approx(want) and de["samples"] == 300
+        assert shown == f"{de['error_pct']:+.1f}%"
+    finally:
+        api.client.__exit__(None, None, None)
