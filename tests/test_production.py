@@ -373,3 +373,55 @@ def test_one_deployment_error_for_the_gauge_the_api_and_the_ui(tmp_path):
         assert shown == f"{de['error_pct']:+.1f}%"
     finally:
         api.client.__exit__(None, None, None)
+
+
+def test_the_agent_fails_over_between_servers_and_retries_the_plan_when_telemetry_gets_through(tmp_path):
+    """Item 9: the agent takes several server URLs (a replica down: the next one at once,
+    not after a backoff), and a long-poll backing off is retried as soon as the telemetry
+    sender reaches the service again (a plan fetch recovered 30 s after its replica came
+    back). Backoffs of a minute make either late path miss the waits below."""
+    import threading
+
+    from executor.agent import Agent
+    from executor.runtime import parse_devices
+    from executor.slicing import layers, load_model, random_inputs
+    from tests.support.server import Server, deploy_on_cpu1, free_port, wait_for
+    from tests.test_agent import documents as board_documents, tiny_model
+
+    model = tmp_path / "tiny.onnx"
+    tiny_model(model)
+    platform, profile = board_documents(model)
+    lm = layers(load_model(model))
+    port = free_port()
+    srv = Server(tmp_path / "data", port=port).start()
+    agents: list[Agent] = []
+    threads: list[threading.Thread] = []
+
+    def start_agent(server: str, token_: str, name: str) -> tuple[Agent, list[str]]:
+        lines: list[str] = []
+        agent = Agent(server, "cam", token_, lm, parse_devices(["cpu1=CPUExecutionProvider:threads=1"]),
+                      random_inputs(lm), rate_hz=50, batch_s=0.2, poll_wait_s=2, backoff_s=(60.0, 60.0),
+                      name=name, log=lines.append)
+        agents.append(agent)
+        threads.append(threading.Thread(target=agent.run, kwargs={"drain_s": 0.5}, daemon=True))
+        threads[-1].start()
+        return agent, lines
+
+    try:
+        pipe, plan, board = deploy_on_cpu1(srv, platform, profile)
+        dead = f"http://127.0.0.1:{free_port()}"
+        first, lines = start_agent(f"{dead},{srv.url}", board, "two-urls")
+        wait_for(lambda: first.stats.swaps >= 1, 25, "the plan through the second URL")
+        assert any(f"using {srv.url}" in line for line in lines), lines
+        first.stop()
+        srv.stop()  # the service away: the next agent's poller backs off for a minute
+        second, lines = start_agent(srv.url, board, "comes-back")
+        wait_for(lambda: second.stats.reconnects >= 1, 25, "the poller to back off")
+        srv.start()
+        wait_for(lambda: second.stats.swaps >= 1, 25, "the plan, as soon as telemetry got through")
+    finally:
+        for a in agents:
+            a.stop()
+        for t in threads:
+            t.join(30)
+        srv.stop()
