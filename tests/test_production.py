@@ -425,3 +425,44 @@ def test_the_agent_fails_over_between_servers_and_retries_the_plan_when_telemetr
         for t in threads:
             t.join(30)
         srv.stop()
+
+
+def test_ui_cookies_are_secure_over_tls_and_the_recipe_is_safe_as_written(tmp_path):
+    """Item 8: behind a TLS proxy (https, or X-Forwarded-Proto: https from a trusted proxy)
+    the UI's session and CSRF cookies carry Secure, over plain HTTP they do not; the
+    recipe and the units as written: peer auth and a non-superuser role (no trust), the
+    service and Dask as an unprivileged user over TLS, no token on a command line, the unit
+    on loopback behind a TLS proxy. (Item 1: the readiness loop is bounded.)"""
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from tests.support.api import make_settings
+    from tests.support.server import ROOT
+
+    for base, secure in (("https://testserver", True), ("http://testserver", False)):
+        with TestClient(create_app(make_settings(tmp_path / base[:5])), base_url=base) as c:
+            from api.auth import create_token
+
+            token = create_token(c.app.state.service.db, "ui", ["pipeline"], [])[1]
+            page = c.get("/ui/login")
+            csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+            assert ("; Secure" in page.headers["set-cookie"]) is secure
+            r = c.post("/ui/login", data={"csrf": csrf, "token": token, "next": "/ui/plans"}, follow_redirects=False)
+            cookies = r.headers.get_list("set-cookie")
+            assert r.status_code == 303 and len(cookies) == 2 and all(("; Secure" in x) is secure for x in cookies), cookies
+    readme = (ROOT / "README.md").read_text()
+    recipe = readme[readme.index("## Scaled out"):readme.index("## Operations")]
+    ops = (ROOT / "docs" / "operations.md").read_text()
+    assert "--auth=trust" not in recipe and "--auth-local=peer" in recipe and "CREATE ROLE planner LOGIN" in recipe
+    assert "postgresql+psycopg://postgres@" not in recipe  # the service connects as its own role, not the superuser
+    assert "$AS_PLANNER .venv/bin/dask scheduler --protocol tls" in recipe and "dask worker tls://" in recipe
+    assert "$AS_PLANNER .venv/bin/planner serve --host 127.0.0.1" in recipe
+    assert "until curl" not in recipe and "for i in $(seq 60)" in recipe  # bounded
+    for doc in (readme, ops):
+        assert not re.search(r"--token[ =]\$", doc), "a token on a command line"
+    assert "Authorization: Bearer $" not in recipe.replace("printf 'Authorization: Bearer %s", "")  # curl -H @file
+    unit = ops[ops.index("# /etc/systemd/system/planner.service"):]
+    assert "--host 127.0.0.1" in unit.split("```")[0] and "0.0.0.0" not in unit.split("```")[0]
+    assert "listen 443 ssl" in ops and "X-Forwarded-Proto" in ops
