@@ -466,3 +466,47 @@ def test_ui_cookies_are_secure_over_tls_and_the_recipe_is_safe_as_written(tmp_pa
     unit = ops[ops.index("# /etc/systemd/system/planner.service"):]
     assert "--host 127.0.0.1" in unit.split("```")[0] and "0.0.0.0" not in unit.split("```")[0]
     assert "listen 443 ssl" in ops and "X-Forwarded-Proto" in ops
+
+
+def test_a_run_lost_with_the_dask_scheduler_is_given_back_and_a_dask_rerun_is_logged(tmp_path, caplog):
+    """Items 3 and 5: a run the engine lost through no fault of the job (the Dask scheduler
+    went away) does not count against max_attempts; a Dask worker death that makes Dask run
+    the task again (a second "started") leaves a log line naming the job."""
+    import logging
+    from types import SimpleNamespace
+
+    from api.auth import create_token
+    from api.dask_executor import DaskExecutor
+    from api.rows import JobRow
+    from tests.support import docs
+
+    client = _app(tmp_path, _IdleEngine())
+    try:
+        admin = {"Authorization": f"Bearer {create_token(client.app.state.service.db, 'a', ['admin'], [])[1]}"}
+        p = client.post("/v1/platforms", json=docs.platform(), headers=admin).json()["id"]
+        m = client.post("/v1/profiles", json=docs.profile(), headers=admin).json()["id"]
+        job = client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
+                                             "options": {"duration_s": 0.1}}, headers=admin).json()["id"]
+        jobs = client.app.state.service.jobs
+        deadline = time.monotonic() + 30
+        while job not in jobs.local and time.monotonic() < deadline:
+            time.sleep(0.05)
+        jobs.started(job)
+        with jobs.db.session() as s:
+            assert s.get(JobRow, job).runs == 1
+        jobs.requeue(job, "re-queued: the Dask cluster lost the task (its scheduler went away)")
+        with jobs.db.session() as s:
+            row = s.get(JobRow, job)
+            assert row.state == "queued" and row.runs == 0, (row.state, row.runs)
+    finally:
+        client.__exit__(None, None, None)
+    ex = DaskExecutor("tcp://127.0.0.1:1")
+    spec = SimpleNamespace(job_id="job_0123456789abcdef", attempt=1, time_limit_s=60.0)
+    ex._futures[spec.job_id] = (None, spec, None)  # noqa: SLF001 - as submit leaves it
+    with caplog.at_level(logging.WARNING, logger="planner"):
+        ex._start_clock(spec.job_id)  # noqa: SLF001 - the first worker starts it
+        ex._start_clock(spec.job_id)  # noqa: SLF001 - its worker died; Dask starts it on another
+    for _, _, timer in ex._futures.values():  # noqa: SLF001
+        timer.cancel()
+    assert [r.getMessage() for r in caplog.records if "started again" in r.getMessage()] and \
+        all("job_0123456789abcdef" in r.getMessage() for r in caplog.records if "started again" in r.getMessage())
