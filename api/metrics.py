@@ -303,11 +303,9 @@ class _ServiceCollector:
                                      labels=["replica"])
         draining.add_metric(rep, 1.0 if svc.draining else 0.0)
         yield draining
-        from api.routers.ops import engine_degraded
-
         up = GaugeMetricFamily("planner_job_engine_up", "1 when this replica's job engine can start jobs (0: the Dask "
                                "scheduler is away; jobs wait queued, plans still answer)", labels=["replica"])
-        up.add_metric(rep, 0.0 if engine_degraded(svc) else 1.0)
+        up.add_metric(rep, 0.0 if svc.jobs_degraded() else 1.0)
         yield up
         workers = svc.plan_workers.workers
         g = GaugeMetricFamily("planner_plan_workers", "Plan worker processes (fast solvers, uploads)",

@@ -164,6 +164,20 @@ class Service:
         self.jobs.start()
         self.bus.start()
 
+    def jobs_degraded(self) -> str | None:
+        """What degrades jobs without making the replica unfit (so /v1/ready stays 200,
+        "degraded"): a Dask scheduler away is the cluster's outage, not this replica's.
+        Plans, documents, deployments and long-polls still answer and jobs wait queued
+        until it is back; a replica taken out of rotation for it (all of them at once)
+        refused everything that works (issue 39)."""
+        ex = self.executor
+        if not hasattr(ex, "client"):  # api.dask_executor.DaskExecutor only
+            return None
+        status = getattr(ex.client, "status", None)
+        if status == "running":
+            return None
+        return f"the Dask scheduler {getattr(ex, 'address', '')} is not connected (client status {status}); jobs wait queued"
+
     def begin_drain(self) -> None:
         """SIGTERM (from the signal handler: nothing here waits): claim no new job from now
         on, keep the leases of the running ones alive; `stop` lets them finish for up to

@@ -57,19 +57,6 @@ def _engine_problem(svc: Service) -> str | None:
     return None
 
 
-def engine_degraded(svc: Service) -> str | None:
-    """What degrades jobs without making the replica unfit: a Dask scheduler away is the
-    cluster's outage, not this replica's. Plans (fast solvers), documents, deployments and
-    long-polls still answer, and jobs wait queued until it is back; a replica taken out of
-    rotation for it (all of them at once) refused everything that works (issue 39)."""
-    ex = svc.executor
-    if hasattr(ex, "client"):  # api.dask_executor.DaskExecutor
-        status = getattr(ex.client, "status", None)
-        if status != "running":
-            return f"the Dask scheduler {getattr(ex, 'address', '')} is not connected (client status {status}); jobs wait queued"
-    return None
-
-
 def _plan_workers_problem(svc: Service) -> str | None:
     workers = svc.plan_workers.workers
     for w in workers:  # on the event loop, as PlanWorkers._ask restarts them
@@ -107,7 +94,7 @@ async def ready(svc: Service = Depends(service)) -> Response:
     if problems:
         return problem_response(503, "Service Unavailable", "; ".join(f"{i.path}: {i.reason}" for i in problems),
                                 problems, kind="not-ready", instance="/v1/ready", headers={"Retry-After": "1"})
-    degraded = engine_degraded(svc)
+    degraded = svc.jobs_degraded()
     return JSONResponse({"status": "degraded" if degraded else "ready",
                          "checks": {"database": "ok", "plan_workers": "ok", "job_engine": degraded or "ok"},
                          "degraded": {"jobs": degraded} if degraded else {}})
