@@ -234,10 +234,11 @@ class Agent:
 
     # ------------------------------------------------------------------ poller
     def _sleep_backoff(self, attempt: int) -> None:
-        """The one retry schedule of the plan long-poll and the telemetry sender: capped,
-        jittered exponential; cut short as soon as either path reaches the service again
-        (a plan fetch recovered 30 s after its replica came back, issue 39)."""
-        lo, hi = self.backoff
+        """The plan long-poll retries as the telemetry sender does: capped, jittered
+        exponential, never longer apart than the sender's batch_s, and at once when a
+        telemetry post gets through (a plan fetch recovered 30 s after its replica came
+        back, issue 39)."""
+        lo, hi = self.backoff[0], min(self.backoff[1], self.batch_s)
         self._service_back.clear()
         delay = min(hi, lo * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0)
         deadline = time.monotonic() + delay
