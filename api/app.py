@@ -72,5 +72,5 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=5)
     # outermost: the request id, metrics and the JSON access line see every answer
     app.add_middleware(OpsMiddleware, metrics_of=lambda scope: scope["app"].state.service.metrics,
-                       access_log=settings.access_log)
+                       access_log=settings.access_log, log_probes=settings.access_log_probes)
     return app

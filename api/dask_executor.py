@@ -141,6 +141,8 @@ class DaskExecutor(Executor):
             future, spec, old = entry
             if old is not None:
                 old.cancel()
+                log.warning("job %s attempt %d: started again on another Dask worker (the one running it went away; "
+                            "Dask re-runs a task up to distributed.scheduler.allowed-failures times)", job_id, spec.attempt)
             timer = threading.Timer(spec.time_limit_s + self.grace_s + 1.0, self._time_out, args=(job_id,))
             timer.daemon = True
             self._futures[job_id] = (future, spec, timer)

@@ -89,14 +89,24 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=16)
 
 
+MIGRATION_LOCK = 0x706C616E6E6572  # "planner": the PostgreSQL advisory lock key held while migrating
+
+
 def migrate(engine: Engine) -> None:
-    """alembic upgrade head on this engine (idempotent; safe at every start)."""
+    """alembic upgrade head on this engine (idempotent; safe at every start). On
+    PostgreSQL under a transaction-scoped advisory lock: replicas started together
+    migrate one after the other (the second finds the schema at head), where two
+    concurrent CREATE TYPE/TABLE on an empty database killed one of them
+    (UniqueViolation on pg_type). SQLite serialises writers itself."""
     from alembic import command
     from alembic.config import Config
+    from sqlalchemy import text
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 

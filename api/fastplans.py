@@ -436,6 +436,12 @@ class Planner:
             return (req_id, "error", 422, "Over the memory limit", f"{path}: {reason}", [(path, reason)], "memory-limit")
         if isinstance(exc, ApiError):
             return (req_id, "error", exc.status, exc.title, exc.detail, [(i.path, i.reason) for i in exc.errors], exc.kind)
+        from api.db import outage, unavailable
+
+        if unavailable(exc):  # a database blip (a restart): 503 with Retry-After, not a 500 (issue 39)
+            outage.failed(doing, exc)
+            return (req_id, "unavailable", f"the database is not reachable while {doing} ({type(exc).__name__}); "
+                                           "retry the request")
         log.error("%s failed", doing, exc_info=exc)
         return (req_id, "internal", f"{type(exc).__name__}: {exc}")
 

@@ -31,7 +31,7 @@ import socket
 import threading
 import time
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.exc import DBAPIError
 
 from api.db import Database, outage, unavailable
@@ -334,9 +334,10 @@ class JobManager:
                 if job.state == "queued":  # claimed, never started: simply free again
                     job.owner, job.lease_expires_at = None, None
                     job.message = f"re-queued after a service restart (attempt {job.attempts} had not started)"
-                elif job.attempts >= self.max_attempts:
-                    err = _interrupted(job.attempts)
+                elif job.runs >= self.max_attempts:
+                    err = _interrupted(job.runs)
                     job.state, job.finished_at, job.message, job.error = "failed", utcnow(), err["detail"], json.dumps(err)
+                    log.error("job %s failed: %s", job.id, err["detail"])
                 else:
                     job.state, job.owner, job.lease_expires_at = "queued", None, None
                     job.message = f"re-queued after a service restart interrupted attempt {job.attempts}"
@@ -397,11 +398,14 @@ class JobManager:
                 # the attempt read, still unclaimed or under a lease that ran out: a claim succeeds once per attempt
                 seen = and_(JobRow.id == job.id, JobRow.attempts == job.attempts, JobRow.state == job.state,
                             or_(JobRow.lease_expires_at.is_(None), JobRow.lease_expires_at < now))
-                if job.attempts >= self.max_attempts:  # interrupted that often already
-                    err = _interrupted(job.attempts)
-                    s.execute(update(JobRow).where(seen).values(state="failed", finished_at=now, message=err["detail"],
-                                                                error=json.dumps(err), lease_expires_at=None)
-                              .execution_options(synchronize_session=False))
+                if job.runs >= self.max_attempts:  # it ran and was interrupted that often already
+                    err = _interrupted(job.runs)
+                    res = s.execute(update(JobRow).where(seen).values(state="failed", finished_at=now, message=err["detail"],
+                                                                      error=json.dumps(err), lease_expires_at=None)
+                                    .execution_options(synchronize_session=False))
+                    if res.rowcount == 1:  # counted from the store by /metrics (planner_jobs_finished_total)
+                        log.error("job %s failed: %s (the lease of attempt %d ran out)", job.id, err["detail"],
+                                  job.attempts)
                     continue
                 lost = job.owner is not None
                 res = s.execute(update(JobRow).where(seen).values(
@@ -512,8 +516,8 @@ class JobManager:
             return
         try:
             with self.db.session() as s:
-                s.execute(update(JobRow).where(where).values(state="running", started_at=utcnow(), message="running",
-                                                             progress=0.0))
+                s.execute(update(JobRow).where(where, JobRow.state == "queued").values(
+                    state="running", started_at=utcnow(), message="running", progress=0.0, runs=JobRow.runs + 1))
         except DBAPIError as exc:
             if not unavailable(exc):
                 raise
@@ -537,13 +541,15 @@ class JobManager:
 
     def requeue(self, job_id: str, reason: str) -> None:
         """The engine lost this run through no fault of the job (a Dask scheduler restart):
-        the attempt is given back and counts, as an interrupted one does."""
+        the attempt is given back and its run does not count towards max_attempts (the
+        job did not fail; the cluster went away)."""
         where = self._current(job_id)
         try:
             if where is not None:
                 with self.db.session() as s:
+                    ran = case((JobRow.state == "running", JobRow.runs - 1), else_=JobRow.runs)
                     s.execute(update(JobRow).where(where).values(state="queued", owner=None, lease_expires_at=None,
-                                                                 message=reason[:2000]))
+                                                                 message=reason[:2000], runs=ran))
                 log.warning("job %s re-queued: %s", job_id, reason)
         finally:
             with self._lock:

@@ -8,8 +8,11 @@ The request's fields come from a context variable the request middleware sets
 deployment ids named in a message (job_..., dep_...) are lifted into their fields, so
 the job engine's lines carry them without each call site passing them.
 
-No secret is ever written: every line goes through `redact`, which masks bearer
-tokens (hp_...), `Authorization` values and passwords in database URLs."""
+No secret is ever written: every field of every line goes through `redact` (the
+message, and the path, job id, request id a caller chose...), which masks bearer tokens
+(hp_...), `Authorization` values and passwords in database URLs. `RateLimit` keeps a
+burst of identical events (3,000 refused requests in 6 s wrote 3,006 lines) to a
+budget per event and window, and says how many it left out."""
 
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import logging
 import os
 import re
 import sys
+import threading
+import time
 
 FORMATS = ("text", "json")
 ENV = "PLANNER_LOG_FORMAT"
@@ -84,9 +89,12 @@ class JsonFormatter(logging.Formatter):
             out["job_id"] = m.group(0)
         if "deployment" not in out and (m := _DEP.search(msg)):
             out["deployment"] = m.group(0)
-        for key in ("method", "path", "route", "status", "duration_ms"):  # the access line's fields
+        for key in ("method", "path", "route", "status", "duration_ms", "suppressed"):  # the access line's fields
             if key in record.__dict__:
                 out[key] = record.__dict__[key]
+        for key, value in out.items():  # every field: a token in a path, a job id or a request id is masked too
+            if isinstance(value, str) and key != "msg":
+                out[key] = redact(value)
         return json.dumps(out, default=str)
 
 
@@ -95,6 +103,43 @@ class RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return redact(super().format(record))
+
+
+class RateLimit(logging.Filter):
+    """At most `burst` lines of one event (logger, level, message template; an access
+    line: its route and status) per `window_s`; warnings and errors and refused requests
+    only, so an ordinary line is never lost. The first line let through after a window
+    that left some out carries `suppressed` (how many), in its text too."""
+
+    def __init__(self, burst: int = 20, window_s: float = 10.0):
+        super().__init__()
+        self.burst, self.window_s = burst, window_s
+        self._seen: dict[tuple, list] = {}  # event -> [window start, lines in it, left out]
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = record.__dict__.get("status")
+        if record.levelno < logging.WARNING and not (isinstance(status, int) and status >= 400):
+            return True
+        key = (record.name, record.levelno, record.__dict__.get("route") or record.msg, status)
+        now = time.monotonic()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None or now - seen[0] >= self.window_s:
+                left_out = seen[2] if seen is not None else 0
+                if len(self._seen) > 10_000:
+                    self._seen.clear()
+                self._seen[key] = [now, 1, 0]
+            elif seen[1] < self.burst:
+                seen[1] += 1
+                return True
+            else:
+                seen[2] += 1
+                return False
+        if left_out:
+            record.suppressed = left_out
+            record.msg = f"{record.msg} ({left_out} more like this left out in the previous {self.window_s:g} s)"
+        return True
 
 
 def check_format(fmt: str) -> str:
@@ -110,6 +155,7 @@ def configure(fmt: str | None = None, level: int = logging.INFO, replica: str | 
     fmt = check_format(fmt or os.environ.get(ENV) or "text")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(replica) if fmt == "json" else RedactingFormatter(TEXT_FORMAT))
+    handler.addFilter(RateLimit())
     root = logging.getLogger()
     for h in list(root.handlers):
         root.removeHandler(h)

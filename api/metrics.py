@@ -13,7 +13,8 @@ MAX_DEPLOYMENT_SERIES); never a plan or job id.
 The prediction error of a deployment is that of its active plan, with the sign the
 project uses everywhere (`planner.core.telemetry.error_pct`): (measured median -
 predicted) / predicted, positive when the board is slower than the plan said; the
-median is over the newest DRIFT_WINDOW_SAMPLES samples of the active plan. The
+median is over the newest DRIFT_WINDOW_SAMPLES samples of the active revision (one
+definition with the API and the UI: planner.core.telemetry.DEPLOYMENT_ERROR). The
 per-deployment series are recomputed at most every `refresh_s`, incrementally: each
 refresh reads only the telemetry batches stored since the previous one (the batch id
 is the watermark), so a scrape of 1,000 deployments costs a few queries, not a scan of
@@ -37,19 +38,20 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.logs import request_context
+from api.logs import redact, request_context
+from planner.core.telemetry import DRIFT_WINDOW_SAMPLES
 
 log = logging.getLogger("planner.access")
 MAX_DEPLOYMENT_SERIES = 5000  # deployments listed per scrape at most (the rest counted in planner_deployments_unlisted)
-DRIFT_WINDOW_SAMPLES = 1000  # newest samples of the active plan the prediction error's median is over
 MAX_FRESH_BATCHES = 50_000  # telemetry batches one refresh reads at most
-DRIFT_WINDOW_BATCHES = 100  # batches read to fill a deployment's window when its active plan changes
 TELEMETRY_ROUTE = "/v1/deployments/{deployment_id}/telemetry"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,64}$")
+PROBES = frozenset({"/v1/health", "/v1/ready", "/metrics"})  # out of the access log unless asked (most of its lines)
 _ID_PREFIX = secrets.token_hex(4)  # request ids: this process's random prefix and a counter (unique, cheap)
 _ids = itertools.count(1)
 _SNIFF = {422, 429}  # refusals whose reason is read from the problem body
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+FINISHED = ("succeeded", "failed", "cancelled")  # a job's end states
 _JOB_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 
 
@@ -107,13 +109,14 @@ class _RequestStats:
 
 
 class _Window:
-    """The newest DRIFT_WINDOW_SAMPLES latencies of one deployment's active plan: a ring of
-    doubles (8 kB a deployment; 5,000 deployments: 40 MB)."""
+    """The newest DRIFT_WINDOW_SAMPLES latencies of one deployment's active revision (the
+    definition: planner.core.telemetry.DEPLOYMENT_ERROR): a ring of doubles (8 kB a
+    deployment; 5,000 deployments: 40 MB)."""
 
-    __slots__ = ("plan_id", "samples", "_ring", "_n", "_median")
+    __slots__ = ("plan_id", "revision", "samples", "_ring", "_n", "_median")
 
-    def __init__(self, plan_id: str):
-        self.plan_id = plan_id
+    def __init__(self, plan_id: str, revision: int):
+        self.plan_id, self.revision = plan_id, revision
         self.samples = 0  # stored for the active plan, all of them
         self._ring = array("d")
         self._n = 0  # latencies ever added
@@ -152,8 +155,6 @@ class Metrics:
                                 "bucket), in-flight (concurrent requests of a token), admission (over "
                                 "PLANNER_MAX_WORK), body-size, unauthorized, forbidden, unavailable",
                                 ["replica", "reason"], registry=r)
-        self.jobs_finished = Counter("planner_jobs_finished", "Job runs this replica finished, by kind and outcome",
-                                     ["replica", "kind", "state"], registry=r)
         self.job_duration = Histogram("planner_job_duration_seconds", "Wall time of a job run from its claim to its "
                                       "outcome, by kind and solver", ["replica", "kind", "solver"],
                                       buckets=_JOB_BUCKETS, registry=r)
@@ -203,7 +204,7 @@ class Metrics:
         from sqlalchemy import func, select
 
         from api.rows import DeploymentRow, PlanRow, TelemetryBatchRow
-        from api.telemetry import stored_latencies
+        from api.telemetry import drift_samples, stored_latencies
         from planner.core.telemetry import error_pct
 
         B = TelemetryBatchRow
@@ -217,29 +218,25 @@ class Metrics:
             for i in range(0, len(plan_ids), 500):
                 predicted.update(s.execute(select(PlanRow.id, PlanRow.latency_ms)
                                            .where(PlanRow.id.in_(plan_ids[i:i + 500]))).all())
-            active = {d.id: d.active_plan_id for d in deps if d.active_plan_id}
+            active = {d.id: (d.active_plan_id, d.revision) for d in deps if d.active_plan_id}
             high = self._high_water
             if high is None:  # the first refresh: every window is read below, bounded, not the whole history
                 fresh, top = [], int(s.scalar(select(func.max(B.id))) or 0)
             else:  # bounded too: what is left is read at the next refresh
-                fresh = s.execute(select(B.id, B.deployment_id, B.plan_id, B.samples, B.body).where(B.id > high)
+                fresh = s.execute(select(B.id, B.deployment_id, B.plan_id, B.revision, B.samples, B.body).where(B.id > high)
                                   .order_by(B.id).limit(MAX_FRESH_BATCHES)).all()
                 top = fresh[-1].id if fresh else high
             for row in fresh:
                 w = self._windows.get(row.deployment_id)
-                if w is not None and w.plan_id == row.plan_id and active.get(row.deployment_id) == row.plan_id:
+                if w is not None and (w.plan_id, w.revision) == (row.plan_id, row.revision) == active.get(row.deployment_id):
                     w.add(row.samples, stored_latencies(row.body))
-            for dep_id, plan_id in active.items():
+            for dep_id, (plan_id, revision) in active.items():
                 w = self._windows.get(dep_id)
-                if w is not None and w.plan_id == plan_id:
+                if w is not None and (w.plan_id, w.revision) == (plan_id, revision):
                     continue
-                w = self._windows[dep_id] = _Window(plan_id)  # new here, or another plan became active
-                mine = (B.deployment_id == dep_id, B.plan_id == plan_id, B.id <= top)
-                w.samples = int(s.scalar(select(func.coalesce(func.sum(B.samples), 0)).where(*mine)) or 0)
-                if w.samples:
-                    bodies = s.execute(select(B.body).where(*mine).order_by(B.id.desc()).limit(DRIFT_WINDOW_BATCHES)).all()
-                    for (body,) in reversed(bodies):
-                        w.add(0, stored_latencies(body))
+                w = self._windows[dep_id] = _Window(plan_id, revision)  # new here, or another revision became active
+                w.samples, window = drift_samples(s, dep_id, plan_id, revision, top)
+                w.add(0, window)
         self._high_water = top
         for gone in set(self._windows) - set(active):
             del self._windows[gone]
@@ -247,7 +244,7 @@ class Metrics:
         for d in deps:
             w = self._windows.get(d.id)
             median = w.median(np) if w is not None else None
-            pred = predicted.get(d.active_plan_id) if d.active_plan_id else None
+            pred = predicted.get(d.active_plan_id) if d.active_plan_id and d.id in active else None
             err = error_pct(median, pred) if pred is not None else None
             out.append(_DeploymentSeries(d.name, d.revision, w.samples if w is not None else 0, pred, median,
                                          None if err is None else err / 100.0))
@@ -284,7 +281,6 @@ class MeteredEvents:
             from api.rows import utcnow
 
             m = self._metrics
-            m.jobs_finished.labels(m.replica, row.kind, outcome.state).inc()
             if row.started_at is not None:
                 m.job_duration.labels(m.replica, row.kind, row.solver).observe(
                     max(0.0, (utcnow() - row.started_at).total_seconds()))
@@ -307,6 +303,10 @@ class _ServiceCollector:
                                      labels=["replica"])
         draining.add_metric(rep, 1.0 if svc.draining else 0.0)
         yield draining
+        up = GaugeMetricFamily("planner_job_engine_up", "1 when this replica's job engine can start jobs (0: the Dask "
+                               "scheduler is away; jobs wait queued, plans still answer)", labels=["replica"])
+        up.add_metric(rep, 0.0 if svc.jobs_degraded() else 1.0)
+        yield up
         workers = svc.plan_workers.workers
         g = GaugeMetricFamily("planner_plan_workers", "Plan worker processes (fast solvers, uploads)",
                               labels=["replica", "state"])
@@ -330,7 +330,7 @@ class _ServiceCollector:
         try:
             families = list(self._database(svc))
         except Exception as exc:  # noqa: BLE001 - the database away: say so, keep the replica's own series
-            logging.getLogger("planner.api").warning("metrics: the database could not be read: %s", type(exc).__name__)
+            logging.getLogger("planner.api").warning("metrics: the database could not be read: %s", type(exc).__name__, exc_info=True)
             up.add_metric(rep, 0.0)
             yield up
             return
@@ -347,6 +347,26 @@ class _ServiceCollector:
             counts = s.execute(select(JobRow.kind, JobRow.state, func.count()).where(JobRow.state.in_(("queued", "running")))
                                .group_by(JobRow.kind, JobRow.state)).all()
             oldest = s.scalar(select(func.min(JobRow.created_at)).where(JobRow.state == "queued"))
+            ended = s.execute(select(JobRow.kind, JobRow.state, func.count()).where(JobRow.state.in_(FINISHED))
+                              .group_by(JobRow.kind, JobRow.state)).all()
+            interrupted = s.execute(select(JobRow.kind, func.count()).where(
+                JobRow.state == "failed", JobRow.error.like('%"/problems/interrupted"%')).group_by(JobRow.kind)).all()
+        # from the store, not counted in the process: they survive a restart, and every outcome counts wherever it
+        # was decided (a worker's result, a cancel, a job failed by the claim loop after its runs were interrupted)
+        done = CounterMetricFamily("planner_jobs_finished", "Jobs finished (all replicas, read from the store), by kind "
+                                   "and outcome", labels=["kind", "state"])
+        got = {(k, st): n for k, st, n in ended}
+        for kind in sorted({"plan", "schedule"} | {k for k, _ in got}):
+            for state in FINISHED:
+                done.add_metric([kind, state], got.get((kind, state), 0))
+        yield done
+        lost = CounterMetricFamily("planner_jobs_interrupted_failed", "Jobs failed because the service stopped while "
+                                   "they ran, max_attempts times (their leases ran out; read from the store)",
+                                   labels=["kind"])
+        got_lost = dict(interrupted)
+        for kind in sorted({"plan", "schedule"} | set(got_lost)):
+            lost.add_metric([kind], got_lost.get(kind, 0))
+        yield lost
         jobs = GaugeMetricFamily("planner_jobs", "Jobs queued and running in the shared queue (all replicas), by kind",
                                  labels=["kind", "state"])
         got = {(k, st): n for k, st, n in counts}
@@ -360,13 +380,13 @@ class _ServiceCollector:
         rev = GaugeMetricFamily("planner_deployment_revision", "Revision of the deployment's active plan",
                                 labels=["deployment"])
         samples = GaugeMetricFamily("planner_deployment_samples", "Telemetry samples stored for the deployment's "
-                                    "active plan", labels=["deployment"])
+                                    "active revision", labels=["deployment"])
         pred = GaugeMetricFamily("planner_deployment_predicted_latency_seconds", "The active plan's predicted latency",
                                  labels=["deployment"])
         med = GaugeMetricFamily("planner_deployment_measured_latency_seconds", "Median measured latency of the active "
-                                f"plan (newest {DRIFT_WINDOW_SAMPLES} samples)", labels=["deployment"])
+                                f"revision (newest {DRIFT_WINDOW_SAMPLES} samples)", labels=["deployment"])
         err = GaugeMetricFamily("planner_deployment_prediction_error_ratio", "(measured median - predicted) / predicted "
-                                "of the active plan: > 0 slower than planned (the sign of error_pct; 0.2 = 20 % slower)",
+                                "of the active revision: > 0 slower than planned (the sign of error_pct; 0.2 = 20 % slower)",
                                 labels=["deployment"])
         for d in series:
             rev.add_metric([d.name], d.revision)
@@ -395,10 +415,11 @@ class OpsMiddleware:
     one) in the log context and the response header; the request counted and timed by
     route template; in JSON log mode one access line per request."""
 
-    def __init__(self, app: ASGIApp, metrics_of, access_log: bool = False):  # noqa: ANN001
+    def __init__(self, app: ASGIApp, metrics_of, access_log: bool = False, log_probes: bool = False):  # noqa: ANN001
         self.app = app
         self.metrics_of = metrics_of
         self.access_log = access_log
+        self.log_probes = log_probes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -408,7 +429,9 @@ class OpsMiddleware:
             if k == b"x-request-id":
                 given = v.decode("latin-1")
                 break
-        rid = given if given is not None and _REQUEST_ID.match(given) else f"{_ID_PREFIX}{next(_ids) & 0xFFFFFFFF:08x}"
+        if given is not None and (not _REQUEST_ID.match(given) or redact(given) != given):
+            given = None  # a secret sent as the request id (by mistake or to plant it in logs) is never echoed
+        rid = given if given is not None else f"{_ID_PREFIX}{next(_ids) & 0xFFFFFFFF:08x}"
         header = (b"x-request-id", rid.encode())
         token = request_context.set({"request_id": rid, "state": scope.setdefault("state", {}), "scope": scope})
         status = 500
@@ -437,7 +460,7 @@ class OpsMiddleware:
                     m.refused(reason)
                 if route == TELEMETRY_ROUTE and scope["method"] == "POST":
                     m.telemetry(f"refused-{status}")
-            if self.access_log:
+            if self.access_log and (self.log_probes or route not in PROBES):
                 log.info("%s %s %d %.1f ms", scope["method"], scope["path"], status, seconds * 1000,
                          extra={"method": scope["method"], "path": scope["path"], "route": route, "status": status,
                                 "duration_ms": round(seconds * 1000, 3)})

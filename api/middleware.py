@@ -71,6 +71,12 @@ DOCUMENT_UPLOADS = {"/v1/platforms", "/v1/profiles", "/v1/asymo-cpus", "/v1/asym
 BUNDLE_UPLOAD = re.compile(r"^/v1/plans/[A-Za-z0-9_-]{1,40}/bundle$")  # a model to bundle (api/bundles.py), raw bytes
 
 
+def new_work(path: str) -> bool:
+    """A POST that starts planning (a plan, a schedule, a refit; the UI's plan form): what a
+    draining replica refuses with 503, so that the balancer sends it to another one."""
+    return path in ("/v1/plans", "/v1/schedules", "/ui/plans") or path.endswith("/refit")
+
+
 def _close_unread(scope: Scope) -> list[tuple[bytes, bytes]]:
     """`Connection: close` for a refusal sent before its body was read: the server then
     drops the connection instead of reading (and discarding) the rest of a 16 MB body to
@@ -137,6 +143,10 @@ class Gate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope["path"]
+        if scope["method"] == "POST" and self.service_of(scope).draining and new_work(path):
+            detail = "this replica is draining (SIGTERM): it takes no new work; retry (another replica answers)"
+            return await send_problem(send, 503, "Service Unavailable", detail, [Issue("<service>", detail)],
+                                      "draining", path, headers=[(b"retry-after", b"1"), *_close_unread(scope)])
         if not path.startswith("/v1") or path in PUBLIC_PATHS:  # the web UI (/ui) has its session login
             return await self.app(scope, receive, send)
         auth = self.service_of(scope).auth

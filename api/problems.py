@@ -193,6 +193,12 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> Response:
+        from api.db import outage, unavailable
+
+        if unavailable(exc):  # the driver's own error, not wrapped by SQLAlchemy: still a blip to retry
+            outage.failed(f"{request.method} {request.url.path}", exc)
+            return problem_response(503, "Service Unavailable", "the database is not reachable; retry the request",
+                                    kind="database-unavailable", instance=request.url.path, headers={"Retry-After": "1"})
         log.exception("internal error on %s %s", request.method, request.url.path)
         return problem_response(500, "Internal Server Error", f"{type(exc).__name__}: the service failed; see its log",
                                 instance=request.url.path)

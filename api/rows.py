@@ -52,6 +52,7 @@ class JobRow(Base):
     plan_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     schedule_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # the current attempt: the fencing token
+    runs: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # attempts a worker started (max_attempts)
     owner: Mapped[str | None] = mapped_column(String(64), nullable=True)  # replica running the current attempt
     lease_expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)  # its claim holds until
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, index=True)

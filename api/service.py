@@ -56,6 +56,11 @@ class Notifier:
         for loop, event in waiters:
             loop.call_soon_threadsafe(event.set)
 
+    def waiting(self) -> int:
+        """Long-polls held now."""
+        with self._lock:
+            return sum(len(w) for w in self._waiters.values())
+
     def notify_all(self) -> None:
         with self._lock:
             keys = list(self._waiters)
@@ -136,6 +141,7 @@ class Service:
                                         deadline_s=settings.fast_deadline_s, memory_mb=settings.worker_memory_mb)
         self.metrics = Metrics(settings.metrics_refresh_s)
         self.draining = False  # SIGTERM seen: no new jobs (begin_drain)
+        self.closing = False  # the drain is over: long-polls answer at once, the listener closes next
         self._drain_until = 0.0
         self._drained = threading.Event()
 
@@ -158,6 +164,20 @@ class Service:
         self.jobs.start()
         self.bus.start()
 
+    def jobs_degraded(self) -> str | None:
+        """What degrades jobs without making the replica unfit (so /v1/ready stays 200,
+        "degraded"): a Dask scheduler away is the cluster's outage, not this replica's.
+        Plans, documents, deployments and long-polls still answer and jobs wait queued
+        until it is back; a replica taken out of rotation for it (all of them at once)
+        refused everything that works (issue 39)."""
+        ex = self.executor
+        if not hasattr(ex, "client"):  # api.dask_executor.DaskExecutor only
+            return None
+        status = getattr(ex.client, "status", None)
+        if status == "running":
+            return None
+        return f"the Dask scheduler {getattr(ex, 'address', '')} is not connected (client status {status}); jobs wait queued"
+
     def begin_drain(self) -> None:
         """SIGTERM (from the signal handler: nothing here waits): claim no new job from now
         on, keep the leases of the running ones alive; `stop` lets them finish for up to
@@ -168,6 +188,28 @@ class Service:
         self.draining = True
         self._drain_until = time.monotonic() + self.settings.drain_s
         threading.Thread(target=self._keep_leases, args=(jobs,), name="drain", daemon=True).start()
+
+    def drained(self) -> None:
+        """Blocks (a thread, after begin_drain) while the replica keeps listening through its
+        drain: /v1/ready and new work answer 503 (the balancer sees it), running jobs
+        finish (up to drain_s), at least drain_listen_s; then the open long-polls are
+        answered (304, or the plan if it changed) before the listener closes."""
+        t0 = time.monotonic()
+        jobs = getattr(self, "jobs", None)
+        if jobs is not None:
+            with jobs.changed:
+                while jobs.local and time.monotonic() < self._drain_until:
+                    jobs.changed.wait(min(1.0, max(0.01, self._drain_until - time.monotonic())))
+        listen_s = min(self.settings.drain_listen_s, self.settings.drain_s)
+        if (rest := listen_s - (time.monotonic() - t0)) > 0:
+            time.sleep(rest)
+        self.closing = True
+        held = self.notifier.waiting()
+        self.notifier.notify_all()
+        deadline = time.monotonic() + 5.0
+        while self.notifier.waiting() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log.info("draining: %d open long-poll(s) answered; closing the listener", held)
 
     def _keep_leases(self, jobs: JobManager) -> None:
         log.warning("draining: SIGTERM; no new jobs, %d running may finish for up to %g s", len(jobs.local),

@@ -93,11 +93,18 @@ class UiSessionCookies:
         async def sending(message) -> None:  # noqa: ANN001
             if message["type"] == "http.response.start" and fresh and scope["session"].get("csrf") == csrf:
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"], (b"set-cookie", cookie(CSRF_COOKIE, csrf).encode("latin-1"))]
+                message["headers"] = [*message["headers"], (b"set-cookie", cookie(CSRF_COOKIE, csrf, secure=over_tls(scope)).encode("latin-1"))]
             await send(message)
 
         await self.app(scope, receive, sending)
 
 
-def cookie(name: str, value: str, max_age_s: int = MAX_AGE_S) -> str:
-    return f"{name}={value}; Path=/ui; Max-Age={max_age_s}; HttpOnly; SameSite=Lax"
+def cookie(name: str, value: str, max_age_s: int = MAX_AGE_S, secure: bool = False) -> str:
+    """A UI cookie; `secure` (the request came over TLS: https, or X-Forwarded-Proto: https
+    from the reverse proxy uvicorn trusts, FORWARDED_ALLOW_IPS [127.0.0.1]) adds `Secure`,
+    so the browser never sends the session id over plain HTTP."""
+    return f"{name}={value}; Path=/ui; Max-Age={max_age_s}; HttpOnly; SameSite=Lax" + ("; Secure" if secure else "")
+
+
+def over_tls(scope) -> bool:  # noqa: ANN001
+    return scope.get("scheme") == "https"

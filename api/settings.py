@@ -91,7 +91,9 @@ class Settings:
             return Path(self.admin_token_file)
         return None if self.database_url else Path(self.data_dir) / "admin-token"
     drain_s: float = 30.0  # SIGTERM: running jobs get this long to finish before they are handed back to other replicas
-    access_log: bool = False  # the app writes one access line per request, with its ids (JSON log mode)
+    drain_listen_s: float = 5.0  # SIGTERM: the listener stays open at least this long (at most drain_s): /v1/ready says 503
+    access_log: bool = False  # the app writes one access line per request, with its ids (secrets masked)
+    access_log_probes: bool = False  # health, readiness and metrics probes in the access log too
     metrics_refresh_s: float = 10.0  # /metrics recomputes the per-deployment series at most this often
 
     @property
@@ -126,6 +128,8 @@ class Settings:
             admin_token_file=Path(os.environ["PLANNER_ADMIN_TOKEN_FILE"]) if os.environ.get("PLANNER_ADMIN_TOKEN_FILE") else None,
             poll_interval_s=_env_float("PLANNER_POLL_INTERVAL_S", 1.0),
             drain_s=_env_float("PLANNER_DRAIN_S", 30.0),
+            drain_listen_s=_env_float("PLANNER_DRAIN_LISTEN_S", 5.0),
+            access_log_probes=os.environ.get("PLANNER_ACCESS_LOG_PROBES", "") in ("1", "true", "yes"),
             metrics_refresh_s=_env_float("PLANNER_METRICS_REFRESH_S", 10.0),
         )
         return replace(base, **{k: v for k, v in overrides.items() if v is not None})

@@ -27,6 +27,8 @@ from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, PlanRow, Te
 from planner.core.errors import InputError, Issue
 from planner.core.schema import Plan
 from planner.core.telemetry import (
+    DRIFT_WINDOW_SAMPLES,
+    DeploymentError,
     PlanTelemetry,
     SliceTelemetry,
     TelemetryBatch,
@@ -110,6 +112,50 @@ def stored_latencies(body: str) -> list[float]:
     if body.startswith(_LATENCY_HEAD):
         return _DECODER.raw_decode(body, len(_LATENCY_HEAD))[0]
     return json.loads(body)["latency_ms"]
+
+
+DRIFT_BATCHES_READ = 2000  # batches read at most to fill a deployment's window (batches of errors carry no sample)
+
+
+def drift_samples(s, dep_id: str, plan_id: str, revision: int, up_to_id: int | None = None) -> tuple[int, list[float]]:  # noqa: ANN001
+    """(samples the active revision has, its newest DRIFT_WINDOW_SAMPLES latencies oldest
+    first): what a deployment's error is over (planner.core.telemetry.DEPLOYMENT_ERROR).
+    Only batches naming this plan and revision: a rollback to a plan that ran before
+    starts afresh, as an activation does. `up_to_id`: batches up to this id (the gauge's
+    watermark, api.metrics)."""
+    from sqlalchemy import func
+
+    B = TelemetryBatchRow
+    mine = [B.deployment_id == dep_id, B.plan_id == plan_id, B.revision == revision]
+    if up_to_id is not None:
+        mine.append(B.id <= up_to_id)
+    total = int(s.scalar(select(func.coalesce(func.sum(B.samples), 0)).where(*mine)) or 0)
+    newest: list[list[float]] = []
+    have = 0
+    if total:
+        for (body,) in s.execute(select(B.body).where(*mine, B.samples > 0).order_by(B.id.desc())
+                                 .limit(DRIFT_BATCHES_READ)):
+            lat = stored_latencies(body)
+            newest.append(lat)
+            have += len(lat)
+            if have >= DRIFT_WINDOW_SAMPLES:
+                break
+    window = [x for lat in reversed(newest) for x in lat]
+    return total, window[-DRIFT_WINDOW_SAMPLES:]
+
+
+def deployment_error(svc, dep: DeploymentRow) -> DeploymentError | None:  # noqa: ANN001
+    """The active plan's error by the one definition the gauge and the UI use."""
+    if dep.active_plan_id is None or dep.active_schedule_id is not None:
+        return None
+    with svc.db.session() as s:
+        predicted = s.scalar(select(PlanRow.latency_ms).where(PlanRow.id == dep.active_plan_id))
+        total, window = drift_samples(s, dep.id, dep.active_plan_id, dep.revision)
+    if predicted is None:
+        return None
+    median = float(np.median(np.asarray(window, dtype=float))) if window else None
+    return DeploymentError(revision=dep.revision, plan_id=dep.active_plan_id, samples=total, window=len(window),
+                           predicted_ms=predicted, median_ms=median, error_pct=error_pct(median, predicted))
 
 
 PLAUSIBLE_FACTOR = 1000.0  # a sample this many times off the plan's prediction is not a measurement of it
@@ -364,7 +410,8 @@ def summarise(svc, dep: DeploymentRow, limit: int, plan_id: str | None = None,  
 
         schedules = schedule_telemetry(svc, entries, errors_per_revision)
     return TelemetrySummary(deployment_id=dep.id, deployment=dep.name, profile_id=dep.profile_id, batches=len(rows),
-                            samples=sum(r.samples for r in rows), plans=plans, schedules=schedules, errors=events)
+                            samples=sum(r.samples for r in rows), plans=plans, schedules=schedules, errors=events,
+                            deployment_error=deployment_error(svc, dep))
 
 
 def served_regime(plan: Plan, served: list[tuple[str, float | None]]) -> tuple[float | None, str | None]:

@@ -183,7 +183,10 @@ class Agent:
                  answer_s: float = 10.0, max_batch_bytes: int = 512 * 1024, verify: bool = True):
         if rate_hz <= 0:
             raise ValueError("rate_hz must be > 0")
-        self.base = server.rstrip("/")
+        # several replicas' URLs (comma-separated): a failure moves to the next one at once
+        self.servers = [u.strip().rstrip("/") for u in server.split(",") if u.strip()] or [server.rstrip("/")]
+        self._server_i = 0
+        self._service_back = threading.Event()  # set when a post got through: the poller retries at once
         self.deployment = deployment
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.lm, self.devices, self.inputs = lm, list(devices), dict(inputs)
@@ -222,10 +225,35 @@ class Agent:
             self._errors[key] = TelemetryError(kind=kind, message=message[:1000], plan_id=plan_id, revision=revision,
                                                count=1 if e is None else min(e.count + 1, 10_000_000))
 
+    # ------------------------------------------------------------------ servers
+    @property
+    def base(self) -> str:
+        """The service URL in use: one of `servers` (a balancer's, or each replica's)."""
+        return self.servers[self._server_i % len(self.servers)]
+
+    def _failover(self, failed: str) -> bool:
+        """After a failure on `failed`: the next server, if several are given (and nobody
+        moved on already). True when there is another one to try at once."""
+        if len(self.servers) < 2:
+            return False
+        with self._lock:
+            if self.base == failed:
+                self._server_i += 1
+                self.log(f"{failed} is unreachable; using {self.base}")
+        return True
+
     # ------------------------------------------------------------------ poller
     def _sleep_backoff(self, attempt: int) -> None:
-        lo, hi = self.backoff
-        self._stop.wait(min(hi, lo * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0))
+        """The plan long-poll retries as the telemetry sender does: capped, jittered
+        exponential, never longer apart than the sender's batch_s, and at once when a
+        telemetry post gets through (a plan fetch recovered 30 s after its replica came
+        back, issue 39)."""
+        lo, hi = self.backoff[0], min(self.backoff[1], self.batch_s)
+        self._service_back.clear()
+        delay = min(hi, lo * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0)
+        deadline = time.monotonic() + delay
+        while not self._stop.is_set() and not self._service_back.is_set() and time.monotonic() < deadline:
+            self._service_back.wait(min(0.1, max(0.0, deadline - time.monotonic())))
 
     def _read_answer(self, r: httpx.Response, deadline: float) -> bytes:
         """The answer's body, bounded in bytes and in total time (a server that drips a
@@ -399,6 +427,7 @@ class Agent:
         with httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), follow_redirects=True,
                           max_redirects=MAX_REDIRECTS) as client:  # see _poll_once's trace
             while not self._stop.is_set():
+                base = self.base
                 try:
                     served = self._poll_once(client)
                     if failures:
@@ -421,6 +450,11 @@ class Agent:
                     if failures == 0:
                         self.log(f"cannot fetch the plan ({type(exc).__name__}: {exc}); retrying with backoff")
                         self.stats.reconnects += 1
+                    unavailable = isinstance(exc, httpx.TransportError) or (
+                        isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code in (502, 503, 504))
+                    if unavailable and self._failover(base) and (failures + 1) % len(self.servers):
+                        failures += 1
+                        continue  # the next replica at once; backoff once every one failed
                     if isinstance(exc, httpx.HTTPStatusError):
                         self._error("plan_fetch_failed", str(exc)[:300])
                     elif not isinstance(exc, httpx.HTTPError):
@@ -480,19 +514,24 @@ class Agent:
                 if not self._outbox:
                     return True
                 batch = self._outbox[0]
+            base = self.base
             try:
-                r = client.post(f"{self.base}/v1/deployments/{self.deployment}/telemetry",
+                r = client.post(f"{base}/v1/deployments/{self.deployment}/telemetry",
                                 content=batch.model_dump_json(), headers={**self.headers, "Content-Type": "application/json"},
                                 timeout=10.0)
             except httpx.HTTPError as exc:
                 self.stats.undelivered_why = f"{type(exc).__name__}: {exc}"[:300]
+                self._failover(base)
                 return False
             if r.request.method != "POST":  # a 301/302/303 turned it into a GET: the batch went nowhere
                 self.stats.undelivered_why = f"redirected to {r.request.method} {r.request.url} ({r.status_code})"[:300]
                 return False
             if r.status_code >= 500 or r.status_code in (408, 429) or 300 <= r.status_code < 400:
                 self.stats.undelivered_why = f"{r.status_code} {r.text[:200]}"
+                if r.status_code in (502, 503, 504):
+                    self._failover(base)
                 return False
+            self._service_back.set()
             halves: list[TelemetryBatch] = []
             if r.status_code == 413 and len(batch.samples) + len(batch.frames) + len(batch.errors) > 1:  # a lower limit
                 self.max_batch_bytes = max(1024, min(self.max_batch_bytes, len(batch.model_dump_json())) // 2)

@@ -131,6 +131,19 @@ def unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, e
     own.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
+def _error_printer(args: argparse.Namespace):  # noqa: ANN202
+    """How a command's last line is printed: one plain line, or under a JSON log format
+    (`serve`, `agent`: --log-format json or PLANNER_LOG_FORMAT=json) one JSON log line, so a
+    log pipeline that parses JSON never meets a line it cannot read."""
+    if hasattr(args, "log_format") and (args.log_format or os.environ.get("PLANNER_LOG_FORMAT")) == "json":
+        def as_json(msg: str) -> None:
+            from api.logs import json_line
+
+            print(json_line("planner", msg.removeprefix("planner: "), level="error"), file=sys.stderr, flush=True)
+        return as_json
+    return lambda msg: print(msg, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -139,13 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_INPUT
+    print_error = _error_printer(args)
     try:
         return int(args.func(args) or 0)
     except PlannerError as exc:
-        print(f"planner: error: {exc.one_line()}", file=sys.stderr)
+        print_error(f"planner: error: {exc.one_line()}")
         return EXIT_INFEASIBLE if exc.status in ("infeasible", "not_found") else EXIT_INPUT
     except KeyboardInterrupt:
-        print("planner: interrupted", file=sys.stderr)
+        print_error("planner: interrupted")
         return 130
     except BrokenPipeError:
         return 0
@@ -153,14 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         extra = EXTRAS.get((exc.name or "").split(".")[0])
         if extra is None or os.environ.get("PLANNER_DEBUG"):
             raise
-        print(f"planner: error: {args.command} needs {exc.name}, not installed here (a board install?): "
-              f"pip install 'hetero-planner[{extra}]'", file=sys.stderr)
+        print_error(f"planner: error: {args.command} needs {exc.name}, not installed here (a board install?): "
+                    f"pip install 'hetero-planner[{extra}]'")
         return EXIT_INPUT
     except Exception as exc:  # noqa: BLE001 - the CLI never shows a traceback unless asked
         if os.environ.get("PLANNER_DEBUG"):
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
-        print(f"planner: internal error: {type(exc).__name__}: {first} (PLANNER_DEBUG=1 for details)", file=sys.stderr)
+        print_error(f"planner: internal error: {type(exc).__name__}: {first} (PLANNER_DEBUG=1 for details)")
         return EXIT_INTERNAL
 
 

@@ -115,7 +115,7 @@ async def deployed_plan(deployment_id: DepId,
         dep, etag, body = await run_in_threadpool(svc.deployed_plan, deployment_id, who)
         waiting = (etag is None or _matches(if_none_match, etag))
         left = deadline - time.monotonic()
-        if not waiting or left <= 0:
+        if not waiting or left <= 0 or svc.closing:  # a drained replica answers before it closes
             break
         await svc.notifier.wait(dep.id, min(left, svc.settings.poll_interval_s))
     if etag is None:

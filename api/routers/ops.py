@@ -4,7 +4,9 @@ readiness (`/v1/ready`, no auth, for load balancers and orchestrators).
 `/v1/health` (liveness) stays trivial: the process answers. `/v1/ready` says whether
 this replica can serve: the database answers, the plan workers run (a dead one is
 restarted here, as a request would), the job engine runs (claim loop, worker pool or
-Dask scheduler), and the replica is not draining. 503 with each reason otherwise."""
+Dask scheduler), and the replica is not draining. 503 with each reason otherwise. A Dask
+scheduler away degrades jobs only: 200 with status "degraded" naming it, since plans and
+everything else still answer (planner_job_engine_up says it to Prometheus)."""
 
 from __future__ import annotations
 
@@ -42,16 +44,13 @@ def _database(svc: Service) -> None:
 
 
 def _engine_problem(svc: Service) -> str | None:
+    """What makes this replica unfit to serve: its own claim loop or worker pool stopped."""
     jobs = getattr(svc, "jobs", None)
     thread = getattr(jobs, "_thread", None)
     if jobs is None or thread is None or not thread.is_alive():
         return "the job claim loop is not running"
     ex = svc.executor
-    if hasattr(ex, "client"):  # api.dask_executor.DaskExecutor
-        status = getattr(ex.client, "status", None)
-        if status != "running":
-            return f"the Dask scheduler {getattr(ex, 'address', '')} is not connected (client status {status})"
-    elif hasattr(ex, "_pool"):  # api.executors.PebbleExecutor
+    if hasattr(ex, "_pool") and not hasattr(ex, "client"):  # api.executors.PebbleExecutor
         pool = ex._pool  # noqa: SLF001
         if pool is None or not pool.active:
             return "the local job worker pool is not running"
@@ -74,7 +73,8 @@ def _plan_workers_problem(svc: Service) -> str | None:
 
 
 @router.get("/v1/ready", summary="Readiness (no auth)",
-            responses={200: {"description": "This replica can serve"},
+            responses={200: {"description": "This replica can serve (status ready, or degraded: jobs wait for the "
+                                            "Dask scheduler, everything else answers)"},
                        503: {**responses(503)[503], "description": "Not ready: one error per reason (database, "
                                                                    "plan_workers, job_engine, draining)"}})
 async def ready(svc: Service = Depends(service)) -> Response:
@@ -94,4 +94,7 @@ async def ready(svc: Service = Depends(service)) -> Response:
     if problems:
         return problem_response(503, "Service Unavailable", "; ".join(f"{i.path}: {i.reason}" for i in problems),
                                 problems, kind="not-ready", instance="/v1/ready", headers={"Retry-After": "1"})
-    return JSONResponse({"status": "ready", "checks": {"database": "ok", "plan_workers": "ok", "job_engine": "ok"}})
+    degraded = svc.jobs_degraded()
+    return JSONResponse({"status": "degraded" if degraded else "ready",
+                         "checks": {"database": "ok", "plan_workers": "ok", "job_engine": degraded or "ok"},
+                         "degraded": {"jobs": degraded} if degraded else {}})

@@ -292,8 +292,9 @@ async def login(request: Request):  # noqa: ANN201
         return Page(request, "login.html", status=401, next=nxt, reason=reason)
     sid = await run_in_threadpool(sessions.create, svc(request).db, who)
     response = RedirectResponse(nxt, status_code=303)
-    response.headers.append("set-cookie", sessions.cookie(sessions.COOKIE, sid))
-    response.headers.append("set-cookie", sessions.cookie(sessions.CSRF_COOKIE, secrets.token_urlsafe(24)))  # a new one
+    tls = sessions.over_tls(request.scope)
+    response.headers.append("set-cookie", sessions.cookie(sessions.COOKIE, sid, secure=tls))
+    response.headers.append("set-cookie", sessions.cookie(sessions.CSRF_COOKIE, secrets.token_urlsafe(24), secure=tls))  # a new one
     return response
 
 
@@ -304,7 +305,7 @@ async def logout(request: Request):  # noqa: ANN201
     check_csrf(request, form)
     await run_in_threadpool(sessions.end, svc(request).db, request.session.get("sid"))  # on every replica at once
     response = RedirectResponse("/ui/login", status_code=303)
-    response.headers.append("set-cookie", sessions.cookie(sessions.COOKIE, "", max_age_s=0))
+    response.headers.append("set-cookie", sessions.cookie(sessions.COOKIE, "", max_age_s=0, secure=sessions.over_tls(request.scope)))
     return response
 
 

@@ -27,10 +27,13 @@ from planner.core.errors import InputError
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("agent", help="run a deployment's active plan on this board and report telemetry",
                        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--server", default=os.environ.get("PLANNER_SERVER"), help="service URL (env PLANNER_SERVER)")
+    p.add_argument("--server", default=os.environ.get("PLANNER_SERVER"),
+                   help="service URL, or several comma-separated (each replica's: one that does not answer is left "
+                        "for the next at once) (env PLANNER_SERVER)")
     p.add_argument("--deployment", required=True, metavar="NAME", help="deployment (name or id) whose active plan to run")
     p.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"),
-                   help="executor token bound to the deployment (env PLANNER_TOKEN)")
+                   help="executor token bound to the deployment; give it as env PLANNER_TOKEN (a systemd "
+                        "EnvironmentFile of mode 0600): on the command line every local user sees it in ps")
     p.add_argument("--model", required=True, action="append", metavar="MODEL.onnx|NAME=FILE.onnx",
                    help="the model the deployment's profile was made from; for a schedule deployment NAME=FILE.onnx "
                         "per network (repeatable)")
@@ -122,6 +125,11 @@ def serve(agent, args: argparse.Namespace) -> int:  # noqa: ANN001
         signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(stats.as_dict()))
+    elif args.log_format == "json":  # JSON lines only
+        from api.logs import json_line
+
+        print(json_line("planner.agent", "stopped", agent=agent.name, deployment=args.deployment, **stats.as_dict()),
+              flush=True)
     else:
         print(f"agent {agent.name}: {stats.frames} frames ({stats.unplanned_frames} before the first plan, "
               f"{stats.failed_frames} failed), {stats.swaps} plan swap(s), {stats.build_failures} plan(s) not buildable, "

@@ -129,11 +129,11 @@ def run_serve(args: argparse.Namespace) -> int:
     sock = listen(args.host, args.port)  # before anything is created: a busy port leaves no data dir, no token
     settings = _settings(args, insecure_dev=args.insecure_dev or None, workers=args.workers, executor=args.executor,
                          replica_id=args.replica_id, drain_s=args.drain_s,
-                         access_log=(json_logs and not args.no_access_log) or None,
+                         access_log=not args.no_access_log,
                          admin_token_file=Path(args.admin_token_file) if args.admin_token_file else None)
     logs.configure(fmt, replica=settings.replica_id)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    if settings.insecure_dev:
+    if settings.insecure_dev and not json_logs:  # JSON mode: the app's warning line says it (api.app)
         print(BANNER, file=sys.stderr, flush=True)
     where = settings.database_url and "DATABASE_URL" or str(Path(settings.data_dir).resolve())
     if not settings.insecure_dev:
@@ -147,8 +147,9 @@ def run_serve(args: argparse.Namespace) -> int:
     app = create_app(settings)
     from api import http_limits
 
+    # the access line is the app's (api.metrics.OpsMiddleware): secrets masked in every field, probes left out
     config = uvicorn.Config(app, host=args.host, port=args.port, loop=args.loop, http=http_limits.protocol(args.http),
-                            h11_max_incomplete_event_size=http_limits.MAX_HEAD_BYTES, access_log=not args.no_access_log and not json_logs,
+                            h11_max_incomplete_event_size=http_limits.MAX_HEAD_BYTES, access_log=False,
                             timeout_graceful_shutdown=5, log_level="info",
                             log_config=logs.uvicorn_log_config() if json_logs else _timestamped(uvicorn.config.LOGGING_CONFIG))
     try:
@@ -200,14 +201,32 @@ def _draining_server():  # noqa: ANN202
 
     import uvicorn
 
+    import threading
+
     class DrainingServer(uvicorn.Server):
-        """SIGTERM starts the service's drain (no new jobs) at once, while uvicorn stops
-        accepting connections and finishes the requests in flight; the lifespan's
-        shutdown then waits for the running jobs (PLANNER_DRAIN_S) and hands back the rest."""
+        """SIGTERM starts the service's drain (no new jobs; /v1/ready and new work 503)
+        while the replica keeps listening: running jobs finish (PLANNER_DRAIN_S), the
+        balancer sees the 503 (PLANNER_DRAIN_LISTEN_S), open long-polls are answered
+        (Service.drained); only then does uvicorn stop accepting connections and finish
+        the requests in flight. The lifespan's shutdown hands back what still runs. A
+        second SIGTERM, or SIGINT, stops at once."""
+
+        draining = False
 
         def handle_exit(self, sig: int, frame) -> None:  # noqa: ANN001
-            if sig == signal.SIGTERM:
-                self.config.app.state.service.begin_drain()
+            if sig == signal.SIGTERM and not self.draining:
+                self.draining = True
+                svc = self.config.app.state.service
+                svc.begin_drain()
+
+                def then_close() -> None:
+                    try:
+                        svc.drained()
+                    finally:
+                        uvicorn.Server.handle_exit(self, sig, frame)
+
+                threading.Thread(target=then_close, name="drain-listen", daemon=True).start()
+                return
             super().handle_exit(sig, frame)
 
     return DrainingServer
@@ -225,9 +244,15 @@ def first_admin(settings, show_secret: bool = True) -> None:  # noqa: ANN001
         path = settings.first_admin_file
         if path is None:
             if not has_tokens(db):
-                print("planner: the database has no API token yet: create one with 'planner token create --name admin "
-                      "--scope admin' (it reads DATABASE_URL), or set PLANNER_ADMIN_TOKEN_FILE=FILE (outside any source "
-                      "tree) for the first start to write one there", file=sys.stderr, flush=True)
+                note = ("the database has no API token yet: create one with 'planner token create --name admin "
+                        "--scope admin' (it reads DATABASE_URL), or set PLANNER_ADMIN_TOKEN_FILE=FILE (outside any source "
+                        "tree) for the first start to write one there")
+                if show_secret:
+                    print(f"planner: {note}", file=sys.stderr, flush=True)
+                else:  # JSON log mode: JSON lines only
+                    from api.logs import json_line
+
+                    print(json_line("planner", note, level="warning"), file=sys.stderr, flush=True)
             return
         made = ensure_first_admin(db, path)
     finally:

@@ -216,6 +216,26 @@ class ScheduleTelemetry(BaseModel):
     pes: list[PeTelemetry]
 
 
+DRIFT_WINDOW_SAMPLES = 1000  # a deployment's error: the median of its active revision's newest this many samples
+DEPLOYMENT_ERROR = ("(measured median - predicted) / predicted of the active plan, the median over the newest "
+                    f"{DRIFT_WINDOW_SAMPLES:,} end-to-end samples boards reported for the active revision; an "
+                    "activation or a rollback starts it afresh")
+
+
+class DeploymentError(BaseModel):
+    """A deployment's error, one definition (DEPLOYMENT_ERROR) for the drift gauge
+    (planner_deployment_prediction_error_ratio = error_pct / 100), the API and the UI."""
+
+    revision: int
+    plan_id: str
+    samples: int = Field(description="Samples reported for the active revision, all of them")
+    window: int = Field(description=f"Samples the median is over: the newest, at most {DRIFT_WINDOW_SAMPLES}")
+    predicted_ms: float
+    median_ms: float | None = None
+    error_pct: float | None = Field(None, description="(median - predicted) / predicted, in percent: + = slower")
+    definition: str = DEPLOYMENT_ERROR
+
+
 class TelemetrySummary(BaseModel):
     """Predicted vs measured per plan (or schedule entry) a deployment ran (GET /v1/deployments/{name}/telemetry)."""
 
@@ -227,6 +247,9 @@ class TelemetrySummary(BaseModel):
     plans: list[PlanTelemetry]
     schedules: list[ScheduleTelemetry] = Field(default_factory=list, description="A schedule deployment's entries")
     errors: list[TelemetryEvent] = Field(default_factory=list, description="The most recent errors, newest first")
+    deployment_error: DeploymentError | None = Field(
+        None, description="The active plan's error as the drift gauge and the UI read it: " + DEPLOYMENT_ERROR
+                          + ". The per-plan figures above are over the newest `limit` batches instead, every revision")
 
 
 def stats_ms(samples: Sequence[float]) -> tuple[float | None, float | None]:

@@ -1,14 +1,14 @@
 """bundles: a plan cut into per-slice model files with a manifest, for native executors
 (GET /v1/plans/{id}/bundle); files stored once by sha256.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
