@@ -243,17 +243,21 @@ class Agent:
         return True
 
     # ------------------------------------------------------------------ poller
-    def _sleep_backoff(self, attempt: int) -> None:
+    def _sleep_backoff(self, attempt: int, unusable: bool = False) -> None:
         """The plan long-poll retries as the telemetry sender does: capped, jittered
         exponential, never longer apart than the sender's batch_s, and at once when a
         telemetry post gets through (a plan fetch recovered 30 s after its replica came
-        back, issue 39)."""
-        lo, hi = self.backoff[0], min(self.backoff[1], self.batch_s)
+        back, issue 39). An answer it could not use (a plan it cannot build, the same one
+        again) is no outage: the service is there and answers the same, so that backoff
+        runs its full course, up to the backoff's cap, and no telemetry post cuts it short
+        (hundreds of plan requests in seconds otherwise, issue 37)."""
+        lo, hi = self.backoff[0], self.backoff[1] if unusable else min(self.backoff[1], self.batch_s)
         self._service_back.clear()
         delay = min(hi, lo * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0)
         deadline = time.monotonic() + delay
-        while not self._stop.is_set() and not self._service_back.is_set() and time.monotonic() < deadline:
-            self._service_back.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+        while not self._stop.is_set() and (unusable or not self._service_back.is_set()) and time.monotonic() < deadline:
+            self._stop.wait(min(0.1, max(0.0, deadline - time.monotonic()))) if unusable else \
+                self._service_back.wait(min(0.1, max(0.0, deadline - time.monotonic())))
 
     def _read_answer(self, r: httpx.Response, deadline: float) -> bytes:
         """The answer's body, bounded in bytes and in total time (a server that drips a
@@ -437,14 +441,14 @@ class Agent:
                         unusable = 0
                         continue
                     unusable += 1  # an answer it cannot use, or the same one again: not at once
-                    self._sleep_backoff(unusable)
+                    self._sleep_backoff(unusable, unusable=True)
                     continue
                 except BadPlanAnswer as exc:
                     self.stats.bad_plans += 1
                     self._error("invalid_plan", str(exc))
                     self.log(f"the service's plan answer is unusable, keeping the current plan: {exc}")
                     unusable += 1
-                    self._sleep_backoff(unusable)
+                    self._sleep_backoff(unusable, unusable=True)
                     continue
                 except Exception as exc:  # noqa: BLE001 - the poller outlives every failure
                     if failures == 0:
