@@ -507,23 +507,25 @@ class Service:
 
     async def activate_async(self, dep_id: str, plan_id: str | None, actor: str, schedule_id: str | None = None,
                              entry: int | None = None, force: bool = False,
-                             verify: VerifyOnDevice | None = None) -> DeploymentRow:
+                             verify: VerifyOnDevice | None = None, unmeasured_ok: bool = False) -> DeploymentRow:
         """The API's activation: the database work on a thread; a verification order
         prepared by a plan worker (the k-best DP over a large profile holds the GIL for
         long: on a thread here it stalled the event loop), then stored with the revision
         in one transaction. A refused preparation leaves no revision behind."""
         if verify is None:
-            return await run_in_threadpool(self.activate, dep_id, plan_id, actor, schedule_id, entry, force)
+            return await run_in_threadpool(self.activate, dep_id, plan_id, actor, schedule_id, entry, force, None,
+                                           unmeasured_ok)
         dep, plan = await run_in_threadpool(self._activation, dep_id, plan_id, schedule_id, entry, verify)
         order = await self.plan_workers.verify_order(plan.id, verify.candidates, verify.runs)
         return await run_in_threadpool(self._set_active, dep, plan.id, "activate", actor, profile_id=plan.profile_id,
                                        verify_order=order)
 
     def activate(self, dep_id: str, plan_id: str | None, actor: str, schedule_id: str | None = None,
-                 entry: int | None = None, force: bool = False, verify: VerifyOnDevice | None = None) -> DeploymentRow:
+                 entry: int | None = None, force: bool = False, verify: VerifyOnDevice | None = None,
+                 unmeasured_ok: bool = False) -> DeploymentRow:
         """In the caller's thread, a verification order prepared in process (scripts; the
         API uses activate_async)."""
-        dep, plan = self._activation(dep_id, plan_id, schedule_id, entry, verify)
+        dep, plan = self._activation(dep_id, plan_id, schedule_id, entry, verify, unmeasured_ok)
         if plan is None:
             from api.schedule_deployments import checked_entry
 
@@ -533,9 +535,11 @@ class Service:
         return self._set_active(dep, plan.id, "activate", actor, profile_id=plan.profile_id, verify_order=order)
 
     def _activation(self, dep_id: str, plan_id: str | None, schedule_id: str | None, entry: int | None,
-                    verify: VerifyOnDevice | None) -> tuple[DeploymentRow, PlanRow | None]:
+                    verify: VerifyOnDevice | None, unmeasured_ok: bool = True) -> tuple[DeploymentRow, PlanRow | None]:
         """(deployment, the plan to make active; None for a schedule deployment's entry),
-        or 422 naming the field."""
+        or 422 naming the field. A plan relying on a device never measured in the regime
+        its profile is served in (its regime_note) is refused without `verify` unless
+        `unmeasured_ok`: the board's verification is offered before it serves."""
         dep = self.deployment(dep_id)
         if dep.profile_ids is not None or schedule_id is not None or entry is not None:
             if verify is not None:
@@ -551,6 +555,13 @@ class Service:
         if plan.platform_id != dep.platform_id or not self._same_lineage(plan.profile_id, dep.profile_id):
             raise invalid("plan_id", "the plan was made for another platform or profile than this deployment's "
                                      "(or a profile refit from it)")
+        if verify is None and not unmeasured_ok:
+            with self.db.session() as s:
+                body = s.scalar(select(PlanRow.body).where(PlanRow.id == plan_id))
+            note = json.loads(body).get("regime_note") if body else None
+            if note:
+                raise invalid("unmeasured_ok", f"plan {plan_id} {note}; or set unmeasured_ok to activate it as is "
+                                               "(planner deploy --unmeasured-ok)")
         return dep, plan
 
     def _same_lineage(self, a: str, b: str, call: str = "plan-lineage") -> bool:

@@ -337,6 +337,7 @@ def assemble(
             "planner_version": __version__,
         },
         "regime": regime.model_dump() if (regime := getattr(profile, "regime", None)) is not None else None,
+        "regime_note": profile.regime_note(s["device"] for s in slices),
     })
 
 

@@ -148,7 +148,7 @@ def render(plan: Plan) -> str:
         timing = f"execution {m.execution_time_ms:.3f} + communication {m.communication_time_ms:.3f}"
     lines = [
         f"{plan.model} on {plan.platform}: minimise {plan.objective} with '{plan.report.solver}' "
-        f"({plan.report.status}, {plan.report.wall_time_ms:.3f} ms)",
+        f"({plan.report.status}, solver time {plan.report.wall_time_ms:.3f} ms)",
         f"plan      {plan.notation}",
         *legend(plan),
         f"latency   {m.latency_ms:10.3f} ms   ({timing})",
@@ -194,6 +194,8 @@ def render(plan: Plan) -> str:
         lines += ["", *margin]
     for w in plan.warnings:
         lines.append(f"warning: {w}")
+    if plan.regime_note:
+        lines.append(f"regime: this plan {plan.regime_note}")
     return "\n".join(lines)
 
 
