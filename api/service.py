@@ -249,7 +249,7 @@ class Service:
         if request.time_limit_s > self.limits.max_time_limit_s:
             raise invalid("time_limit_s", f"{request.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
         try:
-            solver = get_solver(request.solver)
+            solver = get_solver(request.solver, "plan")
             check_supported(solver, request)
         except PlannerError as exc:
             raise from_planner_error(exc) from None
