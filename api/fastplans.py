@@ -336,7 +336,7 @@ class Planner:
         try:
             doc = KINDS[kind].model_validate(value)
         except ValidationError as exc:
-            issues = validation_issues(exc.errors())
+            issues = validation_issues(exc.errors(), KINDS[kind])
             more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
             raise ApiError(422, f"{issues[0]}{more}", errors=issues, title="Invalid input", kind="invalid-input") from None
         check_limits(kind, doc, self.limits)

@@ -20,6 +20,7 @@ from models.dvfs import PerformanceModel, PowerModel
 from models.transitions import has_transition_model, transition_arrays
 from planner.core.errors import InputError, Issue, format_path
 from planner.core.problem import Problem, Target
+from planner.core.names import did_you_mean
 from planner.core.schema import (
     Device,
     LinearComm,
@@ -112,7 +113,7 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
             here = ("layers", li, "measurements", mi)
             if m.device not in dev_index:
                 issues.append(
-                    Issue(format_path((*here, "device")), f"unknown device '{m.device}' (platform has {', '.join(dev_index)})")
+                    Issue(format_path((*here, "device")), f"unknown device '{m.device}' ({did_you_mean(m.device, dev_index)}platform has {', '.join(dev_index)})")
                 )
                 continue
             dev = platform.devices[dev_index[m.device]]

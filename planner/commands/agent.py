@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from planner.core.errors import InputError
+from planner.core.names import no_such_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         if schedule and (not sep or not name or not path):
             problems.append(f"--model: expected NAME=FILE.onnx for every network of a schedule, got '{item}'")
         elif not Path(path).is_file():
-            problems.append(f"--model: no such file: {path}")
+            problems.append(f"--model: {no_such_file(path)}")
         elif name in named:
             problems.append(f"--model: network '{name}' given twice")
         else:

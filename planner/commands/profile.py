@@ -30,6 +30,7 @@ import numpy as np
 from models.calibration import calibrate, fit_switch, fit_transfer, slice_uncertainty, switch_extras
 from planner.core.errors import InputError
 from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, STEADY_SETTLE
+from planner.core.names import no_such_file
 
 RUNS = 10
 WARMUP = 2
@@ -113,7 +114,7 @@ def _refuse(args: argparse.Namespace, problems: list[str]) -> None:
     from planner.commands._onnx import output_problems
 
     if not Path(args.model).is_file():
-        problems.append(f"MODEL: no such file: {args.model}")
+        problems.append(f"MODEL: {no_such_file(args.model)}")
     output_problems(problems, "--out-platform", args.out_platform)
     output_problems(problems, "--out-profile", args.out_profile)
     if problems:

@@ -15,6 +15,7 @@ from planner.plan import make_plan
 from planner.progress import Bar
 from planner.registry import DEFAULT_PLAN_SOLVER
 from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, ModelProfile, Plan, PlanRequest, Platform
+from planner.core.names import no_such_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -254,7 +255,7 @@ def verify(args: argparse.Namespace, platform, profile, request, plan: Plan) -> 
     problems: list[str] = []
     devices = runtime_devices(specs, problems, option="--verify-device")
     if not Path(path).is_file():
-        problems.append(f"--verify-model: no such file: {path}")
+        problems.append(f"--verify-model: {no_such_file(path)}")
     if not 0 <= args.verify <= MAX_CANDIDATES:
         problems.append(f"--verify: must be in 0..{MAX_CANDIDATES}, got {args.verify}")
     if not 3 <= args.verify_runs <= MAX_VERIFY_RUNS:

@@ -73,13 +73,16 @@ class UnsupportedRequest(PlannerError):
     status = "unsupported"
 
 
-def from_pydantic(exc, prefix: Sequence[str | int] = ()) -> InputError:
-    """Turn a pydantic ValidationError into an InputError with JSON paths."""
+def from_pydantic(exc, prefix: Sequence[str | int] = (), model=None) -> InputError:  # noqa: ANN001
+    """Turn a pydantic ValidationError into an InputError with JSON paths; a misspelled
+    field or value names the nearest known one (`model`: what was validated)."""
+    from planner.core.names import field_hint
+
     issues = []
     for err in exc.errors():
         loc = [p for p in (*prefix, *err.get("loc", ())) if p not in ("__root__",)]
         msg = err.get("msg", "invalid")
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
-        issues.append(Issue(format_path(loc), msg))
+        issues.append(Issue(format_path(loc), msg + field_hint(err, model)))
     return InputError(issues)

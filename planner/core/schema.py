@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
+from planner.core.names import did_you_mean
 
 SCHEMA_VERSION = 1
 
@@ -425,7 +426,7 @@ class Platform(Strict):
         known = set(ids)
         for i, did in enumerate(self.fallback_order or []):
             if did not in known:
-                issues.append((("fallback_order", i), f"unknown device '{did}' (devices: {', '.join(ids)})"))
+                issues.append((("fallback_order", i), f"unknown device '{did}' ({did_you_mean(did, ids)}devices: {', '.join(ids)})"))
         seen_pairs = set()
         for i, tr in enumerate(self.transitions):
             for fld in ("from_device", "to_device"):
@@ -451,7 +452,7 @@ class Platform(Strict):
         covered: dict[tuple[str, str, str | None], int] = {}
         for i, cv in enumerate(self.transition_costs):
             if cv.device not in known:
-                issues.append((("transition_costs", i, "device"), f"unknown device '{cv.device}' (devices: {', '.join(ids)})"))
+                issues.append((("transition_costs", i, "device"), f"unknown device '{cv.device}' ({did_you_mean(cv.device, ids)}devices: {', '.join(ids)})"))
             for op in cv.op_types if cv.op_types is not None else [None]:
                 key = (cv.device, cv.direction, op)
                 if key in covered:
