@@ -459,11 +459,23 @@ class Service:
             else:
                 row = s.scalars(select(DeploymentRow).where(DeploymentRow.name == dep_ref)).first()
         if principal is not None and not principal.has("pipeline") and (row is None or not principal.may_read_deployment(row.id)):
-            raise ApiError(403, "this executor token is not bound to the deployment it asked for",
-                           errors=[Issue("deployment_id", "not bound to this executor token")])
+            bound = self._bound_to(principal)
+            raise ApiError(403, f"this executor token is not bound to the deployment it asked for ({dep_ref}); it is "
+                                f"bound to {bound}", errors=[Issue("deployment_id", f"not bound to this executor token "
+                                                                                    f"(bound to {bound})")])
         if row is None:
             raise ApiError(404, f"no deployment with id or name {dep_ref}")
         return row
+
+    def _bound_to(self, principal: Principal) -> str:
+        """The deployments a token is bound to, by name and id: its holder's own binding
+        (what a mistyped --deployment should have been), nothing of anyone else's."""
+        ids = sorted(principal.deployments)
+        if not ids:
+            return "no deployment"
+        with self.db.session() as s:
+            names = dict(s.execute(select(DeploymentRow.id, DeploymentRow.name).where(DeploymentRow.id.in_(ids))).all())
+        return ", ".join(f"{names[i]} ({i})" if i in names else i for i in ids)
 
     def list_deployments(self, limit: int, offset: int) -> tuple[int, list[DeploymentRow]]:
         return self._page(DeploymentRow, limit, offset, newest_first=False)

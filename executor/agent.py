@@ -75,6 +75,16 @@ class BadPlanAnswer(ValueError):
     """The service's answer to GET .../plan is not a plan this agent can read."""
 
 
+def _detail(message: str) -> str:
+    """A refusal's problem `detail` from "STATUS: BODY" (the body itself when not a problem)."""
+    body = message.partition(": ")[2]
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return str(detail) if detail else body
+
+
 def json_depth(value: object, limit: int = MAX_PLAN_DEPTH) -> int:
     """Nesting depth of a parsed JSON value, level by level (no recursion), stopping
     once past `limit`."""
@@ -198,6 +208,7 @@ class Agent:
         self._etag: str | None = None
         self.verify = verify  # may this board measure candidates on a first deploy (the operator's --no-verify)
         self._cores = threading.Lock()  # held by a frame, or by a verification for all its runs
+        self.refused: str | None = None  # why the service refused this agent for good (401/403 on its plan), if it did
 
     # ------------------------------------------------------------------ errors
     def _error(self, kind: str, message: str, plan_id: str | None = None, revision: int | None = None) -> None:
@@ -371,13 +382,21 @@ class Agent:
                     self.stats.bad_plans += 1
                     self._error("invalid_plan", str(exc))
                     self.log(f"the service's plan answer is unusable, keeping the current plan: {exc}")
+                except httpx.HTTPStatusError as exc:
+                    if exc.response.status_code in (401, 403):  # permanent: the token, not the network
+                        self.refused = (f"the service refuses this agent's token for deployment '{self.deployment}' "
+                                        f"({exc.response.status_code}: {_detail(str(exc))}); stopping")
+                        self._stop.set()
+                        return
+                    if failures == 0:
+                        self.log(f"cannot fetch the plan ({type(exc).__name__}: {exc}); retrying with backoff")
+                        self.stats.reconnects += 1
+                    self._error("plan_fetch_failed", str(exc)[:300])
                 except Exception as exc:  # noqa: BLE001 - the poller outlives every failure
                     if failures == 0:
                         self.log(f"cannot fetch the plan ({type(exc).__name__}: {exc}); retrying with backoff")
                         self.stats.reconnects += 1
-                    if isinstance(exc, httpx.HTTPStatusError):
-                        self._error("plan_fetch_failed", str(exc)[:300])
-                    elif not isinstance(exc, httpx.HTTPError):
+                    if not isinstance(exc, httpx.HTTPError):
                         self._error("other", f"plan poller: {type(exc).__name__}: {exc}"[:1000])
                 failures += 1
                 self._sleep_backoff(failures)

@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PlannerError as exc:
-        print(f"planner: error: {exc.one_line()}", file=sys.stderr)
+        print(f"planner: error: {exc.text()}", file=sys.stderr)
         return EXIT_INFEASIBLE if exc.status in ("infeasible", "not_found") else EXIT_INPUT
     except KeyboardInterrupt:
         print("planner: interrupted", file=sys.stderr)

@@ -73,3 +73,56 @@ def test_422_bodies_name_the_nearest_field_value_and_plan_solver(api):
     assert r.status_code == 422, r.text
     reason = r.json()["errors"][0]["reason"]
     assert "plan solvers:" in reason and "'cpsat'" not in reason and "auto" not in reason, reason
+
+
+def test_an_unreachable_default_server_names_the_variable(monkeypatch, capsys):
+    import planner.commands.client as client
+
+    monkeypatch.delenv("PLANNER_SERVER", raising=False)
+    monkeypatch.setattr(client, "DEFAULT_SERVER", "http://127.0.0.1:9")  # discard: nothing listens
+    code, _, err = run(capsys, "deploy", "--deployment", "cam", "--history")
+    assert code != 0 and "PLANNER_SERVER is not set" in err and "cannot reach http://127.0.0.1:9" in err, err
+    monkeypatch.setenv("PLANNER_SERVER", "http://127.0.0.1:9")
+    code, _, err = run(capsys, "deploy", "--deployment", "cam", "--history")
+    assert code != 0 and "(from PLANNER_SERVER)" in err, err
+
+
+def test_many_problems_one_per_line(tmp_path, capsys):
+    """A profile measured on devices the platform does not have: a problem per layer."""
+    profile = docs.profile(n_layers=8)
+    for layer in profile["layers"]:
+        for m in layer["measurements"]:
+            m["device"] = {"big": "cpu1", "gpu": "cpu2", "npu": "q8"}[m["device"]]
+    (tmp_path / "p.json").write_text(json.dumps(docs.platform()))
+    (tmp_path / "m.json").write_text(json.dumps(profile))
+    code, _, err = run(capsys, "solve", "--platform", str(tmp_path / "p.json"), "--profile", str(tmp_path / "m.json"))
+    lines = err.strip().splitlines()
+    assert code != 0 and lines[0].endswith("problems:") and len(lines) > 6, err
+    assert all(ln.startswith("  layers[") for ln in lines[1:]) and "unknown device 'cpu1'" in lines[1], err
+
+
+def test_an_imported_profile_is_named_after_its_model(tmp_path, capsys):
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from executor import slicing
+    from planner.core.io import load
+    from planner.core.schema import ModelProfile
+    from test_importers import LIGHT
+
+    model = tmp_path / "cnn7.onnx"
+    onnx.save(slicing.materialise(onnx.load(str(LIGHT / "light_squeezenet.onnx"))), str(model))
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "ort")
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    feed = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], "float32")
+            for i in sess.get_inputs()}
+    sess.run(None, feed)
+    trace = sess.end_profiling()
+    out = tmp_path / "out.json"
+    code, _, err = run(capsys, "import", "onnxruntime", trace, "--device", "cpu1", "--model", str(model), "--out", str(out))
+    assert code == 0, err
+    assert load(ModelProfile, out, "profile").name == "cnn7"  # was the trace file's stem (ort_...)

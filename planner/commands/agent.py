@@ -121,6 +121,9 @@ def serve(agent, args: argparse.Namespace) -> int:  # noqa: ANN001
         stats = agent.stats
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if getattr(agent, "refused", None):  # a permanent refusal: one line, and no retrying
+        print(f"planner agent: error: {agent.refused}", file=sys.stderr)
+        return 2  # planner.cli.EXIT_INPUT
     if args.json:
         print(json.dumps(stats.as_dict()))
     else:

@@ -26,8 +26,11 @@ class ServiceError(PlannerError):
     status = "service"
 
 
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+
+
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", default=os.environ.get("PLANNER_SERVER", "http://127.0.0.1:8000"),
+    p.add_argument("--server", default=os.environ.get("PLANNER_SERVER", DEFAULT_SERVER),
                    help="service URL (default $PLANNER_SERVER or http://127.0.0.1:8000)")
     p.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"), help="API token (default $PLANNER_TOKEN)")
     p.add_argument("--json", action="store_true", help="print the service's JSON")
@@ -98,7 +101,7 @@ class Client:
                 r = self.http.request(method, path, **kw)
             except httpx.HTTPError as exc:
                 if attempt == retries:
-                    raise ServiceError("--server", f"cannot reach {self.server}: {exc}") from None
+                    raise ServiceError("--server", f"cannot reach {self.server}: {exc} ({server_source(self.server)})") from None
             else:
                 if r.status_code in ok:
                     return r
@@ -110,6 +113,17 @@ class Client:
                     pass
             time.sleep(wait_s)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def server_source(server: str) -> str:
+    """Where --server came from, for an unreachable one: the default is a guess that a
+    missing PLANNER_SERVER leaves in place."""
+    env = os.environ.get("PLANNER_SERVER")
+    if env is not None and env.rstrip("/") == server:
+        return "from PLANNER_SERVER"
+    if env is None and server == DEFAULT_SERVER:
+        return "PLANNER_SERVER is not set, so --server took its default: export PLANNER_SERVER=URL or pass --server URL"
+    return "from --server"
 
 
 def problem_error(r) -> PlannerError:  # noqa: ANN001

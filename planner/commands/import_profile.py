@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="MODEL.onnx", default=None,
                    help="ONNX model: group node-level timings into the planner's fused layers (as `planner profile`); "
                         "unlabelled PyTorch module traces are placed on its nodes by structure and order")
-    p.add_argument("--name", default=None, help="profile name (default: the base profile's, else the first file's stem)")
+    p.add_argument("--name", default=None, help="profile name (default: the base profile's, else the --model file's stem, else the first file's)")
     p.add_argument("--freq-mhz", action="append", default=[], metavar="ID=MHZ",
                    help="DVFS level a device ran at, e.g. gpu=1300 (omit for single-level devices)")
     p.add_argument("--out-platform", metavar="P.json", default=None,
@@ -108,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         for path, dev in zip(args.files, devices):
             traces += read(args.format, [path], dev)
     base = load(ModelProfile, args.profile, "profile") if args.profile else None
-    name = args.name or (base.name if base else Path(args.files[0]).name.split(".")[0] or "imported")
+    # the model's name (its file's) when given: what the profile is of, not the trace file it came from
+    name = args.name or (base.name if base else Path(args.model or args.files[0]).name.split(".")[0] or "imported")
     groups = graph = None
     if args.model:
         skeleton, groups, graph = model_graph(args.model, name)

@@ -30,6 +30,9 @@ class Issue:
         return f"{self.path}: {self.reason}"
 
 
+ONE_LINE_MAX = 5  # problems a CLI error keeps on one line (PlannerError.text)
+
+
 class PlannerError(Exception):
     """Base class: input or request the planner refuses, with where and why."""
 
@@ -49,6 +52,13 @@ class PlannerError(Exception):
         if len(self.issues) == 1:
             return str(self.issues[0])
         return f"{len(self.issues)} problems: " + "; ".join(str(i) for i in self.issues)
+
+    def text(self) -> str:
+        """For a terminal: one line, or, past ONE_LINE_MAX problems (an import whose
+        devices do not match, layer by layer), one problem per line under a count."""
+        if len(self.issues) <= ONE_LINE_MAX:
+            return self.one_line()
+        return f"{len(self.issues)} problems:\n" + "\n".join(f"  {i}" for i in self.issues)
 
 
 class InputError(PlannerError):
