@@ -191,9 +191,10 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
                     "no usable measurement on a device that supports the op",
                 )
             )
+    profile_notes = []
     if clamped:  # one line, not one per layer: a profile of small layers has many
         lid, label, comm, meas = max(clamped, key=lambda c: c[2] - c[3])
-        notes.append(
+        profile_notes.append(
             f"{len(clamped)} measurement(s) shorter than their estimated communication (tensor in/out): execution "
             f"set to 0; largest: layer '{lid}' on {label}, estimated "
             f"communication {comm:.4g} ms exceeds the measured {meas:.4g} ms"
@@ -252,6 +253,7 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
         pair_energy_mj=pair_e,
         fallback_order=tuple(platform.default_fallback()),
         notes=tuple(notes),
+        profile_notes=tuple(profile_notes),
         time_uncertainty_rel=rel_u,
         pair_uncertainty_ms=pair_u,
     )

@@ -420,6 +420,8 @@ def run(args: argparse.Namespace) -> int:
               "the noise of these figures)")
     for note in prof.notes:
         print(f"note: {note}")
+    for note in compiled_notes(platform, profile):
+        print(f"note: {note}")
     for line in lines:
         print(line)
     print(f"energy: {energy_source}")
@@ -427,6 +429,19 @@ def run(args: argparse.Namespace) -> int:
     if args.verify is not None:
         verify_after_profile(args, lm, devices, platform, profile)
     return 0
+
+
+def compiled_notes(platform_doc: dict, profile_doc: dict) -> tuple[str, ...]:
+    """What the cost model makes of the measurements just written (a measurement shorter
+    than its estimated communication), said once here rather than on every plan."""
+    from models.compile import compile_problem
+    from planner.core.errors import PlannerError
+    from planner.core.schema import ModelProfile, Platform
+
+    try:
+        return compile_problem(Platform.model_validate(platform_doc), ModelProfile.model_validate(profile_doc)).profile_notes
+    except (PlannerError, ValueError):
+        return ()
 
 
 def verify_after_profile(args: argparse.Namespace, lm, devices, platform_doc: dict, profile_doc: dict) -> None:
