@@ -703,10 +703,12 @@ async def deployments(request: Request) -> HTMLResponse:
 UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)
 
 
-def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, dict[str, float | None]]:
-    """The deployment, its events and each event's plan's predicted latency."""
+def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, dict[str, float | None], list[dict]]:
+    """The deployment, its events, each event's plan's predicted latency and its
+    verifications on the board (api.verification.page_rows)."""
     from sqlalchemy import select
 
+    from api import verification
     from api.rows import PlanRow
 
     dep = s.deployment(dep_id)
@@ -714,7 +716,7 @@ def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, dict[str, float
     with s.db.session() as sess:
         latency = dict(sess.execute(select(PlanRow.id, PlanRow.latency_ms)
                                     .where(PlanRow.id.in_({e.plan_id for e in events}))).all())
-    return dep, events, latency
+    return dep, events, latency, verification.page_rows(s, dep.id)
 
 
 @router.get("/deployments/{dep_id}")
@@ -728,11 +730,15 @@ async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
 
     who = principal(request)
     s = svc(request)
-    dep, events, latency = await run_in_threadpool(deployment_rows, s, dep_id)
+    dep, events, latency, verifications = await run_in_threadpool(deployment_rows, s, dep_id)
     telemetry = await summary_async(s, dep.id, who, UI_TELEMETRY_BATCHES)
     measured = {p.plan_id: p.median_ms for p in telemetry.plans}
+    # a revision a verification replaced: what its plan ran before the board's measured best
+    # is not that plan's steady state, and one such figure (+296%) stretched the chart
+    verified = {v["revision"] for v in verifications if v["verified_plan_id"]}
     points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
-                                      predicted_ms=latency[e.plan_id], measured_ms=measured.get(e.plan_id))
+                                      predicted_ms=latency[e.plan_id],
+                                      measured_ms=None if e.revision in verified else measured.get(e.plan_id))
               for e in events if e.plan_id in latency]
     spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
     timeline = None
@@ -742,4 +748,4 @@ async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
     names = await run_in_threadpool(names_of, s, {dep.platform_id, *(view.profile_ids or [dep.profile_id])})
     return Page(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
                   spec=spec, points=points, telemetry=telemetry, names=names, error_convention=ERROR_CONVENTION,
-                  timeline=timeline)
+                  timeline=timeline, verifications=verifications, verified=verified)
