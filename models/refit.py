@@ -77,6 +77,7 @@ class RefitReport:
     skipped: list[str] = field(default_factory=list)
     measurements_changed: int = 0
     samples: list[tuple[str, int, int, list[int]]] = field(default_factory=list)  # (plan, used, set aside, revisions)
+    regime: str | None = None  # what the refit did to the regimes: the devices measured at the rate and those kept
 
     @property
     def samples_used(self) -> int:
@@ -95,6 +96,8 @@ class RefitReport:
                + (" (clamped)" if s.clamped else "") for s in self.slices]
         out += [f"skipped: {s}" for s in self.skipped]
         out.append(f"{self.measurements_changed} measurement(s) changed")
+        if self.regime:
+            out.append(f"regime: {self.regime}")
         return out
 
 
@@ -186,11 +189,11 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
         doc["refit_of"] = profile_id
     rates = {p.served_rate_hz for p in plans if p.plan_id in used_plans}
     if len(rates) == 1 and None not in rates:
-        served_regime(doc, profile, rates.pop(), {device for _, device, _ in ratios})
+        report.regime = served_regime(doc, profile, rates.pop(), {device for _, device, _ in ratios})
     return ModelProfile.model_validate(doc), report
 
 
-def served_regime(doc: dict, profile: ModelProfile, rate_hz: float, covered: set[str]) -> None:
+def served_regime(doc: dict, profile: ModelProfile, rate_hz: float, covered: set[str]) -> str:
     """Telemetry served at `rate_hz` measured the `covered` devices there: that rate
     becomes the profile's regime (where its plans are served), and every other device
     keeps the regime its times were measured in (doc's device_regimes), so a plan that
@@ -208,3 +211,7 @@ def served_regime(doc: dict, profile: ModelProfile, rate_hz: float, covered: set
         if was is None or new.differs(was.mode, was.rate_hz) is not None:
             kept[device] = was.model_dump() if was is not None else None
     doc["device_regimes"] = kept
+    said = "; ".join(f"{d} keeps {MeasurementRegime.model_validate(r).describe().split(',')[0] if r else 'a regime not known'}"
+                     for d, r in kept.items())
+    return (f"{', '.join(sorted(covered))} measured at {rate_hz:g} Hz, now the profile's regime"
+            + (f"; not in the telemetry: {said} (a plan on {'it' if len(kept) == 1 else 'them'} says so)" if kept else ""))

@@ -41,8 +41,11 @@ def test_a_refit_keeps_the_regime_of_the_devices_it_did_not_measure(setup):
     platform, profile = setup
     gpu = on(platform, profile, "gpu")
     assert gpu.regime_note is None and {s.device for s in gpu.slices} == {"gpu"}
-    new, _ = refit(platform, profile, [served(gpu, 20.0)])
+    new, report = refit(platform, profile, [served(gpu, 20.0)])
     assert new.regime.mode == "rate" and new.regime.rate_hz == 20
+    # the refit says what it measured, and what it kept
+    assert "regime: gpu measured at 20 Hz, now the profile's regime; not in the telemetry: big keeps back to back " \
+           "(settle 1); npu keeps back to back (settle 1)" in "\n".join(report.lines())
     # the devices the telemetry never covered keep their back-to-back regime
     assert set(new.device_regimes) == {"big", "npu"}
     assert all(r.mode == "back_to_back" for r in new.device_regimes.values())
