@@ -74,3 +74,28 @@ def test_a_plan_relying_on_an_unmeasured_device_says_so_on_its_page(api):
     listing = api.client.get("/ui/profiles").text
     assert "<td>at 20 Hz (idle gap before each run)</td>" in listing and "<td>back to back (settle 1)</td>" in listing
     assert f'href="/ui/profiles/{parent}"' in listing
+
+
+def test_a_schedule_is_requested_from_the_ui(api):
+    from tests.support.server import ROOT
+
+    def doc(path: str) -> dict:
+        return json.loads((ROOT / path).read_text())
+
+    pid = api.upload("platform", doc("profiles/platforms/galaxy_s9.json"))
+    sq = api.upload("profile", doc("profiles/models/squeezenet_s9.json"))
+    listing = api.client.get("/ui/schedules").text
+    assert 'href="/ui/schedules/new"' in listing
+    form = api.client.get("/ui/schedules/new")
+    assert form.status_code == 200 and 'id="schedule-form"' in form.text
+    csrf = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    # a mistyped period is refused on the form, naming the field
+    r = api.client.post("/ui/schedules", data={"csrf": csrf, "platform_id": pid, "profile_id_0": sq,
+                                               "period_ms_0": "fast"}, follow_redirects=False)
+    assert r.status_code == 422 and "apps[0].period_ms" in r.text, r.text[-2000:]
+    r = api.client.post("/ui/schedules", data={"csrf": csrf, "platform_id": pid, "profile_id_0": sq, "period_ms_0": "33",
+                                               "priority_0": "0", "solver": "ga", "seed": "1"},
+                        follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/ui/jobs/"), r.text[-2000:]
+    job = api.wait_job(r.headers["location"].rsplit("/", 1)[1], timeout_s=120)
+    assert job["state"] == "succeeded", job

@@ -641,6 +641,69 @@ async def schedules(request: Request) -> HTMLResponse:
                                views.schedule_summary, lambda i: {i.platform_id})
 
 
+SCHEDULE_APP_ROWS = 4  # networks the schedule form offers (the API takes up to 16)
+
+
+@router.get("/schedules/new")
+@ui_errors
+async def schedule_form(request: Request) -> HTMLResponse:
+    principal(request)
+    return await _schedule_form(request, dict(request.query_params), [])
+
+
+async def _schedule_form(request: Request, values: dict, errors: list[str], status: int = 200) -> HTMLResponse:
+    """The schedule request form: a platform, up to SCHEDULE_APP_ROWS networks (profile,
+    period = deadline, priority), the mode and the solver (the schedule solvers)."""
+    from planner.scheduling import schedule_solvers
+
+    s = svc(request)
+    platforms = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "platform", 500, 0))[1]]
+    profiles = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "profile", 500, 0))[1]]
+    return Page(request, "schedule_new.html", status=status, platforms=platforms, profiles=profiles,
+                solvers=schedule_solvers(), values=values, errors=errors, rows=range(SCHEDULE_APP_ROWS))
+
+
+def schedule_submission_of(values: dict):  # noqa: ANN201
+    """The form's fields as a ScheduleSubmission (a network row without a profile is left
+    out; empty = the default); pydantic names what is wrong."""
+    from api.schemas import ScheduleSubmission
+
+    apps = []
+    for i in range(SCHEDULE_APP_ROWS):
+        if values.get(f"profile_id_{i}"):
+            apps.append({"profile_id": values[f"profile_id_{i}"], "period_ms": values.get(f"period_ms_{i}") or None,
+                         "priority": values.get(f"priority_{i}") or i})
+    body: dict[str, Any] = {"platform_id": values.get("platform_id"), "apps": apps}
+    body.update({k: values[k] for k in ("mode", "solver") if values.get(k)})
+    if values.get("devices", "").strip():
+        body["devices"] = [d.strip() for d in values["devices"].split(",") if d.strip()]
+    if values.get("seed", "").strip():
+        body["seed"] = values["seed"].strip()
+    return ScheduleSubmission.model_validate(body)
+
+
+@router.post("/schedules")
+@ui_errors
+async def schedule_submit(request: Request):  # noqa: ANN201
+    """Submit the form as POST /v1/schedules would: a job, whose page shows its progress."""
+    from api.schemas import ScheduleSubmission
+
+    who = principal(request)
+    form = await request.form()
+    check_csrf(request, form)
+    values = {k: str(v) for k, v in form.items() if k != "csrf"}
+    try:
+        row, _ = await svc(request).submit_schedule(schedule_submission_of(values), who.token_id)
+    except ValidationError as exc:
+        issues = validation_issues(exc.errors(), ScheduleSubmission)
+        return await _schedule_form(request, values, [str(i) for i in issues], 422)
+    except ApiError as exc:
+        return await _schedule_form(request, values, [str(e) for e in exc.errors] or [exc.detail], exc.status)
+    except PlannerError as exc:
+        return await _schedule_form(request, values, [str(i) for i in exc.issues], 422)
+    return RedirectResponse(f"/ui/jobs/{quote(row.id)}", status_code=303)
+
+
 @router.get("/schedules/{schedule_id}")
 @ui_errors
 async def schedule_page(request: Request, schedule_id: str, entry: int = 0) -> HTMLResponse:
