@@ -338,7 +338,7 @@ def assemble(
             "planner_version": __version__,
         },
         "regime": regime.model_dump() if (regime := getattr(profile, "regime", None)) is not None else None,
-        "regime_note": profile.regime_note(s["device"] for s in slices),
+        "regime_note": note(s["device"] for s in slices) if (note := getattr(profile, "regime_note", None)) else None,
     })
 
 
