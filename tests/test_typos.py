@@ -126,3 +126,15 @@ def test_an_imported_profile_is_named_after_its_model(tmp_path, capsys):
     code, _, err = run(capsys, "import", "onnxruntime", trace, "--device", "cpu1", "--model", str(model), "--out", str(out))
     assert code == 0, err
     assert load(ModelProfile, out, "profile").name == "cnn7"  # was the trace file's stem (ort_...)
+
+
+def test_import_refuses_a_frequency_or_kind_for_a_device_it_did_not_import(tmp_path, capsys):
+    from test_importers import F
+
+    argv = ["import", "tflite", str(F / "tflite_op_profiling.txt"), "--device", "npu", "--out", str(tmp_path / "o.json")]
+    code, _, err = run(capsys, *argv, "--freq-mhz", "nup=960")
+    assert code != 0 and "--freq-mhz: no imported device 'nup' (did you mean 'npu'?" in err, err
+    code, _, err = run(capsys, *argv, "--kind", "npu=nppu", "--out-platform", str(tmp_path / "p.json"))
+    assert code != 0 and "did you mean 'npu'?" in err, err
+    code, _, err = run(capsys, *argv, "--freq-mhz", "npu=960")
+    assert code == 0, err

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from executor.importers import FORMATS, build_profile, model_graph, read
 from executor.importers.platform import KINDS, build_platform, parse_link
-from planner.core.errors import InputError
+from planner.core.errors import InputError, Issue
+from planner.core.names import did_you_mean
 from planner.core.io import load, parse
 from planner.core.schema import ModelProfile, Platform
 from planner.plan import canonical_json
@@ -76,9 +77,19 @@ def _kinds(items: list[str]) -> dict[str, str]:
     for item in items:
         dev, _, kind = item.partition("=")
         if not dev or kind not in KINDS:
-            raise InputError("--kind", f"expected ID=KIND with KIND one of {', '.join(KINDS)}, got '{item}'"[:200])
+            raise InputError("--kind", (f"expected ID=KIND with KIND one of {', '.join(KINDS)}, got '{item}'"[:200]
+                                        + (f" ({did_you_mean(kind, KINDS).strip()})" if did_you_mean(kind, KINDS) else "")))
         out[dev] = kind
     return out
+
+
+def _known_devices(devices: set[str], freqs: dict, kinds: dict) -> None:
+    """A --freq-mhz or --kind naming a device no trace ran on would be ignored: refused,
+    naming the nearest device."""
+    bad = [(opt, dev) for opt, given in (("--freq-mhz", freqs), ("--kind", kinds)) for dev in given if dev not in devices]
+    if bad:
+        raise InputError([Issue(opt, f"no imported device '{dev}' ({did_you_mean(dev, devices)}devices: "
+                                     f"{', '.join(sorted(devices))})") for opt, dev in bad])
 
 
 def _size_copies(traces: list, base: ModelProfile) -> None:
@@ -115,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
         skeleton, groups, graph = model_graph(args.model, name)
         base = base or skeleton
     freqs = _freqs(args.freq_mhz)
+    _known_devices({t.device for t in traces} | {m.device for layer in (base.layers if base else []) for m in layer.measurements}
+                   | ({d.id for d in load(Platform, args.platform, "platform").devices} if args.platform else set()),
+                   freqs, kinds)
     platform = lines = None
     if args.out_platform and base is not None:
         _size_copies(traces, base)
