@@ -27,7 +27,8 @@ def no_such_file(path: str | os.PathLike) -> str:
     """"no such file: PATH", with the nearest name in its folder (a typo in a file name)."""
     p = Path(path)
     try:
-        names = [e.name for _, e in zip(range(2000), os.scandir(p.parent if str(p.parent) else "."))]
+        with os.scandir(p.parent if str(p.parent) else ".") as entries:
+            names = [e.name for _, e in zip(range(2000), entries)]  # bounded: a huge folder is not read whole
     except OSError:
         names = []
     close = nearest(p.name, names)
