@@ -30,6 +30,8 @@ native: $(STAMP)
 
 PORT ?= 8000
 DATA ?= data
+# make test: how long apt-get waits for a dpkg lock another process holds (unattended upgrades)
+APT_LOCK_S ?= 600
 
 # The service: REST API on localhost:$(PORT), Swagger UI at /docs, SQLite under $(DATA)/.
 run: $(STAMP)
@@ -38,8 +40,10 @@ run: $(STAMP)
 # The service tests drive Debian's chromium (Swagger UI, headless) and a throwaway
 # PostgreSQL cluster (DATABASE_URL); installed when missing (CI runs as root).
 test: $(STAMP) native
-	(command -v chromium && ls /usr/lib/postgresql/*/bin/initdb) >/dev/null 2>&1 || \
-	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium postgresql)
+	@(command -v chromium && ls /usr/lib/postgresql/*/bin/initdb) >/dev/null 2>&1 || \
+	  (echo "make test: installing chromium (the UI and Swagger tests drive it headless) and postgresql (a throwaway cluster for the PostgreSQL tests) with apt-get, waiting up to $(APT_LOCK_S) s for the dpkg lock" && \
+	   apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_S) update && \
+	   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_S) install -y chromium postgresql)
 	$(PY) -m pytest
 
 bench: $(STAMP)

@@ -245,7 +245,9 @@ def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
     if kind == "profile":  # measured_on and time_only: the UI offers a profile only where it can plan
         return {"layers": len(doc.layers), "measurements": sum(len(layer.measurements) for layer in doc.layers),
                 "measured_on": sorted({m.device for layer in doc.layers for m in layer.measurements}),
-                "time_only": bool(doc.time_only_measurements())}
+                "time_only": bool(doc.time_only_measurements()),
+                # a refitted profile keeps its parent's name: its parent and regime tell them apart in the UI
+                "refit_of": doc.refit_of, "regime": doc.regime.describe().split(",")[0] if doc.regime else None}
     if kind == "asymo-cpu":
         return {"clusters": len(doc.clusters), "samples": sum(len(c.samples) for c in doc.clusters)}
     return {"ops": len(doc.ops)}
@@ -336,7 +338,7 @@ class Planner:
         try:
             doc = KINDS[kind].model_validate(value)
         except ValidationError as exc:
-            issues = validation_issues(exc.errors())
+            issues = validation_issues(exc.errors(), KINDS[kind])
             more = f" (and {len(issues) - 1} more)" if len(issues) > 1 else ""
             raise ApiError(422, f"{issues[0]}{more}", errors=issues, title="Invalid input", kind="invalid-input") from None
         check_limits(kind, doc, self.limits)

@@ -41,7 +41,13 @@ def profile_view(planner: "Planner", doc_id: str, offset: int) -> dict:
              "prev": max(0, off - LAYER_PAGE) if off > 0 else None,
              "next": off + LAYER_PAGE if off + LAYER_PAGE < len(layers) else None}
     ms = [m for layer in layers for m in layer["measurements"]]
-    return {"profile": {k: data.get(k) for k in ("name", "platform", "source")},
+    from planner.core.schema import MeasurementRegime
+
+    regime = MeasurementRegime.model_validate(data["regime"]).describe() if data.get("regime") else None
+    kept = {d: MeasurementRegime.model_validate(r).describe().split(",")[0] if r else "in a regime not known"
+            for d, r in (data.get("device_regimes") or {}).items()}
+    return {"profile": {k: data.get(k) for k in ("name", "platform", "source", "refit_of")},
+            "regime": regime, "device_regimes": kept,
             "layers": [Layer.model_validate(x) for x in layers[off:off + LAYER_PAGE]], "layer_page": shown,
             "devices": sorted({m["device"] for m in ms}),
             "time_only": any(m.get("power_w") is None and m.get("energy_mj") is None for m in ms)}

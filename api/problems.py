@@ -117,7 +117,11 @@ def _loc_path(loc: Sequence[Any]) -> str:
     return format_path(loc)
 
 
-def validation_issues(errors: Iterable[dict]) -> list[Issue]:
+def validation_issues(errors: Iterable[dict], model: Any = None, skip: int = 0) -> list[Issue]:
+    """Issues of pydantic errors; `model` (what was validated, its loc after `skip` parts)
+    lets a misspelled field name the nearest known one."""
+    from planner.core.names import field_hint
+
     out = []
     for err in errors:
         msg = str(err.get("msg", "invalid"))
@@ -128,7 +132,7 @@ def validation_issues(errors: Iterable[dict]) -> list[Issue]:
             msg = f"not valid JSON: {ctx.get('error', msg)}"
             out.append(Issue("<body>", msg))
             continue
-        out.append(Issue(_loc_path(err.get("loc", ())), msg))
+        out.append(Issue(_loc_path(err.get("loc", ())), msg + field_hint(err, model, skip)))
     return out
 
 
@@ -152,7 +156,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> Response:
-        issues = validation_issues(exc.errors())
+        body = getattr(request.scope.get("route"), "body_field", None)
+        issues = validation_issues(exc.errors(), body.field_info.annotation if body is not None else None, skip=1)
         detail = InputError(issues).one_line() if issues else "invalid request"
         return problem_response(422, "Invalid input", detail, issues, kind="invalid-input", instance=request.url.path)
 

@@ -268,6 +268,9 @@ class ActivatePlan(BaseModel):
         "device alone end to end before serving it (on a first deploy: an agent already serving says it skipped); "
         "the measured best, with predicted and measured latency side by side, becomes the next revision (action "
         "'verify'). Needs a latency plan of a chain solver. Always makes a new revision, so the board reads the order.")
+    unmeasured_ok: bool = Field(False, description="Activate a plan whose regime_note says it relies on a device "
+                                "never measured in the regime the profile is served in, without `verify` (default: "
+                                "refused, 422 naming this field, so the board's verification is offered first)")
 
 
 class Rollback(BaseModel):

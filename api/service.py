@@ -291,7 +291,7 @@ class Service:
         if request.time_limit_s > self.limits.max_time_limit_s:
             raise invalid("time_limit_s", f"{request.time_limit_s:g} s exceeds the service's limit of {self.limits.max_time_limit_s:g} s")
         try:
-            solver = get_solver(request.solver)
+            solver = get_solver(request.solver, "plan")
             check_supported(solver, request)
         except PlannerError as exc:
             raise from_planner_error(exc) from None
@@ -501,11 +501,23 @@ class Service:
             else:
                 row = s.scalars(select(DeploymentRow).where(DeploymentRow.name == dep_ref)).first()
         if principal is not None and not principal.has("pipeline") and (row is None or not principal.may_read_deployment(row.id)):
-            raise ApiError(403, "this executor token is not bound to the deployment it asked for",
-                           errors=[Issue("deployment_id", "not bound to this executor token")])
+            bound = self._bound_to(principal)
+            raise ApiError(403, f"this executor token is not bound to the deployment it asked for ({dep_ref}); it is "
+                                f"bound to {bound}", errors=[Issue("deployment_id", f"not bound to this executor token "
+                                                                                    f"(bound to {bound})")])
         if row is None:
             raise ApiError(404, f"no deployment with id or name {dep_ref}")
         return row
+
+    def _bound_to(self, principal: Principal) -> str:
+        """The deployments a token is bound to, by name and id: its holder's own binding
+        (what a mistyped --deployment should have been), nothing of anyone else's."""
+        ids = sorted(principal.deployments)
+        if not ids:
+            return "no deployment"
+        with self.db.session() as s:
+            names = dict(s.execute(select(DeploymentRow.id, DeploymentRow.name).where(DeploymentRow.id.in_(ids))).all())
+        return ", ".join(f"{names[i]} ({i})" if i in names else i for i in ids)
 
     def list_deployments(self, limit: int, offset: int) -> tuple[int, list[DeploymentRow]]:
         return self._page(DeploymentRow, limit, offset, newest_first=False)
@@ -549,23 +561,25 @@ class Service:
 
     async def activate_async(self, dep_id: str, plan_id: str | None, actor: str, schedule_id: str | None = None,
                              entry: int | None = None, force: bool = False,
-                             verify: VerifyOnDevice | None = None) -> DeploymentRow:
+                             verify: VerifyOnDevice | None = None, unmeasured_ok: bool = False) -> DeploymentRow:
         """The API's activation: the database work on a thread; a verification order
         prepared by a plan worker (the k-best DP over a large profile holds the GIL for
         long: on a thread here it stalled the event loop), then stored with the revision
         in one transaction. A refused preparation leaves no revision behind."""
         if verify is None:
-            return await run_in_threadpool(self.activate, dep_id, plan_id, actor, schedule_id, entry, force)
+            return await run_in_threadpool(self.activate, dep_id, plan_id, actor, schedule_id, entry, force, None,
+                                           unmeasured_ok)
         dep, plan = await run_in_threadpool(self._activation, dep_id, plan_id, schedule_id, entry, verify)
         order = await self.plan_workers.verify_order(plan.id, verify.candidates, verify.runs)
         return await run_in_threadpool(self._set_active, dep, plan.id, "activate", actor, profile_id=plan.profile_id,
                                        verify_order=order)
 
     def activate(self, dep_id: str, plan_id: str | None, actor: str, schedule_id: str | None = None,
-                 entry: int | None = None, force: bool = False, verify: VerifyOnDevice | None = None) -> DeploymentRow:
+                 entry: int | None = None, force: bool = False, verify: VerifyOnDevice | None = None,
+                 unmeasured_ok: bool = False) -> DeploymentRow:
         """In the caller's thread, a verification order prepared in process (scripts; the
         API uses activate_async)."""
-        dep, plan = self._activation(dep_id, plan_id, schedule_id, entry, verify)
+        dep, plan = self._activation(dep_id, plan_id, schedule_id, entry, verify, unmeasured_ok)
         if plan is None:
             from api.schedule_deployments import checked_entry
 
@@ -575,9 +589,11 @@ class Service:
         return self._set_active(dep, plan.id, "activate", actor, profile_id=plan.profile_id, verify_order=order)
 
     def _activation(self, dep_id: str, plan_id: str | None, schedule_id: str | None, entry: int | None,
-                    verify: VerifyOnDevice | None) -> tuple[DeploymentRow, PlanRow | None]:
+                    verify: VerifyOnDevice | None, unmeasured_ok: bool = True) -> tuple[DeploymentRow, PlanRow | None]:
         """(deployment, the plan to make active; None for a schedule deployment's entry),
-        or 422 naming the field."""
+        or 422 naming the field. A plan relying on a device never measured in the regime
+        its profile is served in (its regime_note) is refused without `verify` unless
+        `unmeasured_ok`: the board's verification is offered before it serves."""
         dep = self.deployment(dep_id)
         if dep.profile_ids is not None or schedule_id is not None or entry is not None:
             if verify is not None:
@@ -593,6 +609,15 @@ class Service:
         if plan.platform_id != dep.platform_id or not self._same_lineage(plan.profile_id, dep.profile_id):
             raise invalid("plan_id", "the plan was made for another platform or profile than this deployment's "
                                      "(or a profile refit from it)")
+        if verify is None and not unmeasured_ok:
+            with self.db.session() as s:
+                body = s.scalar(select(PlanRow.body).where(PlanRow.id == plan_id))
+            # a scan, not a parse, for the common plan without a note (a large plan's parse holds the GIL)
+            has_note = body is not None and '"regime_note"' in body and '"regime_note":null' not in body
+            note = json.loads(body).get("regime_note") if has_note else None
+            if note:
+                raise invalid("unmeasured_ok", f"plan {plan_id} {note}; or set unmeasured_ok to activate it as is "
+                                               "(planner deploy --unmeasured-ok)")
         return dep, plan
 
     def _same_lineage(self, a: str, b: str, call: str = "plan-lineage") -> bool:

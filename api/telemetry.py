@@ -418,11 +418,12 @@ def served_regime(plan: Plan, served: list[tuple[str, float | None]]) -> tuple[f
     """(the rate the samples were served at, why that is not the plan's regime or None)."""
     rates = [r for mode, r in served if mode == "rate" and r]
     rate = float(sorted(rates)[len(rates) // 2]) if rates else None
+    own = f"the plan {plan.regime_note}" if plan.regime_note else None  # a device measured in another regime
     if plan.regime is None or not served:
-        return rate, None
+        return rate, own
     mode = "rate" if len(rates) * 2 > len(served) else "back_to_back"
     why = plan.regime.differs(mode, rate)
-    return rate, (f"telemetry {why}" if why else None)
+    return rate, "; ".join(x for x in (f"telemetry {why}" if why else None, own) if x) or None
 
 
 def refit_inputs(svc, profile_id: str, dep_id: str, who: Principal) -> tuple[DeploymentRow, list[str] | None]:  # noqa: ANN001

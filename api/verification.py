@@ -116,6 +116,28 @@ def row_view(row: VerificationRow) -> dict:
             "created_at": row.created_at, "updated_at": row.updated_at}
 
 
+def page_rows(svc: "Service", dep_id: str) -> list[dict]:
+    """Every verification of a deployment for its UI page, newest first: state, note and
+    each candidate's predicted and measured (the board's median) latency, and which one
+    was kept (the verified plan's notation; bounded: the order's candidates)."""
+    with svc.db.session() as s:
+        rows = list(s.scalars(select(VerificationRow).where(VerificationRow.deployment_id == dep_id)
+                              .order_by(VerificationRow.revision.desc()).limit(20)))
+        kept = dict(s.execute(select(PlanRow.id, PlanRow.notation).where(
+            PlanRow.id.in_({r.verified_plan_id for r in rows if r.verified_plan_id}))).all())
+    out = []
+    for r in rows:
+        order_doc = json.loads(r.order_json)
+        measured = (json.loads(r.result_json).get("measured") or {}) if r.result_json else {}
+        out.append({"revision": r.revision, "state": r.state, "runs": order_doc["runs"], "note": r.note,
+                    "plan_id": r.plan_id, "verified_plan_id": r.verified_plan_id,
+                    "candidates": [{"name": c["name"], "notation": c["notation"], "predicted_ms": c["predicted_ms"],
+                                    "measured_ms": (measured.get(c["name"]) or {}).get("median_ms"),
+                                    "kept": kept.get(r.verified_plan_id) == c["notation"]}
+                                   for c in order_doc["candidates"]]})
+    return out
+
+
 def latest(svc: "Service", dep_id: str, revision: int | None) -> VerificationRow:
     with svc.db.session() as s:
         q = select(VerificationRow).where(VerificationRow.deployment_id == dep_id)

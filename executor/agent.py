@@ -79,6 +79,16 @@ class BadPlanAnswer(ValueError):
     """The service's answer to GET .../plan is not a plan this agent can read."""
 
 
+def _detail(message: str) -> str:
+    """A refusal's problem `detail` from "STATUS: BODY" (the body itself when not a problem)."""
+    body = message.partition(": ")[2]
+    try:
+        detail = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        detail = None
+    return str(detail) if detail else body
+
+
 def json_depth(value: object, limit: int = MAX_PLAN_DEPTH) -> int:
     """Nesting depth of a parsed JSON value, level by level (no recursion), stopping
     once past `limit`."""
@@ -211,6 +221,7 @@ class Agent:
         self._deadline: float | None = None  # monotonic end of the run (--duration): every wait stops there
         self.verify = verify  # may this board measure candidates on a first deploy (the operator's --no-verify)
         self._cores = threading.Lock()  # held by a frame, or by a verification for all its runs
+        self.refused: str | None = None  # why the service refused this agent for good (401/403 on its plan), if it did
 
     # ------------------------------------------------------------------ errors
     def _error(self, kind: str, message: str, plan_id: str | None = None, revision: int | None = None) -> None:
@@ -451,6 +462,12 @@ class Agent:
                     self._sleep_backoff(unusable, unusable=True)
                     continue
                 except Exception as exc:  # noqa: BLE001 - the poller outlives every failure
+                    if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code in (401, 403):
+                        # permanent: the token, not the network
+                        self.refused = (f"the service refuses this agent's token for deployment '{self.deployment}' "
+                                        f"({exc.response.status_code}: {_detail(str(exc))}); stopping")
+                        self._stop.set()
+                        return
                     if failures == 0:
                         self.log(f"cannot fetch the plan ({type(exc).__name__}: {exc}); retrying with backoff")
                         self.stats.reconnects += 1

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from executor import runtimes
+from planner.core.names import nearest
 from executor.runtimes.onnxruntime import OPT_LEVELS, POOL_POLICIES  # noqa: F401 - re-exported
 from executor.runtimes.onnxruntime import session_options as _ort_session_options
 
@@ -93,6 +94,25 @@ def _parse_cores(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(cores)))
 
 
+# ONNX Runtime providers known to take no provider option: it ignores one without a word
+# (CPUExecutionProvider's get_provider_options() is empty whatever it was given), so a
+# misspelled session key there (thread=1) would profile with the default thread count
+NO_PROVIDER_OPTIONS = ("CPUExecutionProvider",)
+
+
+def _unknown_key(key: str, runtime: str, provider: str) -> str | None:
+    """Why `key` is refused, or None where it goes to the provider: refused on a provider
+    that takes no options, and anywhere it is one typo away from a session key."""
+    known = list(SESSION_KEYS) if runtime == runtimes.DEFAULT else [k for k in SESSION_KEYS if k not in _ORT_ONLY]
+    close = nearest(key, known, cutoff=0.75)
+    if runtime == runtimes.DEFAULT and provider in NO_PROVIDER_OPTIONS:
+        return (f"unknown key '{key}' ({'did you mean ' + repr(close) + '? ' if close else ''}keys: "
+                f"{', '.join(known)}, session.*; {provider} takes no provider options)")
+    if close is not None:
+        return f"unknown key '{key}' (did you mean '{close}'? keys: {', '.join(known)}, or the provider's own)"
+    return None
+
+
 def _precisions(runtime: str) -> tuple[str, ...]:
     try:
         return runtimes.get(runtime).precisions
@@ -164,6 +184,8 @@ def parse_device(spec: str, available: Iterable[str] | None = None) -> RuntimeDe
                 values[key] = value
             elif key.startswith("session."):
                 config.append((key, value))
+            elif (why := _unknown_key(key, runtime, provider)) is not None:
+                raise ValueError(why)
             else:
                 provider_options.append((key, value))
         except ValueError as exc:

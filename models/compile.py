@@ -20,6 +20,7 @@ from models.dvfs import PerformanceModel, PowerModel
 from models.transitions import has_transition_model, transition_arrays
 from planner.core.errors import InputError, Issue, format_path
 from planner.core.problem import Problem, Target
+from planner.core.names import did_you_mean
 from planner.core.schema import (
     Device,
     LinearComm,
@@ -112,7 +113,7 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
             here = ("layers", li, "measurements", mi)
             if m.device not in dev_index:
                 issues.append(
-                    Issue(format_path((*here, "device")), f"unknown device '{m.device}' (platform has {', '.join(dev_index)})")
+                    Issue(format_path((*here, "device")), f"unknown device '{m.device}' ({did_you_mean(m.device, dev_index)}platform has {', '.join(dev_index)})")
                 )
                 continue
             dev = platform.devices[dev_index[m.device]]
@@ -190,9 +191,10 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
                     "no usable measurement on a device that supports the op",
                 )
             )
+    profile_notes = []
     if clamped:  # one line, not one per layer: a profile of small layers has many
         lid, label, comm, meas = max(clamped, key=lambda c: c[2] - c[3])
-        notes.append(
+        profile_notes.append(
             f"{len(clamped)} measurement(s) shorter than their estimated communication (tensor in/out): execution "
             f"set to 0; largest: layer '{lid}' on {label}, estimated "
             f"communication {comm:.4g} ms exceeds the measured {meas:.4g} ms"
@@ -251,6 +253,7 @@ def compile_problem(platform: Platform, profile: ModelProfile) -> Problem:
         pair_energy_mj=pair_e,
         fallback_order=tuple(platform.default_fallback()),
         notes=tuple(notes),
+        profile_notes=tuple(profile_notes),
         time_uncertainty_rel=rel_u,
         pair_uncertainty_ms=pair_u,
     )

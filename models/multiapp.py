@@ -28,6 +28,7 @@ from planner.core.errors import InfeasibleError, InputError, Issue
 from planner.core.mapping import AppGraph, LogicalPE, MappingProblem, ScheduleProblem
 from planner.core.multiapp import corun_charge, excess_in_window
 from planner.core.schema import Device, Measurement, ModelProfile, Platform, ScheduleRequest
+from planner.core.names import did_you_mean
 
 
 def partitions(n: int, max_part: int | None = None) -> list[tuple[int, ...]]:
@@ -348,7 +349,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
     if request.devices is not None:
         for i, d in enumerate(request.devices):
             if d not in dev_ids:
-                issues.append(Issue(f"devices[{i}]", f"unknown device '{d}' (platform has {', '.join(dev_ids)})"))
+                issues.append(Issue(f"devices[{i}]", f"unknown device '{d}' ({did_you_mean(d, dev_ids)}platform has {', '.join(dev_ids)})"))
     for i, prof in enumerate(app_profiles):
         issues += measurement_issues(platform, prof, f"apps[{i}].profile")
     if issues:

@@ -27,7 +27,9 @@ communication estimate). Robustly:
 
 Only the measurements on the measured targets change; power stays, so energy follows
 time (energy_mj scaled with T when it is given instead of power). Nothing is refit
-from a plan made for another profile (its layer ids disagree; reported).
+from a plan made for another profile (its layer ids disagree; reported). Telemetry
+served at one rate makes that rate the profile's regime; a device it did not cover keeps
+the regime it was measured in (device_regimes), and a plan relying on it says so.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import numpy as np
 
 from models.compile import compile_problem
 from planner.core.errors import InputError
-from planner.core.schema import ModelProfile, Platform
+from planner.core.schema import MeasurementRegime, ModelProfile, Platform
 from planner.core.telemetry import OUTLIER_MADS, PlanTelemetry
 
 
@@ -75,6 +77,7 @@ class RefitReport:
     skipped: list[str] = field(default_factory=list)
     measurements_changed: int = 0
     samples: list[tuple[str, int, int, list[int]]] = field(default_factory=list)  # (plan, used, set aside, revisions)
+    regime: str | None = None  # what the refit did to the regimes: the devices measured at the rate and those kept
 
     @property
     def samples_used(self) -> int:
@@ -93,6 +96,8 @@ class RefitReport:
                + (" (clamped)" if s.clamped else "") for s in self.slices]
         out += [f"skipped: {s}" for s in self.skipped]
         out.append(f"{self.measurements_changed} measurement(s) changed")
+        if self.regime:
+            out.append(f"regime: {self.regime}")
         return out
 
 
@@ -155,6 +160,7 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
         raise InputError("telemetry", "no slice with enough samples matches this profile and platform"
                          + (f" ({report.skipped[0]}{' ...' if len(report.skipped) > 1 else ''})" if report.skipped else ""))
     doc = profile.model_dump(exclude_none=True)
+    doc["device_regimes"] = {d: r.model_dump() if r is not None else None for d, r in profile.device_regimes.items()}
     for (k, device, freq), rs in ratios.items():
         r = float(np.median(rs))
         t = _target_index(problem, device, freq)
@@ -183,7 +189,29 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
         doc["refit_of"] = profile_id
     rates = {p.served_rate_hz for p in plans if p.plan_id in used_plans}
     if len(rates) == 1 and None not in rates:
-        regime = dict(doc.get("regime") or {})
-        regime.update(mode="rate", rate_hz=rates.pop(), settle=0)
-        doc["regime"] = regime
+        report.regime = served_regime(doc, profile, rates.pop(), {device for _, device, _ in ratios})
     return ModelProfile.model_validate(doc), report
+
+
+def served_regime(doc: dict, profile: ModelProfile, rate_hz: float, covered: set[str]) -> str:
+    """Telemetry served at `rate_hz` measured the `covered` devices there: that rate
+    becomes the profile's regime (where its plans are served), and every other device
+    keeps the regime its times were measured in (doc's device_regimes), so a plan that
+    moves onto one says its time there is not measured at the rate (Plan.regime_note)."""
+    old = profile.regime
+    regime = dict(doc.get("regime") or {})
+    regime.update(mode="rate", rate_hz=rate_hz, settle=0)
+    doc["regime"] = regime
+    new = MeasurementRegime.model_validate(regime)
+    kept = {}
+    for device in dict.fromkeys(m.device for layer in profile.layers for m in layer.measurements):
+        if device in covered:
+            continue
+        was = profile.device_regimes[device] if device in profile.device_regimes else old
+        if was is None or new.differs(was.mode, was.rate_hz) is not None:
+            kept[device] = was.model_dump() if was is not None else None
+    doc["device_regimes"] = kept
+    said = "; ".join(f"{d} keeps {MeasurementRegime.model_validate(r).describe().split(',')[0] if r else 'a regime not known'}"
+                     for d, r in kept.items())
+    return (f"{', '.join(sorted(covered))} measured at {rate_hz:g} Hz, now the profile's regime"
+            + (f"; not in the telemetry: {said} (a plan on {'it' if len(kept) == 1 else 'them'} says so)" if kept else ""))

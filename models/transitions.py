@@ -42,6 +42,7 @@ from typing import Sequence
 import numpy as np
 
 from planner.core.errors import InputError, Issue, format_path
+from planner.core.names import did_you_mean
 
 CANDIDATES = ("linear", "poly2", "poly3", "pwl1", "pwl2")
 N_PARAMS = {"constant": 1, "linear": 2, "poly2": 3, "poly3": 4, "pwl1": 4, "pwl2": 6}  # knots count as parameters
@@ -369,7 +370,7 @@ def transition_arrays(platform, profile, targets, notes: list[str]) -> tuple[np.
         for j, tc in enumerate(layer.transition_costs):
             if tc.device not in dev_index:
                 issues.append(Issue(format_path(("layers", i, "transition_costs", j, "device")),
-                                    f"unknown device '{tc.device}' (platform has {', '.join(dev_ids)})"))
+                                    f"unknown device '{tc.device}' ({did_you_mean(tc.device, dev_ids)}platform has {', '.join(dev_ids)})"))
                 continue
             d = dev_index[tc.device]
             if tc.out_time_ms is not None:

@@ -51,7 +51,22 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {with_nearest(message)} (see {self.prog} --help)\n")
+
+
+def with_nearest(message: str) -> str:
+    """argparse's "invalid choice: 'solv' (choose from ...)" with the nearest choice
+    named (a command, an objective, any option with choices)."""
+    import re
+
+    from planner.core.names import did_you_mean
+
+    m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    if not m:
+        return message
+    hint = did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+    at = m.start(2) - len("choose from ")
+    return f"{message[:at]}{hint}{message[at:]}" if hint else message
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PlannerError as exc:
-        print_error(f"planner: error: {exc.one_line()}")
+        print_error(f"planner: error: {exc.text()}")
         return EXIT_INFEASIBLE if exc.status in ("infeasible", "not_found") else EXIT_INPUT
     except KeyboardInterrupt:
         print_error("planner: interrupted")

@@ -47,9 +47,18 @@ def _fmt(x: float | None, digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
-def _title(text: str, subtitle: Iterable[str] = ()) -> alt.TitleParams:
-    return alt.TitleParams(text=text, subtitle=list(subtitle), anchor="start", fontSize=15, subtitleFontSize=11,
-                           subtitleColor="#444")
+def _wrapped(lines: Iterable[str], width: int = WIDTH, px_per_char: float = 6.2) -> list[str]:
+    """Caption lines broken to the chart's width (Vega never wraps a title: one long line
+    widened a schedule figure to 3878 px and shrank its text to about 7 px on screen)."""
+    import textwrap
+
+    chars = max(40, int(width / px_per_char))
+    return [part for line in lines for part in (textwrap.wrap(line, chars, break_on_hyphens=False) or [""])]
+
+
+def _title(text: str, subtitle: Iterable[str] = (), width: int = WIDTH) -> alt.TitleParams:
+    return alt.TitleParams(text=text, subtitle=_wrapped(subtitle, width), anchor="start", fontSize=15,
+                           subtitleFontSize=11, subtitleColor="#444")
 
 
 def _config(cpu_config: dict[str, list[int]]) -> str:
@@ -462,12 +471,12 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
         charts.append(alt.layer(*layers).properties(
             width=width, height=max(140, min(22 * len(pes) * len(apps), 600)),
             title=alt.TitleParams(f"entry {entry}: per-PE timeline ({'schedulable' if e['schedulable'] else 'NOT schedulable'})",
-                                  subtitle=["bars: each network's layers in its own schedule from its release (ASAP); "
+                                  subtitle=_wrapped(["bars: each network's layers in its own schedule from its release (ASAP); "
                                             "networks sharing a PE are served by priority",
                                             ("dashed rule: pipeline period; " if throughput else
                                              "dashed rule: period = deadline; triangle: worst-case response time; ")
                                             + late_txt, *bound_txt,
-                                            f"PE utilisation: {loads}"],
+                                            f"PE utilisation: {loads}"], width),
                                   fontSize=12, anchor="start")))
     else:
         charts.append(alt.Chart(alt.Data(values=[{"t": f"entry {entry} carries no timeline (request.timelines)"}]))
@@ -501,7 +510,8 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
                           header=alt.Header(title=None, labelFontWeight="bold")),
     ).resolve_scale(x="independent").properties(title=alt.TitleParams(
         f"Pareto set: {len(entries)} entries" + (f" of {s['front_size']}" if s.get("front_size", len(entries)) != len(entries) else ""),
-        subtitle=[f"each objective against energy per inference of every network; {objective_help}; ringed: entry {entry}"],
+        subtitle=_wrapped([f"each objective against energy per inference of every network; {objective_help}; "
+                           f"ringed: entry {entry}"], width),
         fontSize=12, anchor="start"))
     rep = s["report"]
     subtitle = [f"mode {s['mode']}; solver {rep['solver']} ({rep['status']}); entry {entry}: "
@@ -513,7 +523,7 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
                      if throughput else f"response {_fmt(a.get('response_time_ms'))} ms")
                     + ("" if a["meets_deadline"] else " (MISSES)") for a in e["apps"])]
     return alt.vconcat(*charts, pareto, spacing=24).resolve_scale(color="independent").properties(
-        title=_title(f"{', '.join(apps)} on {s['platform']}: schedule", subtitle))
+        title=_title(f"{', '.join(apps)} on {s['platform']}: schedule", subtitle, width))
 
 
 # --------------------------------------------------------------------------- deployment

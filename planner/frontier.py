@@ -95,9 +95,18 @@ def frontier_report(
     hi = min(ends.values(), key=lambda p: (p["latency_ms"], p["energy_mj"]), default=None)
     lo_dev = next((d for d, p in ends.items() if p is lo), None)
     hi_dev = next((d for d, p in ends.items() if p is hi), None)
-    if lo is not None and hi is not None and lo["energy_mj"] < hi["energy_mj"]:
+    fastest = min(points, key=lambda p: (p["latency_ms"], p["energy_mj"]))
+    binding = (float(front.energy_mj.min()), fastest["energy_mj"])  # where a cap changes the fastest plan
+    if lo is not None and hi is not None and lo["energy_mj"] < hi["energy_mj"] and lo["energy_mj"] < binding[1]:
         cap_lo, cap_hi = lo["energy_mj"], hi["energy_mj"]
         basis = f"all-{lo_dev} energy to all-{hi_dev} energy"
+    elif lo is not None and hi is not None and lo["energy_mj"] < hi["energy_mj"] and binding[0] < binding[1]:
+        # hikey970: the whole frontier lies below all-npu energy, so every cap of AxoNN's
+        # single-device range gave the frontier's fastest plan, one plan in all
+        cap_lo, cap_hi = binding
+        basis = (f"the frontier's least energy to its fastest plan's (all-{lo_dev} to all-{hi_dev} energy, "
+                 f"{lo['energy_mj']:.4g} to {hi['energy_mj']:.4g} mJ, lies above the fastest plan's "
+                 f"{binding[1]:.4g} mJ: every cap there gives that one plan)")
     else:
         cap_lo, cap_hi = float(front.energy_mj.min()), float(front.energy_mj.max())
         basis = "frontier's least to most energy (no single-device trade-off)"

@@ -29,6 +29,7 @@ from planner.core.schema import (
 )
 from planner.core.solver import Progress, Solution
 from planner.registry import check_supported, get_solver
+from planner.core.names import did_you_mean
 
 MAX_WARNINGS = 50
 
@@ -109,7 +110,7 @@ def select_view(problem: Problem, request: PlanRequest) -> Problem:
 def _build_view(problem: Problem, target_set: str, devices: list[str] | None) -> Problem:
     if devices is not None:
         known = {d for t in problem.targets for d in t.device_id.split("+")}
-        bad = [Issue(f"constraints.devices[{i}]", f"unknown device '{d}' (platform has {', '.join(sorted(known))})")
+        bad = [Issue(f"constraints.devices[{i}]", f"unknown device '{d}' ({did_you_mean(d, known)}platform has {', '.join(sorted(known))})")
                for i, d in enumerate(devices) if d not in known]
         if bad:
             raise InputError(bad)
@@ -337,6 +338,7 @@ def assemble(
             "planner_version": __version__,
         },
         "regime": regime.model_dump() if (regime := getattr(profile, "regime", None)) is not None else None,
+        "regime_note": note(s["device"] for s in slices) if (note := getattr(profile, "regime_note", None)) else None,
     })
 
 

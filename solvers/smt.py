@@ -587,6 +587,10 @@ class Z3Solver(SolverBase):
                             evaluations=checks, details=details, notes=notes)
 
         max_checks = opts.max_checks
+        start = time.perf_counter()
+        lower = c.lower_bound() if progress is not None else None  # the gap an incumbent has left to close
+        if progress is not None:
+            progress(0.0, "Z3: first check")
         while True:
             left_ms = int((deadline - time.perf_counter()) * 1e3)
             if max_checks is not None and checks >= max_checks:
@@ -622,7 +626,18 @@ class Z3Solver(SolverBase):
                 best, v = plan, enc.value(model)
                 enc.s.add(enc.objective() < enc.q(v))
             if progress is not None and v is not None:
-                progress(0.0, f"incumbent {float(v):.6g} after {checks} checks")
+                progress(_done_fraction(lower, v, start, request.time_limit_s),
+                         f"incumbent {float(v):.6g} after {checks} checks"
+                         + (f", lower bound {float(lower):.6g}" if lower is not None else ""))
+
+
+def _done_fraction(lower: Fraction | None, incumbent: Fraction, start: float, time_limit_s: float) -> float:
+    """How far a Z3 search is, as a job's progress: it ends when the incumbent meets the
+    lower bound (proven) or at the time limit, so the larger of lower/incumbent and the
+    share of the time limit spent (below 1: only the end says done)."""
+    gap = float(lower / incumbent) if lower is not None and incumbent > 0 else 0.0
+    spent = (time.perf_counter() - start) / time_limit_s if time_limit_s > 0 else 0.0
+    return min(0.99, max(0.0, gap, spent))
 
 
 def _why(c: _Costs) -> str:

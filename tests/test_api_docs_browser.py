@@ -61,3 +61,4 @@ def test_redoc_renders_every_operation(live, tmp_path):
     expected = {op["operationId"] for ops in openapi["paths"].values() for op in ops.values()}
     assert rendered == expected
     assert "Request a plan" in dom
+    assert "cdn." not in dom and 'alt="redocly logo"' in dom  # its logo too is served offline (issue 38)

@@ -25,9 +25,10 @@ SQUEEZE = os.path.join(LIGHT, "light_squeezenet.onnx")
 def test_device_spec_parses_options_generically():
     d = parse_device("cpu1=CPUExecutionProvider:threads=1,affinity=0")
     assert (d.id, d.provider, d.threads, d.affinity, d.precision) == ("cpu1", "CPUExecutionProvider", 1, (0,), "fp32")
-    d = parse_device("q8=CPUExecutionProvider:threads=2,precision=int8,session.intra_op.allow_spinning=1,foo=bar")
+    d = parse_device("q8=CPUExecutionProvider:threads=2,precision=int8,session.intra_op.allow_spinning=1")
     assert d.precision == "int8" and ("session.intra_op.allow_spinning", "1") in d.session_config
-    assert d.provider_options == (("foo", "bar"),)  # unknown keys go to the provider, untouched
+    d = parse_device("g=DnnlExecutionProvider:threads=2,foo=bar", available=["DnnlExecutionProvider"])
+    assert d.provider_options == (("foo", "bar"),)  # other keys go to a provider that takes options, untouched
     so = parse_device("x=CPUExecutionProvider:threads=2,affinity=0").session_options()
     assert so.intra_op_num_threads == 2
     assert so.get_session_config_entry("session.intra_op_thread_affinities") == "1"  # ORT counts from 1
@@ -40,6 +41,10 @@ def test_device_spec_parses_options_generically():
         ("cpu1=NopeExecutionProvider", "get_available_providers(): "),
         ("gpu=CUDAExecutionProvider", "is not available"),
         ("c=CPUExecutionProvider:threads=0", "threads must be a positive integer"),
+        # issue 38: a typo was taken as a provider option CPUExecutionProvider ignores in silence
+        ("cpu1=CPUExecutionProvider:thread=1", "unknown key 'thread' (did you mean 'threads'? keys: threads, "
+                                               "inter_threads, affinity, precision, opt, session.*"),
+        ("c=CPUExecutionProvider:foo=bar", "CPUExecutionProvider takes no provider options"),
         ("c=CPUExecutionProvider:threads=two", "threads must be a positive integer"),
         ("c=CPUExecutionProvider:affinity=9999", "not available to this process"),
         ("c=CPUExecutionProvider:affinity=3-1", "runs backwards"),

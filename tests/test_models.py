@@ -140,7 +140,7 @@ def test_communication_exceeding_measurement_is_clamped_and_noted():
     prof = with_change(profile_dict(), "layers.0.measurements.3.time_ms", 1.0)  # < 1.2 of comm
     p = compiled(profile=prof)
     assert p.exec_time_ms[0, target(p, "gpu", 800)] == pytest.approx(0.0, abs=1e-9)
-    assert any("exceeds the measured" in n for n in p.notes)
+    assert any("exceeds the measured" in n for n in p.profile_notes)
 
 
 def test_sampled_communication_is_fitted():

@@ -45,7 +45,7 @@ def tiny(script: list[str], server_url: str) -> str:
     for ln in script:
         if re.match(r"\.venv/bin/python bench/", ln.strip()):
             continue  # benchmarks: minutes, and not part of the loop
-        ln = ln.replace("http://127.0.0.1:8000", server_url)
+        ln = ln.replace("http://127.0.0.1:${PORT:-8000}", server_url)
         ln = ln.replace(".venv/bin/planner profile ", ".venv/bin/planner profile --runs 2 --warmup 1 ", 1)
         ln = ln.replace(".venv/bin/planner execute ", ".venv/bin/planner execute --runs 3 --warmup 1 ", 1)
         ln = re.sub(r"--duration \d+", f"--duration {AGENT_S}", ln)

@@ -45,8 +45,8 @@ def test_openvino_spec_parses_and_ort_specs_are_unchanged():
     d = parse_device(f"q=openvino:CPU,threads=1,affinity={CORES[0]},precision=int8,PERFORMANCE_HINT=THROUGHPUT")
     assert d.provider_options == (("PERFORMANCE_HINT", "THROUGHPUT"),) and d.affinity == (CORES[0],)
     assert "openvino CPU" in d.describe()
-    d = parse_device("c=CPUExecutionProvider:threads=1,foo=bar")
-    assert (d.runtime, d.provider, d.provider_options) == ("onnxruntime", "CPUExecutionProvider", (("foo", "bar"),))
+    d = parse_device("c=DnnlExecutionProvider:threads=1,foo=bar", available=["DnnlExecutionProvider"])
+    assert (d.runtime, d.provider, d.provider_options) == ("onnxruntime", "DnnlExecutionProvider", (("foo", "bar"),))
 
 
 @pytest.mark.parametrize(
@@ -56,6 +56,7 @@ def test_openvino_spec_parses_and_ort_specs_are_unchanged():
         ("ov=openvino:CPU,opt=all", "'opt' is an ONNX Runtime session key"),
         ("ov=openvino:CPU,session.intra_op.allow_spinning=0", "is an ONNX Runtime session key"),
         ("ov=openvino:CPU,FOO=1", "'FOO' is not a property of OpenVINO CPU"),
+        ("ov=openvino:CPU,thread=2", "unknown key 'thread' (did you mean 'threads'?"),
         ("ov=openvino:CPU,threads=0", "threads must be a positive integer"),
         ("ov=openvino:CPU,precision=int4", "precision must be one of fp32, bf16, int8"),
         ("c=CPUExecutionProvider:precision=bf16", "precision must be one of fp32, int8"),  # OpenVINO's only

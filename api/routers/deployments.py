@@ -54,7 +54,7 @@ def get_deployment(deployment_id: DepId, svc: Service = Depends(service), who: P
             responses=responses(401, 403, 404, 409, 413, 422))
 async def activate(deployment_id: DepId, body: ActivatePlan, svc: Service = Depends(service), who: Principal = PIPELINE):
     return views.deployment(await svc.activate_async(deployment_id, body.plan_id, who.name, body.schedule_id, body.entry,
-                                                     body.force, body.verify))
+                                                     body.force, body.verify, body.unmeasured_ok))
 
 
 @router.post("/{deployment_id}/verification", response_model=VerificationView,

@@ -5,6 +5,7 @@ because a CDN-based /docs is a blank page on a factory or lab network."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 from fastapi import APIRouter, Depends, Request
@@ -85,6 +86,24 @@ def swagger_ui(request: Request) -> HTMLResponse:
 @router.get("/docs/oauth2-redirect", include_in_schema=False)
 def swagger_redirect() -> HTMLResponse:
     return get_swagger_ui_oauth2_redirect_html()
+
+
+# ReDoc's bundle shows Redocly's logo from a CDN: the docs are offline, so it is served
+# with the logo inlined (a data: URI of the project's mark) in place of the CDN's address
+REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+REDOC_LOCAL_LOGO = (b"data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E"
+                    b"%3Crect width='16' height='16' rx='3' fill='%23345'/%3E%3C/svg%3E")
+
+
+@functools.lru_cache(maxsize=1)
+def offline_redoc_js() -> bytes:
+    return (docs_assets_dir() / "redoc.standalone.js").read_bytes().replace(REDOC_CDN_LOGO, REDOC_LOCAL_LOGO)
+
+
+@router.get(f"{STATIC_URL}/redoc.standalone.js", include_in_schema=False)
+def redoc_js() -> Response:
+    return Response(offline_redoc_js(), media_type="text/javascript",
+                    headers={"Cache-Control": "public, max-age=86400"})
 
 
 @router.get("/redoc", include_in_schema=False)

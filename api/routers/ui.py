@@ -642,6 +642,69 @@ async def schedules(request: Request) -> HTMLResponse:
                                views.schedule_summary, lambda i: {i.platform_id})
 
 
+SCHEDULE_APP_ROWS = 4  # networks the schedule form offers (the API takes up to 16)
+
+
+@router.get("/schedules/new")
+@ui_errors
+async def schedule_form(request: Request) -> HTMLResponse:
+    principal(request)
+    return await _schedule_form(request, dict(request.query_params), [])
+
+
+async def _schedule_form(request: Request, values: dict, errors: list[str], status: int = 200) -> HTMLResponse:
+    """The schedule request form: a platform, up to SCHEDULE_APP_ROWS networks (profile,
+    period = deadline, priority), the mode and the solver (the schedule solvers)."""
+    from planner.scheduling import schedule_solvers
+
+    s = svc(request)
+    platforms = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "platform", 500, 0))[1]]
+    profiles = [views.document(r) for r in (await run_in_threadpool(s.list_documents, "profile", 500, 0))[1]]
+    return Page(request, "schedule_new.html", status=status, platforms=platforms, profiles=profiles,
+                solvers=schedule_solvers(), values=values, errors=errors, rows=range(SCHEDULE_APP_ROWS))
+
+
+def schedule_submission_of(values: dict):  # noqa: ANN201
+    """The form's fields as a ScheduleSubmission (a network row without a profile is left
+    out; empty = the default); pydantic names what is wrong."""
+    from api.schemas import ScheduleSubmission
+
+    apps = []
+    for i in range(SCHEDULE_APP_ROWS):
+        if values.get(f"profile_id_{i}"):
+            apps.append({"profile_id": values[f"profile_id_{i}"], "period_ms": values.get(f"period_ms_{i}") or None,
+                         "priority": values.get(f"priority_{i}") or i})
+    body: dict[str, Any] = {"platform_id": values.get("platform_id"), "apps": apps}
+    body.update({k: values[k] for k in ("mode", "solver") if values.get(k)})
+    if values.get("devices", "").strip():
+        body["devices"] = [d.strip() for d in values["devices"].split(",") if d.strip()]
+    if values.get("seed", "").strip():
+        body["seed"] = values["seed"].strip()
+    return ScheduleSubmission.model_validate(body)
+
+
+@router.post("/schedules")
+@ui_errors
+async def schedule_submit(request: Request):  # noqa: ANN201
+    """Submit the form as POST /v1/schedules would: a job, whose page shows its progress."""
+    from api.schemas import ScheduleSubmission
+
+    who = principal(request)
+    form = await request.form()
+    check_csrf(request, form)
+    values = {k: str(v) for k, v in form.items() if k != "csrf"}
+    try:
+        row, _ = await svc(request).submit_schedule(schedule_submission_of(values), who.token_id)
+    except ValidationError as exc:
+        issues = validation_issues(exc.errors(), ScheduleSubmission)
+        return await _schedule_form(request, values, [str(i) for i in issues], 422)
+    except ApiError as exc:
+        return await _schedule_form(request, values, [str(e) for e in exc.errors] or [exc.detail], exc.status)
+    except PlannerError as exc:
+        return await _schedule_form(request, values, [str(i) for i in exc.issues], 422)
+    return RedirectResponse(f"/ui/jobs/{quote(row.id)}", status_code=303)
+
+
 @router.get("/schedules/{schedule_id}")
 @ui_errors
 async def schedule_page(request: Request, schedule_id: str, entry: int = 0) -> HTMLResponse:
@@ -704,10 +767,12 @@ async def deployments(request: Request) -> HTMLResponse:
 UI_TELEMETRY_BATCHES = 500  # the newest batches the deployment page summarises (bounded like the API's summary)
 
 
-def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, dict[str, float | None]]:
-    """The deployment, its events and each event's plan's predicted latency."""
+def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, dict[str, float | None], list[dict]]:
+    """The deployment, its events, each event's plan's predicted latency and its
+    verifications on the board (api.verification.page_rows)."""
     from sqlalchemy import select
 
+    from api import verification
     from api.rows import PlanRow
 
     dep = s.deployment(dep_id)
@@ -715,7 +780,7 @@ def deployment_rows(s: Service, dep_id: str) -> tuple[Any, list, dict[str, float
     with s.db.session() as sess:
         latency = dict(sess.execute(select(PlanRow.id, PlanRow.latency_ms)
                                     .where(PlanRow.id.in_({e.plan_id for e in events}))).all())
-    return dep, events, latency
+    return dep, events, latency, verification.page_rows(s, dep.id)
 
 
 @router.get("/deployments/{dep_id}")
@@ -729,11 +794,15 @@ async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
 
     who = principal(request)
     s = svc(request)
-    dep, events, latency = await run_in_threadpool(deployment_rows, s, dep_id)
+    dep, events, latency, verifications = await run_in_threadpool(deployment_rows, s, dep_id)
     telemetry = await summary_async(s, dep.id, who, UI_TELEMETRY_BATCHES)
     measured = {p.plan_id: p.median_ms for p in telemetry.plans}
+    # a revision a verification replaced: what its plan ran before the board's measured best
+    # is not that plan's steady state, and one such figure (+296%) stretched the chart
+    verified = {v["revision"] for v in verifications if v["verified_plan_id"]}
     points = [figures.DeploymentPoint(plan=e.plan_id, revision=e.revision, time=e.created_at,
-                                      predicted_ms=latency[e.plan_id], measured_ms=measured.get(e.plan_id))
+                                      predicted_ms=latency[e.plan_id],
+                                      measured_ms=None if e.revision in verified else measured.get(e.plan_id))
               for e in events if e.plan_id in latency]
     spec = spec_json(figures.deployment_figure(dep.name, points)) if points else None
     timeline = None
@@ -743,4 +812,4 @@ async def deployment_page(request: Request, dep_id: str) -> HTMLResponse:
     names = await run_in_threadpool(names_of, s, {dep.platform_id, *(view.profile_ids or [dep.profile_id])})
     return Page(request, "deployment.html", dep=view, events=[views.event(e) for e in events],
                   spec=spec, points=points, telemetry=telemetry, names=names, error_convention=ERROR_CONVENTION,
-                  timeline=timeline)
+                  timeline=timeline, verifications=verifications, verified=verified)

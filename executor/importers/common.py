@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 
 from planner.core.errors import InputError
+from planner.core.names import no_such_file
 
 DEFAULT_MAX_TRACE_BYTES = 512 * 1024 * 1024
 MAX_TRACE_BYTES = DEFAULT_MAX_TRACE_BYTES
@@ -76,7 +77,7 @@ def read_bytes(path: str, kind: str = "json") -> bytearray:
     try:
         size = p.stat().st_size
     except FileNotFoundError:
-        raise InputError(path, "no such file") from None
+        raise InputError(path, no_such_file(path)) from None
     except OSError as exc:
         raise InputError(path, f"cannot read: {exc.strerror}") from None
     if size > MAX_TRACE_BYTES:

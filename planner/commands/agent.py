@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from planner.core.errors import InputError
+from planner.core.names import no_such_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         if schedule and (not sep or not name or not path):
             problems.append(f"--model: expected NAME=FILE.onnx for every network of a schedule, got '{item}'")
         elif not Path(path).is_file():
-            problems.append(f"--model: no such file: {path}")
+            problems.append(f"--model: {no_such_file(path)}")
         elif name in named:
             problems.append(f"--model: network '{name}' given twice")
         else:
@@ -123,6 +124,9 @@ def serve(agent, args: argparse.Namespace) -> int:  # noqa: ANN001
         stats = agent.stats
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if getattr(agent, "refused", None):  # a permanent refusal: one line, and no retrying
+        print(f"planner agent: error: {agent.refused}", file=sys.stderr)
+        return 2  # planner.cli.EXIT_INPUT
     if args.json:
         print(json.dumps(stats.as_dict()))
     elif args.log_format == "json":  # JSON lines only

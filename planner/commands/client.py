@@ -26,8 +26,11 @@ class ServiceError(PlannerError):
     status = "service"
 
 
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+
+
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--server", default=os.environ.get("PLANNER_SERVER", "http://127.0.0.1:8000"),
+    p.add_argument("--server", default=os.environ.get("PLANNER_SERVER", DEFAULT_SERVER),
                    help="service URL (default $PLANNER_SERVER or http://127.0.0.1:8000)")
     p.add_argument("--token", default=os.environ.get("PLANNER_TOKEN"), help="API token (default $PLANNER_TOKEN)")
     p.add_argument("--json", action="store_true", help="print the service's JSON")
@@ -72,6 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "candidates and each device alone before serving, and the measured best becomes the next "
                         "revision (default: no verification)")
     d.add_argument("--verify-runs", type=int, default=20, help="with --verify: timed runs per candidate")
+    d.add_argument("--unmeasured-ok", action="store_true",
+                   help="with --plan: activate a plan that relies on a device never measured in the regime its "
+                        "profile is served in (its regime note) without --verify (default: refused, naming the device)")
     d.set_defaults(func=run_deploy)
 
 
@@ -95,7 +101,7 @@ class Client:
                 r = self.http.request(method, path, **kw)
             except httpx.HTTPError as exc:
                 if attempt == retries:
-                    raise ServiceError("--server", f"cannot reach {self.server}: {exc}") from None
+                    raise ServiceError("--server", f"cannot reach {self.server}: {exc} ({server_source(self.server)})") from None
             else:
                 if r.status_code in ok:
                     return r
@@ -107,6 +113,17 @@ class Client:
                     pass
             time.sleep(wait_s)
         raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def server_source(server: str) -> str:
+    """Where --server came from, for an unreachable one: the default is a guess that a
+    missing PLANNER_SERVER leaves in place."""
+    env = os.environ.get("PLANNER_SERVER")
+    if env is not None and env.rstrip("/") == server:
+        return "from PLANNER_SERVER"
+    if env is None and server == DEFAULT_SERVER:
+        return "PLANNER_SERVER is not set, so --server took its default: export PLANNER_SERVER=URL or pass --server URL"
+    return "from --server"
 
 
 def problem_error(r) -> PlannerError:  # noqa: ANN001
@@ -247,6 +264,8 @@ def deploy_problems(args: argparse.Namespace) -> list[Issue]:
         issues.append(Issue("--force", "only with --schedule (plans have no schedulability verdict)"))
     if args.verify is not None and not args.plan:
         issues.append(Issue("--verify", "only with --plan (a schedule entry is not verified on the board)"))
+    if args.unmeasured_ok and not args.plan:
+        issues.append(Issue("--unmeasured-ok", "only with --plan"))
     if args.revision is not None and not args.rollback:
         issues.append(Issue("--revision", "only with --rollback"))
     return issues
@@ -285,11 +304,18 @@ def run_deploy(args: argparse.Namespace) -> int:
         body = {"plan_id": args.plan}
         if args.verify is not None:
             body["verify"] = {"candidates": args.verify, "runs": args.verify_runs}
+        if args.unmeasured_ok:
+            body["unmeasured_ok"] = True
         dep = client.call("PUT", f"{dep_path}/active", json=body).json()
     if args.json:
         print(json.dumps(dep))
     else:
         print(f"deployment {dep['name']} ({dep['id']}) revision {dep['revision']}: {_active(dep)}")
+        if getattr(args, "verify", None) is not None and args.plan:
+            print(f"verification pending: the board (planner agent, when it starts) measures the plan and its "
+                  f"{args.verify} next-best candidate(s) and each device alone, {args.verify_runs} runs each, and "
+                  f"activates the measured best as the next revision (planner deploy --deployment {dep['name']} "
+                  f"--history; GET /v1/deployments/{dep['name']}/verification)")
     return 0
 
 

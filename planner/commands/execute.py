@@ -17,6 +17,7 @@ from pathlib import Path
 
 from planner.core.errors import InputError
 from planner.core.telemetry import ERROR_CONVENTION
+from planner.core.names import no_such_file
 
 RUNS = 20
 WARMUP = 3
@@ -154,7 +155,7 @@ def run_schedule(args: argparse.Namespace) -> int:
         if not sep or not name or not path:
             problems.append(f"--model: expected NAME=FILE.onnx with --schedule, got '{item}'")
         elif not Path(path).is_file():
-            problems.append(f"--model: no such file: {path}")
+            problems.append(f"--model: {no_such_file(path)}")
         else:
             models[name] = path
     if args.frames < 1:
@@ -215,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     output_problems(problems, "--out", args.out)
     devices = runtime_devices(args.device, problems, args.clock)
     if not Path(args.model).is_file():
-        problems.append(f"--model: no such file: {args.model}")
+        problems.append(f"--model: {no_such_file(args.model)}")
     if problems:
         raise InputError("arguments", "; ".join(problems))
     plan = load(Plan, args.plan, "plan")

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from executor.importers import FORMATS, build_profile, common, model_graph, read
 from executor.importers.platform import KINDS, build_platform, parse_link
-from planner.core.errors import InputError
+from planner.core.errors import InputError, Issue
+from planner.core.names import did_you_mean
 from planner.core.io import load, parse
 from planner.core.schema import ModelProfile, Platform
 from planner.plan import canonical_json
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", metavar="MODEL.onnx", default=None,
                    help="ONNX model: group node-level timings into the planner's fused layers (as `planner profile`); "
                         "unlabelled PyTorch module traces are placed on its nodes by structure and order")
-    p.add_argument("--name", default=None, help="profile name (default: the base profile's, else the first file's stem)")
+    p.add_argument("--name", default=None, help="profile name (default: the base profile's, else the --model file's stem, else the first file's)")
     p.add_argument("--freq-mhz", action="append", default=[], metavar="ID=MHZ",
                    help="DVFS level a device ran at, e.g. gpu=1300 (omit for single-level devices)")
     p.add_argument("--out-platform", metavar="P.json", default=None,
@@ -90,9 +91,19 @@ def _kinds(items: list[str]) -> dict[str, str]:
     for item in items:
         dev, _, kind = item.partition("=")
         if not dev or kind not in KINDS:
-            raise InputError("--kind", f"expected ID=KIND with KIND one of {', '.join(KINDS)}, got '{item}'"[:200])
+            raise InputError("--kind", (f"expected ID=KIND with KIND one of {', '.join(KINDS)}, got '{item}'"[:200]
+                                        + (f" ({did_you_mean(kind, KINDS).strip()})" if did_you_mean(kind, KINDS) else "")))
         out[dev] = kind
     return out
+
+
+def _known_devices(devices: set[str], freqs: dict, kinds: dict) -> None:
+    """A --freq-mhz or --kind naming a device no trace ran on would be ignored: refused,
+    naming the nearest device."""
+    bad = [(opt, dev) for opt, given in (("--freq-mhz", freqs), ("--kind", kinds)) for dev in given if dev not in devices]
+    if bad:
+        raise InputError([Issue(opt, f"no imported device '{dev}' ({did_you_mean(dev, devices)}devices: "
+                                     f"{', '.join(sorted(devices))})") for opt, dev in bad])
 
 
 def _size_copies(traces: list, base: ModelProfile) -> None:
@@ -129,12 +140,16 @@ def _run(args: argparse.Namespace, max_layers: int) -> int:
         for path, dev in zip(args.files, devices):
             traces += read(args.format, [path], dev)
     base = load(ModelProfile, args.profile, "profile") if args.profile else None
-    name = args.name or (base.name if base else Path(args.files[0]).name.split(".")[0] or "imported")
+    # the model's name (its file's) when given: what the profile is of, not the trace file it came from
+    name = args.name or (base.name if base else Path(args.model or args.files[0]).name.split(".")[0] or "imported")
     groups = graph = None
     if args.model:
         skeleton, groups, graph = model_graph(args.model, name)
         base = base or skeleton
     freqs = _freqs(args.freq_mhz)
+    _known_devices({t.device for t in traces} | {m.device for layer in (base.layers if base else []) for m in layer.measurements}
+                   | ({d.id for d in load(Platform, args.platform, "platform").devices} if args.platform else set()),
+                   freqs, kinds)
     platform = lines = None
     if args.out_platform and base is not None:
         _size_copies(traces, base)

@@ -76,7 +76,7 @@ def run_validate(args: argparse.Namespace) -> int:
             finite = np.isfinite(total)
             print(f"  {d.id:<8} runs {runnable:>4}/{problem.n_layers} layers; at {problem.targets[top].freq_mhz:g} MHz "
                   f"sum of runnable layers {total[finite].sum():.3f} ms")
-        for n in problem.notes:
+        for n in (*problem.profile_notes, *problem.notes):
             print(f"  {'warning' if 'cannot use' in n else 'note'}: {n}")
         if platform.transition_costs:
             from models.transitions import fit_platform

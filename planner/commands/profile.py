@@ -30,6 +30,7 @@ import numpy as np
 from models.calibration import calibrate, fit_switch, fit_transfer, slice_uncertainty, switch_extras
 from planner.core.errors import InputError
 from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, STEADY_SETTLE
+from planner.core.names import no_such_file
 
 RUNS = 10
 WARMUP = 2
@@ -113,7 +114,7 @@ def _refuse(args: argparse.Namespace, problems: list[str]) -> None:
     from planner.commands._onnx import output_problems
 
     if not Path(args.model).is_file():
-        problems.append(f"MODEL: no such file: {args.model}")
+        problems.append(f"MODEL: {no_such_file(args.model)}")
     output_problems(problems, "--out-platform", args.out_platform)
     output_problems(problems, "--out-profile", args.out_profile)
     if problems:
@@ -419,6 +420,8 @@ def run(args: argparse.Namespace) -> int:
               "the noise of these figures)")
     for note in prof.notes:
         print(f"note: {note}")
+    for note in compiled_notes(platform, profile):
+        print(f"note: {note}")
     for line in lines:
         print(line)
     print(f"energy: {energy_source}")
@@ -426,6 +429,19 @@ def run(args: argparse.Namespace) -> int:
     if args.verify is not None:
         verify_after_profile(args, lm, devices, platform, profile)
     return 0
+
+
+def compiled_notes(platform_doc: dict, profile_doc: dict) -> tuple[str, ...]:
+    """What the cost model makes of the measurements just written (a measurement shorter
+    than its estimated communication), said once here rather than on every plan."""
+    from models.compile import compile_problem
+    from planner.core.errors import PlannerError
+    from planner.core.schema import ModelProfile, Platform
+
+    try:
+        return compile_problem(Platform.model_validate(platform_doc), ModelProfile.model_validate(profile_doc)).profile_notes
+    except (PlannerError, ValueError):
+        return ()
 
 
 def verify_after_profile(args: argparse.Namespace, lm, devices, platform_doc: dict, profile_doc: dict) -> None:

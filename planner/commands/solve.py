@@ -15,6 +15,7 @@ from planner.plan import make_plan
 from planner.progress import Bar
 from planner.registry import DEFAULT_PLAN_SOLVER
 from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, ModelProfile, Plan, PlanRequest, Platform
+from planner.core.names import no_such_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -148,7 +149,7 @@ def render(plan: Plan) -> str:
         timing = f"execution {m.execution_time_ms:.3f} + communication {m.communication_time_ms:.3f}"
     lines = [
         f"{plan.model} on {plan.platform}: minimise {plan.objective} with '{plan.report.solver}' "
-        f"({plan.report.status}, {plan.report.wall_time_ms:.3f} ms)",
+        f"({plan.report.status}, solver time {plan.report.wall_time_ms:.3f} ms)",
         f"plan      {plan.notation}",
         *legend(plan),
         f"latency   {m.latency_ms:10.3f} ms   ({timing})",
@@ -194,6 +195,8 @@ def render(plan: Plan) -> str:
         lines += ["", *margin]
     for w in plan.warnings:
         lines.append(f"warning: {w}")
+    if plan.regime_note:
+        lines.append(f"regime: this plan {plan.regime_note}")
     return "\n".join(lines)
 
 
@@ -252,7 +255,7 @@ def verify(args: argparse.Namespace, platform, profile, request, plan: Plan) -> 
     problems: list[str] = []
     devices = runtime_devices(specs, problems, option="--verify-device")
     if not Path(path).is_file():
-        problems.append(f"--verify-model: no such file: {path}")
+        problems.append(f"--verify-model: {no_such_file(path)}")
     if not 0 <= args.verify <= MAX_CANDIDATES:
         problems.append(f"--verify: must be in 0..{MAX_CANDIDATES}, got {args.verify}")
     if not 3 <= args.verify_runs <= MAX_VERIFY_RUNS:

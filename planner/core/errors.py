@@ -30,6 +30,9 @@ class Issue:
         return f"{self.path}: {self.reason}"
 
 
+ONE_LINE_MAX = 5  # problems a CLI error keeps on one line (PlannerError.text)
+
+
 class PlannerError(Exception):
     """Base class: input or request the planner refuses, with where and why."""
 
@@ -49,6 +52,13 @@ class PlannerError(Exception):
         if len(self.issues) == 1:
             return str(self.issues[0])
         return f"{len(self.issues)} problems: " + "; ".join(str(i) for i in self.issues)
+
+    def text(self) -> str:
+        """For a terminal: one line, or, past ONE_LINE_MAX problems (an import whose
+        devices do not match, layer by layer), one problem per line under a count."""
+        if len(self.issues) <= ONE_LINE_MAX:
+            return self.one_line()
+        return f"{len(self.issues)} problems:\n" + "\n".join(f"  {i}" for i in self.issues)
 
 
 class InputError(PlannerError):
@@ -73,13 +83,16 @@ class UnsupportedRequest(PlannerError):
     status = "unsupported"
 
 
-def from_pydantic(exc, prefix: Sequence[str | int] = ()) -> InputError:
-    """Turn a pydantic ValidationError into an InputError with JSON paths."""
+def from_pydantic(exc, prefix: Sequence[str | int] = (), model=None) -> InputError:  # noqa: ANN001
+    """Turn a pydantic ValidationError into an InputError with JSON paths; a misspelled
+    field or value names the nearest known one (`model`: what was validated)."""
+    from planner.core.names import field_hint
+
     issues = []
     for err in exc.errors():
         loc = [p for p in (*prefix, *err.get("loc", ())) if p not in ("__root__",)]
         msg = err.get("msg", "invalid")
         if msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
-        issues.append(Issue(format_path(loc), msg))
+        issues.append(Issue(format_path(loc), msg + field_hint(err, model)))
     return InputError(issues)

@@ -9,6 +9,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from planner.core.errors import InputError, Issue, from_pydantic
+from planner.core.names import no_such_file
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -20,7 +21,7 @@ def read_json(path: str | Path, what: str) -> object:
     try:
         size = p.stat().st_size
     except FileNotFoundError:
-        raise InputError(f"--{what}", f"no such file: {p}") from None
+        raise InputError(f"--{what}", no_such_file(p)) from None
     except OSError as exc:
         raise InputError(f"--{what}", f"cannot read {p}: {exc.strerror}") from None
     if size > MAX_FILE_BYTES:
@@ -41,7 +42,7 @@ def parse(model: type[M], data: object, source: str = "") -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = from_pydantic(exc)
+        err = from_pydantic(exc, model=model)
         if source:
             err = InputError([Issue(f"{source}: {i.path}", i.reason) for i in err.issues])
         raise err from None

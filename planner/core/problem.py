@@ -77,6 +77,10 @@ class Problem:
     pair_energy_mj: np.ndarray | None = None
     fallback_order: tuple[str, ...] = ()  # device ids, MOSAIC VI.A's NPU > GPU > big CPU by default
     notes: tuple[str, ...] = field(default=())
+    # what the profile's measurements say of themselves whatever is planned (measurements
+    # shorter than their estimated communication): said where the profile is made or
+    # checked (planner profile, planner validate), not on every plan
+    profile_notes: tuple[str, ...] = field(default=())
     # What the measurements cannot resolve (planner.core.margin): a slice's predicted
     # time on target t is uncertain by time_uncertainty_rel[t] of itself, a switch from
     # a to b by pair_uncertainty_ms[a, b]. None = predictions taken as exact.

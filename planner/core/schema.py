@@ -9,7 +9,7 @@ report `layers[3].predecessors[0]: unknown layer 'conv9'` instead of a traceback
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal, Sequence, Union
+from typing import Annotated, Any, Iterable, Literal, Sequence, Union
 
 from pydantic import (
     BaseModel,
@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
+from planner.core.names import did_you_mean
 
 SCHEMA_VERSION = 1
 
@@ -429,7 +430,7 @@ class Platform(Strict):
         known = set(ids)
         for i, did in enumerate(self.fallback_order or []):
             if did not in known:
-                issues.append((("fallback_order", i), f"unknown device '{did}' (devices: {', '.join(ids)})"))
+                issues.append((("fallback_order", i), f"unknown device '{did}' ({did_you_mean(did, ids)}devices: {', '.join(ids)})"))
         seen_pairs = set()
         for i, tr in enumerate(self.transitions):
             for fld in ("from_device", "to_device"):
@@ -455,7 +456,7 @@ class Platform(Strict):
         covered: dict[tuple[str, str, str | None], int] = {}
         for i, cv in enumerate(self.transition_costs):
             if cv.device not in known:
-                issues.append((("transition_costs", i, "device"), f"unknown device '{cv.device}' (devices: {', '.join(ids)})"))
+                issues.append((("transition_costs", i, "device"), f"unknown device '{cv.device}' ({did_you_mean(cv.device, ids)}devices: {', '.join(ids)})"))
             for op in cv.op_types if cv.op_types is not None else [None]:
                 key = (cv.device, cv.direction, op)
                 if key in covered:
@@ -752,6 +753,12 @@ class ModelProfile(Strict):
     )
     regime: MeasurementRegime | None = Field(None, description="How the times were measured (planner profile "
                                              "records it; plans carry it; absent: not known)")
+    device_regimes: dict[Id, MeasurementRegime | None] = Field(
+        default_factory=dict, max_length=64,
+        description="Devices whose times were not measured in `regime` (null: not known), each with the regime they "
+        "were: a refit from telemetry served at a rate takes that rate as `regime` and rescales only the devices the "
+        "telemetry covered; the others keep the regime they were measured in, here, and a plan that relies on one "
+        "says so (Plan.regime_note)")
     refit_of: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
                                  description="Id of the profile this one was refit from (planner refit): a deployment "
                                  "of that profile accepts plans made from this one")
@@ -759,6 +766,25 @@ class ModelProfile(Strict):
         None, description="The schedule executor's measured regime (planner profile --pe-cluster records it): the "
         "executor analysis' interference factor, release jitter and dispatch wait, unless a request gives them")
     layers: list[Layer] = Field(min_length=1)
+
+    def regime_note(self, devices: Iterable[str]) -> str | None:
+        """Why a plan on `devices` is not predicted in the profile's regime (devices whose
+        times were measured in another one, device_regimes), or None: the plan says so,
+        and its activation offers a verification on the board first."""
+        if self.regime is None:
+            return None
+        off = [d for d in dict.fromkeys(devices) if d in self.device_regimes
+               and (self.device_regimes[d] is None
+                    or self.regime.differs(self.device_regimes[d].mode, self.device_regimes[d].rate_hz))]
+        if not off:
+            return None
+        said = "; ".join(f"{d} {self.device_regimes[d].describe().split(',')[0]}" if self.device_regimes[d]
+                         else f"{d} in a regime not known" for d in off)
+        served = self.regime.describe().split(",")[0]
+        rate = f" --rate {self.regime.rate_hz:g}" if self.regime.mode == "rate" else ""
+        return (f"relies on {', '.join(off)}, never measured {served} as the profile is served (measured: {said}): "
+                f"verify it on the board before serving it (planner deploy --verify K) or re-profile in that regime "
+                f"(planner profile{rate})")
 
     @model_validator(mode="after")
     def _check(self) -> "ModelProfile":
@@ -780,6 +806,13 @@ class ModelProfile(Strict):
                 issues.append((("layers", i, "transition_costs", idx[1], "device"), f"duplicate transition costs for '{dev}'"))
         if not issues:
             issues.extend(self._order_issues(position))
+        measured = {m.device for layer in self.layers for m in layer.measurements}
+        for dev in self.device_regimes:
+            if dev not in measured:
+                issues.append((("device_regimes", dev), f"'{dev}' has no measurement in this profile (measured: "
+                               f"{', '.join(sorted(measured))})"))
+        if self.device_regimes and self.regime is None:
+            issues.append((("device_regimes",), "needs the profile's regime, which these devices differ from"))
         _fail("ModelProfile", issues, self.name)
         return self
 
@@ -1045,6 +1078,9 @@ class Plan(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     provenance: Provenance
     regime: MeasurementRegime | None = Field(None, description="The regime the prediction holds in (the profile's)")
+    regime_note: str | None = Field(None, description="Set when the plan relies on a device whose times were not "
+                                    "measured in `regime` (the profile's device_regimes): its prediction there is "
+                                    "not measured; activating it asks for a verification on the board first")
     verification: Verification | None = Field(None, description="Measured on the device (planner solve --verify K)")
 
 
