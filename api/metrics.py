@@ -24,7 +24,6 @@ window; the median of a thousand samples does not notice one.)"""
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import re
 import secrets

@@ -14,7 +14,7 @@ from planner.core.io import load, parse
 from planner.plan import make_plan
 from planner.progress import Bar
 from planner.registry import DEFAULT_PLAN_SOLVER
-from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, ModelProfile, Plan, PlanRequest, Platform
+from planner.core.schema import MAX_CANDIDATES, MAX_VERIFY_RUNS, Plan, PlanRequest
 from planner.core.names import no_such_file
 
 
