@@ -71,6 +71,10 @@ AA_SUFFIX = "~A2"
 # processes. `PLANNER_HARNESS_REPLICAS` overrides the default (the test suite sets 1).
 REPLICAS = 3
 SPREAD_WARN_PCT = 10.0  # replicas further apart than this: the measurement says so
+# Back to back with the default block, a block holds at least this much timed work (pyperf's
+# calibration of loops): 5 runs of a 0.22 ms model are 1.1 ms, whose median moved 10-13% from
+# one round to the next on the VM (wide_mlp int8); a block of ~100 such runs is a figure
+BLOCK_MIN_MS = 25.0
 
 
 class HarnessError(RuntimeError):
@@ -140,6 +144,7 @@ class JobTiming:
     busy_s: float = 0.0  # the workers' time in their blocks
     replicas: int = 1  # worker processes that took the rounds in turn
     replica_ms: list[float] = field(default_factory=list)  # each replica's median (first item)
+    block: int = 0  # timed runs a block (back to back with the default block: calibrated to BLOCK_MIN_MS)
 
     @property
     def spread_pct(self) -> float:
@@ -349,6 +354,7 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
     if replicas < 1:
         raise ValueError(f"replicas must be >= 1, got {replicas}")
     # at a rate each timed run costs a period of idle: two a turn (the old single turn, and a pair to take the median of)
+    block_given = block
     block = (STEADY_BLOCK if rate_hz is None else RATE_BLOCK) if block is None else max(1, int(block))
     settle = (STEADY_SETTLE if settle is None else max(0, int(settle))) if rate_hz is None else 0
     by_id = {d.id: d for d in devices}
@@ -379,6 +385,7 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
                  "rate_hz": rate_hz, "settle": settle, "block": block, "pool": pool, "clock": clock,
                  "calibration_count": calibration_count,
                  "calibration_seed": seed if calibration_seed is None else calibration_seed,
+                 "block_min_ms": BLOCK_MIN_MS if block_given is None and rate_hz is None else 0.0,
                  "warmup_max_s": warmup_max_s, "sys_path": [p for p in sys.path if p]}
         workers: dict[str, _Worker] = {}
         try:
@@ -421,7 +428,8 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
                       for k in range(n_rep[name])]
         out[name] = JobTiming(items, ready[reps[0]]["cores"], ready[reps[0]]["pid"],
                               sum(warm[w]["runs"] for w in reps), all(warm[w]["steady"] for w in reps),
-                              busy_s=sum(b["_s"] for b in blocks), replicas=n_rep[name], replica_ms=replica_ms)
+                              busy_s=sum(b["_s"] for b in blocks), replicas=n_rep[name], replica_ms=replica_ms,
+                              block=max(warm[w].get("block", block) for w in reps))
     res = Measured(out, rounds, block, settle, rate_hz, wall_s=time.monotonic() - t_start, notes=notes)
     if aa is not None:
         twin = out.pop(aa + AA_SUFFIX)
@@ -578,6 +586,7 @@ def _worker_main() -> None:
     rate_hz = setup["rate_hz"]
     settle = setup["settle"] if job.settle is None or rate_hz is not None else job.settle
     block = setup["block"] if job.block is None else job.block
+    block_min_ms = setup.get("block_min_ms", 0.0) if job.block is None else 0.0
     period = None if rate_hz is None else 1.0 / rate_hz
     while True:
         try:
@@ -589,8 +598,11 @@ def _worker_main() -> None:
             if cmd == "exit":
                 return
             if cmd == "warm":
-                _send(fd_out, _warm(runners, settle, block,
-                                    setup["warmup_max_s"] if job.warmup_max_s is None else job.warmup_max_s))
+                warm = _warm(runners, settle, block, setup["warmup_max_s"] if job.warmup_max_s is None else job.warmup_max_s)
+                per_block_ms = sum(warm.pop("run_ms"))
+                if block_min_ms > 0 and per_block_ms > 0:  # calibrated: a block holds at least block_min_ms of work
+                    block = max(block, min(1000, int(np.ceil(block_min_ms / per_block_ms))))
+                _send(fd_out, {**warm, "block": block})
             elif cmd == "block":
                 t_block = time.monotonic()
                 out = []
@@ -620,7 +632,7 @@ def _warm(runners, settle: int, block: int, max_s: float) -> dict:
     WARMUP_MAX_BLOCKS or `max_s` seconds."""
     n = max(settle + block, 5)
     t0 = time.monotonic()
-    prev, runs, steady = None, 0, False
+    prev, runs, steady, meds = None, 0, False, []
     for k in range(WARMUP_MAX_BLOCKS):
         meds = []
         for run in runners:
@@ -633,7 +645,7 @@ def _warm(runners, settle: int, block: int, max_s: float) -> dict:
         prev = meds
         if time.monotonic() - t0 > max_s:
             break
-    return {"runs": runs, "steady": steady}
+    return {"runs": runs, "steady": steady, "run_ms": meds}
 
 
 if __name__ == "__main__":

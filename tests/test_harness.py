@@ -134,6 +134,23 @@ def test_replicas_take_the_rounds_in_turn_and_their_spread_is_reported(lm, monke
     assert m.jobs["x"].replicas == 3 and len(set(m.jobs["x"].items[0].rounds_ms)) == 3
 
 
+def test_a_short_configuration_gets_blocks_of_at_least_block_min_ms(lm, monkeypatch):
+    """Back to back with the default block, a worker calibrates its block so that it holds
+    at least BLOCK_MIN_MS of timed work (5 runs of a 0.2 ms model are no figure); an explicit
+    block, and a rate, are kept as given."""
+    monkeypatch.setenv("HARNESS_TEST_MS", "0.5")
+    L = len(lm.layers)
+    job = {"x": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Constant")}
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), job, rounds=2, replicas=1)
+    want = int(np.ceil(harness.BLOCK_MIN_MS / 0.5))
+    assert m.jobs["x"].block == want and len(m.jobs["x"].items[0].runs_ms) == 2 * want
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), job, rounds=2, replicas=1, block=3)
+    assert m.jobs["x"].block == 3 and len(m.jobs["x"].items[0].runs_ms) == 6
+    monkeypatch.setenv("HARNESS_TEST_MS", "100")
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), job, rounds=2, replicas=1)
+    assert m.jobs["x"].block == harness.STEADY_BLOCK  # a long run keeps the default
+
+
 def test_replicas_shrink_to_the_memory_there_is(lm, monkeypatch):
     from executor import slicing
 

@@ -546,6 +546,28 @@ def test_the_factor_is_chosen_on_what_the_bound_charges_with_the_curve():
 
     assert _common_envelope([reg([])], 8.0) == (2.0, 0.0)
     assert _common_envelope([reg([(1.0, [[1, 6], [1000, 6]]), (2.0, [[1, 0], [1000, 0]])])], 8.0) == (1.0, 6.0)
+    # weighed on two such networks (a response holds its own, the blocking and the higher jobs' work, all x f):
+    # 16 + 12 against 32, f = 1
+    assert _common_envelope([reg([])], 16.0) == (1.0, 6.0)
+
+
+def test_the_factor_is_weighed_on_every_network_of_the_schedule(monkeypatch):
+    """executor_regime weighs the candidate factors on the slowest R0 of every network of
+    the request, not of the longest one alone."""
+    import models.multiapp as ma
+
+    seen = []
+    monkeypatch.setattr(ma, "_common_envelope", lambda regimes, model_ms, *a, **k: seen.append(model_ms) or (1.0, 0.0))
+    p = two_core_plat()
+    a, b = prof("A", [("a1", 2, None)]), prof("B", [("b1", 5, None)])
+    regime = {"interference_factor": 1.5, "interference_factor_p50": 1.0, "release_jitter_ms": 0.0, "dispatch_ms": 0.0,
+              "dispatch_p50_ms": 0.0, "segment_runs": 10, "method": "by hand"}
+    a, b = (x.model_copy(update={"executor_regime": regime}) for x in (a, b))
+    from planner.core.schema import ModelProfile
+
+    a, b = (ModelProfile.model_validate(x.model_dump()) for x in (a, b))
+    problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)])
+    assert seen and seen[-1] == pytest.approx(7.0)  # 2 + 5, each network's slowest measurement
 
 
 def test_the_profiles_measured_regime_is_the_default_and_a_request_overrides_it():
