@@ -21,8 +21,10 @@ NATIVE_BUILD := native/build
 native: $(STAMP)
 	@have() { command -v cmake >/dev/null && command -v g++ >/dev/null && [ -f /usr/include/nlohmann/json.hpp ] \
 	  && ls /usr/include/*/curl/curl.h /usr/include/curl/curl.h 2>/dev/null | grep -q . && [ -f /usr/include/openssl/evp.h ]; }; \
-	if ! have && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=300 $(NATIVE_DEBS)) >/dev/null || true; fi; \
+	if ! have && [ "$$(id -u)" = 0 ] && [ -x /usr/bin/apt ]; then \
+	  echo "make native: installing $(NATIVE_DEBS) (the native board agent's toolchain and headers), waiting up to $(APT_LOCK_S) s for the dpkg lock"; \
+	  (apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_S) update && \
+	   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_S) install -y $(NATIVE_DEBS)) >/dev/null || true; fi; \
 	if ! have; then echo "native agent not built: needs $(NATIVE_DEBS) (apt-get install); its tests skip"; exit 0; fi; \
 	ov=$$($(PY) -c "import openvino, os; print(os.path.join(os.path.dirname(openvino.__file__), 'cmake'))") && \
 	nice -n 10 cmake -S native -B $(NATIVE_BUILD) -DCMAKE_BUILD_TYPE=Release -DOpenVINO_DIR=$$ov >/dev/null && \

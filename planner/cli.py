@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 TASKS = (
     ("plan on this machine", ("solve", "frontier", "schedule", "validate", "solvers", "plot", "schema")),
     ("measure and run on a board", ("profile", "import", "execute", "agent", "refit")),
-    ("serve and deploy", ("serve", "token", "upload", "plan", "deploy")),
+    ("serve and deploy", ("serve", "token", "upload", "plan", "deploy", "bundle")),
 )
 
 

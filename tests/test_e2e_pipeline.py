@@ -200,7 +200,7 @@ def test_recovery_gives_up_after_repeated_interruptions(tmp_path):
     s.kill()
     db = Database(f"sqlite:///{s.data_dir / 'planner.sqlite'}")
     with db.session() as sess:  # as if it had already been interrupted once before
-        sess.execute(update(JobRow).where(JobRow.id == job_id).values(attempts=2))
+        sess.execute(update(JobRow).where(JobRow.id == job_id).values(attempts=2, runs=2))  # it ran both times
     db.dispose()
     s.start()
     try:

@@ -27,11 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", action="append", default=[], metavar="ID=openvino[:DEVICE][,k=v,...]",
                    help="runtime settings of each device id of the plan (threads, affinity, precision, OpenVINO "
                         "properties), repeatable; an ONNX Runtime spec runs in the Python executor only")
-    p.add_argument("--weights", choices=("computed", "random"), default="computed", help="as given to planner profile")
+    p.add_argument("--weights", choices=("computed", "random"), default="computed", help="as given to planner profile (default %(default)s)")
     p.add_argument("--out", metavar="DIR", help="write the bundle here (made locally); without it the service makes it")
     p.add_argument("--run", metavar="DIR", help="run the bundle in DIR with the Python executor")
-    p.add_argument("--frames", type=int, default=100, help="--run: timed frames")
-    p.add_argument("--warmup", type=int, default=10, help="--run: untimed frames before them")
+    p.add_argument("--frames", type=int, default=100, help="--run: timed frames (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=10, help="--run: untimed frames before them (default %(default)s)")
     p.add_argument("--inputs", metavar="DIR", help="--run: NAME.bin raw inputs (default: seeded random)")
     p.add_argument("--dump-outputs", metavar="DIR", help="--run: write the last frame's outputs as NAME.bin")
     p.add_argument("--server", default=os.environ.get("PLANNER_SERVER", "http://127.0.0.1:8000"),
