@@ -129,11 +129,12 @@ def swap_run(one: tuple[Path, dict], many: tuple[Path, dict], cache: Path) -> di
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="squeezenet", help="a light model of the onnx package (light_NAME.onnx)")
-    ap.add_argument("--frames", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "native.json"))
+    ap.add_argument("--model", default="squeezenet",
+                    help="a light model of the onnx package (light_NAME.onnx; default %(default)s)")
+    ap.add_argument("--frames", type=int, default=200, help="timed frames a round (default %(default)s)")
+    ap.add_argument("--warmup", type=int, default=30, help="untimed frames before them (default %(default)s)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of each program (default %(default)s)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "native.json"), help="JSON (default %(default)s)")
     args = ap.parse_args()
     if not (AGENT.is_file() and PLAIN.is_file()):
         raise SystemExit("bench/native.py: build the native agent first (make native)")
