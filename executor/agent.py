@@ -266,9 +266,9 @@ class Agent:
         self._service_back.clear()
         delay = min(hi, lo * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0)
         deadline = time.monotonic() + delay
-        while not self._stop.is_set() and (unusable or not self._service_back.is_set()) and time.monotonic() < deadline:
-            self._stop.wait(min(0.1, max(0.0, deadline - time.monotonic()))) if unusable else \
-                self._service_back.wait(min(0.1, max(0.0, deadline - time.monotonic())))
+        wake = self._stop if unusable else self._service_back  # an outage ends early when telemetry gets through
+        while not self._stop.is_set() and not wake.is_set() and time.monotonic() < deadline:
+            wake.wait(min(0.1, max(0.0, deadline - time.monotonic())))
 
     def _read_answer(self, r: httpx.Response, deadline: float) -> bytes:
         """The answer's body, bounded in bytes and in total time (a server that drips a
