@@ -110,6 +110,8 @@ def time_references(lm, devices, feed, chains: dict, runs: int, rate_hz: float |
                         rate_hz=rate_hz, seed=seed, aa=aa, calibration_seed=0)
     if m.aa is not None:
         m.aa["process_spread_pct"] = {name: j.spread_pct for name, j in m.jobs.items()}
+        m.aa["processes"] = {name: j.replicas for name, j in m.jobs.items()}
+        m.aa["figure_se_pct"] = {name: j.se_pct for name, j in m.jobs.items()}
     return {name: list(j.items[0].rounds_ms) for name, j in m.jobs.items()}, m.aa
 
 
@@ -213,6 +215,8 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
         "noise_floor_pct": aa["aa_pct"],
         # the reference workers of one configuration against each other (each took some rounds)
         "process_spread_pct": max(aa["process_spread_pct"].values()),
+        # the most worker processes a reference took (more where its processes disagreed)
+        "processes_max": max(aa["processes"].values()),
         # + = the host ran the same session slower in the reference rounds than around profiling
         "host_drift_pct": pct(med[f"single-{devices[0].id}"], at_prediction),
         "host_drift_within_prediction_pct": pct(float(np.median(after)), float(np.median(around))),
@@ -312,13 +316,13 @@ def main() -> int:
           f"{args.verify} next-best and the single devices (planner solve --verify); comp = composition: the plan "
           "timed as slices by our executor against its prediction composed from the profile; run = runner: the plain "
           "reference against our executor's figure (in % of the prediction; comp + run = err; minutes apart, so it holds the host's drift between the two); noise = the harness's "
-          "A-A, the returned plan's reference timed by two independent sets of workers in the same rounds; procs = how far apart the worker processes that took a reference's rounds in turn came out (the widest of the case's references); drift = the "
+          "A-A, the returned plan's reference timed by two independent sets of workers in the same rounds; procs = how far apart the worker processes that took a reference's rounds in turn came out (the widest of the case's references); n = the most worker processes a reference took (3, more where they disagreed: executor.harness ADAPT_SE_PCT); drift = the "
           "plan's devices' plain one-slice runs in the reference rounds against the same runs in the profile (weighted "
           "by the plan's slice times; + = the host got slower since profiling); net = err - drift, the planner's own. Every figure is timed by "
           "the measurement harness (executor.harness: each configuration in its own pinned worker process)")
     head = (f"{'model':<14} {'set':<12} {'regime':<8} {'plan':<16} {'pred_ms':>8} {'ref_ms':>8} {'err':>7} {'comp':>7} "
             f"{'run':>7} "
-            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'procs':>6} {'drift':>7} {'net':>7} {'best single':>18} "
+            f"{'verified':<16} {'ver_ms':>8} {'ref_ms':>8} {'err':>7} {'noise':>6} {'procs':>6} {'n':>3} {'drift':>7} {'net':>7} {'best single':>18} "
             f"{'vs it':>6}")
     print(head)
     rows = []
@@ -332,7 +336,7 @@ def main() -> int:
                       f"{r['prediction_error_pct']:>+6.1f}% {r['composition_error_pct']:>+6.1f}% "
                       f"{r['runner_error_pct']:>+6.1f}% {r['verified_plan'][:16]:<16} {r['verified_measured_ms']:>8.3f} "
                       f"{r['verified_reference_ms']:>8.3f} {r['verified_error_pct']:>+6.1f}% {r['noise_floor_pct']:>5.1f}% "
-                      f"{r['process_spread_pct']:>5.1f}% {r['plan_drift_pct']:>+6.1f}% {r['error_net_of_drift_pct']:>+6.1f}% "
+                      f"{r['process_spread_pct']:>5.1f}% {r['processes_max']:>3} {r['plan_drift_pct']:>+6.1f}% {r['error_net_of_drift_pct']:>+6.1f}% "
                       f"{r['best_single'] + ' ' + format(r['single_reference_ms'][r['best_single']], '.3f'):>18} {slow:>6}",
                       flush=True)
                 for c in r["mixed_runtime_candidates"]:

@@ -71,6 +71,14 @@ AA_SUFFIX = "~A2"
 # processes. `PLANNER_HARNESS_REPLICAS` overrides the default (the test suite sets 1).
 REPLICAS = 3
 SPREAD_WARN_PCT = 10.0  # replicas further apart than this: the measurement says so
+# Where a job's processes disagree, three do not pin its figure down: the median of n process
+# medians moves by about 1.25 sd / sqrt(n). A job whose figure is less sure than ADAPT_SE_PCT
+# gets as many fresh processes again, each taking as many rounds as the first ones did (all
+# jobs take the extra rounds, so rounds stay paired), until it is sure enough or has
+# MAX_REPLICAS; a job whose processes agree costs nothing more (pyperf's answer is 20
+# processes for every benchmark; here only the unstable ones pay for them)
+ADAPT_SE_PCT = 1.0
+MAX_REPLICAS = 12
 # Back to back with the default block, a block holds at least this much timed work (pyperf's
 # calibration of loops): 5 runs of a 0.22 ms model are 1.1 ms, whose median moved 10-13% from
 # one round to the next on the VM (wide_mlp int8); a block of ~100 such runs is a figure
@@ -151,6 +159,21 @@ class JobTiming:
         """How far apart the replicas came out: (slowest - fastest) / fastest of their medians."""
         r = [x for x in self.replica_ms if x > 0]
         return (max(r) / min(r) - 1) * 100 if len(r) > 1 else 0.0
+
+    @property
+    def se_pct(self) -> float:
+        """How sure the figure is, from its processes: the standard error of the median of
+        the replicas' medians, in % of it (0 with one process)."""
+        return figure_se_pct(self.replica_ms)
+
+
+def figure_se_pct(replica_ms: Sequence[float]) -> float:
+    """1.2533 sd / sqrt(n) of the processes' medians, in % of their median: the median's
+    standard error, what one more set of processes would move the figure by (one sd)."""
+    r = np.asarray([x for x in replica_ms if x > 0], dtype=float)
+    if len(r) < 2:
+        return 0.0
+    return float(1.2533 * r.std(ddof=1) / np.sqrt(len(r)) / np.median(r) * 100)
 
 
 @dataclass
@@ -336,15 +359,18 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
             block: int | None = None, settle: int | None = None, rate_hz: float | None = None, pool: str = "auto",
             clock: str = "wall", seed: int = 0, aa: str | None = None, replicas: int | None = None,
             calibration_count: int = 8, calibration_seed: int | None = None, progress: Progress | None = None,
-            timeout_s: float = 900.0, warmup_max_s: float | None = None) -> Measured:
+            timeout_s: float = 900.0, warmup_max_s: float | None = None,
+            adapt: bool | None = None) -> Measured:
     """Time `jobs` (name -> Job, or the slices of one sliced run) of model `lm` on runtime
     `devices` (executor.runtime.RuntimeDevice, sent to the workers as they are), each
     in its own pinned worker processes, `rounds` interleaved rounds. `replicas`: worker
     processes per job (default REPLICAS; a Job's own `replicas` wins), round r's block taken
     by replica r mod n, so a job's figure spans processes (`JobTiming.spread_pct` says how
-    far apart they came out). `aa`: a job name measured a second time by independent
-    workers (reported in `Measured.aa`). `timeout_s` bounds the whole measurement; a worker
-    that fails names its job (HarnessError)."""
+    far apart they came out); `adapt` (default: with more than one replica) gives a job
+    whose processes leave its figure less sure than ADAPT_SE_PCT more of them. `aa`: a job
+    name measured a second time by independent workers (reported in `Measured.aa`).
+    `timeout_s` bounds the whole measurement; a worker that fails names its job
+    (HarnessError)."""
     from executor.runtime import PROCESS_CORES
     from planner.core.schema import STEADY_SETTLE
 
@@ -388,25 +414,69 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
                  "block_min_ms": BLOCK_MIN_MS if block_given is None and rate_hz is None else 0.0,
                  "warmup_max_s": warmup_max_s, "sys_path": [p for p in sys.path if p]}
         workers: dict[str, _Worker] = {}
-        try:
-            for name, j in jobs.items():
-                for k in range(n_rep[name]):
-                    workers[f"{name}#{k}"] = _Worker(name, j, setup, _cores_of(j, by_id, all_cores))
-            ready = {name: w.wait_ready(deadline) for name, w in workers.items()}
+        ready: dict[str, dict] = {}
+        warm: dict[str, dict] = {}
+
+        def start(which: Mapping[str, range]) -> None:
+            for name, ks in which.items():
+                for k in ks:
+                    workers[f"{name}#{k}"] = _Worker(name, jobs[name], setup, _cores_of(jobs[name], by_id, all_cores))
+            new = [f"{name}#{k}" for name, ks in which.items() for k in ks]
+            ready.update({w: workers[w].wait_ready(deadline) for w in new})
             # warm-ups one worker at a time: a worker warming up is measured alone too
-            warm = {name: w.ask({"cmd": "warm"}, deadline) for name, w in workers.items()}
-            got: dict[str, list[dict]] = {name: [] for name in jobs}  # job -> round -> block
-            rng = np.random.default_rng(seed)
-            names = list(jobs)
-            for r in range(rounds):
+            warm.update({w: workers[w].ask({"cmd": "warm"}, deadline) for w in new})
+
+        got: dict[str, list[dict]] = {name: [] for name in jobs}  # job -> round -> block
+        rng = np.random.default_rng(seed)
+        names = list(jobs)
+        total = rounds
+
+        def take(n: int, replica_of: Callable[[str, int], int]) -> None:
+            for r in range(n):
                 for i in rng.permutation(len(names)):
                     name = names[i]
-                    reply = workers[f"{name}#{r % n_rep[name]}"].ask({"cmd": "block"}, deadline)
-                    got[name].append({**reply, "_replica": r % n_rep[name]})
+                    k = replica_of(name, r)
+                    reply = workers[f"{name}#{k}"].ask({"cmd": "block"}, deadline)
+                    got[name].append({**reply, "_replica": k})
                     if rate_hz is None:
                         time.sleep(GAP_S)
                 if progress:
-                    progress(r + 1, rounds, f"round {r + 1}/{rounds}")
+                    done = len(got[names[0]])
+                    progress(done, total, f"round {done}/{total}")
+
+        try:
+            n0 = dict(n_rep)
+            start({name: range(n_rep[name]) for name in jobs})
+            t_first = time.monotonic()
+            take(rounds, lambda name, r: r % n_rep[name])
+            t_phase = time.monotonic() - t_first
+            if adapt is None:
+                adapt = replicas > 1
+            while adapt:
+                # jobs whose processes leave their figure unsure get as many fresh processes again
+                unsure = {name: n for name, n in n_rep.items() if n > 1 and n < MAX_REPLICAS
+                          and figure_se_pct(_replica_medians(got[name], n)) > ADAPT_SE_PCT}
+                if not unsure:
+                    break
+                add = {name: min(n, MAX_REPLICAS - n) for name, n in unsure.items()}
+                try:
+                    check_memory(lm, {f"{k}#{i}": jobs[k] for k, v in n_rep.items() for i in range(v + add.get(k, 0))})
+                except HarnessError:
+                    notes.append(f"memory: no more worker processes for {', '.join(unsure)}, whose processes disagree")
+                    break
+                # each new process takes as many rounds as a first one did; all jobs take the extra rounds
+                extra = max(1, rounds // max(n0[name] for name in add)) * max(add.values())
+                cost_s = t_phase * extra / rounds + (t_first - t_start) * sum(add.values()) / sum(n0.values())
+                if time.monotonic() + cost_s > deadline - 0.1 * timeout_s:
+                    notes.append(f"time: no more worker processes for {', '.join(unsure)}, whose processes disagree")
+                    break
+                old = dict(n_rep)
+                start({name: range(old[name], old[name] + a) for name, a in add.items()})
+                total += extra
+                take(extra, lambda name, r: old[name] + r % add[name] if name in add else r % old[name])
+                n_rep.update({name: old[name] + a for name, a in add.items()})
+                notes.append("re-measured with more worker processes, theirs disagreeing: "
+                             + ", ".join(f"{name} {n_rep[name]}" for name in add))
         finally:
             for w in workers.values():
                 w.close()
@@ -423,9 +493,7 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
                 runs_ms=[x for b in per_round for x in b["runs_ms"]],
                 slices_ms=[[x for b in per_round for x in b["slices_ms"][s]] for s in range(n_slices)],
                 slice_rounds_ms=[[float(np.median(b["slices_ms"][s])) for b in per_round] for s in range(n_slices)]))
-        first = items[0].rounds_ms
-        replica_ms = [float(np.median([x for x, b in zip(first, blocks) if b["_replica"] == k]))
-                      for k in range(n_rep[name])]
+        replica_ms = _replica_medians(blocks, n_rep[name])
         out[name] = JobTiming(items, ready[reps[0]]["cores"], ready[reps[0]]["pid"],
                               sum(warm[w]["runs"] for w in reps), all(warm[w]["steady"] for w in reps),
                               busy_s=sum(b["_s"] for b in blocks), replicas=n_rep[name], replica_ms=replica_ms,
@@ -442,6 +510,15 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
         res.notes.append(f"unstable: worker processes of the same configuration more than {SPREAD_WARN_PCT:.0f}% "
                          f"apart: {', '.join(spread)} (more rounds, or a quieter host)")
     return res
+
+
+def _replica_medians(blocks: Sequence[dict], n: int) -> list[float]:
+    """Each worker process's median of its rounds (the first item's), in replica order."""
+    out = []
+    for k in range(n):
+        mine = [float(np.median(b["items"][0]["runs_ms"])) for b in blocks if b["_replica"] == k]
+        out.append(float(np.median(mine)) if mine else 0.0)
+    return out
 
 
 def measure_candidates(

@@ -111,7 +111,8 @@ def test_replicas_take_the_rounds_in_turn_and_their_spread_is_reported(lm, monke
     L = len(lm.layers)
     jobs = {"x": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Pid"),
             "one": harness.Job((harness.Item(((0, L - 1, "b"),), RUNNERS + ":Pid"),), replicas=1)}
-    m = harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=7, block=2, settle=0, replicas=3, aa="x")
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=7, block=2, settle=0, replicas=3, aa="x",
+                        adapt=False)
     x = m.jobs["x"]
     pids = [int(v) for v in x.items[0].rounds_ms]
     assert x.replicas == 3 and len(set(pids)) == 3 and os.getpid() not in pids
@@ -123,15 +124,37 @@ def test_replicas_take_the_rounds_in_turn_and_their_spread_is_reported(lm, monke
     assert not any("unstable" in n for n in m.notes)
     monkeypatch.setenv("HARNESS_TEST_FIRST", str(tmp_path / "first"))
     m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"y": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":FirstFast")},
-                        rounds=3, block=1, settle=0, replicas=3)
+                        rounds=3, block=1, settle=0, replicas=3, adapt=False)
     assert sorted(m.jobs["y"].replica_ms) == [1.0, 2.0, 2.0] and m.jobs["y"].spread_pct == 100.0
     assert any("unstable: worker processes of the same configuration more than 10% apart: y 100%" in n for n in m.notes)
     m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"x": jobs["x"]}, rounds=2, replicas=5)
     assert m.jobs["x"].replicas == 2
     monkeypatch.delenv("PLANNER_HARNESS_REPLICAS", raising=False)
     assert harness.default_replicas() == harness.REPLICAS == 3
-    m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"x": jobs["x"]}, rounds=4, block=1, settle=0)
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"x": jobs["x"]}, rounds=4, block=1, settle=0, adapt=False)
     assert m.jobs["x"].replicas == 3 and len(set(m.jobs["x"].items[0].rounds_ms)) == 3
+
+
+def test_a_job_whose_processes_disagree_gets_more_of_them_and_the_rounds_stay_paired(lm, monkeypatch, tmp_path):
+    """Three processes 1, 2 and 2 ms leave the figure unsure (its standard error from them
+    far over ADAPT_SE_PCT): the job gets as many fresh processes again, each taking as
+    many rounds as a first one, until MAX_REPLICAS; a job whose processes agree keeps its
+    three but takes the extra rounds too (rounds stay paired across jobs); it is said."""
+    L = len(lm.layers)
+    monkeypatch.setenv("HARNESS_TEST_FIRST", str(tmp_path / "first"))
+    jobs = {"y": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":FirstFast"),
+            "c": harness.Job.of([(0, L - 1, "b")], RUNNERS + ":Constant")}
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=6, block=1, settle=0, replicas=3)
+    y, c = m.jobs["y"], m.jobs["c"]
+    assert y.replicas == harness.MAX_REPLICAS == 12 and sorted(y.replica_ms) == [1.0] + [2.0] * 11
+    assert len(y.items[0].rounds_ms) == len(c.items[0].rounds_ms) == 6 + 6 + 12  # 2 rounds per new process
+    assert c.replicas == 3 and c.se_pct == 0.0 and y.se_pct > harness.ADAPT_SE_PCT
+    assert any("re-measured with more worker processes, theirs disagreeing: y 6" in n for n in m.notes)
+    assert any("re-measured with more worker processes, theirs disagreeing: y 12" in n for n in m.notes)
+    assert harness.figure_se_pct([1.0, 1.0, 1.0]) == 0.0 and harness.figure_se_pct([2.0]) == 0.0
+    assert harness.figure_se_pct([1.0, 2.0, 2.0]) == pytest.approx(1.2533 * np.std([1, 2, 2], ddof=1) / 3 ** 0.5 / 2 * 100)
+    m = harness.measure(lm, _devices(), random_inputs(lm, 0), {"c": jobs["c"]}, rounds=6, block=1, settle=0, replicas=3)
+    assert m.jobs["c"].replicas == 3 and len(m.jobs["c"].items[0].rounds_ms) == 6 and not m.notes  # agreeing: no more
 
 
 def test_a_short_configuration_gets_blocks_of_at_least_block_min_ms(lm, monkeypatch):
