@@ -278,7 +278,7 @@ class PipelineExecutor:
         lock = getattr(self, "_lock", None)
         if lock is not None:
             with lock:
-                for c in self._conds:
+                for c in [*self._conds, self._room]:
                     c.notify_all()
 
     # ------------------------------------------------------------------ run
@@ -302,6 +302,9 @@ class PipelineExecutor:
         self._stop.clear()
         self._lock = threading.Lock()
         self._conds = [threading.Condition(self._lock) for _ in self.pes]
+        # the throughput release's own condition: sharing PE 0's, a push's notify() could wake the
+        # release (which waits on) instead of PE 0's worker (which then idles until a frame ends)
+        self._room = threading.Condition(self._lock)
         ready: list[list] = [[] for _ in self.pes]
         # per (app, frame): env, remaining deps per segment, finished flags, release time
         frames_state: list[dict[int, dict]] = [{} for _ in self.networks]
@@ -384,7 +387,7 @@ class PipelineExecutor:
                 if old is not None and old["left"] == 0:
                     del frames_state[a][n - BUFFERS]
                     done_seg[a].pop(n - BUFFERS, None)
-                self._conds[0].notify_all()  # wake a release waiting in throughput mode
+                self._room.notify()  # wake a release waiting in throughput mode
 
         def worker(p: int) -> None:
             dev = self.pes[p]
@@ -414,7 +417,7 @@ class PipelineExecutor:
                 errors.append(exc)
                 self._stop.set()
                 with self._lock:
-                    for c in self._conds:
+                    for c in [*self._conds, self._room]:
                         c.notify_all()
             finally:
                 unpin()
@@ -429,7 +432,7 @@ class PipelineExecutor:
                 for n in range(frames):
                     with self._lock:
                         while in_flight[0] >= window and not self._stop.is_set():
-                            self._conds[0].wait(timeout=0.05)
+                            self._room.wait(timeout=0.05)
                             if time.perf_counter() > deadline:
                                 self._stop.set()
                         if self._stop.is_set():
@@ -462,9 +465,9 @@ class PipelineExecutor:
                 with self._lock:
                     if not any(in_flight):
                         break
+                    self._room.wait(timeout=0.05)  # a frame's end notifies: no polling beside the PEs' threads
                 if time.perf_counter() > deadline:
                     break
-                time.sleep(0.002)
         finally:
             cancelled = self._stop.is_set() and any(in_flight)
             self._stop.set()
