@@ -151,7 +151,7 @@ class JobTiming:
     warmup_steady: bool  # False: the warm-up hit its bound before two blocks agreed
     busy_s: float = 0.0  # the workers' time in their blocks
     replicas: int = 1  # worker processes that took the rounds in turn
-    replica_ms: list[float] = field(default_factory=list)  # each replica's median (first item)
+    replica_ms: list[float] = field(default_factory=list)  # each replica's median (its items' sum)
     block: int = 0  # timed runs a block (back to back with the default block: calibrated to BLOCK_MIN_MS)
 
     @property
@@ -513,10 +513,11 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
 
 
 def _replica_medians(blocks: Sequence[dict], n: int) -> list[float]:
-    """Each worker process's median of its rounds (the first item's), in replica order."""
+    """Each worker process's median of its rounds, a round's figure the sum of its items'
+    medians (a profile's layer job: all its layers), in replica order."""
     out = []
     for k in range(n):
-        mine = [float(np.median(b["items"][0]["runs_ms"])) for b in blocks if b["_replica"] == k]
+        mine = [sum(float(np.median(it["runs_ms"])) for it in b["items"]) for b in blocks if b["_replica"] == k]
         out.append(float(np.median(mine)) if mine else 0.0)
     return out
 
