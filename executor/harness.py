@@ -76,9 +76,11 @@ SPREAD_WARN_PCT = 10.0  # replicas further apart than this: the measurement says
 # gets as many fresh processes again, each taking as many rounds as the first ones did (all
 # jobs take the extra rounds, so rounds stay paired), until it is sure enough or has
 # MAX_REPLICAS; a job whose processes agree costs nothing more (pyperf's answer is 20
-# processes for every benchmark; here only the unstable ones pay for them)
+# processes for every benchmark; here only the unstable ones pay for them). Six, not more:
+# on the VM twelve took the fidelity bench to 3x its time, and the case they were for
+# (shufflenet, processes 12-29% apart) still missed by the host's drift between moments
 ADAPT_SE_PCT = 1.0
-MAX_REPLICAS = 12
+MAX_REPLICAS = 6
 # Back to back with the default block, a block holds at least this much timed work (pyperf's
 # calibration of loops): 5 runs of a 0.22 ms model are 1.1 ms, whose median moved 10-13% from
 # one round to the next on the VM (wide_mlp int8); a block of ~100 such runs is a figure
