@@ -143,6 +143,9 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
     used_plans: set[str] = set()
     for plan in plans:
         report.samples.append((plan.plan_id, plan.samples, plan.set_aside, list(plan.revisions)))
+        if plan.before_verification:
+            report.skipped.append(f"{plan.plan_id}: {plan.before_verification} sample(s) served before the board's "
+                                  "verification replaced their revision, left out")
         # what the board sees is the end-to-end median; the slices' medians do not add up
         # to it (the work between slices, and medians of sums are not sums of medians):
         # scale them so that they do, and the refit plan predicts the end-to-end time
