@@ -127,8 +127,9 @@ def test_a_short_slice_measures_its_layers_not_its_whole_device(setup):
     # the measured split itself holds at 20 Hz; a plan running big's other layers says so
     assert new.regime_note([("big", ["l0", "l1", "l2"]), ("gpu", ["l3", "l4", "l5", "l6", "l7"])]) is None
     big = on(platform, new, "big")
-    assert "relies on big" in big.regime_note and "back to back (settle 1) for 5 of its layers" in big.regime_note
-    assert "regime: this plan relies on big" in render(big)
+    assert "relies on 5 layers of big, never measured at 20 Hz" in big.regime_note, big.regime_note
+    assert "(measured: big back to back (settle 1) for l3, l4, l5, ...)" in big.regime_note, big.regime_note
+    assert "regime: this plan relies on 5 layers of big" in render(big)
     # the stored profile keeps it (a document round trip)
     assert ModelProfile.model_validate_json(new.model_dump_json()).layer_regimes == new.layer_regimes
     # a second refit measuring all of big at 20 Hz: big's layers are all in the regime again

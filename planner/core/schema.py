@@ -805,25 +805,30 @@ class ModelProfile(Strict):
         those layers whose time was (layer_regimes), is named."""
         if self.regime is None:
             return None
-        off: dict[str, list[str]] = {}  # device -> how it was measured, in the order the plan uses them
+        off: dict[str, tuple[int | None, list[str]]] = {}  # device -> (its layers off the regime or None: all, how)
         for use in devices:
-            device, layers = (use, ()) if isinstance(use, str) else (use[0], use[1])
+            device, layers = (use, ()) if isinstance(use, str) else (use[0], list(use[1]))
             if device in self.device_regimes and self._off_regime(was := self.device_regimes[device]):
-                off.setdefault(device, [was.describe().split(",")[0] if was else "in a regime not known"])
+                off[device] = (None, [was.describe().split(",")[0] if was else "in a regime not known"])
                 continue
-            wanted = set(layers)
-            for group in self.layer_regimes if wanted else ():
-                if group.device == device and self._off_regime(group.regime) and (hit := wanted & set(group.layers)):
+            for group in self.layer_regimes if layers else ():
+                if group.device != device or not self._off_regime(group.regime):
+                    continue
+                members = set(group.layers)
+                hit = [lid for lid in layers if lid in members]  # in the model's order
+                if hit:
                     how = group.regime.describe().split(",")[0] if group.regime else "in a regime not known"
-                    said = off.setdefault(device, [])
-                    said.append(f"{how} for {len(hit)} of its layers ({', '.join(sorted(hit)[:3])}"
-                                f"{', ...' if len(hit) > 3 else ''}), the others not in the telemetry")
+                    count, hows = off.get(device, (0, []))
+                    if count is not None:
+                        off[device] = (count + len(hit), hows + [f"{how} for {', '.join(hit[:3])}"
+                                                                 f"{', ...' if len(hit) > 3 else ''}"])
         if not off:
             return None
-        said = "; ".join(f"{d} {', '.join(dict.fromkeys(hows))}" for d, hows in off.items())
+        uses = ", ".join(d if n is None else f"{n} layer{'s' if n != 1 else ''} of {d}" for d, (n, _) in off.items())
+        said = "; ".join(f"{d} {', '.join(dict.fromkeys(hows))}" for d, (_, hows) in off.items())
         served = self.regime.describe().split(",")[0]
         rate = f" --rate {self.regime.rate_hz:g}" if self.regime.mode == "rate" else ""
-        return (f"relies on {', '.join(off)}, never measured {served} as the profile is served (measured: {said}): "
+        return (f"relies on {uses}, never measured {served} as the profile is served (measured: {said}): "
                 f"verify it on the board before serving it (planner deploy --verify K) or re-profile in that regime "
                 f"(planner profile{rate})")
 
