@@ -409,7 +409,8 @@ def summarise(svc, dep: DeploymentRow, limit: int, plan_id: str | None = None,  
         rate, note = served_regime(plan, served[pid])
         plans.append(PlanTelemetry(
             plan_id=pid, profile_id=prow.profile_id, notation=plan.notation, revisions=sorted(revisions[pid]),
-            samples=len(lat), set_aside=set_aside, before_verification=before[pid], errors=errors_per_plan[pid], predicted_latency_ms=plan.metrics.latency_ms,
+            samples=len(lat), set_aside=set_aside, before_verification=before[pid], errors=errors_per_plan[pid],
+            predicted_latency_ms=plan.metrics.latency_ms,
             median_ms=med, p90_ms=p90, error_pct=error_pct(med, plan.metrics.latency_ms), slices=out_slices,
             served_rate_hz=rate, regime_note=note))
     schedules = []
