@@ -46,6 +46,11 @@ def profile_view(planner: "Planner", doc_id: str, offset: int) -> dict:
     regime = MeasurementRegime.model_validate(data["regime"]).describe() if data.get("regime") else None
     kept = {d: MeasurementRegime.model_validate(r).describe().split(",")[0] if r else "in a regime not known"
             for d, r in (data.get("device_regimes") or {}).items()}
+    for g in data.get("layer_regimes") or ():  # a device's layers outside a refit's measured slices
+        how = MeasurementRegime.model_validate(g["regime"]).describe().split(",")[0] if g.get("regime") else \
+            "in a regime not known"
+        kept[f"{g['device']} ({len(g['layers'])} layer{'s' if len(g['layers']) != 1 else ''}: {g['layers'][0]}"
+             f"{', ...' if len(g['layers']) > 1 else ''})"] = how
     return {"profile": {k: data.get(k) for k in ("name", "platform", "source", "refit_of")},
             "regime": regime, "device_regimes": kept,
             "layers": [Layer.model_validate(x) for x in layers[off:off + LAYER_PAGE]], "layer_page": shown,

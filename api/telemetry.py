@@ -352,6 +352,11 @@ def summarise(svc, dep: DeploymentRow, limit: int, plan_id: str | None = None,  
     events: list[TelemetryEvent] = []
     entries: dict[tuple[str, int], list] = {}
     errors_per_revision: dict[int, int] = defaultdict(int)
+    # a refit's view (screen) leaves out what ran before a board's verification replaced
+    # its revision: the board's first frames while it measured the candidates (bench/loop.py:
+    # 12 such samples at 3.4x the served plan's pulled the refit's q8 layers to x1.9)
+    replaced = replaced_revisions(svc, dep.id) if screen else set()
+    before: dict[str, int] = defaultdict(int)
     for r in rows:  # newest first
         data = json.loads(bodies[r.id])
         for e in data["errors"]:
@@ -366,6 +371,9 @@ def summarise(svc, dep: DeploymentRow, limit: int, plan_id: str | None = None,  
             if e.get("revision") is not None and not e.get("plan_id"):
                 errors_per_revision[e["revision"]] += e.get("count", 1)
         if r.plan_id is None:
+            continue
+        if r.revision is not None and r.revision in replaced:
+            before[r.plan_id] += r.samples
             continue
         if r.revision is not None:
             revisions[r.plan_id].add(r.revision)
@@ -401,7 +409,8 @@ def summarise(svc, dep: DeploymentRow, limit: int, plan_id: str | None = None,  
         rate, note = served_regime(plan, served[pid])
         plans.append(PlanTelemetry(
             plan_id=pid, profile_id=prow.profile_id, notation=plan.notation, revisions=sorted(revisions[pid]),
-            samples=len(lat), set_aside=set_aside, errors=errors_per_plan[pid], predicted_latency_ms=plan.metrics.latency_ms,
+            samples=len(lat), set_aside=set_aside, before_verification=before[pid], errors=errors_per_plan[pid],
+            predicted_latency_ms=plan.metrics.latency_ms,
             median_ms=med, p90_ms=p90, error_pct=error_pct(med, plan.metrics.latency_ms), slices=out_slices,
             served_rate_hz=rate, regime_note=note))
     schedules = []
@@ -412,6 +421,16 @@ def summarise(svc, dep: DeploymentRow, limit: int, plan_id: str | None = None,  
     return TelemetrySummary(deployment_id=dep.id, deployment=dep.name, profile_id=dep.profile_id, batches=len(rows),
                             samples=sum(r.samples for r in rows), plans=plans, schedules=schedules, errors=events,
                             deployment_error=deployment_error(svc, dep))
+
+
+def replaced_revisions(svc, dep_id: str) -> set[int]:  # noqa: ANN001
+    """Revisions of a deployment that a board's verification replaced by its measured
+    best (the deployment page leaves their figures out of the chart for the same reason)."""
+    from api.rows import VerificationRow
+
+    with svc.db.session() as s:
+        return set(s.scalars(select(VerificationRow.revision).where(
+            VerificationRow.deployment_id == dep_id, VerificationRow.verified_plan_id.is_not(None))))
 
 
 def served_regime(plan: Plan, served: list[tuple[str, float | None]]) -> tuple[float | None, str | None]:

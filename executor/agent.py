@@ -408,6 +408,12 @@ class Agent:
                             for name, f in figures.items()}
             except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is the reason to report
                 skipped = f"measuring failed: {type(exc).__name__}: {str(exc)[:300]}"
+                if left_s is not None and left_s < 3 * need_s + 60.0 and time.monotonic() >= self._deadline - 0.5:
+                    # the README's `--duration 10` gave the workers' start and 5 x 20 runs 9 s:
+                    # say that the run's end cut it, not only the harness's "no answer"
+                    skipped += (f" (cut by the end of this run: {left_s:.0f} s of --duration were left for the "
+                                f"candidates' worker start and at least {need_s:.0f} s of runs; run the agent "
+                                "longer)")
         report = VerificationReport(revision=answer.revision, plan_id=plan.plan_id, agent=self.name,
                                     measured=measured, skipped=skipped)
         why, r = "", None

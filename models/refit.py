@@ -23,13 +23,19 @@ communication estimate). Robustly:
 - r is bounded to [1 / max_scale, max_scale] (a misread or a cold start never turns a
   layer 100x slower), and reported as clamped;
 - a (layer, device, frequency) covered by slices of several plans takes the median of
-  their ratios.
+  their ratios weighted by each slice's samples: a plan served for 12 frames (the
+  board's first, while it verified candidates) does not weigh as much as one served for
+  120 (with two plans, an unweighted median is their mean: bench/loop.py's refit took
+  the q8 layers x1.87 from x0.85 over 123 samples and x2.89 over 12, and predicted its
+  next plan 2.1x what the board then measured).
 
 Only the measurements on the measured targets change; power stays, so energy follows
 time (energy_mj scaled with T when it is given instead of power). Nothing is refit
 from a plan made for another profile (its layer ids disagree; reported). Telemetry
 served at one rate makes that rate the profile's regime; a device it did not cover keeps
-the regime it was measured in (device_regimes), and a plan relying on it says so.
+the regime it was measured in (device_regimes), and so do a covered device's layers
+outside every measured slice (layer_regimes: a 3-layer slice on cpu1 says nothing of
+cpu1's other layers); a plan relying on either says so (Plan.regime_note).
 """
 
 from __future__ import annotations
@@ -101,6 +107,21 @@ class RefitReport:
         return out
 
 
+def weighted_median(values: list[tuple[float, int]]) -> float:
+    """The median of `values` (value, weight), each value counted `weight` times: the
+    middle one, or the mean of the two around the middle (np.median with equal weights)."""
+    ordered = sorted((v, w) for v, w in values if w > 0) or sorted((v, 1) for v, _ in values)
+    half = sum(w for _, w in ordered) / 2.0
+    seen = 0
+    for i, (v, w) in enumerate(ordered):
+        seen += w
+        if seen > half:
+            return float(v)
+        if seen == half:
+            return float((v + ordered[i + 1][0]) / 2.0)
+    return float(ordered[-1][0])
+
+
 def _target_index(problem, device: str, freq_mhz: float) -> int | None:  # noqa: ANN001
     for i, t in enumerate(problem.targets):
         if t.device_id == device and math.isclose(t.freq_mhz, freq_mhz, rel_tol=1e-9) and not t.extra:
@@ -118,10 +139,13 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
     problem = compile_problem(platform, profile)
     ids = [layer.id for layer in profile.layers]
     report = RefitReport()
-    ratios: dict[tuple[int, str, float], list[float]] = {}
+    ratios: dict[tuple[int, str, float], list[tuple[float, int]]] = {}  # (ratio, samples) per slice
     used_plans: set[str] = set()
     for plan in plans:
         report.samples.append((plan.plan_id, plan.samples, plan.set_aside, list(plan.revisions)))
+        if plan.before_verification:
+            report.skipped.append(f"{plan.plan_id}: {plan.before_verification} sample(s) served before the board's "
+                                  "verification replaced their revision, left out")
         # what the board sees is the end-to-end median; the slices' medians do not add up
         # to it (the work between slices, and medians of sums are not sums of medians):
         # scale them so that they do, and the refit plan predicts the end-to-end time
@@ -155,14 +179,15 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
                                           slice_ms, ratio, ratio != raw))
             used_plans.add(plan.plan_id)
             for k in layers:
-                ratios.setdefault((k, sl.device, float(problem.targets[t].freq_mhz)), []).append(ratio)
+                ratios.setdefault((k, sl.device, float(problem.targets[t].freq_mhz)), []).append((ratio, sl.samples))
     if not ratios:
         raise InputError("telemetry", "no slice with enough samples matches this profile and platform"
                          + (f" ({report.skipped[0]}{' ...' if len(report.skipped) > 1 else ''})" if report.skipped else ""))
     doc = profile.model_dump(exclude_none=True)
     doc["device_regimes"] = {d: r.model_dump() if r is not None else None for d, r in profile.device_regimes.items()}
+    doc["layer_regimes"] = [g.model_dump() for g in profile.layer_regimes]
     for (k, device, freq), rs in ratios.items():
-        r = float(np.median(rs))
+        r = weighted_median(rs)
         t = _target_index(problem, device, freq)
         exec_ms = float(problem.exec_time_ms[k, t])
         dev = platform.device(device)
@@ -189,29 +214,67 @@ def refit(platform: Platform, profile: ModelProfile, plans: Iterable[PlanTelemet
         doc["refit_of"] = profile_id
     rates = {p.served_rate_hz for p in plans if p.plan_id in used_plans}
     if len(rates) == 1 and None not in rates:
-        report.regime = served_regime(doc, profile, rates.pop(), {device for _, device, _ in ratios})
+        covered: dict[str, set[int]] = {}
+        for k, device, _ in ratios:
+            covered.setdefault(device, set()).add(k)
+        report.regime = served_regime(doc, profile, rates.pop(), covered)
     return ModelProfile.model_validate(doc), report
 
 
-def served_regime(doc: dict, profile: ModelProfile, rate_hz: float, covered: set[str]) -> str:
-    """Telemetry served at `rate_hz` measured the `covered` devices there: that rate
-    becomes the profile's regime (where its plans are served), and every other device
-    keeps the regime its times were measured in (doc's device_regimes), so a plan that
-    moves onto one says its time there is not measured at the rate (Plan.regime_note)."""
+def served_regime(doc: dict, profile: ModelProfile, rate_hz: float, covered: dict[str, set[int]]) -> str:
+    """Telemetry served at `rate_hz` measured the `covered` layers (indices) of each device
+    there: that rate becomes the profile's regime (where its plans are served). Every other
+    layer keeps the regime its time was measured in: a device the telemetry did not cover
+    in doc's device_regimes, a covered device's layers outside every measured slice in its
+    layer_regimes (a 3-layer slice says nothing of the device's other layers), so a plan
+    that runs one says its time there is not measured at the rate (Plan.regime_note)."""
     old = profile.regime
     regime = dict(doc.get("regime") or {})
     regime.update(mode="rate", rate_hz=rate_hz, settle=0)
     doc["regime"] = regime
     new = MeasurementRegime.model_validate(regime)
-    kept = {}
+    ids = [layer.id for layer in profile.layers]
+    grouped = {(g.device, lid): g.regime for g in profile.layer_regimes for lid in g.layers}
+
+    def off(r: MeasurementRegime | None) -> bool:
+        return r is None or new.differs(r.mode, r.rate_hz) is not None
+
+    def key(r: MeasurementRegime | None) -> str:
+        return r.model_dump_json() if r is not None else "null"
+
+    def name(r: MeasurementRegime | None) -> str:
+        return r.describe().split(",")[0] if r is not None else "a regime not known"
+
+    kept: dict[str, dict | None] = {}
+    groups: list[dict] = []
+    said: list[str] = []
+    measured_where: list[str] = []
     for device in dict.fromkeys(m.device for layer in profile.layers for m in layer.measurements):
-        if device in covered:
+        on = [k for k, layer in enumerate(profile.layers) if any(m.device == device for m in layer.measurements)]
+        device_was = profile.device_regimes[device] if device in profile.device_regimes else old
+        mine = covered.get(device, set())
+        # each layer's regime after this refit: the rate where a slice measured it, else what it was
+        now = {k: new if k in mine else grouped.get((device, ids[k]), device_was) for k in on}
+        if mine:
+            measured_where.append(device if len(mine) == len(on) else f"{device} ({len(mine)} of its {len(on)} layers)")
+        away = {k: r for k, r in now.items() if off(r)}
+        if not away:
             continue
-        was = profile.device_regimes[device] if device in profile.device_regimes else old
-        if was is None or new.differs(was.mode, was.rate_hz) is not None:
+        by_regime: dict[str, list[int]] = {}
+        for k, r in away.items():
+            by_regime.setdefault(key(r), []).append(k)
+        if not mine and len(away) == len(on) and len(by_regime) == 1:  # the whole device, as it was
+            was = away[on[0]]
             kept[device] = was.model_dump() if was is not None else None
+            said.append(f"{device} keeps {name(was)}")
+            continue
+        for ks in by_regime.values():
+            r = away[ks[0]]
+            groups.append({"device": device, "layers": [ids[k] for k in ks], "regime": r.model_dump() if r else None})
+            said.append(f"{device}'s {len(ks)} layer(s) outside the measured slices ({ids[ks[0]]}"
+                        f"{', ...' if len(ks) > 1 else ''}) keep {name(r)}")
     doc["device_regimes"] = kept
-    said = "; ".join(f"{d} keeps {MeasurementRegime.model_validate(r).describe().split(',')[0] if r else 'a regime not known'}"
-                     for d, r in kept.items())
-    return (f"{', '.join(sorted(covered))} measured at {rate_hz:g} Hz, now the profile's regime"
-            + (f"; not in the telemetry: {said} (a plan on {'it' if len(kept) == 1 else 'them'} says so)" if kept else ""))
+    doc["layer_regimes"] = groups
+    return (f"{', '.join(sorted(measured_where))} measured at {rate_hz:g} Hz, now the profile's regime"
+            + (f"; not in the telemetry: {'; '.join(said)} (a plan on "
+               f"{'it' if len(said) == 1 else 'them'} says so)" if said else ""))

@@ -553,7 +553,15 @@ def time_axis(times: list[str]) -> alt.Axis:
         fmt, step_ms = "%H:%M", 60_000
     else:
         fmt, step_ms = "%Y-%m-%d %H:%M", 60_000
-    return alt.Axis(format=fmt, tickMinStep=step_ms, labelOverlap=True)
+    # labels at least 8 px apart: the chart's room at each end (scale padding) can make
+    # the axis choose a step whose labels touch ("10:00:0010:00:02")
+    return alt.Axis(format=fmt, tickMinStep=step_ms, labelOverlap=True, labelSeparation=8)
+
+
+# pixels kept free at each end of the deployment chart's axes: a point's radius (size 70:
+# about 4.2 px) and its revision label (10 px text 12 px above it, "r12" about 18 px wide)
+POINT_ROOM_X_PX = 12
+POINT_ROOM_Y_PX = 24
 
 
 def deployment_figure(name: str, rows: list[DeploymentPoint | dict], *, width: int = WIDTH) -> alt.LayerChart:
@@ -575,14 +583,19 @@ def deployment_figure(name: str, rows: list[DeploymentPoint | dict], *, width: i
     predicted = [{**d, "series": "predicted"} for d in data]
     series = alt.Scale(domain=["predicted", "measured"], range=["#1f77b4", "#ff7f0e"])
     series_legend = alt.Legend(title=None, orient="bottom")
-    x = alt.X("time:T", title="time (UTC)", scale=alt.Scale(type="utc"), axis=time_axis([d["time"] for d in data]))
+    # room inside the frame for the extreme points and the label above the top one: the
+    # nice y domain can end exactly at a value and the time axis ends at the first and
+    # last revision, which drew half a marker over the axis (issue 38's clipped point)
+    x = alt.X("time:T", title="time (UTC)", scale=alt.Scale(type="utc", padding=POINT_ROOM_X_PX),
+              axis=time_axis([d["time"] for d in data]))
     tip = [alt.Tooltip("label:N", title="revision"), "plan:N", alt.Tooltip("time:T", format="%Y-%m-%d %H:%M:%S"),
            alt.Tooltip("predicted_ms:Q", title="predicted (ms)", format=".4g"),
            alt.Tooltip("measured_ms:Q", title="measured (ms)", format=".4g")]
     p = alt.Chart(alt.Data(values=predicted))
     layers: list[alt.Chart] = [
         p.mark_line(interpolate="step-after").encode(x=x, y=alt.Y("predicted_ms:Q", title="latency (ms)",
-                                                                  scale=alt.Scale(zero=False, nice=True)),
+                                                                  scale=alt.Scale(zero=False, nice=True,
+                                                                                  padding=POINT_ROOM_Y_PX)),
                                                       color=alt.Color("series:N", scale=series, legend=series_legend)),
         p.mark_point(filled=True, size=70).encode(x=x, y="predicted_ms:Q", color=alt.Color("series:N", scale=series, legend=series_legend), tooltip=tip),
         p.mark_text(dy=-12, fontSize=10).encode(x=x, y="predicted_ms:Q", text="label:N"),

@@ -338,7 +338,9 @@ def assemble(
             "planner_version": __version__,
         },
         "regime": regime.model_dump() if (regime := getattr(profile, "regime", None)) is not None else None,
-        "regime_note": note(s["device"] for s in slices) if (note := getattr(profile, "regime_note", None)) else None,
+        # per slice, its device and layers: a refit may have measured only some of a device's layers
+        "regime_note": note((s["device"], layer_ids[s["first_index"]:s["last_index"] + 1]) for s in slices)
+        if (note := getattr(profile, "regime_note", None)) else None,
     })
 
 

@@ -189,6 +189,33 @@ def test_a_verification_order_for_minutes_is_skipped_and_the_run_ends_on_time(lm
     assert report["skipped"] and "2000 s" in report["skipped"], report
 
 
+def test_a_verification_cut_by_the_runs_end_says_so(lm, monkeypatch):
+    """The README's `agent --duration 10` after `deploy --verify 2`: the order fits the time
+    left (5 x 20 runs at 20 Hz), the workers' start does not, and the harness's "no answer
+    within its deadline" alone did not say that the run's end cut it."""
+    import executor.agent as agent_module
+    from executor.harness import HarnessError
+
+    def slow(*args, timeout_s: float, **kw):  # noqa: ANN002, ANN003, ANN202 - workers still starting at the deadline
+        time.sleep(timeout_s)
+        raise HarnessError("job 'single-cpu1': no answer within its deadline")
+
+    monkeypatch.setattr(agent_module, "measure_candidates", slow)
+    doc = json.loads(answer(lm, "good", 1))
+    doc["verify"] = {"runs": 20, "statistic": "median", "regime": {"mode": "rate", "rate_hz": 20, "settle": 0},
+                     "candidates": [{"name": "plan", "predicted_ms": 1.0, "slices": doc["plan"]["slices"]}]}
+    body = json.dumps(doc).encode()
+
+    def plan(n: int, headers) -> tuple:  # noqa: ANN001
+        return (304, b"", {"ETag": '"1"'}) if headers.get("If-None-Match") == '"1"' else (200, body, {"ETag": '"1"'})
+
+    with Playback(plan) as svc:
+        serve_for(agent_for(svc.url, lm, []), 3.0)
+    [report] = svc.verifications
+    assert "no answer within its deadline" in report["skipped"] and "cut by the end of this run" in report["skipped"]
+    assert "run the agent longer" in report["skipped"], report
+
+
 def test_no_wait_outlives_the_duration_or_stop(lm):
     """The cores held (as a verification holds them): the loop still ends at --duration,
     and at stop() (what SIGTERM calls)."""

@@ -84,6 +84,25 @@ def test_refit_is_bounded_and_robust(setup):
     assert predicted_slices(platform, med, plan) == pytest.approx(predicted_slices(platform, only, plan))
 
 
+def test_plans_covering_the_same_layers_weigh_by_their_samples(setup):
+    """bench/loop.py: the plan a verification replaced left 12 samples at x2.9 (the board's
+    first frames, while it measured candidates) beside 123 at x0.85 of the plan it then
+    served; the unweighted median of two is their mean, and the refit took every layer x1.9
+    (its next plan predicted 9.5 ms, measured 4.4). Weighted by samples, the 123 win."""
+    platform, profile, plan = setup
+    n = len(plan.slices)
+    served = telemetry(plan, [0.85] * n, samples=123, plan_id="pln_served")
+    first = telemetry(plan, [2.9] * n, samples=12, plan_id="pln_first")
+    both, _ = refit(platform, profile, [served, first])
+    alone, _ = refit(platform, profile, [served])
+    assert both.layers == alone.layers
+    # equal samples: the plain median (the mean of two), as before
+    even, _ = refit(platform, profile, [served, telemetry(plan, [2.9] * n, samples=123, plan_id="pln_first")])
+    mid, _ = refit(platform, profile, [telemetry(plan, [(0.85 + 2.9) / 2] * n, samples=123)])
+    for a, b in zip(even.layers, mid.layers):
+        assert [m.time_ms for m in a.measurements] == pytest.approx([m.time_ms for m in b.measurements], rel=1e-9)
+
+
 def test_refit_refuses_what_does_not_fit(setup):
     platform, profile, plan = setup
     with pytest.raises(InputError, match="fewer than 5"):

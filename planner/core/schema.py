@@ -17,6 +17,7 @@ from pydantic import (
     Field,
     AfterValidator,
     ValidationError,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -740,6 +741,16 @@ class ExecutorRegime(Strict):
     topology: CpuTopologyDoc | None = Field(None, description="The cluster's CPU topology (SMT, caches, clocks)")
 
 
+class LayerRegime(Strict):
+    """Layers of one device whose times were measured in another regime than the
+    profile's, while that device's other layers were measured in it (a refit from
+    telemetry of a slice covering only some of the device's layers)."""
+
+    device: Id
+    layers: list[Id] = Field(min_length=1, max_length=100_000, description="Ids of those layers")
+    regime: MeasurementRegime | None = Field(description="The regime their times were measured in (null: not known)")
+
+
 class ModelProfile(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str = Field(min_length=1, max_length=200)
@@ -759,6 +770,12 @@ class ModelProfile(Strict):
         "were: a refit from telemetry served at a rate takes that rate as `regime` and rescales only the devices the "
         "telemetry covered; the others keep the regime they were measured in, here, and a plan that relies on one "
         "says so (Plan.regime_note)")
+    layer_regimes: list[LayerRegime] = Field(
+        default_factory=list, max_length=256,
+        description="Per device, layers whose times were not measured in `regime` although the device's other "
+        "layers were: a refit rescales only the layers a measured slice covered, and a device's layers outside every "
+        "such slice keep the regime they were measured in, here; a plan that runs one of them says so "
+        "(Plan.regime_note), as for device_regimes")
     refit_of: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
                                  description="Id of the profile this one was refit from (planner refit): a deployment "
                                  "of that profile accepts plans made from this one")
@@ -767,22 +784,51 @@ class ModelProfile(Strict):
         "executor analysis' interference factor, release jitter and dispatch wait, unless a request gives them")
     layers: list[Layer] = Field(min_length=1)
 
-    def regime_note(self, devices: Iterable[str]) -> str | None:
-        """Why a plan on `devices` is not predicted in the profile's regime (devices whose
-        times were measured in another one, device_regimes), or None: the plan says so,
-        and its activation offers a verification on the board first."""
+    @model_serializer(mode="wrap")
+    def _without_empty_layer_regimes(self, handler):  # noqa: ANN001, ANN202
+        """A profile without layer_regimes serialises as before the field existed: its
+        content id (the hash of its canonical JSON) stays what stored deployments and
+        profile files were made with."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("layer_regimes"):
+            data.pop("layer_regimes", None)
+        return data
+
+    def _off_regime(self, regime: MeasurementRegime | None) -> bool:
+        return regime is None or self.regime.differs(regime.mode, regime.rate_hz) is not None
+
+    def regime_note(self, devices: Iterable[str | tuple[str, Iterable[str]]]) -> str | None:
+        """Why a plan is not predicted in the profile's regime, or None: the plan says so,
+        and its activation offers a verification on the board first. `devices`: the
+        devices it runs on, or (device, ids of the layers it runs there) per slice: a
+        device whose times were measured in another regime (device_regimes), or one of
+        those layers whose time was (layer_regimes), is named."""
         if self.regime is None:
             return None
-        off = [d for d in dict.fromkeys(devices) if d in self.device_regimes
-               and (self.device_regimes[d] is None
-                    or self.regime.differs(self.device_regimes[d].mode, self.device_regimes[d].rate_hz))]
+        off: dict[str, tuple[int | None, list[str]]] = {}  # device -> (its layers off the regime or None: all, how)
+        for use in devices:
+            device, layers = (use, ()) if isinstance(use, str) else (use[0], list(use[1]))
+            if device in self.device_regimes and self._off_regime(was := self.device_regimes[device]):
+                off[device] = (None, [was.describe().split(",")[0] if was else "in a regime not known"])
+                continue
+            for group in self.layer_regimes if layers else ():
+                if group.device != device or not self._off_regime(group.regime):
+                    continue
+                members = set(group.layers)
+                hit = [lid for lid in layers if lid in members]  # in the model's order
+                if hit:
+                    how = group.regime.describe().split(",")[0] if group.regime else "in a regime not known"
+                    count, hows = off.get(device, (0, []))
+                    if count is not None:
+                        off[device] = (count + len(hit), hows + [f"{how} for {', '.join(hit[:3])}"
+                                                                 f"{', ...' if len(hit) > 3 else ''}"])
         if not off:
             return None
-        said = "; ".join(f"{d} {self.device_regimes[d].describe().split(',')[0]}" if self.device_regimes[d]
-                         else f"{d} in a regime not known" for d in off)
+        uses = ", ".join(d if n is None else f"{n} layer{'s' if n != 1 else ''} of {d}" for d, (n, _) in off.items())
+        said = "; ".join(f"{d} {', '.join(dict.fromkeys(hows))}" for d, (_, hows) in off.items())
         served = self.regime.describe().split(",")[0]
         rate = f" --rate {self.regime.rate_hz:g}" if self.regime.mode == "rate" else ""
-        return (f"relies on {', '.join(off)}, never measured {served} as the profile is served (measured: {said}): "
+        return (f"relies on {uses}, never measured {served} as the profile is served (measured: {said}): "
                 f"verify it on the board before serving it (planner deploy --verify K) or re-profile in that regime "
                 f"(planner profile{rate})")
 
@@ -813,6 +859,14 @@ class ModelProfile(Strict):
                                f"{', '.join(sorted(measured))})"))
         if self.device_regimes and self.regime is None:
             issues.append((("device_regimes",), "needs the profile's regime, which these devices differ from"))
+        for g, group in enumerate(self.layer_regimes):
+            if group.device not in measured:
+                issues.append((("layer_regimes", g, "device"), f"'{group.device}' has no measurement in this profile"))
+            unknown = [lid for lid in group.layers if lid not in position]
+            if unknown:
+                issues.append((("layer_regimes", g, "layers"), f"unknown layer '{unknown[0]}'"))
+        if self.layer_regimes and self.regime is None:
+            issues.append((("layer_regimes",), "needs the profile's regime, which these layers differ from"))
         _fail("ModelProfile", issues, self.name)
         return self
 

@@ -130,6 +130,10 @@ class PlanTelemetry(BaseModel):
     samples: int
     set_aside: int = Field(0, description="Samples left out of the statistics as outliers (a refit's summary only; "
                                           "more than 10 scaled median absolute deviations from the median)")
+    before_verification: int = Field(0, description="Samples left out of the statistics because they were served "
+                                     "before the board's verification replaced their revision (a refit's summary "
+                                     "only): the board's first frames while it measured candidates, not the plan's "
+                                     "steady state (the deployment page's chart leaves them out too)")
     errors: int
     predicted_latency_ms: float
     median_ms: float | None = None
