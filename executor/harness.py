@@ -385,122 +385,36 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
     block_given = block
     block = (STEADY_BLOCK if rate_hz is None else RATE_BLOCK) if block is None else max(1, int(block))
     settle = (STEADY_SETTLE if settle is None else max(0, int(settle))) if rate_hz is None else 0
-    by_id = {d.id: d for d in devices}
-    jobs = {name: j if isinstance(j, Job) else Job.of(j) for name, j in jobs.items()}
-    for name, j in jobs.items():
-        unknown = [d for d in j.devices() if d not in by_id]
-        if unknown:
-            raise HarnessError(f"job '{name}' uses device(s) {', '.join(unknown)}; declared: {', '.join(by_id)}")
-    if aa is not None:
-        if aa not in jobs:
-            raise ValueError(f"aa: no job named '{aa}'")
-        jobs = {**jobs, aa + AA_SUFFIX: jobs[aa]}
+    jobs = _checked_jobs(jobs, devices, aa)
     if warmup_max_s is None:  # a test suite may shorten warm-ups for the whole run (not their rule)
         warmup_max_s = float(os.environ.get("PLANNER_HARNESS_WARMUP_MAX_S") or WARMUP_MAX_S)
     notes: list[str] = []
     # never more processes than rounds: a replica that takes no round measured nothing
     n_rep = _fit_replicas(lm, jobs, {name: max(1, min(rounds, j.replicas or replicas)) for name, j in jobs.items()},
                           notes)
-    t_start = time.monotonic()
-    deadline = t_start + timeout_s
-    all_cores = sorted(PROCESS_CORES)
+    run = _Run(lm, jobs, {d.id: d for d in devices}, sorted(PROCESS_CORES), time.monotonic() + timeout_s,
+               np.random.default_rng(seed), rate_hz, progress, notes)
     with tempfile.TemporaryDirectory(prefix="harness-") as tmp:
         model_path = Path(tmp) / "model.onnx"
         model_path.write_bytes(lm.model.SerializeToString())
         feed_path = Path(tmp) / "feed.npz"
         np.savez(feed_path, **{k: np.asarray(v) for k, v in feed.items()})
-        setup = {"model": str(model_path), "feed": str(feed_path), "devices": list(devices),
-                 "rate_hz": rate_hz, "settle": settle, "block": block, "pool": pool, "clock": clock,
-                 "calibration_count": calibration_count,
-                 "calibration_seed": seed if calibration_seed is None else calibration_seed,
-                 "block_min_ms": BLOCK_MIN_MS if block_given is None and rate_hz is None else 0.0,
-                 "warmup_max_s": warmup_max_s, "sys_path": [p for p in sys.path if p]}
-        workers: dict[str, _Worker] = {}
-        ready: dict[str, dict] = {}
-        warm: dict[str, dict] = {}
-
-        def start(which: Mapping[str, range]) -> None:
-            for name, ks in which.items():
-                for k in ks:
-                    workers[f"{name}#{k}"] = _Worker(name, jobs[name], setup, _cores_of(jobs[name], by_id, all_cores))
-            new = [f"{name}#{k}" for name, ks in which.items() for k in ks]
-            ready.update({w: workers[w].wait_ready(deadline) for w in new})
-            # warm-ups one worker at a time: a worker warming up is measured alone too
-            warm.update({w: workers[w].ask({"cmd": "warm"}, deadline) for w in new})
-
-        got: dict[str, list[dict]] = {name: [] for name in jobs}  # job -> round -> block
-        rng = np.random.default_rng(seed)
-        names = list(jobs)
-        total = rounds
-
-        def take(n: int, replica_of: Callable[[str, int], int]) -> None:
-            for r in range(n):
-                for i in rng.permutation(len(names)):
-                    name = names[i]
-                    k = replica_of(name, r)
-                    reply = workers[f"{name}#{k}"].ask({"cmd": "block"}, deadline)
-                    got[name].append({**reply, "_replica": k})
-                    if rate_hz is None:
-                        time.sleep(GAP_S)
-                if progress:
-                    done = len(got[names[0]])
-                    progress(done, total, f"round {done}/{total}")
-
+        run.setup = {"model": str(model_path), "feed": str(feed_path), "devices": list(devices),
+                     "rate_hz": rate_hz, "settle": settle, "block": block, "pool": pool, "clock": clock,
+                     "calibration_count": calibration_count,
+                     "calibration_seed": seed if calibration_seed is None else calibration_seed,
+                     "block_min_ms": BLOCK_MIN_MS if block_given is None and rate_hz is None else 0.0,
+                     "warmup_max_s": warmup_max_s, "sys_path": [p for p in sys.path if p]}
         try:
-            n0 = dict(n_rep)
-            start({name: range(n_rep[name]) for name in jobs})
+            run.start({name: range(n) for name, n in n_rep.items()})
             t_first = time.monotonic()
-            take(rounds, lambda name, r: r % n_rep[name])
-            t_phase = time.monotonic() - t_first
-            if adapt is None:
-                adapt = replicas > 1
-            while adapt:
-                # jobs whose processes leave their figure unsure get as many fresh processes again
-                unsure = {name: n for name, n in n_rep.items() if n > 1 and n < MAX_REPLICAS
-                          and figure_se_pct(_replica_medians(got[name], n)) > ADAPT_SE_PCT}
-                if not unsure:
-                    break
-                add = {name: min(n, MAX_REPLICAS - n) for name, n in unsure.items()}
-                try:
-                    check_memory(lm, {f"{k}#{i}": jobs[k] for k, v in n_rep.items() for i in range(v + add.get(k, 0))})
-                except HarnessError:
-                    notes.append(f"memory: no more worker processes for {', '.join(unsure)}, whose processes disagree")
-                    break
-                # each new process takes as many rounds as a first one did; all jobs take the extra rounds
-                extra = max(1, rounds // max(n0[name] for name in add)) * max(add.values())
-                cost_s = t_phase * extra / rounds + (t_first - t_start) * sum(add.values()) / sum(n0.values())
-                if time.monotonic() + cost_s > deadline - 0.1 * timeout_s:
-                    notes.append(f"time: no more worker processes for {', '.join(unsure)}, whose processes disagree")
-                    break
-                old = dict(n_rep)
-                start({name: range(old[name], old[name] + a) for name, a in add.items()})
-                total += extra
-                take(extra, lambda name, r: old[name] + r % add[name] if name in add else r % old[name])
-                n_rep.update({name: old[name] + a for name, a in add.items()})
-                notes.append("re-measured with more worker processes, theirs disagreeing: "
-                             + ", ".join(f"{name} {n_rep[name]}" for name in add))
+            run.take(rounds, lambda name, r: r % n_rep[name])
+            if replicas > 1 if adapt is None else adapt:
+                run.more_where_unsure(n_rep, rounds, t_first - run.t_start, time.monotonic() - t_first, timeout_s)
         finally:
-            for w in workers.values():
-                w.close()
-    out: dict[str, JobTiming] = {}
-    for name, j in jobs.items():
-        blocks = got[name]
-        reps = [f"{name}#{k}" for k in range(n_rep[name])]
-        items = []
-        for k in range(len(j.items)):
-            per_round = [b["items"][k] for b in blocks]
-            n_slices = len(per_round[0]["slices_ms"])
-            items.append(ItemTiming(
-                rounds_ms=[float(np.median(b["runs_ms"])) for b in per_round],
-                runs_ms=[x for b in per_round for x in b["runs_ms"]],
-                slices_ms=[[x for b in per_round for x in b["slices_ms"][s]] for s in range(n_slices)],
-                slice_rounds_ms=[[float(np.median(b["slices_ms"][s])) for b in per_round] for s in range(n_slices)]))
-        replica_ms = _replica_medians(blocks, n_rep[name])
-        out[name] = JobTiming(items, ready[reps[0]]["cores"], ready[reps[0]]["pid"],
-                              sum(warm[w]["runs"] for w in reps), all(warm[w]["steady"] for w in reps),
-                              busy_s=sum(b["_s"] for b in blocks), replicas=n_rep[name], replica_ms=replica_ms,
-                              block=max(warm[w].get("block", block) for w in reps))
-    res = Measured(out, rounds, block, settle, rate_hz, wall_s=time.monotonic() - t_start, notes=notes)
+            run.close()
+    out = {name: run.timing(name, n_rep[name], block) for name in jobs}
+    res = Measured(out, rounds, block, settle, rate_hz, wall_s=time.monotonic() - run.t_start, notes=notes)
     if aa is not None:
         twin = out.pop(aa + AA_SUFFIX)
         res.aa = {"job": aa, **aa_figures(out[aa].items[0].rounds_ms, twin.items[0].rounds_ms)}
@@ -512,6 +426,121 @@ def measure(lm, devices: Sequence, feed: Mapping[str, np.ndarray], jobs: Mapping
         res.notes.append(f"unstable: worker processes of the same configuration more than {SPREAD_WARN_PCT:.0f}% "
                          f"apart: {', '.join(spread)} (more rounds, or a quieter host)")
     return res
+
+
+def _checked_jobs(jobs: Mapping[str, Job | Slices], devices: Sequence, aa: str | None) -> dict[str, Job]:
+    """Jobs as Jobs, each refused with its name where it uses an undeclared device; with
+    `aa`, that job's twin added (AA_SUFFIX)."""
+    by_id = list(dict.fromkeys(d.id for d in devices))
+    jobs = {name: j if isinstance(j, Job) else Job.of(j) for name, j in jobs.items()}
+    for name, j in jobs.items():
+        unknown = [d for d in j.devices() if d not in by_id]
+        if unknown:
+            raise HarnessError(f"job '{name}' uses device(s) {', '.join(unknown)}; declared: {', '.join(by_id)}")
+    if aa is not None:
+        if aa not in jobs:
+            raise ValueError(f"aa: no job named '{aa}'")
+        jobs = {**jobs, aa + AA_SUFFIX: jobs[aa]}
+    return jobs
+
+
+class _Run:
+    """One measurement under way: its workers (job#replica), what each answered when built
+    and warmed, and every block each job's workers timed, in round order."""
+
+    def __init__(self, lm, jobs: dict[str, Job], by_id: Mapping, all_cores: list[int], deadline: float,
+                 rng: np.random.Generator, rate_hz: float | None, progress: Progress | None, notes: list[str]):
+        self.lm, self.jobs, self.by_id, self.all_cores, self.deadline = lm, jobs, by_id, all_cores, deadline
+        self.rng, self.rate_hz, self.progress, self.notes = rng, rate_hz, progress, notes
+        self.t_start = time.monotonic()
+        self.setup: dict = {}
+        self.workers: dict[str, _Worker] = {}
+        self.ready: dict[str, dict] = {}
+        self.warm: dict[str, dict] = {}
+        self.got: dict[str, list[dict]] = {name: [] for name in jobs}  # job -> round -> block
+        self.total = 0
+
+    def start(self, which: Mapping[str, range]) -> None:
+        """Start, build and warm the workers `which` (job -> replica numbers)."""
+        new = [f"{name}#{k}" for name, ks in which.items() for k in ks]
+        for name, ks in which.items():
+            for k in ks:
+                self.workers[f"{name}#{k}"] = _Worker(name, self.jobs[name], self.setup,
+                                                     _cores_of(self.jobs[name], self.by_id, self.all_cores))
+        self.ready.update({w: self.workers[w].wait_ready(self.deadline) for w in new})
+        # warm-ups one worker at a time: a worker warming up is measured alone too
+        self.warm.update({w: self.workers[w].ask({"cmd": "warm"}, self.deadline) for w in new})
+
+    def take(self, rounds: int, replica_of: Callable[[str, int], int]) -> None:
+        """`rounds` more rounds, the jobs in a new shuffled order each; a job's block taken by
+        its replica replica_of(job, round)."""
+        names = list(self.jobs)
+        self.total += rounds
+        for r in range(rounds):
+            for i in self.rng.permutation(len(names)):
+                name = names[i]
+                k = replica_of(name, r)
+                reply = self.workers[f"{name}#{k}"].ask({"cmd": "block"}, self.deadline)
+                self.got[name].append({**reply, "_replica": k})
+                if self.rate_hz is None:
+                    time.sleep(GAP_S)
+            if self.progress:
+                done = len(self.got[names[0]])
+                self.progress(done, self.total, f"round {done}/{self.total}")
+
+    def more_where_unsure(self, n_rep: dict[str, int], rounds: int, start_s: float, phase_s: float,
+                          timeout_s: float) -> None:
+        """Jobs whose processes leave their figure unsure (ADAPT_SE_PCT) get as many fresh
+        processes again, each taking as many rounds as a first one did (every job takes the
+        extra rounds: they stay paired), until sure or MAX_REPLICAS, memory and time allowing.
+        Updates n_rep."""
+        n0 = dict(n_rep)
+        while True:
+            unsure = {name: n for name, n in n_rep.items() if 1 < n < MAX_REPLICAS
+                      and figure_se_pct(_replica_medians(self.got[name], n)) > ADAPT_SE_PCT}
+            if not unsure:
+                return
+            add = {name: min(n, MAX_REPLICAS - n) for name, n in unsure.items()}
+            try:
+                check_memory(self.lm, {f"{k}#{i}": self.jobs[k] for k, v in n_rep.items()
+                                       for i in range(v + add.get(k, 0))})
+            except HarnessError:
+                self.notes.append(f"memory: no more worker processes for {', '.join(unsure)}, whose processes disagree")
+                return
+            extra = max(1, rounds // max(n0[name] for name in add)) * max(add.values())
+            cost_s = phase_s * extra / rounds + start_s * sum(add.values()) / sum(n0.values())
+            if time.monotonic() + cost_s > self.deadline - 0.1 * timeout_s:
+                self.notes.append(f"time: no more worker processes for {', '.join(unsure)}, whose processes disagree")
+                return
+            old = dict(n_rep)
+            self.start({name: range(old[name], old[name] + a) for name, a in add.items()})
+            self.take(extra, lambda name, r: old[name] + r % add[name] if name in add else r % old[name])
+            n_rep.update({name: old[name] + a for name, a in add.items()})
+            self.notes.append("re-measured with more worker processes, theirs disagreeing: "
+                              + ", ".join(f"{name} {n_rep[name]}" for name in add))
+
+    def timing(self, name: str, replicas: int, block: int) -> JobTiming:
+        """A job's figures from its blocks: per item, per round and per run; its processes'."""
+        blocks = self.got[name]
+        reps = [f"{name}#{k}" for k in range(replicas)]
+        items = []
+        for k in range(len(self.jobs[name].items)):
+            per_round = [b["items"][k] for b in blocks]
+            n_slices = len(per_round[0]["slices_ms"])
+            items.append(ItemTiming(
+                rounds_ms=[float(np.median(b["runs_ms"])) for b in per_round],
+                runs_ms=[x for b in per_round for x in b["runs_ms"]],
+                slices_ms=[[x for b in per_round for x in b["slices_ms"][s]] for s in range(n_slices)],
+                slice_rounds_ms=[[float(np.median(b["slices_ms"][s])) for b in per_round] for s in range(n_slices)]))
+        return JobTiming(items, self.ready[reps[0]]["cores"], self.ready[reps[0]]["pid"],
+                         sum(self.warm[w]["runs"] for w in reps), all(self.warm[w]["steady"] for w in reps),
+                         busy_s=sum(b["_s"] for b in blocks), replicas=replicas,
+                         replica_ms=_replica_medians(blocks, replicas),
+                         block=max(self.warm[w].get("block", block) for w in reps))
+
+    def close(self) -> None:
+        for w in self.workers.values():
+            w.close()
 
 
 def _replica_medians(blocks: Sequence[dict], n: int) -> list[float]:
