@@ -98,7 +98,7 @@ def agent_for(url: str, lm, lines: list, **kw) -> Agent:  # noqa: ANN001
 
 
 def serve_for(agent: Agent, seconds: float) -> tuple[SimpleNamespace, int]:
-    from planner.commands.agent import serve
+    from planner_cli.commands.agent import serve
 
     code = serve(agent, SimpleNamespace(frames=None, duration=seconds, json=True))
     return agent.stats, code

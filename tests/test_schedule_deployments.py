@@ -159,7 +159,7 @@ def deploy(api, monkeypatch, capsys):
     from fastapi.testclient import TestClient
 
     from planner import cli
-    from planner.commands import client
+    from planner_cli.commands import client
 
     def init(self, server, token):
         self.server, self.token = server, token

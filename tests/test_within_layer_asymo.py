@@ -267,7 +267,7 @@ def test_generic_problem_gets_one_target_and_matches_evaluator():
 
 
 def test_cli_per_op_table(capsys):
-    from planner.cli import main
+    from planner_cli.main import main
 
     rc = main(["solve", "--platform", str(ASY / "kirin970_cpu.json"), "--profile", str(ASY / "mobilenet_v1.json"),
                "--solver", "asymo"])

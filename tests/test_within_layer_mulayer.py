@@ -368,7 +368,7 @@ def test_generator_is_deterministic_and_matches_shipped_files():
 
 
 def test_cli_prints_per_layer_and_module_tables(capsys):
-    from planner.cli import main
+    from planner_cli.main import main
 
     rc = main(["solve", "--platform", str(MUL / "exynos7420.json"), "--profile", str(MUL / "squeezenet_v1.1.json"),
                "--solver", "mulayer", "--no-compare"])

@@ -17,7 +17,7 @@ PLANNER = Path(sys.executable).parent / "planner"  # the installed console scrip
 # How to run the CLI from any checkout: the console script where it is installed, else the
 # module with this interpreter (a source tree on PYTHONPATH, as on a borrowed host whose
 # python3 has no `planner` script beside it)
-PLANNER_CMD = [str(PLANNER)] if PLANNER.exists() else [sys.executable, "-m", "planner.cli"]
+PLANNER_CMD = [str(PLANNER)] if PLANNER.exists() else [sys.executable, "-m", "planner_cli"]
 
 
 def pythonpath(*first: str) -> str:

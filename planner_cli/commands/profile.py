@@ -111,7 +111,7 @@ def _progress(desc: str):
 def _refuse(args: argparse.Namespace, problems: list[str]) -> None:
     """Both modes end their checks alike (the model, the two output paths), then refuse
     with one error listing every problem, before anything is measured."""
-    from planner.commands._onnx import output_problems
+    from planner_cli.commands._onnx import output_problems
 
     if not Path(args.model).is_file():
         problems.append(f"MODEL: {no_such_file(args.model)}")
@@ -149,7 +149,7 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
     """`--pe-cluster`: Kang-style documents for `planner schedule` / `planner execute --schedule`."""
     from executor.pe_profile import profile_for_schedule
     from executor.runtime import DeviceSpecError, parse_device
-    from planner.commands._onnx import runtime_devices
+    from planner_cli.commands._onnx import runtime_devices
     from executor.slicing import SlicingError
     from planner.pe_documents import schedule_documents
 
@@ -356,7 +356,7 @@ def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -
 def run(args: argparse.Namespace) -> int:
     from executor.power import detect
     from executor.profiler import profile_model
-    from planner.commands._onnx import runtime_devices
+    from planner_cli.commands._onnx import runtime_devices
     from executor.slicing import SlicingError
 
     if args.pe_cluster:
@@ -447,7 +447,7 @@ def compiled_notes(platform_doc: dict, profile_doc: dict) -> tuple[str, ...]:
 def verify_after_profile(args: argparse.Namespace, lm, devices, platform_doc: dict, profile_doc: dict) -> None:
     """--verify K: plan for latency and return the measured best of the plan, its K
     next-best and the single devices, measured in the regime just profiled."""
-    from planner.commands._onnx import model_inputs
+    from planner_cli.commands._onnx import model_inputs
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, PlanRequest, Platform
     from planner.progress import Bar
