@@ -26,7 +26,7 @@ import bisect
 import math
 
 from executor.importers.common import MAX_DURATION_US, load_json_file
-from executor.importers.records import OpRecord, Trace
+from executor.importers.trace import OpRecord, Trace
 from planner.core.errors import InputError
 
 STEP = "ProfilerStep#"
