@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -36,10 +36,31 @@ from models.compile import _runs, comm_models, compile_problem
 from planner.core.branches import BRANCH_MODE, find_branch_regions
 from planner.core.errors import InputError, Issue, UnsupportedRequest
 from planner.core.problem import Problem, Target
-from planner.core.options import DEFAULT_RATIOS, MuLayerOptions, SplitKind  # noqa: F401 - DEFAULT_RATIOS re-exported
 from planner.core.schema import ModelProfile, Platform
 
 NATIVE_DTYPE = "f32"
+SplitKind = Literal["filter", "input", "none"]
+
+
+class SyncPoint(Protocol):
+    bytes: int
+    time_ms: float
+
+
+class MuLayerInputs(Protocol):
+    """What the cost model reads of a mulayer request's options (the solver's
+    `solvers.mulayer.MuLayerOptions`, parsed by models/compilers.py): named here, since
+    a cost model never imports a solver."""
+
+    ratios: Sequence[float]
+    dtypes: Sequence[str] | None
+    cooperative: bool
+    branch_distribution: bool
+    predictor: str
+    sync_scale: float
+    sync_samples: Sequence[SyncPoint] | None
+    split_kinds: Mapping[str, SplitKind]
+
 # How a layer is divided channel-wise (section 3.2): "filter" = the filters (output
 # channels) are divided and the input shared; "input" = the input channels are divided.
 SPLIT_KINDS: dict[str, SplitKind] = {
@@ -131,7 +152,7 @@ def dtype_label(raw: str | None) -> str:
     return NATIVE_DTYPE if raw is None else raw
 
 
-def split_kind(op_type: str, options: MuLayerOptions) -> SplitKind:
+def split_kind(op_type: str, options: MuLayerInputs) -> SplitKind:
     return options.split_kinds.get(op_type, SPLIT_KINDS.get(op_type.lower(), "none"))
 
 
@@ -172,8 +193,8 @@ def _power(time_ms: np.ndarray, energy_mj: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerOptions | None = None) -> MuLayerProblem:
-    opts = options or MuLayerOptions()
+def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerInputs) -> MuLayerProblem:
+    opts = options
     if platform.transitions or getattr(platform, "transition_costs", None) or any(
         getattr(layer, "transition_costs", None) for layer in profile.layers
     ):
