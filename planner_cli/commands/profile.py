@@ -226,7 +226,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
     the median is the typical run; the mean adds up over slices under load; the minimum
     estimates the run undisturbed by other load."""
     from executor.runtime import runtime_versions
-    from executor.sessions import STATISTICS, summarise_ms
+    from executor.sessions import STATISTICS
 
     stat = STATISTICS[statistic]
     ids = [d.id for d in run.devices]
@@ -294,6 +294,25 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
         "devices": devices,
         "transitions": transitions,
     }
+    layers = _profile_layers(lm, run, stat)
+    profile = {
+        "name": name,
+        "platform": platform_name,
+        "source": f"measured by planner profile from {Path(model_path).name}: {len(lm.layers)} fused layers, "
+                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10; "
+                  f"clock: {run.clock})",
+        "energy_source": energy_source,
+        "regime": regime_of(run, model_path, weights, seed),
+        "layers": layers,
+    }
+    return platform, profile, lines
+
+
+def _profile_layers(lm, run, stat) -> list[dict]:  # noqa: ANN001
+    """The profile's layers: each with its bytes, predecessors and one measurement per
+    device (the statistic `stat` of its runs, their spread and count; energy where measured)."""
+    from executor.sessions import summarise_ms
+
     layers = []
     for i, layer in enumerate(lm.layers):
         ms = []
@@ -318,17 +337,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
             **({"macs": layer.macs} if layer.macs is not None else {}),
             "measurements": ms,
         })
-    profile = {
-        "name": name,
-        "platform": platform_name,
-        "source": f"measured by planner profile from {Path(model_path).name}: {len(lm.layers)} fused layers, "
-                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10; "
-                  f"clock: {run.clock})",
-        "energy_source": energy_source,
-        "regime": regime_of(run, model_path, weights, seed),
-        "layers": layers,
-    }
-    return platform, profile, lines
+    return layers
 
 
 def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -> dict:
