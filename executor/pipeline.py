@@ -831,6 +831,49 @@ def shared_pes(pes: Sequence[RuntimeDevice]) -> list[tuple[str, str, list[str]]]
     return shared_core_pairs(topo, pinned_pes)
 
 
+def _entry_networks(e: dict, models: Mapping[str, LayeredModel], pe_names: list[str],
+                    offsets_ms: Mapping[str, float] | None) -> list[Network]:
+    """A schedule entry's networks on its PEs (their models checked against its mappings),
+    each first released at its offset."""
+    nets = []
+    for a in e["apps"]:
+        if a["name"] not in models:
+            raise PipelineError(f"no model for network '{a['name']}' (given: {', '.join(models) or 'none'})")
+        lm = models[a["name"]]
+        if len(a["mapping"]) != len(lm.layers):
+            raise PipelineError(f"network '{a['name']}': the schedule maps {len(a['mapping'])} layers, the model has "
+                                f"{len(lm.layers)}; profile it with `planner profile` to get matching layers")
+        unknown = sorted(set(a["mapping"]) - set(pe_names))
+        if unknown:
+            raise PipelineError(f"network '{a['name']}' maps layers to unknown PE(s) {', '.join(unknown)}")
+        prio = a.get("priority")
+        nets.append(Network(a["name"], lm, [pe_names.index(p) for p in a["mapping"]], a["period_ms"],
+                            len(nets) if prio is None else prio))  # older documents: request order
+    offsets = dict(offsets_ms or {})
+    unknown = sorted(set(offsets) - {n.name for n in nets})
+    bad = sorted(k for k, v in offsets.items() if not (math.isfinite(v) and v >= 0))
+    if unknown or bad:
+        raise PipelineError("; ".join(([f"offset for unknown network(s) {', '.join(unknown)}"] if unknown else [])
+                                      + ([f"offset of {', '.join(bad)} must be a finite number >= 0"] if bad else [])))
+    for n in nets:
+        n.offset_ms = float(offsets.get(n.name, 0.0))
+    return nets
+
+
+def _occupancies(e: dict, nets: list[Network], occupancy_ms: Mapping[str, Sequence[float]] | None) -> dict:
+    """network -> each layer's occupancy: as given, else the entry's own (finish - start
+    in its timeline) where it has one for every layer."""
+    occ = dict(occupancy_ms or {})
+    if e.get("timeline") and not occupancy_ms:
+        by_layer = {(it["app"], it["layer"]): it["finish_ms"] - it["start_ms"] for items in e["timeline"].values()
+                    for it in items}
+        for n in nets:
+            ids = [layer.id for layer in n.model.layers]
+            if all((n.name, i) in by_layer for i in ids):
+                occ[n.name] = [by_layer[(n.name, i)] for i in ids]
+    return occ
+
+
 def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
                        entry: int = 0, frames: int = 100, warmup_frames: int = 10, timeout_s: float = 120.0,
                        keep_outputs: int = 0, available_cores: Sequence[int] | None = None,
@@ -871,28 +914,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
             pes.append(_replace(base, id=pl["pe"], threads=pl["cores"], affinity=cores[pl["pe"]]))
         else:
             pes.append(_replace(base, id=pl["pe"]))
-    nets = []
-    for a in e["apps"]:
-        if a["name"] not in models:
-            raise PipelineError(f"no model for network '{a['name']}' (given: {', '.join(models) or 'none'})")
-        lm = models[a["name"]]
-        if len(a["mapping"]) != len(lm.layers):
-            raise PipelineError(f"network '{a['name']}': the schedule maps {len(a['mapping'])} layers, the model has "
-                                f"{len(lm.layers)}; profile it with `planner profile` to get matching layers")
-        unknown = sorted(set(a["mapping"]) - set(pe_names))
-        if unknown:
-            raise PipelineError(f"network '{a['name']}' maps layers to unknown PE(s) {', '.join(unknown)}")
-        prio = a.get("priority")
-        nets.append(Network(a["name"], lm, [pe_names.index(p) for p in a["mapping"]], a["period_ms"],
-                            len(nets) if prio is None else prio))  # older documents: request order
-    offsets = dict(offsets_ms or {})
-    unknown = sorted(set(offsets) - {n.name for n in nets})
-    bad = sorted(k for k, v in offsets.items() if not (math.isfinite(v) and v >= 0))
-    if unknown or bad:
-        raise PipelineError("; ".join(([f"offset for unknown network(s) {', '.join(unknown)}"] if unknown else [])
-                                      + ([f"offset of {', '.join(bad)} must be a finite number >= 0"] if bad else [])))
-    for n in nets:
-        n.offset_ms = float(offsets.get(n.name, 0.0))
+    nets = _entry_networks(e, models, pe_names, offsets_ms)
     mode = data["mode"]
     ex = PipelineExecutor(nets, pes, mode)
     if executor_out is not None:
@@ -904,14 +926,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     host = pressure.read()
     split: list[dict] = []
     if trace is not None:
-        occ = dict(occupancy_ms or {})
-        if e.get("timeline") and not occupancy_ms:  # the entry's own occupancies: C = finish - start in its timeline
-            by_layer = {(it["app"], it["layer"]): it["finish_ms"] - it["start_ms"] for items in e["timeline"].values()
-                        for it in items}
-            for n in nets:
-                ids = [layer.id for layer in n.model.layers]
-                if all((n.name, i) in by_layer for i in ids):
-                    occ[n.name] = [by_layer[(n.name, i)] for i in ids]
+        occ = _occupancies(e, nets, occupancy_ms)
         pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
                 for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
         split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)
