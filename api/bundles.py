@@ -10,19 +10,16 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from api.auth import Principal
+from api.contexts import ServiceContext, WorkerContext
 from api.problems import ApiError, invalid
 from api.rows import BundleFileRow, BundleRow, DeploymentEventRow, DeploymentRow, PlanRow
 from planner.core.errors import Issue
 
-if TYPE_CHECKING:
-    from api.fastplans import Planner
-    from api.service import Service
 
 MAX_DEVICES = 64
 
@@ -35,7 +32,7 @@ class BundleInfo(BaseModel):
     bytes: int = Field(description="All slice files together")
 
 
-def build(planner: "Planner", plan_id: str, model: bytes, devices: list[str], weights: str) -> dict:
+def build(planner: WorkerContext, plan_id: str, model: bytes, devices: list[str], weights: str) -> dict:
     """On a plan worker: the bundle made and stored; BundleInfo's fields."""
     from executor.bundle import BundleError, make_bundle, manifest_bytes, sha256_hex
     from executor.runtime import DeviceSpecError
@@ -61,7 +58,7 @@ def build(planner: "Planner", plan_id: str, model: bytes, devices: list[str], we
             "bytes": sum(len(d) for d in files.values())}
 
 
-def _store(planner: "Planner", bundle_id: str, plan_id: str, manifest: bytes, files: dict[str, bytes]) -> bool:
+def _store(planner: WorkerContext, bundle_id: str, plan_id: str, manifest: bytes, files: dict[str, bytes]) -> bool:
     """Store the bundle and the files not stored yet; whether it is new. A concurrent store
     of the same content (two replicas, two requests) loses the race harmlessly: retried once."""
     from sqlalchemy.exc import IntegrityError
@@ -83,7 +80,7 @@ def _store(planner: "Planner", bundle_id: str, plan_id: str, manifest: bytes, fi
     raise AssertionError("unreachable")
 
 
-def _may_read(svc: "Service", plan_id: str, who: Principal) -> None:
+def _may_read(svc: ServiceContext, plan_id: str, who: Principal) -> None:
     """The pipeline reads every bundle; an executor token those of plans its deployments run or ran."""
     if who.has("pipeline"):
         return
@@ -99,7 +96,7 @@ def _may_read(svc: "Service", plan_id: str, who: Principal) -> None:
                         "deployments run or ran", errors=[Issue("plan_id", "not a plan of this token's deployments")])
 
 
-def manifest(svc: "Service", plan_id: str, who: Principal) -> tuple[str, bytes]:
+def manifest(svc: ServiceContext, plan_id: str, who: Principal) -> tuple[str, bytes]:
     """(bundle id, manifest bytes) of the plan's newest bundle."""
     _may_read(svc, plan_id, who)
     with svc.db.session() as s:
@@ -110,7 +107,7 @@ def manifest(svc: "Service", plan_id: str, who: Principal) -> tuple[str, bytes]:
         return row.id, row.manifest.encode()
 
 
-def file(svc: "Service", plan_id: str, sha256: str, who: Principal) -> bytes:
+def file(svc: ServiceContext, plan_id: str, sha256: str, who: Principal) -> bytes:
     """A slice file named by one of the plan's bundles (never any stored blob by hash)."""
     _may_read(svc, plan_id, who)
     with svc.db.session() as s:

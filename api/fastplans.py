@@ -34,17 +34,18 @@ import pickle
 import signal
 import socket
 import struct
-import threading
-from collections import OrderedDict
-from typing import Any, Callable, Hashable
+from typing import Any, Callable
 
 from sqlalchemy import select, text
 
 from api.db import Database
 from api.job_types import cap_memory, new_id  # noqa: F401 - cap_memory: also named from here
 from api.problems import ApiError, TooSlow, from_planner_error, invalid  # noqa: F401 - TooSlow: also named from here
+from api.lru import LRU
+from api.pages import CALLS, REFUSED_UNDER
 from api.rows import PlanRow, utcnow
 from api.settings import Limits
+from api.verification import order
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
 from planner.core.errors import Issue, PlannerError
 from planner.plan import known_canonical, make_plan, problem_for, select_view
@@ -197,45 +198,6 @@ def plan_resource_json(row: dict, body: str) -> bytes:
     return spliced_json({"id": row["id"], "platform_id": row["platform_id"], "profile_id": row["profile_id"],
                          "job_id": row["job_id"], "created_at": iso(row["created_at"])},
                         request=row["request"], plan=body)
-
-
-class LRU:
-    """A small thread-safe LRU; `get_or_make` builds a missing value once per key."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-        self._making: dict[Hashable, threading.Lock] = {}
-
-    def get(self, key: Hashable) -> Any:
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
-        return None
-
-    def put(self, key: Hashable, value: Any) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-    def get_or_make(self, key: Hashable, make: Callable[[], Any]) -> Any:
-        value = self.get(key)
-        if value is not None:
-            return value
-        with self._lock:
-            lock = self._making.setdefault(key, threading.Lock())
-        with lock:
-            value = self.get(key)
-            if value is None:
-                value = make()
-                self.put(key, value)
-        with self._lock:
-            self._making.pop(key, None)
-        return value
 
 
 def _summary(kind: str, doc) -> dict[str, Any]:  # noqa: ANN001
@@ -395,8 +357,6 @@ class Planner:
     def handle_call(self, item: tuple) -> tuple:
         """One ("call", req id, name, args) message: api.pages.CALLS[name](self, *args) as
         (req id, "value", result), or its refusal (see handle)."""
-        from api.pages import CALLS, REFUSED_UNDER
-
         _, req_id, name, args = item
         field = REFUSED_UNDER.get(name)  # a call whose deadline is a refusal naming this field
         try:
@@ -415,7 +375,6 @@ class Planner:
         (422 under `verify` for a plan that cannot be verified, past the deadline or over
         the memory cap). The k-best DP over a large profile holds the GIL for long: the
         service asks a worker rather than doing it on a thread of its own."""
-        from api.verification import order
         from planner.core.telemetry import VerifyOnDevice
 
         _, req_id, plan_id, candidates, runs = item

@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from sqlalchemy import select
 
+from api.contexts import WorkerContext
+from api.lru import LRU
 from api.problems import ApiError, from_planner_error, invalid, validation_issues
 from planner.core.errors import Issue, PlannerError
 
-if TYPE_CHECKING:
-    from api.fastplans import Planner
 
 LAYER_PAGE = 200  # rows of a profile's layer table per page: a 5000-layer profile's whole table is ~0.9 MB of HTML
 
 
-def profile_view(planner: "Planner", doc_id: str, offset: int) -> dict:
+def profile_view(planner: WorkerContext, doc_id: str, offset: int) -> dict:
     """What the UI's profile page shows, from the stored JSON: it was validated when it was
     stored, so only the page's slice of layers is read into models."""
     from api.rows import DocumentRow
@@ -72,7 +71,7 @@ def spec_json(chart, validate: bool = True) -> str:  # noqa: ANN001
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def schedule_view(planner: "Planner", schedule_id: str, entry: int, rows: int) -> dict:
+def schedule_view(planner: WorkerContext, schedule_id: str, entry: int, rows: int) -> dict:
     """What the UI's schedule page shows: the first `rows` entries (only the shown one's
     timeline validated), how many there are, which carry a timeline, and the figure of
     entry `entry` (Vega-Lite JSON, or None for an empty Pareto set). A Pareto set with
@@ -99,7 +98,7 @@ def schedule_view(planner: "Planner", schedule_id: str, entry: int, rows: int) -
             "entries": len(sched.entries), "with_timeline": timed, "spec": spec}
 
 
-def schedule_check(planner: "Planner", submission_json: str) -> str:
+def schedule_check(planner: WorkerContext, submission_json: str) -> str:
     """The ScheduleRequest (JSON) a schedule submission would run, or its refusal: see
     check_schedule."""
     from api.schemas import ScheduleSubmission
@@ -107,7 +106,7 @@ def schedule_check(planner: "Planner", submission_json: str) -> str:
     return check_schedule(planner, ScheduleSubmission.model_validate_json(submission_json)).model_dump_json()
 
 
-def check_schedule(planner: "Planner", sub):  # noqa: ANN001, ANN201 - ScheduleSubmission -> ScheduleRequest
+def check_schedule(planner: WorkerContext, sub):  # noqa: ANN001, ANN201 - ScheduleSubmission -> ScheduleRequest
     """Everything that can be refused before a schedule job is accepted (422 naming the
     field): the time limit, the solver, the documents, the request the core would get, its
     solver options (the solver's declared options model), and its compilation (devices,
@@ -167,13 +166,13 @@ def partition_count(n: int) -> int:
     return ways[n]
 
 
-def verify_conclusion(planner: "Planner", *args: str) -> tuple[str, str, dict]:
+def verify_conclusion(planner: WorkerContext, *args: str) -> tuple[str, str, dict]:
     from api.verification import conclusion
 
     return conclusion(planner, *args)
 
 
-def refit(planner: "Planner", profile_id: str, deployment: str, platform_id: str, network_ids: list[str] | None,
+def refit(planner: WorkerContext, profile_id: str, deployment: str, platform_id: str, network_ids: list[str] | None,
           telemetry: list[dict], min_samples: int, max_scale: float) -> tuple[dict, bool, dict]:
     """(stored document row fields, created, report) of a profile refit from a deployment's
     telemetry (POST /v1/profiles/{id}/refit). The service checked who may read the
@@ -211,13 +210,12 @@ class _ServiceReads:
     """What api.telemetry.summarise reads of the service, from a worker's Planner (its
     database, parsed documents, and its own cache of schedule entries' executor views)."""
 
-    def __init__(self, planner: "Planner"):
+    def __init__(self, planner: WorkerContext):
         self.db, self.planner = planner.db, planner
-        # kept on the Planner, in its own LRU type (importing api.fastplans here is a circle)
-        self.executor_views = vars(planner).setdefault("entry_views", type(planner.docs)(64))
+        self.executor_views = vars(planner).setdefault("entry_views", LRU(64))  # kept on the Planner
 
 
-def telemetry_summary(planner: "Planner", dep_id: str, limit: int, plan_id: str | None, screen: bool):  # noqa: ANN201
+def telemetry_summary(planner: WorkerContext, dep_id: str, limit: int, plan_id: str | None, screen: bool):  # noqa: ANN201
     """A deployment's TelemetrySummary (api.telemetry.summary_async: the service checked
     who may read it)."""
     from api.rows import DeploymentRow
@@ -230,12 +228,12 @@ def telemetry_summary(planner: "Planner", dep_id: str, limit: int, plan_id: str 
     return summarise(_ServiceReads(planner), dep, limit, plan_id, screen)
 
 
-def same_lineage(planner: "Planner", a: str, b: str) -> bool:
+def same_lineage(planner: WorkerContext, a: str, b: str) -> bool:
     """Service._same_lineage: walking refit_of parses each profile of the line."""
     return planner.same_lineage(a, b)
 
 
-def schedule_entry(planner: "Planner", schedule_id: str, entry: int) -> tuple[int, dict | None]:
+def schedule_entry(planner: WorkerContext, schedule_id: str, entry: int) -> tuple[int, dict | None]:
     """(entries, the entry's schedulable and violations, None out of range) of a stored
     schedule, for activating an entry (api.schedule_deployments.checked_entry)."""
     from api.rows import ScheduleRow
@@ -250,7 +248,7 @@ def schedule_entry(planner: "Planner", schedule_id: str, entry: int) -> tuple[in
     return len(entries), {k: entries[entry].get(k) for k in ("schedulable", "violations")}
 
 
-def entry_view(planner: "Planner", schedule_id: str, entry: int) -> bytes:
+def entry_view(planner: WorkerContext, schedule_id: str, entry: int) -> bytes:
     """A schedule entry's executor view (api.schedule_deployments.entry_view): the whole
     schedule and every network's profile are parsed, and the entry's problem compiled."""
     from api.schedule_deployments import entry_view as view
@@ -258,7 +256,7 @@ def entry_view(planner: "Planner", schedule_id: str, entry: int) -> bytes:
     return view(_ServiceReads(planner), schedule_id, entry)
 
 
-def schedule_shape(planner: "Planner", schedule_id: str, shape) -> tuple[str, dict]:  # noqa: ANN001
+def schedule_shape(planner: WorkerContext, schedule_id: str, shape) -> tuple[str, dict]:  # noqa: ANN001
     """(the schedule cut to `shape` as JSON, its digest) for GET /v1/schedules/{id}
     (Service.schedule_json, api.service.ScheduleShape): the stored document is up to
     20 MB, and its json.loads in the service held the GIL for a second or more."""
@@ -272,7 +270,7 @@ def schedule_shape(planner: "Planner", schedule_id: str, shape) -> tuple[str, di
     return json.dumps(schedule), digest
 
 
-def bundle_build(planner: "Planner", *args):  # noqa: ANN002, ANN201
+def bundle_build(planner: WorkerContext, *args):  # noqa: ANN002, ANN201
     """api.bundles.build: slicing a model holds the GIL, so a plan worker does it."""
     from api.bundles import build
 

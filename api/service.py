@@ -21,9 +21,11 @@ from api.db import Database
 from api import admission
 from api.events import make_bus
 from api.executors import Executor, make_executor
-from api.fastplans import LRU, Planner, PlanStore, PlanWorkers, TooSlow, iso, plan_resource_json, spliced_json
+from api.fastplans import Planner, PlanStore, PlanWorkers, TooSlow, iso, plan_resource_json, spliced_json
 from api.jobs import JobManager, new_id
+from api.lru import LRU
 from api.metrics import Metrics
+from api.pages import CALLS
 from api.problems import ApiError, from_planner_error, invalid
 from api import verification
 from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, JobRow, PlanRow, ScheduleRow, VerificationRow, utcnow
@@ -528,7 +530,7 @@ class Service:
             return list(s.scalars(select(DeploymentEventRow).where(DeploymentEventRow.deployment_id == dep.id)
                                   .order_by(DeploymentEventRow.revision)).all())
 
-    def _set_active(self, dep: DeploymentRow, plan_id: str | None, action: str, actor: str,
+    def set_active(self, dep: DeploymentRow, plan_id: str | None, action: str, actor: str,
                     profile_id: str | None = None, entry: tuple[str, int] | None = None,
                     expect_revision: int | None = None, verify_order: str | None = None) -> DeploymentRow:
         """Make a plan, or a schedule entry ((schedule id, index): a schedule deployment),
@@ -571,7 +573,7 @@ class Service:
                                            unmeasured_ok)
         dep, plan = await run_in_threadpool(self._activation, dep_id, plan_id, schedule_id, entry, verify)
         order = await self.plan_workers.verify_order(plan.id, verify.candidates, verify.runs)
-        return await run_in_threadpool(self._set_active, dep, plan.id, "activate", actor, profile_id=plan.profile_id,
+        return await run_in_threadpool(self.set_active, dep, plan.id, "activate", actor, profile_id=plan.profile_id,
                                        verify_order=order)
 
     def activate(self, dep_id: str, plan_id: str | None, actor: str, schedule_id: str | None = None,
@@ -583,10 +585,10 @@ class Service:
         if plan is None:
             from api.schedule_deployments import checked_entry
 
-            return self._set_active(dep, None, "activate", actor,
+            return self.set_active(dep, None, "activate", actor,
                                     entry=checked_entry(self, dep, plan_id, schedule_id, entry, force))
         order = verification.order(self.planner, plan.id, verify) if verify is not None else None
-        return self._set_active(dep, plan.id, "activate", actor, profile_id=plan.profile_id, verify_order=order)
+        return self.set_active(dep, plan.id, "activate", actor, profile_id=plan.profile_id, verify_order=order)
 
     def _activation(self, dep_id: str, plan_id: str | None, schedule_id: str | None, entry: int | None,
                     verify: VerifyOnDevice | None, unmeasured_ok: bool = True) -> tuple[DeploymentRow, PlanRow | None]:
@@ -638,8 +640,6 @@ class Service:
         except RuntimeError:
             here = None
         if loop is None or here is loop or not loop.is_running():
-            from api.pages import CALLS
-
             return CALLS[name](self.planner, *args)
         answer = asyncio.run_coroutine_threadsafe(self.plan_workers.call(name, *args), loop)
         try:  # the worker's deadline bounds the call; this bounds a loop that stopped meanwhile
@@ -662,11 +662,11 @@ class Service:
         if event is None:
             raise invalid("revision", f"revision {target} does not exist")
         if event.schedule_id is not None:  # a schedule deployment: its entry again
-            return self._set_active(dep, None, "rollback", actor, entry=(event.schedule_id, event.entry))
+            return self.set_active(dep, None, "rollback", actor, entry=(event.schedule_id, event.entry))
         plan_id = event.plan_id
         with self.db.session() as s:
             profile_id = s.scalar(select(PlanRow.profile_id).where(PlanRow.id == plan_id))
-        return self._set_active(dep, plan_id, "rollback", actor, profile_id=profile_id)
+        return self.set_active(dep, plan_id, "rollback", actor, profile_id=profile_id)
 
     def deployed_plan(self, dep_id: str, principal: Principal) -> tuple[DeploymentRow, str | None, bytes | None]:
         """(deployment, ETag, body) of the active plan; ETag None when none is active."""

@@ -18,13 +18,13 @@ verifications table.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
 from api.auth import Principal
 from starlette.concurrency import run_in_threadpool
 
+from api.contexts import ServiceContext, WorkerContext
 from api.problems import ApiError, Issue, TooSlow, from_planner_error, invalid
 from api.rows import DeploymentRow, PlanRow, VerificationRow, utcnow
 from planner.core.errors import PlannerError
@@ -32,14 +32,11 @@ from planner.core.problem import Assignment
 from planner.core.schema import ModelProfile, Plan, PlanRequest, Platform
 from planner.core.telemetry import MAX_VERIFY_S, VerificationReport, VerifyOnDevice, verify_seconds
 
-if TYPE_CHECKING:
-    from api.fastplans import Planner
-    from api.service import Service
 
 PENDING, VERIFIED, SKIPPED = "pending", "verified", "skipped"
 
 
-def _inputs(planner: "Planner", plan_id: str) -> tuple[PlanRow, Platform, ModelProfile, PlanRequest, Plan]:
+def _inputs(planner: WorkerContext, plan_id: str) -> tuple[PlanRow, Platform, ModelProfile, PlanRequest, Plan]:
     with planner.db.session() as s:
         row = s.get(PlanRow, plan_id)
         if row is None:
@@ -50,7 +47,7 @@ def _inputs(planner: "Planner", plan_id: str) -> tuple[PlanRow, Platform, ModelP
     return row, platform, profile, PlanRequest.model_validate_json(row.request), Plan.model_validate_json(body)
 
 
-def order(planner: "Planner", plan_id: str, verify: VerifyOnDevice) -> str:
+def order(planner: WorkerContext, plan_id: str, verify: VerifyOnDevice) -> str:
     """The order a board measures (AgentVerifyOrder) with each candidate's targets, as
     JSON; 422 (field `verify` or the reason's own) when the plan cannot be verified.
     Run by a plan worker (see the module's docstring), or in process by Service.activate."""
@@ -90,7 +87,7 @@ def _notation(prep, c) -> str:  # noqa: ANN001
     return notation(prep.view, c.assignment, with_freq=False)
 
 
-def pending_order(svc: "Service", dep_id: str, revision: int) -> dict | None:
+def pending_order(svc: ServiceContext, dep_id: str, revision: int) -> dict | None:
     """The order of the revision's pending verification, as the board reads it (no
     targets), or None."""
     with svc.db.session() as s:
@@ -116,7 +113,7 @@ def row_view(row: VerificationRow) -> dict:
             "created_at": row.created_at, "updated_at": row.updated_at}
 
 
-def page_rows(svc: "Service", dep_id: str) -> list[dict]:
+def page_rows(svc: ServiceContext, dep_id: str) -> list[dict]:
     """Every verification of a deployment for its UI page, newest first: state, note and
     each candidate's predicted and measured (the board's median) latency, and which one
     was kept (the verified plan's notation; bounded: the order's candidates)."""
@@ -138,7 +135,7 @@ def page_rows(svc: "Service", dep_id: str) -> list[dict]:
     return out
 
 
-def latest(svc: "Service", dep_id: str, revision: int | None) -> VerificationRow:
+def latest(svc: ServiceContext, dep_id: str, revision: int | None) -> VerificationRow:
     with svc.db.session() as s:
         q = select(VerificationRow).where(VerificationRow.deployment_id == dep_id)
         if revision is not None:
@@ -149,7 +146,7 @@ def latest(svc: "Service", dep_id: str, revision: int | None) -> VerificationRow
     return row
 
 
-def _checked(svc: "Service", dep: DeploymentRow, rep: VerificationReport) -> tuple[VerificationRow, dict]:
+def _checked(svc: ServiceContext, dep: DeploymentRow, rep: VerificationReport) -> tuple[VerificationRow, dict]:
     """(the pending verification, its order) for the board's answer: 409 when the revision
     has no pending verification; 422 naming the candidate when the figures do not match."""
     row = latest(svc, dep.id, rep.revision)
@@ -171,7 +168,7 @@ def _checked(svc: "Service", dep: DeploymentRow, rep: VerificationReport) -> tup
     return row, order_doc
 
 
-def conclusion(planner: "Planner", plan_id: str, order_json: str, measured_json: str,
+def conclusion(planner: WorkerContext, plan_id: str, order_json: str, measured_json: str,
                where: str) -> tuple[str, str, dict]:
     """The verified Plan of a board's figures (the measured best, guarded by the sign test as
     planner solve --verify is) as (its JSON, its verification note, its row's columns): what
@@ -197,7 +194,7 @@ def conclusion(planner: "Planner", plan_id: str, order_json: str, measured_json:
     return verified.model_dump_json(), verified.verification.note, plan_columns(verified)
 
 
-async def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, who: Principal) -> VerificationRow:
+async def report(svc: ServiceContext, dep: DeploymentRow, rep: VerificationReport, who: Principal) -> VerificationRow:
     """Store the board's answer. With figures: conclude (on a plan worker: conclusion),
     store the verified plan and activate it as the next revision, unless the deployment
     has moved on meanwhile (then the figures are kept and nothing is activated). 409 when
@@ -218,7 +215,7 @@ async def report(svc: "Service", dep: DeploymentRow, rep: VerificationReport, wh
     return await run_in_threadpool(_record, svc, dep, rep, row, verified, note)
 
 
-def _record(svc: "Service", dep: DeploymentRow, rep: VerificationReport, row: VerificationRow,
+def _record(svc: ServiceContext, dep: DeploymentRow, rep: VerificationReport, row: VerificationRow,
             verified: tuple[str, dict] | None, note: str) -> VerificationRow:
     """`verified`: the verified plan's JSON and its row's columns (conclusion)."""
     verified_plan_id = _store_plan(svc, row, *verified) if verified is not None else None
@@ -231,7 +228,7 @@ def _record(svc: "Service", dep: DeploymentRow, rep: VerificationReport, row: Ve
         current.state, current.note, current.updated_at = state, note, utcnow()
         current.result_json, current.verified_plan_id = rep.model_dump_json(), verified_plan_id
     if verified_plan_id is not None:
-        svc._set_active(dep, verified_plan_id, "verify", f"verification of revision {rep.revision}",
+        svc.set_active(dep, verified_plan_id, "verify", f"verification of revision {rep.revision}",
                         expect_revision=rep.revision)
     return latest(svc, dep.id, rep.revision)
 
@@ -243,7 +240,7 @@ def _regime(order_doc: dict):  # noqa: ANN202
     return MeasurementRegime(mode=r["mode"], rate_hz=r["rate_hz"], settle=r["settle"], pool=r["pool"], clock=r["clock"])
 
 
-def _store_plan(svc: "Service", row: VerificationRow, plan_json: str, columns: dict) -> str:
+def _store_plan(svc: ServiceContext, row: VerificationRow, plan_json: str, columns: dict) -> str:
     from api.jobs import new_id, plan_row
 
     with svc.db.session() as s:

@@ -62,14 +62,14 @@ EOF
 
   echo "--- imports"
   "$PY" -c "import fastapi, uvicorn, sqlalchemy, alembic, pydantic, altair, deap, moocore, pebble, httptools, fastapi_offline; \
-import api.app, planner.cli, solvers.ga; print('service, CLI and GA import: ok')" \
+import api.app, planner_cli.main, solvers.ga; print('service, CLI and GA import: ok')" \
     || { echo "device_run: the service does not import; the log above says what is missing"; return 4; }
   ONLY=""
   if ! "$PY" -c "from ortools.sat.python import cp_model; import ortools; print('OR-Tools', ortools.__version__, 'CP-SAT: ok')"; then
     ONLY="--only loop,fidelity"
     echo "device_run: CP-SAT does not import (see above): the schedule bench is left out, $ONLY"
   fi
-  "$PY" -m planner.cli --help > /dev/null || { echo "device_run: python -m planner.cli does not start"; return 4; }
+  "$PY" -m planner_cli --help > /dev/null || { echo "device_run: python -m planner_cli does not start"; return 4; }
 
   echo "--- quiet_host --budget-s $BUDGET ${ONLY} ${QH_ARGS:-}"
   # shellcheck disable=SC2086  # ONLY and QH_ARGS are word lists

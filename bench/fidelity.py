@@ -46,7 +46,7 @@ from executor import harness  # noqa: E402
 from executor.profiler import profile_model  # noqa: E402
 from executor.runtime import PROCESS_CORES, parse_devices  # noqa: E402
 from executor.slicing import layers, load_model, materialise, random_inputs  # noqa: E402
-from planner.commands.profile import build_documents  # noqa: E402
+from planner_cli.commands.profile import build_documents  # noqa: E402
 from planner.core.io import parse  # noqa: E402
 from planner.core.schema import ModelProfile, PlanRequest, Platform  # noqa: E402
 from planner.plan import make_plan  # noqa: E402

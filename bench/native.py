@@ -86,7 +86,7 @@ def plain_run(model: Path, bundle: Path, slice_index: int, frames: int, warmup: 
 
 
 def python_run(bundle: Path, frames: int, warmup: int) -> dict:
-    s = run_json([sys.executable, "-m", "planner.cli", "bundle", "--run", str(bundle), "--frames", str(frames),
+    s = run_json([sys.executable, "-m", "planner_cli", "bundle", "--run", str(bundle), "--frames", str(frames),
                   "--warmup", str(warmup), "--json"])
     return {"frame_ms": s["frame_ms_median"], "rss_mb": s["peak_rss_kb"] / 1024, "slice_ms": s["slice_ms_median"]}
 

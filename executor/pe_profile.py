@@ -277,24 +277,10 @@ def excess_curve(cases: Sequence[Sequence[tuple[float, ...]]], factor: float) ->
     return [(float(w), float(v)) for w, v in zip(windows, best)]
 
 
-def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
-    """The model run in the schedule executor the way a schedule runs it (its sessions and
-    pool policy, one pinned worker thread per PE, periodic releases at half load), every
-    PE busy at once: with n > 1 cores, n copies of the model on n 1-core PEs, copy j's
-    first half on core j and its second half on core j + 1 (so the PEs hand off and block
-    each other), then one copy on one n-core PE and two copies taking turns on it (as a
-    schedule maps several networks to one cluster). Each segment run against the profile's
-    time for it (its layers, + the per-session cost beta where it does not start at the
-    first layer) gives the bound's factor and per-segment excess (segment_envelope; the
-    median ratio for throughput);
-    each wait of a queued segment on an idle PE the dispatch wait; each release's
-    lateness the release jitter. Then the model pipelined back to back (throughput mode)
-    over the n 1-core PEs and on the n-core PE, TP_REPEATS times spread over the run: per
-    PE size (cores) the median repeat's period over its profiled work, and the median
-    dispatch wait, are what a pipelined schedule runs with; its runs enter the worst-case
-    figures too. Bounded: `frames` frames per case, 60 s each."""
-    if frames < 1:
-        raise ValueError("frames must be >= 1")
+def _regime_cases(lm: LayeredModel, prof: PEProfile) -> list[tuple]:
+    """The cases measure_executor_regime runs, in order, each (what, PEs, networks, the
+    device whose profile times them, cores per PE, mode); the pipelined ones TP_REPEATS
+    times."""
     L = len(lm.layers)
     n = len(prof.cores)
     cases = []
@@ -324,6 +310,45 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     tp = [c for c in cases if c[5] == "throughput"]
     rt = [c for c in cases if c[5] != "throughput"]
     cases = tp + rt[:len(rt) // 2] + tp * (TP_REPEATS > 2) + rt[len(rt) // 2:] + tp * (TP_REPEATS > 1)
+    return cases
+
+
+def _factor_by_cores(by_cores: dict[int, list[float]], tp_periods: list[tuple[int, float, list[float], list[int]]],
+                     d50_ms: float) -> dict[int, float]:
+    """Per PE size (cores), the pipelined slowdown: the segments' median ratio, replaced by
+    the period the pipeline kept over the one predicted (its busiest PE's profiled work,
+    less the median dispatch wait per segment) where that was measured: the median of the
+    case's repeats."""
+    by_size = {k: float(np.median(v)) for k, v in sorted(by_cores.items())}
+    kept: dict[int, list[float]] = {}
+    for k, period_ms, work, segs in tp_periods:  # the period the pipeline kept, not its segments' median
+        b = int(np.argmax(work))
+        f = (period_ms - d50_ms * segs[b]) / work[b] if work[b] > 0 else 0.0
+        if f > 0:
+            kept.setdefault(k, []).append(min(f, 1000.0))
+    by_size.update({k: float(np.median(v)) for k, v in kept.items()})  # the median repeat's
+    return by_size
+
+
+def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
+    """The model run in the schedule executor the way a schedule runs it (its sessions and
+    pool policy, one pinned worker thread per PE, periodic releases at half load), every
+    PE busy at once: with n > 1 cores, n copies of the model on n 1-core PEs, copy j's
+    first half on core j and its second half on core j + 1 (so the PEs hand off and block
+    each other), then one copy on one n-core PE and two copies taking turns on it (as a
+    schedule maps several networks to one cluster). Each segment run against the profile's
+    time for it (its layers, + the per-session cost beta where it does not start at the
+    first layer) gives the bound's factor and per-segment excess (segment_envelope; the
+    median ratio for throughput);
+    each wait of a queued segment on an idle PE the dispatch wait; each release's
+    lateness the release jitter. Then the model pipelined back to back (throughput mode)
+    over the n 1-core PEs and on the n-core PE, TP_REPEATS times spread over the run: per
+    PE size (cores) the median repeat's period over its profiled work, and the median
+    dispatch wait, are what a pipelined schedule runs with; its runs enter the worst-case
+    figures too. Bounded: `frames` frames per case, 60 s each."""
+    if frames < 1:
+        raise ValueError("frames must be >= 1")
+    cases = _regime_cases(lm, prof)
     pressure = HostPressure()
     ratios, dispatch, jitter, pairs = [], [], [], []
     timed: list[list[tuple[float, ...]]] = []  # per case: (start, run, predicted, dispatch wait) of every segment run
@@ -378,14 +403,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     host = pressure.read()
     factor, excess = segment_envelope(pairs, sum(prof.layer_ms[prof.k_devices[0].id]))
     d50 = float(np.median(tp_dispatch or dispatch))
-    by_size = {k: float(np.median(v)) for k, v in sorted(by_cores.items())}
-    kept: dict[int, list[float]] = {}
-    for k, period_ms, work, segs in tp_periods:  # the period the pipeline kept, not its segments' median
-        b = int(np.argmax(work))
-        f = (period_ms - d50 * segs[b]) / work[b] if work[b] > 0 else 0.0
-        if f > 0:
-            kept.setdefault(k, []).append(min(f, 1000.0))
-    by_size.update({k: float(np.median(v)) for k, v in kept.items()})
+    by_size = _factor_by_cores(by_cores, tp_periods, d50)
     return {
         "interference_factor": factor,
         "segment_excess_ms": excess,
@@ -405,15 +423,20 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "corun": [dict(e) for e in prof.corun],
         "topology": prof.topology.to_dict() if prof.topology is not None else None,
         "segment_runs": len(ratios),
-        "method": "executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
-                  f"load or pipelined back to back, {frames} frames per case: " + "; ".join(dict.fromkeys(c[0] for c in cases))
-                  + f" (the pipelined ones {TP_REPEATS} times, spread over the run)"
-                  + "; every segment run <= factor x (its layers' profiled time + beta, x the PE's co-run slowdown "
-                  "where other PEs run) + excess, the pair that "
-                  "makes the model's bound smallest; for throughput, per PE size the pipelined period measured over "
-                  "the one predicted (its busiest PE's profiled work, less the median dispatch wait per segment; "
-                  "the period: frames over their span, the median of the repeats)",
+        "method": _regime_method(cases, frames),
     }
+
+
+def _regime_method(cases: Sequence[tuple], frames: int) -> str:
+    """How the executor regime was measured, in words (ExecutorRegime.method)."""
+    return ("executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
+            f"load or pipelined back to back, {frames} frames per case: " + "; ".join(dict.fromkeys(c[0] for c in cases))
+            + f" (the pipelined ones {TP_REPEATS} times, spread over the run)"
+            + "; every segment run <= factor x (its layers' profiled time + beta, x the PE's co-run slowdown "
+            "where other PEs run) + excess, the pair that "
+            "makes the model's bound smallest; for throughput, per PE size the pipelined period measured over "
+            "the one predicted (its busiest PE's profiled work, less the median dispatch wait per segment; "
+            "the period: frames over their span, the median of the repeats)")
 
 
 def balanced_chain(cost: Sequence[float], n: int) -> list[int]:

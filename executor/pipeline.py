@@ -305,181 +305,213 @@ class PipelineExecutor:
         # the throughput release's own condition: sharing PE 0's, a push's notify() could wake the
         # release (which waits on) instead of PE 0's worker (which then idles until a frame ends)
         self._room = threading.Condition(self._lock)
-        ready: list[list] = [[] for _ in self.pes]
-        # per (app, frame): env, remaining deps per segment, finished flags, release time
-        frames_state: list[dict[int, dict]] = [{} for _ in self.networks]
-        done_seg: list[dict[int, set[int]]] = [{} for _ in self.networks]  # app -> frame -> finished segments
-        results = [NetworkResult(n.name, 0, 0, 0, 0, [], [], True, len(self.segments[a])) for a, n in enumerate(self.networks)]
-        last_done = [-1] * len(self.networks)
-        outputs: dict[str, list[dict[str, np.ndarray]]] = {n.name: [] for n in self.networks}
-        busy = [0.0] * len(self.pes)
-        errors: list[BaseException] = []
-        t0 = time.perf_counter()
-        in_flight = [0] * len(self.networks)
-
-        def deps_for(a: int, n: int, s: Segment) -> int:
-            """Producers of this frame, plus the consumers of frame n - BUFFERS still reading
-            the buffer this segment is about to write (a finished, forgotten frame holds none)."""
-            d = len(s.preds)
-            if (n - BUFFERS) in frames_state[a]:
-                old = done_seg[a][n - BUFFERS]
-                d += sum(1 for c in s.cross_succs if c not in old)
-            return d
-
-        def push(a: int, n: int, s: Segment) -> None:
-            st = frames_state[a][n]
-            st["ready"][s.index] = time.perf_counter() - t0
-            key = (self.networks[a].priority, st["release"], n, s.index, a)
-            heapq.heappush(ready[s.pe], key)
-            self._conds[s.pe].notify()
-
-        def release(a: int, n: int, now: float) -> None:
-            segs = self.segments[a]
-            st = {"env": dict(feeds[a]), "release": now, "deps": {}, "left": len(segs), "seg_ms": [0.0] * len(segs),
-                  "ready": {}, "released": time.perf_counter() - t0}
-            frames_state[a][n] = st
-            done_seg[a][n] = set()
-            results[a].frames_released += 1
-            in_flight[a] += 1
-            for s in segs:
-                st["deps"][s.index] = deps_for(a, n, s)
-            for s in segs:
-                if st["deps"][s.index] == 0:
-                    push(a, n, s)
-
-        def finish(a: int, n: int, s: Segment, values: dict) -> None:
-            st = frames_state[a][n]
-            st["env"].update(values)
-            done_seg[a][n].add(s.index)
-            for v in s.succs:
-                st["deps"][v] -= 1
-                if st["deps"][v] == 0:
-                    push(a, n, self.segments[a][v])
-            # buffer slots freed for frame n + BUFFERS's producers
-            later = frames_state[a].get(n + BUFFERS)
-            if later is not None:
-                for p in s.cross_preds:
-                    later["deps"][p] -= 1
-                    if later["deps"][p] == 0:
-                        push(a, n + BUFFERS, self.segments[a][p])
-            st["left"] -= 1
-            if st["left"] == 0:
-                end = time.perf_counter()
-                r = results[a]
-                r.frames_done += 1
-                r.response_ms.append((end - t0 - st["release"]) * 1e3)
-                r.finish_s.append(end - t0)
-                r.frame_ids.append(n)
-                r.segment_ms.append(st["seg_ms"])
-                if trace is not None:
-                    trace.append(FrameRun(a, n, st["release"] * 1e3, st["released"] * 1e3, (end - t0) * 1e3))
-                if n < last_done[a]:
-                    r.order_ok = False
-                last_done[a] = max(last_done[a], n)
-                if self.mode == "response_time" and (end - t0 - st["release"]) * 1e3 > self.networks[a].period_ms:
-                    r.deadline_misses += 1
-                if len(outputs[self.networks[a].name]) < keep_outputs and n < keep_outputs:
-                    outputs[self.networks[a].name].append({o: st["env"][o] for o in self.networks[a].model.graph_outputs})
-                in_flight[a] -= 1
-                st["env"] = {}
-                # frame n - BUFFERS's bookkeeping is needed by no later frame once both are done
-                old = frames_state[a].get(n - BUFFERS)
-                if old is not None and old["left"] == 0:
-                    del frames_state[a][n - BUFFERS]
-                    done_seg[a].pop(n - BUFFERS, None)
-                self._room.notify()  # wake a release waiting in throughput mode
-
-        def worker(p: int) -> None:
-            dev = self.pes[p]
-            try:
-                with pinned(dev):
-                    while True:
-                        with self._lock:
-                            while not ready[p] and not self._stop.is_set():
-                                self._conds[p].wait()
-                            if self._stop.is_set():
-                                return
-                            _, _, n, si, a = heapq.heappop(ready[p])
-                            s = self.segments[a][si]
-                            env = frames_state[a][n]["env"]
-                            feed = {x: env[x] for x in s.inputs}
-                        t = time.perf_counter()
-                        out = s.session.run(s.outputs, feed)
-                        t_end = time.perf_counter()
-                        busy[p] += t_end - t
-                        with self._lock:
-                            frames_state[a][n]["seg_ms"][si] = (t_end - t) * 1e3
-                            if trace is not None:
-                                trace.append(SegmentRun(a, n, si, p, frames_state[a][n]["ready"][si] * 1e3,
-                                                        (t - t0) * 1e3, (t_end - t0) * 1e3))
-                            finish(a, n, s, dict(zip(s.outputs, out)))
-            except BaseException as exc:  # noqa: BLE001 - reported by run(), never lost
-                errors.append(exc)
-                self._stop.set()
-                with self._lock:
-                    for c in [*self._conds, self._room]:
-                        c.notify_all()
-            finally:
-                unpin()
-
-        threads = [threading.Thread(target=worker, args=(p,), name=f"pe-{p}", daemon=True) for p in range(len(self.pes))]
+        r = _Run(self, feeds, keep_outputs, trace)
+        threads = [threading.Thread(target=r.worker, args=(p,), name=f"pe-{p}", daemon=True) for p in range(len(self.pes))]
         for th in threads:
             th.start()
-        deadline = t0 + timeout_s
+        deadline = r.t0 + timeout_s
         try:
             if self.mode == "throughput":
-                window = len(self.segments[0]) + BUFFERS
-                for n in range(frames):
-                    with self._lock:
-                        while in_flight[0] >= window and not self._stop.is_set():
-                            self._room.wait(timeout=0.05)
-                            if time.perf_counter() > deadline:
-                                self._stop.set()
-                        if self._stop.is_set():
-                            break
-                        release(0, n, time.perf_counter() - t0)
+                r.release_pipelined(frames, deadline)
             else:
-                nxt = [0] * len(self.networks)
-                periods = [n.period_ms / 1e3 for n in self.networks]
-                offsets = [max(0.0, n.offset_ms) / 1e3 for n in self.networks]
-                while not self._stop.is_set() and any(k < c for k, c in zip(nxt, counts)):
-                    a = min((i for i in range(len(nxt)) if nxt[i] < counts[i]),
-                            key=lambda i: offsets[i] + nxt[i] * periods[i])
-                    due = t0 + offsets[a] + nxt[a] * periods[a]
-                    while not self._stop.is_set():
-                        wait = due - time.perf_counter()
-                        if wait <= 0:
-                            break
-                        self._stop.wait(min(wait, 0.05))
-                    if self._stop.is_set() or time.perf_counter() > deadline:
-                        break
-                    with self._lock:
-                        if in_flight[a] >= MAX_BACKLOG:
-                            results[a].dropped += 1
-                            results[a].deadline_misses += 1
-                        else:
-                            release(a, nxt[a], due - t0)
-                    nxt[a] += 1
-            # wait for the frames in flight
-            while not self._stop.is_set():
-                with self._lock:
-                    if not any(in_flight):
-                        break
-                    self._room.wait(timeout=0.05)  # a frame's end notifies: no polling beside the PEs' threads
-                if time.perf_counter() > deadline:
-                    break
+                r.release_periodic(counts, deadline)
+            r.drain(deadline)
         finally:
-            cancelled = self._stop.is_set() and any(in_flight)
+            cancelled = self._stop.is_set() and any(r.in_flight)
             self._stop.set()
             with self._lock:
                 for c in self._conds:
                     c.notify_all()
             for th in threads:
                 th.join()
-        if errors:
-            raise errors[0]
-        return PipelineResult(self.mode, results, time.perf_counter() - t0, cancelled or time.perf_counter() > deadline,
-                              outputs, busy)
+        if r.errors:
+            raise r.errors[0]
+        return PipelineResult(self.mode, r.results, time.perf_counter() - r.t0, cancelled or time.perf_counter() > deadline,
+                              r.outputs, r.busy)
+
+
+class _Run:
+    """One PipelineExecutor.run: its frames' state (per (app, frame): env, remaining deps
+    per segment, finished flags, release time), each PE's queue of ready segments, the
+    results, and the PE workers and releases that move them. Every change of state holds
+    the executor's lock."""
+
+    def __init__(self, ex: PipelineExecutor, feeds: list[dict], keep_outputs: int, trace: list | None):
+        self.ex, self.feeds, self.keep_outputs, self.trace = ex, feeds, keep_outputs, trace
+        self.ready: list[list] = [[] for _ in ex.pes]
+        self.frames_state: list[dict[int, dict]] = [{} for _ in ex.networks]
+        self.done_seg: list[dict[int, set[int]]] = [{} for _ in ex.networks]  # app -> frame -> finished segments
+        self.results = [NetworkResult(n.name, 0, 0, 0, 0, [], [], True, len(ex.segments[a])) for a, n in enumerate(ex.networks)]
+        self.last_done = [-1] * len(ex.networks)
+        self.outputs: dict[str, list[dict[str, np.ndarray]]] = {n.name: [] for n in ex.networks}
+        self.busy = [0.0] * len(ex.pes)
+        self.errors: list[BaseException] = []
+        self.t0 = time.perf_counter()
+        self.in_flight = [0] * len(ex.networks)
+
+    def deps_for(self, a: int, n: int, s: Segment) -> int:
+        """Producers of this frame, plus the consumers of frame n - BUFFERS still reading
+        the buffer this segment is about to write (a finished, forgotten frame holds none)."""
+        d = len(s.preds)
+        if (n - BUFFERS) in self.frames_state[a]:
+            old = self.done_seg[a][n - BUFFERS]
+            d += sum(1 for c in s.cross_succs if c not in old)
+        return d
+
+    def push(self, a: int, n: int, s: Segment) -> None:
+        st = self.frames_state[a][n]
+        st["ready"][s.index] = time.perf_counter() - self.t0
+        key = (self.ex.networks[a].priority, st["release"], n, s.index, a)
+        heapq.heappush(self.ready[s.pe], key)
+        self.ex._conds[s.pe].notify()
+
+    def release(self, a: int, n: int, now: float) -> None:
+        segs = self.ex.segments[a]
+        st = {"env": dict(self.feeds[a]), "release": now, "deps": {}, "left": len(segs), "seg_ms": [0.0] * len(segs),
+              "ready": {}, "released": time.perf_counter() - self.t0}
+        self.frames_state[a][n] = st
+        self.done_seg[a][n] = set()
+        self.results[a].frames_released += 1
+        self.in_flight[a] += 1
+        for s in segs:
+            st["deps"][s.index] = self.deps_for(a, n, s)
+        for s in segs:
+            if st["deps"][s.index] == 0:
+                self.push(a, n, s)
+
+    def finish(self, a: int, n: int, s: Segment, values: dict) -> None:
+        st = self.frames_state[a][n]
+        st["env"].update(values)
+        self.done_seg[a][n].add(s.index)
+        for v in s.succs:
+            st["deps"][v] -= 1
+            if st["deps"][v] == 0:
+                self.push(a, n, self.ex.segments[a][v])
+        # buffer slots freed for frame n + BUFFERS's producers
+        later = self.frames_state[a].get(n + BUFFERS)
+        if later is not None:
+            for p in s.cross_preds:
+                later["deps"][p] -= 1
+                if later["deps"][p] == 0:
+                    self.push(a, n + BUFFERS, self.ex.segments[a][p])
+        st["left"] -= 1
+        if st["left"] == 0:
+            self.frame_done(a, n, st)
+
+    def frame_done(self, a: int, n: int, st: dict) -> None:
+        """Frame n of network a has run every segment: its response recorded, its outputs
+        kept if asked, and the bookkeeping no later frame needs dropped."""
+        ex, t0 = self.ex, self.t0
+        end = time.perf_counter()
+        r = self.results[a]
+        r.frames_done += 1
+        r.response_ms.append((end - t0 - st["release"]) * 1e3)
+        r.finish_s.append(end - t0)
+        r.frame_ids.append(n)
+        r.segment_ms.append(st["seg_ms"])
+        if self.trace is not None:
+            self.trace.append(FrameRun(a, n, st["release"] * 1e3, st["released"] * 1e3, (end - t0) * 1e3))
+        if n < self.last_done[a]:
+            r.order_ok = False
+        self.last_done[a] = max(self.last_done[a], n)
+        if ex.mode == "response_time" and (end - t0 - st["release"]) * 1e3 > ex.networks[a].period_ms:
+            r.deadline_misses += 1
+        if len(self.outputs[ex.networks[a].name]) < self.keep_outputs and n < self.keep_outputs:
+            self.outputs[ex.networks[a].name].append({o: st["env"][o] for o in ex.networks[a].model.graph_outputs})
+        self.in_flight[a] -= 1
+        st["env"] = {}
+        # frame n - BUFFERS's bookkeeping is needed by no later frame once both are done
+        old = self.frames_state[a].get(n - BUFFERS)
+        if old is not None and old["left"] == 0:
+            del self.frames_state[a][n - BUFFERS]
+            self.done_seg[a].pop(n - BUFFERS, None)
+        ex._room.notify()  # wake a release waiting in throughput mode
+
+    def worker(self, p: int) -> None:
+        ex, t0, frames_state = self.ex, self.t0, self.frames_state
+        dev = ex.pes[p]
+        try:
+            with pinned(dev):
+                while True:
+                    with ex._lock:
+                        while not self.ready[p] and not ex._stop.is_set():
+                            ex._conds[p].wait()
+                        if ex._stop.is_set():
+                            return
+                        _, _, n, si, a = heapq.heappop(self.ready[p])
+                        s = ex.segments[a][si]
+                        env = frames_state[a][n]["env"]
+                        feed = {x: env[x] for x in s.inputs}
+                    t = time.perf_counter()
+                    out = s.session.run(s.outputs, feed)
+                    t_end = time.perf_counter()
+                    self.busy[p] += t_end - t
+                    with ex._lock:
+                        frames_state[a][n]["seg_ms"][si] = (t_end - t) * 1e3
+                        if self.trace is not None:
+                            self.trace.append(SegmentRun(a, n, si, p, frames_state[a][n]["ready"][si] * 1e3,
+                                                         (t - t0) * 1e3, (t_end - t0) * 1e3))
+                        self.finish(a, n, s, dict(zip(s.outputs, out)))
+        except BaseException as exc:  # noqa: BLE001 - reported by run(), never lost
+            self.errors.append(exc)
+            ex._stop.set()
+            with ex._lock:
+                for c in [*ex._conds, ex._room]:
+                    c.notify_all()
+        finally:
+            unpin()
+
+    def release_pipelined(self, frames: int, deadline: float) -> None:
+        """Throughput: network 0's frames as fast as the pipeline takes them (at most one
+        per segment plus the buffers in flight)."""
+        ex = self.ex
+        window = len(ex.segments[0]) + BUFFERS
+        for n in range(frames):
+            with ex._lock:
+                while self.in_flight[0] >= window and not ex._stop.is_set():
+                    ex._room.wait(timeout=0.05)
+                    if time.perf_counter() > deadline:
+                        ex._stop.set()
+                if ex._stop.is_set():
+                    return
+                self.release(0, n, time.perf_counter() - self.t0)
+
+    def release_periodic(self, counts: list[int], deadline: float) -> None:
+        """Response time: each network's frames at its offset + k periods, earliest due
+        first; a release over MAX_BACKLOG frames in flight is dropped (a miss)."""
+        ex, t0, results = self.ex, self.t0, self.results
+        nxt = [0] * len(ex.networks)
+        periods = [n.period_ms / 1e3 for n in ex.networks]
+        offsets = [max(0.0, n.offset_ms) / 1e3 for n in ex.networks]
+        while not ex._stop.is_set() and any(k < c for k, c in zip(nxt, counts)):
+            a = min((i for i in range(len(nxt)) if nxt[i] < counts[i]),
+                    key=lambda i: offsets[i] + nxt[i] * periods[i])
+            due = t0 + offsets[a] + nxt[a] * periods[a]
+            while not ex._stop.is_set():
+                wait = due - time.perf_counter()
+                if wait <= 0:
+                    break
+                ex._stop.wait(min(wait, 0.05))
+            if ex._stop.is_set() or time.perf_counter() > deadline:
+                return
+            with ex._lock:
+                if self.in_flight[a] >= MAX_BACKLOG:
+                    results[a].dropped += 1
+                    results[a].deadline_misses += 1
+                else:
+                    self.release(a, nxt[a], due - t0)
+            nxt[a] += 1
+
+    def drain(self, deadline: float) -> None:
+        """Wait for the frames in flight (until the deadline or a stop)."""
+        ex = self.ex
+        while not ex._stop.is_set():
+            with ex._lock:
+                if not any(self.in_flight):
+                    break
+                ex._room.wait(timeout=0.05)  # a frame's end notifies: no polling beside the PEs' threads
+            if time.perf_counter() > deadline:
+                break
 
 
 def cpu_cores_for(pes: Sequence[tuple[str, str, int]], available: Sequence[int]) -> dict[str, tuple[int, ...]]:
@@ -802,6 +834,49 @@ def shared_pes(pes: Sequence[RuntimeDevice]) -> list[tuple[str, str, list[str]]]
     return shared_core_pairs(topo, pinned_pes)
 
 
+def _entry_networks(e: dict, models: Mapping[str, LayeredModel], pe_names: list[str],
+                    offsets_ms: Mapping[str, float] | None) -> list[Network]:
+    """A schedule entry's networks on its PEs (their models checked against its mappings),
+    each first released at its offset."""
+    nets = []
+    for a in e["apps"]:
+        if a["name"] not in models:
+            raise PipelineError(f"no model for network '{a['name']}' (given: {', '.join(models) or 'none'})")
+        lm = models[a["name"]]
+        if len(a["mapping"]) != len(lm.layers):
+            raise PipelineError(f"network '{a['name']}': the schedule maps {len(a['mapping'])} layers, the model has "
+                                f"{len(lm.layers)}; profile it with `planner profile` to get matching layers")
+        unknown = sorted(set(a["mapping"]) - set(pe_names))
+        if unknown:
+            raise PipelineError(f"network '{a['name']}' maps layers to unknown PE(s) {', '.join(unknown)}")
+        prio = a.get("priority")
+        nets.append(Network(a["name"], lm, [pe_names.index(p) for p in a["mapping"]], a["period_ms"],
+                            len(nets) if prio is None else prio))  # older documents: request order
+    offsets = dict(offsets_ms or {})
+    unknown = sorted(set(offsets) - {n.name for n in nets})
+    bad = sorted(k for k, v in offsets.items() if not (math.isfinite(v) and v >= 0))
+    if unknown or bad:
+        raise PipelineError("; ".join(([f"offset for unknown network(s) {', '.join(unknown)}"] if unknown else [])
+                                      + ([f"offset of {', '.join(bad)} must be a finite number >= 0"] if bad else [])))
+    for n in nets:
+        n.offset_ms = float(offsets.get(n.name, 0.0))
+    return nets
+
+
+def _occupancies(e: dict, nets: list[Network], occupancy_ms: Mapping[str, Sequence[float]] | None) -> dict:
+    """network -> each layer's occupancy: as given, else the entry's own (finish - start
+    in its timeline) where it has one for every layer."""
+    occ = dict(occupancy_ms or {})
+    if e.get("timeline") and not occupancy_ms:
+        by_layer = {(it["app"], it["layer"]): it["finish_ms"] - it["start_ms"] for items in e["timeline"].values()
+                    for it in items}
+        for n in nets:
+            ids = [layer.id for layer in n.model.layers]
+            if all((n.name, i) in by_layer for i in ids):
+                occ[n.name] = [by_layer[(n.name, i)] for i in ids]
+    return occ
+
+
 def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
                        entry: int = 0, frames: int = 100, warmup_frames: int = 10, timeout_s: float = 120.0,
                        keep_outputs: int = 0, available_cores: Sequence[int] | None = None,
@@ -842,28 +917,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
             pes.append(_replace(base, id=pl["pe"], threads=pl["cores"], affinity=cores[pl["pe"]]))
         else:
             pes.append(_replace(base, id=pl["pe"]))
-    nets = []
-    for a in e["apps"]:
-        if a["name"] not in models:
-            raise PipelineError(f"no model for network '{a['name']}' (given: {', '.join(models) or 'none'})")
-        lm = models[a["name"]]
-        if len(a["mapping"]) != len(lm.layers):
-            raise PipelineError(f"network '{a['name']}': the schedule maps {len(a['mapping'])} layers, the model has "
-                                f"{len(lm.layers)}; profile it with `planner profile` to get matching layers")
-        unknown = sorted(set(a["mapping"]) - set(pe_names))
-        if unknown:
-            raise PipelineError(f"network '{a['name']}' maps layers to unknown PE(s) {', '.join(unknown)}")
-        prio = a.get("priority")
-        nets.append(Network(a["name"], lm, [pe_names.index(p) for p in a["mapping"]], a["period_ms"],
-                            len(nets) if prio is None else prio))  # older documents: request order
-    offsets = dict(offsets_ms or {})
-    unknown = sorted(set(offsets) - {n.name for n in nets})
-    bad = sorted(k for k, v in offsets.items() if not (math.isfinite(v) and v >= 0))
-    if unknown or bad:
-        raise PipelineError("; ".join(([f"offset for unknown network(s) {', '.join(unknown)}"] if unknown else [])
-                                      + ([f"offset of {', '.join(bad)} must be a finite number >= 0"] if bad else [])))
-    for n in nets:
-        n.offset_ms = float(offsets.get(n.name, 0.0))
+    nets = _entry_networks(e, models, pe_names, offsets_ms)
     mode = data["mode"]
     ex = PipelineExecutor(nets, pes, mode)
     if executor_out is not None:
@@ -875,14 +929,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     host = pressure.read()
     split: list[dict] = []
     if trace is not None:
-        occ = dict(occupancy_ms or {})
-        if e.get("timeline") and not occupancy_ms:  # the entry's own occupancies: C = finish - start in its timeline
-            by_layer = {(it["app"], it["layer"]): it["finish_ms"] - it["start_ms"] for items in e["timeline"].values()
-                        for it in items}
-            for n in nets:
-                ids = [layer.id for layer in n.model.layers]
-                if all((n.name, i) in by_layer for i in ids):
-                    occ[n.name] = [by_layer[(n.name, i)] for i in ids]
+        occ = _occupancies(e, nets, occupancy_ms)
         pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
                 for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
         split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)

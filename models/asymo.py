@@ -21,18 +21,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal, Sequence
+from typing import Literal, Protocol, Sequence
 
 import numpy as np
 
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork, Cluster
-from planner.core.options import AsymoOptions
 from planner.core.errors import InputError
 from planner.core.problem import Problem, Target
 
 P_MAX = 8.0
 MAX_CANDIDATES = 512
 Intensity = Literal["computation", "memory"]
+
+
+class AsymoInputs(Protocol):
+    """What the cost model reads of an asymo request's options (the solver's
+    `solvers.asymo.AsymoOptions`, parsed by models/compilers.py)."""
+
+    intensity: str  # "auto", "computation" or "memory"
+    split_by: str  # "measured", "peak" or "balanced"
 
 
 # --------------------------------------------------------------------------- cost model
@@ -402,8 +409,8 @@ def settings(cpu: AsymoCpu) -> list[tuple[tuple[Cluster, ...], dict[str, float]]
     return out
 
 
-def compile_asymo(cpu: AsymoCpu, net: AsymoNetwork, options: AsymoOptions | None = None) -> AsymoProblem:
-    opts = options or AsymoOptions()
+def compile_asymo(cpu: AsymoCpu, net: AsymoNetwork, options: AsymoInputs) -> AsymoProblem:
+    opts = options
     models = {c.id: fit_cluster(c, cpu.dtype_bytes, i) for i, c in enumerate(cpu.clusters)}
     m = np.array([o.m for o in net.ops])
     k = np.array([o.k for o in net.ops])

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -36,10 +36,31 @@ from models.compile import _runs, comm_models, compile_problem
 from planner.core.branches import BRANCH_MODE, find_branch_regions
 from planner.core.errors import InputError, Issue, UnsupportedRequest
 from planner.core.problem import Problem, Target
-from planner.core.options import DEFAULT_RATIOS, MuLayerOptions, SplitKind  # noqa: F401 - DEFAULT_RATIOS re-exported
 from planner.core.schema import ModelProfile, Platform
 
 NATIVE_DTYPE = "f32"
+SplitKind = Literal["filter", "input", "none"]
+
+
+class SyncPoint(Protocol):
+    bytes: int
+    time_ms: float
+
+
+class MuLayerInputs(Protocol):
+    """What the cost model reads of a mulayer request's options (the solver's
+    `solvers.mulayer.MuLayerOptions`, parsed by models/compilers.py): named here, since
+    a cost model never imports a solver."""
+
+    ratios: Sequence[float]
+    dtypes: Sequence[str] | None
+    cooperative: bool
+    branch_distribution: bool
+    predictor: str
+    sync_scale: float
+    sync_samples: Sequence[SyncPoint] | None
+    split_kinds: Mapping[str, SplitKind]
+
 # How a layer is divided channel-wise (section 3.2): "filter" = the filters (output
 # channels) are divided and the input shared; "input" = the input channels are divided.
 SPLIT_KINDS: dict[str, SplitKind] = {
@@ -131,7 +152,7 @@ def dtype_label(raw: str | None) -> str:
     return NATIVE_DTYPE if raw is None else raw
 
 
-def split_kind(op_type: str, options: MuLayerOptions) -> SplitKind:
+def split_kind(op_type: str, options: MuLayerInputs) -> SplitKind:
     return options.split_kinds.get(op_type, SPLIT_KINDS.get(op_type.lower(), "none"))
 
 
@@ -172,17 +193,9 @@ def _power(time_ms: np.ndarray, energy_mj: np.ndarray) -> np.ndarray:
     return out
 
 
-def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerOptions | None = None) -> MuLayerProblem:
-    opts = options or MuLayerOptions()
-    if platform.transitions or getattr(platform, "transition_costs", None) or any(
-        getattr(layer, "transition_costs", None) for layer in profile.layers
-    ):
-        raise UnsupportedRequest(
-            "solver", "mulayer does not model device-pair transition costs (platform.transitions / transition_costs); "
-            "use dp or another slicing solver for this platform"
-        )
-    L = len(profile.layers)
-    devices = platform.devices
+def _dtype_labels(profile: ModelProfile, opts: MuLayerInputs) -> tuple[dict[str, str | None], list[str]]:
+    """The data types the profile measured (label -> the measurements' dtype, None:
+    untyped = f32), narrowed to `options.dtypes`, and their labels in order."""
     raws: list[str | None] = []
     for layer in profile.layers:
         for m in layer.measurements:
@@ -200,23 +213,15 @@ def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerOpt
         if bad:
             raise InputError(bad)
         labels = {q: labels[q] for q in opts.dtypes}
-    dtypes = sorted(labels)
+    return labels, sorted(labels)
 
-    in_b = np.array([layer.input_bytes for layer in profile.layers], dtype=np.int64)
-    out_b = np.array([layer.output_bytes for layer in profile.layers], dtype=np.int64)
-    w_b = np.array([layer.weight_bytes for layer in profile.layers], dtype=np.int64)
-    mem = np.array([layer.footprint_bytes for layer in profile.layers], dtype=np.int64)
-    fmax = [max(d.dvfs_levels, key=lambda lv: lv.freq_mhz) for d in devices]
-    cin_dev = np.zeros((L, len(devices)))
-    cout_dev = np.zeros((L, len(devices)))
-    for di, d in enumerate(devices):
-        predict = comm_models(d, di)[fmax[di].freq_mhz]
-        cin_dev[:, di] = predict(in_b)
-        cout_dev[:, di] = predict(out_b)
 
-    # single (device, dtype): the shared compile of that type's measurements
+def _singles(platform: Platform, profile: ModelProfile, labels: dict[str, str | None], dtypes: list[str],
+             notes: list[str]) -> list[dict]:
+    """Each single (device, dtype) target at the device's highest level: the shared
+    compile of that type's measurements (time, energy and power per layer)."""
     singles: list[dict] = []
-    notes: list[str] = []
+    L, devices = len(profile.layers), platform.devices
     for q in dtypes:
         sub, keep, mmap = _dtype_profile(platform, profile, labels[q])
         if not keep:
@@ -237,17 +242,13 @@ def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerOpt
             power = _power(t_ms, e_mj)
             singles.append({"device": di, "dtype": q, "time": t_ms, "energy": e_mj, "power": power})
     singles.sort(key=lambda s: (s["device"], s["dtype"]))
-    runnable = np.zeros(L, dtype=bool)
-    for s in singles:
-        runnable |= np.isfinite(s["time"])
-    if not runnable.all():
-        i = int(np.flatnonzero(~runnable)[0])
-        raise InputError(f"layers[{i}]", f"no device can run layer '{profile.layers[i].id}' in "
-                         f"{', '.join(dtypes)}: no usable measurement on a device that supports the op")
+    return singles
 
-    # the latency predictor: one log-linear fit per (device, dtype, split kind)
-    kinds = [split_kind(layer.op_type, opts) for layer in profile.layers]
-    feats = [features(k, in_b[i], w_b[i], out_b[i], profile.layers[i].macs) for i, k in enumerate(kinds)]
+
+def _latency_fits(singles: list[dict], kinds: list[str], feats: list, predictor: str) -> dict[tuple[int, str, str], LogLinearFit]:
+    """The latency predictor: one log-linear fit per (device, dtype, split kind); with
+    the regression predictor, the singles' times (and energies) are its predictions."""
+    L = len(kinds)
     fits: dict[tuple[int, str, str], LogLinearFit] = {}
     for s in singles:
         for kind in ("filter", "input"):
@@ -256,13 +257,129 @@ def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerOpt
             if rows:
                 fits[(s["device"], s["dtype"], kind)] = LogLinearFit.fit(
                     [feats[i][0] for i in rows], [feats[i][1] for i in rows], s["time"][rows])
-    if opts.predictor == "regression":
+    if predictor == "regression":
         for s in singles:
             for i in range(L):
                 fit = fits.get((s["device"], s["dtype"], kinds[i]))
                 if fit is not None and feats[i] is not None and np.isfinite(s["time"][i]):
                     s["time"][i] = float(fit.predict_ms(*feats[i]))
                     s["energy"][i] = s["power"][i] * s["time"][i]
+    return fits
+
+
+def _sync_overhead(opts: MuLayerInputs, moved_bytes: np.ndarray, cin_dev: np.ndarray, cout_dev: np.ndarray):  # noqa: ANN202
+    """The synchronisation / merge overhead of a cooperative layer on a device pair (per
+    layer, ms), fitted from `options.sync_samples` or the pair's communication models,
+    and how it was found."""
+    if opts.sync_samples is not None:
+        try:
+            sync_model = LinearCommModel.fit([x.bytes for x in opts.sync_samples], [x.time_ms for x in opts.sync_samples])
+        except ValueError as exc:
+            raise InputError("options.sync_samples", str(exc)) from None
+        sync_pair = lambda a, b: sync_model.predict_ms(moved_bytes)  # noqa: E731
+        sync_info = {"source": "options.sync_samples", "alpha_ms_per_byte": sync_model.alpha_ms_per_byte,
+                     "beta_ms": sync_model.beta_ms, "r2": sync_model.r2}
+    else:
+        sync_pair = lambda a, b: cin_dev[:, a] + cout_dev[:, a] + cin_dev[:, b] + cout_dev[:, b]  # noqa: E731
+        sync_info = {"source": "the pair's communication models: input and output mapped once per layer"}
+    sync_info["scale"] = opts.sync_scale
+    return sync_pair, sync_info
+
+
+def _limit_bytes(device) -> float:  # noqa: ANN001
+    return float(device.memory_limit_bytes or math.inf)
+
+
+def _cooperative(singles: list[dict], kinds: list[str], share_ms, sync_pair, opts: MuLayerInputs, devices,  # noqa: ANN001
+                 fmax: list) -> list[tuple[Target, np.ndarray, np.ndarray, float]]:
+    """The channel-wise split targets (section 3.2): each pair of singles on two devices
+    at each ratio p, a layer as long as its slower share plus the pair's synchronisation;
+    (target, time and energy per layer, memory limit)."""
+    L = len(kinds)
+    out: list[tuple[Target, np.ndarray, np.ndarray, float]] = []
+    for sa in singles:
+        for sb in singles:
+            a, b = sa["device"], sb["device"]
+            if a >= b:
+                continue
+            sync = sync_pair(a, b) * opts.sync_scale
+            for p in opts.ratios:
+                t = np.full(L, np.inf)
+                e = np.full(L, np.inf)
+                for i in range(L):
+                    if kinds[i] == "none":
+                        continue
+                    ta, tb = share_ms(sa, i, p), share_ms(sb, i, 1.0 - p)
+                    if math.isfinite(ta) and math.isfinite(tb):
+                        pa, pb = float(sa["power"][i]), float(sb["power"][i])
+                        t[i] = max(ta, tb) + sync[i]
+                        e[i] = pa * ta + pb * tb + 0.5 * (pa + pb) * sync[i]
+                if not np.isfinite(t).any():
+                    continue
+                da, db = devices[a], devices[b]
+                target = Target(f"{da.id}+{db.id}", a, da.letter + db.letter, fmax[a].freq_mhz, fmax[a].voltage_v,
+                                len(da.dvfs_levels) - 1, True, (("p", p), ("dtype", f"{sa['dtype']}+{sb['dtype']}")))
+                out.append((target, t, e, min(_limit_bytes(da), _limit_bytes(db))))
+    return out
+
+
+def _device_comm(devices, fmax: list, in_b: np.ndarray, out_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+    """Each layer's input and output transfer time (ms) on each device at its highest level."""
+    cin_dev = np.zeros((len(in_b), len(devices)))
+    cout_dev = np.zeros((len(in_b), len(devices)))
+    for di, d in enumerate(devices):
+        predict = comm_models(d, di)[fmax[di].freq_mhz]
+        cin_dev[:, di] = predict(in_b)
+        cout_dev[:, di] = predict(out_b)
+    return cin_dev, cout_dev
+
+
+def _check_runnable(singles: list[dict], profile: ModelProfile, dtypes: list[str]) -> None:
+    runnable = np.zeros(len(profile.layers), dtype=bool)
+    for s in singles:
+        runnable |= np.isfinite(s["time"])
+    if not runnable.all():
+        i = int(np.flatnonzero(~runnable)[0])
+        raise InputError(f"layers[{i}]", f"no device can run layer '{profile.layers[i].id}' in "
+                         f"{', '.join(dtypes)}: no usable measurement on a device that supports the op")
+
+
+def _single_column(s: dict, extra: tuple, devices, fmax: list, cin_dev: np.ndarray, cout_dev: np.ndarray) -> tuple:  # noqa: ANN001
+    """A single's target column: (target, time, energy, comm in, comm out, memory limit)."""
+    di = s["device"]
+    d, lv = devices[di], fmax[di]
+    target = Target(d.id, di, d.letter, lv.freq_mhz, lv.voltage_v, len(d.dvfs_levels) - 1, True, (("dtype", s["dtype"]), *extra))
+    return target, s["time"], s["energy"], cin_dev[:, di], cout_dev[:, di], _limit_bytes(d)
+
+
+def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerInputs) -> MuLayerProblem:
+    opts = options
+    if platform.transitions or getattr(platform, "transition_costs", None) or any(
+        getattr(layer, "transition_costs", None) for layer in profile.layers
+    ):
+        raise UnsupportedRequest(
+            "solver", "mulayer does not model device-pair transition costs (platform.transitions / transition_costs); "
+            "use dp or another slicing solver for this platform"
+        )
+    L = len(profile.layers)
+    devices = platform.devices
+    labels, dtypes = _dtype_labels(profile, opts)
+
+    in_b = np.array([layer.input_bytes for layer in profile.layers], dtype=np.int64)
+    out_b = np.array([layer.output_bytes for layer in profile.layers], dtype=np.int64)
+    w_b = np.array([layer.weight_bytes for layer in profile.layers], dtype=np.int64)
+    mem = np.array([layer.footprint_bytes for layer in profile.layers], dtype=np.int64)
+    fmax = [max(d.dvfs_levels, key=lambda lv: lv.freq_mhz) for d in devices]
+    cin_dev, cout_dev = _device_comm(devices, fmax, in_b, out_b)
+
+    notes: list[str] = []
+    singles = _singles(platform, profile, labels, dtypes, notes)
+    _check_runnable(singles, profile, dtypes)
+
+    # the latency predictor: one log-linear fit per (device, dtype, split kind)
+    kinds = [split_kind(layer.op_type, opts) for layer in profile.layers]
+    feats = [features(k, in_b[i], w_b[i], out_b[i], profile.layers[i].macs) for i, k in enumerate(kinds)]
+    fits = _latency_fits(singles, kinds, feats, opts.predictor)
     unscaled = sorted({profile.layers[i].id for i in range(L) if kinds[i] == "filter" and feats[i] is None})
     if unscaled and opts.cooperative:
         notes.append(f"{len(unscaled)} filter layer(s) without macs (e.g. '{unscaled[0]}'): their shares scale linearly in p")
@@ -279,82 +396,21 @@ def build_problem(platform: Platform, profile: ModelProfile, options: MuLayerOpt
             return float(fit.predict_ms(*part))  # type: ignore[misc]
         return t * min(1.0, fit.share(*feats[i], *part))  # type: ignore[misc]
 
-    # synchronisation / merge overhead of a cooperative layer
-    if opts.sync_samples is not None:
-        try:
-            sync_model = LinearCommModel.fit([x.bytes for x in opts.sync_samples], [x.time_ms for x in opts.sync_samples])
-        except ValueError as exc:
-            raise InputError("options.sync_samples", str(exc)) from None
-        sync_pair = lambda a, b: sync_model.predict_ms(in_b + out_b)  # noqa: E731
-        sync_info = {"source": "options.sync_samples", "alpha_ms_per_byte": sync_model.alpha_ms_per_byte,
-                     "beta_ms": sync_model.beta_ms, "r2": sync_model.r2}
-    else:
-        sync_pair = lambda a, b: cin_dev[:, a] + cout_dev[:, a] + cin_dev[:, b] + cout_dev[:, b]  # noqa: E731
-        sync_info = {"source": "the pair's communication models: input and output mapped once per layer"}
-    sync_info["scale"] = opts.sync_scale
+    sync_pair, sync_info = _sync_overhead(opts, in_b + out_b, cin_dev, cout_dev)
 
-    targets: list[Target] = []
-    cols_t: list[np.ndarray] = []
-    cols_e: list[np.ndarray] = []
-    cin_t: list[np.ndarray] = []
-    cout_t: list[np.ndarray] = []
-    limits: list[float] = []
+    # one column per target: (target, time, energy, comm in, comm out per layer, memory limit)
     zero = np.zeros(L)
-
-    def dev_limit(di: int) -> float:
-        return float(devices[di].memory_limit_bytes or math.inf)
-
-    def add_single(s: dict, extra: tuple) -> None:
-        di = s["device"]
-        d, lv = devices[di], fmax[di]
-        targets.append(Target(d.id, di, d.letter, lv.freq_mhz, lv.voltage_v, len(d.dvfs_levels) - 1, True,
-                              (("dtype", s["dtype"]), *extra)))
-        cols_t.append(s["time"])
-        cols_e.append(s["energy"])
-        cin_t.append(cin_dev[:, di])
-        cout_t.append(cout_dev[:, di])
-        limits.append(dev_limit(di))
-
-    for s in singles:
-        add_single(s, ())
+    cols = [_single_column(s, (), devices, fmax, cin_dev, cout_dev) for s in singles]
     if opts.cooperative:
-        for sa in singles:
-            for sb in singles:
-                a, b = sa["device"], sb["device"]
-                if a >= b:
-                    continue
-                sync = sync_pair(a, b) * opts.sync_scale
-                for p in opts.ratios:
-                    t = np.full(L, np.inf)
-                    e = np.full(L, np.inf)
-                    for i in range(L):
-                        if kinds[i] == "none":
-                            continue
-                        ta, tb = share_ms(sa, i, p), share_ms(sb, i, 1.0 - p)
-                        if math.isfinite(ta) and math.isfinite(tb):
-                            pa, pb = float(sa["power"][i]), float(sb["power"][i])
-                            t[i] = max(ta, tb) + sync[i]
-                            e[i] = pa * ta + pb * tb + 0.5 * (pa + pb) * sync[i]
-                    if not np.isfinite(t).any():
-                        continue
-                    da, db = devices[a], devices[b]
-                    targets.append(Target(f"{da.id}+{db.id}", a, da.letter + db.letter, fmax[a].freq_mhz, fmax[a].voltage_v,
-                                          len(da.dvfs_levels) - 1, True, (("p", p), ("dtype", f"{sa['dtype']}+{sb['dtype']}"))))
-                    cols_t.append(t)
-                    cols_e.append(e)
-                    cin_t.append(zero)
-                    cout_t.append(zero)
-                    limits.append(min(dev_limit(a), dev_limit(b)))
+        cols += [(target, t, e, zero, zero, limit)
+                 for target, t, e, limit in _cooperative(singles, kinds, share_ms, sync_pair, opts, devices, fmax)]
     preds = tuple(tuple(p) for p in profile.predecessor_indices())
     regions = find_branch_regions(preds)
     if opts.branch_distribution and regions:
-        for s in singles:
-            add_single(s, (BRANCH_MODE,))
-
-    ex_t = np.column_stack(cols_t)
-    ex_e = np.column_stack(cols_e)
-    c_in = np.column_stack(cin_t)
-    c_out = np.column_stack(cout_t)
+        cols += [_single_column(s, (BRANCH_MODE,), devices, fmax, cin_dev, cout_dev) for s in singles]
+    targets = [c[0] for c in cols]
+    ex_t, ex_e, c_in, c_out = (np.column_stack([c[k] for c in cols]) for k in (1, 2, 3, 4))
+    limits = [c[5] for c in cols]
     power = _power(ex_t, ex_e)
     ids = [layer.id for layer in profile.layers]
     info = {

@@ -337,8 +337,9 @@ def _pe_factors(regime, pes) -> tuple[float, ...] | None:  # noqa: ANN001
                  for pe in pes)
 
 
-def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], request: ScheduleRequest) -> ScheduleProblem:
-    """Every CPU configuration the request allows becomes one MappingProblem."""
+def _app_profiles(platform: Platform, profiles: Sequence[ModelProfile], request: ScheduleRequest) -> list[ModelProfile]:
+    """Each network's profile by name, the request's devices and every profile's
+    measurements checked: InputError naming each problem."""
     by_name: dict[str, ModelProfile] = {}
     for p in profiles:
         by_name.setdefault(p.name, p)
@@ -358,6 +359,66 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
         issues += measurement_issues(platform, prof, f"apps[{i}].profile")
     if issues:
         raise InputError(issues)
+    return app_profiles
+
+
+def _logical_pes(platform: Platform, allowed: list[int], part: dict) -> tuple[list[LogicalPE], list[int]]:
+    """The PEs of one CPU configuration (`part`: device -> cores per cluster) and each
+    one's device index: a partitioned CPU's clusters, every other allowed device whole."""
+    pes: list[LogicalPE] = []
+    pe_dev: list[int] = []
+    for di in allowed:
+        d = platform.devices[di]
+        if d.id in part:
+            for j, k in enumerate(part[d.id]):
+                pes.append(LogicalPE(f"{d.id}{j}", d.id, d.kind, k, True, True))
+                pe_dev.append(di)
+        else:
+            pes.append(LogicalPE(d.id, d.id, d.kind, d.cores or 1, d.kind == "cpu", d.kind == "cpu"))
+            pe_dev.append(di)
+    return pes, pe_dev
+
+
+def _edge_costs(prof: ModelProfile, spec, pes: list[LogicalPE], et: np.ndarray, trans: dict, default_models,  # noqa: ANN001
+                missing_pairs: dict[tuple[str, str], str]) -> tuple:
+    """A network's DAG (predecessors, successors, edges) and each edge's transfer time
+    and energy between every pair of PEs, from the platform's transitions; a pair with
+    none that the mapping could use goes to `missing_pairs`."""
+    L, P = et.shape
+    preds = tuple(tuple(p) for p in prof.predecessor_indices())
+    succs: list[list[int]] = [[] for _ in range(L)]
+    for v, ps in enumerate(preds):
+        for u in ps:
+            succs[u].append(v)
+    edges = np.array([(u, v) for v, ps in enumerate(preds) for u in ps], dtype=np.intp).reshape(-1, 2)
+    out_b = np.array([layer.output_bytes for layer in prof.layers], dtype=float)
+    E = len(edges)
+    tt = np.zeros((E, P, P))
+    te = np.zeros((E, P, P))
+    for p in range(P):
+        for q in range(P):
+            if p == q:
+                continue
+            if E == 0:
+                continue
+            pair = (pes[p].device_id, pes[q].device_id)
+            m = trans.get(pair, default_models)
+            if m is None:
+                used = np.isfinite(et[edges[:, 0], p]) & np.isfinite(et[edges[:, 1], q])
+                if used.any() and pair not in missing_pairs:
+                    u, v = edges[int(np.flatnonzero(used)[0])]
+                    missing_pairs[pair] = (f"'{prof.layers[u].id}' of '{spec.name or spec.profile}' may run on "
+                                           f"{pes[p].label} and its successor '{prof.layers[v].id}' on {pes[q].label}")
+                continue
+            tt[:, p, q] = m[0].predict_ms(out_b[edges[:, 0]])
+            te[:, p, q] = m[1].predict_ms(out_b[edges[:, 0]])
+    return preds, succs, edges, tt, te
+
+
+def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], request: ScheduleRequest) -> ScheduleProblem:
+    """Every CPU configuration the request allows becomes one MappingProblem."""
+    app_profiles = _app_profiles(platform, profiles, request)
+    dev_ids = [d.id for d in platform.devices]
     allowed = [i for i, d in enumerate(platform.devices) if request.devices is None or d.id in request.devices]
     configs = _resolve_configs(platform, request, allowed)
     mode = request.resolved_mode()
@@ -382,17 +443,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
     dropped: list[str] = []
     for cfg in configs:
         part = dict(cfg)
-        pes: list[LogicalPE] = []
-        pe_dev: list[int] = []
-        for di in allowed:
-            d = platform.devices[di]
-            if d.id in part:
-                for j, k in enumerate(part[d.id]):
-                    pes.append(LogicalPE(f"{d.id}{j}", d.id, d.kind, k, True, True))
-                    pe_dev.append(di)
-            else:
-                pes.append(LogicalPE(d.id, d.id, d.kind, d.cores or 1, d.kind == "cpu", d.kind == "cpu"))
-                pe_dev.append(di)
+        pes, pe_dev = _logical_pes(platform, allowed, part)
         P = len(pes)
         apps: list[AppGraph] = []
         bad = None
@@ -419,33 +470,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             if not runnable.all() and bad is None:
                 li = int(np.flatnonzero(~runnable)[0])
                 bad = (ai, li)
-            preds = tuple(tuple(p) for p in prof.predecessor_indices())
-            succs: list[list[int]] = [[] for _ in range(L)]
-            for v, ps in enumerate(preds):
-                for u in ps:
-                    succs[u].append(v)
-            edges = np.array([(u, v) for v, ps in enumerate(preds) for u in ps], dtype=np.intp).reshape(-1, 2)
-            out_b = np.array([layer.output_bytes for layer in prof.layers], dtype=float)
-            E = len(edges)
-            tt = np.zeros((E, P, P))
-            te = np.zeros((E, P, P))
-            for p in range(P):
-                for q in range(P):
-                    if p == q:
-                        continue
-                    if E == 0:
-                        continue
-                    pair = (pes[p].device_id, pes[q].device_id)
-                    m = trans.get(pair, default_models)
-                    if m is None:
-                        used = np.isfinite(et[edges[:, 0], p]) & np.isfinite(et[edges[:, 1], q])
-                        if used.any() and pair not in missing_pairs:
-                            u, v = edges[int(np.flatnonzero(used)[0])]
-                            missing_pairs[pair] = (f"'{prof.layers[u].id}' of '{spec.name or spec.profile}' may run on "
-                                                   f"{pes[p].label} and its successor '{prof.layers[v].id}' on {pes[q].label}")
-                        continue
-                    tt[:, p, q] = m[0].predict_ms(out_b[edges[:, 0]])
-                    te[:, p, q] = m[1].predict_ms(out_b[edges[:, 0]])
+            preds, succs, edges, tt, te = _edge_costs(prof, spec, pes, et, trans, default_models, missing_pairs)
             apps.append(AppGraph(
                 name=spec.name or spec.profile, profile_name=prof.name,
                 layer_ids=tuple(layer.id for layer in prof.layers), period_ms=spec.period_ms, priority=spec.priority,

@@ -148,6 +148,26 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
     if time_only:
         return _time_only_plan(p, m, left)
 
+    right, alts = _alternatives_panel(p, m)
+
+    constraint = ""
+    if any(a["verdict"] == VIOLATES for a in alts):
+        constraint = "; a red cross breaks the request (hover for why)"
+    subtitle = [
+        f"objective: {p['objective']}; solver {p['report']['solver']} ({p['report']['status']}); "
+        f"latency {_fmt(m['latency_ms'])} ms, energy {_fmt(m['energy_mj'])} mJ, {m['slices']} slices, "
+        f"{m['transitions']} transitions",
+        "notation: device letter + first layer of each slice (1-based), @MHz = DVFS level; slice time includes its "
+        "tensor transfers" + constraint,
+    ]
+    right = _with_verification(right, p)
+    return alt.hconcat(left, right, spacing=30).resolve_scale(color="independent", shape="independent").properties(
+        title=_title(f"{p['model']} on {p['platform']}: {p['notation']}", subtitle))
+
+
+def _alternatives_panel(p: dict, m: dict) -> tuple[alt.LayerChart, list[dict]]:
+    """The plan beside its alternatives in latency x energy (baselines that found the same
+    plan share a point; one that breaks the request is a red cross), and those points."""
     alts = [{"name": "this plan", "notation": p["notation"], "latency_ms": m["latency_ms"], "energy_mj": m["energy_mj"],
              "verdict": "this plan", "why": "", "saving": ""}]
     same: dict[tuple, dict] = {}  # baselines that found the same plan share one point and one label
@@ -179,20 +199,7 @@ def plan_figure(plan: Plan | dict, *, width: int = WIDTH) -> alt.VConcatChart:
         for align, dx, dy in sorted({(a["align"], a["dx"], a["dy"]) for a in alts if a["label"]})])
     right = (points + names).properties(width=260, height=230, title=alt.TitleParams(
         "the plan and its alternatives", subtitle=["baselines scored by the same evaluator"], fontSize=12, anchor="start"))
-
-    constraint = ""
-    if any(a["verdict"] == VIOLATES for a in alts):
-        constraint = "; a red cross breaks the request (hover for why)"
-    subtitle = [
-        f"objective: {p['objective']}; solver {p['report']['solver']} ({p['report']['status']}); "
-        f"latency {_fmt(m['latency_ms'])} ms, energy {_fmt(m['energy_mj'])} mJ, {m['slices']} slices, "
-        f"{m['transitions']} transitions",
-        "notation: device letter + first layer of each slice (1-based), @MHz = DVFS level; slice time includes its "
-        "tensor transfers" + constraint,
-    ]
-    right = _with_verification(right, p)
-    return alt.hconcat(left, right, spacing=30).resolve_scale(color="independent", shape="independent").properties(
-        title=_title(f"{p['model']} on {p['platform']}: {p['notation']}", subtitle))
+    return right, alts
 
 
 def _time_only_plan(p: dict, m: dict, left) -> alt.HConcatChart:
@@ -397,6 +404,45 @@ def frontier_figure(frontier: dict, *, energy_cap_mj: float | None = None, chose
 # --------------------------------------------------------------------------- schedule
 
 
+def _pareto_panel(s: dict, entry: int, width: int) -> alt.FacetChart:
+    """The schedule's Pareto set, each non-energy objective against energy, coloured by
+    schedulability, the drawn entry ringed."""
+    entries = s["entries"]
+    throughput = s["mode"] == "throughput"
+    names = s["objective_names"]
+    energy_i = names.index("energy_mj") if "energy_mj" in names else len(names) - 1
+    front = []
+    for i, en in enumerate(entries):
+        for j, name in enumerate(names):
+            if j == energy_i:
+                continue
+            front.append({"entry": i, "objective": name, "value": en["objectives"][j],
+                          "energy_mj": en["objectives"][energy_i], "verdict": SCHEDULABLE[bool(en["schedulable"])],
+                          "config": _config(en["cpu_config"]),
+                          "drawn": i == entry})
+    panel_w = max(160, (width - 40 * (len(names) - 2)) // max(1, len(names) - 1))
+    base = alt.Chart(alt.Data(values=front)).encode(
+        x=alt.X("value:Q", title=None, scale=alt.Scale(zero=False, nice=True)),
+        y=alt.Y("energy_mj:Q", title="energy (mJ)", scale=alt.Scale(zero=False, nice=True)))
+    pts = base.mark_point(filled=True, size=24, opacity=0.75).encode(
+        color=alt.Color("verdict:N", scale=alt.Scale(domain=list(SCHEDULABLE.values()), range=["#2a9d3a", "#d62728"]),
+                        legend=alt.Legend(title="entry", orient="right")),
+        tooltip=["entry:Q", "objective:N", alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("energy_mj:Q", format=".4g"),
+                 "verdict:N", "config:N"])
+    ring = base.transform_filter("datum.drawn").mark_point(size=260, strokeWidth=2, color="black", shape="circle")
+    objective_help = ("period_ms: pipeline period (1000/period = frames/s)" if throughput
+                      else "response_ms[network]: worst-case response time (ms)")
+    pareto = alt.layer(pts, ring).properties(width=panel_w, height=200).facet(
+        column=alt.Column("objective:N", sort=[n for j, n in enumerate(names) if j != energy_i],
+                          header=alt.Header(title=None, labelFontWeight="bold")),
+    ).resolve_scale(x="independent").properties(title=alt.TitleParams(
+        f"Pareto set: {len(entries)} entries" + (f" of {s['front_size']}" if s.get("front_size", len(entries)) != len(entries) else ""),
+        subtitle=_wrapped([f"each objective against energy per inference of every network; {objective_help}; "
+                           f"ringed: entry {entry}"], width),
+        fontSize=12, anchor="start"))
+    return pareto
+
+
 def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = WIDTH) -> alt.VConcatChart:
     """Top: the per-PE timeline of one Pareto entry (each network's layers from its
     release, ASAP; dashed rule: its period = deadline; a layer whose slack is negative,
@@ -482,37 +528,7 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
         charts.append(alt.Chart(alt.Data(values=[{"t": f"entry {entry} carries no timeline (request.timelines)"}]))
                       .mark_text(fontSize=12).encode(text="t:N").properties(width=width, height=40))
 
-    names = s["objective_names"]
-    energy_i = names.index("energy_mj") if "energy_mj" in names else len(names) - 1
-    front = []
-    for i, en in enumerate(entries):
-        for j, name in enumerate(names):
-            if j == energy_i:
-                continue
-            front.append({"entry": i, "objective": name, "value": en["objectives"][j],
-                          "energy_mj": en["objectives"][energy_i], "verdict": SCHEDULABLE[bool(en["schedulable"])],
-                          "config": _config(en["cpu_config"]),
-                          "drawn": i == entry})
-    panel_w = max(160, (width - 40 * (len(names) - 2)) // max(1, len(names) - 1))
-    base = alt.Chart(alt.Data(values=front)).encode(
-        x=alt.X("value:Q", title=None, scale=alt.Scale(zero=False, nice=True)),
-        y=alt.Y("energy_mj:Q", title="energy (mJ)", scale=alt.Scale(zero=False, nice=True)))
-    pts = base.mark_point(filled=True, size=24, opacity=0.75).encode(
-        color=alt.Color("verdict:N", scale=alt.Scale(domain=list(SCHEDULABLE.values()), range=["#2a9d3a", "#d62728"]),
-                        legend=alt.Legend(title="entry", orient="right")),
-        tooltip=["entry:Q", "objective:N", alt.Tooltip("value:Q", format=".4g"), alt.Tooltip("energy_mj:Q", format=".4g"),
-                 "verdict:N", "config:N"])
-    ring = base.transform_filter("datum.drawn").mark_point(size=260, strokeWidth=2, color="black", shape="circle")
-    objective_help = ("period_ms: pipeline period (1000/period = frames/s)" if throughput
-                      else "response_ms[network]: worst-case response time (ms)")
-    pareto = alt.layer(pts, ring).properties(width=panel_w, height=200).facet(
-        column=alt.Column("objective:N", sort=[n for j, n in enumerate(names) if j != energy_i],
-                          header=alt.Header(title=None, labelFontWeight="bold")),
-    ).resolve_scale(x="independent").properties(title=alt.TitleParams(
-        f"Pareto set: {len(entries)} entries" + (f" of {s['front_size']}" if s.get("front_size", len(entries)) != len(entries) else ""),
-        subtitle=_wrapped([f"each objective against energy per inference of every network; {objective_help}; "
-                           f"ringed: entry {entry}"], width),
-        fontSize=12, anchor="start"))
+    pareto = _pareto_panel(s, entry, width)
     rep = s["report"]
     subtitle = [f"mode {s['mode']}; solver {rep['solver']} ({rep['status']}); entry {entry}: "
                 f"CPU config {_config(e['cpu_config'])}, "

@@ -271,6 +271,29 @@ def _without_energy(entry: ScheduleEntry) -> ScheduleEntry:
     })
 
 
+def _compacted_front(problem: ScheduleProblem, solution: ScheduleSolution,
+                     request: ScheduleRequest) -> tuple[list, FrontCompaction]:
+    """The solver's non-dominated candidates, near-duplicates merged (front_epsilon) and
+    thinned to front_max_points, with what that compaction kept."""
+    front = select_front(problem, solution.candidates)
+    found = len(front)
+    objs = np.array([o for _, o in front], dtype=float).reshape(len(front), -1)
+    keep = dedup_front(objs, request.front_epsilon)
+    merged = found - len(keep)
+    hv_kept = None
+    if request.front_max_points is not None and len(keep) > request.front_max_points:
+        sub = thin_front(objs[keep], request.front_max_points)
+        norm = _normalised(objs[keep])
+        whole = front_hypervolume(norm)
+        hv_kept = front_hypervolume(norm[sub]) / whole if whole > 0 else 1.0
+        keep = [keep[i] for i in sub]
+    compaction = FrontCompaction(found=found, duplicates_merged=merged,
+                                 epsilon=request.front_epsilon,
+                                 thinned_to=request.front_max_points if hv_kept is not None else None,
+                                 hypervolume_kept=hv_kept)
+    return [front[i] for i in keep], compaction
+
+
 def make_schedule(
     platform: Platform,
     profiles: Sequence[ModelProfile],
@@ -290,23 +313,7 @@ def make_schedule(
     solution: ScheduleSolution = solver.solve(problem, request, progress, map_fn=map_fn)
     ran = solution.ran or request.solver
     ran_solver = get_schedule_solver(ran) if ran != request.solver else solver
-    front = select_front(problem, solution.candidates)
-    found = len(front)
-    objs = np.array([o for _, o in front], dtype=float).reshape(len(front), -1)
-    keep = dedup_front(objs, request.front_epsilon)
-    merged = found - len(keep)
-    hv_kept = None
-    if request.front_max_points is not None and len(keep) > request.front_max_points:
-        sub = thin_front(objs[keep], request.front_max_points)
-        norm = _normalised(objs[keep])
-        whole = front_hypervolume(norm)
-        hv_kept = front_hypervolume(norm[sub]) / whole if whole > 0 else 1.0
-        keep = [keep[i] for i in sub]
-    front = [front[i] for i in keep]
-    compaction = FrontCompaction(found=found, duplicates_merged=merged,
-                                 epsilon=request.front_epsilon,
-                                 thinned_to=request.front_max_points if hv_kept is not None else None,
-                                 hypervolume_kept=hv_kept)
+    front, compaction = _compacted_front(problem, solution, request)
     front_size = len(front)
     if request.max_entries is not None:
         front = front[: request.max_entries]

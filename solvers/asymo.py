@@ -15,20 +15,39 @@ with the least predicted energy among the single-setting plans.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
+from pydantic import Field
 
 from planner.core.asymo_schema import AsymoCpu, AsymoNetwork
 from planner.core.errors import UnsupportedRequest
-from planner.core.options import AsymoOptions, parse_asymo_options
+from planner.core.options import ModelOptions, parse_options
 from planner.core.evaluate import evaluate
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
 from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch
 
 
+class AsymoOptions(ModelOptions):  # no docstring: it would become the schema's description
+    # models/asymo.py reads intensity and split_by (its AsymoInputs)
+    mode: Literal["auto", "latency-first", "energy-first"] = Field(
+        "auto", description="latency-first: highest frequencies; energy-first: least-energy frequency. auto: by objective"
+    )
+    intensity: Literal["auto", "computation", "memory"] = Field(
+        "auto", description="Which energy curve: auto = by the network's data reuse (eq. 2) against each cluster's ridge"
+    )
+    split_by: Literal["measured", "peak", "balanced"] = Field(
+        "measured",
+        description="Processor-level split: measured = in proportion to each cluster's capability on this multiply "
+        "(the inverse of its time for the whole multiply, by the fitted cost model); peak = cores x peak_gflops x "
+        "f / f_max (Table 3); balanced = the split (of 32 steps, a cluster may get nothing) with the least "
+        "predicted time, two clusters only",
+    )
+
+
 def _mode(request: PlanRequest) -> str:
-    mode = parse_asymo_options(request.options).mode
+    mode = parse_options(AsymoOptions, request.options).mode
     if mode == "auto":
         return "latency-first" if request.objective == "latency" else "energy-first"
     return mode

@@ -538,6 +538,23 @@ def spea2_select(objs: np.ndarray, k: int) -> list[int]:
     return [int(i) for i in idx[alive]]
 
 
+def _seeded_start(mp, genome, rng, evaluate, pop_n: int, pop_g: np.ndarray, pop_o: np.ndarray,  # noqa: ANN001
+                  front_g: np.ndarray, front_o: np.ndarray) -> tuple:
+    """Every seed (_seeds) scored and merged into the front; half the first population
+    becomes seeds spread along the front's first objective. Returns the population, the
+    front and the number of seeds."""
+    seeds = _seeds(mp, genome, rng, JOINT_SEEDS * pop_n, lambda sub, g: evaluate(g, sub))
+    seed_o = evaluate(seeds)
+    kf, kk = merge_front(front_o, seed_o)
+    front_g = np.concatenate([front_g[kf], seeds[kk]])
+    front_o = np.concatenate([front_o[kf], seed_o[kk]])
+    order = np.lexsort(front_o.T[::-1])
+    take = _spread(order, pop_n // 2)
+    pop_g = np.concatenate([front_g[take], pop_g[: pop_n - len(take)]])
+    pop_o = np.concatenate([front_o[take], pop_o[: pop_n - len(take)]])
+    return pop_g, pop_o, front_g, front_o, len(seeds)
+
+
 class GaScheduler(SolverBase):
     name = "ga"
     options_model = GaOptions
@@ -694,17 +711,8 @@ class GaScheduler(SolverBase):
         front_g, front_o = pop_g[keep], pop_o[keep]
         n_seeds = 0
         if seeded:
-            seeds = _seeds(mp, genome, rng, JOINT_SEEDS * pop_n, lambda sub, g: evaluate(g, sub))
-            seed_o = evaluate(seeds)
-            n_seeds = len(seeds)
-            kf, kk = merge_front(front_o, seed_o)
-            front_g = np.concatenate([front_g[kf], seeds[kk]])
-            front_o = np.concatenate([front_o[kf], seed_o[kk]])
-            # half the first population: seeds spread along the front's first objective
-            order = np.lexsort(front_o.T[::-1])
-            take = _spread(order, pop_n // 2)
-            pop_g = np.concatenate([front_g[take], pop_g[: pop_n - len(take)]])
-            pop_o = np.concatenate([front_o[take], pop_o[: pop_n - len(take)]])
+            pop_g, pop_o, front_g, front_o, n_seeds = _seeded_start(mp, genome, rng, evaluate, pop_n,
+                                                                    pop_g, pop_o, front_g, front_o)
         arch_g, arch_o = pop_g[:0], pop_o[:0]
         if selection == "nsga2":
             population = tools.selNSGA2(wrap(pop_g, pop_o), pop_n)

@@ -191,6 +191,14 @@ def _solve_pulp_model(mp, time_limit_s: float, timing: bool):
             prob += start[v] >= end[u] + comm_edge[e]
         for i, j, p in _eq6_pairs(app, feas):
             prob += start[j] >= end[i] - big_m * (2 - M[i, p] - M[j, p])
+    return _run_cbc(prob, M, period, L, P, time_limit_s)
+
+
+def _run_cbc(prob, M: dict, period, L: int, P: int, time_limit_s: float):  # noqa: ANN001
+    """CBC on the built model: (genes, status, objective, bound), the bound read from
+    CBC's log when the run stopped short of a proof."""
+    import pulp
+
     fd, log_path = tempfile.mkstemp(prefix="cbc_", suffix=".log")
     os.close(fd)
     try:
@@ -308,6 +316,14 @@ def _solve_cpsat(mp, time_limit_s: float, timing: bool, workers: int):
         for i, j, p in _eq6_pairs(app, feas):
             mdl.Add(start[j] >= end[i]).OnlyEnforceIf([M[i, p], M[j, p]])
     mdl.Minimize(period)
+    return _run_cpsat(mdl, M, period, feas, S, time_limit_s, workers)
+
+
+def _run_cpsat(mdl, M: dict, period, feas: np.ndarray, S: float, time_limit_s: float, workers: int):  # noqa: ANN001
+    """CP-SAT on the built model: (genes, status, objective, bound), unscaled to ms."""
+    from ortools.sat.python import cp_model
+
+    L, P = feas.shape
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.1, time_limit_s)
     solver.parameters.num_workers = workers

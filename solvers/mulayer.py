@@ -16,18 +16,61 @@ the shared evaluator.
 from __future__ import annotations
 
 import math
+from typing import Annotated, Literal
 
 import numpy as np
+from pydantic import Field, model_validator
 
 from planner.core.branches import BranchRegion, branch_target_mask, find_branch_regions
 from planner.core.errors import UnsupportedRequest
 from planner.core.evaluate import evaluate
-from planner.core.options import MuLayerOptions
+from planner.core.options import ModelOptions
 from planner.core.problem import Assignment, Problem
 from planner.core.schema import PlanRequest
 from planner.core.solver import Capabilities, Progress, Solution, SolverBase, Stopwatch
 
 MAX_MAPPINGS = 2_000_000
+DEFAULT_RATIOS = (0.25, 0.5, 0.75)
+
+
+class SyncSample(ModelOptions):
+    bytes: Annotated[int, Field(ge=0)] = Field(description="Input plus output bytes of the synchronised layer")
+    time_ms: Annotated[float, Field(ge=0)]
+
+
+class MuLayerOptions(ModelOptions):
+    """`options` of a request to the mulayer solver."""
+
+    # models/mulayer.py compiles the problem from them (its MuLayerInputs names what it reads)
+
+    ratios: list[Annotated[float, Field(gt=0, lt=1)]] = Field(
+        default_factory=lambda: list(DEFAULT_RATIOS), min_length=1, max_length=19,
+        description="Shares p of the output channels the first device of a pair computes (the paper: 0.25, 0.5, 0.75)",
+    )
+    dtypes: list[Annotated[str, Field(min_length=1, max_length=16)]] | None = Field(
+        None, min_length=1, description="Only these data types (default: every type the profile measured)"
+    )
+    cooperative: bool = Field(True, description="Offer channel-wise split targets (section 3.2)")
+    branch_distribution: bool = Field(True, description="Offer branch-to-processor mappings (section 5)")
+    predictor: Literal["anchored", "regression"] = "anchored"
+    sync_scale: Annotated[float, Field(ge=0)] = Field(1.0, description="Multiplier of the synchronisation overhead (0: free)")
+    sync_samples: list[SyncSample] | None = Field(
+        None, min_length=2,
+        description="Measured per-layer synchronisation/merge overheads to fit (bytes, ms); default: the pair's "
+        "communication models (a cooperative layer maps and unmaps its input and output once)",
+    )
+    # the kinds models.mulayer.SplitKind knows (tests/test_within_layer_mulayer.py checks they agree)
+    split_kinds: dict[str, Literal["filter", "input", "none"]] = Field(
+        default_factory=dict, description="op_type -> filter | input | none")
+
+    @model_validator(mode="after")
+    def _check(self) -> "MuLayerOptions":
+        seen: dict[float, int] = {}
+        for i, r in enumerate(self.ratios):
+            if r in seen:
+                raise ValueError(f"ratios[{i}]: {r:g} is listed twice")
+            seen[r] = i
+        return self
 
 
 def branch_search(slice_cost: np.ndarray, device_of: np.ndarray, objective: str) -> tuple[float, tuple[int, ...]]:

@@ -110,6 +110,21 @@ def _filter_3d(lat, en, mem):
     return order[keep]
 
 
+def _non_dominated(c_lat: np.ndarray, c_en: np.ndarray, c_mem: np.ndarray, grp: np.ndarray, lim_c: np.ndarray,
+                   G: int) -> np.ndarray:
+    """The candidate labels kept per group (target, transitions): non-dominated in
+    (latency, energy), and in memory too on a target with a memory limit."""
+    if not lim_c.any():
+        return _filter_2d(c_lat, c_en, grp, G)
+    free = np.flatnonzero(~lim_c)
+    keep_parts = [free[_filter_2d(c_lat[free], c_en[free], grp[free], G)]]
+    lim_idx = np.flatnonzero(lim_c)
+    for g in np.unique(grp[lim_idx]):
+        sel = lim_idx[grp[lim_idx] == g]
+        keep_parts.append(sel[_filter_3d(c_lat[sel], c_en[sel], c_mem[sel])])
+    return np.concatenate(keep_parts)
+
+
 def compute_frontier(problem: Problem, max_transitions: int | None = None, progress: Progress | None = None) -> Frontier:
     L, T = problem.n_layers, problem.n_targets
     KK = 1 if max_transitions is None else min(max_transitions, max(L - 1, 0)) + 1
@@ -181,18 +196,7 @@ def compute_frontier(problem: Problem, max_transitions: int | None = None, progr
         c_prev = np.concatenate([p[4] for p in parts])
         c_split = np.concatenate([p[5] for p in parts])
         c_mem = np.concatenate([p[6] for p in parts])
-        grp = c_tgt * KK + c_k
-        lim_c = limited[c_tgt]
-        if not lim_c.any():
-            keep = _filter_2d(c_lat, c_en, grp, G)
-        else:
-            free = np.flatnonzero(~lim_c)
-            keep_parts = [free[_filter_2d(c_lat[free], c_en[free], grp[free], G)]]
-            lim_idx = np.flatnonzero(lim_c)
-            for g in np.unique(grp[lim_idx]):
-                sel = lim_idx[grp[lim_idx] == g]
-                keep_parts.append(sel[_filter_3d(c_lat[sel], c_en[sel], c_mem[sel])])
-            keep = np.concatenate(keep_parts)
+        keep = _non_dominated(c_lat, c_en, c_mem, c_tgt * KK + c_k, limited[c_tgt], G)
         lat, en, tgt, kk, mm = c_lat[keep], c_en[keep], c_tgt[keep], c_k[keep], c_mem[keep]
         hist_tgt.append(tgt)
         hist_prev.append(c_prev[keep])
@@ -202,15 +206,21 @@ def compute_frontier(problem: Problem, max_transitions: int | None = None, progr
     if lat.size == 0 or len(hist_tgt) < L:
         z = np.zeros(0)
         return Frontier(z, z, np.zeros(0, int), np.zeros((0, L), int), np.zeros((0, L), bool), max_transitions, total)
-    f_lat = lat + cot[L - 1, tgt]
-    f_en = en + coe[L - 1, tgt]
+    return _walk_back(lat + cot[L - 1, tgt], en + coe[L - 1, tgt], tgt, kk, hist_tgt, hist_prev, hist_split,
+                      max_transitions, total)
+
+
+def _walk_back(f_lat: np.ndarray, f_en: np.ndarray, tgt: np.ndarray, kk: np.ndarray, hist_tgt: list, hist_prev: list,
+               hist_split: list, max_transitions: int | None, total: int) -> Frontier:
+    """The last layer's non-dominated labels (their output sent) as plans: every frontier
+    point's back-pointers walked at once."""
+    L = len(hist_tgt)
     order = np.lexsort((tgt, kk, f_en, f_lat))
     s_en = f_en[order]
     keep = np.empty(order.size, dtype=bool)
     keep[0] = True
     keep[1:] = s_en[1:] < np.minimum.accumulate(s_en)[:-1]
     sel = order[keep]
-    # walk the back-pointers of every frontier point at once
     m = sel.size
     targets = np.zeros((m, L), dtype=np.intp)
     starts = np.zeros((m, L), dtype=bool)

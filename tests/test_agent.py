@@ -18,6 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from executor.importers import model_layers
+from tests.support.scripted_http import ScriptedHandler, ScriptedServer
 from tests.support.server import PLANNER, ROOT, Server, pipeline, token, wait_for  # noqa: F401 - token: other tests import it from here
 
 DEVICES = ("cpu1", "cpu2", "cpu3")  # the board declares cpu1 and cpu2 only: a cpu3 plan cannot be built
@@ -172,76 +173,44 @@ def test_agent_swaps_plans_survives_bad_plans_and_service_restarts(tmp_path):
         server.stop()
 
 
-class FakeService:
+class FakeService(ScriptedServer):
     """A hostile service in a thread: GET .../plan answers `answers` in turn (bytes, or a
     callable writing its own answer), then `final` for ever (304 for its ETag); POST
     .../telemetry stores the batch, or answers 413 over `limit_bytes`."""
 
     def __init__(self, answers: list, final: bytes, limit_bytes: int = 1 << 30, judge=None):  # noqa: ANN001
-        import http.server
-        import threading
-
+        super().__init__()
         self.answers, self.final, self.limit, self.judge = list(answers), final, limit_bytes, judge
         self.batches: list[dict] = []
         self.refused = 0
-        outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def get(self, h: ScriptedHandler) -> None:
+        answer = self.answers.pop(0) if self.answers else None
+        try:
+            if callable(answer):
+                answer(h)
+            elif answer is not None:
+                h.send(200, answer, ETag='"bad"')
+            elif h.headers.get("If-None-Match") == '"good"':
+                time.sleep(0.2)
+                h.send(304, b"", ETag='"good"')
+            else:
+                h.send(200, self.final, ETag='"good"')
+        except OSError:  # the agent hung up on a hostile answer, as it should
+            h.close_connection = True
 
-            def log_message(self, *args) -> None:  # noqa: ANN002
-                pass
-
-            def _send(self, status: int, body: bytes, **headers: str) -> None:
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:  # noqa: N802
-                answer = outer.answers.pop(0) if outer.answers else None
-                try:
-                    if callable(answer):
-                        answer(self)
-                    elif answer is not None:
-                        self._send(200, answer, ETag='"bad"')
-                    elif self.headers.get("If-None-Match") == '"good"':
-                        time.sleep(0.2)
-                        self._send(304, b"", ETag='"good"')
-                    else:
-                        self._send(200, outer.final, ETag='"good"')
-                except OSError:  # the agent hung up on a hostile answer, as it should
-                    self.close_connection = True
-
-            def do_POST(self) -> None:  # noqa: N802
-                n = int(self.headers.get("Content-Length", 0))
-                body = self.rfile.read(n)
-                if n > outer.limit:
-                    outer.refused += 1
-                    self._send(413, b'{"detail": "too large"}')
-                    return
-                batch = json.loads(body)
-                refusal = outer.judge(batch) if outer.judge else None
-                if refusal is not None:
-                    self._send(422, json.dumps(refusal).encode())
-                    return
-                outer.batches.append(batch)
-                self._send(201, b"{}")
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FakeService":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:  # noqa: ANN002
-        self.server.shutdown()
-        self.server.server_close()
+    def post(self, h: ScriptedHandler) -> None:
+        n = int(h.headers.get("Content-Length", 0))
+        body = h.body()
+        if n > self.limit:
+            self.refused += 1
+            return h.send(413, b'{"detail": "too large"}')
+        batch = json.loads(body)
+        refusal = self.judge(batch) if self.judge else None
+        if refusal is not None:
+            return h.send(422, json.dumps(refusal).encode())
+        self.batches.append(batch)
+        h.send(201, b"{}")
 
 
 def _drip(handler) -> None:  # noqa: ANN001
@@ -267,7 +236,7 @@ def _drip_headers(handler) -> None:  # noqa: ANN001
 def _failure_with_nul(handler) -> None:  # noqa: ANN001
     """A 500 whose text holds a NUL and invalid UTF-8 (reported as plan_fetch_failed: the
     service refuses NUL in any string, so the agent must not echo it)."""
-    handler._send(500, b'{"detail": "broken\x00 \xff"}')
+    handler.send(500, b'{"detail": "broken\x00 \xff"}')
 
 
 def _huge_declared(handler) -> None:  # noqa: ANN001

@@ -7,7 +7,6 @@ wait outlives the run's duration or stop()."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import threading
 import time
@@ -18,63 +17,42 @@ import pytest
 from executor.agent import Agent
 from executor.runtime import parse_devices
 from executor.slicing import layers, load_model, random_inputs
+from tests.support.scripted_http import ScriptedHandler, ScriptedServer
 from tests.support.server import wait_for
 from tests.test_agent import tiny_model
 
 
-class Playback:
+class Playback(ScriptedServer):
     """A service in a thread: `plan(n, headers)` gives the n-th GET .../plan answer as
     (status, body, headers); `telemetry(n, path)` the n-th POST's (status, body, headers),
     None: stored (201). Counts every request."""
 
     def __init__(self, plan, telemetry=None):  # noqa: ANN001
+        super().__init__()
+        self.plan, self.telemetry = plan, telemetry
         self.plan_gets, self.posts, self.batches, self.verifications = 0, 0, [], []
-        outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    @staticmethod
+    def _answer(h: ScriptedHandler, status: int, body: bytes, headers: dict | None = None) -> None:
+        h.send(status, body, **(headers or {}))
 
-            def log_message(self, *args) -> None:  # noqa: ANN002
-                pass
+    def get(self, h: ScriptedHandler) -> None:
+        if "/plan" not in h.path:
+            return h.send(404, b"{}")
+        self.plan_gets += 1
+        self._answer(h, *self.plan(self.plan_gets, h.headers))
 
-            def _send(self, status: int, body: bytes, headers: dict | None = None) -> None:
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:  # noqa: N802
-                if "/plan" not in self.path:
-                    return self._send(404, b"{}")
-                outer.plan_gets += 1
-                self._send(*plan(outer.plan_gets, self.headers))
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.path.endswith("/verification"):
-                    outer.verifications.append(json.loads(body))
-                    return self._send(200, b'{"note": "ok"}')
-                outer.posts += 1
-                answer = telemetry(outer.posts, self.path) if telemetry else None
-                if answer is None:
-                    outer.batches.append(json.loads(body))
-                    return self._send(201, b"{}")
-                self._send(*answer)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "Playback":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:  # noqa: ANN002
-        self.server.shutdown()
-        self.server.server_close()
+    def post(self, h: ScriptedHandler) -> None:
+        body = h.body()
+        if h.path.endswith("/verification"):
+            self.verifications.append(json.loads(body))
+            return h.send(200, b'{"note": "ok"}')
+        self.posts += 1
+        answer = self.telemetry(self.posts, h.path) if self.telemetry else None
+        if answer is None:
+            self.batches.append(json.loads(body))
+            return h.send(201, b"{}")
+        self._answer(h, *answer)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +76,7 @@ def agent_for(url: str, lm, lines: list, **kw) -> Agent:  # noqa: ANN001
 
 
 def serve_for(agent: Agent, seconds: float) -> tuple[SimpleNamespace, int]:
-    from planner.commands.agent import serve
+    from planner_cli.commands.agent import serve
 
     code = serve(agent, SimpleNamespace(frames=None, duration=seconds, json=True))
     return agent.stats, code

@@ -2,9 +2,11 @@
 
 import-linter's layers contract cannot say this: its layers may not contain one another
 ("Layers cannot contain other layers: 'planner' contains 'planner.core'"), and here the
-ground floor is a subpackage of the top floor. So the contract is this table, checked on
-grimp's graph (the graph import-linter itself builds): every import, at module level or
-inside a function, must go to a floor the importer may use.
+ground floor is a subpackage of the planner floor. So the contract is this table, checked
+on grimp's graph (the graph import-linter itself builds): every import, at module level or
+inside a function, must go to a floor the importer may use. The command line is a package
+of its own (`planner_cli/`), the top floor; `planner/` holds the core and the planner
+floor only.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-PACKAGES = ("planner", "models", "solvers", "api", "executor", "profiles")
+PACKAGES = ("planner", "models", "solvers", "api", "executor", "profiles", "planner_cli")
 ROOT = Path(__file__).resolve().parent.parent
 
 # floor -> the floors its modules may import (their own included)
@@ -44,7 +46,7 @@ def floor_of(module: str) -> str | None:
     root = module.split(".")[0]
     if module == "planner.core" or module.startswith("planner.core."):
         return "core"
-    if module in ("planner.cli", "planner.commands") or module.startswith("planner.commands."):
+    if root == "planner_cli":
         return "cli"
     return root if root in MAY_IMPORT else None
 
@@ -96,7 +98,9 @@ def test_the_ground_floor_has_no_cycles_between_its_evaluators(graph):
         ("planner.core.schema", "solvers.dp"),  # ground floor reaching up
         ("solvers.dp", "models.compile"),  # a solver estimating
         ("models.compile", "planner.plan"),  # a cost model reaching the top floor
-        ("api.app", "planner.commands.solve"),  # the service reaching into the command line
+        ("api.app", "planner_cli.commands.solve"),  # the service reaching into the command line
+        ("planner.core.schema", "planner_cli.main"),  # the core reaching into the command line
+        ("planner.plan", "planner_cli.commands.solve"),  # the planner floor reaching into it
         ("executor", "solvers.dp"),  # the device side pulling in a solver
         ("planner.core.evaluate", "z3"),  # a heavy library in the light floor
     ],
@@ -108,6 +112,19 @@ def test_the_check_catches_a_wrong_import(graph, importer, imported):
     assert any(line.startswith(f"{importer} ") and f"imports {imported} " in line for line in found), found
 
 
+def test_the_command_line_is_the_top_floor_of_its_own(graph):
+    """Issue 41: `planner/` was both the ground and the roof (the CLI lived in it, so its
+    folder drew arrows up to executor/, solvers/, models/ and api/). The CLI is its own
+    package now: nothing under planner/ is a command, and no project module outside the
+    CLI imports it."""
+    assert not (ROOT / "planner" / "cli.py").exists() and not (ROOT / "planner" / "commands").exists()
+    assert {floor_of(m) for m in graph.modules if m.split(".")[0] == "planner"} == {"core", "planner"}
+    users = sorted(m for m in graph.find_modules_that_directly_import("planner_cli.main")
+                   | graph.find_modules_that_directly_import("planner_cli.commands.solve")
+                   if floor_of(m) not in (None, "cli"))
+    assert not users, users
+
+
 # --------------------------------------------------------------------------- no import circles
 
 def module_level_imports(root: Path = ROOT, deferred: bool = False) -> dict[str, set[str]]:
@@ -115,7 +132,9 @@ def module_level_imports(root: Path = ROOT, deferred: bool = False) -> dict[str,
     level and in class bodies (also under a module-level if/try), not inside functions
     (deferred on purpose) nor under `if TYPE_CHECKING:`. `from a.b import c` is an import of
     a.b.c when that is a module, else of a.b; parent packages' __init__ are left out (ours
-    import nothing of the project). deferred=True: imports inside functions too."""
+    import nothing of the project). deferred=True: every import, those inside functions
+    and under `if TYPE_CHECKING:` too (an annotation-only import is still an arrow a reader
+    follows, and the circles issue 41 named ran through them)."""
     modules = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
                for pkg in PACKAGES for p in (root / pkg).rglob("*.py")}
     edges: dict[str, set[str]] = {m: set() for m in modules}
@@ -131,7 +150,7 @@ def module_level_imports(root: Path = ROOT, deferred: bool = False) -> dict[str,
                 if deferred:
                     visit(module, package, node.body)
                 continue
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and not deferred:
                 visit(module, package, node.orelse)
                 continue
             if isinstance(node, ast.Import):
@@ -215,19 +234,24 @@ def test_the_cycle_check_catches_a_circle(tmp_path):
     (pkg / "a.py").write_text("import planner.b\n")
     (pkg / "b.py").write_text("from planner import a\n\ndef later():\n    import planner.c\n")
     (pkg / "c.py").write_text("from . import b\n")
+    (pkg / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from planner.e import E\n")
+    (pkg / "e.py").write_text("import planner.d\n")
     for other in PACKAGES[1:]:
         (tmp_path / other).mkdir()
     mine = module_level_imports(tmp_path)
     assert mine["planner.a"] == {"planner.b"} and mine["planner.b"] == {"planner.a"} and mine["planner.c"] == {"planner.b"}
     assert import_cycles(mine) == [["planner.a", "planner.b"]]
+    # deferred=True follows imports inside functions and annotation-only ones
+    every = module_level_imports(tmp_path, deferred=True)
+    assert import_cycles(every) == [["planner.a", "planner.b", "planner.c"], ["planner.d", "planner.e"]]
 
 
 def test_no_circle_even_through_deferred_imports():
     """The circles issue 23 named ran through imports inside functions (worker ->
     fastplans for the memory cap, executors' factory -> dask_executor, ga_decomposed ->
-    ga, the importers' records -> structure): they stand on api.job_types,
-    solvers._evolution and an annotations-only import. None is left anywhere, deferred
-    imports counted."""
+    ga); issue 41's through annotation-only ones too (the service, its plan workers, the
+    pages and verification; the importers' records and structure): each piece now has one
+    owner. None is left anywhere, every import counted."""
     cycles = import_cycles(module_level_imports(deferred=True))
     assert not cycles, "import circles (deferred imports counted):\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
@@ -242,7 +266,6 @@ NAMED_SOLVER_ALLOWED = {
     ("planner/registry.py", "dp"): "DEFAULT_PLAN_SOLVER, the documented default",
     ("api/schemas.py", "dp"): "an OpenAPI example",
     ("api/schemas.py", "ga"): "an OpenAPI example",
-    ("planner/cli.py", "z3"): "the z3 *package* (EXTRAS: which extra installs a module)",
     ("solvers/auto.py", "auto"): "its own name",
 }
 # solver modules the planner floor uses as libraries, not as solvers it picks by name
@@ -316,3 +339,43 @@ def test_the_name_check_catches_a_named_solver(tmp_path):
                    'def estimate(name):\n    if name == "random":\n        return 1\n'
                    'mode: Literal["auto", "x"] = "auto"\n')
     assert _names_of_solvers_in(bad, {"dp", "random", "auto", "ga"}) == [(2, "solvers.ga"), (4, "random")]
+
+
+# --------------------------------------------------------------------------- no function a reader must scroll through
+
+PRODUCT = ("api", "executor", "models", "planner", "solvers", "planner_cli")
+MAX_FUNCTION_LINES = 100
+# (path, function) -> why it may still be longer, until that is done (none now)
+LONG_ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def long_functions(root: Path = ROOT, limit: int = MAX_FUNCTION_LINES) -> list[tuple[str, str, int]]:
+    """(path, name, lines) of each function or method in product code longer than `limit`
+    lines, from its `def` (decorators excluded) to its last line, nested ones counted
+    within their parent and on their own."""
+    found = []
+    for pkg in PRODUCT:
+        for path in sorted((root / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > limit:
+                        found.append((path.relative_to(root).as_posix(), node.name, n))
+    return found
+
+
+def test_no_function_over_100_lines_in_product_code():
+    """Issue 41: a function a reader must scroll through hides its steps; split where a
+    reader would (phases of a build, a loop body that is its own step), each piece named
+    for what it does. tests/ and bench/ stand outside the house."""
+    found = [f"{path}:{name} ({n} lines)" for path, name, n in long_functions() if (path, name) not in LONG_ALLOWED]
+    assert not found, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(found)
+
+
+def test_the_length_check_counts_a_long_function(tmp_path):
+    (tmp_path / "api").mkdir()
+    body = "".join(f"        x{i} = {i}\n" for i in range(100))
+    (tmp_path / "api" / "long.py").write_text(f"def short():\n    return 1\n\n\nclass C:\n    def long(self):\n{body}")
+    for other in PRODUCT[1:]:
+        (tmp_path / other).mkdir()
+    assert long_functions(tmp_path) == [("api/long.py", "long", 101)]

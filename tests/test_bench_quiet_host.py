@@ -296,7 +296,7 @@ def test_no_bench_reads_an_answer_without_checking_it():
 
 def test_the_cli_runs_without_a_planner_script_beside_the_interpreter(tmp_path):
     """The borrowed host's python3 has no `planner` script beside it: the support module's
-    command falls back to `python -m planner.cli`, which works from the source tree."""
+    command falls back to `python -m planner_cli`, which works from the source tree."""
     import os
     import subprocess
     import sys
@@ -314,7 +314,7 @@ def test_the_cli_runs_without_a_planner_script_beside_the_interpreter(tmp_path):
     out = subprocess.run([str(link), "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     cmd = eval(out.stdout)  # noqa: S307 - our own repr of a list of str
-    assert cmd[1:] == ["-m", "planner.cli"]
+    assert cmd[1:] == ["-m", "planner_cli"]
     ran = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=60, cwd=q.ROOT, env=env)
     assert ran.returncode == 0 and "usage: planner" in ran.stdout
 

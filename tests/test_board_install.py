@@ -98,7 +98,7 @@ def board_env(tmp_path: Path, extra: dict | None = None) -> dict:
 
 
 def planner(args: list[str], env: dict, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from planner.cli import main; sys.exit(main(sys.argv[1:]))",
+    return subprocess.run([sys.executable, "-c", "import sys; from planner_cli.main import main; sys.exit(main(sys.argv[1:]))",
                            *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 

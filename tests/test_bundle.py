@@ -15,7 +15,7 @@ import pytest
 
 from executor.bundle import BundleError, BundleRunner, bundle_inputs, make_bundle, manifest_bytes, read_manifest
 from executor.slicing import layers, load_model
-from tests.support.server import PLANNER, ROOT, Server, pipeline, token
+from tests.support.server import PLANNER, ROOT, served, token
 from tests.test_agent import documents, tiny_model
 
 SPECS = ["cpu1=openvino:CPU,threads=1,affinity=0", "cpu2=openvino:CPU,threads=1,precision=fp32"]
@@ -128,9 +128,8 @@ def test_service_makes_stores_and_serves_bundles_to_the_deployments_tokens(tmp_p
     model = tmp_path / "tiny.onnx"
     tiny_model(model)
     platform, profile = documents(model)
-    with Server(tmp_path / "data", env={"PLANNER_MAX_BODY_BYTES": "300000"}) as server:
-        ci = token(server, "--name", "ci", "--scope", "pipeline")
-        pipe, pid, mid = pipeline(server, ci, platform, profile)
+    service = served(tmp_path / "data", platform, profile, env={"PLANNER_MAX_BODY_BYTES": "300000"})
+    with service as (server, ci, pipe, pid, mid):
         plans = []
         for dev in ("cpu1", "cpu2"):
             r = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "constraints": {"devices": [dev]}})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.cli import main
+from planner_cli.main import main
 from planner.core.schema import Plan
 from tests.support.cli import run
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.cli import build_parser
+from planner_cli.main import build_parser
 from planner.core.schema import NOTATION_LEGEND, Plan
 from tests.support.cli import run
 

@@ -13,7 +13,7 @@ from executor.power import CsvMeter, RaplReader, detect
 from executor.profiler import profile_model
 from executor.runtime import parse_devices
 from executor.slicing import layers, load_model, materialise
-from planner.commands.profile import build_documents
+from planner_cli.commands.profile import build_documents
 from planner.core.schema import ModelProfile, PlanRequest, Platform
 from planner.plan import make_plan
 

@@ -236,7 +236,7 @@ def test_a_run_on_a_busier_host_than_the_regime_says_so():
     older profile) is compared on the load average, as before, and the note says why.
     Likewise a hypervisor's steal 0.5 points over the regime's. No figure, no note."""
     from executor.pipeline import REGIME_OTHER_CPU_MARGIN_PCT, HostPressure, regime_note
-    from planner.commands.execute import render_schedule
+    from planner_cli.commands.execute import render_schedule
 
     host = HostPressure().read()  # /proc/stat here: shares, never negative
     assert host.load_average >= 0 and (host.steal_pct is None or 0.0 <= host.steal_pct <= 100.0)

@@ -64,7 +64,7 @@ def test_measured_profiles_plan_with_one_line_about_what_was_adjusted():
 
 def test_profiled_devices_get_one_letter_symbols():
     """`cpu1`, `cpu2` were C and CP: `CP1` reads like the split notation (CG) or two devices."""
-    from planner.commands.profile import symbols
+    from planner_cli.commands.profile import symbols
 
     assert symbols(["cpu1", "cpu2", "q8"]) == ["C", "P", "Q"]
     assert all(len(s) == 1 for s in symbols([f"cpu{i}" for i in range(20)]))
@@ -74,7 +74,7 @@ def test_an_option_of_another_command_is_named_in_the_commands_words(capsys, tmp
     """`planner frontier --energy-cap` pointed to `planner --help`; the cap belongs to `plot`."""
     import pytest
 
-    from planner.cli import main
+    from planner_cli.main import main
 
     with pytest.raises(SystemExit) as exc:
         main(["frontier", "--platform", XAVIER, "--profile", VGG, "--energy-cap", "170"])
@@ -96,7 +96,7 @@ def all_parsers():
     """(name, parser) for every command and nested command (`token create`)."""
     import argparse
 
-    from planner.cli import build_parser
+    from planner_cli.main import build_parser
 
     def walk(prefix, parser):
         for action in parser._actions:
@@ -111,7 +111,7 @@ def all_parsers():
 def test_every_command_says_what_it_does_and_every_option_helps():
     import argparse
 
-    from planner.cli import build_parser
+    from planner_cli.main import build_parser
 
     top = build_parser().format_help()
     assert "COMMAND" in top.splitlines()[0]

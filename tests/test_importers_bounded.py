@@ -43,7 +43,7 @@ def capped(*argv: str, memory_mb: int = 1024) -> subprocess.CompletedProcess:
     until a 3 GB cap's MemoryError): a bounded read ends with an input error well within it."""
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 2**20, memory_mb * 2**20))
-    return subprocess.run([sys.executable, "-m", "planner.cli", *argv], cwd=ROOT, preexec_fn=cap, timeout=120,
+    return subprocess.run([sys.executable, "-m", "planner_cli", *argv], cwd=ROOT, preexec_fn=cap, timeout=120,
                           env={**os.environ, "PYTHONPATH": pythonpath()}, capture_output=True, text=True)
 
 

@@ -27,7 +27,7 @@ from onnx import numpy_helper
 from executor.bundle import BundleRunner, bundle_inputs, make_bundle
 from planner.core.telemetry import TelemetryBatch
 from tests.support.native import ScriptedService
-from tests.support.server import ROOT, Server, pipeline, token, wait_for
+from tests.support.server import ROOT, served, token, wait_for
 from tests.test_agent import documents, tiny_model
 from tests.test_bundle import SPECS, two_slice_plan
 
@@ -209,9 +209,7 @@ def test_native_agent_end_to_end_with_the_service(native, tmp_path):
     model = tmp_path / "tiny.onnx"
     tiny_model(model)
     platform, profile = skewed_documents(model)
-    with Server(tmp_path / "data", env={"PLANNER_MAX_WAIT_S": "2"}) as server:
-        ci = token(server, "--name", "ci", "--scope", "pipeline")
-        pipe, pid, mid = pipeline(server, ci, platform, profile)
+    with served(tmp_path / "data", platform, profile, env={"PLANNER_MAX_WAIT_S": "2"}) as (server, _, pipe, pid, mid):
         one = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "constraints": {"devices": ["cpu1"]}})
         two = pipe.post("/v1/plans", json={"platform_id": pid, "profile_id": mid, "objective": "latency",
                                            "constraints": {"devices": ["cpu1", "cpu2"]}, "compare_baselines": False})

@@ -24,7 +24,7 @@ def docs(tmp_path_factory):
     """A plan (energy-capped, so some alternatives break the request), a frontier and a
     two-network schedule, written by the CLI itself."""
     d = tmp_path_factory.mktemp("docs")
-    from planner.cli import main
+    from planner_cli.main import main
     import contextlib
     import io
 

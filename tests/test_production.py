@@ -186,6 +186,17 @@ class _IdleEngine:
         pass
 
 
+def _admin_with_documents(client) -> tuple[dict, str, str]:  # noqa: ANN001
+    """An admin's headers on the app, and the ids of the test platform and profile it uploaded."""
+    from api.auth import create_token
+    from tests.support import docs
+
+    admin = {"Authorization": f"Bearer {create_token(client.app.state.service.db, 'a', ['admin'], [])[1]}"}
+    p = client.post("/v1/platforms", json=docs.platform(), headers=admin).json()["id"]
+    m = client.post("/v1/profiles", json=docs.profile(), headers=admin).json()["id"]
+    return admin, p, m
+
+
 def _app(data_dir, executor=None):  # noqa: ANN001, ANN202
     from fastapi.testclient import TestClient
 
@@ -262,16 +273,12 @@ def test_job_outcomes_are_counted_from_the_store_and_survive_a_restart(tmp_path,
 
     from sqlalchemy import update
 
-    from api.auth import create_token
     from api.db import Database
     from api.rows import JobRow
-    from tests.support import docs
 
     client = _app(tmp_path)
     try:
-        admin = {"Authorization": f"Bearer {create_token(client.app.state.service.db, 'a', ['admin'], [])[1]}"}
-        p = client.post("/v1/platforms", json=docs.platform(), headers=admin).json()["id"]
-        m = client.post("/v1/profiles", json=docs.profile(), headers=admin).json()["id"]
+        admin, p, m = _admin_with_documents(client)
         ok = client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
                                             "options": {"duration_s": 0.1}}, headers=admin).json()["id"]
         deadline = time.monotonic() + 60
@@ -475,16 +482,12 @@ def test_a_run_lost_with_the_dask_scheduler_is_given_back_and_a_dask_rerun_is_lo
     import logging
     from types import SimpleNamespace
 
-    from api.auth import create_token
     from api.dask_executor import DaskExecutor
     from api.rows import JobRow
-    from tests.support import docs
 
     client = _app(tmp_path, _IdleEngine())
     try:
-        admin = {"Authorization": f"Bearer {create_token(client.app.state.service.db, 'a', ['admin'], [])[1]}"}
-        p = client.post("/v1/platforms", json=docs.platform(), headers=admin).json()["id"]
-        m = client.post("/v1/profiles", json=docs.profile(), headers=admin).json()["id"]
+        admin, p, m = _admin_with_documents(client)
         job = client.post("/v1/plans", json={"platform_id": p, "profile_id": m, "solver": "test-slow",
                                              "options": {"duration_s": 0.1}}, headers=admin).json()["id"]
         jobs = client.app.state.service.jobs

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from executor.profiler import DeviceTimes, ProfileRun
 from executor.runtime import parse_devices
 from models.calibration import calibrate, slice_prediction
-from planner.commands.profile import build_documents
+from planner_cli.commands.profile import build_documents
 from planner.core.io import parse
 from planner.core.schema import ModelProfile, PlanRequest, Platform
 from planner.plan import make_plan

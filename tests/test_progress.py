@@ -68,7 +68,7 @@ def _as_terminal(monkeypatch) -> Tty:
 
 def test_schedule_shows_the_solvers_progress_on_a_terminal(monkeypatch, capsys):
     err = _as_terminal(monkeypatch)
-    code = __import__("planner.cli", fromlist=["main"]).main(
+    code = __import__("planner_cli.main", fromlist=["main"]).main(
         ["schedule", "--platform", S9, "--devices", "cpu,gpu", "--app", f"{SQ}:33:0", "--app", f"{V1}:40:1",
          "--cpu-config", "cpu=2,2", "--solver", "ga", "--generations", "20", "--population", "16", "--seed", "1"])
     assert code in (0, 3)
@@ -78,7 +78,7 @@ def test_schedule_shows_the_solvers_progress_on_a_terminal(monkeypatch, capsys):
 
 def test_frontier_and_quiet_commands(monkeypatch, capsys):
     err = _as_terminal(monkeypatch)
-    code = __import__("planner.cli", fromlist=["main"]).main(
+    code = __import__("planner_cli.main", fromlist=["main"]).main(
         ["frontier", "--platform", XAVIER, "--profile", VGG19, "--max-transitions", "3"])
     assert code == 0
     assert "frontier:" in err.getvalue() and "labels" in err.getvalue()
@@ -93,7 +93,7 @@ def fake_service(monkeypatch, answers):
     (status), a Response, or an exception to raise; returns the log of calls."""
     import httpx
 
-    from planner.commands import client as cl
+    from planner_cli.commands import client as cl
 
     log = []
 
@@ -118,7 +118,7 @@ def test_ctrl_c_cancels_the_job_on_a_fresh_connection_and_retries_a_busy_service
     unreachable, and the interrupt goes on (exit 130 at the CLI)."""
     import httpx
 
-    from planner.commands import client as cl
+    from planner_cli.commands import client as cl
 
     first = cl.Client("http://x", "t")
     deletes = iter([httpx.ConnectError("connection reset"), 503, 200])
@@ -131,7 +131,7 @@ def test_ctrl_c_cancels_the_job_on_a_fresh_connection_and_retries_a_busy_service
 
 
 def test_ctrl_c_says_when_the_job_could_not_be_cancelled(monkeypatch, capsys):
-    from planner.commands import client as cl
+    from planner_cli.commands import client as cl
 
     fake_service(monkeypatch, lambda c, m, p: KeyboardInterrupt() if m == "GET" else 503)
     with pytest.raises(KeyboardInterrupt):
@@ -143,7 +143,7 @@ def test_ctrl_c_says_when_the_job_could_not_be_cancelled(monkeypatch, capsys):
 def test_waiting_rides_out_a_busy_moment_but_not_a_refusal(monkeypatch):
     import httpx
 
-    from planner.commands import client as cl
+    from planner_cli.commands import client as cl
 
     polls = iter([503, 429, httpx.Response(200, json={"id": "job_3", "state": "succeeded", "progress": 1.0})])
     fake_service(monkeypatch, lambda c, m, p: next(polls))

@@ -15,7 +15,7 @@ import pytest
 
 from executor.importers import build_profile, model_graph, read
 from executor.importers.platform import build_platform, parse_link
-from executor.importers.records import Trace
+from executor.importers.trace import Trace
 from executor.importers.structure import GraphNode, node_scope
 from planner.core.errors import InputError
 from planner.core.io import load, parse

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from models.refit import refit
-from planner.commands.solve import render
+from planner_cli.commands.solve import render
 from planner.core.schema import Constraints, ModelProfile, PlanRequest, Platform
 from planner.core.telemetry import PlanTelemetry, SliceTelemetry
 from planner.plan import make_plan

@@ -61,7 +61,7 @@ def test_a_one_slice_plan_is_a_plain_session(tmp_path):
 
 
 def test_profile_records_its_regime_and_plans_and_execute_use_it(tmp_path, capsys):
-    from planner.cli import main
+    from planner_cli.main import main
 
     from test_agent import tiny_model
 
@@ -97,7 +97,7 @@ def test_profile_records_its_regime_and_plans_and_execute_use_it(tmp_path, capsy
 
 
 def test_profile_rate_is_checked(tmp_path, capsys):
-    from planner.cli import main
+    from planner_cli.main import main
 
     from test_agent import tiny_model
 

@@ -661,7 +661,7 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
     from executor import runtime
     from executor.pe_profile import _two_layer_model
     from executor.pipeline import run_schedule_entry
-    from planner.commands.execute import render_schedule
+    from planner_cli.commands.execute import render_schedule
     from planner.core.multiapp import analysis_terms
     from planner.scheduling import entries_of
 

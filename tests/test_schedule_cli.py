@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from planner.cli import main
+from planner_cli.main import main
 from planner.core.schema import Schedule
 
 S9 = "profiles/platforms/galaxy_s9.json"

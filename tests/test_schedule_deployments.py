@@ -158,8 +158,8 @@ def deploy(api, monkeypatch, capsys):
     """`planner deploy ...` in this process, its client talking to the in-process service."""
     from fastapi.testclient import TestClient
 
-    from planner import cli
-    from planner.commands import client
+    from planner_cli import main as cli
+    from planner_cli.commands import client
 
     def init(self, server, token):
         self.server, self.token = server, token

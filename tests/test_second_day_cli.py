@@ -30,7 +30,7 @@ def api(tmp_path):
 
 
 def test_deploy_with_verify_announces_the_pending_verification(api, monkeypatch, capsys):
-    from planner.commands import client
+    from planner_cli.commands import client
 
     def init(self, server, token):  # noqa: ANN001 - the in-process service's own client (its loop runs the plan workers)
         self.server, self.token = server, token

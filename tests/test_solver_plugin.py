@@ -155,7 +155,7 @@ def api(fresh_registry, cluster, tmp_path_factory):
 
 def cli(plugin: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(plugin)])}
-    return subprocess.run([sys.executable, "-m", "planner.cli", *argv], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "planner_cli", *argv], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 
 

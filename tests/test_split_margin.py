@@ -198,7 +198,7 @@ def test_profiler_measures_switches_as_two_slice_runs_of_the_executor(monkeypatc
         ((0, c - 1, a), (c, L - 1, b)) for c in cuts for a in "cq" for b in "cq")
     assert all(it.factory is None for it in sw.items)  # the executor's own SlicedModel runs them
     # and the documents carry the fits and the uncertainties
-    from planner.commands.profile import build_documents
+    from planner_cli.commands.profile import build_documents
 
     plat, _, lines = build_documents(lm, run, name="sq", platform_name="t", energy_source="none", model_path="sq.onnx")
     assert {(t["from_device"], t["to_device"]) for t in plat["transitions"]} == {("c", "q"), ("q", "c")}

@@ -76,7 +76,7 @@ def test_422_bodies_name_the_nearest_field_value_and_plan_solver(api):
 
 
 def test_an_unreachable_default_server_names_the_variable(monkeypatch, capsys):
-    import planner.commands.client as client
+    import planner_cli.commands.client as client
 
     monkeypatch.delenv("PLANNER_SERVER", raising=False)
     monkeypatch.setattr(client, "DEFAULT_SERVER", "http://127.0.0.1:9")  # discard: nothing listens

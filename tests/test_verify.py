@@ -217,7 +217,7 @@ def test_branch_targets_take_a_dp_per_subspace(monkeypatch):
 
 
 def _onnx_documents(tmp_path):
-    from planner.commands.profile import build_documents
+    from planner_cli.commands.profile import build_documents
     from executor.profiler import profile_model
     from executor.runtime import parse_devices
     from executor.slicing import layers, load_model
@@ -276,7 +276,7 @@ def test_verify_refuses_energy_and_bad_k(tmp_path):
 
 
 def test_cli_profile_then_solve_verify_measures_every_candidate(tmp_path, capsys):
-    from planner.cli import main
+    from planner_cli.main import main
 
     from test_agent import tiny_model
 
@@ -306,7 +306,7 @@ def test_cli_profile_then_solve_verify_measures_every_candidate(tmp_path, capsys
 
 
 def test_cli_profile_verify_writes_the_measured_best_plan(tmp_path, capsys):
-    from planner.cli import main
+    from planner_cli.main import main
 
     from test_agent import tiny_model
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.core.options import AsymoOptions
+from solvers.asymo import AsymoOptions
 from models.asymo import (
     MMCostModel,
     best_blocks,
@@ -165,8 +165,8 @@ def test_least_energy_frequency_hand_worked_curve():
     cpu = AsymoCpu.model_validate({"kind": "asymo-cpu", "name": "one", "clusters": [cluster()]})
     mm = AsymoNetwork.model_validate({"kind": "asymo-network", "name": "mm", "ops": [{"id": "a", "m": 64, "k": 64, "n": 64}]})
     mv = AsymoNetwork.model_validate({"kind": "asymo-network", "name": "mv", "ops": [{"id": "a", "m": 512, "k": 512, "n": 1}]})
-    assert compile_asymo(cpu, mm).info["least_energy_mhz"]["big"] == 1000.0
-    assert compile_asymo(cpu, mv).info["least_energy_mhz"]["big"] == 1500.0
+    assert compile_asymo(cpu, mm, AsymoOptions()).info["least_energy_mhz"]["big"] == 1000.0
+    assert compile_asymo(cpu, mv, AsymoOptions()).info["least_energy_mhz"]["big"] == 1500.0
     assert compile_asymo(cpu, mv, AsymoOptions(intensity="computation")).info["least_energy_mhz"]["big"] == 1000.0
 
 
@@ -267,7 +267,7 @@ def test_generic_problem_gets_one_target_and_matches_evaluator():
 
 
 def test_cli_per_op_table(capsys):
-    from planner.cli import main
+    from planner_cli.main import main
 
     rc = main(["solve", "--platform", str(ASY / "kirin970_cpu.json"), "--profile", str(ASY / "mobilenet_v1.json"),
                "--solver", "asymo"])

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models.mulayer import LogLinearFit, build_problem, features
-from planner.core.options import MuLayerOptions, parse_mulayer_options as parse_options
+from planner.core.options import parse_options as parse_any
+from solvers.mulayer import MuLayerOptions
 from planner.core.branches import BRANCH_MODE, find_branch_regions
 from planner.core.errors import InputError, UnsupportedRequest
 from planner.core.evaluate import evaluate, evaluate_batch
@@ -24,6 +25,11 @@ from planner.core.problem import Assignment, Problem, Target
 from planner.core.schema import ModelProfile, PlanRequest, Platform
 from solvers.brute import all_assignments
 from solvers.mulayer import branch_search, mulayer_baselines, solve_mulayer
+
+
+def parse_options(options: dict) -> MuLayerOptions:
+    return parse_any(MuLayerOptions, options)
+
 
 ROOT = Path(__file__).resolve().parents[1]
 MUL = ROOT / "profiles" / "mulayer"
@@ -305,11 +311,11 @@ def test_bad_options_and_inputs_name_the_field():
     assert exc.value.issues[0].path == "options.dtypes[0]" and "quint8" in exc.value.issues[0].reason
     both = doc_profile([1.0], [1.0], dtypes=(None, "f32"))
     with pytest.raises(InputError) as exc:
-        build_problem(platform, ModelProfile.model_validate(both))
+        build_problem(platform, ModelProfile.model_validate(both), MuLayerOptions())
     assert exc.value.issues[0].path == "layers[0].measurements[2].dtype"
     trans = dict(doc_platform(), transitions=[{"from_device": "cpu", "to_device": "gpu", "time_coeffs_ms": [0.1]}])
     with pytest.raises(UnsupportedRequest, match="transition"):
-        build_problem(Platform.model_validate(trans), profile)
+        build_problem(Platform.model_validate(trans), profile, MuLayerOptions())
 
 
 # ----------------------------------------------------------------------------- shipped workloads
@@ -368,7 +374,7 @@ def test_generator_is_deterministic_and_matches_shipped_files():
 
 
 def test_cli_prints_per_layer_and_module_tables(capsys):
-    from planner.cli import main
+    from planner_cli.main import main
 
     rc = main(["solve", "--platform", str(MUL / "exynos7420.json"), "--profile", str(MUL / "squeezenet_v1.1.json"),
                "--solver", "mulayer", "--no-compare"])
@@ -405,3 +411,14 @@ def test_predictor_modes_scale_shares_by_the_fitted_exponent():
     regression = build_problem(plat, prof, MuLayerOptions(predictor="regression", **opts))
     off = regression.exec_time_ms[2, 0]
     assert cpu[2] < off < cpu[2] * 1.5  # regression: the fitted line, not the outlier
+
+
+def test_the_options_and_the_cost_model_know_the_same_split_kinds():
+    """The kinds live with the cost model (models.mulayer.SplitKind) and in the solver's
+    options schema (solvers.mulayer.MuLayerOptions), which may not import each other."""
+    from typing import get_args
+
+    from models.mulayer import SplitKind
+
+    field = MuLayerOptions.model_fields["split_kinds"].annotation
+    assert get_args(get_args(field)[1]) == get_args(SplitKind)

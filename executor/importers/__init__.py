@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Callable
 
 from executor.importers import ort, tflite, torch_trace, trtexec
-from executor.importers.records import ImportReport, OpRecord, Trace, TraceMatch, build_profile, layer_id
+from executor.importers.records import ImportReport, TraceMatch, build_profile, layer_id
+from executor.importers.trace import OpRecord, Trace
 from planner.core.errors import InputError
 from planner.core.schema import ModelProfile
 

@@ -14,7 +14,7 @@ the report lists the rewritten nodes as unmatched.
 from __future__ import annotations
 
 from executor.importers.common import MAX_DURATION_US, load_json_file
-from executor.importers.records import OpRecord, Trace
+from executor.importers.trace import OpRecord, Trace
 from planner.core.errors import InputError
 
 SUFFIX = "_kernel_time"

@@ -18,7 +18,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from executor.importers.records import Trace
+from executor.importers.trace import Trace
 from planner.core.errors import InputError, Issue
 
 KINDS = ("cpu", "gpu", "npu", "dla", "dsp", "other")

@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from executor.importers.structure import place
+from executor.importers.trace import OpRecord, Trace
 from planner.core.errors import InputError, Issue
 from planner.core.io import parse
 from planner.core.schema import ModelProfile
@@ -45,43 +46,6 @@ def tensor_bytes(shape: Sequence[int], element: str) -> int | None:
     if size is None or any(int(d) < 0 for d in shape):
         return None
     return int(np.prod([int(d) for d in shape], dtype=np.int64)) * size
-
-
-@dataclass
-class OpRecord:
-    """One operator or fused layer as the profiler reported it."""
-
-    name: str
-    op_type: str = "op"
-    parts: tuple[str, ...] = ()  # graph node names it covers; default (name,)
-    samples_ms: list[float] = field(default_factory=list)  # one per run (or one summary figure)
-    runs: int | None = None  # runs a summary figure stands for, when samples are not per run
-    input_bytes: int | None = None
-    output_bytes: int | None = None
-    weight_bytes: int | None = None
-    feeds: str | None = None  # a reformat/copy record: the node whose input it prepares
-    kind: str = "op"  # "label" (names graph nodes), "module" (an nn.Module), "op" (an operator)
-    scope: tuple[str, ...] = ()  # enclosing modules outermost first (PyTorch traces with with_modules=True)
-    host_timed: bool = False  # on a GPU trace: launched no kernel, timed by its host wall time
-    merged_into: str | None = None  # no graph node of its own: its time is charged to this record's nodes
-
-    def node_names(self) -> tuple[str, ...]:
-        return self.parts or (self.name,)
-
-
-@dataclass
-class Trace:
-    """One profiler output file for one device."""
-
-    format: str
-    source: str
-    device: str
-    records: list[OpRecord]
-    runs: int | None = None
-    notes: list[str] = field(default_factory=list)
-    device_kind: str | None = None  # "cpu", "gpu", ... when the trace shows it (CUDA kernels -> gpu)
-    device_name: str | None = None  # e.g. the GPU's name from the trace's device properties
-    copies: list[tuple[str, int, float]] = field(default_factory=list)  # host<->device memcpy: (h2d|d2h, bytes, ms)
 
 
 @dataclass
@@ -208,6 +172,76 @@ def _copy_bandwidth(layers: list[dict], timed: dict[int, float], traces: Sequenc
     return None, "no data-movement layer or copy timed on this device"
 
 
+def _match_trace(tr: Trace, layers: list[dict], resolve: "_Resolver", graph: Sequence | None,
+                 got: dict[int, list[OpRecord]]) -> TraceMatch:
+    """One trace's records charged to the layers their nodes fall in (into `got`, per
+    layer index; a record fused across layers shares its time by its nodes), unlabelled
+    PyTorch records first placed on `graph`; what matched, as reported."""
+    structural = False
+    merged: list[str] = []
+    if graph and tr.format == "pytorch" and any(r.kind != "label" and not r.parts for r in tr.records):
+        placement = place(tr.records, list(graph), tr.source)
+        structural = any(r.kind == "module" for r in tr.records)
+        merged = placement.merged
+    unmatched, spanning, matched = [], [], 0
+    for rec in tr.records:
+        hits = resolve.record(rec)
+        if not hits:
+            unmatched.append(rec.name)
+            continue
+        if rec.merged_into is not None and rec.host_timed and tr.device_kind == "gpu":
+            continue  # folded away and launched no kernel: nothing ran on the device
+        if rec.merged_into is None:
+            matched += 1
+        if len(hits) == 1:
+            got.setdefault(hits[0], []).append(rec)
+            continue
+        # fused across the planner's layers: each layer its share of the record's nodes
+        if rec.merged_into is None:
+            spanning.append(f"{rec.name} ({', '.join(layers[h]['id'] for h in hits)})")
+        share = [resolve(node) for node in rec.node_names()]
+        for h in hits:
+            w = share.count(h) / sum(1 for x in share if x is not None)
+            got.setdefault(h, []).append(replace(rec, samples_ms=[x * w for x in rec.samples_ms]))
+    return TraceMatch(tr.source, tr.format, tr.device, len(tr.records), matched, unmatched, spanning, [],
+                      tr.runs, merged=merged, structural=structural)
+
+
+def _measurement(dev: str, recs: list[OpRecord], freq_mhz: Mapping[str, float]) -> dict:
+    """A layer's measurement on `dev` from its records: per run, the sum over records,
+    then median and p90 - p10 (each record's median summed where their runs differ)."""
+    counts = {len(r.samples_ms) for r in recs}
+    if len(counts) == 1 and counts != {0}:
+        per_run = np.sum([r.samples_ms for r in recs], axis=0).tolist()
+        time_ms, spread = _summarise(per_run)
+        runs = max([r.runs or 0 for r in recs]) or len(per_run)
+    else:  # different sample counts: sum of each record's median
+        time_ms = float(sum(_summarise(r.samples_ms)[0] for r in recs if r.samples_ms))
+        spread, runs = None, max([r.runs or len(r.samples_ms) for r in recs])
+    if time_ms <= 0:
+        time_ms = 1e-6  # a profiler's 0 us (below its resolution); the schema needs > 0
+    m = {"device": dev, "time_ms": time_ms, "includes_communication": False, "runs": max(1, runs)}
+    if spread is not None:
+        m["time_spread_ms"] = spread
+    if dev in freq_mhz:
+        m["freq_mhz"] = freq_mhz[dev]
+    return m
+
+
+def _report_times(matches: list[TraceMatch], layers: list[dict], per_device: dict[str, dict[int, list[OpRecord]]],
+                  estimated: dict[str, list[str]], reasons: dict[str, str]) -> None:
+    """Each trace's report completed with its device's layers: timed, estimated from
+    bytes, or left without a time (and why)."""
+    for tm in matches:
+        got = per_device[tm.device]
+        est = estimated.get(tm.device, [])
+        est_ids = {e.split(" (", 1)[0] for e in est}
+        tm.layers_timed = sum(1 for i in range(len(layers)) if got.get(i))
+        tm.estimated = est
+        tm.layers_without_time = [l["id"] for i, l in enumerate(layers) if not got.get(i) and l["id"] not in est_ids]
+        tm.no_time_reason = reasons.get(tm.device, "") if tm.layers_without_time else ""
+
+
 def build_profile(
     traces: Sequence[Trace],
     name: str,
@@ -251,35 +285,7 @@ def build_profile(
     matches: list[TraceMatch] = []
     per_device: dict[str, dict[int, list[OpRecord]]] = {}
     for tr in traces:
-        got = per_device.setdefault(tr.device, {})
-        structural = False
-        merged: list[str] = []
-        if graph and tr.format == "pytorch" and any(r.kind != "label" and not r.parts for r in tr.records):
-            placement = place(tr.records, list(graph), tr.source)
-            structural = any(r.kind == "module" for r in tr.records)
-            merged = placement.merged
-        unmatched, spanning, matched = [], [], 0
-        for rec in tr.records:
-            hits = resolve.record(rec)
-            if not hits:
-                unmatched.append(rec.name)
-                continue
-            if rec.merged_into is not None and rec.host_timed and tr.device_kind == "gpu":
-                continue  # folded away and launched no kernel: nothing ran on the device
-            if rec.merged_into is None:
-                matched += 1
-            if len(hits) == 1:
-                got.setdefault(hits[0], []).append(rec)
-                continue
-            # fused across the planner's layers: each layer its share of the record's nodes
-            if rec.merged_into is None:
-                spanning.append(f"{rec.name} ({', '.join(layers[h]['id'] for h in hits)})")
-            share = [resolve(node) for node in rec.node_names()]
-            for h in hits:
-                w = share.count(h) / sum(1 for x in share if x is not None)
-                got.setdefault(h, []).append(replace(rec, samples_ms=[x * w for x in rec.samples_ms]))
-        matches.append(TraceMatch(tr.source, tr.format, tr.device, len(tr.records), matched, unmatched, spanning, [],
-                                  tr.runs, merged=merged, structural=structural))
+        matches.append(_match_trace(tr, layers, resolve, graph, per_device.setdefault(tr.device, {})))
     issues: list[Issue] = []
     estimated: dict[str, list[str]] = {}
     reasons: dict[str, str] = {}
@@ -296,23 +302,9 @@ def build_profile(
             layer["measurements"] = keep
             if not recs:
                 continue
-            counts = {len(r.samples_ms) for r in recs}
-            if len(counts) == 1 and counts != {0}:
-                per_run = np.sum([r.samples_ms for r in recs], axis=0).tolist()
-                time_ms, spread = _summarise(per_run)
-                runs = max([r.runs or 0 for r in recs]) or len(per_run)
-            else:  # different sample counts: sum of each record's median
-                time_ms = float(sum(_summarise(r.samples_ms)[0] for r in recs if r.samples_ms))
-                spread, runs = None, max([r.runs or len(r.samples_ms) for r in recs])
-            if time_ms <= 0:
-                time_ms = 1e-6  # a profiler's 0 us (below its resolution); the schema needs > 0
-            m = {"device": dev, "time_ms": time_ms, "includes_communication": False, "runs": max(1, runs)}
-            if spread is not None:
-                m["time_spread_ms"] = spread
-            if dev in freq_mhz:
-                m["freq_mhz"] = freq_mhz[dev]
+            m = _measurement(dev, recs, freq_mhz)
             layer["measurements"] = keep + [m]
-            timed[i] = time_ms
+            timed[i] = m["time_ms"]
         bw, how = _copy_bandwidth(layers, timed, [t for t in traces if t.device == dev])
         reasons[dev] = how if bw is None else "their bytes are unknown"
         for i, layer in enumerate(layers):
@@ -328,14 +320,7 @@ def build_profile(
         devices_done.add(dev)
     if issues:
         raise InputError(issues)
-    for tm in matches:
-        got = per_device[tm.device]
-        est = estimated.get(tm.device, [])
-        est_ids = {e.split(" (", 1)[0] for e in est}
-        tm.layers_timed = sum(1 for i in range(len(layers)) if got.get(i))
-        tm.estimated = est
-        tm.layers_without_time = [l["id"] for i, l in enumerate(layers) if not got.get(i) and l["id"] not in est_ids]
-        tm.no_time_reason = reasons.get(tm.device, "") if tm.layers_without_time else ""
+    _report_times(matches, layers, per_device, estimated, reasons)
     notes = []
     for dev, est in estimated.items():
         notes.append(f"{dev}: {len(est)} layer(s) estimated from bytes at the measured copy bandwidth: "

@@ -22,14 +22,11 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from executor.importers.trace import OpRecord
 from planner.core.errors import InputError
-
-if TYPE_CHECKING:  # annotations only: records places traces with this module, so it may not import back
-    from executor.importers.records import OpRecord
 
 MAX_CELLS = 10_000_000  # records x graph units of one alignment (its float32 matrix: 40 MB)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from executor.importers.common import MAX_DURATION_MS, read_text
-from executor.importers.records import OpRecord, Trace
+from executor.importers.trace import OpRecord, Trace
 from planner.core.errors import InputError
 
 HEADER = "Operator-wise Profiling Info for Regular Benchmark Runs"

@@ -26,7 +26,7 @@ import bisect
 import math
 
 from executor.importers.common import MAX_DURATION_US, load_json_file
-from executor.importers.records import OpRecord, Trace
+from executor.importers.trace import OpRecord, Trace
 from planner.core.errors import InputError
 
 STEP = "ProfilerStep#"
@@ -116,13 +116,11 @@ def _copies(device: list[tuple]) -> list[tuple[str, int, float]]:
     return out
 
 
-def parse(path: str, device: str) -> Trace:
-    data = load_json_file(path)
-    host, dev_events = _collect(data, path)
-    ev, parent = _nest(host)
+def _units(ev: list, parent: list[int], has_labels: bool) -> tuple[list[int], list[int]]:
+    """Each host event's nearest enclosing module (or itself) and the unit it belongs
+    to (-1: none): the innermost label where there are labels, else its leaf module, else
+    the top-level op it runs in."""
     n = len(ev)
-    has_labels = any(e[0] == _LABEL for e in ev)
-    has_modules = any(e[0] == _MODULE for e in ev)
     # nearest enclosing module (or itself) and leafness, parents before children in `ev`
     near_mod = [-1] * n
     leaf = [True] * n
@@ -156,6 +154,17 @@ def parse(path: str, device: str) -> Trace:
                 unit[k] = inherited  # inside a glue op
             elif e[0] == _OP:
                 unit[k] = k
+    return near_mod, unit
+
+
+def parse(path: str, device: str) -> Trace:
+    data = load_json_file(path)
+    host, dev_events = _collect(data, path)
+    ev, parent = _nest(host)
+    n = len(ev)
+    has_labels = any(e[0] == _LABEL for e in ev)
+    has_modules = any(e[0] == _MODULE for e in ev)
+    near_mod, unit = _units(ev, parent, has_labels)
     units = sorted({u for u in unit if u >= 0}, key=lambda u: ev[u][2])
     if not units:
         raise InputError(path, "no cpu_op, user_annotation or nn.Module events: is this a torch.profiler chrome trace?")

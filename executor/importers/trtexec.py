@@ -25,7 +25,8 @@ from __future__ import annotations
 import re
 
 from executor.importers.common import MAX_DURATION_MS, load_json_file
-from executor.importers.records import ELEMENT_BYTES, OpRecord, Trace
+from executor.importers.records import ELEMENT_BYTES
+from executor.importers.trace import OpRecord, Trace
 from planner.core.errors import InputError
 from planner.core.schema import MAX_COUNT
 

@@ -464,17 +464,10 @@ def _close_app(apps_out: list, violations: list[str], a: int, app, c, start, fin
                                 tuple(inter), tuple(slack), worst, meets_deadline=meets)))
     return 0.0 if meets else worst - app.period_ms
 
-def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEval:
-    """The reference evaluation of one joint mapping (plain loops, no vectorisation)."""
-    genes = [int(g) for g in genes]
-    if len(genes) != problem.n_genes:
-        raise ValueError(f"mapping has {len(genes)} genes, problem has {problem.n_genes}")
+def _per_app(problem: MappingProblem, maps: list[list[int]], violations: list[str]) -> tuple[list, list, list]:
+    """Each network's occupancies, ASAP (start, finish) and energy under its mapping; a
+    layer mapped where it cannot run is a violation."""
     P = problem.n_pes
-    if any(not 0 <= g < P for g in genes):
-        raise ValueError("PE index out of range")
-    off = problem.offsets
-    maps = [genes[off[a]:off[a + 1]] for a in range(len(problem.apps))]
-    violations: list[str] = []
     occ, asap, energy = [], [], []
     for app, m in zip(problem.apps, maps):
         for i in range(app.n_layers):
@@ -486,6 +479,12 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         e = sum(float(app.exec_energy_mj[i, m[i]]) for i in range(app.n_layers))
         e += sum(float(app.edge_energy_mj[k, m[u], m[v]]) for k, (u, v) in enumerate(app.edges))
         energy.append(e)
+    return occ, asap, energy
+
+
+def _memory_violations(problem: MappingProblem, maps: list[list[int]]) -> list[str]:
+    """Each device whose layers' footprints exceed its memory."""
+    violations: list[str] = []
     mem = [0.0] * len(problem.device_ids)
     for app, m in zip(problem.apps, maps):
         for i in range(app.n_layers):
@@ -493,38 +492,97 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
     for d, used in enumerate(mem):
         if used > problem.device_memory_limit_bytes[d]:
             violations.append(f"device '{problem.device_ids[d]}' needs {used:.0f} bytes, holds {problem.device_memory_limit_bytes[d]:.0f}")
+    return violations
+
+
+def _throughput_eval(problem: MappingProblem, m: list[int], c: list[float], asap_0: tuple, energy_0: float,
+                     total_e: float, violations: list[str], feasible: bool) -> MappingEval:
+    """Throughput mode (one network, pipelined): its period is the busiest PE's work in
+    the executor's regime, stretched by the CPU cap where it binds."""
+    P = problem.n_pes
+    app = problem.apps[0]
+    ct = [0.0] * P
+    for i in range(app.n_layers):
+        ct[m[i]] += c[i]
+    nseg = segment_terms(m, c, P)[0]
+    tf = problem.throughput_factor or (1.0,) * P
+    ct = [tf[p] * ct[p] + problem.throughput_dispatch_ms * nseg[p] for p in range(P)]
+    period = max(ct)
+    cpu_busy = sum(problem.pe_cores[p] * ct[p] for p in range(P) if problem.pe_is_cpu[p])
+    stretched = cpu_busy / (problem.total_cpu_cores * problem.utilisation_cap) if problem.total_cpu_cores else 0.0
+    eff = max(period, stretched)
+    util = cpu_busy / (problem.total_cpu_cores * eff) if problem.total_cpu_cores and eff > 0 else 0.0
+    meets = eff <= app.period_ms * (1 + EPS)
+    if not meets:
+        violations.append(f"{app.name}: period {_ms(eff)} ms exceeds the required {app.period_ms:g} ms")
+    start, finish = asap_0
+    ev_app = AppEval(app.name, tuple(c), tuple(start), tuple(finish), max(finish), energy_0,
+                     pipeline_period_ms=period, effective_period_ms=eff, meets_deadline=meets)
+    schedulable = not violations
+    objs = [eff, total_e]
+    if not feasible and any("cannot run" in v for v in violations):
+        objs = [math.inf, math.inf]
+    elif not schedulable:
+        late = max(0.0, eff - app.period_ms)
+        objs = [o + PENALTY + late for o in objs]
+    return MappingEval("throughput", (ev_app,), total_e, total_e / eff if eff > 0 else 0.0, tuple(ct),
+                       tuple(x / eff if eff > 0 else 0.0 for x in ct), util, eff - period, feasible,
+                       schedulable, tuple(violations), tuple(objs))
+
+
+def _demand_interference(problem: MappingProblem, a: int, higher: Sequence[int], lower: Sequence[int],
+                         maps: list[list[int]], occ: list, asap: list, alap0: list[float], alap_d: list[float],
+                         r0: float) -> tuple[list[float], list[float], float]:
+    """Fixed-priority demand-bound analysis of network a: per layer the interference of
+    higher-priority networks on its PE (and blocking by a lower one on a non-preemptive
+    PE), its slack, and the network's worst-case response time."""
+    app, m, c = problem.apps[a], maps[a], occ[a]
+    start = asap[a][0]
+    inter, slack = [], []
+    worst = r0
+    mrd_cache: dict[int, float] = {}
+    for i in range(app.n_layers):
+        p = m[i]
+        if p not in mrd_cache:
+            if problem.interference_window == "period":
+                window = app.period_ms  # eq. 10-11 as printed: t = P_i
+            else:
+                window = max(alap_d[j] + c[j] - start[j] for j in range(app.n_layers) if m[j] == p)
+            mrd = 0.0
+            for h in higher:
+                hs, hf = asap[h]
+                ivs = [(hs[j], hf[j]) for j in range(problem.apps[h].n_layers) if maps[h][j] == p]
+                mrd += demand_bound(ivs, problem.apps[h].period_ms, window)
+            if not problem.pe_preemptive[p]:
+                mrd += max((occ[lp][j] for lp in lower for j in range(problem.apps[lp].n_layers) if maps[lp][j] == p),
+                           default=0.0)
+            mrd_cache[p] = mrd
+        interference = mrd_cache[p]
+        mai = alap_d[i] - start[i]
+        inter.append(interference)
+        slack.append(mai - interference)
+        worst = max(worst, r0 + interference - (alap0[i] - start[i]))
+    return inter, slack, worst
+
+
+def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEval:
+    """The reference evaluation of one joint mapping (plain loops, no vectorisation)."""
+    genes = [int(g) for g in genes]
+    if len(genes) != problem.n_genes:
+        raise ValueError(f"mapping has {len(genes)} genes, problem has {problem.n_genes}")
+    P = problem.n_pes
+    if any(not 0 <= g < P for g in genes):
+        raise ValueError("PE index out of range")
+    off = problem.offsets
+    maps = [genes[off[a]:off[a + 1]] for a in range(len(problem.apps))]
+    violations: list[str] = []
+    occ, asap, energy = _per_app(problem, maps, violations)
+    violations += _memory_violations(problem, maps)
     feasible = not violations
     total_e = sum(energy)
 
     if problem.mode == "throughput":
-        app, m, c = problem.apps[0], maps[0], occ[0]
-        ct = [0.0] * P
-        for i in range(app.n_layers):
-            ct[m[i]] += c[i]
-        nseg = segment_terms(m, c, P)[0]
-        tf = problem.throughput_factor or (1.0,) * P
-        ct = [tf[p] * ct[p] + problem.throughput_dispatch_ms * nseg[p] for p in range(P)]
-        period = max(ct)
-        cpu_busy = sum(problem.pe_cores[p] * ct[p] for p in range(P) if problem.pe_is_cpu[p])
-        stretched = cpu_busy / (problem.total_cpu_cores * problem.utilisation_cap) if problem.total_cpu_cores else 0.0
-        eff = max(period, stretched)
-        util = cpu_busy / (problem.total_cpu_cores * eff) if problem.total_cpu_cores and eff > 0 else 0.0
-        meets = eff <= app.period_ms * (1 + EPS)
-        if not meets:
-            violations.append(f"{app.name}: period {_ms(eff)} ms exceeds the required {app.period_ms:g} ms")
-        start, finish = asap[0]
-        ev_app = AppEval(app.name, tuple(c), tuple(start), tuple(finish), max(finish), energy[0],
-                         pipeline_period_ms=period, effective_period_ms=eff, meets_deadline=meets)
-        schedulable = not violations
-        objs = [eff, total_e]
-        if not feasible and any("cannot run" in v for v in violations):
-            objs = [math.inf, math.inf]
-        elif not schedulable:
-            late = max(0.0, eff - app.period_ms)
-            objs = [o + PENALTY + late for o in objs]
-        return MappingEval("throughput", (ev_app,), total_e, total_e / eff if eff > 0 else 0.0, tuple(ct),
-                           tuple(x / eff if eff > 0 else 0.0 for x in ct), util, eff - period, feasible,
-                           schedulable, tuple(violations), tuple(objs))
+        return _throughput_eval(problem, maps[0], occ[0], asap[0], energy[0], total_e, violations, feasible)
 
     # response-time mode
     busy = [0.0] * P  # per period of each network, as utilisation numerators
@@ -585,30 +643,7 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             lateness += _close_app(apps_out, violations, a, app, c, start, finish, r0, energy[a], alap_d, inter, slack,
                                    worst)
             continue
-        inter, slack = [], []
-        worst = r0
-        mrd_cache: dict[int, float] = {}
-        for i in range(app.n_layers):
-            p = m[i]
-            if p not in mrd_cache:
-                if problem.interference_window == "period":
-                    window = app.period_ms  # eq. 10-11 as printed: t = P_i
-                else:
-                    window = max(alap_d[j] + c[j] - start[j] for j in range(app.n_layers) if m[j] == p)
-                mrd = 0.0
-                for h in higher:
-                    hs, hf = asap[h]
-                    ivs = [(hs[j], hf[j]) for j in range(problem.apps[h].n_layers) if maps[h][j] == p]
-                    mrd += demand_bound(ivs, problem.apps[h].period_ms, window)
-                if not problem.pe_preemptive[p]:
-                    mrd += max((occ[lp][j] for lp in lower for j in range(problem.apps[lp].n_layers) if maps[lp][j] == p),
-                               default=0.0)
-                mrd_cache[p] = mrd
-            interference = mrd_cache[p]
-            mai = alap_d[i] - start[i]
-            inter.append(interference)
-            slack.append(mai - interference)
-            worst = max(worst, r0 + interference - (alap0[i] - start[i]))
+        inter, slack, worst = _demand_interference(problem, a, higher, lower, maps, occ, asap, alap0, alap_d, r0)
         lateness += _close_app(apps_out, violations, a, app, c, start, finish, r0, energy[a], alap_d, inter, slack, worst)
     apps_sorted = tuple(ev for _, ev in sorted(apps_out))
     for p in range(P):
@@ -869,6 +904,33 @@ def _busy_block(s_t, f_t, pe, P_t, span, x, rc, n_pes):
     return (upper - lower).astype(float)
 
 
+def _batch_throughput(problem: MappingProblem, m: np.ndarray, c: np.ndarray, onehot: np.ndarray, feasible: np.ndarray,
+                      runs: np.ndarray, total_e: np.ndarray, cores: np.ndarray, common: dict) -> BatchEval:
+    """evaluate_batch in throughput mode (one network, pipelined): each mapping's period
+    is its busiest PE's work in the executor's regime, stretched by the CPU cap."""
+    app = problem.apps[0]
+    N, P = m.shape[0], problem.n_pes
+    ct = (onehot * c[:, :, None]).sum(axis=1)  # (N, P) eq. 7
+    tf = np.asarray(problem.throughput_factor or (1.0,) * P)[None, :]
+    ct = tf * ct + problem.throughput_dispatch_ms * _batch_segments(m, c, P)[0]
+    period = ct.max(axis=1)  # eq. 8
+    cpu_busy = ct @ cores
+    if problem.total_cpu_cores:
+        eff = np.maximum(period, cpu_busy / (problem.total_cpu_cores * problem.utilisation_cap))
+        util = np.divide(cpu_busy, problem.total_cpu_cores * eff, out=np.zeros(N), where=eff > 0)
+    else:
+        eff, util = period, np.zeros(N)
+    meets = eff <= app.period_ms * (1 + EPS)
+    sched = feasible & meets
+    objs = np.stack([eff, total_e], axis=1)
+    pen = PENALTY + np.maximum(0.0, eff - app.period_ms)
+    objs = np.where(sched[:, None], objs, objs + pen[:, None])
+    objs[~runs] = np.inf
+    pe_util = np.divide(ct, eff[:, None], out=np.zeros_like(ct), where=eff[:, None] > 0)
+    return BatchEval(objs, total_e, eff[:, None], feasible, sched, util, meets=meets[:, None], pe_busy_ms=ct,
+                     pe_utilisation=pe_util, pipeline_period_ms=period, **common)
+
+
 def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = False) -> BatchEval:
     """Objectives of N joint mappings at once (genes (N, G) int); agrees with
     evaluate_mapping. details=True keeps per-layer times for timelines."""
@@ -903,26 +965,7 @@ def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = F
         common.update(occupancy_ms=occ, start_ms=[s for s, _ in asap], finish_ms=[f for _, f in asap])
 
     if problem.mode == "throughput":
-        app, c = problem.apps[0], occ[0]
-        ct = (pe_onehot[0] * c[:, :, None]).sum(axis=1)  # (N, P) eq. 7
-        tf = np.asarray(problem.throughput_factor or (1.0,) * P)[None, :]
-        ct = tf * ct + problem.throughput_dispatch_ms * _batch_segments(maps[0], c, P)[0]
-        period = ct.max(axis=1)  # eq. 8
-        cpu_busy = ct @ cores
-        if problem.total_cpu_cores:
-            eff = np.maximum(period, cpu_busy / (problem.total_cpu_cores * problem.utilisation_cap))
-            util = np.divide(cpu_busy, problem.total_cpu_cores * eff, out=np.zeros(N), where=eff > 0)
-        else:
-            eff, util = period, np.zeros(N)
-        meets = eff <= app.period_ms * (1 + EPS)
-        sched = feasible & meets
-        objs = np.stack([eff, total_e], axis=1)
-        pen = PENALTY + np.maximum(0.0, eff - app.period_ms)
-        objs = np.where(sched[:, None], objs, objs + pen[:, None])
-        objs[~runs] = np.inf
-        pe_util = np.divide(ct, eff[:, None], out=np.zeros_like(ct), where=eff[:, None] > 0)
-        return BatchEval(objs, total_e, eff[:, None], feasible, sched, util, meets=meets[:, None], pe_busy_ms=ct,
-                         pe_utilisation=pe_util, pipeline_period_ms=period, **common)
+        return _batch_throughput(problem, maps[0], occ[0], pe_onehot[0], feasible, runs, total_e, cores, common)
 
     busy_pe = np.zeros((N, P))
     util_pe = np.zeros((N, P))

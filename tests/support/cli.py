@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from planner.cli import main
+from planner_cli.main import main
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:  # noqa: ANN001

@@ -4,81 +4,65 @@ the plan, bundle and telemetry routes an agent uses, answered from dicts a test 
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import re
 import threading
 from pathlib import Path
 
 from executor.bundle import manifest_bytes
+from tests.support.scripted_http import ScriptedHandler, ScriptedServer
 
 
-class ScriptedService:
-    """The service's plan, bundle and telemetry routes in a thread, from dicts the test
-    changes: `plan` (id, revision) is the active plan; `bundles[plan_id]` its manifest
-    bytes; `files[sha]` what it serves for a file; `away` answers 503 to everything."""
+class ScriptedService(ScriptedServer):
+    """The service's plan, bundle and telemetry routes in a thread (serving from
+    construction), from dicts the test changes: `plan` (id, revision) is the active plan;
+    `bundles[plan_id]` its manifest bytes; `files[sha]` what it serves for a file; `away`
+    answers 503 to everything."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.plan: tuple[str, int] | None = None
         self.bundles: dict[str, bytes] = {}
         self.files: dict[str, bytes] = {}
         self.batches: list[dict] = []
         self.away = False
         self.changed = threading.Condition()
-        outer = self
+        self.start()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def get(self, h: ScriptedHandler) -> None:
+        if self.away:
+            return h.send(503, b'{"detail": "away"}')
+        path = h.path.split("?")[0]
+        if path == "/v1/deployments/cam/plan":
+            return self._plan(h)
+        m = re.match(r"^/v1/plans/([^/]+)/bundle(?:/files/([0-9a-f]{64}))?$", path)
+        if m and m.group(2) is None and m.group(1) in self.bundles:
+            raw = self.bundles[m.group(1)]
+            return h.send(200, raw, ETag=f'"{hashlib.sha256(raw).hexdigest()}"')
+        if m and m.group(2) in self.files:
+            return h.send(200, self.files[m.group(2)])
+        return h.send(404, b"{}")
 
-            def log_message(self, *args) -> None:  # noqa: ANN002
-                pass
+    def _plan(self, h: ScriptedHandler) -> None:
+        with self.changed:  # a short long-poll
+            plan = self.plan
+            if plan and h.headers.get("If-None-Match") == f'"r{plan[1]}-{plan[0]}"':
+                self.changed.wait(0.3)
+                plan = self.plan
+        if plan is None:
+            return h.send(404, b"{}")
+        etag = f'"r{plan[1]}-{plan[0]}"'
+        if h.headers.get("If-None-Match") == etag:
+            return h.send(304, ETag=etag)
+        body = json.dumps({"deployment": "cam", "revision": plan[1], "plan": {"plan_id": plan[0], "slices": []}})
+        return h.send(200, body.encode(), ETag=etag)
 
-            def _send(self, status: int, body: bytes = b"", **headers: str) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Length", str(len(body)))
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # an agent stopped mid long-poll
-                    self.close_connection = True
-
-            def do_GET(self) -> None:  # noqa: N802
-                if outer.away:
-                    return self._send(503, b'{"detail": "away"}')
-                path = self.path.split("?")[0]
-                if path == "/v1/deployments/cam/plan":
-                    with outer.changed:  # a short long-poll
-                        plan = outer.plan
-                        if plan and self.headers.get("If-None-Match") == f'"r{plan[1]}-{plan[0]}"':
-                            outer.changed.wait(0.3)
-                            plan = outer.plan
-                    if plan is None:
-                        return self._send(404, b"{}")
-                    etag = f'"r{plan[1]}-{plan[0]}"'
-                    if self.headers.get("If-None-Match") == etag:
-                        return self._send(304, ETag=etag)
-                    body = json.dumps({"deployment": "cam", "revision": plan[1], "plan": {"plan_id": plan[0], "slices": []}})
-                    return self._send(200, body.encode(), ETag=etag)
-                m = re.match(r"^/v1/plans/([^/]+)/bundle(?:/files/([0-9a-f]{64}))?$", path)
-                if m and m.group(2) is None and m.group(1) in outer.bundles:
-                    raw = outer.bundles[m.group(1)]
-                    return self._send(200, raw, ETag=f'"{hashlib.sha256(raw).hexdigest()}"')
-                if m and m.group(2) in outer.files:
-                    return self._send(200, outer.files[m.group(2)])
-                return self._send(404, b"{}")
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                if outer.away:
-                    return self._send(503, b"{}")
-                outer.batches.append(json.loads(body))
-                return self._send(201, b"{}")
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+    def post(self, h: ScriptedHandler) -> None:
+        body = h.body()
+        if self.away:
+            return h.send(503, b"{}")
+        self.batches.append(json.loads(body))
+        return h.send(201, b"{}")
 
     def add(self, plan_id: str, directory: Path, manifest: dict) -> None:
         self.bundles[plan_id] = manifest_bytes(manifest)

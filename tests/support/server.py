@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ PLANNER = Path(sys.executable).parent / "planner"  # the installed console scrip
 # How to run the CLI from any checkout: the console script where it is installed, else the
 # module with this interpreter (a source tree on PYTHONPATH, as on a borrowed host whose
 # python3 has no `planner` script beside it)
-PLANNER_CMD = [str(PLANNER)] if PLANNER.exists() else [sys.executable, "-m", "planner.cli"]
+PLANNER_CMD = [str(PLANNER)] if PLANNER.exists() else [sys.executable, "-m", "planner_cli"]
 
 
 def pythonpath(*first: str) -> str:
@@ -161,6 +162,16 @@ def pipeline(server: Server, ci: str, platform: dict, profile: dict) -> tuple[ht
     pid = granted(pipe.post("/v1/platforms", json=platform), "POST /v1/platforms", "id")
     mid = granted(pipe.post("/v1/profiles", json=profile), "POST /v1/profiles", "id")
     return pipe, pid, mid
+
+
+@contextlib.contextmanager
+def served(data_dir: Path, platform: dict, profile: dict, env: dict | None = None):  # noqa: ANN201
+    """A service started on `data_dir` whose CI pipeline has uploaded the two documents:
+    (the server, the pipeline's token, its client, the platform id, the profile id)."""
+    with Server(data_dir, env=env) as server:
+        ci = token(server, "--name", "ci", "--scope", "pipeline")
+        pipe, pid, mid = pipeline(server, ci, platform, profile)
+        yield server, ci, pipe, pid, mid
 
 
 def deploy_on_cpu1(server: Server, platform: dict, profile: dict) -> tuple[httpx.Client, str, str]:

@@ -144,7 +144,7 @@ def render_schedule(report: dict) -> str:
 
 def run_schedule(args: argparse.Namespace) -> int:
     from executor.pipeline import PipelineError, run_schedule_entry
-    from planner.commands._onnx import layered_model, output_problems, runtime_devices
+    from planner_cli.commands._onnx import layered_model, output_problems, runtime_devices
     from planner.core.io import load
     from planner.core.schema import Schedule
 
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     from executor.execute import run_plan
     from executor.sessions import PlanMismatch
     from executor.slicing import SlicingError
-    from planner.commands._onnx import layered_model, model_inputs, output_problems, runtime_devices
+    from planner_cli.commands._onnx import layered_model, model_inputs, output_problems, runtime_devices
     from planner.core.io import load
     from planner.core.schema import Plan
 

@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
 
 def verify(args: argparse.Namespace, platform, profile, request, plan: Plan) -> Plan:
     """`--verify K`: the measured best of the plan, its K next-best and the single devices."""
-    from planner.commands._onnx import layered_model, model_inputs, runtime_devices
+    from planner_cli.commands._onnx import layered_model, model_inputs, runtime_devices
     from planner.verify import devices_for, measure_on_device, verify_plan
 
     path, specs = devices_for(profile, args.verify_model, args.verify_device)

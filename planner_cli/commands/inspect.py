@@ -12,7 +12,7 @@ from models.compilers import compile_for
 from models.multiapp import schedule_usability
 from planner.core.errors import InputError, Issue, PlannerError
 from planner.core.io import load
-from planner.commands.schema import DOCUMENTS
+from planner_cli.commands.schema import DOCUMENTS
 from planner.core.schema import ModelProfile, PlanRequest, Platform, ScheduleRequest
 from planner.core.solver import Delegating
 from planner.registry import registry

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     from executor.agent import Agent
 
-    from planner.commands._onnx import layered_model, model_inputs, runtime_devices
+    from planner_cli.commands._onnx import layered_model, model_inputs, runtime_devices
 
     problems = []
     if not args.server:
@@ -126,7 +126,7 @@ def serve(agent, args: argparse.Namespace) -> int:  # noqa: ANN001
         signal.signal(signal.SIGTERM, previous)
     if getattr(agent, "refused", None):  # a permanent refusal: one line, and no retrying
         print(f"planner agent: error: {agent.refused}", file=sys.stderr)
-        return 2  # planner.cli.EXIT_INPUT
+        return 2  # planner_cli.main.EXIT_INPUT
     if args.json:
         print(json.dumps(stats.as_dict()))
     elif args.log_format == "json":  # JSON lines only

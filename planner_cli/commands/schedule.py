@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from planner.cli import EXIT_INFEASIBLE
-from planner.commands.solve import parse_options
+from planner_cli.main import EXIT_INFEASIBLE
+from planner_cli.commands.solve import parse_options
 from planner.core.errors import InputError
 from planner.core.io import load, parse
 from planner.core.schema import DEFAULT_FRONT_MAX_POINTS, ModelProfile, Platform, Schedule, ScheduleRequest

@@ -111,7 +111,7 @@ def _progress(desc: str):
 def _refuse(args: argparse.Namespace, problems: list[str]) -> None:
     """Both modes end their checks alike (the model, the two output paths), then refuse
     with one error listing every problem, before anything is measured."""
-    from planner.commands._onnx import output_problems
+    from planner_cli.commands._onnx import output_problems
 
     if not Path(args.model).is_file():
         problems.append(f"MODEL: {no_such_file(args.model)}")
@@ -149,7 +149,7 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
     """`--pe-cluster`: Kang-style documents for `planner schedule` / `planner execute --schedule`."""
     from executor.pe_profile import profile_for_schedule
     from executor.runtime import DeviceSpecError, parse_device
-    from planner.commands._onnx import runtime_devices
+    from planner_cli.commands._onnx import runtime_devices
     from executor.slicing import SlicingError
     from planner.pe_documents import schedule_documents
 
@@ -226,7 +226,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
     the median is the typical run; the mean adds up over slices under load; the minimum
     estimates the run undisturbed by other load."""
     from executor.runtime import runtime_versions
-    from executor.sessions import STATISTICS, summarise_ms
+    from executor.sessions import STATISTICS
 
     stat = STATISTICS[statistic]
     ids = [d.id for d in run.devices]
@@ -294,6 +294,25 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
         "devices": devices,
         "transitions": transitions,
     }
+    layers = _profile_layers(lm, run, stat)
+    profile = {
+        "name": name,
+        "platform": platform_name,
+        "source": f"measured by planner profile from {Path(model_path).name}: {len(lm.layers)} fused layers, "
+                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10; "
+                  f"clock: {run.clock})",
+        "energy_source": energy_source,
+        "regime": regime_of(run, model_path, weights, seed),
+        "layers": layers,
+    }
+    return platform, profile, lines
+
+
+def _profile_layers(lm, run, stat) -> list[dict]:  # noqa: ANN001
+    """The profile's layers: each with its bytes, predecessors and one measurement per
+    device (the statistic `stat` of its runs, their spread and count; energy where measured)."""
+    from executor.sessions import summarise_ms
+
     layers = []
     for i, layer in enumerate(lm.layers):
         ms = []
@@ -318,17 +337,7 @@ def build_documents(lm, run, *, name: str, platform_name: str, energy_source: st
             **({"macs": layer.macs} if layer.macs is not None else {}),
             "measurements": ms,
         })
-    profile = {
-        "name": name,
-        "platform": platform_name,
-        "source": f"measured by planner profile from {Path(model_path).name}: {len(lm.layers)} fused layers, "
-                  f"{run.runs} runs after {run.warmup} warm-up per layer and device ({statistic}; spread = p90 - p10; "
-                  f"clock: {run.clock})",
-        "energy_source": energy_source,
-        "regime": regime_of(run, model_path, weights, seed),
-        "layers": layers,
-    }
-    return platform, profile, lines
+    return layers
 
 
 def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -> dict:
@@ -356,7 +365,7 @@ def regime_of(run, model_path: str, weights: str | None = None, seed: int = 0) -
 def run(args: argparse.Namespace) -> int:
     from executor.power import detect
     from executor.profiler import profile_model
-    from planner.commands._onnx import runtime_devices
+    from planner_cli.commands._onnx import runtime_devices
     from executor.slicing import SlicingError
 
     if args.pe_cluster:
@@ -447,7 +456,7 @@ def compiled_notes(platform_doc: dict, profile_doc: dict) -> tuple[str, ...]:
 def verify_after_profile(args: argparse.Namespace, lm, devices, platform_doc: dict, profile_doc: dict) -> None:
     """--verify K: plan for latency and return the measured best of the plan, its K
     next-best and the single devices, measured in the regime just profiled."""
-    from planner.commands._onnx import model_inputs
+    from planner_cli.commands._onnx import model_inputs
     from planner.core.io import parse
     from planner.core.schema import ModelProfile, PlanRequest, Platform
     from planner.progress import Bar

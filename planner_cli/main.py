@@ -1,4 +1,4 @@
-"""`planner` command line. Subcommands live in planner/commands/<name>.py, each with
+"""`planner` command line. Subcommands live in planner_cli/commands/<name>.py, each with
 `register(subparsers)` setting `func(args) -> int`; they are discovered, so a new
 command touches no shared file. Errors are one line on stderr, never a traceback
 (PLANNER_DEBUG=1 shows it)."""
@@ -70,7 +70,7 @@ def with_nearest(message: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import planner.commands as commands
+    import planner_cli.commands as commands
 
     parser = OneLineParser(
         prog="planner", formatter_class=TopFormatter,
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     for mod in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not mod.name.startswith("_"):
-            importlib.import_module(f"planner.commands.{mod.name}").register(sub)
+            importlib.import_module(f"planner_cli.commands.{mod.name}").register(sub)
     parser.set_defaults(_commands=sub.choices)
     describe(sub)
     order_by_task(parser, sub)

@@ -13,7 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
-from planner.commands.solve import add_request_arguments
+from planner_cli.commands.solve import add_request_arguments
 from planner.core.errors import InfeasibleError, InputError, Issue, PlannerError
 from planner.progress import Bar
 
@@ -217,7 +217,7 @@ def wait_for_job(client: Client, job: dict, interval_s: float = 0.5) -> dict:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from planner.commands.solve import render, request_from_args, solver_note
+    from planner_cli.commands.solve import render, request_from_args, solver_note
     from planner.core.schema import Plan
 
     client = Client(args.server, args.token)

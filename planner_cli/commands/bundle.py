@@ -68,7 +68,7 @@ def _plan_document(args: argparse.Namespace) -> dict:
         if not isinstance(data, dict) or not (data.get("slices") or (data.get("plan") or {}).get("slices")):
             raise InputError("--plan", f"{args.plan} is not a plan (no slices)")
         return data
-    from planner.commands.client import Client
+    from planner_cli.commands.client import Client
 
     return Client(args.server, args.token).call("GET", f"/v1/plans/{args.plan}").json()
 
@@ -93,7 +93,7 @@ def _make_local(args: argparse.Namespace) -> int:
 
 
 def _make_remote(args: argparse.Namespace) -> int:
-    from planner.commands.client import Client
+    from planner_cli.commands.client import Client
 
     client = Client(args.server, args.token)
     r = client.call("POST", f"/v1/plans/{args.plan}/bundle", params={"device": args.device, "weights": args.weights},
