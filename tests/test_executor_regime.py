@@ -293,3 +293,14 @@ def test_a_run_stalled_beyond_the_measured_envelope_says_so():
     assert "a release came 0.4 ms late, past the 0.3 ms release jitter measured" in note
     assert envelope_note(trace, [0, 1], pred, None) is None
     assert envelope_note(trace, [0, 1], pred, {"name": "kang", "interference_factor": 1.0}) is None
+
+
+def test_a_pipelined_factor_is_the_median_repeat_so_one_disturbed_repeat_is_outvoted():
+    """Three repeats of a 2-core pipeline of 4 ms of profiled work at 4, 4.4 and 11 ms a frame
+    (another process took the cores during the third): the factor is the middle repeat's,
+    less the median dispatch wait; a size with no pipelined run keeps its segments' median."""
+    from executor.pe_profile import _factor_by_cores
+
+    periods = [(2, 4.0, [4.0], [1]), (2, 11.0, [4.0], [1]), (2, 4.4, [4.0], [1])]
+    by = _factor_by_cores({1: [1.1, 1.3, 1.2], 2: [0.5]}, periods, 0.4)
+    assert by[2] == pytest.approx((4.4 - 0.4) / 4.0) and by[1] == pytest.approx(1.2)
