@@ -233,15 +233,30 @@ _PIN = threading.local()
 PROCESS_CORES = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset(range(os.cpu_count() or 1))
 
 
+def caller_cores(device: RuntimeDevice) -> tuple[int, ...] | None:
+    """The cores the thread that runs `device`'s session is pinned to: the first of its
+    cores where the runtime puts each pool thread on a core of its own (ORT: the caller is
+    the first intra-op thread, the workers on the next cores), else all of them (a
+    runtime whose threads inherit the caller's cores). None: no affinity."""
+    if device.affinity is None:
+        return None
+    threads = device.threads or 1
+    if 1 < threads <= len(device.affinity) and getattr(runtimes.get(device.runtime), "places_pool_threads", False):
+        return tuple(device.affinity)[:1]
+    return tuple(device.affinity)
+
+
 class pinned:
-    """Context manager running the calling thread on a device's cores (ORT pins only its
-    pool threads; the caller is the first intra-op thread). A device without affinity
-    runs on every core the process was given. The thread stays where it was put after
-    the block, so consecutive slices on one device make no system call; only a change
-    of device moves the thread."""
+    """Context manager running the calling thread on a device's cores (caller_cores: the
+    first one where the pool's threads have the others one each, so a woken worker is
+    never stacked on the caller's core). A device without affinity runs on every core
+    the process was given. The thread stays where it was put after the block, so
+    consecutive slices on one device make no system call; only a change of device moves
+    the thread."""
 
     def __init__(self, device: RuntimeDevice):
-        self.cores = frozenset(device.affinity) if device.affinity is not None else None
+        cores = caller_cores(device)
+        self.cores = frozenset(cores) if cores is not None else None
 
     def __enter__(self):
         if not hasattr(os, "sched_setaffinity"):

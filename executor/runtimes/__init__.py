@@ -32,6 +32,7 @@ class Runtime(Protocol):
     name: str
     precisions: tuple[str, ...]  # what `precision=` may say on this runtime
     pool_policies: bool  # whether the thread-pool policies (runtime.POOL_POLICIES) apply
+    places_pool_threads: bool  # each pool thread on a core of its own: the caller is pinned to the first only
 
     def version(self) -> str:
         """`name version`, recorded in a profile's regime and platform source."""

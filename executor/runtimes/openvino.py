@@ -73,6 +73,7 @@ class OpenVino:
     name = "openvino"
     precisions = tuple(PRECISION_HINTS)
     pool_policies = False
+    places_pool_threads = False  # its threads inherit the caller's cores
 
     def version(self) -> str:
         return f"openvino {ov.get_version().split('-')[0]}"
