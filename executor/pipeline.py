@@ -698,15 +698,50 @@ def _cpu_jiffies(cores: frozenset[int]) -> tuple[int, int, int] | None:
     return (busy, steal, total) if seen else None
 
 
-def _own_jiffies() -> int | None:
-    """This process's user + system clock ticks, all its threads (/proc/self/stat utime,
-    stime: the same ticks as /proc/stat's)."""
+def _stat_jiffies(pid: str) -> int | None:
+    """utime + stime + cutime + cstime of `pid` (/proc/PID/stat fields 14-17: its own
+    ticks and those of its children it has waited for)."""
     try:
-        with open("/proc/self/stat", encoding="ascii") as f:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             rest = f.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
-    except (OSError, IndexError):
+        return sum(int(x) for x in rest[11:15])
+    except (OSError, IndexError, ValueError):
         return None
-    return int(rest[11]) + int(rest[12])  # fields 14 and 15
+
+
+def _children(pid: str) -> list[str]:
+    """The live children of `pid` (/proc/PID/task/*/children)."""
+    out: list[str] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children", encoding="ascii") as f:
+                out += f.read().split()
+        except OSError:
+            continue
+    return out
+
+
+def _own_jiffies() -> int | None:
+    """The clock ticks of this process and its descendants (the same ticks as /proc/stat's):
+    a measurement's own worker processes (executor.harness) are its work, not another
+    process's disturbance. Before this counted them, a PE profile's layer timing in worker
+    processes read as "other processes took 100% of the CPUs' time" on an idle host."""
+    own = _stat_jiffies("self")
+    if own is None:
+        return None
+    todo, seen = _children(str(os.getpid())), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        own += _stat_jiffies(pid) or 0
+        todo += _children(pid)
+    return own
 
 
 def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None, steal_pct: float | None = None,

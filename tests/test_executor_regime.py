@@ -185,25 +185,38 @@ def _pressure_over(cores, seconds: float):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat") or not hasattr(os, "sched_setaffinity"), reason="needs Linux /proc")
-def test_the_other_processes_share_counts_a_competing_process_not_this_ones_threads():
+def test_the_other_processes_share_counts_a_competing_process_not_this_ones_threads_or_workers():
     """Over one of this process's cores, 0.5 s each (50 clock ticks, over MIN_PRESSURE_TICKS): a process spinning there fills all the
     core's time the others leave, and this process sleeps, so the other processes' share is
     nearly all of it (>= 85%, tick rounding aside) whatever else the host runs; a thread
     of this process spinning there is this process's own time, so the share is at most what
     that thread left of the core (+ 10 points of rounding), measured by the thread's own
-    CPU clock. The 1-minute load average, the old measure, would count that thread and
+    CPU clock; so is a process this one started (a measurement's worker process: a PE
+    profile's layer timing read as "other processes took 100%" on an idle host before). The 1-minute load average, the old measure, would count that thread and
     not see a 0.5 s competitor. Shares, never wall-clock figures: robust on a busy host."""
     core = max(os.sched_getaffinity(0))
     idle = _pressure_over([core], 0.45)
-    code = f"import os, time\nos.sched_setaffinity(0, {{{core}}})\nprint('go', flush=True)\nt = time.monotonic() + 5\n" \
-           "while time.monotonic() < t: pass"
-    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as spinner:
+    spin_code = f"import os, time\nos.sched_setaffinity(0, {{{core}}})\nt = time.monotonic() + 5\n" \
+                "while time.monotonic() < t: pass"
+    # another process: forked by a child that then exits, so it is no descendant of this one
+    code = f"import os, sys\npid = os.fork()\nif pid:\n    print(pid, flush=True)\n    os._exit(0)\n" \
+           f"sys.stdout.close()\nexec({spin_code!r})"
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as parent:
+        pid = int(parent.stdout.readline())
+    try:
+        time.sleep(0.05)
+        other = _pressure_over([core], 0.5)
+    finally:
+        os.kill(pid, 9)
+    # a process this one started (a measurement's worker) is this process's own work
+    with subprocess.Popen([sys.executable, "-c", "print('go', flush=True)\n" + spin_code], stdout=subprocess.PIPE,
+                          text=True) as worker:
         try:
-            assert spinner.stdout.readline().strip() == "go"
-            other = _pressure_over([core], 0.5)
+            assert worker.stdout.readline().strip() == "go"
+            child = _pressure_over([core], 0.5)
         finally:
-            spinner.kill()
-            spinner.wait()
+            worker.kill()
+            worker.wait()
     stop, held = threading.Event(), []
 
     def spin():
@@ -221,8 +234,9 @@ def test_the_other_processes_share_counts_a_competing_process_not_this_ones_thre
     finally:
         stop.set()
         th.join()
-    assert None not in (idle.other_cpu_pct, other.other_cpu_pct, own.other_cpu_pct)
+    assert None not in (idle.other_cpu_pct, other.other_cpu_pct, own.other_cpu_pct, child.other_cpu_pct)
     assert other.other_cpu_pct >= 85.0 and other.other_cpu_pct >= idle.other_cpu_pct - 10.0
+    assert child.other_cpu_pct <= 15.0 + idle.other_cpu_pct, child
     assert own.other_cpu_pct <= 100.0 - held[0] + 10.0
     assert held[0] >= 20.0, f"the spinning thread got only {held[0]:.0f}% of core {core}: too busy a host to tell"
 
