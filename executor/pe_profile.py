@@ -330,6 +330,43 @@ def _factor_by_cores(by_cores: dict[int, list[float]], tp_periods: list[tuple[in
     return by_size
 
 
+@dataclass
+class _Worst:
+    """The segment runs of the regime's cases the worst-case figures come from: (run,
+    charged profiled time) pairs, per case (start, run, charged, dispatch wait) rows and
+    release rows, dispatch waits, release lateness."""
+
+    pairs: list[tuple[float, float]] = field(default_factory=list)
+    timed: list[list[tuple[float, ...]]] = field(default_factory=list)
+    dispatch: list[float] = field(default_factory=list)
+    jitter: list[float] = field(default_factory=list)
+
+    @classmethod
+    def merged(cls, parts) -> "_Worst":  # noqa: ANN001 - _Worst instances
+        out = cls()
+        for w in parts:
+            out.pairs += w.pairs
+            out.timed += w.timed
+            out.dispatch += w.dispatch
+            out.jitter += w.jitter
+        return out
+
+    def figures(self, model_ms: float) -> dict:
+        """ExecutorRegime's worst-case fields (RegimeBySize) over these runs."""
+        factor, excess = segment_envelope(self.pairs, model_ms)
+        points = envelope_points(self.pairs)
+        return {
+            "interference_factor": factor,
+            "segment_excess_ms": excess,
+            "envelope": [[f, e] for f, e in points],
+            "excess_curves": [{"factor": f, "points": [list(p) for p in pts], "release": True}
+                              for f in sorted({factor, *(f for f, _ in points)}) if (pts := excess_curve(self.timed, f))],
+            "release_jitter_ms": max(0.0, float(np.max(self.jitter))) if self.jitter else 0.0,
+            "dispatch_ms": float(np.max(self.dispatch)) if self.dispatch else 0.0,
+            "segment_runs": len(self.pairs),
+        }
+
+
 def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
@@ -350,8 +387,8 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         raise ValueError("frames must be >= 1")
     cases = _regime_cases(lm, prof)
     pressure = HostPressure()
-    ratios, dispatch, jitter, pairs = [], [], [], []
-    timed: list[list[tuple[float, ...]]] = []  # per case: (start, run, predicted, dispatch wait) of every segment run
+    ratios: list[float] = []
+    worst: dict[int, _Worst] = {}  # per PE size (cores): the runs the worst-case figures come from
     by_cores: dict[int, list[float]] = {}
     tp_ratios, tp_dispatch = [], []
     tp_periods: list[tuple[int, float, list[float], list[int]]] = []  # (cores, measured period, work and segments per PE)
@@ -381,40 +418,37 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                 segs[sg.pe] += 1
             tp_periods.append((k, (done[-1] - done[0]) / (len(done) - 1) * 1e3, work, segs))
         due = {(f.app, f.frame): f.due_ms for f in trace if isinstance(f, FrameRun)}
-        timed.append([])
+        w = worst.setdefault(k, _Worst())
+        w.timed.append([])
         for run, wait in segment_waits(trace, [x.priority for x in nets]):
             sg = ex.segments[run.app][run.segment]
             pred = sum(cost[sg.first:sg.last + 1]) + (prof.beta_ms[dev_id] if sg.first > 0 else 0.0)
             ratios.append((run.end_ms - run.start_ms) / max(pred, 1e-6))  # throughput's: the pipeline's co-run in it
-            pairs.append((run.end_ms - run.start_ms, pred * charge[sg.pe]))
-            timed[-1].append((run.start_ms, run.end_ms - run.start_ms, pred * charge[sg.pe], wait["dispatch"]))
-            dispatch.append(wait["dispatch"])
+            w.pairs.append((run.end_ms - run.start_ms, pred * charge[sg.pe]))
+            w.timed[-1].append((run.start_ms, run.end_ms - run.start_ms, pred * charge[sg.pe], wait["dispatch"]))
+            w.dispatch.append(wait["dispatch"])
             if mode == "throughput":  # the typical figures a pipelined schedule runs with
                 by_cores.setdefault(k, []).append(ratios[-1])
                 tp_ratios.append(ratios[-1])
                 tp_dispatch.append(wait["dispatch"])
             elif not sg.preds and (run.app, run.frame) in due:
-                jitter.append(run.ready_ms - due[(run.app, run.frame)])
+                w.jitter.append(run.ready_ms - due[(run.app, run.frame)])
                 # the release's lateness, at its nominal time, in the delay curve too: a stall that makes a
                 # release late and one that slows a run are then summed in the windows they fall in
-                timed[-1].append((due[(run.app, run.frame)], max(0.0, jitter[-1]), 0.0, 0.0))
+                w.timed[-1].append((due[(run.app, run.frame)], max(0.0, w.jitter[-1]), 0.0, 0.0))
     if not ratios:
         raise RuntimeError("the executor ran no segment while measuring its regime")
     host = pressure.read()
-    factor, excess = segment_envelope(pairs, sum(prof.layer_ms[prof.k_devices[0].id]))
-    d50 = float(np.median(tp_dispatch or dispatch))
+    every = _Worst.merged(worst.values())
+    d50 = float(np.median(tp_dispatch or every.dispatch))
     by_size = _factor_by_cores(by_cores, tp_periods, d50)
+    model_ms = {k: sum(prof.layer_ms[prof.k_devices[k - 1].id]) for k in worst}
     return {
-        "interference_factor": factor,
-        "segment_excess_ms": excess,
-        "envelope": [[f, e] for f, e in envelope_points(pairs)],
-        "excess_curves": [{"factor": f, "points": [list(p) for p in pts], "release": True}
-                          for f in sorted({factor, *(f for f, _ in envelope_points(pairs))})
-                          if (pts := excess_curve(timed, f))],
+        **every.figures(sum(prof.layer_ms[prof.k_devices[0].id])),
+        # each PE size's own: a schedule of k-core PEs is charged what k-core PEs measured
+        "by_cores": {k: w.figures(model_ms[k]) for k, w in sorted(worst.items())},
         "interference_factor_p50": float(np.median(tp_ratios or ratios)),
         "factor_p50_by_cores": by_size,
-        "release_jitter_ms": max(0.0, float(np.max(jitter))) if jitter else 0.0,
-        "dispatch_ms": float(np.max(dispatch)),
         "dispatch_p50_ms": d50,
         "host_load_average": host.load_average,
         "host_steal_pct": host.steal_pct,

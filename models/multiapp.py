@@ -27,7 +27,7 @@ from models.compile import _runs, comm_models
 from planner.core.errors import InfeasibleError, InputError, Issue
 from planner.core.mapping import AppGraph, LogicalPE, MappingProblem, ScheduleProblem
 from planner.core.multiapp import corun_charge, excess_in_window
-from planner.core.schema import Device, Measurement, ModelProfile, Platform, ScheduleRequest
+from planner.core.schema import Device, Measurement, ModelProfile, Platform, RegimeBySize, ScheduleRequest
 from planner.core.names import did_you_mean
 
 
@@ -316,6 +316,26 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     return out
 
 
+def _config_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile], pes, cache: dict) -> dict:  # noqa: ANN001
+    """executor_regime for one configuration: where its CPU PEs all have one size k and
+    every profile that measured a regime measured k-core PEs (ExecutorRegime.by_cores), the
+    figures of those runs; else the whole regime's. Cached per size."""
+    sizes = {pe.cores for pe in pes if pe.is_cpu}
+    measured = [p.executor_regime for p in profiles if p.executor_regime is not None]
+    k = next(iter(sizes)) if len(sizes) == 1 else None  # the regime runs on the CPU cluster only, as its whole figures
+    if k is not None and (not measured or any(k not in r.by_cores for r in measured)):
+        k = None
+    if k not in cache:
+        if k is None:
+            cache[k] = executor_regime(request, profiles)
+        else:
+            sized = [p if p.executor_regime is None else p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
+                update={f: getattr(p.executor_regime.by_cores[k], f) for f in RegimeBySize.model_fields})}) for p in profiles]
+            cache[k] = executor_regime(request, sized)
+            cache[k]["regime_source"] += f"; the worst-case figures of its runs on {k}-core PEs (a configuration of {k}-core PEs)"
+    return cache[k]
+
+
 def _corun(request: ScheduleRequest, profiles: Sequence[ModelProfile], cfg) -> dict:  # noqa: ANN001
     """The co-run slowdown a configuration is charged (planner.core.multiapp.corun_charge)
     from the profiles' measurements, unless the request gives the interference factor (then
@@ -436,7 +456,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             cost_cache[key] = _device_costs(platform, app_profiles[ai], di, cores, request.dvfs_calibration, notes)
         return cost_cache[key]
 
-    regime = executor_regime(request, app_profiles)
+    regimes: dict[int | None, dict] = {}
     total_cpu_cores = sum((platform.devices[i].cores or 1) for i in allowed if platform.devices[i].kind == "cpu")
     limits = np.array([float(d.memory_limit_bytes or math.inf) for d in platform.devices])
     out: list[MappingProblem] = []
@@ -445,6 +465,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
         part = dict(cfg)
         pes, pe_dev = _logical_pes(platform, allowed, part)
         P = len(pes)
+        regime = _config_regime(request, app_profiles, pes, regimes)
         apps: list[AppGraph] = []
         bad = None
         lost: list[str] = []  # PEs layers cannot use for want of a measurement

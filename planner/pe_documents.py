@@ -107,6 +107,10 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                      f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms"
                      + (f"; other processes took {r['host_other_cpu_pct']:.1f}% of the CPUs' time meanwhile"
                         if r.get("host_other_cpu_pct") is not None else ""))
+        for k, b in sorted((r.get("by_cores") or {}).items()):
+            lines.append(f"  on {k}-core PEs ({b['segment_runs']} segment runs; a schedule of {k}-core PEs is charged these): "
+                         f"segment time <= x{b['interference_factor']:.3f} + {b['segment_excess_ms']:.3f} ms, dispatch "
+                         f"wait {b['dispatch_ms']:.3f} ms worst, release jitter {b['release_jitter_ms']:.3f} ms")
         if r.get("host_sampled_s"):
             lines.append(f"host background over the {r['host_sampled_s']:g} s of profiling (90th percentile of "
                          f"{HOST_SAMPLE_S:g} s intervals, what a later run is compared with): steal "

@@ -627,6 +627,39 @@ def test_several_profiles_share_the_factor_whose_largest_excess_is_cheapest():
     assert out["segment_excess_ms"] == pytest.approx(10.0)  # not B's own 3: A's runs need 10 at factor 1
 
 
+def test_a_configuration_of_one_pe_size_is_charged_what_that_size_measured():
+    """A regime whose 1-core PEs' runs were late by up to 4 ms and whose 2-core PE's by
+    0.5 ms (ExecutorRegime.by_cores): the 2-core configuration's bound charges the 2-core
+    figures, the two 1-core PEs' the 1-core ones, and a profile without by_cores (or a size
+    it did not measure) the whole regime's. R_A alone on its PE = f x 2 + J + min(D + e, ...)."""
+    from planner.core.schema import ExecutorRegime
+
+    p = two_core_plat()
+    size = lambda e, j, d: {"interference_factor": 1.0, "segment_excess_ms": e, "release_jitter_ms": j,  # noqa: E731
+                            "dispatch_ms": d, "segment_runs": 100}
+    whole = {"interference_factor": 1.0, "segment_excess_ms": 4.0, "interference_factor_p50": 1.0,
+             "release_jitter_ms": 3.0, "dispatch_ms": 1.0, "dispatch_p50_ms": 0.1, "segment_runs": 200, "method": "by hand"}
+    regime = ExecutorRegime.model_validate({**whole, "by_cores": {1: size(4.0, 3.0, 1.0), 2: size(0.5, 0.2, 0.1)}})
+    a = prof("A", [("a1", 2, None)])
+    layer = a.layers[0].model_copy(update={"measurements": [*a.layers[0].measurements, a.layers[0].measurements[0].model_copy(
+        update={"cores": 2})]})  # 2 ms on one core or two
+    a = a.model_copy(update={"layers": [layer], "executor_regime": regime})
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 100.0, "priority": 0}],
+                                          "cpu_partitions": {"cpu": [[2], [1, 1]]}, "mode": "response_time"})
+    two, ones = compile_schedule(p, [a], req).configs
+    assert dict(two.cpu_config)["cpu"] == (2,) and dict(ones.cpu_config)["cpu"] == (1, 1)
+    assert (two.segment_excess_ms, two.release_jitter_ms, two.dispatch_ms) == (0.5, 0.2, 0.1)
+    assert "on 2-core PEs" in two.regime_source
+    assert (ones.segment_excess_ms, ones.release_jitter_ms, ones.dispatch_ms) == (4.0, 3.0, 1.0)
+    assert evaluate_mapping(two, [0]).apps[0].response_time_ms == pytest.approx(2 + 0.2 + 0.5 + 0.1)
+    assert evaluate_mapping(ones, [0]).apps[0].response_time_ms == pytest.approx(2 + 3 + 4 + 1)
+    # only 1-core PEs measured: the 2-core configuration takes the whole regime's figures
+    partial = a.model_copy(update={"executor_regime": regime.model_copy(update={"by_cores": {1: regime.by_cores[1]}})})
+    two = compile_schedule(p, [partial], req).configs[0]
+    assert (two.segment_excess_ms, two.release_jitter_ms, two.dispatch_ms) == (4.0, 3.0, 1.0)
+    assert "on 2-core PEs" not in two.regime_source
+
+
 def test_pipelined_period_is_predicted_as_the_executor_runs_it():
     """Throughput mode with a profile whose executor regime measured a typical slowdown
     x0.9 and a typical dispatch wait of 0.2 ms: layers 2 + 3 ms on PE0 and 4 ms on PE1

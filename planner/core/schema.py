@@ -683,6 +683,24 @@ class CpuTopologyDoc(Strict):
     notes: list[str] = Field(default_factory=list, max_length=16, description="What /sys did not say")
 
 
+class RegimeBySize(Strict):
+    """The worst-case figures of ExecutorRegime measured on the cases whose CPU PEs all have
+    one size (k cores each): a schedule whose CPU PEs all have that size is charged these,
+    any other the whole regime's. On the 2-core VM the 1-core PEs' runs were delayed up to
+    4 ms while the 2-core PE's stayed within 1 ms of their profile: one figure for both made
+    the 2-core schedules' bounds 1.8-3.5x their measured worst."""
+
+    interference_factor: float = Field(ge=1, le=1000, description="As ExecutorRegime's, over these cases' runs")
+    segment_excess_ms: float = Field(0.0, ge=0, le=10_000, description="As ExecutorRegime's, over these cases' runs")
+    envelope: list[tuple[Annotated[float, Field(ge=1, le=1000)], Annotated[float, Field(ge=0, le=10_000)]]] = Field(
+        default_factory=list, max_length=64, description="As ExecutorRegime's, over these cases' runs")
+    excess_curves: list[ExcessCurve] = Field(default_factory=list, max_length=65,
+                                             description="As ExecutorRegime's, over these cases' runs")
+    release_jitter_ms: float = Field(ge=0, le=10_000, description="As ExecutorRegime's, over these cases' releases")
+    dispatch_ms: float = Field(ge=0, le=10_000, description="As ExecutorRegime's, over these cases' runs")
+    segment_runs: int = Field(ge=0, description="Segment runs these figures come from")
+
+
 class ExecutorRegime(Strict):
     """How a network's segments behave in the schedule executor (executor.pipeline), as the
     PE profile measured them: the network run there with every PE of the cluster busy at
@@ -739,6 +757,10 @@ class ExecutorRegime(Strict):
     corun: list[CoRunSlowdown] = Field(default_factory=list, max_length=4096, description="Each CPU PE's slowdown "
                                        "while the cluster's other PEs run (the layer times are then measured alone)")
     topology: CpuTopologyDoc | None = Field(None, description="The cluster's CPU topology (SMT, caches, clocks)")
+    by_cores: dict[int, RegimeBySize] = Field(
+        default_factory=dict, max_length=1024, description="Per CPU PE size (cores): the worst-case figures measured "
+        "on the cases whose PEs all have that size; a schedule whose CPU PEs all have one measured size is charged "
+        "its figures, any other the ones above (empty in older profiles: the ones above for every schedule)")
 
 
 class LayerRegime(Strict):
