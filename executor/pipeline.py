@@ -850,6 +850,15 @@ def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapp
             "executor regime saw; re-profile with more --regime-frames, or where it is quieter")
 
 
+def entry_analysis(analysis: Mapping | None, cpu_config: Mapping) -> Mapping | None:
+    """A schedule's analysis as an entry of `cpu_config` is bound by it: the
+    configuration's own regime figures (ResponseAnalysis.by_config) over the first's."""
+    from planner.core.multiapp import config_key
+
+    own = ((analysis or {}).get("by_config") or {}).get(config_key(dict(cpu_config)))
+    return {**analysis, **own} if analysis and own else analysis
+
+
 def entry_corun(analysis: Mapping | None, cpu_config: Mapping) -> float:
     """The co-run slowdown a schedule's bounds charge on this CPU configuration (1: none)."""
     from planner.core.multiapp import config_key
@@ -968,7 +977,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
                 for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
         split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)
-        beyond = envelope_note(trace, [n.priority for n in nets], pred, data.get("analysis"),
+        beyond = envelope_note(trace, [n.priority for n in nets], pred,
+                               entry_analysis(data.get("analysis"), e["cpu_config"]),
                                corun_factor=entry_corun(data.get("analysis"), e["cpu_config"]))
     else:
         beyond = None

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Literal
 import altair as alt
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.core.multiapp import config_key
 from planner.core.schema import Plan, Schedule
 
 # The Vega-Lite version Altair writes; the renderer and the browser bundle use the same.
@@ -505,6 +506,8 @@ def schedule_figure(schedule: Schedule | dict, *, entry: int = 0, width: int = W
                 tooltip=["app:N", alt.Tooltip("t:Q", title="worst-case response time (ms)", format=".4g")]))
         loads = ", ".join(f"{pl['pe']} {100 * pl['utilisation']:.0f}%" for pl in e["pe_loads"])
         an = s.get("analysis") or {}
+        if an and e.get("cpu_config") is not None:  # the entry's configuration's own figures where they differ
+            an = {**an, **((an.get("by_config") or {}).get(config_key(dict(e["cpu_config"]))) or {})}
         late_txt = ("red outline: the network's response bound exceeds its period" if an.get("name") == "executor"
                     else "red outline: a layer's interference + blocking exceeds its slack")
         bound_txt = ([f"response bound ({an['name']} analysis) includes: " + "; ".join(t.split(":")[0] for t in an["terms"])

@@ -18,6 +18,7 @@ from planner.core.errors import UnsupportedRequest
 from planner.core.multiapp import analysis_terms, config_key, evaluate_batch, objective_names
 from planner.core.schema import (
     AppResult,
+    ConfigAnalysis,
     ModelProfile,
     PeLoad,
     Platform,
@@ -294,6 +295,14 @@ def _compacted_front(problem: ScheduleProblem, solution: ScheduleSolution,
     return [front[i] for i in keep], compaction
 
 
+def _config_analysis(mp) -> ConfigAnalysis:  # noqa: ANN001 - a MappingProblem
+    """The regime figures a configuration's bounds charge (ResponseAnalysis.by_config)."""
+    return ConfigAnalysis(interference_factor=mp.interference_factor, release_jitter_ms=mp.release_jitter_ms,
+                          dispatch_ms=mp.dispatch_ms, segment_excess_ms=mp.segment_excess_ms,
+                          excess_curve=[tuple(x) for x in mp.excess_curve],
+                          excess_curve_holds_release=mp.curve_holds_release, source=mp.regime_source)
+
+
 def make_schedule(
     platform: Platform,
     profiles: Sequence[ModelProfile],
@@ -349,7 +358,9 @@ def make_schedule(
         excess_curve_holds_release=first.curve_holds_release, source=first.regime_source,
         regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct,
         regime_other_cpu_pct=first.regime_other_cpu_pct, regime_interrupts_per_s=first.regime_interrupts_per_s,
-        corun_factors={config_key(c.cpu_config): c.corun_factor for c in problem.configs if c.corun_factor != 1.0})
+        corun_factors={config_key(c.cpu_config): c.corun_factor for c in problem.configs if c.corun_factor != 1.0},
+        by_config={config_key(c.cpu_config): _config_analysis(c) for c in problem.configs
+                   if _config_analysis(c) != _config_analysis(first)})
     warnings += shared_core_warnings(problem, profiles, entries)  # type: ignore[arg-type]
     return Schedule(
         platform=platform.name,

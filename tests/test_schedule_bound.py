@@ -658,6 +658,22 @@ def test_a_configuration_of_one_pe_size_is_charged_what_that_size_measured():
     two = compile_schedule(p, [partial], req).configs[0]
     assert (two.segment_excess_ms, two.release_jitter_ms, two.dispatch_ms) == (4.0, 3.0, 1.0)
     assert "on 2-core PEs" not in two.regime_source
+    # the schedule document: its analysis is the first configuration's, each other one's own figures under
+    # by_config, and a run of an entry is checked against its configuration's (executor.pipeline.entry_analysis)
+    from executor.pipeline import entry_analysis
+    from planner.core.multiapp import config_key
+    from planner.scheduling import make_schedule
+
+    sched = make_schedule(p, [a], req).model_dump()
+    an = sched["analysis"]
+    for e in sched["entries"]:
+        mine = entry_analysis(an, e["cpu_config"])
+        want = (0.5, 0.2, 0.1) if tuple(e["cpu_config"]["cpu"]) == (2,) else (4.0, 3.0, 1.0)
+        assert (mine["segment_excess_ms"], mine["release_jitter_ms"], mine["dispatch_ms"]) == want, e["cpu_config"]
+    first = sched["entries"][0]["cpu_config"]
+    assert tuple(first["cpu"]) == (2,) and list(an["by_config"]) == [config_key({"cpu": [1, 1]})]
+    ones = entry_analysis(an, {"cpu": [1, 1]})
+    assert (ones["segment_excess_ms"], ones["release_jitter_ms"], ones["dispatch_ms"]) == (4.0, 3.0, 1.0)
 
 
 def test_pipelined_period_is_predicted_as_the_executor_runs_it():

@@ -1354,6 +1354,19 @@ class FrontCompaction(BaseModel):
     )
 
 
+class ConfigAnalysis(BaseModel):
+    """A CPU configuration's own regime figures where they differ from the analysis' first
+    (a configuration of one PE size is charged what that size measured: ExecutorRegime.by_cores)."""
+
+    interference_factor: float
+    release_jitter_ms: float
+    dispatch_ms: float
+    segment_excess_ms: float
+    excess_curve: list[tuple[float, float]] = Field(default_factory=list)
+    excess_curve_holds_release: bool = False
+    source: str = ""
+
+
 class ResponseAnalysis(BaseModel):
     """Which terms the response-time bounds of a Schedule include (its legend)."""
 
@@ -1390,6 +1403,10 @@ class ResponseAnalysis(BaseModel):
         default_factory=dict, description="Per CPU configuration (planner.core.multiapp.config_key, e.g. 'cpu=1+1'): "
         "the co-run slowdown its bounds charge (x every time, with the interference factor), its PEs' slowdown while "
         "the cluster's other PEs run (ExecutorRegime.corun); a configuration not listed: 1")
+    by_config: dict[str, ConfigAnalysis] = Field(
+        default_factory=dict, description="Per CPU configuration (config_key) whose factor, excess, delay curve, "
+        "jitter or dispatch wait differ from the ones above (the first configuration's): its own, which its entries' "
+        "bounds charge and its runs are checked against; a configuration not listed: the ones above")
 
 
 class Schedule(BaseModel):
