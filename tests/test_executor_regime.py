@@ -104,8 +104,13 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     req = ScheduleRequest.model_validate({"apps": [{"profile": "neg", "period_ms": 100.0, "priority": 0}],
                                           "mode": "response_time"})
     mp = compile_schedule(Platform.model_validate(plat), [profile], req).configs[0]
-    assert (mp.release_jitter_ms, mp.dispatch_ms) == (r.release_jitter_ms, r.dispatch_ms)
-    points = [tuple(x) for x in r.envelope] + [(r.interference_factor, r.segment_excess_ms)]
+    # the worst-case figures per PE size too; a configuration of one size is charged that size's
+    assert set(r.by_cores) == {1, n} and sum(b.segment_runs for b in r.by_cores.values()) == r.segment_runs
+    assert all(b.release_jitter_ms <= r.release_jitter_ms and b.dispatch_ms <= r.dispatch_ms for b in r.by_cores.values())
+    sizes = {pe.cores for pe in mp.pes if pe.is_cpu}
+    mine = r.by_cores[next(iter(sizes))] if len(sizes) == 1 else r
+    assert (mp.release_jitter_ms, mp.dispatch_ms) == (mine.release_jitter_ms, mine.dispatch_ms)
+    points = [tuple(x) for x in mine.envelope] + [(mine.interference_factor, mine.segment_excess_ms)]
     assert (mp.interference_factor, mp.segment_excess_ms) in points  # a pair that covers every measured run
     assert "'neg'" in mp.regime_source
     # the delay curve at the chosen factor: its shortest window holds at least the single largest excess
