@@ -351,16 +351,16 @@ def make_schedule(
         warnings.append(f"pipelined periods as the executor runs them: each PE's time x its typical slowdown ({fs}) "
                         f"+ {first.throughput_dispatch_ms:.3g} ms per segment (typical dispatch wait), "
                         f"{first.regime_source.split('; ')[-1]}")
-    analysis = None if problem.mode != "response_time" else ResponseAnalysis(
-        name=first.analysis, terms=analysis_terms(first), interference_factor=first.interference_factor,
-        release_jitter_ms=first.release_jitter_ms, dispatch_ms=first.dispatch_ms,
-        segment_excess_ms=first.segment_excess_ms, excess_curve=[list(x) for x in first.excess_curve],
-        excess_curve_holds_release=first.curve_holds_release, source=first.regime_source,
-        regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct,
-        regime_other_cpu_pct=first.regime_other_cpu_pct, regime_interrupts_per_s=first.regime_interrupts_per_s,
-        corun_factors={config_key(c.cpu_config): c.corun_factor for c in problem.configs if c.corun_factor != 1.0},
-        by_config={config_key(c.cpu_config): _config_analysis(c) for c in problem.configs
-                   if _config_analysis(c) != _config_analysis(first)})
+    analysis = None
+    if problem.mode == "response_time":
+        own = {config_key(c.cpu_config): _config_analysis(c) for c in problem.configs}
+        top = own[config_key(first.cpu_config)]
+        analysis = ResponseAnalysis(
+            name=first.analysis, terms=analysis_terms(first), **top.model_dump(),
+            regime_load_average=first.regime_load_average, regime_steal_pct=first.regime_steal_pct,
+            regime_other_cpu_pct=first.regime_other_cpu_pct, regime_interrupts_per_s=first.regime_interrupts_per_s,
+            corun_factors={config_key(c.cpu_config): c.corun_factor for c in problem.configs if c.corun_factor != 1.0},
+            by_config={k: a for k, a in own.items() if a != top})
     warnings += shared_core_warnings(problem, profiles, entries)  # type: ignore[arg-type]
     return Schedule(
         platform=platform.name,

@@ -1355,23 +1355,9 @@ class FrontCompaction(BaseModel):
 
 
 class ConfigAnalysis(BaseModel):
-    """A CPU configuration's own regime figures where they differ from the analysis' first
-    (a configuration of one PE size is charged what that size measured: ExecutorRegime.by_cores)."""
+    """The regime figures a CPU configuration's response bounds charge (a configuration of
+    one PE size is charged what that size measured: ExecutorRegime.by_cores)."""
 
-    interference_factor: float
-    release_jitter_ms: float
-    dispatch_ms: float
-    segment_excess_ms: float
-    excess_curve: list[tuple[float, float]] = Field(default_factory=list)
-    excess_curve_holds_release: bool = False
-    source: str = ""
-
-
-class ResponseAnalysis(BaseModel):
-    """Which terms the response-time bounds of a Schedule include (its legend)."""
-
-    name: Literal["executor", "kang"]
-    terms: list[str] = Field(description="Each term of the bound, in words")
     interference_factor: float = 1.0
     release_jitter_ms: float = 0.0
     dispatch_ms: float = 0.0
@@ -1386,6 +1372,14 @@ class ResponseAnalysis(BaseModel):
         "release_jitter_ms + the per-run charges and the curve, not the jitter on top")
     source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
                         "profile measured them and how)")
+
+
+class ResponseAnalysis(ConfigAnalysis):
+    """Which terms the response-time bounds of a Schedule include (its legend), and the
+    regime figures of its first configuration (ConfigAnalysis; others' in by_config)."""
+
+    name: Literal["executor", "kang"]
+    terms: list[str] = Field(description="Each term of the bound, in words")
     regime_load_average: float | None = Field(
         None, description="The host load the profiles' executor regime was measured under (the largest); a run under "
         "a higher load is outside what the bounds were measured for, and the executor says so")
