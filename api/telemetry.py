@@ -23,7 +23,8 @@ from sqlalchemy.exc import IntegrityError
 
 from api.auth import Principal
 from api.problems import ApiError, from_planner_error, invalid
-from api.rows import DeploymentEventRow, DeploymentRow, DocumentRow, PlanRow, TelemetryBatchRow, utcnow
+from api.rows import (DeploymentEventRow, DeploymentRow, DocumentRow, PlanRow, TelemetryBatchRow, VerificationRow,
+                      utcnow)
 from planner.core.errors import InputError, Issue
 from planner.core.schema import Plan
 from planner.core.telemetry import (
@@ -426,8 +427,6 @@ def summarise(svc, dep: DeploymentRow, limit: int, plan_id: str | None = None,  
 def replaced_revisions(svc, dep_id: str) -> set[int]:  # noqa: ANN001
     """Revisions of a deployment that a board's verification replaced by its measured
     best (the deployment page leaves their figures out of the chart for the same reason)."""
-    from api.rows import VerificationRow
-
     with svc.db.session() as s:
         return set(s.scalars(select(VerificationRow.revision).where(
             VerificationRow.deployment_id == dep_id, VerificationRow.verified_plan_id.is_not(None))))
