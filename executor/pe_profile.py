@@ -309,8 +309,11 @@ def _regime_cases(lm: LayeredModel, prof: PEProfile) -> list[tuple]:
     # process's few seconds on the cores) does not become every later prediction
     tp = [c for c in cases if c[5] == "throughput"]
     rt = [c for c in cases if c[5] != "throughput"]
-    cases = tp + rt[:len(rt) // 2] + tp * (TP_REPEATS > 2) + rt[len(rt) // 2:] + tp * (TP_REPEATS > 1)
-    return cases
+    gaps = max(1, TP_REPEATS - 1)  # the response-time cases split into this many runs between repeats
+    out = list(tp)
+    for i in range(gaps):
+        out += rt[i * len(rt) // gaps:(i + 1) * len(rt) // gaps] + (tp if i < TP_REPEATS - 1 else [])
+    return out
 
 
 def _factor_by_cores(by_cores: dict[int, list[float]], tp_periods: list[tuple[int, float, list[float], list[int]]],
@@ -456,7 +459,6 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "host_interrupts_per_s": host.interrupts_per_s,
         "corun": [dict(e) for e in prof.corun],
         "topology": prof.topology.to_dict() if prof.topology is not None else None,
-        "segment_runs": len(ratios),
         "method": _regime_method(cases, frames),
     }
 
