@@ -4,7 +4,8 @@ A k-thread ONNX Runtime session runs on the calling thread plus k - 1 pool worke
 2026-11-28 the project let every worker (and the caller) run on every core of the device;
 now the caller is pinned to the device's first core and worker i alone on core i
 (executor.runtime.caller_cores, runtimes.onnxruntime.pool_affinities). This bench times
-the same session both ways, under each thread-pool policy (plain: ONNX Runtime's
+the same session both ways, and as ONNX Runtime places its threads itself (no affinity
+given, the caller on the device's cores), under each thread-pool policy (plain: ONNX Runtime's
 defaults; stop: spin inside a run, stop when it returns, what a slice of a multi-slice plan
 and every schedule segment runs with; off: never spin), back to back and after an idle gap
 before every run (a schedule's periodic releases, serving at a rate).
@@ -44,13 +45,16 @@ from executor.slicing import layers, load_model, materialise, random_inputs  # n
 from planner.progress import Bar  # noqa: E402
 
 GAPS_MS = (0.0, 20.0, 50.0)
-PLACEMENTS = ("one core per thread", "every core")
+PLACEMENTS = ("one core per thread", "every core", "ONNX Runtime's own")
 
 
 def session(lm, cores: tuple[int, ...], threads: int, policy: str, placement: str):
-    """The session and the cores its caller runs on: the project's placement, or every
-    thread allowed on every core (the pool's affinity entry given in the device spec wins)."""
+    """The session and the cores its caller runs on: the project's placement, every thread
+    allowed on every core (the pool's affinity entry given in the device spec wins), or
+    ONNX Runtime's own (no affinity given: the reference we did not write)."""
     dev = replace(runtime.parse_device("d=CPUExecutionProvider"), threads=threads, affinity=cores)
+    if placement == "ONNX Runtime's own":
+        return runtime.build_session(lm.model, replace(dev, affinity=None), policy), set(cores)
     if placement == "every core":
         every = ",".join(str(c + 1) for c in cores)
         dev = replace(dev, session_config=(("session.intra_op_thread_affinities", ";".join([every] * (threads - 1))),))

@@ -27,7 +27,7 @@ def test_the_pool_pinning_bench_writes_every_condition(tmp_path):
     doc = json.loads(out.read_text())
     rows = doc["rows"]
     assert {(r["policy"], r["placement"], r["gap_ms"]) for r in rows} == {
-        (pol, pl, g) for pol in ("plain", "stop", "off") for pl in ("one core per thread", "every core")
+        (pol, pl, g) for pol in ("plain", "stop", "off") for pl in ("one core per thread", "every core", "ONNX Runtime's own")
         for g in (0.0, 20.0, 50.0)}
     for r in rows:
         assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("median_ms", "p90_ms", "x")), r
