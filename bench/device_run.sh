@@ -3,10 +3,12 @@
 # installs the wheels carried in .whl/ (Python 3.12, manylinux x86_64) into /tmp/site,
 # prints the host's facts, runs `bench/quiet_host.py --budget-s BUDGET` and leaves in
 # $OUT: device_run.log (everything printed), qh/*.json (each bench's results and the
-# verdicts) and qh.tar.gz (the same, packed): at most 7 files, at most one folder deep.
+# verdicts), qh.tar.gz (the same, packed) and ps.log where asked: at most 8 files, at most one folder deep.
 #
 #     bench/device_run.sh                 # 420 s budget, $OUT or /tmp/device_run
 #     BUDGET_S=300 QH_ARGS="--only loop,fidelity" bench/device_run.sh
+#     PS_EVERY_S=10 bench/device_run.sh   # also $OUT/ps.log: the busiest processes every 10 s,
+#                                         # sampled from the last core (the benches use the first ones)
 #
 # The host is expected to have python3 with numpy, onnx, onnxruntime, httpx, jinja2,
 # uvloop, prometheus-client, tqdm and psutil (PYTHON= names another interpreter). OR-Tools
@@ -71,11 +73,20 @@ import api.app, planner_cli.main, solvers.ga; print('service, CLI and GA import:
   fi
   "$PY" -m planner_cli --help > /dev/null || { echo "device_run: python -m planner_cli does not start"; return 4; }
 
+  sampler=""
+  if [ -n "${PS_EVERY_S:-}" ]; then  # what loads the host while the benches run, from a core they leave alone
+    last=$(( $(nproc) - 1 ))
+    ( while sleep "$PS_EVERY_S"; do echo "--- $(date -u +%T) $(cut -d' ' -f1-4 /proc/loadavg)"
+        ps -eo pid,ppid,pgid,pcpu,nlwp,psr,etimes,stat,args --sort=-pcpu | head -14 | cut -c1-200; done ) > "$OUT/ps.log" 2>&1 &
+    sampler=$!
+    taskset -a -p -c "$last" "$sampler" > /dev/null 2>&1 || true
+  fi
   echo "--- quiet_host --budget-s $BUDGET ${ONLY} ${QH_ARGS:-}"
   # shellcheck disable=SC2086  # ONLY and QH_ARGS are word lists
   PYTHONUNBUFFERED=1 timeout -k 15 $((BUDGET + 90)) "$PY" bench/quiet_host.py --budget-s "$BUDGET" \
     --out-dir "$OUT/qh" $ONLY ${QH_ARGS:-}
   rc=$?
+  [ -n "$sampler" ] && kill "$sampler" 2>/dev/null
   echo "--- after (quiet_host exit $rc): $(uptime)"
   left=$(pgrep -af -- "$(command -v "$PY")" | grep -v pgrep || true)  # what this interpreter still runs
   [ -n "$left" ] && echo "processes left running:" && echo "$left"

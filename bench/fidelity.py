@@ -141,18 +141,33 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     # moves every prediction error by this much, and the A-A cannot show it.
     canary = {"canary": [(0, L - 1, devices[0].id)]}
     drift_rounds = max(3, args.exec_runs // 4)
+    phases_s: dict[str, float] = {}  # where a case's time goes (quiet_host sizes its budget on these)
+    t_case = time.perf_counter()
+
+    def done(phase: str, t0: float) -> None:
+        phases_s[phase] = round(time.perf_counter() - t0, 1)
+        print(f"  {name} {set_name} {'back to back' if rate_hz is None else f'{rate_hz:g} Hz'}: {phase} "
+              f"{phases_s[phase]:.0f} s ({time.perf_counter() - t_case:.0f} s into the case)", file=sys.stderr, flush=True)
+
+    t0 = time.perf_counter()
     around = time_references(lm, devices, feed, canary, drift_rounds, rate_hz, args.seed)[0]["canary"]
+    done("drift before", t0)
     t0 = time.perf_counter()
     prof = profile_model(lm, devices, runs=args.runs, warmup=2, seed=args.seed, rate_hz=rate_hz)
     profiling_s = time.perf_counter() - t0
+    done("profile", t0)
     plat_doc, prof_doc, _ = build_documents(lm, prof, name=name, platform_name=set_name, energy_source="none: bench",
                                             model_path=name, weights="random", seed=args.seed)
     platform, profile = parse(Platform, plat_doc, "platform"), parse(ModelProfile, prof_doc, "profile")
     request = PlanRequest(objective="latency", solver="dp", compare_baselines=False)
     plan = make_plan(platform, profile, request)
+    t0 = time.perf_counter()
     verified = verify_plan(platform, profile, request, args.verify, measure_on_device(lm, devices, feed, args.seed),
                            runs=args.verify_runs, plan=plan)
+    done("verification", t0)
+    t0 = time.perf_counter()
     after = time_references(lm, devices, feed, canary, drift_rounds, rate_hz, args.seed + 1)[0]["canary"]
+    done("drift after", t0)
     sl = lambda p: [(s.first_index, s.last_index, s.device) for s in p.slices]  # noqa: E731
     chains = {"plan": sl(plan)}
     if verified.notation != plan.notation:
@@ -160,7 +175,9 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     ver_name = "verified" if "verified" in chains else "plan"
     for d in devices:
         chains[f"single-{d.id}"] = [(0, L - 1, d.id)]
+    t0 = time.perf_counter()
     samples, aa = time_references(lm, devices, feed, chains, args.exec_runs, rate_hz, args.seed, aa=ver_name)
+    done("references", t0)
     med = {k: float(np.median(v)) for k, v in samples.items()}
     at_prediction = float(np.median(around + after))
     singles = {k: v for k, v in med.items() if k.startswith("single-")}
@@ -193,7 +210,7 @@ def bench_case(name: str, set_name: str, specs: list[str], rate_hz: float | None
     return {
         "model": name, "layers": L, "device_set": set_name, "devices": specs,
         "regime": "back_to_back" if rate_hz is None else f"{rate_hz:g} Hz",
-        "profiling_s": profiling_s,
+        "profiling_s": profiling_s, "phases_s": phases_s,
         "plan": plan.notation, "plan_slices": len(plan.slices), "predicted_ms": predicted, "reference_ms": med["plan"],
         "prediction_error_pct": pct(med["plan"], predicted),
         # the error split: composition = the plan timed as slices by our executor (the

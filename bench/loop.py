@@ -137,6 +137,7 @@ def main() -> int:
                 "--runs", str(args.runs), "--rate", str(args.rate), "--out-platform", str(p), "--out-profile", str(m))
         result["profiling_s"] = time.perf_counter() - t0
         write()
+        print(f"loop: profiled {len(devices)} devices in {result['profiling_s']:.0f} s", flush=True)
         server = Server(tmp / "data", env={"PLANNER_MAX_WAIT_S": "2"}, die_with_parent=True).start()
         try:
             def token(*targs: str) -> str:

@@ -159,47 +159,98 @@ def _kept(name: str, res: dict) -> str:
 
 
 # --------------------------------------------------------------------------- budget
-# Seconds each bench took on the 16-vCPU quiet host (2026-11-28, main at db669bf) at the
-# --quick settings, as a cost per unit of its settings; a host with fewer cores is taken
-# as slower (HOST_FACTOR). Only the plan uses them: the stop at a share's end holds the budget.
-FIDELITY_CASE_S = 24.7  # one (model, device set, regime) case at --runs 5 --exec-runs 12 --verify-runs 6
-FIDELITY_CASE_ROUNDS = 5 + 12 + 6
+# What each bench costs, in seconds on the 2-core VM these were measured on (2026-11-28,
+# main at e767564, quiet): since every figure is timed by the measurement harness, a bench's
+# time is mostly its worker processes' start, build and warm-up, not its rounds. The first
+# constants (db669bf, before the harness) were 3-8x too small: under --budget-s 420 on the
+# 16-vCPU quiet host the loop and fidelity were stopped before they wrote anything. A host
+# is scaled by the probe (`probe_s`: the same small harness measurement timed here and
+# there); the stop at a share's end still holds the budget where the scale is off.
+PROBE_REF_S = 3.8  # the probe on the VM (3.71-3.92 s in 5 runs)
+FIDELITY_CASE_FIXED_S = 95.0  # one (model, device set, regime) case: profile, verify and reference workers ...
+FIDELITY_CASE_ROUND_S = 3.4  # ... and each profile, reference and verification round (5+12+6 rounds: 172 s)
 FIDELITY_START_S = 8.0  # imports, the host's facts
 FIDELITY_MODELS = ["squeezenet", "wide_mlp", "shufflenet", "branching_net", "inception_v1", "deep_thin_cnn"]
-FIDELITY_SETS = ["pinned-1t", "multi-thread", "clusters"]
-SCHEDULE_MODEL_S = 28.0  # profiling one network for scheduling and its pipelined runs at 100 frames
-SCHEDULE_RESPONSE_S = 40.0  # the two-network response cases at 80 frames, 5 phase runs
+FIDELITY_SETS = ["pinned-1t", "multi-thread", "clusters"]  # pinned-1t: the set the VM targets are stated for
+SCHEDULE_MODEL_S = 42.0  # profiling one network for scheduling (--runs 10, regime 100 frames) ...
+SCHEDULE_PIPELINED_S = 10.0  # ... its pipelined runs at 100 frames (two configurations, each twice)
+SCHEDULE_RESPONSE_S = 40.0  # the two-network response cases at 80 frames, 5 phase runs (two models: 143 s)
 SCHEDULE_START_S = 10.0
 SCHEDULE_MODELS = ["squeezenet", "shufflenet", "inception_v1"]
-LOOP_FIXED_S = 35.0  # server with its plan workers, tokens, plans, the refit
-LOOP_RUN_S = 1.5  # one profiling round of the loop's three devices
+LOOP_FIXED_S = 45.0  # server with its plan workers, tokens, plans, the refit
+LOOP_PROFILE_S = 55.0  # the profile's worker processes (three devices) ...
+LOOP_RUN_S = 12.0  # ... and each of its rounds (--runs 2: 106 s and the loop 126 s; --runs 3: 88 s; --runs 6: 134 s)
 LOOP_VERIFY_S = 30.0  # the first deploy's verification (loop.py gives it 30 s)
 SHARES = {"loop": 0.22, "schedule": 0.30, "fidelity": 0.48}  # of the budget; fidelity also takes what is left
 BUDGET_ORDER = ["loop", "schedule", "fidelity"]  # fidelity last: it writes each case, so it can take the rest
 RESERVE_S = 5.0  # the summary and the last stop's grace
 MIN_RUN_S = 10.0  # a bench left less than this of the budget is cut, not started
+PROBE_TIMEOUT_S = 60.0
 
 
-def host_factor(cores: int) -> float:
-    return 1.0 if cores >= 8 else 1.5 if cores >= 4 else 2.0
+def host_factor(probe: float | None) -> float:
+    """This host's cost against the VM's: the probe's time over the VM's (at least 0.25), 1
+    where the probe did not run."""
+    return 1.0 if probe is None else max(0.25, round(probe / PROBE_REF_S, 2))
+
+
+def _probe() -> float:
+    """A small harness measurement, what every bench's time is made of: squeezenet whole and
+    layer by layer on the first core, two worker processes each, two rounds."""
+    from executor import harness
+    from executor.runtime import PROCESS_CORES, parse_devices
+    from executor.slicing import layers, load_model, materialise, random_inputs
+
+    import onnx
+
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
+    lm = layers(materialise(load_model(path), "random", 0), materialised=True)
+    devices = parse_devices([f"cpu1=CPUExecutionProvider:threads=1,affinity={min(PROCESS_CORES)}"])
+    n = len(lm.layers)
+    t0 = time.perf_counter()
+    harness.measure(lm, devices, random_inputs(lm, 100), {"whole": [(0, n - 1, "cpu1")],
+                                                          "layers": [(i, i, "cpu1") for i in range(n)]},
+                    rounds=2, replicas=2, adapt=False, seed=0, timeout_s=PROBE_TIMEOUT_S)
+    return time.perf_counter() - t0
+
+
+def probe_s() -> float | None:
+    """The probe's seconds on this host, in a child process (this one stays free of ONNX
+    Runtime); None, said, where it failed."""
+    try:
+        out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--probe"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=PROBE_TIMEOUT_S + 15, preexec_fn=lambda: die_with_parent(os.getppid()))
+        return float(out.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError, OSError) as exc:
+        print(f"quiet_host: the probe failed ({type(exc).__name__}: {exc}); estimates as on the VM", flush=True)
+        return None
 
 
 def plan_fidelity(share_s: float, factor: float) -> tuple[list[str], list[str], float]:
-    """(settings, cuts, estimate s): every device set and regime of as many models as fit,
-    in FIDELITY_MODELS order (light and generated first). Rounds are cut only as far as
-    one whole model needs. One model past those that fit is listed too where at least half
-    of it fits: the bench runs last and is stopped at the budget's end, keeping the cases
-    it wrote (a bench that writes only at its end would lose them all, hence not more)."""
+    """(settings, cuts, estimate s): every device set and both regimes of as many models as
+    fit, in FIDELITY_MODELS order (light and generated first), rounds cut only as far as one
+    whole model needs; where not even that fits, pinned-1t alone (back to back and at 20 Hz),
+    then back to back alone. One model past those that fit is listed too where at least half
+    of it fits: the bench runs last and is stopped at the budget's end, keeping the cases it
+    wrote (a bench that writes only at its end would lose them all, hence not more)."""
     cuts = []
     tiers = ((6, 20, 10), (5, 12, 6), (4, 8, 4), (3, 6, 3))
-    for runs, exec_runs, verify_runs in tiers:
-        case = factor * FIDELITY_CASE_S * (runs + exec_runs + verify_runs) / FIDELITY_CASE_ROUNDS
-        per_model = case * len(FIDELITY_SETS) * 2  # back to back and at 20 Hz
-        fit = int((share_s - FIDELITY_START_S * factor) // per_model)
+    shapes = ((FIDELITY_SETS, 2), (FIDELITY_SETS[:1], 2), (FIDELITY_SETS[:1], 1))  # (sets, regimes)
+    for sets, regimes in shapes:
+        for runs, exec_runs, verify_runs in tiers:
+            case = factor * (FIDELITY_CASE_FIXED_S + FIDELITY_CASE_ROUND_S * (runs + exec_runs + verify_runs))
+            per_model = case * len(sets) * regimes
+            fit = int((share_s - FIDELITY_START_S * factor) // per_model)
+            if fit >= 1:
+                break
         if fit >= 1:
             break
     if (runs, exec_runs, verify_runs) != tiers[0]:
         cuts.append(f"rounds --runs {runs} --exec-runs {exec_runs} --verify-runs {verify_runs} (--quick: 6, 20, 10)")
+    if len(sets) < len(FIDELITY_SETS):
+        cuts.append(f"device sets {', '.join(FIDELITY_SETS[len(sets):])}")
+    if regimes < 2:
+        cuts.append("the 20 Hz regime (--rate 0: back to back only)")
     spare = share_s - FIDELITY_START_S * factor - fit * per_model
     n = max(1, min(fit + (1 if spare >= per_model / 2 else 0), len(FIDELITY_MODELS)))
     models = FIDELITY_MODELS[:n]
@@ -208,19 +259,23 @@ def plan_fidelity(share_s: float, factor: float) -> tuple[list[str], list[str], 
     if n > fit:
         cuts.append(f"{models[-1]} is expected to be stopped part-way (its finished cases count)")
     est = FIDELITY_START_S * factor + per_model * n
-    settings = ["--models", ",".join(models), "--sets", ",".join(FIDELITY_SETS), "--runs", str(runs),
-                "--exec-runs", str(exec_runs), "--verify-runs", str(verify_runs)]
+    settings = ["--models", ",".join(models), "--sets", ",".join(sets), "--runs", str(runs),
+                "--exec-runs", str(exec_runs), "--verify-runs", str(verify_runs)] + (["--rate", "0"] if regimes < 2 else [])
     return settings, cuts, est
 
 
 def plan_schedule(share_s: float, factor: float) -> tuple[list[str], list[str], float]:
     """(settings, cuts, estimate s): the response pair (squeezenet, shufflenet) always;
-    inception_v1's pipelined runs and then frames and phase runs cut until it fits."""
+    inception_v1's pipelined runs, then frames and phase runs, then profiling runs, regime
+    frames and the solvers' time limits cut until it fits."""
     cuts = []
-    for frames, resp, phases in ((100, 80, 5), (60, 50, 3), (40, 30, 2)):
-        scale = frames / 100
-        for n in (3, 2, 1):
-            est = factor * (SCHEDULE_START_S + SCHEDULE_MODEL_S * n * scale + SCHEDULE_RESPONSE_S * resp / 80 * phases / 5)
+    # (frames, response frames, phase runs, profiling runs, regime frames, solver limit s)
+    tiers = ((100, 80, 5, 10, 100, 20), (60, 50, 3, 10, 100, 20), (40, 30, 2, 6, 60, 5), (30, 20, 1, 4, 40, 3))
+    for frames, resp, phases, runs, regime, limit in tiers:
+        prof = SCHEDULE_MODEL_S * (0.4 + 0.3 * runs / 10 + 0.3 * regime / 100)  # workers, rounds, regime
+        for n in (3, 2):
+            est = factor * (SCHEDULE_START_S + n * (prof + SCHEDULE_PIPELINED_S * frames / 100)
+                            + SCHEDULE_RESPONSE_S * (0.5 * resp / 80 + 0.5 * max(phases, 1) / 5) * (0.6 + 0.4 * limit / 20))
             if est <= share_s:
                 break
         if est <= share_s:
@@ -229,8 +284,14 @@ def plan_schedule(share_s: float, factor: float) -> tuple[list[str], list[str], 
         cuts.append(f"pipelined models {', '.join(SCHEDULE_MODELS[n:])}")
     if frames != 100:
         cuts.append(f"--frames {frames} --response-frames {resp} --phase-runs {phases} (--quick: 100, 80, 5)")
+    if runs != 10:
+        cuts.append(f"--runs {runs} --regime-frames {regime} --ilp-limit {limit} --ga-limit {limit} "
+                    "(defaults: 10, 100, 20, 20)")
     settings = ["--models", ",".join(SCHEDULE_MODELS[:n]), "--frames", str(frames), "--response-frames", str(resp),
                 "--phase-runs", str(phases)]
+    if runs != 10:
+        settings += ["--runs", str(runs), "--regime-frames", str(regime), "--ilp-limit", str(limit),
+                     "--ga-limit", str(limit)]
     return settings, cuts, est
 
 
@@ -238,8 +299,9 @@ def plan_loop(share_s: float, factor: float) -> tuple[list[str], list[str], floa
     """(settings, cuts, estimate s): serving seconds, profiling rounds, then the first
     deploy's verification cut until it fits."""
     cuts = []
-    for seconds, runs, verify in ((10, 10, 2), (8, 6, 2), (6, 4, 1), (5, 3, -1)):
-        est = factor * (LOOP_FIXED_S + LOOP_RUN_S * runs + (LOOP_VERIFY_S if verify >= 0 else 0)) + 2 * seconds
+    for seconds, runs, verify in ((10, 10, 2), (8, 6, 2), (6, 4, 1), (5, 3, -1), (4, 2, -1)):
+        est = factor * (LOOP_FIXED_S + LOOP_PROFILE_S + LOOP_RUN_S * runs
+                        + (LOOP_VERIFY_S if verify >= 0 else 0)) + 2 * seconds
         if est <= share_s:
             break
     if (seconds, runs, verify) != (10, 10, 2):
@@ -254,29 +316,34 @@ PLANNERS = {"fidelity": plan_fidelity, "schedule": plan_schedule, "loop": plan_l
 # A bench that writes its results only at its end (the loop writes each round, but its
 # first round comes after profiling, the service and the verification) is cut, not run,
 # where even its smallest settings are estimated over this many times its share.
-WHOLE_ONLY = {"loop": 1.5}
+WHOLE_ONLY = {"loop": 1.0}
 
 
-def budget_plan(names: list[str], budget_s: float, cores: int) -> list[dict]:
+def budget_plan(names: list[str], budget_s: float, factor: float) -> list[dict]:
     """The benches in the order they run under a budget, each with its share of it, the
-    settings chosen to fit the share and what was cut. A bench that cannot fit (WHOLE_ONLY)
-    is marked cut and its share goes to the others. At run time the last one's share is
-    what is left at its start (the others' unused time included)."""
-    factor = host_factor(cores)
+    settings chosen to fit the share and what was cut. Each bench's share is what its
+    smallest settings are estimated to need, plus the rest of the budget by SHARES; where
+    the smallest settings together do not fit, a bench that keeps nothing when stopped
+    early (WHOLE_ONLY) is cut and its share goes to the others, and the rest split by
+    SHARES. At run time the last one's share is what is left at its start (the others'
+    unused time included). `factor`: this host's cost against the VM's (host_factor)."""
     order = [n for n in BUDGET_ORDER if n in names]
     usable = max(budget_s - RESERVE_S, 1.0)
     cut: dict[str, str] = {}
     while True:
         kept = [n for n in order if n not in cut]
         weight = sum(SHARES[n] for n in kept) or 1.0
+        least = {n: PLANNERS[n](0.0, factor)[2] for n in kept}  # the smallest settings' estimates
+        spare = usable - sum(least.values())
         plan = []
         for n in order:
-            share = 0.0 if n in cut else usable * SHARES[n] / weight
+            share = (0.0 if n in cut else least[n] + spare * SHARES[n] / weight if spare >= 0
+                     else usable * SHARES[n] / weight)
             settings, cuts, est = PLANNERS[n](share, factor)
             plan.append({"bench": n, "share_s": round(share, 1), "settings": settings, "cuts": cuts,
                          "estimate_s": round(est, 1), "cut": cut.get(n)})
         over = [q for q in plan if q["cut"] is None and q["bench"] in WHOLE_ONLY
-                and q["estimate_s"] > WHOLE_ONLY[q["bench"]] * q["share_s"]]
+                and q["estimate_s"] > WHOLE_ONLY[q["bench"]] * q["share_s"] + 0.05]
         if not over or len(kept) == 1:
             return plan
         q = over[0]
@@ -384,12 +451,12 @@ JUDGES = {"fidelity": fidelity_verdicts, "schedule": schedule_verdicts, "loop": 
 
 
 def run_budget(plan: list[dict], budget_s: float, out_dir: Path, cores: list[int], extra: dict[str, list[str]],
-               timeout_s: float, t_start: float) -> list[dict]:
+               timeout_s: float, t_start: float, factor: float = 1.0) -> list[dict]:
     """The benches of a budget plan in order. Each is stopped at the end of its share plus
     what the earlier ones left unused (the last: at what is left of the budget), never
     later than --timeout-s; a bench whose share cannot hold even its smallest settings is
     cut (not run) and its share passed on."""
-    print(f"budget {budget_s:g} s on {len(cores)} usable cores (estimates x{host_factor(len(cores)):g} for this host):")
+    print(f"budget {budget_s:g} s on {len(cores)} usable cores (estimates x{factor:g} the VM's for this host):")
     for p in plan:
         if p["cut"]:
             print(f"  {p['bench']:<9} cut, not run: {p['cut']}")
@@ -414,7 +481,7 @@ def run_budget(plan: list[dict], budget_s: float, out_dir: Path, cores: list[int
                          "settings": p["settings"], "cuts": p["cuts"]})
             continue
         if i == last and limit > p["share_s"] + 15:  # the others left time: the last one's settings for what is left
-            settings, cuts, est = PLANNERS[p["bench"]](limit, host_factor(len(cores)))
+            settings, cuts, est = PLANNERS[p["bench"]](limit, factor)
             if settings != p["settings"]:
                 print(f"\n{p['bench']}: {limit:.0f} s left for it (share {p['share_s']:.0f} s): {' '.join(settings)}"
                       + "".join(f"\n  cut: {c}" for c in cuts), flush=True)
@@ -442,7 +509,11 @@ def main() -> int:
                          "(default: no budget)")
     ap.add_argument("--out-dir", default=str(ROOT / "bench/results/quiet_host"),
                     help="where each bench's JSON and quiet_host.json go (default %(default)s)")
+    ap.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)  # the child of probe_s
     args = ap.parse_args()
+    if args.probe:
+        print(f"{_probe():.3f}")
+        return 0
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     unknown = [n for n in names if n not in BENCHES]
     if unknown:
@@ -475,8 +546,13 @@ def main() -> int:
         runs = [run_bench(n, args.quick, out_dir, h["usable_cores"], extra.get(n, []), args.timeout_s) for n in names]
         plan = None
     else:
-        plan = budget_plan(names, args.budget_s, len(h["usable_cores"]))
-        runs = run_budget(plan, args.budget_s, out_dir, h["usable_cores"], extra, args.timeout_s, t_start)
+        h["probe_s"] = probe_s()
+        factor = host_factor(h["probe_s"])
+        if h["probe_s"] is not None:
+            print(f"probe (a small harness measurement): {h['probe_s']:.1f} s here, {PROBE_REF_S:g} s on the VM the "
+                  f"estimates are from: x{factor:g}", flush=True)
+        plan = budget_plan(names, args.budget_s - (time.monotonic() - t_start), factor)
+        runs = run_budget(plan, args.budget_s, out_dir, h["usable_cores"], extra, args.timeout_s, t_start, factor)
     verdicts = []
     for r in runs:
         if "result" not in r:

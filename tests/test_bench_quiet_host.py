@@ -186,30 +186,53 @@ def test_a_partial_schedule_run_is_judged_on_its_pipelined_runs():
     assert v["responses over their bound (all runs)"]["value"] is None  # not counted from nothing
 
 
-@pytest.mark.parametrize("budget,cores", [(420, 16), (420, 2), (120, 2), (60, 16), (3600, 16)])
-def test_the_plan_fits_the_budget_and_says_what_it_cut(budget, cores):
-    plan = q.budget_plan(["fidelity", "schedule", "loop"], budget, cores)
+@pytest.mark.parametrize("budget,factor", [(420, 0.7), (420, 1.0), (420, 2.0), (120, 1.0), (60, 0.5), (3600, 1.0)])
+def test_the_plan_fits_the_budget_and_says_what_it_cut(budget, factor):
+    plan = q.budget_plan(["fidelity", "schedule", "loop"], budget, factor)
     assert [p["bench"] for p in plan] == ["loop", "schedule", "fidelity"]  # fidelity last: it takes the rest
     assert sum(p["share_s"] for p in plan) <= budget - q.RESERVE_S + 0.5
     for p in plan:
         if p["cut"]:
             assert p["share_s"] == 0
         elif p["bench"] != "fidelity":  # the others' settings are estimated to fit their share
-            assert p["estimate_s"] <= p["share_s"] or p["settings"] == q.PLANNERS[p["bench"]](0.0, q.host_factor(cores))[0]
+            assert p["estimate_s"] <= p["share_s"] or p["settings"] == q.PLANNERS[p["bench"]](0.0, factor)[0]
     for p in plan:  # whatever is less than the settings an unlimited share gets is named as a cut
-        if p["settings"] != q.PLANNERS[p["bench"]](1e9, q.host_factor(cores))[0] and not p["cut"]:
+        if p["settings"] != q.PLANNERS[p["bench"]](1e9, factor)[0] and not p["cut"]:
             assert p["cuts"], p
 
 
 def test_a_short_budget_cuts_the_loop_and_gives_its_share_to_the_others():
-    plan = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 60, 2)}
+    plan = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 60, 1.0)}
     assert plan["loop"]["cut"] and plan["loop"]["share_s"] == 0
     assert plan["schedule"]["share_s"] + plan["fidelity"]["share_s"] == pytest.approx(60 - q.RESERVE_S, abs=0.2)
     assert "wide_mlp" not in plan["fidelity"]["settings"][1]  # fewer models on a short budget ...
-    seven = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, 16)}
+    seven = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, 1.0)}
     assert not seven["loop"]["cut"] and seven["fidelity"]["settings"][1] == "squeezenet"
-    big = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 1200, 16)}
+    big = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 7200, 1.0)}
     assert "wide_mlp" in big["fidelity"]["settings"][1]  # ... more on a longer one
+
+
+def test_seven_minutes_hold_every_benchs_smallest_settings_where_the_host_is_no_slower_than_the_vm():
+    """Each bench's share holds at least its smallest settings' estimate before any spare
+    is split: under the first constants the loop and fidelity got shares they could not
+    finish anything in on the 16-vCPU host, and wrote nothing."""
+    for factor in (0.5, 1.0):
+        plan = q.budget_plan(["fidelity", "schedule", "loop"], 420 - 10, factor)
+        assert not any(p["cut"] for p in plan)
+        for p in plan:
+            assert p["estimate_s"] <= p["share_s"] + 0.1, p
+            assert p["share_s"] >= q.PLANNERS[p["bench"]](0.0, factor)[2] - 0.1
+    slow = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 410, 2.0)}
+    assert slow["loop"]["cut"] and "smallest settings need" in slow["loop"]["cut"]  # the bench that keeps nothing goes first
+
+
+def test_the_probe_times_a_harness_measurement_here_and_scales_the_estimates():
+    probe = q.probe_s()
+    assert probe is not None and 0.5 < probe < q.PROBE_TIMEOUT_S
+    assert q.host_factor(None) == 1.0 and q.host_factor(2 * q.PROBE_REF_S) == 2.0
+    assert q.host_factor(0.01) == 0.25  # never taken as more than 4x faster than the VM
+    cheap, dear = q.plan_fidelity(400.0, 0.5), q.plan_fidelity(400.0, 2.0)
+    assert cheap[0] != dear[0] and dear[2] <= 400.0 + 1e-6 or dear[0] == q.plan_fidelity(0.0, 2.0)[0]  # a slower host: less
 
 
 def test_a_budget_run_stops_each_bench_at_its_share_and_keeps_what_each_wrote(tmp_path, monkeypatch, capsys):
@@ -224,7 +247,7 @@ def test_a_budget_run_stops_each_bench_at_its_share_and_keeps_what_each_wrote(tm
     monkeypatch.setattr(q, "MIN_RUN_S", 1.0)
     monkeypatch.setattr(q, "WHOLE_ONLY", {})  # run all three, whatever their estimates say
     budget = 10.0
-    plan = q.budget_plan(["fidelity", "schedule", "loop"], budget, 16)
+    plan = q.budget_plan(["fidelity", "schedule", "loop"], budget, 1.0)
     import time
 
     runs = q.run_budget(plan, budget, tmp_path, [0], {"loop": ["--seconds", "3"]}, 3600.0, time.monotonic())
