@@ -26,9 +26,9 @@ REDUCED_TOLERANCE = {"int8": INT8_TOLERANCE, "bf16": BF16_TOLERANCE}
 
 def reference_outputs(lm: LayeredModel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The unsplit model in fp32 on ONNX Runtime's CPU provider."""
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(lm.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    from executor.runtimes.onnxruntime import utility_options
+
+    sess = ort.InferenceSession(lm.model.SerializeToString(), utility_options(), providers=["CPUExecutionProvider"])
     return dict(zip(lm.graph_outputs, sess.run(list(lm.graph_outputs), dict(inputs))))
 
 

@@ -9,8 +9,10 @@ session's pool had run was 2.8x slower and the whole next block 13% slower
 their spinning pools alive, what ran just before, where the thread was pinned. So:
 
 - each configuration (a `Job`) runs in a worker process of its own (`python -m
-  executor.harness`), pinned to its devices' cores before ONNX Runtime is imported (its
-  pools inherit the pinning), holding only that configuration's sessions;
+  executor.harness`), holding only that configuration's sessions, pinned to its devices'
+  cores: before it builds them where a runtime's threads inherit the building thread's
+  cores (OpenVINO), after it built them on every core where they do not (ONNX Runtime
+  places its pool threads itself; `_builds_anywhere`), so that many workers' builds overlap;
 - the worker warms up until two consecutive warm-up blocks agree (a steady state), not
   for a fixed count;
 - the parent hands out blocks in rounds, the jobs in a new shuffled order each round and
@@ -230,8 +232,11 @@ def _recv(fd: int, deadline: float | None = None):
 
 # ----------------------------------------------------------------------------- the parent
 class _Worker:
-    def __init__(self, name: str, job: Job, setup: dict, cores: list[int]):
+    def __init__(self, name: str, job: Job, setup: dict, cores: list[int], build_cores: list[int] | None = None):
+        """A worker for `job`, started and built on `build_cores` (default: `cores`) and
+        pinned to `cores` before its warm-up."""
         self.name, self.job, self.cores = name, job, cores
+        start_on = cores if build_cores is None else build_cores
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
         parent = os.getpid()
         # stderr to a file, not a pipe: a pipe nobody reads during the run fills at 64 KiB of
@@ -240,9 +245,10 @@ class _Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "executor.harness", str(parent)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self.err, env=env, cwd=str(ROOT), close_fds=True,
-            preexec_fn=lambda: os.sched_setaffinity(0, cores) if hasattr(os, "sched_setaffinity") else None)
+            preexec_fn=lambda: os.sched_setaffinity(0, start_on) if hasattr(os, "sched_setaffinity") else None)
         self.out = self.proc.stdout.fileno()
-        _send(self.proc.stdin.fileno(), {"setup": setup, "job": job, "cores": cores})
+        _send(self.proc.stdin.fileno(), {"setup": setup, "job": job, "cores": cores,
+                                         "pin_before_build": build_cores is None or list(build_cores) == list(cores)})
 
     def ask(self, msg, deadline: float):
         try:
@@ -292,6 +298,18 @@ class _Worker:
                 f.close()
             except OSError:
                 pass
+
+
+def _builds_anywhere(job: Job, by_id: Mapping) -> bool:
+    """Whether a job's worker may build on every core and be pinned after: every device's
+    runtime places its pool threads itself (ONNX Runtime: explicit per-thread affinities,
+    and executor.runtime.build_session pins the creating thread), so nothing it builds
+    keeps the cores it was built on. Pinned first, the workers of one device queue on its
+    core: on the 16-vCPU host three int8 workers built for 50 s on one core while 14 idled.
+    A runtime whose threads inherit the building thread's cores (OpenVINO) is built pinned."""
+    from executor import runtimes
+
+    return all(getattr(runtimes.get(by_id[d].runtime), "places_pool_threads", False) for d in job.devices())
 
 
 def _cores_of(job: Job, by_id: Mapping, all_cores: Sequence[int]) -> list[int]:
@@ -464,9 +482,11 @@ class _Run:
         """Start, build and warm the workers `which` (job -> replica numbers)."""
         new = [f"{name}#{k}" for name, ks in which.items() for k in ks]
         for name, ks in which.items():
+            job = self.jobs[name]
+            anywhere = list(self.all_cores) if _builds_anywhere(job, self.by_id) else None
             for k in ks:
-                self.workers[f"{name}#{k}"] = _Worker(name, self.jobs[name], self.setup,
-                                                     _cores_of(self.jobs[name], self.by_id, self.all_cores))
+                self.workers[f"{name}#{k}"] = _Worker(name, job, self.setup, _cores_of(job, self.by_id, self.all_cores),
+                                                     build_cores=anywhere)
         self.ready.update({w: self.workers[w].wait_ready(self.deadline) for w in new})
         # warm-ups one worker at a time: a worker warming up is measured alone too
         self.warm.update({w: self.workers[w].ask({"cmd": "warm"}, self.deadline) for w in new})
@@ -675,7 +695,7 @@ def _worker_main() -> None:
         for p in setup["sys_path"]:
             if p not in sys.path:
                 sys.path.append(p)
-        if hasattr(os, "sched_setaffinity"):
+        if hasattr(os, "sched_setaffinity") and first.get("pin_before_build", True):
             os.sched_setaffinity(0, cores)
         import onnx
 
@@ -688,6 +708,12 @@ def _worker_main() -> None:
         devices = [d for d in setup["devices"] if d.id in used]
         calib: dict = {}
         runners = [_build_runner(it, lm, devices, setup, feed, calib) for it in job.items]
+        if hasattr(os, "sched_setaffinity"):  # built anywhere (_builds_anywhere): measured on its cores
+            os.sched_setaffinity(0, cores)
+            from executor import runtime as _rt
+
+            if hasattr(_rt._PIN, "all"):  # the thread's pinning state follows
+                _rt._PIN.current = frozenset(cores)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which names the job
         _send(fd_out, {"error": f"{type(exc).__name__}: {str(exc)[:500]}"})
         return

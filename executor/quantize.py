@@ -67,15 +67,18 @@ def quantize_int8(model: onnx.ModelProto, calibration: Iterable[dict[str, np.nda
             onnx.save(model, src)
             from onnxruntime.quantization.registry import QDQRegistry
 
-            quantize_static(
-                src, dst, _Reader(feeds),
-                op_types_to_quantize=sorted(set(QDQRegistry) - KEEP_FP32),
-                quant_format=QuantFormat.QDQ,
-                activation_type=QuantType.QUInt8,
-                weight_type=QuantType.QInt8,
-                calibrate_method=CalibrationMethod.MinMax,
-                extra_options={"CalibTensorRangeSymmetric": False},
-            )
+            from executor.runtimes.onnxruntime import sessions_on_own_cores
+
+            with sessions_on_own_cores():  # its calibration sessions would take every core of the machine
+                quantize_static(
+                    src, dst, _Reader(feeds),
+                    op_types_to_quantize=sorted(set(QDQRegistry) - KEEP_FP32),
+                    quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8,
+                    calibrate_method=CalibrationMethod.MinMax,
+                    extra_options={"CalibTensorRangeSymmetric": False},
+                )
             return onnx.load(dst)
     finally:
         root.setLevel(level)

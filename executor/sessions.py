@@ -49,9 +49,9 @@ def capture(lm: LayeredModel, names: Sequence[str], feeds: Sequence[Mapping[str,
 
     names = list(dict.fromkeys(names))
     inner = [n for n in names if n not in lm.graph_inputs]
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC  # keep the captured tensors
+    from executor.runtimes.onnxruntime import utility_options
+
+    so = utility_options(ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)  # basic: keep the captured tensors
     sess = ort.InferenceSession(with_outputs(lm, inner).SerializeToString(), so, providers=["CPUExecutionProvider"])
     out = []
     for feed in feeds:

@@ -161,9 +161,9 @@ def materialise(model: onnx.ModelProto, weights: str = "computed", seed: int = 0
                 [t for t in g.initializer if t.name in used_inits],
             )
             subm = helper.make_model(sub, opset_imports=m.opset_import, ir_version=m.ir_version)
-            so = ort.SessionOptions()
-            so.log_severity_level = 3
-            sess = ort.InferenceSession(subm.SerializeToString(), so, providers=["CPUExecutionProvider"])
+            from executor.runtimes.onnxruntime import utility_options
+
+            sess = ort.InferenceSession(subm.SerializeToString(), utility_options(), providers=["CPUExecutionProvider"])
             values = sess.run(needed, {})
             if weights == "random":
                 rng = np.random.default_rng(seed)

@@ -340,3 +340,65 @@ def test_a_billion_element_input_is_refused_under_a_memory_limit(tmp_path):
     assert out.returncode == 2, out.stderr
     assert "needs about 14.9 GiB" in out.stderr and "'x' [1, 1000000000]: 3.7 GiB" in out.stderr, out.stderr
     assert "internal error" not in out.stderr
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not Path("/proc/self/task").is_dir(),
+                    reason="needs 2 cores and /proc")
+def test_the_executors_own_sessions_and_a_device_given_only_cores_stay_on_the_process_cores():
+    """ONNX Runtime at its default thread count pins one pool thread to each physical core
+    of the machine, whatever the process's affinity (a harness worker pinned to one core ran
+    at 136% CPU on the 16-vCPU host). The executor's own sessions (utility_options) and a
+    device given cores but no thread count keep their threads on the cores they were given."""
+    import onnxruntime as ort
+
+    from executor.runtime import build_session
+    from executor.runtimes.onnxruntime import utility_options
+
+    lm = layers(materialise(load_model(SQUEEZE), "random", 0), materialised=True)
+    everything = set(os.sched_getaffinity(0))
+    first = min(everything)
+    model = lm.model.SerializeToString()
+    sessions = []
+
+    def new_threads(build) -> list[set[int]]:  # noqa: ANN001
+        before = set(_thread_cores())
+        sessions.append(build())
+        return [v for k, v in _thread_cores().items() if k not in before]
+
+    try:
+        on_all = new_threads(lambda: ort.InferenceSession(model, utility_options(), providers=["CPUExecutionProvider"]))
+        assert on_all and all(v == everything for v in on_all), on_all  # a pool, free on the process's cores
+        (dev,) = parse_devices([f"d=CPUExecutionProvider:affinity={'+'.join(map(str, sorted(everything)))}"])
+        given = new_threads(lambda: build_session(lm.model, dev))
+        assert given and all(v == everything for v in given), given  # not one core each
+        os.sched_setaffinity(0, {first})
+        pinned_one = new_threads(lambda: ort.InferenceSession(model, utility_options(), providers=["CPUExecutionProvider"]))
+        assert all(v == {first} for v in pinned_one), pinned_one
+    finally:
+        os.sched_setaffinity(0, everything)
+    del sessions
+
+
+def test_int8_calibration_sessions_take_the_process_cores_not_the_machines(monkeypatch):
+    """onnxruntime.quantization builds its calibration sessions with default options; while
+    quantize_int8 runs they get this process's core count."""
+    import onnxruntime as ort
+
+    from executor.quantize import quantize_int8
+
+    seen = []
+
+    class Recording(ort.InferenceSession):
+        def __init__(self, path_or_bytes, sess_options=None, *args, **kwargs):
+            seen.append(None if sess_options is None else sess_options.intra_op_num_threads)
+            super().__init__(path_or_bytes, sess_options, *args, **kwargs)
+
+    lm = layers(materialise(load_model(SQUEEZE), "random", 0), materialised=True)
+    monkeypatch.setattr(ort, "InferenceSession", Recording)
+    everything = set(os.sched_getaffinity(0))
+    try:
+        os.sched_setaffinity(0, {min(everything)})
+        quantize_int8(lm.model, [random_inputs(lm, 1)])
+    finally:
+        os.sched_setaffinity(0, everything)
+    assert seen and all(n == 1 for n in seen), seen

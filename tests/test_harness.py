@@ -38,6 +38,31 @@ def _devices():
                           f"q=CPUExecutionProvider:threads=1,affinity={c1},precision=int8"])
 
 
+@pytest.mark.skipif(len(CORES) < 2, reason="needs 2 cores")
+def test_an_onnx_runtime_worker_builds_on_every_core_and_measures_on_its_own(lm, tmp_path, monkeypatch):
+    """Pinned before building, the workers of one device queued on its one core (16-vCPU
+    host: three int8 workers building for 50 s on one core, 14 idle); ONNX Runtime places
+    its pool threads itself, so its workers build anywhere and are pinned before the
+    warm-up. A runtime whose threads inherit the building thread's cores is built pinned."""
+    log = tmp_path / "log"
+    monkeypatch.setenv("HARNESS_TEST_LOG", str(log))
+    L = len(lm.layers)
+    jobs = {"on-a": harness.Job.of([(0, L - 1, "a")], RUNNERS + ":Constant")}
+    harness.measure(lm, _devices(), random_inputs(lm, 0), jobs, rounds=2, block=2, settle=0, replicas=1)
+    lines = [line.split(" ", 2) for line in log.read_text().splitlines()]
+    assert {c for kind, _, c in lines if kind == "build"} == {str(CORES)}
+    assert {c for kind, _, c in lines if kind == "run"} == {str([CORES[0]])}
+    by_id = {d.id: d for d in _devices()}
+    assert harness._builds_anywhere(jobs["on-a"], by_id)
+    from executor import runtimes
+
+    class Inherits:  # a runtime whose threads take the building thread's cores
+        places_pool_threads = False
+
+    monkeypatch.setattr(runtimes, "get", lambda name: Inherits())
+    assert not harness._builds_anywhere(jobs["on-a"], by_id)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

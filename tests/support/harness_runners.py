@@ -21,7 +21,7 @@ class Constant:
     def __call__(self, feed):
         if self.log:
             with self.log.open("a") as f:
-                f.write(f"run {os.getpid()}\n")
+                f.write(f"run {os.getpid()} {sorted(os.sched_getaffinity(0))}\n")
         return self.ms
 
 
