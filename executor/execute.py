@@ -26,7 +26,7 @@ REDUCED_TOLERANCE = {"int8": INT8_TOLERANCE, "bf16": BF16_TOLERANCE}
 
 def reference_outputs(lm: LayeredModel, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The unsplit model in fp32 on ONNX Runtime's CPU provider."""
-    from executor.runtimes.onnxruntime import utility_options
+    from executor.ort_threads import utility_options
 
     sess = ort.InferenceSession(lm.model.SerializeToString(), utility_options(), providers=["CPUExecutionProvider"])
     return dict(zip(lm.graph_outputs, sess.run(list(lm.graph_outputs), dict(inputs))))

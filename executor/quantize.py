@@ -67,7 +67,7 @@ def quantize_int8(model: onnx.ModelProto, calibration: Iterable[dict[str, np.nda
             onnx.save(model, src)
             from onnxruntime.quantization.registry import QDQRegistry
 
-            from executor.runtimes.onnxruntime import sessions_on_own_cores
+            from executor.ort_threads import sessions_on_own_cores
 
             with sessions_on_own_cores():  # its calibration sessions would take every core of the machine
                 quantize_static(

@@ -49,7 +49,7 @@ def capture(lm: LayeredModel, names: Sequence[str], feeds: Sequence[Mapping[str,
 
     names = list(dict.fromkeys(names))
     inner = [n for n in names if n not in lm.graph_inputs]
-    from executor.runtimes.onnxruntime import utility_options
+    from executor.ort_threads import utility_options
 
     so = utility_options(ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)  # basic: keep the captured tensors
     sess = ort.InferenceSession(with_outputs(lm, inner).SerializeToString(), so, providers=["CPUExecutionProvider"])

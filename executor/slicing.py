@@ -161,7 +161,7 @@ def materialise(model: onnx.ModelProto, weights: str = "computed", seed: int = 0
                 [t for t in g.initializer if t.name in used_inits],
             )
             subm = helper.make_model(sub, opset_imports=m.opset_import, ir_version=m.ir_version)
-            from executor.runtimes.onnxruntime import utility_options
+            from executor.ort_threads import utility_options
 
             sess = ort.InferenceSession(subm.SerializeToString(), utility_options(), providers=["CPUExecutionProvider"])
             values = sess.run(needed, {})

@@ -352,7 +352,7 @@ def test_the_executors_own_sessions_and_a_device_given_only_cores_stay_on_the_pr
     import onnxruntime as ort
 
     from executor.runtime import build_session
-    from executor.runtimes.onnxruntime import utility_options
+    from executor.ort_threads import utility_options
 
     lm = layers(materialise(load_model(SQUEEZE), "random", 0), materialised=True)
     everything = set(os.sched_getaffinity(0))
