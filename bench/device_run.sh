@@ -79,6 +79,7 @@ import api.app, planner_cli.main, solvers.ga; print('service, CLI and GA import:
     ( while sleep "$PS_EVERY_S"; do echo "--- $(date -u +%T) $(cut -d' ' -f1-4 /proc/loadavg)"
         ps -eo pid,ppid,pgid,pcpu,nlwp,psr,etimes,stat,args --sort=-pcpu | head -14 | cut -c1-200; done ) > "$OUT/ps.log" 2>&1 &
     sampler=$!
+    trap 'kill "$sampler" 2>/dev/null' EXIT  # never outlives this run, however it ends
     taskset -a -p -c "$last" "$sampler" > /dev/null 2>&1 || true
   fi
   echo "--- quiet_host --budget-s $BUDGET ${ONLY} ${QH_ARGS:-}"

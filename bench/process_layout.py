@@ -49,16 +49,10 @@ def _worker(model: str, precision: str, core: int, runs: int) -> None:
     import numpy as np
 
     from executor.runtime import build_session, parse_devices, quantize
-    from executor.slicing import layers, load_model, materialise, random_inputs
-    from tests.support.genmodels import GENERATED
+    from executor.slicing import random_inputs
+    from fidelity import load  # a light model or a generated one, as the fidelity bench builds it
 
-    if model in GENERATED:
-        lm = layers(materialise(GENERATED[model](seed=0)), materialised=True)
-    else:
-        import onnx
-
-        path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{model}.onnx"
-        lm = layers(materialise(load_model(path), "random", 0), materialised=True)
+    lm = load(model, 0)
     (dev,) = parse_devices([f"d=CPUExecutionProvider:threads=1,affinity={core},precision={precision}"])
     m = lm.model if precision == "fp32" else quantize(lm.model, dev, [random_inputs(lm, 10 + i) for i in range(4)])
     sess = build_session(m, dev)

@@ -201,12 +201,10 @@ def _probe() -> float:
     layer by layer on the first core, two worker processes each, two rounds."""
     from executor import harness
     from executor.runtime import PROCESS_CORES, parse_devices
-    from executor.slicing import layers, load_model, materialise, random_inputs
+    from executor.slicing import random_inputs
+    from fidelity import load
 
-    import onnx
-
-    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
-    lm = layers(materialise(load_model(path), "random", 0), materialised=True)
+    lm = load("squeezenet", 0)
     devices = parse_devices([f"cpu1=CPUExecutionProvider:threads=1,affinity={min(PROCESS_CORES)}"])
     n = len(lm.layers)
     t0 = time.perf_counter()

@@ -709,11 +709,9 @@ def _worker_main() -> None:
         calib: dict = {}
         runners = [_build_runner(it, lm, devices, setup, feed, calib) for it in job.items]
         if hasattr(os, "sched_setaffinity"):  # built anywhere (_builds_anywhere): measured on its cores
-            os.sched_setaffinity(0, cores)
-            from executor import runtime as _rt
+            from executor.runtime import pin_thread
 
-            if hasattr(_rt._PIN, "all"):  # the thread's pinning state follows
-                _rt._PIN.current = frozenset(cores)
+            pin_thread(cores)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which names the job
         _send(fd_out, {"error": f"{type(exc).__name__}: {str(exc)[:500]}"})
         return

@@ -274,6 +274,15 @@ class pinned:
         return False
 
 
+def pin_thread(cores) -> None:  # noqa: ANN001 - a set of core numbers
+    """Put the calling thread on `cores` for good (a harness worker built elsewhere, now
+    on the cores it is timed on); `pinned` then moves it only for a device elsewhere."""
+    os.sched_setaffinity(0, cores)
+    if not hasattr(_PIN, "all"):
+        _PIN.all = PROCESS_CORES
+    _PIN.current = frozenset(cores)
+
+
 def unpin() -> None:
     """Put the calling thread back on every core it started with."""
     if hasattr(_PIN, "all") and _PIN.current != _PIN.all:

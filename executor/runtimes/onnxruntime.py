@@ -62,11 +62,11 @@ def session_options(device, policy: str = "stop") -> ort.SessionOptions:  # noqa
     for key, value in POOL_POLICIES[policy].items():
         config.setdefault(key, value)
     if device.affinity is not None and (threads or 1) > 1:
-        # one core per thread where the caller is on the first (runtime.caller_cores: a device
-        # with its threads given); a device given only cores lets each thread take any of them
-        every = ",".join(str(c + 1) for c in device.affinity)
-        config.setdefault("session.intra_op_thread_affinities", pool_affinities(device.affinity, threads)
-                          if device.threads else ";".join([every] * (threads - 1)))
+        if device.threads:  # one core per thread, the caller on the first (runtime.caller_cores)
+            placement = pool_affinities(device.affinity, threads)
+        else:  # given only cores: each pool thread may take any of them
+            placement = ";".join([",".join(str(c + 1) for c in device.affinity)] * (threads - 1))
+        config.setdefault("session.intra_op_thread_affinities", placement)
     for key, value in config.items():
         so.add_session_config_entry(key, value)
     return so
