@@ -60,7 +60,7 @@ def test_the_board_verifies_a_first_deploy_and_the_measured_best_becomes_the_nex
         v = pipe.get("/v1/deployments/cam/verification").json()
         assert v["state"] == "verified", v
         assert set(v["report"]["measured"]) == set(names)
-        assert all(len(t["samples_ms"]) == 5 and t["median_ms"] > 0 for t in v["report"]["measured"].values())
+        assert all(len(t["samples_ms"]) >= 5 and t["median_ms"] > 0 for t in v["report"]["measured"].values())
         dep = pipe.get("/v1/deployments/cam").json()
         assert dep["revision"] == 2 and dep["active_plan_id"] == v["verified_plan_id"]
         history = pipe.get("/v1/deployments/cam/history").json()["items"]
@@ -142,18 +142,20 @@ def test_the_boards_figures_are_checked_against_the_order(api):
     timing = {"median_ms": 2.0, "p10_ms": 1.9, "p90_ms": 2.2, "samples_ms": [2.0, 1.9, 2.2, 2.0, 2.1]}
     post = lambda body, who="pipeline": api.client.post("/v1/deployments/cam/verification", json=body,  # noqa: E731
                                                         headers=api.h(who))
-    # a candidate missing, one made up, samples of another count, both answers, neither
+    # a candidate missing, one made up, fewer samples than asked, both answers, neither
     r = post({"revision": 1, "plan_id": plan_id, "measured": {"made-up": timing}})
     assert r.status_code == 422 and {e["path"] for e in r.json()["errors"]} >= {"measured.made-up", f"measured.{names[0]}"}
     r = post({"revision": 1, "plan_id": plan_id, "measured": {n: fig([2.0] * 4) for n in names}})
     assert r.status_code == 422 and r.json()["errors"][0]["path"].endswith(".samples_ms")
+    assert "5 or more" in r.json()["errors"][0]["reason"]
     assert post({"revision": 1, "plan_id": plan_id, "skipped": "x", "measured": {}}).status_code == 422
     assert post({"revision": 1, "plan_id": plan_id}).status_code == 422
     assert post({"revision": 1, "plan_id": "pln_other", "skipped": "x"}).status_code == 422
     assert post({"revision": 7, "plan_id": plan_id, "skipped": "x"}).status_code == 404
     assert post({"revision": 1, "plan_id": plan_id, "skipped": "x"}, who="executor").status_code == 403  # not bound
-    # faster on the median but not in most paired rounds (sign test): the plan is kept, as revision 2
-    noisy = {n: fig([5.0] * 5 if n == "plan" else [2.0, 9.0, 2.0, 9.0, 2.0]) for n in names}
+    # faster on the median but not in most paired rounds (sign test): the plan is kept, as revision 2; the
+    # plan timed in 3 more rounds (the harness's extra rounds where a candidate's processes disagree) is an answer
+    noisy = {n: fig([5.0] * 8 if n == "plan" else [2.0, 9.0, 2.0, 9.0, 2.0]) for n in names}
     r = post({"revision": 1, "plan_id": plan_id, "measured": noisy})
     assert r.status_code == 200 and "the plan is kept" in r.json()["note"], r.text
     kept = api.client.get("/v1/deployments/cam", headers=api.h()).json()

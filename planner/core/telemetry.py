@@ -388,7 +388,9 @@ class CandidateTiming(StrictNumbers):
     p10_ms: TimingMs
     p90_ms: TimingMs
     samples_ms: list[TimingMs] = Field(default_factory=list, max_length=MAX_VERIFY_RUNS,
-                                       description="Timed runs in round order (paired across candidates)")
+                                       description="Timed runs in round order (paired across candidates by round): at "
+                                       "least the order's runs; more where the harness took more rounds of a candidate "
+                                       "whose worker processes disagreed")
 
     @model_validator(mode="after")
     def _supported(self) -> "CandidateTiming":
