@@ -154,22 +154,28 @@ def corun_table(cases: Sequence[tuple[tuple[int, ...], tuple[int, ...]]],
                 rounds: int = CORUN_ROUNDS, runs: int = CORUN_RUNS, topology=None) -> list[dict]:  # noqa: ANN001
     """Per (PE, neighbours): the PE's segment timed `runs` times alone, then as often with
     the neighbours busy (`busy(cores)` keeps them running for the block), `rounds` times
-    in turn; the slowdown is the ratio of the medians (ExecutorRegime.corun entries).
-    time_runs(pe_cores, runs) -> ms of each run; topology: what the PE and its neighbours
-    share (executor.topology.CpuTopology), recorded beside."""
+    in turn, and alone once more at the end; the slowdown is the median over the busy
+    blocks of each block's median over the mean of the two alone blocks around it, so a
+    drift of the host's speed during the measurement (on the 2-core VM the same PE alone
+    read 5.0 ms in one block and 6.3 ms minutes later) cancels instead of becoming a
+    slowdown (ExecutorRegime.corun entries). time_runs(pe_cores, runs) -> ms of each run;
+    topology: what the PE and its neighbours share (executor.topology.CpuTopology),
+    recorded beside."""
     out = []
     for pe, nb in cases:
-        alone: list[float] = []
-        with_: list[float] = []
+        alone: list[list[float]] = [list(time_runs(pe, runs))]
+        with_: list[list[float]] = []
         for _ in range(max(1, rounds)):
-            alone += list(time_runs(pe, runs))
             with busy(nb):
-                with_ += list(time_runs(pe, runs))
-        a, w = float(np.median(alone)), float(np.median(with_))
+                with_.append(list(time_runs(pe, runs)))
+            alone.append(list(time_runs(pe, runs)))
+        a, w = float(np.median(np.concatenate(alone))), float(np.median(np.concatenate(with_)))
         if a <= 0 or w <= 0:
             continue
+        am = [float(np.median(b)) for b in alone]
+        paired = [float(np.median(b)) / (0.5 * (am[k] + am[k + 1])) for k, b in enumerate(with_)]
         out.append({"pe_cores": list(pe), "busy_cores": list(nb), "alone_ms": a, "with_ms": w,
-                    "slowdown": w / a, "slowdown_p90": float(np.percentile(with_, 90)) / a,
+                    "slowdown": float(np.median(paired)), "slowdown_p90": float(np.percentile(np.concatenate(with_), 90)) / a,
                     "shares": topology.shared(pe, nb) if topology is not None else []})
     return out
 

@@ -67,8 +67,8 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
         lines += [f"topology: {t}" for t in prof.topology.lines()]
     for e in getattr(prof, "corun", None) or []:
         lines.append(f"co-run: PE on cores {','.join(map(str, e['pe_cores']))} with cores "
-                     f"{','.join(map(str, e['busy_cores']))} busy: x{e['slowdown']:.3f} ({e['alone_ms']:.3f} -> "
-                     f"{e['with_ms']:.3f} ms median, x{e['slowdown_p90']:.3f} at p90)"
+                     f"{','.join(map(str, e['busy_cores']))} busy: x{e['slowdown']:.3f}, paired blocks ({e['alone_ms']:.3f} -> "
+                     f"{e['with_ms']:.3f} ms median of all, x{e['slowdown_p90']:.3f} at p90)"
                      + (f"; they share {', '.join(e['shares'])}" if e.get("shares") else "; they share nothing /sys lists")
                      + ("  [SMT SIBLINGS: one physical core]" if "physical core" in e.get("shares", []) else ""))
     transitions = []

@@ -51,12 +51,38 @@ def test_a_neighbour_that_slows_a_pe_by_1_5_is_measured_as_1_5():
     for e in table:
         assert e["alone_ms"] == pytest.approx(4.0) and e["with_ms"] == pytest.approx(6.0)
         assert e["slowdown"] == pytest.approx(1.5) and e["slowdown_p90"] >= e["slowdown"]
-    assert fake.entered == [(1,)] * 3 + [(0,)] * 3  # interleaved rounds: alone, busy, alone, busy ...
+    assert fake.entered == [(1,)] * 3 + [(0,)] * 3  # interleaved rounds: alone, busy, alone, busy ... alone
     assert fake.busy == set()  # the neighbours stop after each block
     # four cores: each PE with all the others, every pair, and the 2- and 3-core PEs with the rest
     cases = corun_cases((0, 1, 2, 3))
     assert ((0,), (1, 2, 3)) in cases and ((2,), (1,)) in cases and ((0, 1), (2, 3)) in cases and ((0, 1, 2), (3,)) in cases
     assert corun_cases((5,)) == []
+
+
+class DriftingCluster(FakeCluster):
+    """A host that turns 30% slower from the sixth block of runs on (another tenant)."""
+
+    def __init__(self, base_ms: float, factor: float):
+        super().__init__(base_ms, factor)
+        self.blocks = 0
+
+    def time_runs(self, pe, n):
+        got = [t * (1.3 if self.blocks >= 5 else 1.0) for t in super().time_runs(pe, n)]
+        self.blocks += 1
+        return got
+
+
+def test_a_host_that_changes_speed_during_the_measurement_still_reads_the_neighbours_factor():
+    """Each busy block against the alone blocks on both sides of it, the median over the
+    blocks: a change of the host's speed touches one block's ratio, where the ratio of the
+    pooled medians reads it as slowdown (x1.5 as about x1.7 here, a x1.0 neighbour as
+    x1.15)."""
+    for factor in (1.5, 1.0):
+        fake = DriftingCluster(4.0, factor)
+        e = corun_table([((0,), (1,))], fake.time_runs, fake.neighbours, rounds=4, runs=5)[0]
+        assert e["slowdown"] == pytest.approx(factor)
+        assert e["with_ms"] / e["alone_ms"] > factor * 1.1  # what the pooled medians would have charged
+        assert fake.blocks == 2 * 4 + 1
 
 
 def _profile(name, spec, corun=None, topology=None):
