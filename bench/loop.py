@@ -2,7 +2,10 @@
 regime it will be served in: `planner profile --rate HZ`), plan (dp, latency), deploy,
 serve with `planner agent --rate HZ`, read the telemetry median against the plan's
 prediction; refit from that telemetry (`planner refit`), plan again, deploy the refit
-plan to the same deployment, serve again and compare once more. With `--verify K` (default
+plan to the same deployment and compare once more. One agent process serves the whole
+loop, as on a board (it fetches the refit plan while it serves); `--fresh-agent` starts a
+new one per step, which adds a process's own speed to the second error (see
+bench/process_layout.py). With `--verify K` (default
 2) the first deploy is verified on the board: the agent measures the plan, its K next-best
 and each device alone before serving, and the measured best is what it then serves.
 
@@ -40,6 +43,8 @@ from tests.support.genmodels import GENERATED  # noqa: E402
 from tests.support.server import PLANNER_CMD, Server, dies_with, granted  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+VERIFY_ALLOWANCE_S = 30  # the first deploy's verification, before the agent serves
+REFIT_ALLOWANCE_S = 300  # the refit and the new plan, while the one agent serves on (stopped once measured)
 DEVICES = ["cpu1=CPUExecutionProvider:threads=1,affinity=0", "cpu2=CPUExecutionProvider:threads=2",
            "q8=CPUExecutionProvider:threads=1,affinity=1,precision=int8"]
 
@@ -70,24 +75,75 @@ class RetryUnavailable(httpx.HTTPTransport):
         raise AssertionError("unreachable")
 
 
-def serve(server: Server, board: str, model: Path, devices: list[str], rate: float, seconds: float, weights: str) -> None:
+def agent_cmd(server: Server, model: Path, devices: list[str], rate: float, seconds: float, weights: str) -> list[str]:
     cmd = [*PLANNER_CMD, "agent", "--server", server.url, "--deployment", "loop", "--model", str(model), "--rate", str(rate),
            "--duration", str(seconds), "--batch-s", "1", "--poll-wait", "2", "--weights", weights]
     for d in devices:
         cmd += ["--device", d]
+    return cmd
+
+
+def start_agent(server: Server, board: str, model: Path, devices: list[str], rate: float, seconds: float,
+                weights: str) -> subprocess.Popen:
     log = server.data_dir / "agent.log"  # a file, not a pipe nobody reads (a full pipe would stall the agent)
     with open(log, "ab") as err:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env={**server.env, "PLANNER_TOKEN": board}, stdout=subprocess.DEVNULL,
-                                stderr=err, start_new_session=True, preexec_fn=dies_with(os.getpid()))
-        try:
-            code = proc.wait(seconds + 120)
-        except subprocess.TimeoutExpired:
-            code = "timeout"
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+        return subprocess.Popen(agent_cmd(server, model, devices, rate, seconds, weights), cwd=ROOT,
+                                env={**server.env, "PLANNER_TOKEN": board}, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True, preexec_fn=dies_with(os.getpid()))
+
+
+def stop_agent(proc: subprocess.Popen, wait_s: float = 0.0) -> int | str:
+    """The agent's exit code once it ends (within wait_s), else "stopped": its group killed."""
+    try:
+        return proc.wait(wait_s) if wait_s > 0 else ("stopped" if proc.poll() is None else proc.returncode)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def serve(server: Server, board: str, model: Path, devices: list[str], rate: float, seconds: float, weights: str) -> None:
+    """One agent process for one step (--fresh-agent): it serves `seconds` and exits."""
+    code = stop_agent(start_agent(server, board, model, devices, rate, seconds, weights), seconds + 120)
     if code != 0:
-        print(f"loop: the agent exited with {code}; its log ends:\n{_tail(log)}", file=sys.stderr, flush=True)
+        print(f"loop: the agent exited with {code}; its log ends:\n{_tail(server.data_dir / 'agent.log')}",
+              file=sys.stderr, flush=True)
+
+
+def _alive(agent: subprocess.Popen, server: Server, what: str) -> None:
+    if agent.poll() is not None:
+        raise SystemExit(f"loop: the agent exited with {agent.returncode} {what}; its log ends:\n"
+                         f"{_tail(server.data_dir / 'agent.log')}")
+
+
+def wait_verified(api: httpx.Client, agent: subprocess.Popen, server: Server) -> None:
+    """Until the first deploy's verification is answered (the agent measures before it serves)."""
+    deadline = time.monotonic() + VERIFY_ALLOWANCE_S + 60
+    while time.monotonic() < deadline:
+        _alive(agent, server, "while verifying")
+        r = api.get("/v1/deployments/loop/verification")
+        if r.status_code == 200 and r.json().get("state") != "pending":
+            return
+        time.sleep(1.0)
+    raise SystemExit(f"loop: the verification was not answered in {VERIFY_ALLOWANCE_S + 60} s; the agent's log ends:\n"
+                     f"{_tail(server.data_dir / 'agent.log')}")
+
+
+def wait_samples(api: httpx.Client, agent: subprocess.Popen, server: Server, plan_id: str, rate: float,
+                 seconds: float) -> None:
+    """Until the telemetry holds `seconds` of frames at `rate` of this plan (or twice that
+    time and a minute passed: what arrived is read then, its sample count printed)."""
+    need = max(1, int(0.95 * rate * seconds))
+    deadline = time.monotonic() + 2 * seconds + 60
+    while time.monotonic() < deadline:
+        _alive(agent, server, f"before serving plan {plan_id}")
+        r = api.get("/v1/deployments/loop/telemetry")
+        if r.status_code == 200 and any(q["plan_id"] == plan_id and q["samples"] >= need for q in r.json()["plans"]):
+            return
+        time.sleep(1.0)
+    print(f"loop: plan {plan_id} has fewer than {need} samples after {2 * seconds + 60:g} s", file=sys.stderr, flush=True)
 
 
 def _tail(path: Path, chars: int = 3000) -> str:
@@ -107,13 +163,17 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=10, help="profiling rounds (default %(default)s)")
     ap.add_argument("--verify", type=int, default=2, help="verify the first deploy on the board with K next-best "
                     "candidates; -1: no verification (default %(default)s)")
+    ap.add_argument("--fresh-agent", action="store_true", help="a new agent process for each step (the refit plan "
+                    "then runs in a process its telemetry did not come from); default: one agent across the loop, as on "
+                    "a board")
     ap.add_argument("--out", default=str(ROOT / "bench/results/loop.json"), help="JSON results (default %(default)s)")
     args = ap.parse_args()
     # stopped (quiet_host at the end of its share): the finally blocks stop the service and the agent
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     devices = args.device or DEVICES
     host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}
-    result = {"host": host, "args": vars(args), "devices": devices, "profiling_s": None, "verification": None,
+    result = {"host": host, "args": vars(args), "agent": "a new process per step" if args.fresh_agent else
+              "one process across the refit", "devices": devices, "profiling_s": None, "verification": None,
               "rounds": [], "complete": False}
 
     def write() -> None:  # after each step: a run stopped part-way keeps what it finished
@@ -166,13 +226,27 @@ def main() -> int:
                 first["verify"] = {"candidates": args.verify, "runs": 20}
             ask(api.put("/v1/deployments/loop/active", json=first), "PUT /v1/deployments/loop/active")
             board = token("--name", "board", "--scope", "executor", "--deployment", "loop")
+            agent = None
+            if not args.fresh_agent:
+                # one agent process for the whole loop, as on a board: it fetches each newly active
+                # plan and applies it, so the refit plan runs in the process its telemetry came from
+                agent = start_agent(server, board, model, devices, args.rate,
+                                    2 * args.seconds + VERIFY_ALLOWANCE_S + REFIT_ALLOWANCE_S, weights)
             for step in ("before refit", "after one refit"):
                 verifying = step == "before refit" and args.verify >= 0
-                # the first deploy's verification runs before serving: give it its time on top
-                serve(server, board, model, devices, args.rate, args.seconds + (30 if verifying else 0), weights)
+                if agent is None:
+                    # the first deploy's verification runs before serving: give it its time on top
+                    serve(server, board, model, devices, args.rate,
+                          args.seconds + (VERIFY_ALLOWANCE_S if verifying else 0), weights)
+                elif verifying:
+                    wait_verified(api, agent, server)
                 if verifying:
                     verification = ask(api.get("/v1/deployments/loop/verification"), "GET /v1/deployments/loop/verification")
                     result["verification"] = verification
+                    if verification["state"] == "pending":  # the board's figures never reached the service
+                        write()
+                        raise SystemExit(f"loop: the first deploy's verification is still pending after the agent "
+                                         f"ran; its log ends:\n{_tail(server.data_dir / 'agent.log')}")
                     print(f"verified on the board ({verification['state']}): {verification['note']}")
                     for c in verification["candidates"]:
                         t = ((verification.get("report") or {}).get("measured") or {}).get(c["name"])
@@ -181,6 +255,8 @@ def main() -> int:
                                   f"measured {t['median_ms']:8.3f} ms  {100 * (t['median_ms'] - c['predicted_ms']) / c['predicted_ms']:+6.1f}%")
                     if verification.get("verified_plan_id"):
                         plan = ask(api.get(f"/v1/plans/{verification['verified_plan_id']}"), "GET /v1/plans/{id}")
+                if agent is not None:
+                    wait_samples(api, agent, server, plan["id"], args.rate, args.seconds)
                 tel = ask(api.get("/v1/deployments/loop/telemetry"), "GET /v1/deployments/loop/telemetry")
                 mine = next((q for q in tel["plans"] if q["plan_id"] == plan["id"]), None)
                 if mine is None:
@@ -208,7 +284,14 @@ def main() -> int:
                         print(f"refit plan {plan['plan']['notation']}: {plan['plan']['regime_note']}", flush=True)
                     ask(api.put("/v1/deployments/loop/active", json={"plan_id": plan["id"], "unmeasured_ok": True}),
                         "PUT /v1/deployments/loop/active (refit)")
+            if agent is not None:
+                code = stop_agent(agent)
+                if code not in ("stopped", 0):
+                    print(f"loop: the agent exited with {code}; its log ends:\n{_tail(server.data_dir / 'agent.log')}",
+                          file=sys.stderr, flush=True)
         finally:
+            if agent is not None:
+                stop_agent(agent)
             server.stop()
     result["complete"] = True
     write()
