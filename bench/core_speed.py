@@ -1,0 +1,158 @@
+"""Does the core itself change speed? The same two sessions, built once, in one process.
+
+bench/loop.py served plan Q1 (squeezenet int8 on one core) 12.7% slower after a refit
+than before it, in the same agent process; the harness's workers of one configuration
+come out up to 40% apart. Neither the sessions nor the process changed there. This bench
+holds everything of the process fixed: one thread pinned to --core, one fp32 and one int8
+session of --model built once, timed in alternation (one run of each in turn) for
+--seconds, in blocks of --block pairs. Per block: each precision's median, the timed
+thread's CPU time over its wall time (under 100%: another thread or the hypervisor had
+the core; at 100% a slower block is the core running slower, not the thread waiting), and
+the core's steal from /proc/stat.
+
+If the two precisions move together from block to block, the speed is the core's (the
+host: a busy SMT sibling on the physical core, its clock), not the session's or the
+process's; the slope of log int8 on log fp32 says how much more one precision feels it.
+The lag-1 autocorrelation of the blocks says whether a slow state lasts (a block's
+neighbour slow too) or is one-off noise. A measurement of A against B cancels such a
+state only where A and B alternate faster than it lasts: the harness interleaves blocks
+of about 100 ms (docs/measurement.md).
+
+    .venv/bin/python bench/core_speed.py                     # squeezenet, 30 s, the last core
+    .venv/bin/python bench/core_speed.py --model wide_mlp --seconds 60 --core 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform as pyplatform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+PRECISIONS = ("fp32", "int8")
+
+
+def core_steal(core: int) -> int | None:
+    """The core's steal jiffies (/proc/stat), None where not readable."""
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            f = line.split()
+            if f[0] == f"cpu{core}":
+                return int(f[8]) if len(f) > 8 else None
+    except OSError:
+        return None
+    return None
+
+
+def figures(blocks: list[dict]) -> dict:
+    """Across blocks: per precision CV, spread (p95 / p5 - 1), lag-1 autocorrelation; their
+    correlation and the int8-on-fp32 slope of the logs; the thread's share of its core."""
+    out: dict = {"blocks": len(blocks)}
+    logs = {}
+    for p in PRECISIONS:
+        x = np.array([b[f"{p}_ms"] for b in blocks], dtype=float)
+        logs[p] = np.log(x)
+        lag1 = float(np.corrcoef(x[:-1], x[1:])[0, 1]) if len(x) > 2 and x.std() > 0 else None
+        out[p] = {"median_ms": float(np.median(x)), "cv_pct": float(100 * x.std() / x.mean()),
+                  "spread_pct": float(100 * (np.percentile(x, 95) / np.percentile(x, 5) - 1)), "lag1": lag1}
+    a, b = logs["fp32"], logs["int8"]
+    ok = len(a) > 2 and a.std() > 0 and b.std() > 0
+    out["correlation"] = float(np.corrcoef(a, b)[0, 1]) if ok else None
+    out["int8_on_fp32_slope"] = float(np.polyfit(a, b, 1)[0]) if ok else None
+    share = np.array([b_["cpu_share_pct"] for b_ in blocks], dtype=float)
+    out["cpu_share_pct"] = {"min": float(share.min()), "median": float(np.median(share))}
+    steal = [b_["steal_jiffies"] for b_ in blocks if b_["steal_jiffies"] is not None]
+    out["steal_jiffies"] = int(sum(steal)) if steal else None
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="squeezenet", help="a light or generated model (default: %(default)s)")
+    ap.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)),
+                    help="the core the thread is pinned to (default: the last one, %(default)s)")
+    ap.add_argument("--seconds", type=float, default=30.0, help="how long the alternation runs (default: %(default)s)")
+    ap.add_argument("--block", type=int, default=20, help="pairs of runs per block (default: %(default)s)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "core_speed.json"),
+                    help="JSON results (default: %(default)s)")
+    args = ap.parse_args()
+    problems = []
+    if args.core not in os.sched_getaffinity(0):
+        problems.append(f"--core: {args.core} is not one of this process's cores {sorted(os.sched_getaffinity(0))}")
+    problems += ["--seconds: must be > 0"] if args.seconds <= 0 else []
+    problems += ["--block: must be >= 1"] if args.block < 1 else []
+    if problems:
+        raise SystemExit("core_speed: " + "; ".join(problems))
+
+    from executor.runtime import build_session, parse_devices, pin_thread, quantize
+    from executor.slicing import random_inputs
+    from fidelity import load
+
+    pin_thread({args.core})
+    lm = load(args.model, 0)
+    devs = dict(zip(PRECISIONS, parse_devices([f"d{p}=CPUExecutionProvider:threads=1,affinity={args.core},precision={p}"
+                                               for p in PRECISIONS])))
+    feed = random_inputs(lm, 100)
+    outs = list(lm.graph_outputs)
+    print(f"core_speed: {args.model} fp32 and int8 on core {args.core}, quantising ...", flush=True)
+    models = {"fp32": lm.model, "int8": quantize(lm.model, devs["int8"], [random_inputs(lm, 10 + i) for i in range(4)])}
+    sess = {p: build_session(models[p], devs[p]) for p in PRECISIONS}
+    for _ in range(20):  # settle
+        for p in PRECISIONS:
+            sess[p].run(outs, feed)
+    blocks = []
+    t_start = time.monotonic()
+    next_print = t_start
+    while time.monotonic() - t_start < args.seconds:
+        ms = {p: [] for p in PRECISIONS}
+        s0, w0, c0 = core_steal(args.core), time.perf_counter_ns(), time.thread_time_ns()
+        for _ in range(args.block):
+            for p in PRECISIONS:
+                t = time.perf_counter_ns()
+                sess[p].run(outs, feed)
+                ms[p].append((time.perf_counter_ns() - t) / 1e6)
+        wall, cpu, s1 = time.perf_counter_ns() - w0, time.thread_time_ns() - c0, core_steal(args.core)
+        blocks.append({"t_s": round(time.monotonic() - t_start, 3), **{f"{p}_ms": float(np.median(ms[p])) for p in PRECISIONS},
+                       "cpu_share_pct": 100.0 * cpu / max(wall, 1),
+                       "steal_jiffies": s1 - s0 if s0 is not None and s1 is not None else None})
+        if time.monotonic() >= next_print:
+            b = blocks[-1]
+            print(f"  {b['t_s']:6.1f} s  fp32 {b['fp32_ms']:7.3f} ms  int8 {b['int8_ms']:7.3f} ms  "
+                  f"thread held the core {b['cpu_share_pct']:5.1f}%", flush=True)
+            next_print += 5.0
+    f = figures(blocks)
+    host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "cpu": next(
+        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")),
+        None) if Path("/proc/cpuinfo").exists() else None, "loadavg": os.getloadavg()}
+    print(f"\n{args.model} on core {args.core}, {f['blocks']} blocks of {args.block} runs of each precision "
+          f"over {args.seconds:g} s (block: the median of its runs; spread: p95 / p5 - 1 over blocks; lag-1: a block "
+          "against the next, near 0 = one-off noise, near 1 = a state that lasts)")
+    print(f"{'precision':<10} {'median_ms':>9} {'CV':>6} {'spread':>7} {'lag-1':>6}")
+    for p in PRECISIONS:
+        x = f[p]
+        print(f"{p:<10} {x['median_ms']:9.3f} {x['cv_pct']:5.1f}% {x['spread_pct']:6.1f}% "
+              + (f"{x['lag1']:6.2f}" if x["lag1"] is not None else "     -"))
+    corr, slope = f["correlation"], f["int8_on_fp32_slope"]
+    print("the two precisions from block to block: correlation " + (f"{corr:.2f}" if corr is not None else "-")
+          + ", slope of log int8 on log fp32 " + (f"{slope:.2f}" if slope is not None else "-")
+          + f"; the timed thread held its core {f['cpu_share_pct']['min']:.1f}% of the time at least "
+          f"(median {f['cpu_share_pct']['median']:.1f}%), steal {f['steal_jiffies']} jiffies")
+    print(f"host {host['node']}, {host['cpus']} CPUs ({host['cpu']}), load average {host['loadavg'][0]:.2f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"host": host, "args": vars(args), "figures": f, "blocks": blocks}, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

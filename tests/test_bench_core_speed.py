@@ -1,0 +1,37 @@
+"""bench/core_speed.py runs end to end with tiny settings: every block has both
+precisions' medians and the thread's share of its core, and the figures across blocks are
+in the JSON; bad arguments are refused in one line naming each. Timings are never
+compared: the effect is measured by the bench."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench" / "core_speed.py"
+
+
+def test_the_core_speed_bench_writes_its_blocks_and_figures(tmp_path):
+    out = tmp_path / "cs.json"
+    p = subprocess.run([sys.executable, str(BENCH), "--seconds", "1.5", "--block", "2", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    assert len(doc["blocks"]) >= 3 and doc["figures"]["blocks"] == len(doc["blocks"])
+    for b in doc["blocks"]:
+        assert b["fp32_ms"] > 0 and b["int8_ms"] > 0 and 0 < b["cpu_share_pct"] <= 101
+    f = doc["figures"]
+    assert {"fp32", "int8", "correlation", "int8_on_fp32_slope", "cpu_share_pct"} <= set(f)
+    assert f["fp32"]["cv_pct"] >= 0 and f["int8"]["spread_pct"] >= 0
+    assert "correlation" in p.stdout and "held its core" in p.stdout
+
+
+def test_bad_arguments_are_named_in_one_line():
+    p = subprocess.run([sys.executable, str(BENCH), "--core", "4096", "--seconds", "0", "--block", "0"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode != 0 and "Traceback" not in p.stderr
+    line = p.stderr.strip().splitlines()[-1]
+    assert "--core" in line and "--seconds" in line and "--block" in line
