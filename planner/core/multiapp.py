@@ -613,7 +613,6 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
             used = [p for p in range(P) if segs[a][0][p]]
             block = [max((segs[lp][1][p] for lp in lower), default=0.0) for p in range(P)]
             dsp, exc = problem.dispatch_ms, problem.segment_excess_ms
-            runs_k = sum(segs[a][0]) + sum(segs[a][0][p] for p in used if block[p] > 0)
             jit_in = release_in_curve(problem)
             base = fct * (segment_makespan(app, m, c) + sum(segs[a][0][p] * block[p] for p in used)) \
                 + problem.release_jitter_ms - jit_in
