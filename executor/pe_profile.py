@@ -45,6 +45,10 @@ from planner.core.schema import STEADY_SETTLE
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
 TP_REPEATS = 3  # runs of each pipelined case in the executor regime (their median is kept)
+# a pipelined case runs this many times the regime's frames: on the 2-core VM ten back-to-back
+# 150-frame runs (0.4 s each) of one pipeline in one process came out 24-35% apart (the core's
+# own speed moves on that scale: bench/core_speed.py), and a median of three such runs was the factor
+TP_FRAMES_FACTOR = 4
 REGIME_FRAMES = 100  # frames per case of measure_executor_regime: its worst runs bound every later one (30 missed tails)
 Progress = Callable[[int, int, str], None]
 
@@ -391,7 +395,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     over the n 1-core PEs and on the n-core PE, TP_REPEATS times spread over the run: per
     PE size (cores) the median repeat's period over its profiled work, and the median
     dispatch wait, are what a pipelined schedule runs with; its runs enter the worst-case
-    figures too. Bounded: `frames` frames per case, 60 s each."""
+    figures too. Bounded: `frames` frames per case (TP_FRAMES_FACTOR times that pipelined), 60 s each."""
     if frames < 1:
         raise ValueError("frames must be >= 1")
     cases = _regime_cases(lm, prof)
@@ -416,7 +420,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         ex = PipelineExecutor(nets, pes, mode)
         ex.run(STEADY_SETTLE, timeout_s=60)  # warm: first runs allocate, a pool takes about 10 runs to settle
         trace: list = []
-        res = ex.run(frames, timeout_s=60, trace=trace)
+        res = ex.run(frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), timeout_s=60, trace=trace)
         done = res.networks[0].finish_s[2:] if mode == "throughput" else []
         if len(done) >= 4 and done[-1] > done[0]:
             # the mean period (frames over their span), as a throughput is measured: a pipeline's
@@ -472,7 +476,8 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
 def _regime_method(cases: Sequence[tuple], frames: int) -> str:
     """How the executor regime was measured, in words (ExecutorRegime.method)."""
     return ("executor.pipeline with the schedule's sessions and pool policy, periodic releases at about half "
-            f"load or pipelined back to back, {frames} frames per case: " + "; ".join(dict.fromkeys(c[0] for c in cases))
+            f"load or pipelined back to back, {frames} frames per case ({frames * TP_FRAMES_FACTOR} pipelined): "
+            + "; ".join(dict.fromkeys(c[0] for c in cases))
             + f" (the pipelined ones {TP_REPEATS} times, spread over the run)"
             + "; every segment run <= factor x (its layers' profiled time + beta, x the PE's co-run slowdown "
             "where other PEs run) + excess, the pair that "

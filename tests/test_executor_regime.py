@@ -85,9 +85,11 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     prof = profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2, regime_frames=3)
     n = len(prof.cores)
     # n copies of 2 segments, the model pipelined in n parts (when n > 1); one whole copy, two taking turns,
-    # then pipelined whole; each pipelined case TP_REPEATS times (a disturbance in one is outvoted)
-    tp = pe_profile.TP_REPEATS
-    assert prof.regime["segment_runs"] == (n * 2 * 3 + tp * n * 3 if n > 1 else 0) + 3 + 2 * 3 + tp * 3
+    # then pipelined whole; each pipelined case TP_REPEATS times (a disturbance in one is outvoted), each
+    # TP_FRAMES_FACTOR times the frames (a short pipelined run sits in one state of the core's speed)
+    tp, k = pe_profile.TP_REPEATS, pe_profile.TP_FRAMES_FACTOR
+    assert prof.regime["segment_runs"] == (n * 2 * 3 + tp * n * 3 * k if n > 1 else 0) + 3 + 2 * 3 + tp * 3 * k
+    assert f"3 frames per case ({3 * k} pipelined)" in prof.regime["method"]
     assert "two copies on one" in prof.regime["method"] and f"the pipelined ones {tp} times" in prof.regime["method"]
     plat, doc, lines = schedule_documents(lm, prof, name="neg", platform_name="here", model_path="neg.onnx")
     profile = ModelProfile.model_validate(doc)
