@@ -5,21 +5,11 @@ compared: the effect is measured by the bench."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "bench" / "core_speed.py"
+from tests.support.benches import bench_json, run_bench
 
 
 def test_the_core_speed_bench_writes_its_blocks_and_figures(tmp_path):
-    out = tmp_path / "cs.json"
-    p = subprocess.run([sys.executable, str(BENCH), "--seconds", "1.5", "--block", "2", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
-    doc = json.loads(out.read_text())
+    doc, p = bench_json("core_speed", tmp_path / "cs.json", "--seconds", "1.5", "--block", "2")
     assert len(doc["blocks"]) >= 3 and doc["figures"]["blocks"] == len(doc["blocks"])
     for b in doc["blocks"]:
         assert b["fp32_ms"] > 0 and b["int8_ms"] > 0 and 0 < b["cpu_share_pct"] <= 101
@@ -30,8 +20,7 @@ def test_the_core_speed_bench_writes_its_blocks_and_figures(tmp_path):
 
 
 def test_bad_arguments_are_named_in_one_line():
-    p = subprocess.run([sys.executable, str(BENCH), "--core", "4096", "--seconds", "0", "--block", "0"],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    p = run_bench("core_speed", "--core", "4096", "--seconds", "0", "--block", "0", timeout=120)
     assert p.returncode != 0 and "Traceback" not in p.stderr
     line = p.stderr.strip().splitlines()[-1]
     assert "--core" in line and "--seconds" in line and "--block" in line

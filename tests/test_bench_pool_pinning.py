@@ -5,26 +5,17 @@ Timings are never compared: the effect is measured by the bench, not asserted he
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "bench" / "pool_pinning.py"
+from tests.support.benches import bench_json, run_bench
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores")
 def test_the_pool_pinning_bench_writes_every_condition(tmp_path):
-    out = tmp_path / "pp.json"
-    p = subprocess.run([sys.executable, str(BENCH), "--rounds", "1", "--runs", "2", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
-    doc = json.loads(out.read_text())
+    doc, p = bench_json("pool_pinning", tmp_path / "pp.json", "--rounds", "1", "--runs", "2")
     rows = doc["rows"]
     assert {(r["policy"], r["placement"], r["gap_ms"]) for r in rows} == {
         (pol, pl, g) for pol in ("plain", "stop", "off") for pl in ("one core per thread", "every core", "ONNX Runtime's own")
@@ -38,6 +29,5 @@ def test_the_pool_pinning_bench_writes_every_condition(tmp_path):
 
 
 def test_the_pool_pinning_bench_refuses_one_thread():
-    p = subprocess.run([sys.executable, str(BENCH), "--threads", "1"], capture_output=True, text=True, timeout=120,
-                       cwd=ROOT)
+    p = run_bench("pool_pinning", "--threads", "1", timeout=120)
     assert p.returncode == 2 and "needs --threads >= 2" in p.stdout

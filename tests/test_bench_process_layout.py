@@ -5,24 +5,17 @@ stops otherwise). Timings are never compared: the effect is measured by the benc
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "bench" / "process_layout.py"
+from tests.support.benches import ROOT, bench_json
 
 
 def test_the_process_layout_bench_writes_every_row(tmp_path):
-    out = tmp_path / "pl.json"
-    p = subprocess.run([sys.executable, str(BENCH), "--processes", "2", "--runs", "5", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
-    figures = json.loads(out.read_text())["figures"]
+    doc, p = bench_json("process_layout", tmp_path / "pl.json", "--processes", "2", "--runs", "5")
+    figures = doc["figures"]
     assert set(figures) == {f"{pr} {c}" for pr in ("fp32", "int8") for c in ("aslr", "no-aslr", "thp")}
     for f in figures.values():
         assert len(f["medians_ms"]) == 2 and all(x > 0 for x in f["medians_ms"]) and f["spread_pct"] >= 0

@@ -5,27 +5,20 @@ never asserted: only that they are numbers. The statistics are checked on made-u
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bench import process_state as ps
-
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "bench" / "process_state.py"
+from tests.support.benches import bench_json
 
 
 def run_bench(tmp_path: Path, *args: str) -> tuple[dict, str]:
     out = tmp_path / "ps.json"
-    p = subprocess.run([sys.executable, str(BENCH), "--rounds", "2", "--block", "3", "--out", str(out), *args],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-4000:]
-    return json.loads(out.read_text()), p.stdout
+    doc, p = bench_json("process_state", out, "--rounds", "2", "--block", "3", *args)
+    return doc, p.stdout
 
 
 def finite(x) -> bool:
