@@ -226,7 +226,7 @@ def main() -> int:
                 first["verify"] = {"candidates": args.verify, "runs": 20}
             ask(api.put("/v1/deployments/loop/active", json=first), "PUT /v1/deployments/loop/active")
             board = token("--name", "board", "--scope", "executor", "--deployment", "loop")
-            agent = None
+            agent, verified_ms = None, None
             if not args.fresh_agent:
                 # one agent process for the whole loop, as on a board: it fetches each newly active
                 # plan and applies it, so the refit plan runs in the process its telemetry came from
@@ -255,6 +255,9 @@ def main() -> int:
                                   f"measured {t['median_ms']:8.3f} ms  {100 * (t['median_ms'] - c['predicted_ms']) / c['predicted_ms']:+6.1f}%")
                     if verification.get("verified_plan_id"):
                         plan = ask(api.get(f"/v1/plans/{verification['verified_plan_id']}"), "GET /v1/plans/{id}")
+                        chosen = (plan["plan"].get("verification") or {}).get("chosen")
+                        t = ((verification.get("report") or {}).get("measured") or {}).get(chosen)
+                        verified_ms = t["median_ms"] if t else None
                 if agent is not None:
                     wait_samples(api, agent, server, plan["id"], args.rate, args.seconds)
                 tel = ask(api.get("/v1/deployments/loop/telemetry"), "GET /v1/deployments/loop/telemetry")
@@ -262,15 +265,29 @@ def main() -> int:
                 if mine is None:
                     raise SystemExit(f"no telemetry on plan {plan['id']} after {step}: {json.dumps(tel)[:1000]}\n"
                                      f"the agent's log ends:\n{_tail(server.data_dir / 'agent.log')}")
-                result["rounds"].append({"step": step, "plan": plan["plan"]["notation"],
-                                         "predicted_ms": mine["predicted_latency_ms"], "median_ms": mine["median_ms"],
-                                         "p90_ms": mine["p90_ms"], "samples": mine["samples"],
-                                         "error_pct": mine["error_pct"], "regime_note": mine.get("regime_note")})
+                before = result["rounds"][-1] if result["rounds"] else None
+                row = {"step": step, "plan": plan["plan"]["notation"],
+                       "predicted_ms": mine["predicted_latency_ms"], "median_ms": mine["median_ms"],
+                       "p90_ms": mine["p90_ms"], "samples": mine["samples"],
+                       "error_pct": mine["error_pct"], "regime_note": mine.get("regime_note"),
+                       # beside the prediction: the board's own measurement of the plan just before it served it
+                       # (the verification), and where the refit chose the same plan, that plan's move between the
+                       # two windows: nothing of the plan changed, so that is the host
+                       "verified_ms": verified_ms if step == "before refit" else None,
+                       "same_plan_moved_pct": 100.0 * (mine["median_ms"] - before["median_ms"]) / before["median_ms"]
+                       if before and before["plan"] == plan["plan"]["notation"] else None}
+                result["rounds"].append(row)
                 write()
                 print(f"{step:<16} plan {plan['plan']['notation']:<14} predicted {mine['predicted_latency_ms']:.3f} ms, "
                       f"telemetry median {mine['median_ms']:.3f} ms (p90 {mine['p90_ms']:.3f}) over {mine['samples']} "
                       f"samples: {mine['error_pct']:+.1f}%" + (f"  [{mine['regime_note']}]" if mine.get("regime_note") else ""),
                       flush=True)
+                if row["verified_ms"]:
+                    print(f"{'':<16} against the board's verification of it ({row['verified_ms']:.3f} ms, measured "
+                          f"before serving): {100 * (mine['median_ms'] - row['verified_ms']) / row['verified_ms']:+.1f}%")
+                if row["same_plan_moved_pct"] is not None:
+                    print(f"{'':<16} the refit chose the plan already served: it moved {row['same_plan_moved_pct']:+.1f}% "
+                          "between the two windows, in the same agent process, with nothing of it changed (the host)")
                 if step == "before refit":
                     print(planner("refit", "--platform", str(p), "--profile", str(m), "--server", server.url,
                                   "--deployment", "loop", "--token", ci, "--out", str(m2), env=server.env).strip()
