@@ -199,6 +199,7 @@ def main() -> int:
         write()
         print(f"loop: profiled {len(devices)} devices in {result['profiling_s']:.0f} s", flush=True)
         server = Server(tmp / "data", env={"PLANNER_MAX_WAIT_S": "2"}, die_with_parent=True).start()
+        agent = None  # bound before anything can fail: the finally below stops it
         try:
             def token(*targs: str) -> str:
                 return planner("token", "create", *targs, "--data-dir", str(server.data_dir), env=server.env).strip()
@@ -226,7 +227,7 @@ def main() -> int:
                 first["verify"] = {"candidates": args.verify, "runs": 20}
             ask(api.put("/v1/deployments/loop/active", json=first), "PUT /v1/deployments/loop/active")
             board = token("--name", "board", "--scope", "executor", "--deployment", "loop")
-            agent, verified_ms = None, None
+            verified_ms = None
             if not args.fresh_agent:
                 # one agent process for the whole loop, as on a board: it fetches each newly active
                 # plan and applies it, so the refit plan runs in the process its telemetry came from
