@@ -25,7 +25,6 @@ of about 100 ms (docs/measurement.md).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform as pyplatform
 import sys
@@ -37,6 +36,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 PRECISIONS = ("fp32", "int8")
 
@@ -147,10 +148,8 @@ def main() -> int:
           + f"; the timed thread held its core {f['cpu_share_pct']['min']:.1f}% of the time at least "
           f"(median {f['cpu_share_pct']['median']:.1f}%), steal {f['steal_jiffies']} jiffies")
     print(f"host {host['node']}, {host['cpus']} CPUs ({host['cpu']}), load average {host['loadavg'][0]:.2f}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"host": host, "args": vars(args), "figures": f, "blocks": blocks}, indent=1) + "\n")
-    print(f"wrote {out}")
+    doc = {"host": host, "args": vars(args), "figures": f, "blocks": blocks}
+    print(f"wrote {write_json(args.out, doc, indent=1)}")
     return 0
 
 

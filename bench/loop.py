@@ -42,6 +42,9 @@ sys.path.insert(0, str(ROOT))
 from tests.support.genmodels import GENERATED  # noqa: E402
 from tests.support.server import PLANNER_CMD, Server, dies_with, granted  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from results_io import write_json  # noqa: E402
+
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 VERIFY_ALLOWANCE_S = 30  # the first deploy's verification, before the agent serves
 REFIT_ALLOWANCE_S = 300  # the refit and the new plan, while the one agent serves on (stopped once measured)
@@ -178,11 +181,7 @@ def main() -> int:
 
     def write() -> None:  # after each step: a run stopped part-way keeps what it finished
         host["loadavg_at_end"] = os.getloadavg()
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp_out = out.with_name(out.name + ".tmp")
-        tmp_out.write_text(json.dumps(result, indent=2, default=str) + "\n")
-        os.replace(tmp_out, out)
+        write_json(args.out, result)
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -34,6 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 ADDR_NO_RANDOMIZE = 0x0040000
 CONDITIONS = ("aslr", "no-aslr", "thp")
@@ -145,9 +148,7 @@ def main() -> int:
         f"{c} {statistics.median([x or 0 for x in v]):.0f}" for c, v in HUGE_KB.items()))
     print(f"host {res['host']['node']}, {res['host']['cpus']} CPUs, ASLR setting {res['host']['randomize_va_space']}, "
           f"load average {load0:.2f} -> {res['host']['load_average_after']:.2f}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {write_json(args.out, res)}")
     return 0
 
 

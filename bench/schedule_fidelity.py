@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform as pyplatform
 import sys
@@ -48,6 +47,9 @@ import onnx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from executor import runtime, slicing  # noqa: E402
 from executor.pe_profile import CORUN_ROUNDS, REGIME_FRAMES, _two_layer_model, profile_for_schedule  # noqa: E402
@@ -496,15 +498,6 @@ def target_lines(s: dict) -> list[str]:
         f"{mark(None if mean_in is None else mean_in <= 7.0 and max_in <= 15.0)}",
         f"response noise (worst response, run vs replicate): {_pct(s['response_noise_floor_pct'])}",
     ]
-
-
-def write_json(path: str, out: dict) -> None:
-    """The results so far (rewritten after each finished case: a stopped run keeps them)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(path).with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(out, indent=2) + "\n")
-    tmp.replace(path)
-
 
 
 def _runs(names: list[str]) -> str:

@@ -1,0 +1,17 @@
+"""How a bench writes its JSON: atomically (a temporary file renamed over it), so a run
+stopped mid-write, or rewriting after each finished case, never leaves half a file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_json(path: str | Path, doc: dict, indent: int = 2) -> Path:
+    """`doc` as JSON at `path` (folders made); the path written."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=indent, default=str) + "\n")
+    tmp.replace(out)
+    return out
