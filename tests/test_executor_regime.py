@@ -325,3 +325,24 @@ def test_a_pipelined_factor_is_the_median_repeat_so_one_disturbed_repeat_is_outv
     periods = [(2, 4.0, [4.0], [1]), (2, 11.0, [4.0], [1]), (2, 4.4, [4.0], [1])]
     by = _factor_by_cores({1: [1.1, 1.3, 1.2], 2: [0.5]}, periods, 0.4)
     assert by[2] == pytest.approx((4.4 - 0.4) / 4.0) and by[1] == pytest.approx(1.2)
+
+
+def test_the_schedule_profile_times_every_block_in_a_steady_state(monkeypatch):
+    """The PE profile times layers as every other path does: STEADY_SETTLE untimed runs before
+    each timed block. With settle=0 the harness's first runs after another worker process had
+    the cores went into the figure (a 2-core squeezenet round at 7.6 ms where the settled one
+    read 3.5 ms in the same rounds on the VM)."""
+    from planner.core.schema import STEADY_SETTLE
+
+    seen = []
+    real = pe_profile.profile_model
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("settle"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pe_profile, "profile_model", spy)
+    cluster = runtime.parse_device("cpu=CPUExecutionProvider")
+    profile_for_schedule(_two_layer_model(4096), cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2,
+                         regime_frames=0)
+    assert seen and all(s == STEADY_SETTLE for s in seen), seen
