@@ -18,8 +18,16 @@ neighbour slow too) or is one-off noise. A measurement of A against B cancels su
 state only where A and B alternate faster than it lasts: the harness interleaves blocks
 of about 100 ms (docs/measurement.md).
 
+`--pair threads` alternates a one-thread session on --core with a two-thread one on --core
+and --other (its pool thread alone there, as every path places it): where the one-thread
+session holds steady and the two-thread one jumps between two speeds, the host's state
+that moves is the coupling of the two cores (on the VM 3.5 or 5.3 ms for squeezenet, for
+seconds at a time, one core alone steady at 6.6), not either core's speed; the ratio's
+percentiles say how far apart the states are.
+
     .venv/bin/python bench/core_speed.py                     # squeezenet, 30 s, the last core
     .venv/bin/python bench/core_speed.py --model wide_mlp --seconds 60 --core 0
+    .venv/bin/python bench/core_speed.py --pair threads --core 0 --other 1 --out bench/results/core_speed_threads.json
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from results_io import write_json  # noqa: E402
 
 PRECISIONS = ("fp32", "int8")
+PAIRS = {"precisions": PRECISIONS, "threads": ("1t", "2t")}
 
 
 def core_steal(core: int) -> int | None:
@@ -54,21 +63,24 @@ def core_steal(core: int) -> int | None:
     return None
 
 
-def figures(blocks: list[dict]) -> dict:
-    """Across blocks: per precision CV, spread (p95 / p5 - 1), lag-1 autocorrelation; their
-    correlation and the int8-on-fp32 slope of the logs; the thread's share of its core."""
+def figures(blocks: list[dict], names: tuple[str, str] = PRECISIONS) -> dict:
+    """Across blocks: per session CV, spread (p95 / p5 - 1), lag-1 autocorrelation; their
+    correlation, the slope of the second's log on the first's and the ratio second / first
+    (p5, median, p95); the thread's share of its core."""
     out: dict = {"blocks": len(blocks)}
     logs = {}
-    for p in PRECISIONS:
+    for p in names:
         x = np.array([b[f"{p}_ms"] for b in blocks], dtype=float)
         logs[p] = np.log(x)
         lag1 = float(np.corrcoef(x[:-1], x[1:])[0, 1]) if len(x) > 2 and x.std() > 0 else None
         out[p] = {"median_ms": float(np.median(x)), "cv_pct": float(100 * x.std() / x.mean()),
                   "spread_pct": float(100 * (np.percentile(x, 95) / np.percentile(x, 5) - 1)), "lag1": lag1}
-    a, b = logs["fp32"], logs["int8"]
+    a, b = logs[names[0]], logs[names[1]]
     ok = len(a) > 2 and a.std() > 0 and b.std() > 0
     out["correlation"] = float(np.corrcoef(a, b)[0, 1]) if ok else None
-    out["int8_on_fp32_slope"] = float(np.polyfit(a, b, 1)[0]) if ok else None
+    out[f"{names[1]}_on_{names[0]}_slope"] = float(np.polyfit(a, b, 1)[0]) if ok else None
+    ratio = np.exp(b - a)
+    out["ratio"] = {q: float(np.percentile(ratio, v)) for q, v in (("p5", 5), ("median", 50), ("p95", 95))}
     share = np.array([b_["cpu_share_pct"] for b_ in blocks], dtype=float)
     out["cpu_share_pct"] = {"min": float(share.min()), "median": float(np.median(share))}
     steal = [b_["steal_jiffies"] for b_ in blocks if b_["steal_jiffies"] is not None]
@@ -81,6 +93,11 @@ def main() -> int:
     ap.add_argument("--model", default="squeezenet", help="a light or generated model (default: %(default)s)")
     ap.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)),
                     help="the core the thread is pinned to (default: the last one, %(default)s)")
+    ap.add_argument("--pair", choices=sorted(PAIRS), default="precisions",
+                    help="precisions: fp32 and int8 on --core; threads: one thread on --core and two on --core and "
+                         "--other (default: %(default)s)")
+    ap.add_argument("--other", type=int, default=min(os.sched_getaffinity(0)),
+                    help="--pair threads: the second session's other core (default: the first one, %(default)s)")
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the alternation runs (default: %(default)s)")
     ap.add_argument("--block", type=int, default=20, help="pairs of runs per block (default: %(default)s)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "core_speed.json"),
@@ -89,6 +106,9 @@ def main() -> int:
     problems = []
     if args.core not in os.sched_getaffinity(0):
         problems.append(f"--core: {args.core} is not one of this process's cores {sorted(os.sched_getaffinity(0))}")
+    if args.pair == "threads" and (args.other not in os.sched_getaffinity(0) or args.other == args.core):
+        problems.append(f"--other: {args.other} must be one of this process's cores {sorted(os.sched_getaffinity(0))}, "
+                        "not --core")
     problems += ["--seconds: must be > 0"] if args.seconds <= 0 else []
     problems += ["--block: must be >= 1"] if args.block < 1 else []
     if problems:
@@ -98,53 +118,63 @@ def main() -> int:
     from executor.slicing import random_inputs
     from fidelity import load
 
+    names = PAIRS[args.pair]
     pin_thread({args.core})
     lm = load(args.model, 0)
-    devs = dict(zip(PRECISIONS, parse_devices([f"d{p}=CPUExecutionProvider:threads=1,affinity={args.core},precision={p}"
-                                               for p in PRECISIONS])))
     feed = random_inputs(lm, 100)
     outs = list(lm.graph_outputs)
-    print(f"core_speed: {args.model} fp32 and int8 on core {args.core}, quantising ...", flush=True)
-    models = {"fp32": lm.model, "int8": quantize(lm.model, devs["int8"], [random_inputs(lm, 10 + i) for i in range(4)])}
-    sess = {p: build_session(models[p], devs[p]) for p in PRECISIONS}
+    if args.pair == "threads":
+        devs = dict(zip(names, parse_devices([f"d1t=CPUExecutionProvider:threads=1,affinity={args.core}",
+                                              f"d2t=CPUExecutionProvider:threads=2,affinity={args.core}+{args.other}"])))
+        print(f"core_speed: {args.model}, one thread on core {args.core} and two on cores {args.core}, {args.other}",
+              flush=True)
+        models = {p: lm.model for p in names}
+    else:
+        devs = dict(zip(names, parse_devices([f"d{p}=CPUExecutionProvider:threads=1,affinity={args.core},precision={p}"
+                                              for p in names])))
+        print(f"core_speed: {args.model} fp32 and int8 on core {args.core}, quantising ...", flush=True)
+        models = {"fp32": lm.model, "int8": quantize(lm.model, devs["int8"], [random_inputs(lm, 10 + i) for i in range(4)])}
+    sess = {p: build_session(models[p], devs[p]) for p in names}
     for _ in range(20):  # settle
-        for p in PRECISIONS:
+        for p in names:
             sess[p].run(outs, feed)
     blocks = []
     t_start = time.monotonic()
     next_print = t_start
     while time.monotonic() - t_start < args.seconds:
-        ms = {p: [] for p in PRECISIONS}
+        ms = {p: [] for p in names}
         s0, w0, c0 = core_steal(args.core), time.perf_counter_ns(), time.thread_time_ns()
         for _ in range(args.block):
-            for p in PRECISIONS:
+            for p in names:
                 t = time.perf_counter_ns()
                 sess[p].run(outs, feed)
                 ms[p].append((time.perf_counter_ns() - t) / 1e6)
         wall, cpu, s1 = time.perf_counter_ns() - w0, time.thread_time_ns() - c0, core_steal(args.core)
-        blocks.append({"t_s": round(time.monotonic() - t_start, 3), **{f"{p}_ms": float(np.median(ms[p])) for p in PRECISIONS},
+        blocks.append({"t_s": round(time.monotonic() - t_start, 3), **{f"{p}_ms": float(np.median(ms[p])) for p in names},
                        "cpu_share_pct": 100.0 * cpu / max(wall, 1),
                        "steal_jiffies": s1 - s0 if s0 is not None and s1 is not None else None})
         if time.monotonic() >= next_print:
             b = blocks[-1]
-            print(f"  {b['t_s']:6.1f} s  fp32 {b['fp32_ms']:7.3f} ms  int8 {b['int8_ms']:7.3f} ms  "
-                  f"thread held the core {b['cpu_share_pct']:5.1f}%", flush=True)
+            print(f"  {b['t_s']:6.1f} s  " + "  ".join(f"{p} {b[p + '_ms']:7.3f} ms" for p in names)
+                  + f"  thread held the core {b['cpu_share_pct']:5.1f}%", flush=True)
             next_print += 5.0
-    f = figures(blocks)
+    f = figures(blocks, names)
     host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "cpu": next(
         (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")),
         None) if Path("/proc/cpuinfo").exists() else None, "loadavg": os.getloadavg()}
-    print(f"\n{args.model} on core {args.core}, {f['blocks']} blocks of {args.block} runs of each precision "
+    where = f"core {args.core}" + (f" (2t: and {args.other})" if args.pair == "threads" else "")
+    print(f"\n{args.model} on {where}, {f['blocks']} blocks of {args.block} runs of each session "
           f"over {args.seconds:g} s (block: the median of its runs; spread: p95 / p5 - 1 over blocks; lag-1: a block "
           "against the next, near 0 = one-off noise, near 1 = a state that lasts)")
-    print(f"{'precision':<10} {'median_ms':>9} {'CV':>6} {'spread':>7} {'lag-1':>6}")
-    for p in PRECISIONS:
+    print(f"{'session':<10} {'median_ms':>9} {'CV':>6} {'spread':>7} {'lag-1':>6}")
+    for p in names:
         x = f[p]
         print(f"{p:<10} {x['median_ms']:9.3f} {x['cv_pct']:5.1f}% {x['spread_pct']:6.1f}% "
               + (f"{x['lag1']:6.2f}" if x["lag1"] is not None else "     -"))
-    corr, slope = f["correlation"], f["int8_on_fp32_slope"]
-    print("the two precisions from block to block: correlation " + (f"{corr:.2f}" if corr is not None else "-")
-          + ", slope of log int8 on log fp32 " + (f"{slope:.2f}" if slope is not None else "-")
+    corr, slope, r = f["correlation"], f[f"{names[1]}_on_{names[0]}_slope"], f["ratio"]
+    print("the two sessions from block to block: correlation " + (f"{corr:.2f}" if corr is not None else "-")
+          + f", slope of log {names[1]} on log {names[0]} " + (f"{slope:.2f}" if slope is not None else "-")
+          + f", {names[1]} / {names[0]} p5 {r['p5']:.2f}, median {r['median']:.2f}, p95 {r['p95']:.2f}"
           + f"; the timed thread held its core {f['cpu_share_pct']['min']:.1f}% of the time at least "
           f"(median {f['cpu_share_pct']['median']:.1f}%), steal {f['steal_jiffies']} jiffies")
     print(f"host {host['node']}, {host['cpus']} CPUs ({host['cpu']}), load average {host['loadavg'][0]:.2f}")

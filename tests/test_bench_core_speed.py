@@ -5,6 +5,10 @@ compared: the effect is measured by the bench."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from tests.support.benches import bench_json, run_bench
 
 
@@ -19,8 +23,21 @@ def test_the_core_speed_bench_writes_its_blocks_and_figures(tmp_path):
     assert "correlation" in p.stdout and "held its core" in p.stdout
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a two-thread session needs two cores")
+def test_the_threads_pair_times_one_and_two_thread_sessions(tmp_path):
+    core, other = sorted(os.sched_getaffinity(0))[:2]
+    doc, p = bench_json("core_speed", tmp_path / "ct.json", "--pair", "threads", "--core", str(core),
+                        "--other", str(other), "--seconds", "1.5", "--block", "2")
+    assert len(doc["blocks"]) >= 3 and all(b["1t_ms"] > 0 and b["2t_ms"] > 0 for b in doc["blocks"])
+    f = doc["figures"]
+    assert {"1t", "2t", "2t_on_1t_slope", "ratio"} <= set(f)
+    assert f["ratio"]["p5"] <= f["ratio"]["median"] <= f["ratio"]["p95"]
+    assert "2t / 1t" in p.stdout
+
+
 def test_bad_arguments_are_named_in_one_line():
-    p = run_bench("core_speed", "--core", "4096", "--seconds", "0", "--block", "0", timeout=120)
+    p = run_bench("core_speed", "--pair", "threads", "--core", "4096", "--other", "4096", "--seconds", "0",
+                  "--block", "0", timeout=120)
     assert p.returncode != 0 and "Traceback" not in p.stderr
     line = p.stderr.strip().splitlines()[-1]
-    assert "--core" in line and "--seconds" in line and "--block" in line
+    assert "--core" in line and "--other" in line and "--seconds" in line and "--block" in line
