@@ -21,9 +21,9 @@ of about 100 ms (docs/measurement.md).
 `--pair threads` alternates a one-thread session on --core with a two-thread one on --core
 and --other (its pool thread alone there, as every path places it): where the one-thread
 session holds steady and the two-thread one jumps between two speeds, the host's state
-that moves is the coupling of the two cores (on the VM 3.5 or 5.3 ms for squeezenet, for
-seconds at a time, one core alone steady at 6.6), not either core's speed; the ratio's
-percentiles say how far apart the states are.
+that moves is the coupling of the two cores, not either core's speed (on the VM, squeezenet
+with two threads 4.1-4.6 ms most blocks and 5.7-7.1 ms in others, one thread steady at 7.4:
+bench/results/core_speed_threads.log); the ratio's percentiles say how far apart the states are.
 
     .venv/bin/python bench/core_speed.py                     # squeezenet, 30 s, the last core
     .venv/bin/python bench/core_speed.py --model wide_mlp --seconds 60 --core 0
