@@ -172,8 +172,7 @@ def bench_ga(plat, profs, seeds, generations, window, long_factor=3):
         _say(f"  [{k + 1}/{len(plan)}] {strat:<10} {selection:<5} seed {seed:>2} x{gens}: {wall:.1f} s wall, {cpu:.1f} s CPU")
         runs.append({"strategy": strat, "selection": selection, "seed": seed, "generations": gens, "wall_s": wall,
                      "cpu_s": cpu, "solution": sol})
-    from planner.registry import get_solver  # what the default solver runs on this benchmark
-
+    # what the default solver runs on this benchmark
     picked, reason, _ = get_solver("auto").choose(compile_schedule(plat, profs, trio_request(window, seed=0)))
     union, ref, grew = best_known(window, [r["solution"].history[-1]["front"] for r in runs])
     best_hv = hv(union, ref)
