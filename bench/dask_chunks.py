@@ -14,7 +14,6 @@ Usage: python bench/dask_chunks.py [--layers 12] [--population 40] [--generation
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform as pyplatform
 import sys
@@ -26,6 +25,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from planner.core.schema import ScheduleRequest  # noqa: E402
 from planner.scheduling import make_schedule  # noqa: E402
@@ -85,8 +87,7 @@ def main() -> int:
     print(f"cluster / in place: {ratio:.1f}x the wall time")
     out = {"host": {"machine": pyplatform.machine(), "cpus": os.cpu_count()}, "args": vars(args), "runs": rows,
            "cluster_over_in_place": round(ratio, 2)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.out, out)
     return 0
 
 

@@ -22,7 +22,6 @@ Writes bench/results/dp_ranked.json.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -33,6 +32,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from tests.support.server import granted  # noqa: E402
 from models.compile import compile_problem  # noqa: E402
@@ -130,12 +132,11 @@ def main() -> int:
     print(f"stress, 8 memory-limited targets: L=2000 fast {stress[2000]['fast_ms_median']:.2f} ms, "
           f"x{stress[2000]['fast_ms_median'] / stress[500]['fast_ms_median']:.1f} vs L=500")
     out = ROOT / "bench/results/dp.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    write_json(out, {
         "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpu": platform.processor() or platform.machine()},
         "rows": rows, "growth": growth, "targets": targets,
         "all_same_optimum": all(r["same_optimum"] for r in rows),
-    }, indent=2) + "\n")
+    })
     print(f"wrote {out.relative_to(ROOT)}")
     return 0
 
@@ -248,12 +249,11 @@ def ranked_phase(k: int, service: bool) -> None:
         print(f"\nservice: PUT /v1/deployments/bench/active, 2000 layers, verify K = {k}: HTTP {svc['status']} "
               f"in {svc['put_s']:.2f} s (plan worker deadline 10 s)" + (f": {svc['detail']}" if svc["detail"] else ""))
     out = ROOT / "bench/results/dp_ranked.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    write_json(out, {
         "machine": {"python": platform.python_version(), "numpy": np.__version__, "cpu": platform.processor() or platform.machine(),
                     "note": "shared 2-core box, other work running: ratios measured in one run"},
         "rows": rows, "service": svc, "all_same": all(r["same"] is not False for r in rows),
-    }, indent=2) + "\n")
+    })
     print(f"wrote {out.relative_to(ROOT)}")
 
 

@@ -19,7 +19,6 @@ curve fits. Writes bench/results/energy_cap.json.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -28,6 +27,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from models.compile import compile_problem  # noqa: E402
 from models.transitions import fit_report  # noqa: E402
@@ -163,7 +165,7 @@ def main() -> int:
           f"z3 at K=3 <= 2 s: {results['targets']['z3_K3_s']['measured_max']:.3f} s worst cap")
     print(f"for scale: {PUBLIC_Z3}")
     out = ROOT / "bench/results/energy_cap.json"
-    out.write_text(json.dumps(results, indent=1) + "\n")
+    write_json(out, results, indent=1)
     print(f"wrote {out.relative_to(ROOT)}")
     return 0 if all(i["all_agree"] for i in results["instances"]) else 1
 

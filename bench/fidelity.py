@@ -28,7 +28,6 @@ the floor cannot show). Writes bench/results/fidelity.json with the host it ran 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform as pyplatform
 import sys
@@ -41,6 +40,9 @@ import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from executor import harness  # noqa: E402
 from executor.profiler import profile_model  # noqa: E402
@@ -292,12 +294,7 @@ def write(out: str, host: dict, args, rows: list[dict], finished: bool) -> dict:
         for val in dict.fromkeys(r[key] for r in rows):
             summary[f"{key}={val}"] = summarise([r for r in rows if r[key] == val])
     host["loadavg_at_end"] = os.getloadavg()
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".part")
-    tmp.write_text(json.dumps({"host": host, "args": vars(args), "finished": finished, "summary": summary,
-                               "cases": rows}, indent=2) + "\n")
-    tmp.replace(path)
+    write_json(out, {"host": host, "args": vars(args), "finished": finished, "summary": summary, "cases": rows})
     return summary
 
 

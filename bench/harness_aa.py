@@ -15,7 +15,6 @@ Targets (issue: one measurement that reproduces): on the 2-core VM A-A <= 2% med
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform as pyplatform
 import sys
@@ -27,6 +26,9 @@ import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from bench.fidelity import ALL, load  # noqa: E402
 from executor import harness  # noqa: E402
@@ -93,8 +95,7 @@ def main() -> int:
     print(f"\nA-A over {len(every)} figures: median {summary['aa_median_pct']:.2f}%, worst {summary['aa_worst_pct']:.2f}% "
           f"(targets here: 2% / 5%; twin median {summary['twin_median_pct']:.2f}%, moments median "
           f"{summary['moments_median_pct']:.2f}%); load average {host['loadavg_at_end'][0]:.2f} at the end")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"host": host, "args": vars(args), "summary": summary, "cases": rows}, indent=2) + "\n")
+    write_json(args.out, {"host": host, "args": vars(args), "summary": summary, "cases": rows})
     print(f"wrote {args.out}")
     return 0
 

@@ -34,6 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from tests.support.server import granted  # noqa: E402
 
@@ -322,8 +325,7 @@ def main() -> int:
     out = {"bench": "load", "machine": {"cpus": os.cpu_count(), "python": pyplatform.python_version()},
            "settings": {k: getattr(args, k) for k in ("seconds", "clients", "executors", "abusers", "abuse_bytes")},
            "phases": results}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.out, out)
     print(f"wrote {args.out}")
     return 0 if all(r["errors"] == 0 and r["rss_within_bound"] for r in results.values()) else 1
 

@@ -30,6 +30,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 
 def measure(get, repeat: int) -> dict:  # noqa: ANN001
@@ -143,8 +146,7 @@ def main() -> None:
             print(f"PUT active (refit lineage, {args.layers} layers): {results['activation']}", flush=True)
         finally:
             api.client.__exit__(None, None, None)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(args.out, results)
     print(f"wrote {args.out}")
 
 

@@ -29,6 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from tests.support.server import granted  # noqa: E402
 
@@ -173,8 +176,7 @@ def main() -> int:
           f"first {s['cold_ms']} ms, recomputed {s['recompute_ms_median']} ms, after a new batch from every "
           f"deployment {s['new_batch_each_ms_median']} ms, cached {s['cached_ms_median']} ms "
           f"(median of {args.repeat})")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.out, out)
     return 0
 
 

@@ -10,7 +10,6 @@ measurements. Writes bench/results/mosaic.json.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -18,6 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from models.compile import compile_problem  # noqa: E402
 from planner.core.io import load  # noqa: E402
@@ -71,8 +73,7 @@ def main() -> int:
     print(f"MOSAIC reports (measured, large models): latency {PAPER['latency']}, "
           f"energy vs on-demand governor {PAPER['energy_vs_ondemand']}")
     path = ROOT / "bench/results/mosaic.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(path, out)
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

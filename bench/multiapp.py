@@ -36,6 +36,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from models.multiapp import compile_schedule  # noqa: E402
 from planner.core.io import load  # noqa: E402
@@ -146,7 +149,7 @@ def best_known(window: str, fronts: list[np.ndarray], path: Path = BEST_FRONT) -
         store[window] = {"reference_point": ref.tolist(), "front": union.tolist(),
                          "how": "union of the final fronts of every GA run of bench/multiapp.py (both strategies, "
                                 "every seed, one run of each strategy --long-factor x longer), non-dominated, schedulable"}
-        path.write_text(json.dumps(store) + "\n")
+        write_json(path, store, indent=None)
     return union, ref, grew
 
 
@@ -367,11 +370,10 @@ def main() -> None:
 def _write(result: dict, out: str) -> None:
     """Merges into an existing results file: a --only ga run keeps the other sections."""
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(path.read_text()) if path.exists() else {}
     result = {**old, **result}  # sections (and windows) this run did not make stay
     result["ga"] = {**old.get("ga", {}), **result.get("ga", {})}
-    path.write_text(json.dumps(result, indent=1, default=float) + "\n")
+    write_json(path, result, indent=1, default=float)
     print(f"wrote {out}")
 
 

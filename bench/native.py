@@ -41,6 +41,9 @@ from statistics import median
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 import onnx  # noqa: E402
 
@@ -217,8 +220,7 @@ def main() -> int:
     print(f"swap: {swap['swaps']} swaps at {RATE_HZ:g} Hz, {swap['frames']} frames, {swap['samples_posted']} samples posted, "
           f"{swap['frames_lost']} lost, {swap['failed_frames']} failed")
     print("met: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in result["met"].items()))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
     print(f"wrote {args.out}")
     return 0
 

@@ -24,7 +24,6 @@ over rounds (max / min). Writes bench/results/pool_pinning.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform as pyplatform
 import random
@@ -38,6 +37,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from executor import runtime  # noqa: E402
 from executor.runtimes.onnxruntime import POOL_POLICIES  # noqa: E402
@@ -140,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
            "rows": rows, "noise_pct": 100 * noise,
            "machine": {"cores": all_cores, "python": pyplatform.python_version(), "processor": pyplatform.processor(),
                        "load_average_before": list(load0), "load_average_after": list(load1)}}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
+    write_json(args.out, out, indent=1)
     print(f"wrote {args.out}")
     return 0
 

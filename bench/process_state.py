@@ -59,6 +59,9 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 SETTLE = 5            # untimed runs of the timed session before every condition
 WARM = 50             # runs that warm a new session (the driver's at start, a worker's, a rebuilt one's)
@@ -521,9 +524,7 @@ def main(argv: list[str] | None = None) -> int:
            "conditions": {cd.key: {"label": cd.label, "handled": cd.handled, "needs_two_cores": cd.needs_two_cores}
                           for cd in CONDITIONS},
            "models": results, "seconds": round(time.perf_counter() - t0, 1)}
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    out = write_json(a.out, doc, indent=1)
     print(f"\nhost: {h['cpus']} cpus, load average before {h['load_average']}, after {h['load_average_after']}; "
           f"onnxruntime {h['onnxruntime']}; {a.rounds} rounds of {a.block} runs; {doc['seconds']} s\n")
     for m in models:

@@ -50,6 +50,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 
 from planner.core.procs import die_with_parent  # noqa: E402
 
@@ -583,10 +586,10 @@ def main() -> int:
     missed = [v for v in judged if not v["met"]]
     print(f"{len(judged) - len(missed)} of {len(judged)} targets met"
           + ("" if quiet else "; not a quiet host: re-run where the cores are idle before reading these as verdicts"))
-    (out_dir / "quiet_host.json").write_text(json.dumps(
-        {"host": h, "quiet": quiet, "quick": args.quick, "budget_s": args.budget_s, "budget_plan": plan,
-         "wall_s": round(time.monotonic() - t_start, 1), "targets": TARGETS, "verdicts": verdicts,
-         "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]}, indent=2) + "\n")
+    write_json(out_dir / "quiet_host.json",
+               {"host": h, "quiet": quiet, "quick": args.quick, "budget_s": args.budget_s, "budget_plan": plan,
+                "wall_s": round(time.monotonic() - t_start, 1), "targets": TARGETS, "verdicts": verdicts,
+                "runs": [{k: v for k, v in r.items() if k != "result"} for r in runs]})
     print(f"wrote {out_dir / 'quiet_host.json'}" + (f" ({time.monotonic() - t_start:.0f} s of the {args.budget_s:g} s "
                                                     "budget)" if args.budget_s is not None else ""))
     return 0

@@ -13,7 +13,6 @@ shared, loaded machine the worst response times say more about the neighbours.""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform as pyplatform
 import subprocess
@@ -25,6 +24,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 sys.path.insert(0, str(ROOT / "tests"))
 
 from tests.support.server import Server  # noqa: E402
@@ -78,7 +80,7 @@ def main() -> int:
         for g in r["segments"]:  # the evaluator's segment time beside the board's median
             print(f"  segment on {g['pe']:<6} predicted {g['predicted_ms'] or float('nan'):7.2f}  median {g['median_ms']:7.2f}"
                   f"  p90 {g['p90_ms']:7.2f}  error {g['error_pct'] if g['error_pct'] is not None else float('nan'):+.0f}%")
-    Path(args.out).write_text(json.dumps({"host": host, "duration_s": args.duration, "networks": rows}, indent=1) + "\n")
+    write_json(args.out, {"host": host, "duration_s": args.duration, "networks": rows}, indent=1)
     print(f"-> {args.out}")
     return 0
 

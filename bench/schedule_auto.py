@@ -18,7 +18,6 @@ Usage: python bench/schedule_auto.py [--quick] [--seed N]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform as pyplatform
 import sys
@@ -29,6 +28,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
 sys.path.insert(0, str(ROOT / "tests"))
 
 from models.multiapp import compile_schedule  # noqa: E402
@@ -116,8 +118,7 @@ def main() -> int:
           f"max {result['break_even_max']:.0f}")
     print(f"threshold (median break-even, 3 significant figures down): {result['threshold_mappings_per_config']} "
           f"mappings per CPU configuration; it picks the faster solver on {result['threshold_right']}/{len(rows)} instances")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    write_json(args.out, result, indent=1)
     print(f"wrote {args.out}")
     return 0
 
