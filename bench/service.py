@@ -225,8 +225,6 @@ def planning_work(batch: int, batches: int) -> dict:
     batch, its cheapest per plan), through the worker's code (api.fastplans.Planner.handle)
     on a fresh SQLite database. No HTTP, no hand-over: the least a solved request adds to
     a request answered from the plan store."""
-    import hashlib
-
     from api.db import Database
     from api.fastplans import Planner, PlanStore
     from api.service import request_key
