@@ -24,10 +24,14 @@ session holds steady and the two-thread one jumps between two speeds, the host's
 that moves is the coupling of the two cores, not either core's speed (on the VM, squeezenet
 with two threads 4.1-4.6 ms most blocks and 5.7-7.1 ms in others, one thread steady at 7.4:
 bench/results/core_speed_threads.log); the ratio's percentiles say how far apart the states are.
+`--pair cores` is the control: one one-thread session, the thread moved between --core and
+--other every block (MOVE_SETTLE untimed runs after each move), so either core's own speed
+shows against the other's.
 
     .venv/bin/python bench/core_speed.py                     # squeezenet, 30 s, the last core
     .venv/bin/python bench/core_speed.py --model wide_mlp --seconds 60 --core 0
     .venv/bin/python bench/core_speed.py --pair threads --core 0 --other 1 --out bench/results/core_speed_threads.json
+    .venv/bin/python bench/core_speed.py --pair cores --core 0 --other 1 --out bench/results/core_speed_cores.json
 """
 
 from __future__ import annotations
@@ -48,7 +52,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from results_io import write_json  # noqa: E402
 
 PRECISIONS = ("fp32", "int8")
-PAIRS = {"precisions": PRECISIONS, "threads": ("1t", "2t")}
+PAIRS = {"precisions": PRECISIONS, "threads": ("1t", "2t"), "cores": ("core", "other")}
+MOVE_SETTLE = 5  # --pair cores: untimed runs after the thread moves to the other core
 
 
 def core_steal(core: int) -> int | None:
@@ -95,9 +100,9 @@ def main() -> int:
                     help="the core the thread is pinned to (default: the last one, %(default)s)")
     ap.add_argument("--pair", choices=sorted(PAIRS), default="precisions",
                     help="precisions: fp32 and int8 on --core; threads: one thread on --core and two on --core and "
-                         "--other (default: %(default)s)")
+                         "--other; cores: one thread moved between --core and --other (default: %(default)s)")
     ap.add_argument("--other", type=int, default=min(os.sched_getaffinity(0)),
-                    help="--pair threads: the second session's other core (default: the first one, %(default)s)")
+                    help="--pair threads or cores: the other core (default: the first one, %(default)s)")
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the alternation runs (default: %(default)s)")
     ap.add_argument("--block", type=int, default=20, help="pairs of runs per block (default: %(default)s)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "core_speed.json"),
@@ -106,7 +111,7 @@ def main() -> int:
     problems = []
     if args.core not in os.sched_getaffinity(0):
         problems.append(f"--core: {args.core} is not one of this process's cores {sorted(os.sched_getaffinity(0))}")
-    if args.pair == "threads" and (args.other not in os.sched_getaffinity(0) or args.other == args.core):
+    if args.pair != "precisions" and (args.other not in os.sched_getaffinity(0) or args.other == args.core):
         problems.append(f"--other: {args.other} must be one of this process's cores {sorted(os.sched_getaffinity(0))}, "
                         "not --core")
     problems += ["--seconds: must be > 0"] if args.seconds <= 0 else []
@@ -129,12 +134,20 @@ def main() -> int:
         print(f"core_speed: {args.model}, one thread on core {args.core} and two on cores {args.core}, {args.other}",
               flush=True)
         models = {p: lm.model for p in names}
+    elif args.pair == "cores":
+        one = parse_devices([f"d1=CPUExecutionProvider:threads=1,affinity={args.core}"])[0]
+        devs = dict.fromkeys(names, one)
+        print(f"core_speed: {args.model}, one thread moved between core {args.core} and core {args.other}", flush=True)
+        models = {p: lm.model for p in names}
     else:
         devs = dict(zip(names, parse_devices([f"d{p}=CPUExecutionProvider:threads=1,affinity={args.core},precision={p}"
                                               for p in names])))
         print(f"core_speed: {args.model} fp32 and int8 on core {args.core}, quantising ...", flush=True)
         models = {"fp32": lm.model, "int8": quantize(lm.model, devs["int8"], [random_inputs(lm, 10 + i) for i in range(4)])}
-    sess = {p: build_session(models[p], devs[p]) for p in names}
+    sess = {p: build_session(models[p], devs[p]) for p in names[:1]}
+    for p in names[1:]:  # the same session where the pair is one configuration in two places
+        sess[p] = sess[names[0]] if devs[p] is devs[names[0]] else build_session(models[p], devs[p])
+    where = {"core": args.core, "other": args.other}
     for _ in range(20):  # settle
         for p in names:
             sess[p].run(outs, feed)
@@ -144,8 +157,13 @@ def main() -> int:
     while time.monotonic() - t_start < args.seconds:
         ms = {p: [] for p in names}
         s0, w0, c0 = core_steal(args.core), time.perf_counter_ns(), time.thread_time_ns()
-        for _ in range(args.block):
-            for p in names:
+        # alternating run by run, or (cores) a block on each core after a move and MOVE_SETTLE runs
+        for group in ([[p] * args.block for p in names] if args.pair == "cores" else [list(names)] * args.block):
+            if args.pair == "cores":
+                pin_thread({where[group[0]]})
+                for _ in range(MOVE_SETTLE):
+                    sess[group[0]].run(outs, feed)
+            for p in group:
                 t = time.perf_counter_ns()
                 sess[p].run(outs, feed)
                 ms[p].append((time.perf_counter_ns() - t) / 1e6)
@@ -162,8 +180,8 @@ def main() -> int:
     host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "cpu": next(
         (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")),
         None) if Path("/proc/cpuinfo").exists() else None, "loadavg": os.getloadavg()}
-    where = f"core {args.core}" + (f" (2t: and {args.other})" if args.pair == "threads" else "")
-    print(f"\n{args.model} on {where}, {f['blocks']} blocks of {args.block} runs of each session "
+    on = f"core {args.core}" + {"threads": f" (2t: and {args.other})", "cores": f" and core {args.other}"}.get(args.pair, "")
+    print(f"\n{args.model} on {on}, {f['blocks']} blocks of {args.block} runs of each session "
           f"over {args.seconds:g} s (block: the median of its runs; spread: p95 / p5 - 1 over blocks; lag-1: a block "
           "against the next, near 0 = one-off noise, near 1 = a state that lasts)")
     print(f"{'session':<10} {'median_ms':>9} {'CV':>6} {'spread':>7} {'lag-1':>6}")

@@ -23,16 +23,17 @@ def test_the_core_speed_bench_writes_its_blocks_and_figures(tmp_path):
     assert "correlation" in p.stdout and "held its core" in p.stdout
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a two-thread session needs two cores")
-def test_the_threads_pair_times_one_and_two_thread_sessions(tmp_path):
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two sessions on two cores need two cores")
+@pytest.mark.parametrize("pair,a,b", [("threads", "1t", "2t"), ("cores", "core", "other")])
+def test_the_two_core_pairs_time_both_sessions(tmp_path, pair, a, b):
     core, other = sorted(os.sched_getaffinity(0))[:2]
-    doc, p = bench_json("core_speed", tmp_path / "ct.json", "--pair", "threads", "--core", str(core),
+    doc, p = bench_json("core_speed", tmp_path / "ct.json", "--pair", pair, "--core", str(core),
                         "--other", str(other), "--seconds", "1.5", "--block", "2")
-    assert len(doc["blocks"]) >= 3 and all(b["1t_ms"] > 0 and b["2t_ms"] > 0 for b in doc["blocks"])
+    assert len(doc["blocks"]) >= 3 and all(x[f"{a}_ms"] > 0 and x[f"{b}_ms"] > 0 for x in doc["blocks"])
     f = doc["figures"]
-    assert {"1t", "2t", "2t_on_1t_slope", "ratio"} <= set(f)
+    assert {a, b, f"{b}_on_{a}_slope", "ratio"} <= set(f)
     assert f["ratio"]["p5"] <= f["ratio"]["median"] <= f["ratio"]["p95"]
-    assert "2t / 1t" in p.stdout
+    assert f"{b} / {a}" in p.stdout
 
 
 def test_bad_arguments_are_named_in_one_line():
