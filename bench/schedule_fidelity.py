@@ -144,19 +144,20 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple[li
     pred = {(a, sg.index): float(sum(occ[net.name][sg.first:sg.last + 1]))
             for a, net in enumerate(ex.networks) for sg in ex.segments[a]}
     corun = entry_corun(analysis, entry.cpu_config)
-    beyond = []
+    beyond, policy = [], None
     for offsets in phasings:
         for net in ex.networks:
             net.offset_ms = offsets[net.name]
         for _ in range(reps):
             trace: list = []
             res = ex.run(3, timeout_s=180.0, trace=trace)
+            policy = res.scheduling if policy in (None, res.scheduling) else "SCHED_OTHER"
             beyond.append(envelope_note(trace, [n.priority for n in ex.networks], pred, analysis, corun))
             for net, r in zip(ex.networks, res.networks):
                 worst[net.name] = max([worst[net.name], *r.response_ms])
     # outside the regime only for a host disturbance it names (regime_note); a run beyond the
     # envelope is held to its bounds all the same, its note says what went over
-    return ([worst[a.name] for a in entry.apps], phasings, run_regime_note(pressure.read(), analysis),
+    return ([worst[a.name] for a in entry.apps], phasings, run_regime_note(pressure.read(), analysis, policy),
             next((b for b in beyond if b), None))
 
 
@@ -407,6 +408,7 @@ def pipelined_note(rep: dict, regime) -> str | None:  # noqa: ANN001 - an Execut
                            {"regime_other_cpu_pct": regime.host_other_cpu_pct, "regime_steal_pct": regime.host_steal_pct,
                             "regime_load_average": regime.host_load_average,
                             "regime_interrupts_per_s": regime.host_interrupts_per_s})
+    # no policy compared: pipelines run at SCHED_OTHER, as the regime's pipelined cases did (executor.realtime)
 
 
 def summarise(pipelined: list[dict], two: list[dict]) -> dict:
@@ -625,7 +627,8 @@ def main() -> int:
             print(f"{r['model']}: executor regime: segment time <= x{g['interference_factor']:.3f} + "
                   f"{g['segment_excess_ms']:.3f} ms, median x{g['interference_factor_p50']:.3f} "
                   f"(by cores {g['factor_p50_by_cores']}) of profiled, dispatch {g['dispatch_ms']:.3f} / {g['dispatch_p50_ms']:.3f} ms, "
-                  f"release jitter {g['release_jitter_ms']:.3f} ms ({g['segment_runs']} segment runs)")
+                  f"release jitter {g['release_jitter_ms']:.3f} ms ({g['segment_runs']} segment runs, threads at "
+                  f"{g.get('scheduling') or 'a policy not recorded'})")
     print("pred: the profile's layer times x the executor regime's median slowdown + its median dispatch wait per "
           "segment; layers only: without the regime")
     print(f"{'model':<14} {'cpu':<8} {'seg':>4} {'pred fps':>9} {'meas fps':>9} {'meas2':>9} {'error':>8} {'layers only':>12}")

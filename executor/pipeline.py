@@ -34,6 +34,7 @@ from typing import Literal, Mapping, Sequence
 
 import numpy as np
 
+from executor import realtime
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, boundary, slice_model
 from planner.core.telemetry import error_pct
@@ -111,6 +112,7 @@ class PipelineResult:
     cancelled: bool
     outputs: dict[str, list[dict[str, np.ndarray]]]  # per network, the kept frames' outputs
     pe_busy_s: list[float]
+    scheduling: str = realtime.OTHER  # the threads' policy (executor.realtime): SCHED_FIFO or SCHED_OTHER
 
     def throughput_fps(self, app: int = 0, warmup: int = 0) -> float | None:
         """Steady-state frames per second of one network: completions after `warmup`."""
@@ -252,13 +254,25 @@ def segments_of(lm: LayeredModel, mapping: Sequence[int], app: int = 0) -> list[
 class PipelineExecutor:
     """Sessions built once (`__init__`), then `run` as often as wanted."""
 
-    def __init__(self, networks: Sequence[Network], pes: Sequence[RuntimeDevice], mode: Mode):
+    def __init__(self, networks: Sequence[Network], pes: Sequence[RuntimeDevice], mode: Mode, *,
+                 realtime_priority: bool = True):
+        """`realtime_priority`: in response_time mode, run the release and PE threads at
+        SCHED_FIFO where the system allows (executor.realtime); `scheduling` then says what
+        the last run got. Throughput mode keeps SCHED_OTHER: a pipeline released back to
+        back keeps its PEs busy all the time, and the kernel throttles real-time threads
+        that take more than sched_rt_runtime_us of each sched_rt_period_us (95% by default):
+        on the 2-core VM a back-to-back run at SCHED_FIFO stopped for 48 ms once a second."""
         if mode == "throughput" and len(networks) != 1:
             raise PipelineError("throughput mode pipelines one network; several networks need response_time")
         self.networks = list(networks)
         self.pes = list(pes)
         self.mode = mode
         self.segments: list[list[Segment]] = []
+        self.realtime_priority = realtime_priority
+        self.scheduling = realtime.Elevation(False, "not run yet")
+        # each PE's sessions' pool threads (the threads a session build started), raised with
+        # the PE's worker for a run: a pool thread at normal priority would still lose its core
+        self._pool_tids: list[set[int]] = [set() for _ in self.pes]
         for a, net in enumerate(self.networks):
             bad = sorted({int(p) for p in net.mapping if not 0 <= int(p) < len(self.pes)})
             if bad:
@@ -268,7 +282,9 @@ class PipelineExecutor:
                 dev = self.pes[s.pe]
                 if dev.precision != "fp32":
                     raise PipelineError(f"PE device '{dev.id}' is {dev.precision}; schedules run fp32 sessions")
+                before = realtime.thread_ids()
                 s.session = build_session(slice_model(net.model, s.first, s.last), dev)
+                self._pool_tids[s.pe] |= realtime.thread_ids() - before
             self.segments.append(segs)
         self._stop = threading.Event()
 
@@ -305,29 +321,33 @@ class PipelineExecutor:
         # the throughput release's own condition: sharing PE 0's, a push's notify() could wake the
         # release (which waits on) instead of PE 0's worker (which then idles until a frame ends)
         self._room = threading.Condition(self._lock)
-        r = _Run(self, feeds, keep_outputs, trace)
-        threads = [threading.Thread(target=r.worker, args=(p,), name=f"pe-{p}", daemon=True) for p in range(len(self.pes))]
-        for th in threads:
-            th.start()
-        deadline = r.t0 + timeout_s
-        try:
-            if self.mode == "throughput":
-                r.release_pipelined(frames, deadline)
-            else:
-                r.release_periodic(counts, deadline)
-            r.drain(deadline)
-        finally:
-            cancelled = self._stop.is_set() and any(r.in_flight)
-            self._stop.set()
-            with self._lock:
-                for c in self._conds:
-                    c.notify_all()
+        with realtime.elevated(self.realtime_priority and self.mode == "response_time",
+                               set().union(*self._pool_tids)) as elevation:
+            self.scheduling = elevation
+            r = _Run(self, feeds, keep_outputs, trace)
+            threads = [threading.Thread(target=r.worker, args=(p,), name=f"pe-{p}", daemon=True)
+                       for p in range(len(self.pes))]
             for th in threads:
-                th.join()
+                th.start()
+            deadline = r.t0 + timeout_s
+            try:
+                if self.mode == "throughput":
+                    r.release_pipelined(frames, deadline)
+                else:
+                    r.release_periodic(counts, deadline)
+                r.drain(deadline)
+            finally:
+                cancelled = self._stop.is_set() and any(r.in_flight)
+                self._stop.set()
+                with self._lock:
+                    for c in self._conds:
+                        c.notify_all()
+                for th in threads:
+                    th.join()
         if r.errors:
             raise r.errors[0]
         return PipelineResult(self.mode, r.results, time.perf_counter() - r.t0, cancelled or time.perf_counter() > deadline,
-                              r.outputs, r.busy)
+                              r.outputs, r.busy, elevation.policy)
 
 
 class _Run:
@@ -431,6 +451,8 @@ class _Run:
         ex, t0, frames_state = self.ex, self.t0, self.frames_state
         dev = ex.pes[p]
         try:
+            if ex.scheduling.fifo:  # below the release thread, which started it at its own priority
+                realtime.set_fifo(0, realtime.PE_PRIORITY)
             with pinned(dev):
                 while True:
                     with ex._lock:
@@ -747,7 +769,8 @@ def _own_jiffies() -> int | None:
 def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None, steal_pct: float | None = None,
                 regime_steal_pct: float | None = None, *, load: float | None = None,
                 regime_load: float | None = None, interrupts_per_s: float | None = None,
-                regime_interrupts_per_s: float | None = None) -> str | None:
+                regime_interrupts_per_s: float | None = None, scheduling: str | None = None,
+                regime_scheduling: str | None = None) -> str | None:
     """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
     dispatch wait were measured while other processes took `regime_other_cpu_pct` of the
     CPUs' time and the hypervisor `regime_steal_pct`, and during this run other processes
@@ -758,8 +781,14 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     A figure the system does not give (None) flags nothing. Interrupts: more than
     REGIME_INTERRUPTS_FACTOR x the rate the regime saw (+ REGIME_INTERRUPTS_MARGIN_PER_S,
     so a quiet regime's few do not make every run a storm). Each reason names the
-    disturbance and both figures: a run is excluded for nothing else."""
+    disturbance and both figures: a run is excluded for nothing else. Scheduling: a run at
+    SCHED_OTHER under bounds measured at SCHED_FIFO (executor.realtime) had its threads
+    open to every neighbour the regime's were protected from."""
     why = []
+    if regime_scheduling == realtime.FIFO and scheduling is not None and scheduling != realtime.FIFO:
+        why.append(f"its threads ran at {scheduling} against {realtime.FIFO} while its bounds were measured: "
+                   "any thread or process at normal priority could take their cores (grant the executor real-time "
+                   "priority, or re-profile without it)")
     if regime_other_cpu_pct is not None:
         if other_cpu_pct is not None and other_cpu_pct > regime_other_cpu_pct + REGIME_OTHER_CPU_MARGIN_PCT:
             why.append(f"other processes took {other_cpu_pct:.1f}% of the CPUs' time during it against "
@@ -784,13 +813,15 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
             + "; re-profile under these conditions (planner profile --pe-cluster) or run where it is quieter")
 
 
-def run_regime_note(host: Pressure, analysis: Mapping | None) -> str | None:
-    """regime_note for a run's pressure against a schedule's analysis (ResponseAnalysis or its
-    dict: the regime_* figures its bounds were measured under)."""
+def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | None = None) -> str | None:
+    """regime_note for a run's pressure (and its threads' policy, PipelineResult.scheduling)
+    against a schedule's analysis (ResponseAnalysis or its dict: the regime_* figures its
+    bounds were measured under)."""
     a = analysis or {}
     return regime_note(host.other_cpu_pct, a.get("regime_other_cpu_pct"), host.steal_pct, a.get("regime_steal_pct"),
                        load=host.load_average, regime_load=a.get("regime_load_average"),
-                       interrupts_per_s=host.interrupts_per_s, regime_interrupts_per_s=a.get("regime_interrupts_per_s"))
+                       interrupts_per_s=host.interrupts_per_s, regime_interrupts_per_s=a.get("regime_interrupts_per_s"),
+                       scheduling=scheduling, regime_scheduling=a.get("regime_scheduling"))
 
 
 def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
@@ -991,7 +1022,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "interrupts_per_s": host.interrupts_per_s,
         # outside the regime only for a host disturbance it names and measured; a run beyond the
         # envelope is still held to its bounds (envelope_note says what went over)
-        "regime_note": run_regime_note(host, data.get("analysis")),
+        "scheduling": res.scheduling,
+        "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling),
         "envelope_note": beyond,
         "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):

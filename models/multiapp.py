@@ -313,6 +313,17 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     out["regime_other_cpu_pct"] = max(others) if others else None
     irqs = [r.host_interrupts_per_s for r in measured.values() if r.host_interrupts_per_s is not None]
     out["regime_interrupts_per_s"] = max(irqs) if irqs else None
+    policies = {r.scheduling for r in measured.values()}
+    out["regime_scheduling"] = None if not measured or None in policies else (
+        "SCHED_FIFO" if policies == {"SCHED_FIFO"} else "SCHED_OTHER")
+    shares = [r.realtime_share for r in measured.values() if r.realtime_share is not None]
+    if out["regime_scheduling"] == "SCHED_FIFO" and shares:
+        # a real-time PE busy beyond the kernel's share stops for the rest of its period (48 ms on the VM): its
+        # profiled load is held to that share over the typical slowdown, what its sessions really take
+        slow = max(1.0, *(r.interference_factor_p50 for r in measured.values()))
+        out["pe_utilisation_cap"] = min(shares) / slow
+        out["regime_source"] += (f"; every PE's utilisation at most {out['pe_utilisation_cap']:.3f} (the kernel's "
+                                 f"real-time share {min(shares):g} over the typical slowdown x{slow:.3g})")
     return out
 
 

@@ -90,6 +90,8 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     tp, k = pe_profile.TP_REPEATS, pe_profile.TP_FRAMES_FACTOR
     assert prof.regime["segment_runs"] == (n * 2 * 3 + tp * n * 3 * k if n > 1 else 0) + 3 + 2 * 3 + tp * 3 * k
     assert f"3 frames per case ({3 * k} pipelined)" in prof.regime["method"]
+    fifo = prof.regime["scheduling"] == "SCHED_FIFO"
+    assert ("periodic cases' threads at SCHED_FIFO" if fifo else "every thread at SCHED_OTHER") in prof.regime["method"]
     assert "two copies on one" in prof.regime["method"] and f"the pipelined ones {tp} times" in prof.regime["method"]
     plat, doc, lines = schedule_documents(lm, prof, name="neg", platform_name="here", model_path="neg.onnx")
     profile = ModelProfile.model_validate(doc)
@@ -145,6 +147,34 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert old.executor_regime.host_other_cpu_pct is None
     old_mp = compile_schedule(Platform.model_validate(plat), [old], req).configs[0]
     assert old_mp.regime_other_cpu_pct is None and old_mp.regime_load_average == r.host_load_average
+    # the threads' policy the regime ran at travels to the analysis; a profile without it (older) gives None
+    assert r.scheduling in ("SCHED_FIFO", "SCHED_OTHER") and mp.regime_scheduling == r.scheduling
+    assert analysis["regime_scheduling"] == r.scheduling and old_mp.regime_scheduling == r.scheduling
+    # a real-time regime holds each PE's load to the kernel's real-time share over the typical slowdown
+    if r.scheduling == "SCHED_FIFO" and r.realtime_share is not None:
+        assert mp.pe_utilisation_cap == pytest.approx(r.realtime_share / max(1.0, r.interference_factor_p50))
+        assert mp.pe_utilisation_cap < 1.0
+        assert "the kernel's real-time share" in mp.regime_source
+    else:
+        assert mp.pe_utilisation_cap == 1.0
+    shared = json.loads(json.dumps(doc))
+    shared["executor_regime"].update(scheduling="SCHED_FIFO", realtime_share=0.95, interference_factor_p50=1.25)
+    assert compile_schedule(Platform.model_validate(plat), [ModelProfile.model_validate(shared)], req).configs[0] \
+        .pe_utilisation_cap == pytest.approx(0.95 / 1.25)
+    shared["executor_regime"]["scheduling"] = "SCHED_OTHER"  # not real-time: no throttling, no cap
+    assert compile_schedule(Platform.model_validate(plat), [ModelProfile.model_validate(shared)], req).configs[0] \
+        .pe_utilisation_cap == 1.0
+    del old_doc["executor_regime"]["scheduling"]
+    assert compile_schedule(Platform.model_validate(plat), [ModelProfile.model_validate(old_doc)], req).configs[0] \
+        .regime_scheduling is None
+    fifo_doc = json.loads(json.dumps(doc))
+    fifo_doc["executor_regime"]["scheduling"] = "SCHED_FIFO"
+    other_doc = json.loads(json.dumps(doc))
+    other_doc["name"], other_doc["executor_regime"]["scheduling"] = "neg2", "SCHED_OTHER"
+    both = ModelProfile.model_validate(other_doc)
+    two_req = req.model_copy(update={"apps": [*req.apps, req.apps[0].model_copy(update={"profile": "neg2", "priority": 1})]})
+    assert compile_schedule(Platform.model_validate(plat), [ModelProfile.model_validate(fifo_doc), both],
+                            two_req).configs[0].regime_scheduling == "SCHED_OTHER"  # one network measured at SCHED_OTHER
     assert any("compared on the load average" in t for t in analysis_terms(old_mp))
     off = profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2, regime_frames=0)
     assert off.regime is None

@@ -2,6 +2,8 @@
 et al.'s pipelined throughput (eq. 7-8), task clustering (eq. 2-4) and schedule-based
 schedulability (VI.A, eq. 10-11), and batch == reference on random instances."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -180,6 +182,23 @@ def test_overload_is_unschedulable_and_penalised():
     assert min(ev.objectives) > 1e6
 
 
+def test_a_real_time_pe_is_held_to_the_kernels_share():
+    """A PE 60% busy fits a PE of its own (cap 1) and not one whose real-time threads the
+    kernel stops beyond a 0.5 share (executor.realtime): unschedulable, penalised by the
+    excess over the cap, the reason named; the batch evaluator agrees."""
+    p = plat()
+    a = prof("A", [("a1", {"gpu": 6}, None)])
+    mp = problem(p, [a], [("A", 10, 0)], mode="response_time")
+    assert evaluate_mapping(mp, [GPU]).schedulable
+    capped = dataclasses.replace(mp, pe_utilisation_cap=0.5)
+    ev = evaluate_mapping(capped, [GPU])
+    assert not ev.schedulable and any("overloaded: utilisation 0.600 over the 0.500 a real-time PE" in v
+                                      for v in ev.violations)
+    be = evaluate_batch(capped, np.array([[GPU]]))
+    assert not be.schedulable[0] and np.allclose(be.objectives[0], ev.objectives)
+    assert tuple(be.violations(capped, 0)) == ev.violations
+
+
 def test_pareto_mask():
     objs = np.array([[1, 5], [2, 2], [3, 1], [2, 3], [1, 5], [4, 4]])
     assert pareto_mask(objs).tolist() == [True, True, True, False, False, False]
@@ -202,8 +221,9 @@ def test_merge_front_equals_pareto_of_the_union(seed, m, nf, nk):
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), apps=st.integers(1, 3), window=st.sampled_from(["period", "mobility"]),
-       cap=st.sampled_from([0.4, 0.7, 1.0]), npu=st.booleans(), analysis=st.sampled_from(["executor", "kang"]))
-def test_batch_equals_reference(seed, apps, window, cap, npu, analysis):
+       cap=st.sampled_from([0.4, 0.7, 1.0]), npu=st.booleans(), analysis=st.sampled_from(["executor", "kang"]),
+       pe_cap=st.sampled_from([1.0, 0.95, 0.5]))
+def test_batch_equals_reference(seed, apps, window, cap, npu, analysis, pe_cap):
     rng = np.random.default_rng(seed)
     platform = rand_platform(rng, npu=npu, gpu_limit=int(rng.integers(1e6, 4e6)) if seed % 3 == 0 else None)
     profiles = [rand_profile(rng, f"N{k}", int(rng.integers(1, 6))) for k in range(apps)]
@@ -211,6 +231,7 @@ def test_batch_equals_reference(seed, apps, window, cap, npu, analysis):
     req = rand_request([(f"N{k}", periods[k], k) for k in range(apps)], cpu_utilisation_cap=cap, interference_window=window,
                        analysis=analysis)
     for mp in compile_schedule(platform, profiles, req).configs:
+        mp = dataclasses.replace(mp, pe_utilisation_cap=pe_cap)  # a real-time executor's PE cap (executor.realtime)
         choices = mp.gene_choices()
         genes = np.array([[rng.choice(c) for c in choices] for _ in range(12)])
         be = evaluate_batch(mp, genes, details=True)
@@ -232,8 +253,9 @@ def test_batch_equals_reference(seed, apps, window, cap, npu, analysis):
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), apps=st.integers(2, 3), window=st.sampled_from(["period", "mobility"]),
-       cap=st.sampled_from([0.4, 0.7, 1.0]), npu=st.booleans(), analysis=st.sampled_from(["executor", "kang"]))
-def test_combinations_equal_batch(seed, apps, window, cap, npu, analysis):
+       cap=st.sampled_from([0.4, 0.7, 1.0]), npu=st.booleans(), analysis=st.sampled_from(["executor", "kang"]),
+       pe_cap=st.sampled_from([1.0, 0.95, 0.5]))
+def test_combinations_equal_batch(seed, apps, window, cap, npu, analysis, pe_cap):
     """evaluate_combinations (per-network terms, any choice of one candidate each) scores
     every joint mapping as evaluate_batch does on the concatenated genes, and its bound
     never exceeds the exact value of a schedulable row nor drops a schedulable one."""
@@ -245,6 +267,7 @@ def test_combinations_equal_batch(seed, apps, window, cap, npu, analysis):
     req = rand_request([(f"N{k}", periods[k], int(order[k])) for k in range(apps)], cpu_utilisation_cap=cap,
                        interference_window=window, analysis=analysis)
     for mp in compile_schedule(platform, profiles, req).configs:
+        mp = dataclasses.replace(mp, pe_utilisation_cap=pe_cap)
         pools = [np.array([[rng.choice(np.flatnonzero(r)) for r in app.feasible] for _ in range(8)]) for app in mp.apps]
         terms = [network_terms(mp, a, rows) for a, rows in enumerate(pools)]
         idx = np.stack([rng.integers(0, 8, 40) for _ in mp.apps], axis=1)

@@ -86,6 +86,10 @@ class MappingProblem:
     regime_steal_pct: float | None = None  # the hypervisor's steal meanwhile (ResponseAnalysis)
     regime_other_cpu_pct: float | None = None  # other processes' share of the CPUs' time meanwhile, % (ResponseAnalysis)
     regime_interrupts_per_s: float | None = None  # interrupts per second on the CPUs meanwhile (ResponseAnalysis)
+    regime_scheduling: str | None = None  # the executor threads' policy meanwhile (ResponseAnalysis)
+    # response time: a PE's utilisation at most this; below 1 where the executor runs real-time, the kernel's
+    # real-time share over the typical slowdown (models.multiapp.executor_regime, executor.realtime)
+    pe_utilisation_cap: float = 1.0
     corun_factor: float = 1.0  # executor analysis: every time x this too, the CPU PEs' slowdown while they run at once (ExecutorRegime.corun)
     corun_source: str = ""  # which PE and neighbours measured it
 

@@ -646,8 +646,8 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         lateness += _close_app(apps_out, violations, a, app, c, start, finish, r0, energy[a], alap_d, inter, slack, worst)
     apps_sorted = tuple(ev for _, ev in sorted(apps_out))
     for p in range(P):
-        if util[p] > 1 + EPS:
-            violations.append(f"{problem.pes[p].name} is overloaded: utilisation {util[p]:.3f}")
+        if util[p] > problem.pe_utilisation_cap + EPS:
+            violations.append(f"{problem.pes[p].name} is overloaded: utilisation {util[p]:.3f}{_pe_cap_note(problem)}")
     cpu_util = (sum(problem.pe_cores[p] * util[p] for p in range(P) if problem.pe_is_cpu[p]) / problem.total_cpu_cores
                 if problem.total_cpu_cores else 0.0)
     if cpu_util > problem.utilisation_cap + EPS:
@@ -658,7 +658,8 @@ def evaluate_mapping(problem: MappingProblem, genes: Sequence[int]) -> MappingEv
         objs = [math.inf] * len(objs)
     elif not schedulable:
         scale = max(a.period_ms for a in problem.apps)  # overload, in ms of the longest period
-        lateness += scale * (sum(max(0.0, u - 1.0) for u in util) + max(0.0, cpu_util - problem.utilisation_cap))
+        lateness += scale * (sum(max(0.0, u - problem.pe_utilisation_cap) for u in util)
+                             + max(0.0, cpu_util - problem.utilisation_cap))
         objs = [o + PENALTY + lateness for o in objs]
     power = sum(energy[a] / problem.apps[a].period_ms for a in range(len(problem.apps)))
     return MappingEval("response_time", apps_sorted, total_e, power, tuple(busy), tuple(util), cpu_util, 0.0,
@@ -711,8 +712,9 @@ class BatchEval:
             if not self.meets[n, a]:
                 out.append(f"{app.name}: response time {_ms(self.value_ms[n, a])} ms exceeds the period {app.period_ms:g} ms")
         for p in range(problem.n_pes):
-            if self.pe_utilisation[n, p] > 1 + EPS:
-                out.append(f"{problem.pes[p].name} is overloaded: utilisation {self.pe_utilisation[n, p]:.3f}")
+            if self.pe_utilisation[n, p] > problem.pe_utilisation_cap + EPS:
+                out.append(f"{problem.pes[p].name} is overloaded: utilisation {self.pe_utilisation[n, p]:.3f}"
+                           f"{_pe_cap_note(problem)}")
         if self.cpu_utilisation[n] > problem.utilisation_cap + EPS:
             out.append(f"CPU utilisation {self.cpu_utilisation[n]:.3f} exceeds the cap {problem.utilisation_cap:g}")
         return out
@@ -1016,10 +1018,11 @@ def evaluate_batch(problem: MappingProblem, genes: np.ndarray, details: bool = F
     periods = np.array([a.period_ms for a in problem.apps])
     meets = resp <= periods[None, :] * (1 + EPS) + EPS
     cpu_util = (util_pe @ cores) / problem.total_cpu_cores if problem.total_cpu_cores else np.zeros(N)
-    sched = feasible & meets.all(axis=1) & (util_pe <= 1 + EPS).all(axis=1) & (cpu_util <= problem.utilisation_cap + EPS)
+    cap = problem.pe_utilisation_cap
+    sched = feasible & meets.all(axis=1) & (util_pe <= cap + EPS).all(axis=1) & (cpu_util <= problem.utilisation_cap + EPS)
     objs = np.concatenate([resp, total_e[:, None]], axis=1)
     late = np.maximum(0.0, resp - periods[None, :]).sum(axis=1)
-    late += periods.max() * (np.maximum(util_pe - 1.0, 0.0).sum(axis=1) + np.maximum(cpu_util - problem.utilisation_cap, 0.0))
+    late += periods.max() * (np.maximum(util_pe - cap, 0.0).sum(axis=1) + np.maximum(cpu_util - problem.utilisation_cap, 0.0))
     objs = np.where(sched[:, None], objs, objs + (PENALTY + late)[:, None])
     objs[~runs] = np.inf
     if details:
@@ -1205,6 +1208,14 @@ def _pair_dbf(h: NetworkTerms, hk: np.ndarray, period_ms: float, window: np.ndar
     return out
 
 
+def _pe_cap_note(problem: MappingProblem) -> str:
+    """What a PE's utilisation is held to, where that is not 1 (executor.realtime)."""
+    if problem.pe_utilisation_cap >= 1.0:
+        return ""
+    return (f" over the {problem.pe_utilisation_cap:.3f} a real-time PE may take (the kernel throttles real-time "
+            "threads beyond its share of each period)")
+
+
 def evaluate_combinations(problem: MappingProblem, terms: Sequence[NetworkTerms], idx: np.ndarray,
                           bound: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Objectives and schedulability of joint mappings given as one candidate index per
@@ -1274,10 +1285,11 @@ def evaluate_combinations(problem: MappingProblem, terms: Sequence[NetworkTerms]
     cores = problem.pe_cores * problem.pe_is_cpu
     cpu_util = (util @ cores) / problem.total_cpu_cores if problem.total_cpu_cores else np.zeros(N)
     meets = resp <= periods[None, :] * (1 + EPS) + EPS
-    sched = runs & mem_ok & meets.all(axis=1) & (util <= 1 + EPS).all(axis=1) & (cpu_util <= problem.utilisation_cap + EPS)
+    cap = problem.pe_utilisation_cap
+    sched = runs & mem_ok & meets.all(axis=1) & (util <= cap + EPS).all(axis=1) & (cpu_util <= problem.utilisation_cap + EPS)
     objs = np.concatenate([resp, energy[:, None]], axis=1)
     late = np.maximum(0.0, resp - periods[None, :]).sum(axis=1)
-    late += periods.max() * (np.maximum(util - 1.0, 0.0).sum(axis=1) + np.maximum(cpu_util - problem.utilisation_cap, 0.0))
+    late += periods.max() * (np.maximum(util - cap, 0.0).sum(axis=1) + np.maximum(cpu_util - problem.utilisation_cap, 0.0))
     objs = np.where(sched[:, None], objs, objs + (PENALTY + late)[:, None])
     objs[~runs] = np.inf
     return objs, sched

@@ -752,6 +752,15 @@ class ExecutorRegime(Strict):
     host_interrupts_per_s: float | None = Field(
         None, ge=0, le=1e9, description="Interrupts per second on the executor's CPUs while the profile was measured "
         "(the host's own background: timers, devices; the 90th percentile of its sampling intervals)")
+    scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
+        None, description="The policy the executor's threads ran at while they were measured (executor.realtime): "
+        "SCHED_FIFO where the system allowed real-time priority; a run at SCHED_OTHER is then outside what they "
+        "cover. null: not recorded (older profiles)")
+    realtime_share: float | None = Field(
+        None, gt=0, le=1, description="Where the threads ran at SCHED_FIFO: the share of each period the kernel lets "
+        "real-time threads run (sched_rt_runtime_us / sched_rt_period_us; null: unlimited or not real-time). A PE "
+        "busy beyond it is stopped for the rest of the period, so a schedule's PE may be loaded at most this over "
+        "the typical slowdown")
     host_sampled_s: float | None = Field(
         None, ge=0, le=1e7, description="Seconds over which the host's steal, other processes and interrupts were "
         "sampled (the whole PE profile, in short intervals): the host_* figures are the 90th percentile of those "
@@ -1395,6 +1404,9 @@ class ResponseAnalysis(ConfigAnalysis):
     regime_interrupts_per_s: float | None = Field(
         None, description="Interrupts per second on the CPUs while the regime was measured (the largest): a run with "
         "far more (REGIME_INTERRUPTS_FACTOR x) is outside what the bounds were measured for")
+    regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
+        None, description="The policy the executor's threads ran at while every network's regime was measured "
+        "(SCHED_OTHER if any ran so): a run at SCHED_OTHER under bounds measured at SCHED_FIFO is outside them")
     corun_factors: dict[str, float] = Field(
         default_factory=dict, description="Per CPU configuration (planner.core.multiapp.config_key, e.g. 'cpu=1+1'): "
         "the co-run slowdown its bounds charge (x every time, with the interference factor), its PEs' slowdown while "

@@ -1,0 +1,127 @@
+"""Real-time priority for a schedule's threads while it runs.
+
+A PE thread at the default policy (SCHED_OTHER) shares its core with whatever else wakes
+on it: another process, the host's agents, our own sampler. On the 2-core VM a release
+thread woke up to 8 ms late and a 2-core segment lost 3 ms to such neighbours (A/B, two
+copies of squeezenet taking turns on one 2-core PE, 300 frames per run, alternated three
+times: release lateness max 3.96 / 0.72 / 8.01 ms at SCHED_OTHER, 0.46 / 0.29 / 0.56 ms
+with the PEs at SCHED_FIFO and the release thread above them; worst response in the two
+fast-state pairs 24.98 / 8.45 ms against 7.51 / 6.73). A schedule's bound is a
+real-time promise; an embedded executor holds it the way real-time systems do: its
+threads at a fixed real-time priority, the release (timer) thread above the PE workers,
+so nothing at normal priority can take their cores while they have work.
+
+It needs the privilege (root, CAP_SYS_NICE or an RLIMIT_RTPRIO): where the system
+refuses, the schedule runs at SCHED_OTHER and says so; the executor regime records which
+policy its bounds were measured under, and a run under another is outside that regime.
+The threads go back to their own policy when the run ends: no thread stays real-time
+after it. The kernel's real-time throttling (sched_rt_runtime_us of each
+sched_rt_period_us, 95% by default) leaves the rest of the system its share: a PE busy
+beyond that share of a second is stopped for the rest of it (48 ms on the VM, a
+back-to-back pipeline at SCHED_FIFO), so only periodic schedules, which leave their PEs
+idle between jobs, run real-time (executor.pipeline).
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+RELEASE_PRIORITY = 20  # the release thread: a frame's due time must not wait for a segment
+PE_PRIORITY = 10  # the PE workers and their sessions' pool threads
+FIFO = "SCHED_FIFO"
+OTHER = "SCHED_OTHER"
+
+
+def thread_ids() -> set[int]:
+    """This process's threads (Linux task ids); empty where /proc does not say."""
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
+def set_fifo(tid: int, priority: int) -> str | None:
+    """Put thread `tid` (0: the calling thread) at SCHED_FIFO `priority`; None when done
+    (or the thread is gone), else why not."""
+    if not hasattr(os, "SCHED_FIFO"):
+        return "this system has no SCHED_FIFO"
+    try:
+        os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return "SCHED_FIFO refused: it needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO"
+    except OSError as exc:
+        return f"SCHED_FIFO refused: {exc.strerror or exc}"
+    return None
+
+
+def _restore(saved: list[tuple[int, int, int]]) -> None:
+    for tid, policy, priority in reversed(saved):
+        try:
+            os.sched_setscheduler(tid, policy, os.sched_param(priority))
+        except OSError:  # the thread ended meanwhile
+            pass
+
+
+def realtime_share() -> float | None:
+    """The share of each period the kernel lets real-time threads run
+    (sched_rt_runtime_us / sched_rt_period_us); None where unlimited (-1) or not said."""
+    try:
+        runtime_us = int(open("/proc/sys/kernel/sched_rt_runtime_us").read())
+        period_us = int(open("/proc/sys/kernel/sched_rt_period_us").read())
+    except (OSError, ValueError):
+        return None
+    if runtime_us < 0 or period_us <= 0:
+        return None
+    return min(1.0, runtime_us / period_us) or None
+
+
+@dataclass(frozen=True)
+class Elevation:
+    """What a run got: SCHED_FIFO, or SCHED_OTHER and why."""
+
+    fifo: bool
+    why_not: str | None = None
+
+    @property
+    def policy(self) -> str:
+        return FIFO if self.fifo else OTHER
+
+    def describe(self) -> str:
+        if self.fifo:
+            return f"{FIFO} (release thread {RELEASE_PRIORITY}, PE threads {PE_PRIORITY})"
+        return f"{OTHER}" + (f" ({self.why_not})" if self.why_not else "")
+
+
+@contextmanager
+def elevated(want: bool, pool_tids: Iterable[int] = ()) -> Iterator[Elevation]:
+    """The calling thread at RELEASE_PRIORITY and `pool_tids` (the sessions' pool threads)
+    at PE_PRIORITY for the block, each put back to its own policy after it. All or none:
+    a refusal on any thread puts back those already raised and runs at SCHED_OTHER."""
+    if not want:
+        yield Elevation(False, "real-time priority not asked for")
+        return
+    saved: list[tuple[int, int, int]] = []
+    why = None
+    for tid, priority in [(0, RELEASE_PRIORITY), *((t, PE_PRIORITY) for t in sorted(set(pool_tids)))]:
+        try:
+            saved.append((tid, os.sched_getscheduler(tid), os.sched_getparam(tid).sched_priority))
+        except ProcessLookupError:
+            continue
+        except (OSError, AttributeError) as exc:
+            why = f"the thread's policy could not be read: {exc}"
+            break
+        why = set_fifo(tid, priority)
+        if why:
+            break
+    if why:
+        _restore(saved)
+        saved = []
+    try:
+        yield Elevation(why is None, why)
+    finally:
+        _restore(saved)
