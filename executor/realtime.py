@@ -1,12 +1,13 @@
 """Real-time priority for a schedule's threads while it runs.
 
 A PE thread at the default policy (SCHED_OTHER) shares its core with whatever else wakes
-on it: another process, the host's agents, our own sampler. On the 2-core VM a release
-thread woke up to 8 ms late and a 2-core segment lost 3 ms to such neighbours (A/B, two
-copies of squeezenet taking turns on one 2-core PE, 300 frames per run, alternated three
-times: release lateness max 3.96 / 0.72 / 8.01 ms at SCHED_OTHER, 0.46 / 0.29 / 0.56 ms
-with the PEs at SCHED_FIFO and the release thread above them; worst response in the two
-fast-state pairs 24.98 / 8.45 ms against 7.51 / 6.73). A schedule's bound is a
+on it: another process, the host's agents, our own sampler. `bench/realtime_ab.py` runs
+one executor alternating the two policies run by run on the 2-core VM (squeezenet, 300
+frames per network per run, 3 pairs, `bench/results/realtime_ab.log`): release lateness
+max 3.6-4.7 ms at SCHED_OTHER, 0.34-0.95 ms at SCHED_FIFO; segment excess over its median
+at most 7.9 / 4.4 ms (2-core / 1-core PEs) against 3.7 / 3.6; worst response 15.3 / 21.7
+ms against 11.1 / 17.3. What is left is the VM's own (a 2-core PE's slow state, host
+stalls), which no priority removes. A schedule's bound is a
 real-time promise; an embedded executor holds it the way real-time systems do: its
 threads at a fixed real-time priority, the release (timer) thread above the PE workers,
 so nothing at normal priority can take their cores while they have work.
