@@ -1023,6 +1023,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         # outside the regime only for a host disturbance it names and measured; a run beyond the
         # envelope is still held to its bounds (envelope_note says what went over)
         "scheduling": res.scheduling,
+        "scheduling_detail": ex.scheduling.describe(),  # the policy, or why real-time was not had
         "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling),
         "envelope_note": beyond,
         "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}

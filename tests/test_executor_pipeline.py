@@ -196,6 +196,7 @@ def test_cli_profile_for_scheduling_schedule_execute(capsys, tmp_path):
                           "--frames", "8", "--out", out)
     assert code == 0, err
     assert "pred_fps" in text and "meas_fps" in text
+    assert "threads at SCHED_OTHER" in text  # a pipeline never runs real-time (executor.realtime)
     assert "error = (measured - predicted) / predicted; + = slower than predicted, on the period 1/fps" in text
     rep = json.loads(open(out).read())
     assert rep["networks"][0]["frames_done"] == 8 and rep["networks"][0]["frames_in_order"]

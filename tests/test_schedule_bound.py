@@ -727,6 +727,10 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
                              frames=3, warmup_frames=1, available_cores=[0, 0])
     assert rep["analysis"] == "executor" and [n["frames_done"] for n in rep["networks"]] == [3, 3]
     assert "pred_R is the worst case the executor analysis bounds" in render_schedule(rep)
+    # the threads' policy: real-time where this process may (executor.realtime), else why not
+    from executor import realtime
+    with realtime.elevated(True) as e:
+        assert rep["scheduling"] == e.policy and f"threads at {e.policy}" in render_schedule(rep)
     # with parts: the worst frame split, the profiled part from the entry's timeline (0.05 ms a layer + handoff)
     rep = run_schedule_entry(doc, {"A": lm, "B": lm}, {"cpu": cpu, "gpu": cpu}, frames=3, warmup_frames=1,
                              available_cores=[0, 0], parts=True)

@@ -99,7 +99,10 @@ def render_schedule(report: dict) -> str:
     cfg = " ".join(f"{d}=({','.join(map(str, p))})" for d, p in report["cpu_config"].items()) or "-"
     pes = ", ".join(f"{p['pe']} [{p['threads'] or '-'} thread(s), cores {p['affinity'] or 'any'}]" for p in report["pes"])
     lines = [f"schedule entry {report['entry']} ({report['mode']}, cpu {cfg}): {report['frames']} frames per network; "
-             f"PEs {pes}", ""]
+             f"PEs {pes}"]
+    if report.get("scheduling_detail"):  # executor.realtime: periodic schedules run real-time where allowed
+        lines.append(f"threads at {report['scheduling_detail']}")
+    lines.append("")
     if report["mode"] == "throughput":
         lines.append(f"{ERROR_CONVENTION}, on the period 1/fps")
         lines.append(f"{'network':<16} {'segments':>8} {'pred_fps':>9} {'meas_fps':>9} {'error':>8} {'in order':>8}")
