@@ -199,9 +199,7 @@ def simulate(mp, genes, offsets, scale, horizon_jobs=6, late=None, wake=None, ex
         segs.append(out)
     releases = sorted((offsets[a] + j * app.period_ms, a, j) for a, app in enumerate(mp.apps) for j in range(horizon_jobs))
     left = {}  # (a, j) -> remaining deps per segment
-    done_at = {}
     ready = [[] for _ in range(mp.n_pes)]
-    busy_until = [0.0] * mp.n_pes
     running = [None] * mp.n_pes
     events = []  # (time, kind, payload)
     for t, a, j in releases:
