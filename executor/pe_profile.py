@@ -381,6 +381,17 @@ class _Worst:
         }
 
 
+def _half_load(nets: Sequence[Network], n_pes: int, model_ms: float, beta_ms: float) -> None:
+    """Periods (and offsets) that keep every PE of a regime case about half busy: networks
+    sharing a PE get periods that much longer and are released a quarter period apart, so
+    they take turns."""
+    period = 2.0 * model_ms * max(1.0, len(nets) / n_pes) + 2.0 * beta_ms * len(nets)
+    for j, net in enumerate(nets):
+        net.period_ms = max(period, 1.0)
+        if len(nets) > n_pes:
+            net.offset_ms = j * net.period_ms / (2 * len(nets))
+
+
 def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
@@ -418,12 +429,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         # the envelope is what the executor adds beyond it (the bound charges both)
         charge = [corun_of(prof.corun, pe.affinity or (), [c for q in pes if q is not pe for c in (q.affinity or ())])
                   for pe in pes] if len(pes) > 1 else [1.0]
-        # every PE about half busy (networks sharing a PE: their periods that much longer)
-        period = 2.0 * sum(cost) * max(1.0, len(nets) / len(pes)) + 2.0 * prof.beta_ms[dev_id] * len(nets)
-        for j, net in enumerate(nets):
-            net.period_ms = max(period, 1.0)
-            if len(nets) > len(pes):  # networks sharing a PE: released a quarter period apart, so they take turns
-                net.offset_ms = j * net.period_ms / (2 * len(nets))
+        _half_load(nets, len(pes), sum(cost), prof.beta_ms[dev_id])
         ex = PipelineExecutor(nets, pes, mode)
         ex.run(STEADY_SETTLE, timeout_s=60)  # warm: first runs allocate, a pool takes about 10 runs to settle
         trace: list = []

@@ -108,7 +108,9 @@ def elevated(want: bool, pool_tids: Iterable[int] = ()) -> Iterator[Elevation]:
         return
     saved: list[tuple[int, int, int]] = []
     why = None
-    for tid, priority in [(0, RELEASE_PRIORITY), *((t, PE_PRIORITY) for t in sorted(set(pool_tids)))]:
+    # only threads still of this process: a task id is system-wide, and an ended thread's may be reused elsewhere
+    ours = thread_ids()
+    for tid, priority in [(0, RELEASE_PRIORITY), *((t, PE_PRIORITY) for t in sorted(set(pool_tids) & ours))]:
         try:
             saved.append((tid, os.sched_getscheduler(tid), os.sched_getparam(tid).sched_priority))
         except ProcessLookupError:

@@ -127,3 +127,18 @@ def test_a_run_at_sched_other_is_outside_bounds_measured_at_fifo():
     # bounds measured at SCHED_OTHER cover a run with its threads better protected; nothing recorded: no note
     assert run_regime_note(quiet, {**at_fifo, "regime_scheduling": realtime.OTHER}, realtime.FIFO) is None
     assert regime_note(None, None, scheduling=realtime.OTHER, regime_scheduling=None) is None
+
+
+def test_a_thread_not_of_this_process_is_never_raised(fifo_allowed):
+    """Task ids are system-wide: a pool thread that ended may have its id reused by another
+    process's thread, which the elevation must leave alone."""
+    import subprocess
+    import sys
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with realtime.elevated(True, [other.pid]) as e:
+            assert e.fifo and os.sched_getscheduler(other.pid) == os.SCHED_OTHER
+    finally:
+        other.kill()
+        other.wait()
