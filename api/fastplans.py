@@ -236,8 +236,26 @@ class _Deadline(BaseException):  # BaseException: no solver's `except Exception`
     pass
 
 
+_armed = False  # True while _bounded runs a call: an alarm outside one raises nothing
+_REPEAT_S = 0.05  # the alarm fires again this often past the deadline, until the call is stopped
+
+
 def _on_alarm(signum, frame) -> None:  # noqa: ANN001
-    raise _Deadline()
+    if _armed:
+        raise _Deadline()
+
+
+def _disarm() -> None:
+    """Stop the alarm; an alarm landing while this runs is swallowed here, not raised into
+    the caller's error handling with the timer still repeating."""
+    global _armed
+    while True:
+        try:
+            _armed = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            return
+        except _Deadline:
+            continue
 
 
 class Planner:
@@ -456,14 +474,19 @@ class Planner:
         return row, plan_resource_json(row, plan_json)
 
     def _bounded(self, fn: Callable, *args):  # noqa: ANN202
-        """fn(*args) under the deadline (SIGALRM: only a plan worker's main thread sets one)."""
+        """fn(*args) under the deadline (SIGALRM: only a plan worker's main thread sets one).
+        The alarm repeats past the deadline: Python swallows an exception raised while a
+        __del__ or weakref callback runs (the garbage collector's), so one alarm can be lost
+        and the call would run on; the next one stops it."""
+        global _armed
         if not self.deadline_s:
             return fn(*args)
-        signal.setitimer(signal.ITIMER_REAL, self.deadline_s)
+        _armed = True
         try:
+            signal.setitimer(signal.ITIMER_REAL, self.deadline_s, _REPEAT_S)
             return fn(*args)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            _disarm()
 
     def handle(self, store: PlanStore, items: list[tuple]) -> list[tuple]:
         """Plan a batch of requests (req id, platform id, profile id, request JSON, key,

@@ -112,3 +112,35 @@ def test_a_batch_looks_its_request_keys_up_at_once_and_gets_each_ones_first_plan
     assert set(found) == {key_a, key_b}
     assert found[key_a][0] == a["id"] and found[key_b][0] == b["id"]
     assert json.loads(found[key_a][1]) == a and json.loads(found[key_b][1]) == b  # the 201's own body
+
+
+def test_a_deadline_alarm_lost_in_a_finaliser_still_stops_the_call():
+    """Python swallows an exception raised while a __del__ (or the garbage collector's
+    weakref callback) runs: the CI run where the first alarm landed in one ran the call to
+    its end. The alarm repeats until the call is stopped; once stopped, nothing fires."""
+    import signal
+    import time
+
+    from api.fastplans import Planner, _Deadline, _on_alarm
+
+    class SlowToCollect:
+        def __del__(self):
+            time.sleep(0.5)  # the 0.1 s deadline passes in here: that alarm is lost
+
+    def work():
+        SlowToCollect()
+        time.sleep(5)
+        return "ran to its end"
+
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        worker = Planner(None, None, deadline_s=0.1)
+        start_s = time.monotonic()
+        with pytest.raises(_Deadline):
+            worker._bounded(work)
+        assert time.monotonic() - start_s < 2.0, "the repeated alarm did not stop the call"
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        time.sleep(0.2)  # a disarmed worker: no late alarm raises here
+        assert worker._bounded(lambda: "fast") == "fast"
+    finally:
+        signal.signal(signal.SIGALRM, previous)
