@@ -21,11 +21,20 @@ sched_rt_period_us, 95% by default) leaves the rest of the system its share: a P
 beyond that share of a second is stopped for the rest of it (48 ms on the VM, a
 back-to-back pipeline at SCHED_FIFO), so only periodic schedules, which leave their PEs
 idle between jobs, run real-time (executor.pipeline).
+
+Real-time runs one right after another are another matter: on the VM the kernel's
+real-time time (debugfs sched/debug, rt_rq rt_time) climbed from run to run when the
+executor regime's periodic cases ran about 50 ms apart (0.64 s, 0.77 s, then 0.95 s of a
+period, each run at about half load: throttled on both CPUs, a 20x segment and a 50 ms
+stall in the regime), while one run kept at half load for 19 s never went past 0.65 s.
+With one accounting period of idle before each run (`settle`) five regimes in a row
+stayed under 0.5 s and none was throttled. Code that measures runs back to back waits it.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -68,9 +77,13 @@ def _restore(saved: list[tuple[int, int, int]]) -> None:
             pass
 
 
-def realtime_share() -> float | None:
-    """The share of each period the kernel lets real-time threads run
-    (sched_rt_runtime_us / sched_rt_period_us); None where unlimited (-1) or not said."""
+MAX_SETTLE_S = 2.0  # the most `settle` waits, whatever the kernel's period
+_last_fifo_end: float | None = None  # time.monotonic() when this process's last real-time run ended
+
+
+def _rt_limits() -> tuple[int, int] | None:
+    """(sched_rt_runtime_us, sched_rt_period_us) where the kernel throttles; None where
+    unlimited (-1) or not said."""
     try:
         runtime_us = int(open("/proc/sys/kernel/sched_rt_runtime_us").read())
         period_us = int(open("/proc/sys/kernel/sched_rt_period_us").read())
@@ -78,7 +91,29 @@ def realtime_share() -> float | None:
         return None
     if runtime_us < 0 or period_us <= 0:
         return None
-    return min(1.0, runtime_us / period_us) or None
+    return runtime_us, period_us
+
+
+def realtime_share() -> float | None:
+    """The share of each period the kernel lets real-time threads run
+    (sched_rt_runtime_us / sched_rt_period_us); None where unlimited (-1) or not said."""
+    limits = _rt_limits()
+    return (min(1.0, limits[0] / limits[1]) or None) if limits else None
+
+
+def settle(sleep=time.sleep) -> float:  # noqa: ANN001
+    """Wait what is left of one real-time accounting period since this process's last
+    SCHED_FIFO run ended (at most MAX_SETTLE_S; nothing where the kernel does not throttle
+    or no such run was): a run measured right after another starts with the kernel's
+    real-time budget unspent (see the module's note). Returns the seconds waited."""
+    limits = _rt_limits()
+    if _last_fifo_end is None or limits is None:
+        return 0.0
+    wait = min(MAX_SETTLE_S, limits[1] / 1e6) - (time.monotonic() - _last_fifo_end)
+    if wait <= 0:
+        return 0.0
+    sleep(wait)
+    return wait
 
 
 @dataclass(frozen=True)
@@ -103,6 +138,7 @@ def elevated(want: bool, pool_tids: Iterable[int] = ()) -> Iterator[Elevation]:
     """The calling thread at RELEASE_PRIORITY and `pool_tids` (the sessions' pool threads)
     at PE_PRIORITY for the block, each put back to its own policy after it. All or none:
     a refusal on any thread puts back those already raised and runs at SCHED_OTHER."""
+    global _last_fifo_end
     if not want:
         yield Elevation(False, "real-time priority not asked for")
         return
@@ -128,3 +164,5 @@ def elevated(want: bool, pool_tids: Iterable[int] = ()) -> Iterator[Elevation]:
         yield Elevation(why is None, why)
     finally:
         _restore(saved)
+        if why is None:
+            _last_fifo_end = time.monotonic()

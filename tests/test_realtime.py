@@ -142,3 +142,63 @@ def test_a_thread_not_of_this_process_is_never_raised(fifo_allowed):
     finally:
         other.kill()
         other.wait()
+
+
+def test_settle_waits_out_one_accounting_period_after_a_real_time_run_only(monkeypatch):
+    """A real-time run right after another starts with the kernel's real-time budget
+    unspent: settle waits what is left of one period since the last one ended, nothing
+    where none ran, where it ended a period ago, or where the kernel does not throttle."""
+    import time
+
+    waited: list[float] = []
+    monkeypatch.setattr(realtime, "_rt_limits", lambda: (950_000, 1_000_000))
+    monkeypatch.setattr(realtime, "_last_fifo_end", None)
+    assert realtime.settle(waited.append) == 0.0 and waited == []
+    monkeypatch.setattr(realtime, "_last_fifo_end", time.monotonic() - 0.3)
+    got = realtime.settle(waited.append)
+    assert 0.6 < got <= 0.7 and waited == [got]
+    monkeypatch.setattr(realtime, "_last_fifo_end", time.monotonic() - 1.5)
+    assert realtime.settle(waited.append) == 0.0
+    monkeypatch.setattr(realtime, "_rt_limits", lambda: (60_000_000, 60_000_000))  # a long period: at most MAX_SETTLE_S
+    monkeypatch.setattr(realtime, "_last_fifo_end", time.monotonic())
+    assert realtime.MAX_SETTLE_S - 0.1 < realtime.settle(waited.append) <= realtime.MAX_SETTLE_S
+    monkeypatch.setattr(realtime, "_rt_limits", lambda: None)
+    assert realtime.settle(waited.append) == 0.0
+
+
+def test_a_real_time_run_records_its_end_and_a_refused_one_does_not(monkeypatch, fifo_allowed):
+    import time
+
+    monkeypatch.setattr(realtime, "_last_fifo_end", None)
+    with realtime.elevated(False):
+        pass
+    assert realtime._last_fifo_end is None
+    t = time.monotonic()
+    with realtime.elevated(True) as e:
+        assert e.fifo
+    assert realtime._last_fifo_end is not None and realtime._last_fifo_end >= t
+
+
+def test_the_regime_settles_before_every_periodic_run_and_no_pipelined_one(monkeypatch):
+    """measure_executor_regime's periodic runs (warm-up and measured) each start after
+    realtime.settle; its pipelined ones (never real-time) do not wait."""
+    from executor import pe_profile
+
+    calls: list[str] = []
+    real_run = PipelineExecutor.run
+
+    def run(self, frames, **kw):  # noqa: ANN001, ANN003, ANN202
+        calls.append(self.mode)
+        return real_run(self, frames, **kw)
+
+    monkeypatch.setattr(PipelineExecutor, "run", run)
+    monkeypatch.setattr(realtime, "settle", lambda: calls.append("settle") or 0.0)
+    lm = pe_profile._two_layer_model(4096)
+    cluster = runtime.parse_device("cpu=CPUExecutionProvider")
+    pe_profile.profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2,
+                                    regime_frames=2, corun_rounds=1)
+    regime = calls[next(i for i, c in enumerate(calls) if c == "throughput"):]  # the handoff runs come first
+    periodic = [i for i, c in enumerate(regime) if c == "response_time"]
+    assert periodic and all(regime[i - 1] == "settle" for i in periodic)
+    assert all(regime[i - 1] != "settle" for i, c in enumerate(regime) if c == "throughput")
+    assert regime.count("settle") == len(periodic)
