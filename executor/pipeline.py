@@ -952,6 +952,21 @@ def _occupancies(e: dict, nets: list[Network], occupancy_ms: Mapping[str, Sequen
     return occ
 
 
+def _entry_pes(e: dict, devices: Mapping[str, RuntimeDevice], available_cores: Sequence[int] | None) -> list:
+    """A schedule entry's PEs as runtime devices: a CPU cluster's logical PEs with threads =
+    their cores, pinned to cores handed out in order; other PEs their device as given."""
+    from dataclasses import replace as _replace
+
+    loads = e["pe_loads"]
+    missing = sorted({pl["device"] for pl in loads} - set(devices))
+    if missing:
+        raise PipelineError(f"no runtime device for schedule device(s) {', '.join(missing)} (given: {', '.join(devices) or 'none'})")
+    cpu_pes = [(pl["pe"], pl["device"], pl["cores"]) for pl in loads if pl["device"] in e["cpu_config"]]
+    cores = cpu_cores_for(cpu_pes, sorted(available_cores) if available_cores is not None else sorted(PROCESS_CORES))
+    return [_replace(devices[pl["device"]], id=pl["pe"], threads=pl["cores"], affinity=cores[pl["pe"]])
+            if pl["pe"] in cores else _replace(devices[pl["device"]], id=pl["pe"]) for pl in loads]
+
+
 def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Mapping[str, RuntimeDevice], *,
                        entry: int = 0, frames: int = 100, warmup_frames: int = 10, timeout_s: float = 120.0,
                        keep_outputs: int = 0, available_cores: Sequence[int] | None = None,
@@ -972,27 +987,12 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
     profiled time and the excess. `offsets_ms` (network -> ms): each network's first
     release that long after the run starts (default 0: all released together), a phasing
     to try, e.g. a critical instant the bound covers but periodic releases rarely meet."""
-    from dataclasses import replace as _replace
-
     data = schedule.model_dump() if hasattr(schedule, "model_dump") else schedule
     if not 0 <= entry < len(data["entries"]):
         raise PipelineError(f"entry {entry} out of range: the schedule has {len(data['entries'])} entries")
     e = data["entries"][entry]
-    loads = e["pe_loads"]
-    missing = sorted({pl["device"] for pl in loads} - set(devices))
-    if missing:
-        raise PipelineError(f"no runtime device for schedule device(s) {', '.join(missing)} (given: {', '.join(devices) or 'none'})")
-    cpu_pes = [(pl["pe"], pl["device"], pl["cores"]) for pl in loads if pl["device"] in e["cpu_config"]]
-    cores = cpu_cores_for(cpu_pes, sorted(available_cores) if available_cores is not None else sorted(PROCESS_CORES))
-    pe_names = [pl["pe"] for pl in loads]
-    pes = []
-    for pl in loads:
-        base = devices[pl["device"]]
-        if pl["pe"] in cores:
-            pes.append(_replace(base, id=pl["pe"], threads=pl["cores"], affinity=cores[pl["pe"]]))
-        else:
-            pes.append(_replace(base, id=pl["pe"]))
-    nets = _entry_networks(e, models, pe_names, offsets_ms)
+    pes = _entry_pes(e, devices, available_cores)
+    nets = _entry_networks(e, models, [pl["pe"] for pl in e["pe_loads"]], offsets_ms)
     mode = data["mode"]
     ex = PipelineExecutor(nets, pes, mode)
     if executor_out is not None:
