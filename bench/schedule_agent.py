@@ -33,6 +33,15 @@ from tests.support.server import Server  # noqa: E402
 from test_readme_loop import code_block  # noqa: E402
 
 
+def readme_script(server_url: str, duration_s: float) -> str:
+    """The README's block pointed at `server_url`, the agent run `duration_s`. The address is
+    replaced as tests/test_readme_loop.tiny replaces it: a bare :8000 was left unmatched once
+    the README took ${PORT:-8000}, and the bench then asked port 8000."""
+    lines = code_block("Several networks on the board")
+    return "\n".join(ln.replace("http://127.0.0.1:${PORT:-8000}", server_url).replace("--duration 10", f"--duration {duration_s:g}")
+                     for ln in lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=20.0, help="seconds the agent runs (default 20)")
@@ -44,9 +53,7 @@ def main() -> int:
         (work / ".venv").symlink_to(Path(sys.executable).parents[1], target_is_directory=True)
         server = Server(work / "data").start()
         try:
-            script = "\n".join(ln.replace("http://127.0.0.1:8000", server.url).replace("--duration 10",
-                                                                                       f"--duration {args.duration:g}")
-                               for ln in code_block("Several networks on the board")) + "\n"
+            script = readme_script(server.url, args.duration)
             env = {k: v for k, v in os.environ.items() if not k.startswith("PLANNER_")}
             env.update(PYTHONPATH=str(ROOT))
             done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True,
