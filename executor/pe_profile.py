@@ -392,14 +392,6 @@ def _half_load(nets: Sequence[Network], n_pes: int, model_ms: float, beta_ms: fl
             net.offset_ms = j * net.period_ms / (2 * len(nets))
 
 
-def _settled_run(ex: PipelineExecutor, frames: int, **kw):  # noqa: ANN003, ANN202
-    """ex.run; a periodic run after realtime.settle, so that it starts with the kernel's
-    real-time budget unspent (real-time runs 50 ms apart were throttled on the VM)."""
-    if ex.mode != "throughput":
-        realtime.settle()
-    return ex.run(frames, timeout_s=60, **kw)
-
-
 def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
@@ -439,9 +431,10 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                   for pe in pes] if len(pes) > 1 else [1.0]
         _half_load(nets, len(pes), sum(cost), prof.beta_ms[dev_id])
         ex = PipelineExecutor(nets, pes, mode)
-        _settled_run(ex, STEADY_SETTLE)  # warm: first runs allocate, a pool takes about 10 runs to settle
+        # the cases back to back, no realtime.settle between them (tried: the bounds then missed the VM's slow state)
+        ex.run(STEADY_SETTLE, timeout_s=60)  # warm: first runs allocate, a pool takes about 10 runs to settle
         trace: list = []
-        res = _settled_run(ex, frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), trace=trace)
+        res = ex.run(frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), timeout_s=60, trace=trace)
         if mode != "throughput":
             policies.add(res.scheduling)
         done = res.networks[0].finish_s[2:] if mode == "throughput" else []

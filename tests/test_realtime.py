@@ -177,28 +177,3 @@ def test_a_real_time_run_records_its_end_and_a_refused_one_does_not(monkeypatch,
     with realtime.elevated(True) as e:
         assert e.fifo
     assert realtime._last_fifo_end is not None and realtime._last_fifo_end >= t
-
-
-def test_the_regime_settles_before_every_periodic_run_and_no_pipelined_one(monkeypatch):
-    """measure_executor_regime's periodic runs (warm-up and measured) each start after
-    realtime.settle; its pipelined ones (never real-time) do not wait."""
-    from executor import pe_profile
-
-    calls: list[str] = []
-    real_run = PipelineExecutor.run
-
-    def run(self, frames, **kw):  # noqa: ANN001, ANN003, ANN202
-        calls.append(self.mode)
-        return real_run(self, frames, **kw)
-
-    monkeypatch.setattr(PipelineExecutor, "run", run)
-    monkeypatch.setattr(realtime, "settle", lambda: calls.append("settle") or 0.0)
-    lm = pe_profile._two_layer_model(4096)
-    cluster = runtime.parse_device("cpu=CPUExecutionProvider")
-    pe_profile.profile_for_schedule(lm, cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2,
-                                    regime_frames=2, corun_rounds=1)
-    regime = calls[next(i for i, c in enumerate(calls) if c == "throughput"):]  # the handoff runs come first
-    periodic = [i for i, c in enumerate(regime) if c == "response_time"]
-    assert periodic and all(regime[i - 1] == "settle" for i in periodic)
-    assert all(regime[i - 1] != "settle" for i, c in enumerate(regime) if c == "throughput")
-    assert regime.count("settle") == len(periodic)

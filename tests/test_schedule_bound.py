@@ -739,6 +739,30 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
     assert "worst frame" in render_schedule(rep) and "excess: their run beyond it" in render_schedule(rep)
 
 
+def test_a_periodic_entry_settles_before_its_warm_up_and_before_its_run(monkeypatch):
+    """run_schedule_entry waits out the kernel's real-time accounting period (realtime.settle)
+    before each of its real-time runs: one measured right after another (a bench's runs
+    back to back) starts with the budget unspent, not throttled by its predecessor."""
+    from executor import realtime, runtime
+    from executor.pe_profile import _two_layer_model
+    from executor.pipeline import PipelineExecutor, run_schedule_entry
+    from planner.core.multiapp import analysis_terms
+    from planner.scheduling import entries_of
+
+    calls: list[str] = []
+    real_run = PipelineExecutor.run
+    monkeypatch.setattr(PipelineExecutor, "run", lambda self, frames, **kw: calls.append("run") or real_run(self, frames, **kw))
+    monkeypatch.setattr(realtime, "settle", lambda: calls.append("settle") or 0.0)
+    a = prof("A", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])
+    mp = problem(two_core_plat(), [a], [("A", 20, 0)])
+    doc = {"mode": "response_time", "entries": [entries_of(mp, [[C0, C1]], [True])[0].model_dump()],
+           "analysis": {"name": "executor", "terms": analysis_terms(mp)}}
+    cpu = runtime.parse_device("cpu=CPUExecutionProvider")
+    run_schedule_entry(doc, {"A": _two_layer_model(4096)}, {"cpu": cpu, "gpu": cpu}, frames=2, warmup_frames=1,
+                       available_cores=[0, 0])
+    assert calls == ["settle", "run", "settle", "run"]
+
+
 def test_offsets_phase_the_releases_and_bad_ones_are_refused():
     """A network's offset delays its first release (the phasing the bench uses to put a
     high-priority frame just after a low-priority segment starts): A's frames are released
