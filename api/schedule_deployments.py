@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections import Counter
 
 from api.problems import invalid
 from api.rows import DeploymentRow, ScheduleRow
 from planner.core.telemetry import AgentNetwork, AgentPe, AgentSchedule
+
+FIFO, OTHER = "SCHED_FIFO", "SCHED_OTHER"  # executor.realtime's names (the service does not import the executor)
 
 log = logging.getLogger("planner.deployments")
 
@@ -77,7 +80,8 @@ def entry_view(svc, schedule_id: str, entry: int) -> bytes:  # noqa: ANN001
                              analysis=(doc.get("analysis") or {}).get("name"), cpu_config=e["cpu_config"],
                              pes=[AgentPe(pe=p["pe"], device=p["device"], cores=p["cores"],
                                           predicted_utilisation=p.get("utilisation")) for p in e["pe_loads"]],
-                             networks=nets, mode=doc["mode"])
+                             networks=nets, mode=doc["mode"],
+                             regime_scheduling=(doc.get("analysis") or {}).get("regime_scheduling"))
         return view.model_dump_json().encode()
 
     on_worker = getattr(svc, "on_worker", None)  # the service's: a plan worker makes it (whole documents parsed)
@@ -178,7 +182,13 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
             view = AgentSchedule.model_validate_json(entry_view(svc, sid, entry))
         except Exception:  # noqa: BLE001 - a schedule gone from storage: nothing to compare with
             continue
-        frames = [f for _, body in items for f in body.get("frames", [])]
+        tagged = [(f, (body.get("regime") or {})) for _, body in items for f in body.get("frames", [])]
+        frames = [f for f, _ in tagged]
+        served = Counter((g.get("scheduling") or NOT_REPORTED) for _, g in tagged)
+        # frames outside what the bounds cover, for a disturbance the agent named: bounds measured at
+        # SCHED_FIFO, threads at SCHED_OTHER (every other frame counts against the bound, unreported ones too)
+        outside = {id(f) for f, g in tagged if view.mode == "response_time" and view.regime_scheduling == FIFO
+                   and g.get("scheduling") == OTHER}
         span_ms = sum(body.get("span_ms") or 0.0 for _, body in items)
         busy: dict[str, float] = {}
         for _, body in items:
@@ -192,6 +202,8 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
             seqs = sorted({f["seq"] for f in mine})
             lost = (seqs[-1] - seqs[0] + 1 - len(seqs)) if seqs else 0
             r = np.asarray(done, dtype=float)
+            r_in = np.asarray([f["response_ms"] for f in mine if f.get("response_ms") is not None and id(f) not in outside],
+                              dtype=float)
             med, p90 = (float(x) for x in np.percentile(r, [50, 90])) if r.size else (None, None)
             worst = float(r.max()) if r.size else None
             segs = []
@@ -212,6 +224,7 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
                 predicted_response_ms=bound, predicted_latency_ms=n.predicted_latency_ms,
                 median_ms=med, p90_ms=p90, max_ms=worst,
                 over_bound=int((r > bound).sum()) if bound is not None and r.size else 0,
+                over_bound_in_regime=int((r_in > bound).sum()) if bound is not None and r_in.size else 0,
                 error_pct=error_pct(worst, bound), expected_fps=1000.0 / n.period_ms,
                 measured_fps=fps, segments=segs,
                 period_error_pct=error_pct(1000.0 / fps, n.period_ms) if view.mode == "throughput" and fps else None))
@@ -220,5 +233,21 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
                for p in view.pes]
         out.append(ScheduleTelemetry(schedule_id=sid, entry=entry, revisions=revisions, schedulable=view.schedulable,
                                      analysis=view.analysis, mode=view.mode, frames=len(frames),
-                                     errors=sum(errors.get(r, 0) for r in revisions), networks=nets, pes=pes))
+                                     errors=sum(errors.get(r, 0) for r in revisions), networks=nets, pes=pes,
+                                     regime_scheduling=view.regime_scheduling, served_scheduling=dict(served),
+                                     regime_note=_scheduling_note(len(outside), len(frames), tagged)))
     return out
+
+
+NOT_REPORTED = "not reported"
+
+
+def _scheduling_note(outside: int, total: int, tagged: list) -> str | None:  # noqa: ANN001 - (frame, regime dict)
+    """Why `outside` of `total` frames are outside the bounds, naming what the agent reported."""
+    if not outside:
+        return None
+    why = sorted({g["scheduling_note"] for _, g in tagged if g.get("scheduling") == OTHER and g.get("scheduling_note")})
+    return (f"{outside} of {total} frames ran with the agent's threads at {OTHER} (the agent reported: "
+            f"{'; '.join(why)[:300] if why else 'no reason'}), against {FIFO} while the bounds were measured: any "
+            "thread or process at normal priority could take their cores, so they are outside what the bounds cover "
+            "(over_bound_in_regime leaves them out; grant the agent real-time priority, or re-profile without it)")

@@ -44,6 +44,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from executor.agent import Agent, AgentStats, Applied, PlanBuildError, parse_plan_answer
+from executor import realtime
 from executor.pipeline import Network, PipelineExecutor, cpu_cores_for
 from executor.runtime import PROCESS_CORES, RuntimeDevice
 from executor.slicing import LayeredModel, random_inputs
@@ -133,6 +134,8 @@ class ScheduleAgent(Agent):
         self._frames: list[FrameSample] = []
         self._busy_ms: dict[str, float] = defaultdict(float)
         self._span_ms = 0.0
+        self._served: tuple[str | None, str | None] = (None, None)  # the batch's thread policy and why not FIFO
+        self._said_policy: str | None = None  # the last policy logged, so a change is logged once
         self._next_seq: dict[str, int] = defaultdict(int)
 
     # ------------------------------------------------------------------ building (poller thread)
@@ -160,6 +163,7 @@ class ScheduleAgent(Agent):
             frames, self._frames = self._frames, []
             busy, self._busy_ms = dict(self._busy_ms), defaultdict(float)
             span, self._span_ms = self._span_ms, 0.0
+            served, self._served = self._served, (None, None)
             errors = list(self._errors.values())
             self._errors = {}
             cur = self._current
@@ -170,15 +174,18 @@ class ScheduleAgent(Agent):
         for k in range(0, max(1, len(frames)), MAX_SAMPLES // 10):
             part = frames[k:k + MAX_SAMPLES // 10]
             batches += self._frame_batches(view, cur.revision if view else None, part, errors if k == 0 else [],
-                                           busy if k == 0 else {}, span if k == 0 else None)
+                                           busy if k == 0 else {}, span if k == 0 else None, served)
         with self._lock:
             self._outbox.extend(batches)
             while len(self._outbox) > self._max_pending:
                 self._dropped(self._outbox.popleft(), f"the backlog is over {self._max_pending} batches")
 
     def _frame_batches(self, view: AgentSchedule | None, revision: int | None, frames: list, errors: list,
-                       busy: dict, span: float | None) -> list[TelemetryBatch]:
-        """Batches of at most max_batch_bytes of JSON (halved until they fit)."""
+                       busy: dict, span: float | None, served: tuple[str | None, str | None] = (None, None),
+                       ) -> list[TelemetryBatch]:
+        """Batches of at most max_batch_bytes of JSON (halved until they fit); `served`: the
+        policy the frames' threads got and why not SCHED_FIFO, so the service can tell frames
+        run outside the bounds' regime from frames the bounds failed."""
         with self._lock:
             self._seq += 1
             seq = self._seq
@@ -187,16 +194,17 @@ class ScheduleAgent(Agent):
                                revision=revision, frames=frames, errors=errors,
                                pes=[PeBusy(pe=p, busy_ms=min(b, 3_600_000.0)) for p, b in busy.items()] if view else [],
                                span_ms=min(span, 3_600_000.0) if view and span else None,
-                               regime=(ServedRegime(mode="back_to_back" if view.mode == "throughput" else "rate")
+                               regime=(ServedRegime(mode="back_to_back" if view.mode == "throughput" else "rate",
+                                                    scheduling=served[0], scheduling_note=served[1])
                                        if view else None))
         if len(frames) + len(errors) <= 1 or len(batch.model_dump_json()) <= self.max_batch_bytes:
             return [batch]
         if len(frames) > 1:
             half = len(frames) // 2  # the PE times go with the first half: a span covers them
-            return (self._frame_batches(view, revision, frames[:half], errors, busy, span)
-                    + self._frame_batches(view, revision, frames[half:], [], {}, None))
+            return (self._frame_batches(view, revision, frames[:half], errors, busy, span, served)
+                    + self._frame_batches(view, revision, frames[half:], [], {}, None, served))
         half = len(errors) // 2
-        return (self._frame_batches(view, revision, frames, errors[:half], busy, span)
+        return (self._frame_batches(view, revision, frames, errors[:half], busy, span, served)
                 + self._frame_batches(None, None, [], errors[half:], {}, None))
 
     def _split(self, batch: TelemetryBatch) -> list[TelemetryBatch]:
@@ -207,8 +215,9 @@ class ScheduleAgent(Agent):
             piped = batch.regime is not None and batch.regime.mode == "back_to_back"
             view = AgentSchedule.model_construct(schedule_id=batch.schedule_id, entry=batch.entry,
                                                  mode="throughput" if piped else "response_time")
+        served = (batch.regime.scheduling, batch.regime.scheduling_note) if batch.regime is not None else (None, None)
         return self._frame_batches(view, batch.revision, list(batch.frames), list(batch.errors),
-                                   {p.pe: p.busy_ms for p in batch.pes}, batch.span_ms)
+                                   {p.pe: p.busy_ms for p in batch.pes}, batch.span_ms, served)
 
     def _record(self, cur: Applied, res, counts: list[int], span_ms: float) -> None:  # noqa: ANN001
         """A chunk's frames as telemetry: every release of every network, in order."""
@@ -233,7 +242,18 @@ class ScheduleAgent(Agent):
                 self._error("deadline_missed", f"schedule entry {cur.plan_id}: network '{net.name}' " + (
                     "left frames of the pipeline unfinished" if piped else
                     f"missed its {net.period_ms:g} ms deadline"), None, cur.revision)
+        got = getattr(built.executor, "scheduling", None)  # what this chunk's threads got (realtime.Elevation)
+        policy = getattr(got, "policy", None)
+        if policy is not None and policy != self._said_policy:
+            self._said_policy = policy
+            if policy == realtime.OTHER and built.view.regime_scheduling == realtime.FIFO:
+                self.log(f"schedule entry {cur.plan_id}: its threads run at {got.describe()}, its bounds were measured at "
+                         f"{realtime.FIFO}: its frames are reported as outside them")
+        if policy is not None and self._served[0] not in (None, policy):
+            self._cut_batch()  # a batch holds frames of one policy: the service tells them apart
         with self._lock:
+            if policy is not None:
+                self._served = (policy, str(got.why_not)[:500] if got.why_not and policy == realtime.OTHER else None)
             self._frames.extend(frames)
             for p, b in zip(built.pes, res.pe_busy_s):
                 self._busy_ms[p] += b * 1e3

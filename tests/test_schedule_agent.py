@@ -158,6 +158,8 @@ def test_two_networks_swap_without_losing_a_frame_keep_an_entry_that_cannot_be_b
         assert {s["pe"] for s in a["segments"]} <= set(one["schedule_id"] and [p["pe"] for p in one["pes"]])
     assert one["schedulable"] and two["schedulable"] and one["revisions"] == [1] and two["revisions"] == [2]
     assert all(p["measured_utilisation"] is not None and 0 <= p["measured_utilisation"] <= 1.5 for p in one["pes"])
+    # every frame's batch says the policy its threads got (real-time where this machine grants it)
+    assert set(one["served_scheduling"]) <= {"SCHED_FIFO", "SCHED_OTHER"} and sum(one["served_scheduling"].values()) == one["frames"]
     t = net((tight["id"], bad), "A")
     assert t["deadline_misses"] >= 5 and t["deadline_misses"] <= t["frames"]
     assert any(e["kind"] == "deadline_missed" and "'A'" in e["message"] for e in summary["errors"])
@@ -408,3 +410,80 @@ def test_a_pipelined_entry_is_served_as_a_pipeline_and_judged_on_its_throughput(
     print(json.dumps({"pipelined": {k2: n[k2] for k2 in ("period_ms", "expected_fps", "measured_fps", "period_error_pct",
                                                           "median_ms", "max_ms", "frames")},
                       "segments": [(g["pe"], g["predicted_ms"], g["median_ms"]) for g in n["segments"]]}))
+
+
+class _Ran:
+    """An executor stand-in whose last run got the policy it is given."""
+
+    def __init__(self, scheduling) -> None:  # noqa: ANN001 - an executor.realtime.Elevation
+        self.scheduling = scheduling
+
+
+def test_the_agent_reports_its_threads_policy_one_policy_per_batch_and_says_when_it_is_outside_the_bounds():
+    """Frames run at SCHED_FIFO and then, after the priority was lost, at SCHED_OTHER: two
+    batches, each naming its policy (and why not FIFO), and one log line at the change."""
+    from executor.agent import Applied
+    from executor.pipeline import NetworkResult, PipelineResult
+    from executor.realtime import Elevation
+    from executor.schedule_agent import BuiltEntry, ScheduleAgent
+    from planner.core.telemetry import AgentSchedule
+
+    view = AgentSchedule.model_validate({
+        "schedule_id": "sch_r", "entry": 0, "schedulable": True, "regime_scheduling": "SCHED_FIFO",
+        "pes": [{"pe": "cpu0", "device": "cpu", "cores": 1}],
+        "networks": [{"name": "A", "period_ms": 10.0, "priority": 0, "mapping": ["cpu0"]}]})
+    said: list[str] = []
+    agent = ScheduleAgent("http://127.0.0.1:9", "d", "", {}, [], log=said.append)
+    built = BuiltEntry(view, _Ran(Elevation(True)), 10.0, [1], ["cpu0"])
+    cur = Applied(built, "sch_r#0", 1)
+    agent._current = cur
+
+    def chunk() -> None:
+        res = PipelineResult("response_time", [NetworkResult("A", 1, 1, 0, 0, [4.0], [0.004], True, 1, [0], [[4.0]])],
+                             0.01, False, {}, [0.004])
+        agent._record(cur, res, [1], 10.0)
+
+    chunk()
+    chunk()
+    assert not said  # FIFO, as the bounds were measured
+    built.executor.scheduling = Elevation(False, "RLIMIT_RTPRIO is 0")
+    chunk()
+    assert len(said) == 1 and "SCHED_OTHER" in said[0] and "outside" in said[0]
+    chunk()
+    agent._cut_batch()
+    got = [(b.regime.scheduling, b.regime.scheduling_note, len(b.frames)) for b in agent._outbox]
+    assert got == [("SCHED_FIFO", None, 2), ("SCHED_OTHER", "RLIMIT_RTPRIO is 0", 2)]
+    assert len(said) == 1  # said once, not per chunk
+
+
+def test_the_service_counts_frames_against_their_bound_unless_the_agent_named_a_policy_outside_it(monkeypatch):
+    """Bounds measured at SCHED_FIFO: a frame the agent ran at SCHED_OTHER is over its bound but
+    outside the regime, and the entry's note names why; a frame whose batch said nothing (an
+    older agent) and a FIFO frame count against the bound. Bounds that name no policy excuse none."""
+    from api import schedule_deployments as sd
+    from planner.core.telemetry import AgentSchedule
+
+    def view(regime):  # noqa: ANN001, ANN202
+        return AgentSchedule.model_validate({
+            "schedule_id": "sch_s", "entry": 0, "schedulable": True, "regime_scheduling": regime,
+            "pes": [{"pe": "cpu0", "device": "cpu", "cores": 1}],
+            "networks": [{"name": "A", "period_ms": 20.0, "priority": 0, "mapping": ["cpu0"],
+                          "predicted_response_ms": 10.0}]}).model_dump_json().encode()
+
+    def body(times, scheduling=None, note=None):  # noqa: ANN001, ANN202
+        regime = {"mode": "rate", "scheduling": scheduling, "scheduling_note": note} if scheduling else None
+        return {"frames": [{"network": "A", "seq": k, "response_ms": t, "segment_ms": [t], "missed": False}
+                           for k, t in times], "span_ms": 100.0, "pes": [], "regime": regime}
+
+    batches = {("sch_s", 0): [(1, body([(0, 5.0), (1, 11.0)], "SCHED_FIFO")),
+                              (1, body([(2, 12.0), (3, 13.0), (4, 6.0)], "SCHED_OTHER", "RLIMIT_RTPRIO is 0")),
+                              (1, body([(5, 14.0)]))]}
+    monkeypatch.setattr(sd, "entry_view", lambda svc, sid, entry: view("SCHED_FIFO"))
+    (t,) = sd.schedule_telemetry(None, batches, {})
+    (n,) = t.networks
+    assert (n.over_bound, n.over_bound_in_regime) == (4, 2)
+    assert t.served_scheduling == {"SCHED_FIFO": 2, "SCHED_OTHER": 3, "not reported": 1}
+    assert t.regime_note.startswith("3 of 6 frames ran") and "RLIMIT_RTPRIO is 0" in t.regime_note
+    monkeypatch.setattr(sd, "entry_view", lambda svc, sid, entry: view(None))
+    (t,) = sd.schedule_telemetry(None, batches, {})
+    assert (t.networks[0].over_bound, t.networks[0].over_bound_in_regime, t.regime_note) == (4, 4, None)

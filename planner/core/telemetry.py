@@ -55,6 +55,10 @@ class ServedRegime(StrictNumbers):
     mode: Literal["back_to_back", "rate"] = "rate"
     rate_hz: Annotated[float, Field(gt=0, le=10_000)] | None = None
     pool: Literal["plain", "stop", "off"] | None = None
+    scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
+        None, description="A schedule entry's frames: the policy the executor's threads got (SCHED_OTHER if any "
+        "chunk of the batch ran so); bounds measured at SCHED_FIFO do not cover a run at SCHED_OTHER")
+    scheduling_note: str | None = Field(None, max_length=500, description="Why the threads got SCHED_OTHER")
 
 
 class FrameSample(StrictNumbers):
@@ -188,6 +192,8 @@ class NetworkTelemetry(BaseModel):
     p90_ms: float | None = None
     max_ms: float | None = None
     over_bound: int = Field(0, description="Frames whose response time exceeded the predicted bound")
+    over_bound_in_regime: int = Field(0, description="Of those, the frames that ran as the bounds were measured "
+                                      "(all but those the entry's regime_note names)")
     error_pct: float | None = Field(None, description="(measured max - predicted bound) / predicted bound, in percent: "
                                     "+ = the bound did not hold")
     expected_fps: float = Field(description="1000 / period_ms")
@@ -218,6 +224,14 @@ class ScheduleTelemetry(BaseModel):
     errors: int
     networks: list[NetworkTelemetry]
     pes: list[PeTelemetry]
+    regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
+        None, description="The policy the executor's threads ran at while the bounds were measured")
+    served_scheduling: dict[str, int] = Field(
+        default_factory=dict, description="Frames per policy the agent's threads got (SCHED_FIFO, SCHED_OTHER, "
+        "'not reported' for agents that do not say)")
+    regime_note: str | None = Field(
+        None, description="Why some frames ran outside what the bounds cover (a named, reported disturbance); "
+        "None: every frame ran as the bounds were measured, or the bounds name no policy")
 
 
 DRIFT_WINDOW_SAMPLES = 1000  # a deployment's error: the median of its active revision's newest this many samples
@@ -470,6 +484,9 @@ class AgentSchedule(_View):
     mode: Literal["response_time", "throughput"] = Field(
         "response_time", description="response_time: each network released every period; throughput: one network "
         "pipelined over its PEs, frames back to back, at most one per period on average")
+    regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
+        None, description="The policy the executor's threads ran at while the bounds were measured (the analysis' "
+        "regime_scheduling): an agent whose threads get less runs outside them, and says so")
 
 
 class AgentScheduleAnswer(_View):
