@@ -41,7 +41,7 @@ from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
 from executor.topology import CpuTopology, read_topology
-from planner.core.multiapp import corun_lookup
+from planner.core.multiapp import corun_lookup, coupling_lookup
 from planner.core.schema import STEADY_SETTLE
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
@@ -69,6 +69,7 @@ class PEProfile:
     handoff: dict[tuple[str, str], list[tuple[int, float]]] = field(default_factory=dict)  # (from, to) -> (bytes, ms)
     regime: dict | None = None  # measure_executor_regime: the ModelProfile.executor_regime fields
     corun: list[dict] = field(default_factory=list)  # measure_corun: each PE alone vs with its neighbours busy
+    coupling: list[dict] = field(default_factory=list)  # measure_coupling: each multi-core PE's slowest state
     topology: CpuTopology | None = None
 
 
@@ -190,21 +191,32 @@ def measure_corun(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int]
     """corun_table on real sessions: a PE's heaviest segment is the whole model in one
     session (k threads pinned to its k cores), a neighbour's the same on its core
     (busy_cores: one pinned single-thread session each, in a loop)."""
-    sessions: dict[tuple[int, ...], tuple] = {}
+    return corun_table(corun_cases(cores), _SessionTimer(lm, cluster, "corun"), lambda nb: busy_cores(lm, cluster, nb),
+                       rounds, runs, topology)
 
-    def time_runs(pe: tuple[int, ...], n: int) -> list[float]:
-        dev = replace(cluster, id=f"corun{'-'.join(map(str, pe))}", threads=len(pe), affinity=pe)
+
+class _SessionTimer:
+    """time_runs(pe_cores, n) -> ms of n runs of the whole model, one session per PE (k threads
+    pinned to its k cores), built and settled on first use; one untimed run first each time,
+    which settles the caches after a change of neighbours or of PE."""
+
+    def __init__(self, lm: LayeredModel, cluster: RuntimeDevice, label: str) -> None:
+        self.lm, self.cluster, self.label = lm, cluster, label
+        self.sessions: dict[tuple[int, ...], tuple] = {}
+
+    def __call__(self, pe: tuple[int, ...], n: int) -> list[float]:
+        dev = replace(self.cluster, id=f"{self.label}{'-'.join(map(str, pe))}", threads=len(pe), affinity=pe)
         try:
             with pinned(dev):
-                if pe not in sessions:
-                    sess = build_session(lm.model, dev)
-                    feed = random_inputs(lm, 0)
+                if pe not in self.sessions:
+                    sess = build_session(self.lm.model, dev)
+                    feed = random_inputs(self.lm, 0)
                     outs = [o.name for o in sess.get_outputs()]
                     for _ in range(STEADY_SETTLE):
                         sess.run(outs, feed)
-                    sessions[pe] = (sess, feed, outs)
-                sess, feed, outs = sessions[pe]
-                sess.run(outs, feed)  # the first run after a change of neighbours settles the caches
+                    self.sessions[pe] = (sess, feed, outs)
+                sess, feed, outs = self.sessions[pe]
+                sess.run(outs, feed)
                 got = []
                 for _ in range(n):
                     t = time.perf_counter()
@@ -214,7 +226,59 @@ def measure_corun(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int]
         finally:
             unpin()
 
-    return corun_table(corun_cases(cores), time_runs, lambda nb: busy_cores(lm, cluster, nb), rounds, runs, topology)
+
+COUPLING_S = 3.0  # seconds of alternating blocks per multi-core PE size: the VM's two-thread states last 0.1 s to seconds
+COUPLING_RUNS = 5  # runs per block
+
+
+def coupling_table(sizes: Sequence[tuple[int, ...]], time_runs: Callable[[tuple[int, ...], int], Sequence[float]],
+                   profiled_ms: Callable[[tuple[int, ...]], float], seconds: float = COUPLING_S,
+                   runs: int = COUPLING_RUNS, clock: Callable[[], float] = time.monotonic) -> list[dict]:
+    """Per multi-core PE (its cores, the first of them alone): blocks of `runs` runs of the
+    whole model on the PE and on its first core in turn for `seconds`; the slowdown is the
+    slowest PE block's median over the profile's time for the PE (`profiled_ms`), at least 1
+    (ExecutorRegime.coupling). How much k cores gain together is the host's to give: on the
+    2-core VM a two-thread session ran at one of two speeds, 0.55x of one thread in most
+    blocks and up to 0.97x in others (bench/core_speed.py --pair threads), and a profile
+    or a regime that met only the fast one bounded runs that met the slow one too low. The
+    one-core blocks beside them say whether it is the coupling that moved (the one-core
+    time steady) or the whole host. time_runs(pe_cores, runs) -> ms of each run."""
+    out = []
+    for pe in sizes:
+        if len(pe) < 2:
+            continue
+        one = tuple(pe[:1])
+        k_blocks: list[float] = []
+        one_blocks: list[float] = []
+        end = clock() + max(seconds, 0.0)
+        while not k_blocks or clock() < end:
+            k_blocks.append(float(np.median(time_runs(pe, runs))))
+            one_blocks.append(float(np.median(time_runs(one, runs))))
+        ratio = np.array(k_blocks) / np.maximum(np.array(one_blocks), 1e-9)
+        prof = float(profiled_ms(pe))
+        out.append({"pe_cores": list(pe), "blocks": len(k_blocks), "profiled_ms": prof,
+                    "block_median_ms": float(np.median(k_blocks)), "block_max_ms": float(np.max(k_blocks)),
+                    "one_core_ms": float(np.median(one_blocks)),
+                    "ratio_p5": float(np.percentile(ratio, 5)), "ratio_p95": float(np.percentile(ratio, 95)),
+                    "slowdown": max(1.0, float(np.max(k_blocks)) / prof) if prof > 0 else 1.0})
+    return out
+
+
+def measure_coupling(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[int], profiled_ms: dict[int, float],
+                     seconds: float = COUPLING_S) -> list[dict]:
+    """coupling_table on real sessions: the whole model on the k-core PE on the cluster's
+    first k cores (k = 2..n) against its first core alone; profiled_ms: k -> the profile's
+    whole-model time on k cores."""
+    timer = _SessionTimer(lm, cluster, "coupling")
+    sizes = [tuple(cores[:k]) for k in range(2, len(cores) + 1)]
+    return coupling_table(sizes, timer, lambda pe: profiled_ms[len(pe)], seconds)
+
+
+def coupling_of(table: Sequence[dict], pe: Sequence[int]) -> float:
+    """The slowdown of its own cores' coupling a PE on `pe` is charged: the entry of its cores,
+    else the largest of its size (planner.core.multiapp.coupling_charge reads it the same); 1
+    for one core or none measured."""
+    return coupling_lookup(table, pe)
 
 
 def corun_of(table: Sequence[dict], pe: Sequence[int], busy: Sequence[int]) -> float:
@@ -428,7 +492,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         # the co-run slowdown each PE of this case is charged with the case's other PEs busy:
         # the envelope is what the executor adds beyond it (the bound charges both)
         charge = [corun_of(prof.corun, pe.affinity or (), [c for q in pes if q is not pe for c in (q.affinity or ())])
-                  for pe in pes] if len(pes) > 1 else [1.0]
+                  * coupling_of(prof.coupling, pe.affinity or ()) for pe in pes]
         _half_load(nets, len(pes), sum(cost), prof.beta_ms[dev_id])
         ex = PipelineExecutor(nets, pes, mode)
         # the cases back to back, no realtime.settle between them (tried: the bounds then missed the VM's slow state)
@@ -487,6 +551,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "scheduling": realtime.FIFO if policies == {realtime.FIFO} else realtime.OTHER,
         "realtime_share": realtime.realtime_share() if policies == {realtime.FIFO} else None,
         "corun": [dict(e) for e in prof.corun],
+        "coupling": [dict(e) for e in prof.coupling],
         "topology": prof.topology.to_dict() if prof.topology is not None else None,
         "method": _regime_method(cases, frames, policies == {realtime.FIFO}),
     }
@@ -620,6 +685,10 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
         beta[d.id], cost[d.id] = layer_costs(med, float(np.median(t.whole_ms)) if t.whole_ms else None)
         spread[d.id] = [float(np.percentile(s, 90) - np.percentile(s, 10)) for s in t.layer_ms]
     prof = PEProfile(cluster, cores, k_devices, list(others), run, beta, cost, spread, corun=corun, topology=topology)
+    if alone:  # how far the k-core PEs' own speed moves, against what their profile charges
+        prof.coupling = measure_coupling(lm, cluster, cores, {k: sum(cost[d.id]) for k, d in enumerate(k_devices, start=1)})
+        if progress:
+            progress(1, 1, "multi-core PEs' coupling")
     one = k_devices[0]
     pairs: list[tuple[str, RuntimeDevice, str, RuntimeDevice]] = []
     if len(cores) > 1:

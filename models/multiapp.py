@@ -26,7 +26,7 @@ from models.communication import PolynomialCommModel
 from models.compile import _runs, comm_models
 from planner.core.errors import InfeasibleError, InputError, Issue
 from planner.core.mapping import AppGraph, LogicalPE, MappingProblem, ScheduleProblem
-from planner.core.multiapp import corun_charge, excess_in_window
+from planner.core.multiapp import corun_charge, coupling_charge, excess_in_window
 from planner.core.schema import Device, Measurement, ModelProfile, Platform, RegimeBySize, ScheduleRequest
 from planner.core.names import did_you_mean
 
@@ -351,11 +351,16 @@ def _corun(request: ScheduleRequest, profiles: Sequence[ModelProfile], cfg) -> d
     """The co-run slowdown a configuration is charged (planner.core.multiapp.corun_charge)
     from the profiles' measurements, unless the request gives the interference factor (then
     it is the whole factor)."""
-    tables = [p.executor_regime.corun for p in profiles if p.executor_regime is not None and p.executor_regime.corun]
-    if request.interference_factor is not None or not tables:
+    regimes = [p.executor_regime for p in profiles if p.executor_regime is not None]
+    tables = [r.corun for r in regimes if r.corun]
+    states = [r.coupling for r in regimes if r.coupling]
+    if request.interference_factor is not None or not (tables or states):
         return {}
     factor, why = max((corun_charge(tables, list(parts)) for _, parts in cfg), default=(1.0, ""), key=lambda x: x[0])
-    return {"corun_factor": factor, "corun_source": why}
+    # a multi-core PE's own slowest state on top (the product: a PE both slowed by its neighbours and in
+    # its slow state is charged both, as the regime measured its runs beyond both)
+    state, said = max((coupling_charge(states, list(parts)) for _, parts in cfg), default=(1.0, ""), key=lambda x: x[0])
+    return {"corun_factor": factor * state, "corun_source": "; ".join(x for x in (why, said) if x)}
 
 
 def _pe_factors(regime, pes) -> tuple[float, ...] | None:  # noqa: ANN001

@@ -51,7 +51,8 @@ it ends, not when the layer that makes them does),
 iterated from its first terms to the least fixed point (J: release jitter; f, e, J and D
 as the PE profile measured them in the executor, executor.pe_profile; f here is the
 interference factor x the configuration's co-run slowdown, bound_factor: the CPU PEs'
-slowdown while the cluster's other PEs run, measured apart, corun_charge). It holds
+slowdown while the cluster's other PEs run, measured apart, corun_charge, times a
+multi-core PE's slowest state of its own cores, coupling_charge). It holds
 because the executor runs a network's segments on a PE in layer order (the ASAP order R0
 is computed in): the finish of the last segment is a max-plus function of the segments'
 durations, so each wait (one lower-priority segment per segment, higher-priority work in
@@ -157,7 +158,8 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "read end, up to R_h after the release)",
             f"interference factor x{problem.interference_factor:g}: every time, for PEs slowing each other while they run at once",
         ] + ([f"co-run slowdown x{problem.corun_factor:g}: every time again, the slowdown a CPU PE showed while the "
-              f"configuration's other CPU PEs ran their heaviest segments ({problem.corun_source or 'measured'}); the "
+              "configuration's other CPU PEs ran their heaviest segments, times a multi-core PE's slowest state of its "
+              f"own cores against its profile ({problem.corun_source or 'measured'}); the "
               "factor above is what the executor regime measured beyond it"] if problem.corun_factor != 1.0 else []) + [
             f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release lateness",
             f"dispatch +{problem.dispatch_ms:g} ms per segment (its own and each interfering job's): a segment queued on "
@@ -349,6 +351,31 @@ def corun_lookup(table: Sequence, pe: Sequence[int], busy: Sequence[int]):  # no
     cand = ([e for e in same if tuple(_entry(e, "pe_cores")) == pe and set(_entry(e, "busy_cores")) == busy]
             or [e for e in same if set(_entry(e, "busy_cores")) >= busy] or same or list(table))
     return max(cand, key=lambda x: float(_entry(x, "slowdown")))
+
+
+def coupling_lookup(table: Sequence, pe: Sequence[int]) -> float:
+    """The slowdown a PE on cores `pe` is charged for its own cores' coupling (ExecutorRegime.
+    coupling, or its dicts): the entry of exactly those cores, else the largest of its size,
+    at least 1; 1 for a one-core PE or none measured."""
+    if len(pe) < 2 or not table:
+        return 1.0
+    same = [e for e in table if len(_entry(e, "pe_cores")) == len(pe)]
+    exact = [e for e in same if tuple(int(c) for c in _entry(e, "pe_cores")) == tuple(int(c) for c in pe)]
+    return max([1.0, *(float(_entry(e, "slowdown")) for e in exact or same)])
+
+
+def coupling_charge(tables: Sequence[Sequence], parts: Sequence[int]) -> tuple[float, str]:
+    """(slowdown, which PE size it is) a configuration of `parts` cores per PE is charged for
+    its multi-core PEs' own coupling: the largest over its PE sizes and the profiles' tables
+    (a k-core PE's slowest measured state against its profiled time, pe_profile.coupling_table).
+    1 where no PE has 2+ cores or nothing was measured."""
+    worst, why = 1.0, ""
+    for table in tables:
+        for k in sorted({int(k) for k in parts if k > 1}):
+            f = max([1.0, *(float(_entry(e, "slowdown")) for e in table if len(_entry(e, "pe_cores")) == k)])
+            if f > worst:
+                worst, why = f, f"{k}-core PE's slowest state: x{f:.3g}"
+    return worst, why
 
 
 def corun_charge(tables: Sequence[Sequence], parts: Sequence[int]) -> tuple[float, str]:

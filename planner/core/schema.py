@@ -667,6 +667,27 @@ class CoRunSlowdown(Strict):
                               "and its neighbours share ('physical core', 'L2', 'L3', 'cpufreq policy')")
 
 
+class CouplingState(Strict):
+    """How slow a multi-core PE's own cores together can be against its profile: the whole
+    model timed on the PE and on its first core alone in alternating blocks for a few
+    seconds. On a VM or a shared board the cores' gain together moves with the host (the
+    2-core VM's two-thread session ran at 0.55x of one thread in most blocks and up to
+    0.97x in others), and a profile or regime that met only the fast state bounds runs in
+    the slow one too low."""
+
+    pe_cores: list[int] = Field(min_length=2, max_length=1024, description="The PE's cores")
+    blocks: int = Field(ge=1, le=1_000_000, description="Blocks of runs on the PE (as many on its first core)")
+    profiled_ms: float = Field(gt=0, le=1e6, description="The whole model's time on the PE as its profile charges it")
+    block_median_ms: float = Field(gt=0, le=1e6, description="The median of the PE's block medians")
+    block_max_ms: float = Field(gt=0, le=1e6, description="The slowest PE block's median: the slowest state seen")
+    one_core_ms: float = Field(gt=0, le=1e6, description="The median of the first core's block medians, beside them")
+    ratio_p5: float = Field(gt=0, le=1000, description="PE block / its first core's block, 5th percentile")
+    ratio_p95: float = Field(gt=0, le=1000, description="The same, 95th percentile: near 1, the cores gained nothing")
+    slowdown: float = Field(ge=1, le=1000, description="max(1, block_max_ms / profiled_ms): what the executor "
+                            "analysis charges every time of a configuration with a PE of this size (x the co-run "
+                            "slowdown), and the regime's runs on such a PE are measured beyond")
+
+
 class SharedCacheDoc(Strict):
     level: int = Field(ge=1, le=8)
     type: str = Field(max_length=20)
@@ -767,6 +788,9 @@ class ExecutorRegime(Strict):
         "intervals where this is given, what the host normally shows under the profile's load")
     corun: list[CoRunSlowdown] = Field(default_factory=list, max_length=4096, description="Each CPU PE's slowdown "
                                        "while the cluster's other PEs run (the layer times are then measured alone)")
+    coupling: list[CouplingState] = Field(default_factory=list, max_length=1024, description="Each multi-core CPU "
+                                          "PE's slowest state of its own cores against its profile (empty in older "
+                                          "profiles: nothing charged for it)")
     topology: CpuTopologyDoc | None = Field(None, description="The cluster's CPU topology (SMT, caches, clocks)")
     by_cores: dict[int, RegimeBySize] = Field(
         default_factory=dict, max_length=1024, description="Per CPU PE size (cores): the worst-case figures measured "
