@@ -48,6 +48,7 @@ def test_a_pe_whose_cores_drop_to_a_slow_state_is_charged_its_slowest_block_over
     assert e["block_max_ms"] == pytest.approx(5.4) and e["one_core_ms"] == pytest.approx(6.0)
     assert e["slowdown"] == pytest.approx(1.8)  # profiled in the fast state, charged the slow one
     assert e["ratio_p5"] == pytest.approx(0.5) and e["ratio_p95"] == pytest.approx(0.9)
+    assert e["slow_ms"] == pytest.approx(5.4)  # max(slowest block 5.4, one core 6.0 x 0.9)
     # profiled in the slow state: nothing to charge; never below 1
     host = TwoStateHost()
     assert coupling_table([(0, 1)], host.time_runs, lambda pe: 5.4, seconds=1.0, clock=host.clock)[0]["slowdown"] == 1.0
@@ -56,6 +57,28 @@ def test_a_pe_whose_cores_drop_to_a_slow_state_is_charged_its_slowest_block_over
     # at least one block, however short the time given
     host = TwoStateHost()
     assert coupling_table([(0, 1)], host.time_runs, lambda pe: 3.0, seconds=0.0, clock=host.clock)[0]["blocks"] == 1
+
+
+class DriftingTwoStateHost(TwoStateHost):
+    """The coupling's slow state (the two cores no faster than one) comes in blocks 6 and 7
+    only, while the host runs 30% fast; the one-core time is 6 ms otherwise."""
+
+    def time_runs(self, pe, n):
+        self.now += 0.1
+        if len(pe) == 1:
+            return [6.0 * (0.7 if self.k_blocks in (7, 8) else 1.0)] * n
+        self.k_blocks += 1
+        return [6.0 * 0.7 if self.k_blocks in (7, 8) else 3.0] * n
+
+
+def test_a_slow_coupling_met_while_the_host_ran_fast_is_charged_at_the_cores_usual_speed():
+    """The two cores gained nothing (ratio 1) only in blocks where the host ran 30% fast: the
+    slowest block (4.2 ms) understates the slow state at the usual speed; one core's median
+    block x the ratio's 95th percentile (6 x 1.0) is charged: x2 over a 3 ms profile."""
+    host = DriftingTwoStateHost()
+    (e,) = coupling_table([(0, 1)], host.time_runs, lambda pe: 3.0, seconds=2.0, clock=host.clock)
+    assert e["block_max_ms"] == pytest.approx(4.2) and e["ratio_p95"] == pytest.approx(1.0)
+    assert e["slow_ms"] == pytest.approx(6.0) and e["slowdown"] == pytest.approx(2.0)
 
 
 def test_the_charge_is_read_per_pe_size_and_exact_cores_first():
@@ -84,7 +107,7 @@ def test_the_bound_of_a_configuration_with_a_two_core_pe_charges_its_slowest_sta
     The (1, 1) configuration has no multi-core PE: nothing charged. The schedule lists the
     charge for the executor's envelope check and says where it comes from."""
     state = [{"pe_cores": [0, 1], "blocks": 10, "profiled_ms": 3.0, "block_median_ms": 4.2, "block_max_ms": 5.4,
-              "one_core_ms": 6.0, "ratio_p5": 0.5, "ratio_p95": 0.9, "slowdown": 1.8}]
+              "one_core_ms": 6.0, "ratio_p5": 0.5, "ratio_p95": 0.9, "slow_ms": 5.4, "slowdown": 1.8}]
     a, b = _profile("A", 4.0, 2.0, state), _profile("B", 9.0, 5.0, state)
     p = two_core_plat()
     req = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 40, "priority": 0},

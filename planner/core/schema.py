@@ -683,7 +683,9 @@ class CouplingState(Strict):
     one_core_ms: float = Field(gt=0, le=1e6, description="The median of the first core's block medians, beside them")
     ratio_p5: float = Field(gt=0, le=1000, description="PE block / its first core's block, 5th percentile")
     ratio_p95: float = Field(gt=0, le=1000, description="The same, 95th percentile: near 1, the cores gained nothing")
-    slowdown: float = Field(ge=1, le=1000, description="max(1, block_max_ms / profiled_ms): what the executor "
+    slow_ms: float | None = Field(None, gt=0, le=1e6, description="The slow state's time: the larger of "
+                                  "block_max_ms and one_core_ms x ratio_p95")
+    slowdown: float = Field(ge=1, le=1000, description="max(1, slow_ms / profiled_ms): what the executor "
                             "analysis charges every time of a configuration with a PE of this size (x the co-run "
                             "slowdown), and the regime's runs on such a PE are measured beyond")
 
