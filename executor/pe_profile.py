@@ -502,9 +502,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                   * coupling_of(prof.coupling, pe.affinity or ()) for pe in pes]
         _half_load(nets, len(pes), sum(cost), prof.beta_ms[dev_id])
         ex = PipelineExecutor(nets, pes, mode)
-        # the cases back to back, no realtime.settle between them: tried twice, the bounds then missed a slow state
-        # of the VM's: its 2-core one (before the coupling was charged), then with the coupling charged its 1-core
-        # PEs' (bench/results/schedule_fidelity_coupling_settled.log: 51 segment runs past the envelope, 1 over)
+        # back to back, no realtime.settle: tried twice, bounds then missed a VM slow state (docs/measurement.md)
         ex.run(STEADY_SETTLE, timeout_s=60)  # warm: first runs allocate, a pool takes about 10 runs to settle
         trace: list = []
         res = ex.run(frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), timeout_s=60, trace=trace)
