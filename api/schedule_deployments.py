@@ -16,6 +16,7 @@ from api.rows import DeploymentRow, ScheduleRow
 from planner.core.telemetry import AgentNetwork, AgentPe, AgentSchedule
 
 FIFO, OTHER = "SCHED_FIFO", "SCHED_OTHER"  # executor.realtime's names (the service does not import the executor)
+NOT_REPORTED = "not reported"  # served_scheduling's key for frames whose batch named no policy
 
 log = logging.getLogger("planner.deployments")
 
@@ -237,9 +238,6 @@ def schedule_telemetry(svc, batches: dict, errors: dict) -> list:  # noqa: ANN00
                                      regime_scheduling=view.regime_scheduling, served_scheduling=dict(served),
                                      regime_note=_scheduling_note(len(outside), len(frames), tagged)))
     return out
-
-
-NOT_REPORTED = "not reported"
 
 
 def _scheduling_note(outside: int, total: int, tagged: list) -> str | None:  # noqa: ANN001 - (frame, regime dict)

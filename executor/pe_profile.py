@@ -281,13 +281,6 @@ def measure_coupling(lm: LayeredModel, cluster: RuntimeDevice, cores: Sequence[i
     return coupling_table(sizes, timer, lambda pe: profiled_ms[len(pe)], seconds)
 
 
-def coupling_of(table: Sequence[dict], pe: Sequence[int]) -> float:
-    """The slowdown of its own cores' coupling a PE on `pe` is charged: the entry of its cores,
-    else the largest of its size (planner.core.multiapp.coupling_charge reads it the same); 1
-    for one core or none measured."""
-    return coupling_lookup(table, pe)
-
-
 def corun_of(table: Sequence[dict], pe: Sequence[int], busy: Sequence[int]) -> float:
     """The slowdown a PE on `pe` with `busy` running is charged (planner.core.multiapp.
     corun_lookup: the bound's own reading of the table); 1 with none busy."""
@@ -499,7 +492,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         # the co-run slowdown each PE of this case is charged with the case's other PEs busy:
         # the envelope is what the executor adds beyond it (the bound charges both)
         charge = [corun_of(prof.corun, pe.affinity or (), [c for q in pes if q is not pe for c in (q.affinity or ())])
-                  * coupling_of(prof.coupling, pe.affinity or ()) for pe in pes]
+                  * coupling_lookup(prof.coupling, pe.affinity or ()) for pe in pes]
         _half_load(nets, len(pes), sum(cost), prof.beta_ms[dev_id])
         ex = PipelineExecutor(nets, pes, mode)
         # back to back, no realtime.settle: tried twice, bounds then missed a VM slow state (docs/measurement.md)

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from executor.pe_profile import coupling_of, coupling_table
+from executor.pe_profile import coupling_table
 from models.multiapp import compile_schedule
 from planner.core.multiapp import bound_factor, coupling_charge, coupling_lookup, evaluate_mapping
 from planner.core.schema import ModelProfile, ScheduleRequest
@@ -84,7 +84,7 @@ def test_a_slow_coupling_met_while_the_host_ran_fast_is_charged_at_the_cores_usu
 def test_the_charge_is_read_per_pe_size_and_exact_cores_first():
     t = [{"pe_cores": [0, 1], "slowdown": 1.8}, {"pe_cores": [2, 3], "slowdown": 1.3},
          {"pe_cores": [0, 1, 2], "slowdown": 1.1}]
-    assert coupling_lookup(t, (2, 3)) == pytest.approx(1.3) and coupling_of(t, (0, 1)) == pytest.approx(1.8)
+    assert coupling_lookup(t, (2, 3)) == pytest.approx(1.3) and coupling_lookup(t, (0, 1)) == pytest.approx(1.8)
     assert coupling_lookup(t, (4, 5)) == pytest.approx(1.8)  # not measured there: the largest of its size
     assert coupling_lookup(t, (0,)) == 1.0 and coupling_lookup([], (0, 1)) == 1.0 and coupling_lookup(t, (0, 1, 2, 3)) == 1.0
     assert coupling_charge([t], [2, 1, 1]) == (pytest.approx(1.8), "2-core PE's slowest state: x1.8")

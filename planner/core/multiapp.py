@@ -359,9 +359,13 @@ def coupling_lookup(table: Sequence, pe: Sequence[int]) -> float:
     at least 1; 1 for a one-core PE or none measured."""
     if len(pe) < 2 or not table:
         return 1.0
-    same = [e for e in table if len(_entry(e, "pe_cores")) == len(pe)]
-    exact = [e for e in same if tuple(int(c) for c in _entry(e, "pe_cores")) == tuple(int(c) for c in pe)]
-    return max([1.0, *(float(_entry(e, "slowdown")) for e in exact or same)])
+    exact = [e for e in table if tuple(int(c) for c in _entry(e, "pe_cores")) == tuple(int(c) for c in pe)]
+    return max([1.0, *(float(_entry(e, "slowdown")) for e in exact)]) if exact else _largest_of_size(table, len(pe))
+
+
+def _largest_of_size(table: Sequence, k: int) -> float:
+    """The largest coupling slowdown measured on a k-core PE, at least 1."""
+    return max([1.0, *(float(_entry(e, "slowdown")) for e in table if len(_entry(e, "pe_cores")) == k)])
 
 
 def coupling_charge(tables: Sequence[Sequence], parts: Sequence[int]) -> tuple[float, str]:
@@ -372,7 +376,7 @@ def coupling_charge(tables: Sequence[Sequence], parts: Sequence[int]) -> tuple[f
     worst, why = 1.0, ""
     for table in tables:
         for k in sorted({int(k) for k in parts if k > 1}):
-            f = max([1.0, *(float(_entry(e, "slowdown")) for e in table if len(_entry(e, "pe_cores")) == k)])
+            f = _largest_of_size(table, k)
             if f > worst:
                 worst, why = f, f"{k}-core PE's slowest state: x{f:.3g}"
     return worst, why

@@ -56,8 +56,8 @@ class ServedRegime(StrictNumbers):
     rate_hz: Annotated[float, Field(gt=0, le=10_000)] | None = None
     pool: Literal["plain", "stop", "off"] | None = None
     scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
-        None, description="A schedule entry's frames: the policy the executor's threads got (SCHED_OTHER if any "
-        "chunk of the batch ran so); bounds measured at SCHED_FIFO do not cover a run at SCHED_OTHER")
+        None, description="A schedule entry's frames: the policy the executor's threads got (a batch holds frames "
+        "of one policy); bounds measured at SCHED_FIFO do not cover a run at SCHED_OTHER")
     scheduling_note: str | None = Field(None, max_length=500, description="Why the threads got SCHED_OTHER")
 
 
