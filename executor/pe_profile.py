@@ -43,7 +43,7 @@ from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
 from executor.topology import CpuTopology, read_topology
-from planner.core.multiapp import corun_lookup, coupling_lookup
+from planner.core.multiapp import corun_lookup, corun_slowdown, coupling_lookup
 from planner.core.schema import STEADY_SETTLE
 
 HANDOFF_SIZES_BYTES = (4096, 65536, 262144, 1048576, 4194304)
@@ -285,7 +285,7 @@ def corun_of(table: Sequence[dict], pe: Sequence[int], busy: Sequence[int]) -> f
     """The slowdown a PE on `pe` with `busy` running is charged (planner.core.multiapp.
     corun_lookup: the bound's own reading of the table); 1 with none busy."""
     e = corun_lookup(table, pe, busy)
-    return 1.0 if e is None else max(1.0, float(e["slowdown"]))
+    return 1.0 if e is None else max(1.0, corun_slowdown(e))
 
 
 def segment_envelope(pairs: Sequence[tuple[float, float]], model_ms: float, segments: int = 2) -> tuple[float, float]:
@@ -456,6 +456,17 @@ def _half_load(nets: Sequence[Network], n_pes: int, model_ms: float, beta_ms: fl
             net.offset_ms = j * net.period_ms / (2 * len(nets))
 
 
+def _settled_run(ex: PipelineExecutor, frames: int, **kw):  # noqa: ANN003, ANN202
+    """ex.run; a periodic run after realtime.settle, so that it starts with the kernel's
+    real-time budget unspent, as run_schedule_entry runs a schedule. Back to back the
+    kernel throttled them (50 ms stalls; on the quiet host the 2-core bounds came out 8x
+    the measured worst); the slow states those stalls had covered are charged apart
+    (multiapp.corun_slowdown, the coupling probe)."""
+    if ex.mode != "throughput":
+        realtime.settle()
+    return ex.run(frames, timeout_s=60, **kw)
+
+
 def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
@@ -495,10 +506,10 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                   * coupling_lookup(prof.coupling, pe.affinity or ()) for pe in pes]
         _half_load(nets, len(pes), sum(cost), prof.beta_ms[dev_id])
         ex = PipelineExecutor(nets, pes, mode)
-        # back to back, no realtime.settle: tried twice, bounds then missed a VM slow state (docs/measurement.md)
-        ex.run(STEADY_SETTLE, timeout_s=60)  # warm: first runs allocate, a pool takes about 10 runs to settle
+        # after realtime.settle, as a schedule runs: back to back the kernel throttled them (docs/measurement.md)
+        _settled_run(ex, STEADY_SETTLE)  # warm: first runs allocate, a pool takes about 10 runs to settle
         trace: list = []
-        res = ex.run(frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), timeout_s=60, trace=trace)
+        res = _settled_run(ex, frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), trace=trace)
         if mode != "throughput":
             policies.add(res.scheduling)
         done = res.networks[0].finish_s[2:] if mode == "throughput" else []

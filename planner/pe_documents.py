@@ -13,6 +13,7 @@ import numpy as np
 
 from executor.pipeline import HOST_SAMPLE_S
 from models.communication import PolynomialCommModel
+from planner.core.multiapp import corun_slowdown
 
 
 def _cpu_mhz() -> float:
@@ -68,7 +69,7 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
     for e in getattr(prof, "corun", None) or []:
         lines.append(f"co-run: PE on cores {','.join(map(str, e['pe_cores']))} with cores "
                      f"{','.join(map(str, e['busy_cores']))} busy: x{e['slowdown']:.3f}, paired blocks ({e['alone_ms']:.3f} -> "
-                     f"{e['with_ms']:.3f} ms median of all, x{e['slowdown_p90']:.3f} at p90)"
+                     f"{e['with_ms']:.3f} ms median of all, x{e['slowdown_p90']:.3f} at p90), x{corun_slowdown(e):.3f} charged (the slower)"
                      + (f"; they share {', '.join(e['shares'])}" if e.get("shares") else "; they share nothing /sys lists")
                      + ("  [SMT SIBLINGS: one physical core]" if "physical core" in e.get("shares", []) else ""))
     for e in getattr(prof, "coupling", None) or []:

@@ -15,7 +15,7 @@ from executor.pe_profile import corun_cases, corun_of, corun_table
 from executor.pipeline import Pressure, host_background, regime_note, run_regime_note
 from executor.topology import CpuTopology, parse_cpu_list, read_topology, shared_core_pairs
 from models.multiapp import compile_schedule
-from planner.core.multiapp import bound_factor, config_key, corun_charge, evaluate_batch, evaluate_mapping
+from planner.core.multiapp import bound_factor, config_key, corun_charge, corun_slowdown, evaluate_batch, evaluate_mapping
 from planner.core.schema import ModelProfile, ScheduleRequest
 from test_schedule_bound import C0, C1, prof, two_core_plat
 
@@ -32,7 +32,8 @@ class FakeCluster:
 
     def time_runs(self, pe, n):
         slow = self.factor if self.busy - set(pe) else 1.0
-        return [self.base_ms * slow * (1.0 + 0.01 * (i % 3 - 1)) for i in range(n)]  # a little spread, median exact
+        # a little spread below: the median and the 90th percentile exact
+        return [self.base_ms * slow * (0.99 if i % 3 == 1 else 1.0) for i in range(n)]
 
     @contextlib.contextmanager
     def neighbours(self, cores):
@@ -121,6 +122,40 @@ def test_the_measured_co_run_slowdown_is_charged_by_the_bound():
     sched = make_schedule(p, [a, b], req.model_copy(update={"solver": "exhaustive"}))
     assert sched.analysis.corun_factors == {"cpu=1+1": pytest.approx(1.5)}
     assert any(t.startswith("co-run slowdown x1.5") for t in sched.analysis.terms)
+
+
+class TwoStateNeighbour(FakeCluster):
+    """A neighbour that slows the PE x1.2 in most blocks and x1.8 in two busy blocks of six
+    (the VM's two states: which one a block meets is the host's)."""
+
+    def __init__(self) -> None:
+        super().__init__(4.0, 1.2)
+        self.busy_blocks = 0
+
+    def time_runs(self, pe, n):
+        if not (self.busy - set(pe)):
+            return super().time_runs(pe, n)
+        self.busy_blocks += 1
+        return [t * (1.5 if self.busy_blocks in (3, 4) else 1.0) for t in super().time_runs(pe, n)]
+
+
+def test_a_neighbour_with_a_slow_state_is_charged_its_slow_state_not_its_median():
+    """Median x1.2, two blocks in six at x1.8: the table records both, and the bound charges
+    x1.8 (corun_slowdown), so a run that meets the slow state stays within it: A (2 ms) and
+    B (5 ms) on a 1-core PE each are bounded 3.6 and 9 ms, not 2.4 and 6."""
+    fake = TwoStateNeighbour()
+    e = corun_table([((0,), (1,))], fake.time_runs, fake.neighbours, rounds=6, runs=8)[0]
+    assert e["slowdown"] == pytest.approx(1.2) and e["slowdown_p90"] == pytest.approx(1.8)
+    assert corun_slowdown(e) == pytest.approx(1.8) and corun_of([e], (0,), (1,)) == pytest.approx(1.8)
+    assert corun_slowdown({"pe_cores": [0], "busy_cores": [1], "slowdown": 1.3}) == 1.3  # none measured: the median
+    table = [e, {**e, "pe_cores": [1], "busy_cores": [0]}]
+    a, b = _profile("A", [("a1", 2, None)], table), _profile("B", [("b1", 5, None)], table)
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 20, "priority": 0},
+                                                   {"profile": "B", "period_ms": 40, "priority": 1}],
+                                          "cpu_partitions": {"cpu": [[1, 1]]}})
+    split, = compile_schedule(two_core_plat(), [a, b], req).configs
+    assert split.corun_factor == pytest.approx(1.8) and "x1.8" in split.corun_source
+    assert [x.response_time_ms for x in evaluate_mapping(split, [C0, C1]).apps] == pytest.approx([3.6, 9.0])
 
 
 def test_a_pe_without_an_exact_measurement_takes_the_largest_of_its_size():

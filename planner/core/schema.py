@@ -660,9 +660,10 @@ class CoRunSlowdown(Strict):
     with_ms: float = Field(gt=0, le=1e6, description="Median run with the neighbours busy")
     slowdown: float = Field(gt=0, le=1000, description="Each busy block's median over the mean of the alone blocks "
                             "timed just before and after it, the median over the blocks (host drift cancels; about "
-                            "with_ms / alone_ms on a steady host): what the executor analysis charges every segment of "
-                            "a schedule whose CPU PEs run at once (the largest over its PEs)")
-    slowdown_p90: float = Field(gt=0, le=1000, description="The 90th percentile of the busy runs / alone_ms")
+                            "with_ms / alone_ms on a steady host): the neighbours' typical slowdown")
+    slowdown_p90: float = Field(gt=0, le=1000, description="The 90th percentile of the busy runs / alone_ms: the "
+                                "slow state. The larger of the two is what the executor analysis charges every "
+                                "segment of a schedule whose CPU PEs run at once (the largest over its PEs)")
     shares: list[str] = Field(default_factory=list, max_length=16, description="What the CPU topology says the PE "
                               "and its neighbours share ('physical core', 'L2', 'L3', 'cpufreq policy')")
 
