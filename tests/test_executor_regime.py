@@ -285,7 +285,8 @@ def test_a_run_on_a_busier_host_than_the_regime_says_so():
     execute prints it). A high load average alone (this run's own threads, or a minute-old
     burst) flags nothing once the regime recorded the share; only a regime without it (an
     older profile) is compared on the load average, as before, and the note says why.
-    Likewise a hypervisor's steal 0.5 points over the regime's. No figure, no note."""
+    Likewise a hypervisor's steal over 1 point over the regime's (the regime's figure is read in
+    whole clock ticks of a 0.5 s interval: 1 point on 2 CPUs). No figure, no note."""
     from executor.pipeline import REGIME_OTHER_CPU_MARGIN_PCT, HostPressure, regime_note
     from planner_cli.commands.execute import render_schedule
 
@@ -306,6 +307,7 @@ def test_a_run_on_a_busier_host_than_the_regime_says_so():
     assert regime_note(4.0, None, load=1.4, regime_load=0.5) is None and regime_note(None, None, load=9.0) is None
     # a hypervisor that took more of the CPUs' time than while the bounds were measured (steal, in %)
     assert regime_note(3.0, 3.0, 0.4, 0.0) is None and regime_note(3.0, 3.0, None, 0.0) is None
+    assert regime_note(3.0, 3.0, 1.9, 1.0) is None and regime_note(3.0, 3.0, 2.1, 1.0) is not None
     assert "the hypervisor took 2.00% of the CPUs' time (steal) against 0.10%" in regime_note(3.0, 3.0, 2.0, 0.1)
     report = {"mode": "response_time", "entry": 0, "cpu_config": {}, "pes": [], "frames": 1, "wall_s": 0.1, "schedulable": True,
               "analysis": "executor", "networks": [], "regime_note": note, "other_cpu_pct": 40.0, "steal_pct": 0.0}
