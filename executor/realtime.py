@@ -29,13 +29,13 @@ period, each run at about half load: throttled on both CPUs, a 20x segment and a
 stall in the regime), while one run kept at half load for 19 s never went past 0.65 s.
 With one accounting period of idle before each run (`settle`) five regimes in a row
 stayed under 0.5 s and none was throttled. `run_schedule_entry` waits it before its
-warm-up and its run, so that a run measured right after another is not throttled by it.
-The regime's cases do not wait: with the wait the regime no longer met those stalls, its
-2-core bounds tightened (12.8 against 18.1 ms), and a bench run in the VM's two-thread slow
-state, which the regime had not met either, went over them (3 responses). That state is
-now measured and charged on its own (pe_profile.measure_coupling), but the wait in the
-regime was tried again with it and a 1-core response went over: the throttled stalls still
-cover states the regime does not otherwise meet, so its cases stay back to back.
+warm-up and its run, so that a run measured right after another is not throttled by it,
+and so does each periodic case of the executor regime. The regime's stalls had covered
+states it did not otherwise meet: with the wait alone its 2-core bounds tightened (12.8
+against 18.1 ms) and a bench run in the VM's two-thread slow state went over them (3
+responses); with the two-thread state charged (pe_profile.measure_coupling) a 1-core
+response went over, its co-run charged at a median that missed the cores' slow state. With
+both slow states charged (multiapp.corun_slowdown) two bench runs held every bound.
 """
 
 from __future__ import annotations

@@ -158,7 +158,8 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "read end, up to R_h after the release)",
             f"interference factor x{problem.interference_factor:g}: every time, for PEs slowing each other while they run at once",
         ] + ([f"co-run slowdown x{problem.corun_factor:g}: every time again, the slowdown a CPU PE showed while the "
-              "configuration's other CPU PEs ran their heaviest segments, times a multi-core PE's slowest state of its "
+              "configuration's other CPU PEs ran their heaviest segments, in its slow state (the slower of its median "
+              "and its 90th percentile), times a multi-core PE's slowest state of its "
               f"own cores against its profile ({problem.corun_source or 'measured'}); the "
               "factor above is what the executor regime measured beyond it"] if problem.corun_factor != 1.0 else []) + [
             f"release jitter +{problem.release_jitter_ms:g} ms: the executor's release lateness",
