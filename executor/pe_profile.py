@@ -459,8 +459,8 @@ def _half_load(nets: Sequence[Network], n_pes: int, model_ms: float, beta_ms: fl
 def _settled_run(ex: PipelineExecutor, frames: int, **kw):  # noqa: ANN003, ANN202
     """ex.run; a periodic run after realtime.settle, so that it starts with the kernel's
     real-time budget unspent, as run_schedule_entry runs a schedule. Back to back the
-    kernel throttled them (50 ms stalls; on the quiet host the 2-core bounds came out 8x
-    the measured worst); the slow states those stalls had covered are charged apart
+    kernel throttled them (50 ms stalls; in a quiet_host.py run on the VM the 2-core bounds
+    came out 8x the measured worst); the slow states those stalls had covered are charged apart
     (multiapp.corun_slowdown, the coupling probe)."""
     if ex.mode != "throughput":
         realtime.settle()

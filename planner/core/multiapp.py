@@ -336,8 +336,14 @@ def bound_factor(problem: MappingProblem) -> float:
     return problem.interference_factor * problem.corun_factor
 
 
-def _entry(e, key: str):  # noqa: ANN001 - an ExecutorRegime.corun entry or its dict
-    return e[key] if isinstance(e, dict) else getattr(e, key)
+_REQUIRED = object()
+
+
+def _entry(e, key: str, default=_REQUIRED):  # noqa: ANN001, ANN202 - an ExecutorRegime.corun entry or its dict
+    """A field of a table entry, model or dict alike; `default` where it may be absent."""
+    if default is _REQUIRED:
+        return e[key] if isinstance(e, dict) else getattr(e, key)
+    return e.get(key, default) if isinstance(e, dict) else getattr(e, key, default)
 
 
 def corun_slowdown(e) -> float:  # noqa: ANN001 - an ExecutorRegime.corun entry or its dict
@@ -347,7 +353,7 @@ def corun_slowdown(e) -> float:  # noqa: ANN001 - an ExecutorRegime.corun entry 
     held longer: on the 2-core VM squeezenet's core 1 read x1.37 in one profile and x1.06
     in the next, and with x1.06 charged (and the regime's runs unthrottled) a 1-core
     response went 7% over its bound (bench/results/schedule_fidelity_coupling_settled.log)."""
-    p90 = e.get("slowdown_p90") if isinstance(e, dict) else getattr(e, "slowdown_p90", None)
+    p90 = _entry(e, "slowdown_p90", None)
     return max(float(_entry(e, "slowdown")), float(p90) if p90 is not None else 0.0)
 
 
@@ -415,8 +421,8 @@ def corun_charge(tables: Sequence[Sequence], parts: Sequence[int]) -> tuple[floa
         used = {c for ch in chunks for c in ch}
         for ch in chunks:
             e = corun_lookup(table, ch, used - set(ch))
-            if e is not None and corun_slowdown(e) > worst:
-                worst = corun_slowdown(e)
+            if e is not None and (charge := corun_slowdown(e)) > worst:
+                worst = charge
                 why = (f"cores {','.join(map(str, _entry(e, 'pe_cores')))} with "
                        f"{','.join(map(str, _entry(e, 'busy_cores')))} busy: x{worst:.3g}")
     return max(1.0, worst), why
