@@ -725,6 +725,7 @@ class RegimeBySize(Strict):
     release_jitter_ms: float = Field(ge=0, le=10_000, description="As ExecutorRegime's, over these cases' releases")
     dispatch_ms: float = Field(ge=0, le=10_000, description="As ExecutorRegime's, over these cases' runs")
     segment_runs: int = Field(ge=0, description="Segment runs these figures come from")
+    charged_max: float | None = Field(None, gt=0, le=1000, description="As ExecutorRegime's, over these cases' runs")
 
 
 class ExecutorRegime(Strict):
@@ -760,6 +761,10 @@ class ExecutorRegime(Strict):
                                "wake-up: OS scheduler, GIL); every segment may wait it once")
     dispatch_p50_ms: float = Field(ge=0, le=10_000, description="Median of that wait (pipelined throughput)")
     segment_runs: int = Field(ge=0, description="Segment runs the figures come from")
+    charged_max: float | None = Field(
+        None, gt=0, le=1000, description="The largest slowdown (co-run x coupling) any run's profiled time was "
+        "charged before its factor and excess were taken: they are relative to it, and a configuration charged "
+        "another slowdown restates them (null in older profiles: taken as the configuration's)")
     method: str = Field("", max_length=1000, description="How they were measured")
     host_load_average: float | None = Field(
         None, ge=0, le=1e6, description="The host's 1-minute load average while they were measured (the larger of "
