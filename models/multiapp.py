@@ -285,11 +285,15 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
         with_regime = [p for p in profiles if p.executor_regime is not None]
         slowest = lambda p: sum(max(m.time_ms for m in layer.measurements) for layer in p.layers)  # noqa: E731
         longest = max(slowest(p) for p in with_regime)
-        # weighed on every network's slowest R0: a response window holds its own work, the blocking and the
-        # higher-priority jobs', all scaled by f (weighed on one model, one 14 ms stall on the VM chose x3.1 + 0
-        # over x1 + the stall, and the two-network bounds came out 1.9-2.6x the measured worst)
+        # weighed on the work of every network released in the longest period (its response window, when
+        # schedulable): a response window holds its own work, the blocking and the higher-priority jobs', all
+        # scaled by f, and one stall once. Weighed on one model, one 14 ms stall on the VM chose x3.1 + 0 over
+        # x1 + the stall, and the two-network bounds came out 1.9-2.6x the measured worst; on one job of each,
+        # one 7 ms stall chose x1.62 + 0, and the lower network's bound came out 2.9x (schedule_fidelity_periodic.log)
+        jobs = _jobs_in_longest_period(request) if len(profiles) == len(request.apps) else [1] * len(profiles)
         out["interference_factor"], out["segment_excess_ms"] = _common_envelope(
-            list(measured.values()), sum(slowest(p) for p in profiles), given["interference_factor"], longest)
+            list(measured.values()), sum(slowest(p) * j for p, j in zip(profiles, jobs)), given["interference_factor"],
+            longest, segments=sum(jobs))  # e on one segment run a job at least
         # the curve holds measured dispatch waits too: a dispatch wait the request gives replaces it
         out["excess_curve"] = _common_curve(list(measured.values()), out["interference_factor"]) \
             if given["dispatch_ms"] is None else ()
@@ -327,24 +331,55 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     return out
 
 
-def _config_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile], pes, cache: dict) -> dict:  # noqa: ANN001
+def _jobs_in_longest_period(request: ScheduleRequest) -> list[int]:
+    """Per network (request order), how many of its jobs are released in the longest period."""
+    window = max(a.period_ms for a in request.apps)
+    return [max(1, math.ceil(window / a.period_ms - 1e-9)) for a in request.apps]
+
+
+def _config_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile], pes, cache: dict,  # noqa: ANN001
+                   charge: float = 1.0) -> dict:
     """executor_regime for one configuration: where its CPU PEs all have one size k and
     every profile that measured a regime measured k-core PEs (ExecutorRegime.by_cores), the
-    figures of those runs; else the whole regime's. Cached per size."""
+    figures of those runs; else the whole regime's. Each profile's figures are restated
+    against the configuration's co-run `charge` (_as_charged). Cached per size and charge."""
     sizes = {pe.cores for pe in pes if pe.is_cpu}
     measured = [p.executor_regime for p in profiles if p.executor_regime is not None]
     k = next(iter(sizes)) if len(sizes) == 1 else None  # the regime runs on the CPU cluster only, as its whole figures
     if k is not None and (not measured or any(k not in r.by_cores for r in measured)):
         k = None
-    if k not in cache:
-        if k is None:
-            cache[k] = executor_regime(request, profiles)
-        else:
-            sized = [p if p.executor_regime is None else p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
-                update={f: getattr(p.executor_regime.by_cores[k], f) for f in RegimeBySize.model_fields})}) for p in profiles]
-            cache[k] = executor_regime(request, sized)
-            cache[k]["regime_source"] += f"; the worst-case figures of its runs on {k}-core PEs (a configuration of {k}-core PEs)"
-    return cache[k]
+    key = (k, round(float(charge), 12))
+    if key not in cache:
+        sized = [p if p.executor_regime is None else p.model_copy(update={"executor_regime": _as_charged(
+            p.executor_regime if k is None else p.executor_regime.model_copy(
+                update={f: getattr(p.executor_regime.by_cores[k], f) for f in RegimeBySize.model_fields}), charge)})
+            for p in profiles]
+        cache[key] = executor_regime(request, sized)
+        if k is not None:
+            cache[key]["regime_source"] += f"; the worst-case figures of its runs on {k}-core PEs (a configuration of {k}-core PEs)"
+    return cache[key]
+
+
+def _as_charged(regime, charge: float):  # noqa: ANN001, ANN202 - an ExecutorRegime
+    """The regime's factors restated against a configuration charged `charge` for co-run
+    and coupling: its runs were measured against their profiled time x at most
+    regime.charged_max (pe_profile: each PE's own charge), so a run <= f x that + e is
+    <= (f x charged_max / charge) x the time charged here + e; factors below 1 are
+    taken as 1 (a larger factor still covers). Without it one network's factor went on top of
+    another's coupling: two networks on the VM's 2-core PE were charged x1.62 x1.67 where
+    each had measured at most x1.62 x1.15 (bench/results/schedule_fidelity_periodic.log).
+    Unchanged where the profile records no charge (older profiles)."""
+    if not regime.charged_max or charge <= 0:
+        return regime
+    s = regime.charged_max / charge
+
+    def f(x: float) -> float:
+        return max(1.0, x * s)
+
+    return regime.model_copy(update={
+        "interference_factor": f(regime.interference_factor),
+        "envelope": [(f(a), e) for a, e in regime.envelope],
+        "excess_curves": [c.model_copy(update={"factor": f(c.factor)}) for c in regime.excess_curves]})
 
 
 def _corun(request: ScheduleRequest, profiles: Sequence[ModelProfile], cfg) -> dict:  # noqa: ANN001
@@ -472,7 +507,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             cost_cache[key] = _device_costs(platform, app_profiles[ai], di, cores, request.dvfs_calibration, notes)
         return cost_cache[key]
 
-    regimes: dict[int | None, dict] = {}
+    regimes: dict[tuple[int | None, float], dict] = {}
     total_cpu_cores = sum((platform.devices[i].cores or 1) for i in allowed if platform.devices[i].kind == "cpu")
     limits = np.array([float(d.memory_limit_bytes or math.inf) for d in platform.devices])
     out: list[MappingProblem] = []
@@ -481,7 +516,8 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
         part = dict(cfg)
         pes, pe_dev = _logical_pes(platform, allowed, part)
         P = len(pes)
-        regime = _config_regime(request, app_profiles, pes, regimes)
+        corun = _corun(request, app_profiles, cfg)  # the regime's figures are restated against its charge
+        regime = _config_regime(request, app_profiles, pes, regimes, corun.get("corun_factor", 1.0))
         apps: list[AppGraph] = []
         bad = None
         lost: list[str] = []  # PEs layers cannot use for want of a measurement
@@ -517,8 +553,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             ))
         label = ", ".join(f"{d}={p}" for d, p in cfg) or "no CPU cluster"
         if lost and bad is None:
-            notes.append(f"configuration {label}: " + "; ".join(lost) +
-                         f" -- {n_full - n_ok:,} of {n_full:,} mappings removed ({n_ok:,} remain)")
+            notes.append(f"configuration {label}: " + "; ".join(lost) + f" -- {n_full - n_ok:,} of {n_full:,} mappings removed ({n_ok:,} remain)")
         if bad is not None:
             ai, li = bad
             dropped.append(f"layer '{app_profiles[ai].layers[li].id}' of '{apps[ai].name}' runs on no PE of configuration {label}")
@@ -531,7 +566,7 @@ def compile_schedule(platform: Platform, profiles: Sequence[ModelProfile], reque
             total_cpu_cores=total_cpu_cores, utilisation_cap=request.cpu_utilisation_cap,
             interference_window=request.interference_window, analysis=request.analysis,
             **{**regime, "throughput_factor": _pe_factors(regime.get("throughput_factor"), pes)},
-            **_corun(request, app_profiles, cfg),
+            **corun,
         ))
     if missing_pairs:
         raise InputError([Issue("transitions", f"no transition {a} -> {b} (needed: {why}); add it to the platform's "

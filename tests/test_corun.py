@@ -10,6 +10,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from executor.pe_profile import corun_cases, corun_of, corun_table
 from executor.pipeline import Pressure, host_background, regime_note, run_regime_note
@@ -311,3 +313,52 @@ def test_the_host_sampler_reads_the_background_in_intervals_while_work_runs():
     bg = h.summary()
     assert bg["host_sampled_s"] == round(h.seconds, 2) and bg["host_steal_pct"] is not None
     assert bg["host_steal_pct"] == pytest.approx(float(np.percentile([p.steal_pct for p in h.samples], 90)), abs=1e-3)
+
+
+def test_a_profiles_factor_is_restated_against_the_charge_of_the_configuration():
+    """A's regime runs were measured against its profiled time x1.2 (its own co-run
+    charge) and lie under x1.6 + 0; B's charge was x2 and its runs lie under x1 + 0. On
+    the (1, 1) configuration both are charged B's x2, so A's runs lie under
+    x1.6 x 1.2 / 2 = x0.96, taken as x1: the common factor is 1 (not 1.6 on top of x2),
+    A's bound 2 x 2 = 4 ms, B's 5 x 2 = 10. A profile with no recorded charge keeps its
+    factor (older profiles)."""
+    from models.multiapp import _as_charged
+    from planner.core.schema import ExecutorRegime
+
+    table = [{"pe_cores": [0], "busy_cores": [1], "alone_ms": 1.0, "with_ms": 2.0, "slowdown": 2.0,
+              "slowdown_p90": 2.0},
+             {"pe_cores": [1], "busy_cores": [0], "alone_ms": 1.0, "with_ms": 2.0, "slowdown": 2.0,
+              "slowdown_p90": 2.0}]
+    a, b = _profile("A", [("a1", 2, None)]), _profile("B", [("b1", 5, None)], table)
+    a = a.model_copy(update={"executor_regime": a.executor_regime.model_copy(update={
+        "interference_factor": 1.6, "envelope": [(1.0, 3.0), (1.6, 0.0)], "charged_max": 1.2})})
+    b = b.model_copy(update={"executor_regime": b.executor_regime.model_copy(update={"charged_max": 2.0})})
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 20, "priority": 0},
+                                                   {"profile": "B", "period_ms": 40, "priority": 1}],
+                                          "cpu_partitions": {"cpu": [[1, 1]]}})
+    split, = compile_schedule(two_core_plat(), [a, b], req).configs
+    assert split.corun_factor == pytest.approx(2.0) and split.interference_factor == pytest.approx(1.0)
+    assert [x.response_time_ms for x in evaluate_mapping(split, [C0, C1]).apps] == pytest.approx([4.0, 10.0])
+    old = a.model_copy(update={"executor_regime": a.executor_regime.model_copy(update={"charged_max": None})})
+    split, = compile_schedule(two_core_plat(), [old, b], req).configs
+    assert split.interference_factor == pytest.approx(1.6)  # x1.6 + 0 costs less than x1 + 3 ms a segment here
+    r = ExecutorRegime.model_validate({**REGIME, "interference_factor": 1.5, "envelope": [(1.0, 4.0), (1.5, 0.0)],
+                                       "charged_max": 1.2,
+                                       "excess_curves": [{"factor": 1.5, "points": [[1.0, 2.0]]}]})
+    # charged more than measured against: the factors shrink, never below 1; charged less: they grow
+    assert _as_charged(r, 1.8).envelope == [(1.0, 4.0), (1.0, 0.0)] and _as_charged(r, 1.8).interference_factor == 1.0
+    assert _as_charged(r, 0.6).envelope == [(2.0, 4.0), (3.0, 0.0)] and _as_charged(r, 0.6).excess_curves[0].factor == 3.0
+    assert _as_charged(r, 1.2) == r
+
+
+@given(f=st.floats(1.0, 10.0), charged=st.floats(0.5, 3.0), charge=st.floats(0.5, 3.0),
+       pred=st.floats(0.01, 100.0), e=st.floats(0.0, 10.0))
+def test_a_run_under_its_measured_envelope_stays_under_the_restated_one(f, charged, charge, pred, e):
+    """Any run <= f x pred x (the charge it was measured against) + e is <= f' x pred x
+    (the configuration's charge) + e, f' the restated factor."""
+    from models.multiapp import _as_charged
+    from planner.core.schema import ExecutorRegime
+
+    r = ExecutorRegime.model_validate({**REGIME, "interference_factor": f, "segment_excess_ms": e, "charged_max": charged})
+    run = f * pred * charged + e
+    assert run <= _as_charged(r, charge).interference_factor * pred * charge + e + 1e-9 * run

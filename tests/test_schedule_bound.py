@@ -551,11 +551,13 @@ def test_the_factor_is_chosen_on_what_the_bound_charges_with_the_curve():
 
 def test_the_factor_is_weighed_on_every_network_of_the_schedule(monkeypatch):
     """executor_regime weighs the candidate factors on the slowest R0 of every network of
-    the request, not of the longest one alone."""
+    the request, not of the longest one alone, times its jobs released in the longest
+    period (the response window of a schedulable set), its excess on one segment run a job."""
     import models.multiapp as ma
 
     seen = []
-    monkeypatch.setattr(ma, "_common_envelope", lambda regimes, model_ms, *a, **k: seen.append(model_ms) or (1.0, 0.0))
+    monkeypatch.setattr(ma, "_common_envelope",
+                        lambda regimes, model_ms, *a, **k: seen.append((model_ms, k["segments"])) or (1.0, 0.0))
     p = two_core_plat()
     a, b = prof("A", [("a1", 2, None)]), prof("B", [("b1", 5, None)])
     regime = {"interference_factor": 1.5, "interference_factor_p50": 1.0, "release_jitter_ms": 0.0, "dispatch_ms": 0.0,
@@ -565,7 +567,7 @@ def test_the_factor_is_weighed_on_every_network_of_the_schedule(monkeypatch):
 
     a, b = (ModelProfile.model_validate(x.model_dump()) for x in (a, b))
     problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)])
-    assert seen and seen[-1] == pytest.approx(7.0)  # 2 + 5, each network's slowest measurement
+    assert seen and seen[-1] == pytest.approx((9.0, 3))  # 2 x 2 + 5: A twice in B's 40 ms, B once; e on each job
 
 
 def test_the_profiles_measured_regime_is_the_default_and_a_request_overrides_it():
