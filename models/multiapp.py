@@ -365,10 +365,9 @@ def _as_charged(regime, charge: float):  # noqa: ANN001, ANN202 - an ExecutorReg
     and coupling: its runs were measured against their profiled time x at most
     regime.charged_max (pe_profile: each PE's own charge), so a run <= f x that + e is
     <= (f x charged_max / charge) x the time charged here + e; factors below 1 are
-    taken as 1 (a larger factor still covers). Without it one network's factor went on top of
-    another's coupling: two networks on the VM's 2-core PE were charged x1.62 x1.67 where
-    each had measured at most x1.62 x1.15 (bench/results/schedule_fidelity_periodic.log).
-    Unchanged where the profile records no charge (older profiles)."""
+    taken as 1 (a larger factor still covers). Without it a network's factor, measured beyond
+    its own slow states, went on top of another network's larger ones as well. Unchanged
+    where the profile records no charge (older profiles)."""
     if not regime.charged_max or charge <= 0:
         return regime
     s = regime.charged_max / charge

@@ -33,6 +33,12 @@ def _cpu_mhz() -> float:
     return 1000.0
 
 
+def _charged(r: dict) -> str:
+    """What a regime's factor multiplies: the profiled time charged its co-run and coupling
+    slowdown (ExecutorRegime.charged_max), where recorded."""
+    return f" x the profiled time's charge (at most x{r['charged_max']:.3f})" if r.get("charged_max") else ""
+
+
 def _or_na(x: float | None, unit: str) -> str:
     return "n/a" if x is None else f"{x:.3g}{unit}"
 
@@ -108,14 +114,15 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
     if prof.regime is not None:
         profile["executor_regime"] = prof.regime
         r = prof.regime
-        lines.append(f"executor regime ({r['segment_runs']} segment runs, PEs at once): segment time <= x{r['interference_factor']:.3f} "
-                     f"+ {r['segment_excess_ms']:.3f} ms, median x{r['interference_factor_p50']:.3f} of profiled; dispatch wait {r['dispatch_ms']:.3f} ms "
+        lines.append(f"executor regime ({r['segment_runs']} periodic segment runs, PEs at once): segment time <= "
+                     f"x{r['interference_factor']:.3f}{_charged(r)} + {r['segment_excess_ms']:.3f} ms, median "
+                     f"x{r['interference_factor_p50']:.3f} of profiled (pipelined); dispatch wait {r['dispatch_ms']:.3f} ms "
                      f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms"
                      + (f"; other processes took {r['host_other_cpu_pct']:.1f}% of the CPUs' time meanwhile"
                         if r.get("host_other_cpu_pct") is not None else ""))
         for k, b in sorted((r.get("by_cores") or {}).items()):
             lines.append(f"  on {k}-core PEs ({b['segment_runs']} segment runs; a schedule of {k}-core PEs is charged these): "
-                         f"segment time <= x{b['interference_factor']:.3f} + {b['segment_excess_ms']:.3f} ms, dispatch "
+                         f"segment time <= x{b['interference_factor']:.3f}{_charged(b)} + {b['segment_excess_ms']:.3f} ms, dispatch "
                          f"wait {b['dispatch_ms']:.3f} ms worst, release jitter {b['release_jitter_ms']:.3f} ms")
         if r.get("host_sampled_s"):
             lines.append(f"host background over the {r['host_sampled_s']:g} s of profiling (90th percentile of "
