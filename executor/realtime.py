@@ -35,7 +35,8 @@ states it did not otherwise meet: with the wait alone its 2-core bounds tightene
 against 18.1 ms) and a bench run in the VM's two-thread slow state went over them (3
 responses); with the two-thread state charged (pe_profile.measure_coupling) a 1-core
 response went over, its co-run charged at a median that missed the cores' slow state. With
-both slow states charged (multiapp.corun_slowdown) two bench runs held every bound.
+both slow states charged (multiapp.corun_slowdown) the six bench runs since (108 runs,
+docs/measurement.md, eleventh and twelfth sessions) held every bound.
 """
 
 from __future__ import annotations
