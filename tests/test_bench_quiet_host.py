@@ -226,6 +226,25 @@ def test_seven_minutes_hold_every_benchs_smallest_settings_where_the_host_is_no_
     assert slow["loop"]["cut"] and "smallest settings need" in slow["loop"]["cut"]  # the bench that keeps nothing goes first
 
 
+def test_where_the_smallest_settings_do_not_all_fit_whole_ones_come_first_in_priority_order():
+    """On the VM (probe x1.89) the shares split by SHARES gave schedule 156 s of the 240 its
+    smallest settings need and fidelity 255 of 272: neither wrote a figure. Now the schedule
+    bench gets what its smallest settings need; fidelity, whose one case would be stopped
+    before it is written, and the loop are cut, and their time goes to the schedule bench."""
+    for factor in (1.89, 3.0):
+        plan = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, factor)}
+        assert plan["loop"]["cut"] and plan["fidelity"]["cut"] and "smallest settings need" in plan["fidelity"]["cut"]
+        assert plan["schedule"]["share_s"] == pytest.approx(420 - q.RESERVE_S, abs=0.2)
+    both = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 600, 1.5)}  # room for two
+    assert both["loop"]["cut"] and not both["fidelity"]["cut"] and not both["schedule"]["cut"]
+    for n in ("schedule", "fidelity"):
+        assert both[n]["share_s"] >= q.PLANNERS[n](0.0, 1.5)[2] - 0.1
+    tiny = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 60, 1.0)}
+    assert tiny["schedule"]["share_s"] == pytest.approx(60 - q.RESERVE_S, abs=0.1) and tiny["fidelity"]["share_s"] == 0
+    alone = {p["bench"]: p for p in q.budget_plan(["fidelity", "loop"], 300, 1.89)}  # without schedule: fidelity first
+    assert alone["loop"]["cut"] and alone["fidelity"]["share_s"] == pytest.approx(300 - q.RESERVE_S, abs=0.1)
+
+
 def test_the_probe_times_a_harness_measurement_here_and_scales_the_estimates():
     probe = q.probe_s()
     assert probe is not None and 0.5 < probe < q.PROBE_TIMEOUT_S
@@ -247,6 +266,9 @@ def test_a_budget_run_stops_each_bench_at_its_share_and_keeps_what_each_wrote(tm
     monkeypatch.setattr(q, "RESERVE_S", 1.0)
     monkeypatch.setattr(q, "MIN_RUN_S", 1.0)
     monkeypatch.setattr(q, "WHOLE_ONLY", {})  # run all three, whatever their estimates say
+    # each one's settings as planned, its smallest estimated at 2 s: all three fit, the rest split by SHARES
+    monkeypatch.setattr(q, "PLANNERS", {n: (lambda fn: lambda share, f: (*fn(share, f)[:2], 2.0))(fn)
+                                        for n, fn in q.PLANNERS.items()})
     budget = 10.0
     plan = q.budget_plan(["fidelity", "schedule", "loop"], budget, 1.0)
     import time
