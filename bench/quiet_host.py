@@ -178,8 +178,12 @@ FIDELITY_CASE_ROUND_S = 3.4  # ... and each profile, reference and verification 
 FIDELITY_START_S = 8.0  # imports, the host's facts
 FIDELITY_MODELS = ["squeezenet", "wide_mlp", "shufflenet", "branching_net", "inception_v1", "deep_thin_cnn"]
 FIDELITY_SETS = ["pinned-1t", "multi-thread", "clusters"]  # pinned-1t: the set the VM targets are stated for
-SCHEDULE_MODEL_S = 58.0  # profiling one network for scheduling (--runs 10, regime 100 frames, 400 pipelined, coupling 3 s,
+SCHEDULE_MODEL_S = 75.0  # profiling one network for scheduling (--runs 10, regime 100 frames, 400 pipelined, coupling 3 s,
 # the regime's 3 periodic cases each after one real-time period's wait before their warm-up and their run: 6 s) ...
+# 58 s until 2026-11-29, when the VM's --budget-s 420 runs profiled squeezenet and shufflenet at --runs 4-6 in 85-93 s
+# each whatever the probe read (x1.49 to x2.32): at x1.49 the schedule bench, estimated at 189 s, was stopped at
+# its 191 s share with both profiles done and no case run; 75 covers the x1.49 run (an estimate short of the
+# truth loses every figure, one over it only cuts settings)
 SCHEDULE_PIPELINED_S = 10.0  # ... its pipelined runs per 100 frames (two configurations, each twice)
 SCHEDULE_RESPONSE_S = 40.0  # the two-network response cases at 80 frames, 5 phase runs (two models: 143 s)
 SCHEDULE_START_S = 10.0
@@ -329,11 +333,10 @@ PLANNERS = {"fidelity": plan_fidelity, "schedule": plan_schedule, "loop": plan_l
 
 # A bench that writes its results only at its end (the loop writes each round, but its
 # first round comes after profiling, the service and the verification) is cut, not run,
-# where even its smallest settings are estimated over this many times its share. Fidelity's
-# smallest settings are one case (one model, device set and regime), written when it ends:
-# on the VM (x1.92) it was given 183 s of the 276 its case needs, stopped, and wrote nothing,
-# while the schedule bench, cut to its smallest settings, could have used the time.
-WHOLE_ONLY = {"loop": 1.0, "fidelity": 1.0}
+# where even its smallest settings are estimated over this many times its share. Not fidelity,
+# though its smallest settings are one case, written when it ends: it runs last, with what the
+# others left of their shares too (the estimates run over the truth as often as under it).
+WHOLE_ONLY = {"loop": 1.0}
 
 
 def budget_plan(names: list[str], budget_s: float, factor: float) -> list[dict]:

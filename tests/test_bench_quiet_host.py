@@ -186,6 +186,26 @@ def test_a_partial_schedule_run_is_judged_on_its_pipelined_runs():
     assert v["responses over their bound (all runs)"]["value"] is None  # not counted from nothing
 
 
+def test_a_schedule_run_stopped_before_its_two_network_cases_meets_no_target_from_nothing():
+    """Stopped after its profiles, the bench's summary had 0 responses over their bound, 0
+    misses and 0 contradicted verdicts, and quiet_host printed them as targets met (on the
+    VM: "4 of 4 targets met" from a run with no case). Nothing counted is None, not 0."""
+    from bench import schedule_fidelity as sf
+
+    s = sf.summarise([{"model": "squeezenet", "cpu_config": [2], "error_pct": 3.0, "layers_only_error_pct": 9.0,
+                      "replicate_diff_pct": 1.0}], [])
+    assert all(s[k] is None for k in sf.TWO_NETWORK_COUNTS)
+    assert s["pipelined_mean_abs_error_pct"] == 3.0  # what did run is still judged
+    v = _by_target(q.schedule_verdicts({"summary": s}))
+    for name in ("responses over their bound (all runs)", "deadline misses of schedules called schedulable "
+                 "(deadlines 1.05-1.2 x the bound)", "verdicts contradicted"):
+        assert v[name]["value"] is None and v[name]["met"] is None
+    assert v["pipelined throughput, mean |error| %"]["met"] is True
+    lines = sf.target_lines(s)  # the bench's own: over their bound, and misses near the bound, not judged
+    assert lines[1].startswith("responses over their bound") and lines[1].endswith(": n/a")
+    assert lines[3].startswith("deadline misses") and lines[3].endswith(": n/a")
+
+
 @pytest.mark.parametrize("budget,factor", [(420, 0.7), (420, 1.0), (420, 2.0), (120, 1.0), (60, 0.5), (3600, 1.0)])
 def test_the_plan_fits_the_budget_and_says_what_it_cut(budget, factor):
     plan = q.budget_plan(["fidelity", "schedule", "loop"], budget, factor)
@@ -206,17 +226,17 @@ def test_a_short_budget_cuts_the_loop_and_gives_its_share_to_the_others():
     assert plan["loop"]["cut"] and plan["loop"]["share_s"] == 0
     assert plan["schedule"]["share_s"] + plan["fidelity"]["share_s"] == pytest.approx(60 - q.RESERVE_S, abs=0.2)
     assert "wide_mlp" not in plan["fidelity"]["settings"][1]  # fewer models on a short budget ...
-    seven = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, 1.0)}
+    seven = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, 0.8)}
     assert not seven["loop"]["cut"] and seven["fidelity"]["settings"][1] == "squeezenet"
     big = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 7200, 1.0)}
     assert "wide_mlp" in big["fidelity"]["settings"][1]  # ... more on a longer one
 
 
-def test_seven_minutes_hold_every_benchs_smallest_settings_where_the_host_is_no_slower_than_the_vm():
+def test_seven_minutes_hold_every_benchs_smallest_settings_on_a_host_faster_than_the_vm():
     """Each bench's share holds at least its smallest settings' estimate before any spare
     is split: under the first constants the loop and fidelity got shares they could not
     finish anything in on the 16-vCPU host, and wrote nothing."""
-    for factor in (0.5, 1.0):
+    for factor in (0.5, 0.8):
         plan = q.budget_plan(["fidelity", "schedule", "loop"], 420 - 10, factor)
         assert not any(p["cut"] for p in plan)
         for p in plan:
@@ -229,12 +249,12 @@ def test_seven_minutes_hold_every_benchs_smallest_settings_where_the_host_is_no_
 def test_where_the_smallest_settings_do_not_all_fit_whole_ones_come_first_in_priority_order():
     """On the VM (probe x1.89) the shares split by SHARES gave schedule 156 s of the 240 its
     smallest settings need and fidelity 255 of 272: neither wrote a figure. Now the schedule
-    bench gets what its smallest settings need; fidelity, whose one case would be stopped
-    before it is written, and the loop are cut, and their time goes to the schedule bench."""
-    for factor in (1.89, 3.0):
+    bench gets what its smallest settings need, fidelity (last) the rest, the loop is cut."""
+    for factor in (1.49, 1.89, 3.0):
         plan = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 420, factor)}
-        assert plan["loop"]["cut"] and plan["fidelity"]["cut"] and "smallest settings need" in plan["fidelity"]["cut"]
-        assert plan["schedule"]["share_s"] == pytest.approx(420 - q.RESERVE_S, abs=0.2)
+        assert plan["loop"]["cut"] and not plan["schedule"]["cut"] and not plan["fidelity"]["cut"]
+        assert plan["schedule"]["share_s"] >= min(q.PLANNERS["schedule"](0.0, factor)[2], 420 - q.RESERVE_S) - 0.1
+        assert plan["schedule"]["share_s"] + plan["fidelity"]["share_s"] == pytest.approx(420 - q.RESERVE_S, abs=0.2)
     both = {p["bench"]: p for p in q.budget_plan(["fidelity", "schedule", "loop"], 600, 1.5)}  # room for two
     assert both["loop"]["cut"] and not both["fidelity"]["cut"] and not both["schedule"]["cut"]
     for n in ("schedule", "fidelity"):
