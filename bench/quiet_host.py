@@ -16,8 +16,8 @@ With --budget-s the whole run fits that many seconds: each bench gets a share of
 budget (loop, then schedule, then fidelity, which also takes what the others left), its
 models and rounds are cut from the --quick settings until its estimated time fits the
 share (the cuts are printed; where even the smallest settings do not all fit, the schedule
-bench's come first, then fidelity's, then the loop's), and a bench still running at the end of its share is
-stopped (SIGTERM, then SIGKILL to its process group). What a stopped bench had written
+bench's come first, then fidelity's, then the loop's), and a bench still running at the end
+of its share is stopped (SIGTERM, then SIGKILL to its process group). What a stopped bench had written
 to its JSON (each finished case, round or run) is judged like a finished one, marked
 partial. The estimates are per-case times measured on the 16-vCPU quiet host
 (2026-11-28); the stop is what holds the budget on any other host. bench/device_run.sh
@@ -346,8 +346,8 @@ def budget_plan(names: list[str], budget_s: float, factor: float) -> list[dict]:
     the smallest settings together do not fit, each in PRIORITY order gets its smallest
     settings' estimate while the budget lasts (one bench that writes its figures rather
     than every one stopped short of its first), and a bench that keeps nothing when
-    stopped early (WHOLE_ONLY) is cut and its share goes to the others. At run time the last one's share is what is left at its start (the others'
-    unused time included). `factor`: this host's cost against the VM's (host_factor)."""
+    stopped early (WHOLE_ONLY) is cut and its share goes to the others. At run time the
+    last one's share is what is left at its start (the others' unused time included). `factor`: this host's cost against the VM's (host_factor)."""
     order = [n for n in BUDGET_ORDER if n in names]
     usable = max(budget_s - RESERVE_S, 1.0)
     cut: dict[str, str] = {}

@@ -1,10 +1,10 @@
 """Schedules run for real (Kang et al. VII, Table 3): predicted vs measured on this machine.
 
-The two networks' response cases (below) run first, right after their own profiles, then the
-other models are profiled and the pipelined cases run: a run stopped at a time limit keeps
-the bounds' figures. For light ONNX models shipped in the onnx package: profile each for scheduling (every
-layer with k = 1..n threads pinned to k cores, PE-to-PE handoff, and the executor regime:
-the model run in the executor with every PE busy at once, its segments' worst and median
+The two networks' response cases (below) run first, right after their own profiles, then
+the other models are profiled and the pipelined cases run: a run stopped at a time limit
+keeps the bounds' figures. For light ONNX models shipped in the onnx package: profile each
+for scheduling (every layer with k = 1..n threads pinned to k cores, PE-to-PE handoff, and
+the executor regime: the model run in the executor with every PE busy at once, its segments' worst and median
 slowdown over the profile, dispatch wait and release jitter; executor.pe_profile), plan a
 pipelined single-network schedule for every CPU configuration with the exact
 task-clustering solver (CP-SAT), run it on ONNX Runtime sessions (executor.pipeline: one
@@ -575,7 +575,7 @@ def main() -> int:
     lms = {}
     rows = []
     t_all = time.perf_counter()
-    def profile(models: list[str]) -> None:
+    def profile_models(models: list[str]) -> None:
         """Each model's PE profile for scheduling (its documents into `docs`)."""
         with Bar("profile for scheduling", total=len(models)) as bar:
             for m in models:
@@ -583,9 +583,9 @@ def main() -> int:
                 lms[m] = load(m)
                 prof = profile_for_schedule(lms[m], cluster, runs=args.runs, warmup=2, regime_frames=args.regime_frames,
                                             corun_rounds=args.corun_rounds)
-                plat, profile, lines = schedule_documents(lms[m], prof, name=m, platform_name="this-machine",
-                                                          model_path=m)
-                docs[m] = (plat, profile)
+                plat, doc, lines = schedule_documents(lms[m], prof, name=m, platform_name="this-machine",
+                                                      model_path=m)
+                docs[m] = (plat, doc)
                 rows.append({"model": m, "profiling_s": round(time.perf_counter() - t0, 2), "summary": lines,
                              "executor_regime": prof.regime})
                 bar.advance(1, m)
@@ -610,10 +610,10 @@ def main() -> int:
     # profiles: a run stopped at a time limit (quiet_host's budget or --timeout-s) keeps the bounds' figures, and
     # the longest profile (inception_v1's, 430 s on the VM) no longer stands before them
     if len(pair) == 2:
-        profile(list(dict.fromkeys(pair)))
+        profile_models(list(dict.fromkeys(pair)))
         save()
         response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: (two.append(row), save()))
-    profile([m for m in dict.fromkeys(names) if m not in docs])
+    profile_models([m for m in dict.fromkeys(names) if m not in docs])
     save()
     with Bar("pipelined schedules", total=len(names) * len(configs)) as bar:
         for m in names:
