@@ -35,8 +35,10 @@ states it did not otherwise meet: with the wait alone its 2-core bounds tightene
 against 18.1 ms) and a bench run in the VM's two-thread slow state went over them (3
 responses); with the two-thread state charged (pe_profile.measure_coupling) a 1-core
 response went over, its co-run charged at a median that missed the cores' slow state. With
-both slow states charged (multiapp.corun_slowdown) the six bench runs since (108 runs,
-docs/measurement.md, eleventh and twelfth sessions) held every bound.
+both slow states charged (multiapp.corun_slowdown) the seven default bench runs since (126
+runs, docs/measurement.md, eleventh to thirteenth sessions) held every bound; a shorter budget
+run (quiet_host --budget-s 420) put one response 1.6% over, after a stall longer than any its
+regime had measured.
 """
 
 from __future__ import annotations
