@@ -120,6 +120,12 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                      f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms"
                      + (f"; other processes took {r['host_other_cpu_pct']:.1f}% of the CPUs' time meanwhile"
                         if r.get("host_other_cpu_pct") is not None else ""))
+        if r.get("exceedance_per_run"):
+            lines.append(f"  e read at an exceedance of {r['exceedance_per_run']:g} per segment run: the largest measured "
+                         f"{r['segment_excess_measured_ms']:.3f} ms, an exponential tail fitted to the largest runs "
+                         + (f"(scale {r['excess_tail_scale_ms']:.3f} ms) " if r.get("excess_tail_scale_ms") is not None
+                            else "(too few runs to fit one: the largest measured) ")
+                         + "beyond it; every delay curve raised by what the tail added")
         for k, b in sorted((r.get("by_cores") or {}).items()):
             lines.append(f"  on {k}-core PEs ({b['segment_runs']} segment runs; a schedule of {k}-core PEs is charged these): "
                          f"segment time <= x{b['interference_factor']:.3f}{_charged(b)} + {b['segment_excess_ms']:.3f} ms, dispatch "

@@ -166,7 +166,8 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             f"dispatch +{problem.dispatch_ms:g} ms per segment (its own and each interfering job's): a segment queued on "
             "an idle PE waiting for its worker thread",
             f"segment excess +{problem.segment_excess_ms:g} ms per segment run (own, blocking, interfering): a time slice "
-            "lost to another thread or process, whatever the segment's length",
+            "lost to another thread or process, whatever the segment's length (a profile's is read beyond its "
+            "largest measured run, at its exceedance per run: ExecutorRegime.exceedance_per_run)",
         ] + ([
             "delay curve: the dispatch waits and excess of all the runs starting in the response's window (R + the "
             "longest segment run) together at most what the executor regime measured any window that long to hold, "

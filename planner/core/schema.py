@@ -725,6 +725,9 @@ class RegimeBySize(Strict):
     release_jitter_ms: float = Field(ge=0, le=10_000, description="As ExecutorRegime's, over these cases' releases")
     dispatch_ms: float = Field(ge=0, le=10_000, description="As ExecutorRegime's, over these cases' runs")
     segment_runs: int = Field(ge=0, description="Segment runs these figures come from")
+    segment_excess_measured_ms: float | None = Field(None, ge=0, le=10_000, description="As ExecutorRegime's")
+    exceedance_per_run: float | None = Field(None, gt=0, lt=1, description="As ExecutorRegime's")
+    excess_tail_scale_ms: float | None = Field(None, ge=0, le=10_000, description="As ExecutorRegime's")
     charged_max: float | None = Field(None, gt=0, le=1000, description="As ExecutorRegime's, over these cases' runs")
 
 
@@ -736,8 +739,9 @@ class ExecutorRegime(Strict):
     and the pipelined throughput are computed with these unless the request overrides."""
 
     interference_factor: float = Field(ge=1, le=1000, description="The bound's factor f: with segment_excess_ms e, "
-                                       "every measured segment run took at most f x its profiled time + e (the "
-                                       "envelope of the smallest bound for the model)")
+                                       "every measured segment run took at most f x its profiled time + e, and a later "
+                                       "one exceeds it with probability exceedance_per_run (the envelope of the "
+                                       "smallest bound for the model)")
     segment_excess_ms: float = Field(0.0, ge=0, le=10_000, description="The bound's per-segment excess e (a time "
                                      "slice lost to another thread or process, whatever the segment's length)")
     envelope: list[tuple[Annotated[float, Field(ge=1, le=1000)], Annotated[float, Field(ge=0, le=10_000)]]] = Field(
@@ -761,6 +765,17 @@ class ExecutorRegime(Strict):
                                "wake-up: OS scheduler, GIL); every segment may wait it once")
     dispatch_p50_ms: float = Field(ge=0, le=10_000, description="Median of that wait (pipelined throughput)")
     segment_runs: int = Field(ge=0, description="Segment runs the figures come from")
+    segment_excess_measured_ms: float | None = Field(
+        None, ge=0, le=10_000, description="The largest excess measured at the factor (over f x profiled time): "
+        "segment_excess_ms is the tail's beyond it where larger (null in older profiles: e is this)")
+    exceedance_per_run: float | None = Field(
+        None, gt=0, lt=1, description="The probability per segment run that e is exceeded, read from an exponential "
+        "tail fitted to the largest measured excesses (measurement-based probabilistic timing analysis); every delay "
+        "curve is raised by what the tail added to e. The largest of N runs alone is exceeded by as many later runs "
+        "with probability near 1/2 (null in older profiles: e is the largest measured)")
+    excess_tail_scale_ms: float | None = Field(
+        None, ge=0, le=10_000, description="That tail's scale (mean excess of the largest runs over their threshold; "
+        "null where too few runs to fit one)")
     charged_max: float | None = Field(
         None, gt=0, le=1000, description="The largest slowdown (co-run x coupling) any run's profiled time was "
         "charged before its factor and excess were taken: they are relative to it, and a configuration charged "
