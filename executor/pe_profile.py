@@ -522,7 +522,8 @@ def _settled_run(ex: PipelineExecutor, frames: int, **kw):  # noqa: ANN003, ANN2
     return ex.run(frames, timeout_s=60, **kw)
 
 
-def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES) -> dict:
+def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES,
+                            exceedance_per_run: float = EXCEEDANCE_PER_RUN) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
     PE busy at once: with n > 1 cores, n copies of the model on n 1-core PEs, copy j's
@@ -544,9 +545,12 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     (co-run's 90th percentile, the coupling probe), which they were not when the periodic
     runs alone were first tried and 4 responses went over their bounds. Each PE's charge
     is recorded (charged_max), as the figures are relative to it.
+    e is read at `exceedance_per_run` (tail_excess).
     Bounded: `frames` frames per case (TP_FRAMES_FACTOR times that pipelined), 60 s each."""
     if frames < 1:
         raise ValueError("frames must be >= 1")
+    if not 0 < exceedance_per_run < 1:
+        raise ValueError("the exceedance probability per run must be in (0, 1)")
     cases = _regime_cases(lm, prof)
     pressure = HostPressure()
     ratios: list[float] = []
@@ -602,9 +606,9 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     by_size = _factor_by_cores(by_cores, tp_periods, d50)
     model_ms = {k: sum(prof.layer_ms[prof.k_devices[k - 1].id]) for k in worst}
     return {
-        **every.figures(sum(prof.layer_ms[prof.k_devices[0].id])),
+        **every.figures(sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run),
         # each PE size's own: a schedule of k-core PEs is charged what k-core PEs measured
-        "by_cores": {k: w.figures(model_ms[k]) for k, w in sorted(worst.items())},
+        "by_cores": {k: w.figures(model_ms[k], exceedance_per_run) for k, w in sorted(worst.items())},
         "interference_factor_p50": float(np.median(tp_ratios or ratios)),
         "factor_p50_by_cores": by_size,
         "dispatch_p50_ms": d50,
@@ -709,6 +713,7 @@ def profile_for_schedule(
     seed: int = 0,
     regime_frames: int = REGIME_FRAMES,
     corun_rounds: int = CORUN_ROUNDS,
+    exceedance_per_run: float = EXCEEDANCE_PER_RUN,
 ) -> PEProfile:
     """The PE profile of `lm` on `cluster`'s cores (and `others`), with the host's
     background sampled throughout (HostSampler: the steal, other processes and interrupts a
@@ -723,7 +728,7 @@ def profile_for_schedule(
     with HostSampler(cores) as sampler:
         prof = _profile(lm, cluster, cores, others, runs=runs, warmup=warmup, handoff_sizes=handoff_sizes,
                         handoff_frames=handoff_frames, progress=progress, seed=seed, regime_frames=regime_frames,
-                        corun_rounds=corun_rounds)
+                        corun_rounds=corun_rounds, exceedance_per_run=exceedance_per_run)
     if prof.regime is not None:
         bg = sampler.summary()
         prof.regime["host_sampled_s"] = bg["host_sampled_s"]
@@ -736,7 +741,7 @@ def profile_for_schedule(
 
 def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], others: Sequence[RuntimeDevice], *,
              runs: int, warmup: int, handoff_sizes: Sequence[int], handoff_frames: int, progress: Progress | None,
-             seed: int, regime_frames: int, corun_rounds: int) -> PEProfile:
+             seed: int, regime_frames: int, corun_rounds: int, exceedance_per_run: float) -> PEProfile:
     k_devices = [replace(cluster, id=f"{cluster.id}@{k}", threads=k, affinity=cores[:k]) for k in range(1, len(cores) + 1)]
     devices = k_devices + list(others)
     topology = read_topology(cores)
@@ -781,7 +786,7 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
         if progress:
             progress(1, 1, f"handoff {src_id} -> {dst_id}")
     if regime_frames:  # 0: not measured (the schedule then uses the defaults or the request's)
-        prof.regime = measure_executor_regime(lm, prof, regime_frames)
+        prof.regime = measure_executor_regime(lm, prof, regime_frames, exceedance_per_run)
         if progress:
             progress(1, 1, "executor regime")
     return prof

@@ -212,5 +212,6 @@ def test_cli_profile_for_scheduling_schedule_execute(capsys, tmp_path):
     code, _, err = run(capsys, "execute", "--schedule", s, "--model", f"other={model}", "--device", "cpu=CPUExecutionProvider")
     assert code == 2 and "no model for network 'sq'" in err
     code, _, err = run(capsys, "profile", model, "--pe-cluster", "cpu=CPUExecutionProvider", "--out-platform", p,
-                       "--out-profile", m, "--regime-frames", "-1")
-    assert code == 2 and "--regime-frames: must be 0..1000, got -1" in err
+                       "--out-profile", m, "--regime-frames", "-1", "--exceedance-per-run", "1")
+    assert code == 2 and "--regime-frames: must be 0..1000, got -1" in err and len(err.strip().splitlines()) == 1
+    assert "--exceedance-per-run: must be 1e-9..0.5, got 1" in err

@@ -126,6 +126,11 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     # the delay curve at the chosen factor: its shortest window holds at least the single largest excess
     at_f = [c for c in r.excess_curves if c.factor == r.interference_factor]
     assert r.excess_curves and len(at_f) == 1 and at_f[0].points[0][1] >= r.segment_excess_ms - 1e-12
+    # e read beyond the largest measured run, at the default exceedance, and said so
+    from executor.pe_profile import EXCEEDANCE_PER_RUN
+
+    assert r.exceedance_per_run == EXCEEDANCE_PER_RUN and r.segment_excess_ms >= r.segment_excess_measured_ms
+    assert any(line.startswith(f"  e read at an exceedance of {EXCEEDANCE_PER_RUN:g}") for line in lines)
     assert mp.excess_curve
     # each release's lateness is in the curve (at its due time), so the jitter is charged inside its cap
     assert all(c.release for c in r.excess_curves) and mp.curve_holds_release

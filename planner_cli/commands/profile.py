@@ -96,6 +96,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "cluster's other PEs running theirs (the co-run slowdown the schedule bound charges; the layers "
                         "are then timed alone); 0: not measured, the layers timed with the other cores busy instead "
                         "(default: %(default)s, at most 100)")
+    p.add_argument("--exceedance-per-run", type=float, default=1e-4, metavar="P",  # executor.pe_profile.EXCEEDANCE_PER_RUN
+                   help="with --pe-cluster: the probability per segment run that the bound's per-segment excess e is "
+                        "exceeded: e is read from an exponential tail fitted to the regime run's largest excesses, "
+                        "never under the largest measured (the largest of N runs alone is exceeded by as many later "
+                        "runs about half the time); smaller: larger, safer bounds (default: %(default)g, 1e-9 to 0.5)")
     p.set_defaults(func=run)
 
 
@@ -160,6 +165,8 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
         problems.append(f"--regime-frames: must be 0..1000, got {args.regime_frames}")
     if not 0 <= args.corun_rounds <= 100:
         problems.append(f"--corun-rounds: must be 0..100, got {args.corun_rounds}")
+    if not 1e-9 <= args.exceedance_per_run <= 0.5:
+        problems.append(f"--exceedance-per-run: must be 1e-9..0.5, got {args.exceedance_per_run:g}")
     cluster, others = None, []
     try:
         cluster = parse_device(args.pe_cluster)
@@ -175,7 +182,8 @@ def run_pe_cluster(args: argparse.Namespace) -> int:
     bar, report = _progress(f"profiling {Path(args.model).name} for scheduling")
     try:
         prof = profile_for_schedule(lm, cluster, others, runs=args.runs, warmup=args.warmup, progress=report, seed=args.seed,
-                                    regime_frames=args.regime_frames, corun_rounds=args.corun_rounds)
+                                    regime_frames=args.regime_frames, corun_rounds=args.corun_rounds,
+                                    exceedance_per_run=args.exceedance_per_run)
     except (SlicingError, ValueError) as exc:
         raise InputError("arguments", str(exc)) from None
     finally:
