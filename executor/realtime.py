@@ -38,7 +38,8 @@ response went over, its co-run charged at a median that missed the cores' slow s
 both slow states charged (multiapp.corun_slowdown) the seven default bench runs since (126
 runs, docs/measurement.md, eleventh to thirteenth sessions) held every bound; a shorter budget
 run (quiet_host --budget-s 420) put one response 1.6% over, after a stall longer than any its
-regime had measured.
+regime had measured. With the excess read beyond the measured runs (pe_profile.tail_excess,
+fourteenth session) a default and a budget run (34 runs) held every bound.
 """
 
 from __future__ import annotations
