@@ -562,10 +562,9 @@ def test_the_factor_is_weighed_on_every_network_of_the_schedule(monkeypatch):
     a, b = prof("A", [("a1", 2, None)]), prof("B", [("b1", 5, None)])
     regime = {"interference_factor": 1.5, "interference_factor_p50": 1.0, "release_jitter_ms": 0.0, "dispatch_ms": 0.0,
               "dispatch_p50_ms": 0.0, "segment_runs": 10, "method": "by hand"}
-    a, b = (x.model_copy(update={"executor_regime": regime}) for x in (a, b))
-    from planner.core.schema import ModelProfile
+    from planner.core.schema import ExecutorRegime
 
-    a, b = (ModelProfile.model_validate(x.model_dump()) for x in (a, b))
+    a, b = (x.model_copy(update={"executor_regime": ExecutorRegime.model_validate(regime)}) for x in (a, b))
     problem(p, [a, b], [("A", 20, 0), ("B", 40, 1)])
     assert seen and seen[-1] == pytest.approx((9.0, 3))  # 2 x 2 + 5: A twice in B's 40 ms, B once; e on each job
 
