@@ -491,6 +491,7 @@ class _Worst:
             "exceedance_per_run": p,
             "excess_tail_scale_ms": tail_excess(run - factor * pred, p)[1] if self.pairs else None,
             "envelope": [[f, e] for f, e in points],
+            "envelope_measured": [[f, _excess_at(run, pred, f, None)] for f, _ in points],
             "excess_curves": [{"factor": f, "points": [[w, d + tail_added(f)] for w, d in pts], "release": True}
                               for f in sorted({factor, *(f for f, _ in points)}) if (pts := excess_curve(self.timed, f))],
             "release_jitter_ms": max(0.0, float(np.max(self.jitter))) if self.jitter else 0.0,

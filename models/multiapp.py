@@ -378,7 +378,33 @@ def _as_charged(regime, charge: float):  # noqa: ANN001, ANN202 - an ExecutorReg
     return regime.model_copy(update={
         "interference_factor": f(regime.interference_factor),
         "envelope": [(f(a), e) for a, e in regime.envelope],
+        "envelope_measured": [(f(a), e) for a, e in regime.envelope_measured],
         "excess_curves": [c.model_copy(update={"factor": f(c.factor)}) for c in regime.excess_curves]})
+
+
+def measured_maxima(regime):  # noqa: ANN001, ANN201 - an ExecutorRegime, and the same type back
+    """The regime as its measured runs alone give it, without the tail beyond them
+    (pe_profile.tail_excess): e the largest excess measured at each factor, every delay
+    curve lowered by what the tail added at its factor. A bound built on it is what the
+    largest measured runs alone would have charged: the schedule bench counts the responses
+    that would have gone over it, which is what the tail is for. Unchanged where the profile
+    records no measured envelope (older profiles: their e is the largest measured)."""
+
+    def strip(r):  # noqa: ANN001, ANN202 - an ExecutorRegime or a RegimeBySize
+        if not r.envelope_measured or r.segment_excess_measured_ms is None:
+            return r
+        added = {round(f, 9): e - m for (f, e), (_, m) in zip(r.envelope, r.envelope_measured)}
+        added[round(r.interference_factor, 9)] = r.segment_excess_ms - r.segment_excess_measured_ms
+        curves = [c.model_copy(update={"points": [(w, max(0.0, d - added.get(round(c.factor, 9), 0.0)))
+                                                  for w, d in c.points]}) for c in r.excess_curves]
+        return r.model_copy(update={"segment_excess_ms": r.segment_excess_measured_ms,
+                                    "envelope": list(r.envelope_measured), "excess_curves": curves,
+                                    "exceedance_per_run": None, "excess_tail_scale_ms": None})
+
+    out = strip(regime)
+    if getattr(regime, "by_cores", None):
+        out = out.model_copy(update={"by_cores": {k: strip(b) for k, b in regime.by_cores.items()}})
+    return out
 
 
 def _corun(request: ScheduleRequest, profiles: Sequence[ModelProfile], cfg) -> dict:  # noqa: ANN001

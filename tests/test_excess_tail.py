@@ -79,8 +79,8 @@ def test_the_regime_figures_charge_the_tail_in_e_the_envelope_and_every_curve():
     assert fig["segment_excess_measured_ms"] == pytest.approx(measured)
     assert fig["segment_excess_ms"] == pytest.approx(tail_excess(run - f * pred)[0])
     assert fig["excess_tail_scale_ms"] is not None
-    for (fe, e), (fm, em) in zip(fig["envelope"], envelope_points(list(zip(run, pred)))):
-        assert fe == fm and e >= em - 1e-12
+    for (fe, e), (fm, em), (fr, er) in zip(fig["envelope"], envelope_points(list(zip(run, pred))), fig["envelope_measured"]):
+        assert fe == fm == fr and e >= em - 1e-12 and er == pytest.approx(em)  # the measured ones kept beside
     plain = _Worst(pairs=w.pairs, timed=w.timed)
     added = fig["segment_excess_ms"] - measured
     at_f = next(c["points"] for c in fig["excess_curves"] if c["factor"] == f)
@@ -89,3 +89,48 @@ def test_the_regime_figures_charge_the_tail_in_e_the_envelope_and_every_curve():
     # the figures are what the profile's schema takes
     from planner.core.schema import RegimeBySize
     assert RegimeBySize(**fig).segment_excess_ms == pytest.approx(fig["segment_excess_ms"])
+
+
+def _regime(**kw):
+    from planner.core.schema import ExecutorRegime
+
+    size = {"interference_factor": 1.2, "segment_excess_ms": 3.0, "segment_excess_measured_ms": 2.0,
+            "envelope": [[1.0, 5.0], [1.2, 3.0]], "envelope_measured": [[1.0, 4.5], [1.2, 2.0]],
+            "excess_curves": [{"factor": 1.0, "points": [[0.5, 5.5], [10.0, 7.0]]},
+                              {"factor": 1.2, "points": [[0.5, 3.5], [10.0, 6.0]]}],
+            "release_jitter_ms": 0.5, "dispatch_ms": 0.5, "segment_runs": 700, "exceedance_per_run": 1e-4,
+            "excess_tail_scale_ms": 0.4}
+    return ExecutorRegime.model_validate({**size, "interference_factor_p50": 1.0, "dispatch_p50_ms": 0.1,
+                                          "method": "by hand", "by_cores": {1: size}, **kw})
+
+
+def test_the_bound_at_the_measured_maxima_takes_the_tail_back_out():
+    """models.multiapp.measured_maxima: e back to the largest measured (2 at x1.2), the
+    envelope to its measured excesses, each curve lowered by what the tail added at its
+    factor (0.5 at x1, 1 at x1.2), per PE size too; a profile from before the tail (no
+    measured envelope) is left as it is."""
+    from models.multiapp import measured_maxima
+
+    m = measured_maxima(_regime())
+    for r in (m, m.by_cores[1]):
+        assert r.segment_excess_ms == 2.0 and [tuple(x) for x in r.envelope] == [(1.0, 4.5), (1.2, 2.0)]
+        assert [c.points for c in r.excess_curves] == [[(0.5, 5.0), (10.0, 6.5)], [(0.5, 2.5), (10.0, 5.0)]]
+        assert r.exceedance_per_run is None
+    old = _regime(segment_excess_measured_ms=None, envelope_measured=[], by_cores={})
+    assert measured_maxima(old) == old
+
+
+def test_the_schedule_bench_counts_the_responses_the_tail_kept_within_their_bound():
+    from bench import schedule_fidelity as sf
+
+    def net(worst, bound, no_tail):
+        return {"response_max_ms": worst, "replicate_max_ms": worst, "bound_over_max": bound / worst,
+                "over_bound": worst > bound, "bound_no_tail_ms": no_tail, "over_bound_no_tail": worst > no_tail,
+                "bound_no_tail_over_max": no_tail / worst}
+
+    two = [{"run_notes": [{"label": "run 1", "regime_note": None}], "deadlines": [], "waits": None,
+            "networks": [net(10.0, 12.0, 9.5), net(8.0, 12.0, 9.0)]}]
+    s = sf.summarise([], two)
+    assert s["responses_over_bound"] == 0 and s["responses_over_bound_no_tail"] == 1
+    assert s["mean_bound_no_tail_over_measured_max"] == pytest.approx((0.95 + 9.0 / 8.0) / 2)
+    assert sf.summarise([], [])["responses_over_bound_no_tail"] is None

@@ -726,6 +726,8 @@ class RegimeBySize(Strict):
     dispatch_ms: float = Field(ge=0, le=10_000, description="As ExecutorRegime's, over these cases' runs")
     segment_runs: int = Field(ge=0, description="Segment runs these figures come from")
     segment_excess_measured_ms: float | None = Field(None, ge=0, le=10_000, description="As ExecutorRegime's")
+    envelope_measured: list[tuple[Annotated[float, Field(ge=1, le=1000)], Annotated[float, Field(ge=0, le=10_000)]]] = \
+        Field(default_factory=list, max_length=64, description="As ExecutorRegime's")
     exceedance_per_run: float | None = Field(None, gt=0, lt=1, description="As ExecutorRegime's")
     excess_tail_scale_ms: float | None = Field(None, ge=0, le=10_000, description="As ExecutorRegime's")
     charged_max: float | None = Field(None, gt=0, le=1000, description="As ExecutorRegime's, over these cases' runs")
@@ -768,6 +770,10 @@ class ExecutorRegime(Strict):
     segment_excess_measured_ms: float | None = Field(
         None, ge=0, le=10_000, description="The largest excess measured at the factor (over f x profiled time): "
         "segment_excess_ms is the tail's beyond it where larger (null in older profiles: e is this)")
+    envelope_measured: list[tuple[Annotated[float, Field(ge=1, le=1000)], Annotated[float, Field(ge=0, le=10_000)]]] = \
+        Field(default_factory=list, max_length=64, description="envelope's factors with the largest excess measured "
+              "at each (the tail's is in envelope): with segment_excess_measured_ms, what the bound at the measured "
+              "maxima alone is built from (models.multiapp.measured_maxima; empty in older profiles)")
     exceedance_per_run: float | None = Field(
         None, gt=0, lt=1, description="The probability per segment run that e is exceeded, read from an exponential "
         "tail fitted to the largest measured excesses (measurement-based probabilistic timing analysis); every delay "
