@@ -39,7 +39,9 @@ both slow states charged (multiapp.corun_slowdown) the seven default bench runs 
 runs, docs/measurement.md, eleventh to thirteenth sessions) held every bound; a shorter budget
 run (quiet_host --budget-s 420) put one response 1.6% over, after a stall longer than any its
 regime had measured. With the excess read beyond the measured runs (pe_profile.tail_excess,
-fourteenth session) a default and a budget run (34 runs) held every bound.
+fourteenth session) two default runs and a budget run (52 runs) held every bound; a third
+default run put two 1-core responses 8% and 19% over theirs, after a stall of about 10 ms that
+its regimes, measured in a quiet minute, had not met (the tail added 0.2 ms there).
 """
 
 from __future__ import annotations
