@@ -1,0 +1,162 @@
+"""How late a real-time thread wakes on each core: the host's own stalls, measured apart
+from any network (what cyclictest measures).
+
+The executor regime's excess e and its delay curve come from about 20 s of one network's
+segment runs. A default schedule bench on the VM put two 1-core responses 8% and 19% over
+their bounds after a stall of about 10 ms that both networks' regimes had not met (they had
+run in a quiet minute; docs/measurement.md, fourteenth session). A stall of a virtual CPU
+is the host's, not a network's, so this bench measures stalls on their own, for as long as
+asked: one process per core, pinned there, at SCHED_FIFO where allowed, sleeping
+--period-ms again and again and recording how late each wake-up came. A stall of L ms on
+that core makes the wake-up due in it up to L ms late.
+
+Per core it prints the wake-ups, the lateness at p50 / p99 / p99.9 / max, how many wake-ups
+came at least 1, 2, 5 and 10 ms late, and the exponential tail's read at 1e-4 per wake-up
+(executor.pe_profile.tail_excess, the schedule bound's), and writes
+bench/results/host_stalls.json. With --busy every other core spins a loop meanwhile (the
+cores then compete for the host as a schedule's PEs do). Bounded: --seconds at most 3600,
+each probe stopped and joined at the end.
+
+    .venv/bin/python bench/host_stalls.py                         # 60 s, every core, 1 ms
+    .venv/bin/python bench/host_stalls.py --seconds 600 --period-ms 0.5 --busy
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results_io import write_json  # noqa: E402
+
+from executor.pe_profile import EXCEEDANCE_PER_RUN, tail_excess  # noqa: E402
+from executor.realtime import PE_PRIORITY, set_fifo  # noqa: E402
+from planner.progress import Bar  # noqa: E402
+
+LATE_MS = (1.0, 2.0, 5.0, 10.0)
+
+
+def _probe(core: int, period_s: float, seconds: float, out) -> None:  # noqa: ANN001 - a multiprocessing queue
+    """In the child: pinned to `core`, real-time where allowed, sleep `period_s` again and
+    again for `seconds`; put (core, policy, lateness in ms of every wake-up)."""
+    os.sched_setaffinity(0, {core})
+    refused = set_fifo(0, PE_PRIORITY)
+    late = []
+    end = time.perf_counter() + seconds
+    while True:  # at least one wake-up
+        t = time.perf_counter()
+        time.sleep(period_s)
+        now = time.perf_counter()
+        late.append((now - t - period_s) * 1000.0)
+        if now >= end:
+            break
+    out.put((core, "SCHED_OTHER" if refused else "SCHED_FIFO", np.asarray(late, dtype=np.float32)))
+
+
+def _spin(core: int, seconds: float) -> None:
+    os.sched_setaffinity(0, {core})
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+
+
+def figures(late_ms: np.ndarray) -> dict:
+    """One core's wake-up lateness summarised (ms)."""
+    if late_ms.size == 0:
+        return {"wakeups": 0}
+    x = np.asarray(late_ms, dtype=float)
+    return {"wakeups": int(x.size), "p50_ms": float(np.percentile(x, 50)), "p99_ms": float(np.percentile(x, 99)),
+            "p999_ms": float(np.percentile(x, 99.9)), "max_ms": float(x.max()),
+            "late_at_least": {f"{m:g}_ms": int((x >= m).sum()) for m in LATE_MS},
+            "tail_at_exceedance_ms": tail_excess(x, EXCEEDANCE_PER_RUN)[0], "exceedance": EXCEEDANCE_PER_RUN}
+
+
+def measure(cores: list[int], seconds: float, period_ms: float, busy: bool = False, progress=None) -> dict:  # noqa: ANN001
+    """Probe every core of `cores` at once (with `busy`: each other core of the process spins
+    meanwhile, one core probed at a time); per core its figures and policy."""
+    ctx = mp.get_context("spawn")
+    rounds = [[c] for c in cores] if busy else [cores]
+    out: dict[int, dict] = {}
+    for k, group in enumerate(rounds):
+        q = ctx.Queue()
+        procs = [ctx.Process(target=_probe, args=(c, period_ms / 1000.0, seconds, q), daemon=True) for c in group]
+        procs += [ctx.Process(target=_spin, args=(c, seconds), daemon=True) for c in cores if busy and c not in group]
+        try:
+            for p in procs:
+                p.start()
+            t0 = time.perf_counter()
+            got = []
+            while len(got) < len(group):
+                try:
+                    got.append(q.get(timeout=1.0))
+                except Exception:  # noqa: BLE001 - queue.Empty: still measuring
+                    if time.perf_counter() - t0 > seconds + 60:
+                        raise RuntimeError("a probe did not report within a minute of its end") from None
+                if progress:
+                    progress(min(1.0, (k + min(1.0, (time.perf_counter() - t0) / seconds)) / len(rounds)))
+            for core, policy, late in got:
+                out[core] = {"core": core, "policy": policy, **figures(late)}
+        finally:
+            for p in procs:
+                p.join(timeout=5)
+                if p.is_alive():
+                    p.terminate()
+                    p.join()
+    return {"cores": [out[c] for c in cores], "seconds": seconds, "period_ms": period_ms, "busy": busy}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60.0, help="per probe (default: %(default)s, at most 3600)")
+    ap.add_argument("--period-ms", type=float, default=1.0, help="sleep between wake-ups (default: %(default)s, 0.1 to 100)")
+    ap.add_argument("--cores", default=None, help="comma-separated (default: every core this process may use)")
+    ap.add_argument("--busy", action="store_true", help="the other cores spin while each core is probed (default: idle)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "host_stalls.json"),
+                    help="JSON written (default: %(default)s)")
+    args = ap.parse_args()
+    allowed = sorted(os.sched_getaffinity(0))
+    problems = []
+    if not 0 < args.seconds <= 3600:
+        problems.append(f"--seconds: must be in (0, 3600], got {args.seconds:g}")
+    if not 0.1 <= args.period_ms <= 100:
+        problems.append(f"--period-ms: must be 0.1 to 100, got {args.period_ms:g}")
+    try:
+        cores = allowed if args.cores is None else [int(c) for c in args.cores.split(",")]
+        if not set(cores) <= set(allowed) or not cores:
+            problems.append(f"--cores: must be among {allowed}, got {args.cores}")
+    except ValueError:
+        problems.append(f"--cores: expected comma-separated core numbers, got {args.cores!r}")
+    if problems:
+        print("host_stalls: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    with Bar(f"probing {len(cores)} core(s) for {args.seconds:g} s") as bar:
+        res = measure(cores, args.seconds, args.period_ms, args.busy, bar)
+    print(f"wake-up lateness of a thread sleeping {args.period_ms:g} ms, {args.seconds:g} s per core"
+          f"{', the other cores spinning' if args.busy else ''} (ms; late >= N: wake-ups at least N ms late; "
+          f"tail: the exponential tail's read at {EXCEEDANCE_PER_RUN:g} per wake-up, as the schedule bound's e is)")
+    print(f"{'core':>4} {'policy':<12} {'wakeups':>8} {'p50':>7} {'p99':>7} {'p99.9':>7} {'max':>8} "
+          + " ".join(f"{'>=' + format(m, 'g'):>6}" for m in LATE_MS) + f" {'tail':>8}")
+    for c in res["cores"]:
+        print(f"{c['core']:>4} {c['policy']:<12} {c['wakeups']:>8} {c['p50_ms']:>7.3f} {c['p99_ms']:>7.3f} "
+              f"{c['p999_ms']:>7.3f} {c['max_ms']:>8.3f} "
+              + " ".join(f"{c['late_at_least'][f'{m:g}_ms']:>6}" for m in LATE_MS) + f" {c['tail_at_exceedance_ms']:>8.3f}")
+    load_after = [round(x, 2) for x in os.getloadavg()]
+    print(f"host: cores {cores}, load average before {load_before}, after {load_after} (1/5/15 min)")
+    write_json(args.out, {**res, "load_average_before": load_before, "load_average_after": load_after})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

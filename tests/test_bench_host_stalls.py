@@ -1,0 +1,46 @@
+"""bench/host_stalls.py: the host's wake-up lateness per core, apart from any network."""
+
+import numpy as np
+import pytest
+
+from bench import host_stalls as hs
+
+
+def test_the_figures_count_the_late_wakeups_and_read_the_tail():
+    late = np.array([0.05] * 990 + [1.5, 2.5, 6.0, 12.0] + [0.1] * 6)
+    f = hs.figures(late)
+    assert f["wakeups"] == 1000 and f["max_ms"] == 12.0
+    assert f["late_at_least"] == {"1_ms": 4, "2_ms": 3, "5_ms": 2, "10_ms": 1}
+    assert f["tail_at_exceedance_ms"] >= 12.0 and f["p50_ms"] == pytest.approx(0.05)
+
+
+def test_a_short_probe_reports_every_core_asked_and_no_process_outlives_it():
+    import multiprocessing as mp
+    import os
+
+    core = sorted(os.sched_getaffinity(0))[0]
+    res = hs.measure([core], 0.3, 1.0)
+    (c,) = res["cores"]
+    assert c["core"] == core and c["policy"] in ("SCHED_FIFO", "SCHED_OTHER")
+    assert 10 <= c["wakeups"] <= 300 and c["max_ms"] >= c["p50_ms"] >= -0.01
+    assert not mp.active_children()
+
+
+def test_bad_arguments_are_refused_in_one_line(capsys, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["host_stalls.py", "--seconds", "0", "--period-ms", "500", "--cores", "x"])
+    assert hs.main() == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "--seconds" in err and "--period-ms" in err and "--cores" in err
+
+
+def test_busy_probes_each_core_while_the_others_spin():
+    import multiprocessing as mp
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    if len(cores) < 2:
+        pytest.skip("one core: nothing to spin beside the probe")
+    res = hs.measure(cores, 0.2, 1.0, busy=True)
+    assert [c["core"] for c in res["cores"]] == cores and res["busy"]
+    assert all(c["wakeups"] >= 5 for c in res["cores"]) and not mp.active_children()
