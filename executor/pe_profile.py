@@ -532,8 +532,8 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     each other), then one copy on one n-core PE and two copies taking turns on it (as a
     schedule maps several networks to one cluster). Each segment run against the profile's
     time for it (its layers, + the per-session cost beta where it does not start at the
-    first layer) gives the bound's factor and per-segment excess (segment_envelope; the
-    median ratio for throughput);
+    first layer) gives the bound's factor and per-segment excess (segment_envelope, e read
+    at `exceedance_per_run`: tail_excess; the median ratio for throughput);
     each wait of a queued segment on an idle PE the dispatch wait; each release's
     lateness the release jitter. Then the model pipelined back to back (throughput mode)
     over the n 1-core PEs and on the n-core PE, TP_REPEATS times spread over the run: per
@@ -546,12 +546,9 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     (co-run's 90th percentile, the coupling probe), which they were not when the periodic
     runs alone were first tried and 4 responses went over their bounds. Each PE's charge
     is recorded (charged_max), as the figures are relative to it.
-    e is read at `exceedance_per_run` (tail_excess).
     Bounded: `frames` frames per case (TP_FRAMES_FACTOR times that pipelined), 60 s each."""
-    if frames < 1:
-        raise ValueError("frames must be >= 1")
-    if not 0 < exceedance_per_run < 1:
-        raise ValueError("the exceedance probability per run must be in (0, 1)")
+    if frames < 1 or not 0 < exceedance_per_run < 1:
+        raise ValueError("frames must be >= 1 and the exceedance probability per run in (0, 1)")
     cases = _regime_cases(lm, prof)
     pressure = HostPressure()
     ratios: list[float] = []
