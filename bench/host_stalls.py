@@ -19,6 +19,7 @@ each probe stopped and joined at the end.
 
     .venv/bin/python bench/host_stalls.py                         # 60 s, every core, 1 ms
     .venv/bin/python bench/host_stalls.py --seconds 600 --period-ms 0.5 --busy
+    .venv/bin/python bench/host_stalls.py --spin                  # the probe busy: gaps, as a running segment meets them
 """
 
 from __future__ import annotations
@@ -45,10 +46,16 @@ from planner.progress import Bar  # noqa: E402
 LATE_MS = (1.0, 2.0, 5.0, 10.0)
 
 
-def _probe(core: int, period_s: float, seconds: float, out) -> None:  # noqa: ANN001 - a multiprocessing queue
+def _probe(core: int, period_s: float, seconds: float, out, spin: bool = False) -> None:  # noqa: ANN001 - a queue
     """In the child: pinned to `core`, real-time where allowed, sleep `period_s` again and
-    again for `seconds`; put (core, policy, lateness in ms of every wake-up)."""
+    again for `seconds`; put (core, policy, lateness in ms of every wake-up). With `spin`:
+    busy, at its own policy (a real-time spin would be throttled), the largest gap between
+    two reads of the clock in each period instead: a stall of a busy core, as a segment
+    meets it (a sleeping core's wake-up may not)."""
     os.sched_setaffinity(0, {core})
+    if spin:
+        out.put((core, "SCHED_OTHER", np.asarray(_gaps(period_s, seconds), dtype=np.float32)))
+        return
     refused = set_fifo(0, PE_PRIORITY)
     late = []
     end = time.perf_counter() + seconds
@@ -60,6 +67,21 @@ def _probe(core: int, period_s: float, seconds: float, out) -> None:  # noqa: AN
         if now >= end:
             break
     out.put((core, "SCHED_OTHER" if refused else "SCHED_FIFO", np.asarray(late, dtype=np.float32)))
+
+
+def _gaps(period_s: float, seconds: float) -> list[float]:
+    """The largest gap (ms) between two clock reads of a busy loop, per `period_s`."""
+    gaps, worst = [], 0.0
+    prev = time.perf_counter()
+    end, due = prev + seconds, prev + period_s
+    while prev < end:
+        now = time.perf_counter()
+        worst = max(worst, now - prev)
+        prev = now
+        if now >= due:
+            gaps.append(worst * 1000.0)
+            worst, due = 0.0, due + period_s
+    return gaps
 
 
 def _spin(core: int, seconds: float) -> None:
@@ -81,15 +103,17 @@ def figures(late_ms: np.ndarray) -> dict:
             "tail_at_exceedance_ms": tail_excess(x, EXCEEDANCE_PER_RUN)[0], "exceedance": EXCEEDANCE_PER_RUN}
 
 
-def measure(cores: list[int], seconds: float, period_ms: float, busy: bool = False, progress=None) -> dict:  # noqa: ANN001
+def measure(cores: list[int], seconds: float, period_ms: float, busy: bool = False, progress=None,  # noqa: ANN001
+            spin: bool = False) -> dict:
     """Probe every core of `cores` at once (with `busy`: each other core of the process spins
-    meanwhile, one core probed at a time); per core its figures and policy."""
+    meanwhile, one core probed at a time; with `spin`: the probe itself busy, _gaps); per
+    core its figures and policy."""
     ctx = mp.get_context("spawn")
     rounds = [[c] for c in cores] if busy else [cores]
     out: dict[int, dict] = {}
     for k, group in enumerate(rounds):
         q = ctx.Queue()
-        procs = [ctx.Process(target=_probe, args=(c, period_ms / 1000.0, seconds, q), daemon=True) for c in group]
+        procs = [ctx.Process(target=_probe, args=(c, period_ms / 1000.0, seconds, q, spin), daemon=True) for c in group]
         procs += [ctx.Process(target=_spin, args=(c, seconds), daemon=True) for c in cores if busy and c not in group]
         try:
             for p in procs:
@@ -112,7 +136,7 @@ def measure(cores: list[int], seconds: float, period_ms: float, busy: bool = Fal
                 if p.is_alive():
                     p.terminate()
                     p.join()
-    return {"cores": [out[c] for c in cores], "seconds": seconds, "period_ms": period_ms, "busy": busy}
+    return {"cores": [out[c] for c in cores], "seconds": seconds, "period_ms": period_ms, "busy": busy, "spin": spin}
 
 
 def main() -> int:
@@ -121,6 +145,8 @@ def main() -> int:
     ap.add_argument("--period-ms", type=float, default=1.0, help="sleep between wake-ups (default: %(default)s, 0.1 to 100)")
     ap.add_argument("--cores", default=None, help="comma-separated (default: every core this process may use)")
     ap.add_argument("--busy", action="store_true", help="the other cores spin while each core is probed (default: idle)")
+    ap.add_argument("--spin", action="store_true", help="the probe itself busy: the largest gap between two clock "
+                    "reads in each period, as a busy core (a running segment) meets a stall (default: sleeping)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "host_stalls.json"),
                     help="JSON written (default: %(default)s)")
     args = ap.parse_args()
@@ -141,8 +167,10 @@ def main() -> int:
         return 2
     load_before = [round(x, 2) for x in os.getloadavg()]
     with Bar(f"probing {len(cores)} core(s) for {args.seconds:g} s") as bar:
-        res = measure(cores, args.seconds, args.period_ms, args.busy, bar)
-    print(f"wake-up lateness of a thread sleeping {args.period_ms:g} ms, {args.seconds:g} s per core"
+        res = measure(cores, args.seconds, args.period_ms, args.busy, bar, args.spin)
+    what = (f"the largest gap between two clock reads of a busy loop in each {args.period_ms:g} ms" if args.spin
+            else f"wake-up lateness of a thread sleeping {args.period_ms:g} ms")
+    print(f"{what}, {args.seconds:g} s per core"
           f"{', the other cores spinning' if args.busy else ''} (ms; late >= N: wake-ups at least N ms late; "
           f"tail: the exponential tail's read at {EXCEEDANCE_PER_RUN:g} per wake-up, as the schedule bound's e is)")
     print(f"{'core':>4} {'policy':<12} {'wakeups':>8} {'p50':>7} {'p99':>7} {'p99.9':>7} {'max':>8} "

@@ -44,3 +44,13 @@ def test_busy_probes_each_core_while_the_others_spin():
     res = hs.measure(cores, 0.2, 1.0, busy=True)
     assert [c["core"] for c in res["cores"]] == cores and res["busy"]
     assert all(c["wakeups"] >= 5 for c in res["cores"]) and not mp.active_children()
+
+
+def test_a_spinning_probe_reports_the_largest_gap_per_period():
+    import os
+
+    core = sorted(os.sched_getaffinity(0))[0]
+    (c,) = hs.measure([core], 0.2, 1.0, spin=True)["cores"]
+    assert c["policy"] == "SCHED_OTHER" and 20 <= c["wakeups"] <= 201 and c["max_ms"] >= c["p50_ms"] > 0.0
+    gaps = hs._gaps(0.01, 0.05)  # in this process: 5 periods of 10 ms, the largest gap in each
+    assert 4 <= len(gaps) <= 6 and all(g >= 0 for g in gaps)
