@@ -25,6 +25,7 @@ each probe stopped and joined at the end.
 from __future__ import annotations
 
 import argparse
+import array
 import multiprocessing as mp
 import os
 import sys
@@ -44,6 +45,7 @@ from executor.realtime import PE_PRIORITY, set_fifo  # noqa: E402
 from planner.progress import Bar  # noqa: E402
 
 LATE_MS = (1.0, 2.0, 5.0, 10.0)
+MAX_WAKEUPS = 10_000_000  # per core: 40 MB of float32 lateness at the most
 
 
 def _probe(core: int, period_s: float, seconds: float, out, spin: bool = False) -> None:  # noqa: ANN001 - a queue
@@ -57,7 +59,7 @@ def _probe(core: int, period_s: float, seconds: float, out, spin: bool = False) 
         out.put((core, "SCHED_OTHER", np.asarray(_gaps(period_s, seconds), dtype=np.float32)))
         return
     refused = set_fifo(0, PE_PRIORITY)
-    late = []
+    late = array.array("f")
     end = time.perf_counter() + seconds
     while True:  # at least one wake-up
         t = time.perf_counter()
@@ -69,9 +71,9 @@ def _probe(core: int, period_s: float, seconds: float, out, spin: bool = False) 
     out.put((core, "SCHED_OTHER" if refused else "SCHED_FIFO", np.asarray(late, dtype=np.float32)))
 
 
-def _gaps(period_s: float, seconds: float) -> list[float]:
+def _gaps(period_s: float, seconds: float) -> array.array:
     """The largest gap (ms) between two clock reads of a busy loop, per `period_s`."""
-    gaps, worst = [], 0.0
+    gaps, worst = array.array("f"), 0.0
     prev = time.perf_counter()
     end, due = prev + seconds, prev + period_s
     while prev < end:
@@ -107,7 +109,9 @@ def measure(cores: list[int], seconds: float, period_ms: float, busy: bool = Fal
             spin: bool = False) -> dict:
     """Probe every core of `cores` at once (with `busy`: each other core of the process spins
     meanwhile, one core probed at a time; with `spin`: the probe itself busy, _gaps); per
-    core its figures and policy."""
+    core its figures and policy. Bounded: at most MAX_WAKEUPS periods per core."""
+    if seconds * 1000.0 / period_ms > MAX_WAKEUPS:
+        raise ValueError(f"{seconds:g} s of {period_ms:g} ms periods is over {MAX_WAKEUPS} wake-ups per core")
     ctx = mp.get_context("spawn")
     rounds = [[c] for c in cores] if busy else [cores]
     out: dict[int, dict] = {}
@@ -156,6 +160,9 @@ def main() -> int:
         problems.append(f"--seconds: must be in (0, 3600], got {args.seconds:g}")
     if not 0.1 <= args.period_ms <= 100:
         problems.append(f"--period-ms: must be 0.1 to 100, got {args.period_ms:g}")
+    elif args.seconds * 1000.0 / args.period_ms > MAX_WAKEUPS:
+        problems.append(f"--seconds / --period-ms: over {MAX_WAKEUPS} wake-ups per core (memory), got "
+                        f"{args.seconds * 1000.0 / args.period_ms:.0f}")
     try:
         cores = allowed if args.cores is None else [int(c) for c in args.cores.split(",")]
         if not set(cores) <= set(allowed) or not cores:

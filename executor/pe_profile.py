@@ -480,20 +480,18 @@ class _Worst:
         points = envelope_points(self.pairs, p=p)
         run = np.array([r for r, _ in self.pairs], dtype=float)
         pred = np.maximum(np.array([q for _, q in self.pairs], dtype=float), 1e-6)
-
-        def tail_added(f: float) -> float:
-            return _excess_at(run, pred, f, p) - _excess_at(run, pred, f, None) if self.pairs else 0.0
-
+        tailed = {**dict(points), factor: excess}  # e with the tail, at each factor charged
+        measured = {f: _excess_at(run, pred, f, None) if self.pairs else 0.0 for f in tailed}
         return {
             "interference_factor": factor,
             "segment_excess_ms": excess,
-            "segment_excess_measured_ms": _excess_at(run, pred, factor, None) if self.pairs else 0.0,
+            "segment_excess_measured_ms": measured[factor],
             "exceedance_per_run": p,
             "excess_tail_scale_ms": tail_excess(run - factor * pred, p)[1] if self.pairs else None,
             "envelope": [[f, e] for f, e in points],
-            "envelope_measured": [[f, _excess_at(run, pred, f, None)] for f, _ in points],
-            "excess_curves": [{"factor": f, "points": [[w, d + tail_added(f)] for w, d in pts], "release": True}
-                              for f in sorted({factor, *(f for f, _ in points)}) if (pts := excess_curve(self.timed, f))],
+            "envelope_measured": [[f, measured[f]] for f, _ in points],
+            "excess_curves": [{"factor": f, "points": [[w, d + tailed[f] - measured[f]] for w, d in pts], "release": True}
+                              for f in sorted(tailed) if (pts := excess_curve(self.timed, f))],
             "release_jitter_ms": max(0.0, float(np.max(self.jitter))) if self.jitter else 0.0,
             "dispatch_ms": float(np.max(self.dispatch)) if self.dispatch else 0.0,
             "segment_runs": len(self.pairs),

@@ -54,3 +54,10 @@ def test_a_spinning_probe_reports_the_largest_gap_per_period():
     assert c["policy"] == "SCHED_OTHER" and 20 <= c["wakeups"] <= 201 and c["max_ms"] >= c["p50_ms"] > 0.0
     gaps = hs._gaps(0.01, 0.05)  # in this process: 5 periods of 10 ms, the largest gap in each
     assert 4 <= len(gaps) <= 6 and all(g >= 0 for g in gaps)
+
+
+def test_a_probe_longer_than_its_memory_bound_is_refused_before_it_starts(capsys, monkeypatch):
+    with pytest.raises(ValueError, match="wake-ups per core"):
+        hs.measure([0], 3600.0, 0.1)
+    monkeypatch.setattr("sys.argv", ["host_stalls.py", "--seconds", "3600", "--period-ms", "0.1"])
+    assert hs.main() == 2 and "over 10000000 wake-ups per core" in capsys.readouterr().err
