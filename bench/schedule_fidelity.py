@@ -59,7 +59,8 @@ from executor import runtime, slicing  # noqa: E402
 from executor.pe_profile import CORUN_ROUNDS, REGIME_FRAMES, _two_layer_model, profile_for_schedule  # noqa: E402
 from executor.pipeline import (  # noqa: E402
     REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_STEAL_MARGIN_PCT, HostPressure, Network,
-    PipelineExecutor, Pressure, entry_corun, envelope_note, run_regime_note, run_schedule_entry)
+    STALL_MATCH_MS, PipelineExecutor, Pressure, entry_corun, envelope_note, run_regime_note, run_schedule_entry)
+from executor.stall_probe import StallProbe  # noqa: E402
 from models.multiapp import compile_schedule, measured_maxima  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
 from planner.pe_documents import schedule_documents  # noqa: E402
@@ -108,7 +109,7 @@ def _analysis(mp) -> dict:
             "corun_factors": {config_key(mp.cpu_config): mp.corun_factor},
             "regime_steal_pct": mp.regime_steal_pct, "interference_factor": mp.interference_factor,
             "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve],
-            "release_jitter_ms": mp.release_jitter_ms}
+            "release_jitter_ms": mp.release_jitter_ms, "regime_host_stall_ms": mp.regime_host_stall_ms}
 
 
 def _run(entry, lms, devices, frames, occ=None, analysis=None):
@@ -149,20 +150,22 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple[li
             for a, net in enumerate(ex.networks) for sg in ex.segments[a]}
     corun = entry_corun(analysis, entry.cpu_config)
     beyond, policy = [], None
-    for offsets in phasings:
-        for net in ex.networks:
-            net.offset_ms = offsets[net.name]
-        for _ in range(reps):
-            trace: list = []
-            res = ex.run(3, timeout_s=180.0, trace=trace)
-            policy = res.scheduling if policy in (None, res.scheduling) else "SCHED_OTHER"
-            beyond.append(envelope_note(trace, [n.priority for n in ex.networks], pred, analysis, corun))
-            for net, r in zip(ex.networks, res.networks):
-                worst[net.name] = max([worst[net.name], *r.response_ms])
+    with StallProbe(sorted({c for p in ex.pes for c in (p.affinity or ())})) as probe:  # as run_schedule_entry's runs
+        for offsets in phasings:
+            for net in ex.networks:
+                net.offset_ms = offsets[net.name]
+            for _ in range(reps):
+                trace: list = []
+                res = ex.run(3, timeout_s=180.0, trace=trace)
+                policy = res.scheduling if policy in (None, res.scheduling) else "SCHED_OTHER"
+                beyond.append(envelope_note(trace, [n.priority for n in ex.networks], pred, analysis, corun))
+                for net, r in zip(ex.networks, res.networks):
+                    worst[net.name] = max([worst[net.name], *r.response_ms])
     # outside the regime only for a host disturbance it names (regime_note); a run beyond the
     # envelope is held to its bounds all the same, its note says what went over
-    return ([worst[a.name] for a in entry.apps], phasings, run_regime_note(pressure.read(), analysis, policy),
-            next((b for b in beyond if b), None))
+    return ([worst[a.name] for a in entry.apps], phasings,
+            run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms),
+            next((b for b in beyond if b), None), probe.largest_stall_ms)
 
 
 class _Wait:
@@ -329,8 +332,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         analysis = _analysis(mp)
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
-        phased, phasings, phase_note, phase_env = (phased_runs(entry, sub, devices, args.phase_runs, analysis, occ)
-                                                   if args.phase_runs else ([0.0] * 2, [], None, None))
+        phased, phasings, phase_note, phase_env, phase_stall = (
+            phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
+            else ([0.0] * 2, [], None, None, None))
         run_notes = [{"label": f"cpu {cfg} run {k + 1}", "regime_note": r["regime_note"],
                       "envelope_note": r.get("envelope_note")} for k, r in enumerate(runs)]
         if args.phase_runs:
@@ -373,7 +377,8 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                               "misses_per_network": misses, "deadline_misses": sum(misses), "frames": args.deadline_frames,
                               "contradicted": bool(e2.schedulable and sum(misses) > 0), "regime_note": rep["regime_note"],
                               "envelope_note": rep.get("envelope_note"),
-                              "response_max_ms": worst,
+                              "response_max_ms": worst, "host_stall_ms": rep.get("host_stall_ms"),
+                              "stall_match": rep.get("stall_match"),
                               # these runs' responses are held to their own schedule's bounds too
                               "over_bound": [bool(m is not None and m > a.response_time_ms) for m, a in zip(worst, e2.apps)]})
             run_notes.append({"label": f"cpu {cfg} deadlines {f:g} x bound", "regime_note": rep["regime_note"],
@@ -389,11 +394,28 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                     "regime_other_cpu_pct": mp.regime_other_cpu_pct, "regime_notes": notes,
                     "steal_pct": [runs[0]["steal_pct"], runs[1]["steal_pct"]],
                     "other_cpu_pct": [runs[0].get("other_cpu_pct"), runs[1].get("other_cpu_pct")],
-                    "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines})
+                    "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines,
+                    # the host stall the bounds charge, and the longest each run's probe measured
+                    "regime_host_stall_ms": mp.regime_host_stall_ms,
+                    "run_stalls_ms": [runs[0].get("host_stall_ms"), runs[1].get("host_stall_ms"), phase_stall],
+                    "stall_match": [r.get("stall_match") for r in runs]})
         on_case(out[-1])
         if args.max_cases and len(out) >= args.max_cases:
             break
     return out
+
+
+def _matches(case: dict) -> list[dict]:
+    """A two-network case's stall_match figures, its runs' and its deadline runs'."""
+    return [x for x in case.get("stall_match", []) + [d.get("stall_match") for d in case["deadlines"]] if x]
+
+
+def stall_totals(matches: list[dict]) -> dict:
+    """executor.pipeline.stall_match over several runs: slow segment runs, how many met a
+    probed stall, the largest excess and the largest of a run that met none."""
+    return {"slow_runs": sum(m["slow_runs"] for m in matches), "met_a_stall": sum(m["met_a_stall"] for m in matches),
+            "largest_excess_ms": max((m["largest_excess_ms"] for m in matches), default=0.0),
+            "largest_excess_without_stall_ms": max((m["largest_excess_without_stall_ms"] for m in matches), default=0.0)}
 
 
 def regime_share(runs: list[dict]) -> dict:
@@ -438,6 +460,8 @@ def summarise(pipelined: list[dict], two: list[dict]) -> dict:
     rn = [abs(n["replicate_max_ms"] - n["response_max_ms"]) / n["response_max_ms"] * 100 for t in two for n in t["networks"]]
     out = {
         "regime": regime_share(runs),
+        # do the probed stalls explain the slow segment runs (executor.pipeline.stall_match)?
+        "stall_match": stall_totals([m for t in two for m in _matches(t)]) if two else None,
         "pipelined_mean_abs_error_pct": float(np.mean(errs)) if errs else None,
         "pipelined_max_abs_error_pct": float(np.max(errs)) if errs else None,
         "pipelined_in_regime_mean_abs_error_pct": float(np.mean(errs_in)) if errs_in else None,
@@ -704,6 +728,17 @@ def main() -> int:
               f"other processes took {t.get('regime_other_cpu_pct')}% of the CPUs' time, host load "
               f"{t['regime_load_average']}, hypervisor steal {t['regime_steal_pct']}%; the two runs' other processes: "
               f"{t.get('other_cpu_pct')}%, steal: {t['steal_pct']}%)")
+        if t.get("regime_host_stall_ms") is not None:
+            stalls = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_stalls_ms", [])
+                               + [d.get("host_stall_ms") for d in t["deadlines"]])
+            print(f"  host stall: the bounds charge at least {t['regime_host_stall_ms']:.2f} ms (the profiles' stall "
+                  f"probe); the longest each run's probe measured (run, replicate, phased, deadlines): {stalls} ms")
+        match = stall_totals(_matches(t))
+        if match["slow_runs"]:
+            print(f"  segment runs {STALL_MATCH_MS:g} ms or more over f x profiled: {match['slow_runs']}, of which "
+                  f"{match['met_a_stall']} overlapped a stall the probe measured; the largest excess "
+                  f"{match['largest_excess_ms']:.2f} ms, of a run that met no probed stall "
+                  f"{match['largest_excess_without_stall_ms']:.2f} ms")
         for note in t["regime_notes"]:
             print(f"  NOTE: {note}")
         print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'max':>8} {'max2':>8} {'phased':>8} "
@@ -761,8 +796,15 @@ def main() -> int:
     print(f"\nthe regime: a run is outside it only for a host disturbance it names and measured beyond what the "
           f"profiles' sampled background showed (other processes' share of the CPUs over it by more than "
           f"{REGIME_OTHER_CPU_MARGIN_PCT:g} points, steal by more than {REGIME_STEAL_MARGIN_PCT:g}, interrupts over "
-          f"{REGIME_INTERRUPTS_FACTOR:g}x); a run beyond the measured envelope stays in it, held to its bounds")
+          f"{REGIME_INTERRUPTS_FACTOR:g}x, a core stopped by the host longer than the stall the bounds charge, as "
+          f"the run's stall probe measured it); a run beyond the measured envelope stays in it, held to its bounds")
     print_excluded(every)
+    if summary.get("stall_match") and summary["stall_match"]["slow_runs"]:
+        m = summary["stall_match"]
+        print(f"  the stall probe beside the runs: {m['slow_runs']} segment run(s) {STALL_MATCH_MS:g} ms or more over f x "
+              f"profiled, {m['met_a_stall']} of them overlapped a stall it measured (of at least 0.5 ms); the largest "
+              f"excess {m['largest_excess_ms']:.2f} ms, of a run that met no probed stall "
+              f"{m['largest_excess_without_stall_ms']:.2f} ms")
     beyond = [n for n in every if n.get("envelope_note")]
     for n in beyond:
         print(f"  {n['label']}: beyond the envelope (still counted): {n['envelope_note']}")

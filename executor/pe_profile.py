@@ -43,6 +43,7 @@ from executor.pipeline import (FrameRun, HostPressure, HostSampler, Network, Pip
 from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
+from executor.stall_probe import StallProbe
 from executor.topology import CpuTopology, read_topology
 from planner.core.multiapp import corun_lookup, corun_slowdown, coupling_lookup
 from planner.core.schema import STEADY_SETTLE
@@ -721,7 +722,7 @@ def profile_for_schedule(
     cores = tuple(cluster.affinity) if cluster.affinity is not None else tuple(sorted(PROCESS_CORES))
     if cluster.precision != "fp32" or any(d.precision != "fp32" for d in others):
         raise ValueError("schedules run fp32 sessions: give fp32 devices")
-    with HostSampler(cores) as sampler:
+    with HostSampler(cores) as sampler, StallProbe(cores if regime_frames else ()) as probe:
         prof = _profile(lm, cluster, cores, others, runs=runs, warmup=warmup, handoff_sizes=handoff_sizes,
                         handoff_frames=handoff_frames, progress=progress, seed=seed, regime_frames=regime_frames,
                         corun_rounds=corun_rounds, exceedance_per_run=exceedance_per_run)
@@ -732,7 +733,24 @@ def profile_for_schedule(
             # the larger of the regime run's own figure and what the host normally showed
             seen = [v for v in (prof.regime.get(key), bg[key]) if v is not None]
             prof.regime[key] = max(seen) if seen else None
+        prof.regime.update(stall_figures(probe, sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run))
     return prof
+
+
+def stall_figures(probe: StallProbe, run_ms: float, p: float = EXCEEDANCE_PER_RUN) -> dict:
+    """ExecutorRegime's host_stall_* fields from a profile's stall probe: the stall a
+    segment run of up to `run_ms` meets with probability p, read from the tail of every
+    wake-up's lateness (tail_excess at p x period / run_ms per wake-up: a run spans that
+    many of them) + one period (a stall starts up to a period before the wake-up it
+    delays); nothing where the probe did not run."""
+    if not probe.cores:
+        return {"host_stall_ms": None, "host_stall_measured_ms": None, "host_stall_probe_s": None}
+    period = probe.period_ms
+    late = probe.late_ms()
+    per_wakeup = min(0.5, p * period / max(run_ms, period))
+    return {"host_stall_ms": max(0.0, tail_excess(late, per_wakeup)[0]) + period,
+            "host_stall_measured_ms": probe.largest_stall_ms,
+            "host_stall_probe_s": min(c.seconds for c in probe.cores)}
 
 
 def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], others: Sequence[RuntimeDevice], *,

@@ -37,6 +37,7 @@ import numpy as np
 from executor import realtime
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, boundary, slice_model
+from executor.stall_probe import StallProbe
 from planner.core.telemetry import error_pct
 
 Mode = Literal["throughput", "response_time"]
@@ -113,6 +114,7 @@ class PipelineResult:
     outputs: dict[str, list[dict[str, np.ndarray]]]  # per network, the kept frames' outputs
     pe_busy_s: list[float]
     scheduling: str = realtime.OTHER  # the threads' policy (executor.realtime): SCHED_FIFO or SCHED_OTHER
+    t0_s: float = 0.0  # time.perf_counter() at the run's start: the traces' ms count from it
 
     def throughput_fps(self, app: int = 0, warmup: int = 0) -> float | None:
         """Steady-state frames per second of one network: completions after `warmup`."""
@@ -347,7 +349,7 @@ class PipelineExecutor:
         if r.errors:
             raise r.errors[0]
         return PipelineResult(self.mode, r.results, time.perf_counter() - r.t0, cancelled or time.perf_counter() > deadline,
-                              r.outputs, r.busy, elevation.policy)
+                              r.outputs, r.busy, elevation.policy, r.t0)
 
 
 class _Run:
@@ -775,7 +777,8 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                 regime_steal_pct: float | None = None, *, load: float | None = None,
                 regime_load: float | None = None, interrupts_per_s: float | None = None,
                 regime_interrupts_per_s: float | None = None, scheduling: str | None = None,
-                regime_scheduling: str | None = None) -> str | None:
+                regime_scheduling: str | None = None, host_stall_ms: float | None = None,
+                regime_host_stall_ms: float | None = None) -> str | None:
     """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
     dispatch wait were measured while other processes took `regime_other_cpu_pct` of the
     CPUs' time and the hypervisor `regime_steal_pct`, and during this run other processes
@@ -788,7 +791,9 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     so a quiet regime's few do not make every run a storm). Each reason names the
     disturbance and both figures: a run is excluded for nothing else. Scheduling: a run at
     SCHED_OTHER under bounds measured at SCHED_FIFO (executor.realtime) had its threads
-    open to every neighbour the regime's were protected from."""
+    open to every neighbour the regime's were protected from. Stalls: the run's stall probe
+    (executor.stall_probe) measured a core stopped longer than the `regime_host_stall_ms`
+    the bounds charge as their floor."""
     why = []
     if regime_scheduling == realtime.FIFO and scheduling is not None and scheduling != realtime.FIFO:
         why.append(f"its threads ran at {scheduling} against {realtime.FIFO} while its bounds were measured: "
@@ -812,21 +817,27 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
         why.append(f"its CPUs served {interrupts_per_s:.0f} interrupts/s against {regime_interrupts_per_s:.0f}/s while "
                    f"its bounds were measured (more than {REGIME_INTERRUPTS_FACTOR:g}x + "
                    f"{REGIME_INTERRUPTS_MARGIN_PER_S:g}/s): a device or another process's timers took the cores")
+    if host_stall_ms is not None and regime_host_stall_ms is not None and host_stall_ms > regime_host_stall_ms:
+        why.append(f"a core stopped for up to {host_stall_ms:.2f} ms during it (the stall probe) against the "
+                   f"{regime_host_stall_ms:.2f} ms host stall its bounds charge: the host stalled longer than "
+                   "through its profiles")
     if not why:
         return None
     return ("this run is outside what its bounds cover: " + "; ".join(why)
             + "; re-profile under these conditions (planner profile --pe-cluster) or run where it is quieter")
 
 
-def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | None = None) -> str | None:
-    """regime_note for a run's pressure (and its threads' policy, PipelineResult.scheduling)
-    against a schedule's analysis (ResponseAnalysis or its dict: the regime_* figures its
-    bounds were measured under)."""
+def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | None = None,
+                    host_stall_ms: float | None = None) -> str | None:
+    """regime_note for a run's pressure (and its threads' policy, PipelineResult.scheduling,
+    and the longest stall its probe measured) against a schedule's analysis (ResponseAnalysis
+    or its dict: the regime_* figures its bounds were measured under)."""
     a = analysis or {}
     return regime_note(host.other_cpu_pct, a.get("regime_other_cpu_pct"), host.steal_pct, a.get("regime_steal_pct"),
                        load=host.load_average, regime_load=a.get("regime_load_average"),
                        interrupts_per_s=host.interrupts_per_s, regime_interrupts_per_s=a.get("regime_interrupts_per_s"),
-                       scheduling=scheduling, regime_scheduling=a.get("regime_scheduling"))
+                       scheduling=scheduling, regime_scheduling=a.get("regime_scheduling"),
+                       host_stall_ms=host_stall_ms, regime_host_stall_ms=a.get("regime_host_stall_ms"))
 
 
 def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
@@ -836,6 +847,39 @@ def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Seq
     cs = np.concatenate([[0.0], np.cumsum(delay_ms)])
     first = np.arange(len(start_ms))
     return [float((cs[np.searchsorted(start_ms, start_ms + w, side="right")] - cs[first]).max()) for w in windows_ms]
+
+
+STALL_MATCH_MS = 1.0  # a segment run this far over factor x profiled is checked against the probed stalls
+
+
+def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],
+                factor: float, stalls: Sequence[tuple[float, float]]) -> dict:
+    """Does the stall probe see the stalls the segment runs meet? Each run at least
+    STALL_MATCH_MS over `factor` x its profiled time, against the probe's stalls (start_ms,
+    stall_ms; the run's clock): how many overlapped one, the largest excess, and the largest
+    of a run that overlapped none (what a floor from the probe would not explain)."""
+    spans = sorted(stalls)
+    starts = np.array([t for t, _ in spans]) if spans else np.zeros(0)
+    slow = met = 0
+    largest = unseen = 0.0
+    longest = max((d for _, d in spans), default=0.0)
+    for run, _ in segment_waits(trace, priorities):
+        pred = predicted_ms.get((run.app, run.segment))
+        if pred is None:
+            continue
+        excess = run.end_ms - run.start_ms - factor * pred
+        if excess < STALL_MATCH_MS:
+            continue
+        slow += 1
+        largest = max(largest, excess)
+        # a stall that began before the run's end and ended after its start (starts sorted: look back one longest)
+        lo, hi = np.searchsorted(starts, run.start_ms - longest), np.searchsorted(starts, run.end_ms, side="right")
+        if any(t + d >= run.start_ms for t, d in spans[lo:hi]):
+            met += 1
+        else:
+            unseen = max(unseen, excess)
+    return {"slow_runs": slow, "met_a_stall": met, "largest_excess_ms": round(largest, 3),
+            "largest_excess_without_stall_ms": round(unseen, 3), "probed_stalls": len(spans)}
 
 
 def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],
@@ -1009,7 +1053,10 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         realtime.settle()
     trace: list | None = [] if parts else None
     pressure = HostPressure()
-    res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs, trace=trace)
+    # a response-time run is probed for host stalls on its PEs' cores, as its profiles were (executor.stall_probe)
+    probed = sorted({c for p in pes for c in (p.affinity or ())}) if mode == "response_time" else []
+    with StallProbe(probed) as probe:
+        res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs, trace=trace)
     host = pressure.read()
     split: list[dict] = []
     if trace is not None:
@@ -1017,11 +1064,14 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
                 for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
         split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)
-        beyond = envelope_note(trace, [n.priority for n in nets], pred,
-                               entry_analysis(data.get("analysis"), e["cpu_config"]),
-                               corun_factor=entry_corun(data.get("analysis"), e["cpu_config"]))
+        mine = entry_analysis(data.get("analysis"), e["cpu_config"])
+        corun = entry_corun(data.get("analysis"), e["cpu_config"])
+        beyond = envelope_note(trace, [n.priority for n in nets], pred, mine, corun_factor=corun)
+        matched = stall_match(trace, [n.priority for n in nets], pred,
+                              float((mine or {}).get("interference_factor") or 1.0) * corun,
+                              [(t - res.t0_s * 1e3, d) for t, d in probe.stalls()]) if probe.cores else None
     else:
-        beyond = None
+        beyond = matched = None
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
@@ -1033,8 +1083,12 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         # envelope is still held to its bounds (envelope_note says what went over)
         "scheduling": res.scheduling,
         "scheduling_detail": ex.scheduling.describe(),  # the policy, or why real-time was not had
-        "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling),
+        "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
+        # (start_ms, stall_ms), ms from the run's start as its traces, each of at least STALL_MIN_MS
+        "host_stalls": [(round(t - res.t0_s * 1e3, 3), round(d, 3)) for t, d in probe.stalls()],
+        "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms),
         "envelope_note": beyond,
+        "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls
         "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()

@@ -272,6 +272,10 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     any of the networks' profiles measured in the executor (ModelProfile.executor_regime:
     the bound must hold for each), else 1, 0, 0."""
     measured = {p.name: p.executor_regime for p in profiles if p.executor_regime is not None}
+    stalls = [r.host_stall_ms for r in measured.values() if r.host_stall_ms is not None]
+    stall = max(stalls) if stalls else None  # the host's, whichever profile's probe met it
+    if stall is not None:
+        measured = {n: host_stall_floor(r, stall) for n, r in measured.items()}
     given = {"interference_factor": request.interference_factor, "release_jitter_ms": request.release_jitter_ms,
              "dispatch_ms": request.dispatch_ms, "segment_excess_ms": request.segment_excess_ms}
     out, said = {}, []
@@ -309,6 +313,10 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     elif not measured and len(said) < len(given):
         said.append("defaults for the rest (no profile measured its executor regime)")
     out["regime_source"] = "; ".join(said)
+    out["regime_host_stall_ms"] = stall
+    if stall is not None and measured and len(said) < len(given):
+        out["regime_source"] += (f"; e, the release jitter and the delay curve at least the {stall:.3g} ms host stall "
+                                 "the profiles' stall probe measured (the largest of theirs: a stall is the host's)")
     loads = [r.host_load_average for r in measured.values() if r.host_load_average is not None]
     out["regime_load_average"] = max(loads) if loads else None
     steals = [r.host_steal_pct for r in measured.values() if r.host_steal_pct is not None]
@@ -382,6 +390,29 @@ def _as_charged(regime, charge: float):  # noqa: ANN001, ANN202 - an ExecutorReg
         "excess_curves": [c.model_copy(update={"factor": f(c.factor)}) for c in regime.excess_curves]})
 
 
+def host_stall_floor(regime, stall_ms: float):  # noqa: ANN001, ANN201 - an ExecutorRegime, and the same type back
+    """The regime with its excess e at every factor, its release jitter and every delay
+    curve at least `stall_ms`: a stall that long stops whatever segment or release is on
+    the core, so one run, one release and any window may meet it, whichever profile's
+    segment runs happened to. Why: on the VM a regime measured in a quiet minute charged
+    1.4-1.8 ms, a run minutes later met a 10 ms stall and two responses went over their bounds
+    (docs/measurement.md, fourteenth session); the stall probe runs through every profile,
+    and a schedule takes the largest of its profiles' (executor_regime)."""
+
+    def lift(r):  # noqa: ANN001, ANN202 - an ExecutorRegime or a RegimeBySize
+        return r.model_copy(update={
+            "segment_excess_ms": max(r.segment_excess_ms, stall_ms),
+            "release_jitter_ms": max(r.release_jitter_ms, stall_ms),
+            "envelope": [(f, max(e, stall_ms)) for f, e in r.envelope],
+            "excess_curves": [c.model_copy(update={"points": [(w, max(d, stall_ms)) for w, d in c.points]})
+                              for c in r.excess_curves]})
+
+    out = lift(regime)
+    if getattr(regime, "by_cores", None):
+        out = out.model_copy(update={"by_cores": {k: lift(b) for k, b in regime.by_cores.items()}})
+    return out
+
+
 def measured_maxima(regime):  # noqa: ANN001, ANN201 - an ExecutorRegime, and the same type back
     """The regime as its measured runs alone give it, without the tail beyond them
     (pe_profile.tail_excess): e the largest excess measured at each factor, every delay
@@ -402,6 +433,8 @@ def measured_maxima(regime):  # noqa: ANN001, ANN201 - an ExecutorRegime, and th
                                     "exceedance_per_run": None, "excess_tail_scale_ms": None})
 
     out = strip(regime)
+    if getattr(regime, "host_stall_measured_ms", None) is not None:  # the probe's largest, without its tail
+        out = out.model_copy(update={"host_stall_ms": regime.host_stall_measured_ms})
     if getattr(regime, "by_cores", None):
         out = out.model_copy(update={"by_cores": {k: strip(b) for k, b in regime.by_cores.items()}})
     return out

@@ -130,6 +130,11 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
             lines.append(f"  on {k}-core PEs ({b['segment_runs']} segment runs; a schedule of {k}-core PEs is charged these): "
                          f"segment time <= x{b['interference_factor']:.3f}{_charged(b)} + {b['segment_excess_ms']:.3f} ms, dispatch "
                          f"wait {b['dispatch_ms']:.3f} ms worst, release jitter {b['release_jitter_ms']:.3f} ms")
+        if r.get("host_stall_ms") is not None:
+            lines.append(f"host stalls (a sleeping real-time probe on each core through the {r['host_stall_probe_s']:.0f} s "
+                         f"of profiling): the longest {r['host_stall_measured_ms']:.3f} ms, read at the exceedance "
+                         f"{r['host_stall_ms']:.3f} ms; a schedule's bound charges its profiles' largest as a floor under "
+                         "e, the release jitter and the delay curve, and a run that meets a longer one is outside it")
         if r.get("host_sampled_s"):
             lines.append(f"host background over the {r['host_sampled_s']:g} s of profiling (90th percentile of "
                          f"{HOST_SAMPLE_S:g} s intervals, what a later run is compared with): steal "

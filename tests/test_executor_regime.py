@@ -119,6 +119,13 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert all(b.release_jitter_ms <= r.release_jitter_ms and b.dispatch_ms <= r.dispatch_ms for b in r.by_cores.values())
     sizes = {pe.cores for pe in mp.pes if pe.is_cpu}
     mine = r.by_cores[next(iter(sizes))] if len(sizes) == 1 else r
+    # the host's stalls, probed through the whole profile, are a floor under e, J and the curve
+    assert r.host_stall_probe_s > 0 and r.host_stall_ms >= r.host_stall_measured_ms > 0
+    assert any(line.startswith("host stalls (a sleeping real-time probe") for line in lines)
+    assert mp.regime_host_stall_ms == r.host_stall_ms and f"{r.host_stall_ms:.3g} ms host stall" in mp.regime_source
+    from models.multiapp import host_stall_floor
+
+    mine = host_stall_floor(mine, r.host_stall_ms)
     assert (mp.release_jitter_ms, mp.dispatch_ms) == (mine.release_jitter_ms, mine.dispatch_ms)
     points = [tuple(x) for x in mine.envelope] + [(mine.interference_factor, mine.segment_excess_ms)]
     assert (mp.interference_factor, mp.segment_excess_ms) in points  # a pair that covers every measured run

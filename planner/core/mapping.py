@@ -87,6 +87,7 @@ class MappingProblem:
     regime_other_cpu_pct: float | None = None  # other processes' share of the CPUs' time meanwhile, % (ResponseAnalysis)
     regime_interrupts_per_s: float | None = None  # interrupts per second on the CPUs meanwhile (ResponseAnalysis)
     regime_scheduling: str | None = None  # the executor threads' policy meanwhile (ResponseAnalysis)
+    regime_host_stall_ms: float | None = None  # the longest host stall the bound charges (ResponseAnalysis)
     # response time: a PE's utilisation at most this; below 1 where the executor runs real-time, the kernel's
     # real-time share over the typical slowdown (models.multiapp.executor_regime, executor.realtime)
     pe_utilisation_cap: float = 1.0

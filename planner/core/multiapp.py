@@ -167,7 +167,11 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "an idle PE waiting for its worker thread",
             f"segment excess +{problem.segment_excess_ms:g} ms per segment run (own, blocking, interfering): a time slice "
             "lost to another thread or process, whatever the segment's length (a profile's is read beyond its "
-            "largest measured run, at its exceedance per run: ExecutorRegime.exceedance_per_run)",
+            "largest measured run, at its exceedance per run: ExecutorRegime.exceedance_per_run)"
+            + (f"; e, the jitter and the delay curve are at least the {problem.regime_host_stall_ms:g} ms host stall "
+               "the profiles' stall probe measured (a core stopped, whichever network runs on it); a run whose probe "
+               "measures a longer one is outside the bound, and the executor's report says so"
+               if problem.regime_host_stall_ms is not None else ""),
         ] + ([
             "delay curve: the dispatch waits and excess of all the runs starting in the response's window (R + the "
             "longest segment run) together at most what the executor regime measured any window that long to hold, "

@@ -811,6 +811,17 @@ class ExecutorRegime(Strict):
         "real-time threads run (sched_rt_runtime_us / sched_rt_period_us; null: unlimited or not real-time). A PE "
         "busy beyond it is stopped for the rest of the period, so a schedule's PE may be loaded at most this over "
         "the typical slowdown")
+    host_stall_ms: float | None = Field(
+        None, ge=0, le=10_000, description="The longest the host stops a core of the cluster, as the stall probe "
+        "measured it through the whole PE profile (executor.stall_probe: a sleeping real-time probe per core; a "
+        "wake-up's lateness + its period), read at exceedance_per_run per segment run from its tail and never under "
+        "the largest measured. A stall is the host's, not one network's: a schedule's bound takes the largest of its "
+        "profiles' as a floor under e, the release jitter and every delay curve, and a run whose probe measured a "
+        "longer stall is outside what the bound covers (null: not probed, older profiles)")
+    host_stall_measured_ms: float | None = Field(
+        None, ge=0, le=10_000, description="The largest stall the probe measured (host_stall_ms without the tail)")
+    host_stall_probe_s: float | None = Field(
+        None, ge=0, le=1e7, description="Seconds the stall probe ran (the whole PE profile), per core")
     host_sampled_s: float | None = Field(
         None, ge=0, le=1e7, description="Seconds over which the host's steal, other processes and interrupts were "
         "sampled (the whole PE profile, in short intervals): the host_* figures are the 90th percentile of those "
@@ -1457,6 +1468,10 @@ class ResponseAnalysis(ConfigAnalysis):
     regime_interrupts_per_s: float | None = Field(
         None, description="Interrupts per second on the CPUs while the regime was measured (the largest): a run with "
         "far more (REGIME_INTERRUPTS_FACTOR x) is outside what the bounds were measured for")
+    regime_host_stall_ms: float | None = Field(
+        None, description="The longest host stall the bounds charge (the largest of the profiles' "
+        "ExecutorRegime.host_stall_ms, a floor under e, the jitter and the delay curve): a run whose stall probe "
+        "measured a longer one is outside what the bounds cover, and the executor says so; null: not probed")
     regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
         None, description="The policy the executor's threads ran at while every network's regime was measured "
         "(SCHED_OTHER if any ran so): a run at SCHED_OTHER under bounds measured at SCHED_FIFO is outside them")

@@ -1,0 +1,176 @@
+"""How long the host stops each core while something runs beside it: a sleeping real-time
+probe per core, a child process of its own.
+
+A stall of a virtual CPU (the hypervisor runs another guest), an interrupt storm or a
+firmware call stops every thread on that core, whichever network it runs: it is the
+host's, not a network's. The executor regime's excess e and delay curve saw only the
+stalls that met its own 20 s of segment runs; on the VM a regime measured in a quiet
+minute charged 1.4-1.8 ms, a run minutes later met a 10 ms stall and two responses went
+over their bounds (docs/measurement.md, fourteenth session). This probe measures the stalls
+on their own, for as long as a profile (or a run) lasts: each core's probe, pinned there
+at SCHED_FIFO above every thread of a schedule (PROBE_PRIORITY), sleeps `period_ms`
+again and again and records how late each wake-up came. A stall of L ms that starts
+between two wake-ups makes the next one up to L late, and at least L - period_ms:
+`stall_ms` = lateness + period. Cost: one wake-up per period per core (a few
+microseconds each, about 1% of a core at 0.5 ms).
+
+Bounded: each probe stops on its own after `max_s` (at most MAX_PROBE_S) and when its
+parent dies (PR_SET_PDEATHSIG, and the parent's pid checked every wake-up), keeps at most
+max_s / period_ms lateness figures (float32), and is stopped and reaped at the context's
+end. Only the standard library: it runs on a board beside the executor.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+PROBE_PRIORITY = 21  # above the release thread (realtime.RELEASE_PRIORITY 20): it wakes through a schedule's threads
+PERIOD_MS = 0.5
+MAX_PROBE_S = 3600.0
+STALL_MIN_MS = 0.5  # lateness from which a wake-up's time is kept (the stalls, to set beside a run's segments)
+
+
+@dataclass
+class CoreStalls:
+    """One core's probe: each wake-up's lateness (ms), and the start of each stall of at
+    least STALL_MIN_MS (ms on time.perf_counter's clock, as the executor's traces)."""
+
+    core: int
+    policy: str
+    period_ms: float
+    seconds: float
+    late_ms: array.array = field(default_factory=lambda: array.array("f"))
+    stalls: list[tuple[float, float]] = field(default_factory=list)  # (start_ms, stall_ms)
+
+    @property
+    def largest_stall_ms(self) -> float:
+        """The longest the core can have stopped: the latest wake-up + one period."""
+        return (max(self.late_ms) + self.period_ms) if self.late_ms else 0.0
+
+
+class StallProbe:
+    """Probe `cores` while the `with` block runs; `.cores` holds each core's CoreStalls after
+    it. Where the probe cannot start (no such core, no Linux), `.why_not` says why and
+    `.cores` stays empty: nothing is claimed about a host not probed."""
+
+    def __init__(self, cores: Sequence[int], period_ms: float = PERIOD_MS, max_s: float = MAX_PROBE_S) -> None:
+        if not 0.05 <= period_ms <= 100 or not 0 < max_s <= MAX_PROBE_S:
+            raise ValueError(f"period_ms must be 0.05 to 100 and max_s in (0, {MAX_PROBE_S:g}]")
+        self.core_ids, self.period_ms, self.max_s = list(cores), period_ms, max_s
+        self.cores: list[CoreStalls] = []
+        self.why_not: str | None = None
+        self._procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "StallProbe":
+        if not hasattr(os, "sched_setaffinity"):
+            self.why_not = "this system cannot pin a probe to a core"
+            return self
+        for c in self.core_ids:
+            try:
+                self._procs.append(subprocess.Popen(
+                    [sys.executable, "-S", os.path.abspath(__file__), str(c), repr(self.period_ms), repr(self.max_s)],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
+            except OSError as exc:
+                self.why_not = f"the stall probe did not start: {exc}"
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        for p in self._procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for c, p in zip(self.core_ids, self._procs):
+            try:
+                out, err = p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            got = _parse(c, out, self.period_ms)
+            if got is None:
+                self.why_not = f"the stall probe on core {c} reported nothing: {err.decode(errors='replace').strip()[-200:]}"
+            else:
+                self.cores.append(got)
+        return False
+
+    @property
+    def largest_stall_ms(self) -> float | None:
+        """The longest any probed core can have stopped; None where nothing was probed."""
+        return max(c.largest_stall_ms for c in self.cores) if self.cores else None
+
+    def late_ms(self) -> array.array:
+        """Every wake-up's lateness (float32), all cores pooled."""
+        out = array.array("f")
+        for c in self.cores:
+            out.extend(c.late_ms)
+        return out
+
+    def stalls(self) -> list[tuple[float, float]]:
+        """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
+        return sorted(s for c in self.cores for s in c.stalls)
+
+
+def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
+    """The child's report: a header line 'policy seconds n m', n float32 lateness figures,
+    m float64 pairs (start_ms, stall_ms)."""
+    head, sep, body = out.partition(b"\n")
+    if not sep:
+        return None
+    try:
+        policy, seconds, n, m = head.decode().split()
+        n, m = int(n), int(m)
+    except ValueError:
+        return None
+    late = array.array("f")
+    late.frombytes(body[:4 * n])
+    pairs = array.array("d")
+    pairs.frombytes(body[4 * n:4 * n + 16 * m])
+    if len(late) != n or len(pairs) != 2 * m:
+        return None
+    return CoreStalls(core, policy, period_ms, float(seconds), late,
+                      [(pairs[2 * i], pairs[2 * i + 1]) for i in range(m)])
+
+
+def _child(core: int, period_ms: float, max_s: float) -> None:
+    """In the probe's process: pinned, real-time where allowed; sleep, record, until SIGTERM,
+    `max_s` or the parent's death; then the report on stdout."""
+    parent = os.getppid()
+    try:  # killed with its parent, whatever kills the parent
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    os.sched_setaffinity(0, {core})
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PROBE_PRIORITY))
+        policy = "SCHED_FIFO"
+    except (OSError, AttributeError):
+        policy = "SCHED_OTHER"
+    period_s = period_ms / 1000.0
+    late, pairs = array.array("f"), array.array("d")
+    t0 = time.perf_counter()
+    cap = int(max_s / period_s) + 1
+    while not stop and len(late) < cap and os.getppid() == parent:
+        t = time.perf_counter()
+        time.sleep(period_s)
+        now = time.perf_counter()
+        lateness = (now - t - period_s) * 1000.0
+        late.append(lateness)
+        if lateness >= STALL_MIN_MS:
+            pairs.extend((t * 1000.0, lateness + period_ms))  # it lay within [t, now]
+    seconds = time.perf_counter() - t0
+    sys.stdout.buffer.write(f"{policy} {seconds:.3f} {len(late)} {len(pairs) // 2}\n".encode())
+    sys.stdout.buffer.write(late.tobytes())
+    sys.stdout.buffer.write(pairs.tobytes())
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _child(int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]))
