@@ -854,15 +854,16 @@ STALL_MATCH_MS = 1.0  # a segment run this far over factor x profiled is checked
 
 def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],
                 factor: float, stalls: Sequence[tuple[float, float]]) -> dict:
-    """Does the stall probe see the stalls the segment runs meet? Each run at least
-    STALL_MATCH_MS over `factor` x its profiled time, against the probe's stalls (start_ms,
-    stall_ms; the run's clock): how many overlapped one, the largest excess, and the largest
-    of a run that overlapped none (what a floor from the probe would not explain)."""
+    """Does the stall probe see what slows the segment runs? Each run at least STALL_MATCH_MS
+    over `factor` x its profiled time, against the probe's stalls (start_ms, stall_ms; the
+    run's clock): how many overlapped one, the largest excess, the largest excess less the
+    stalled time inside the run (what the probe does not explain: a core running slow, not
+    stopped), and the share of all their excess the stalls inside them cover."""
     spans = sorted(stalls)
     starts = np.array([t for t, _ in spans]) if spans else np.zeros(0)
-    slow = met = 0
-    largest = unseen = 0.0
     longest = max((d for _, d in spans), default=0.0)
+    slow = met = 0
+    largest = unexplained = total = covered = 0.0
     for run, _ in segment_waits(trace, priorities):
         pred = predicted_ms.get((run.app, run.segment))
         if pred is None:
@@ -870,16 +871,14 @@ def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mappin
         excess = run.end_ms - run.start_ms - factor * pred
         if excess < STALL_MATCH_MS:
             continue
-        slow += 1
-        largest = max(largest, excess)
-        # a stall that began before the run's end and ended after its start (starts sorted: look back one longest)
         lo, hi = np.searchsorted(starts, run.start_ms - longest), np.searchsorted(starts, run.end_ms, side="right")
-        if any(t + d >= run.start_ms for t, d in spans[lo:hi]):
-            met += 1
-        else:
-            unseen = max(unseen, excess)
+        inside = min(excess, sum(max(0.0, min(run.end_ms, t + d) - max(run.start_ms, t)) for t, d in spans[lo:hi]))
+        slow, met = slow + 1, met + (inside > 0)
+        largest, unexplained = max(largest, excess), max(unexplained, excess - inside)
+        total, covered = total + excess, covered + inside
     return {"slow_runs": slow, "met_a_stall": met, "largest_excess_ms": round(largest, 3),
-            "largest_excess_without_stall_ms": round(unseen, 3), "probed_stalls": len(spans)}
+            "largest_unexplained_ms": round(unexplained, 3), "excess_ms": round(total, 3),
+            "stalled_ms": round(covered, 3), "probed_stalls": len(spans)}
 
 
 def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],

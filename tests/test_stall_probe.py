@@ -151,14 +151,33 @@ def test_a_run_that_met_a_longer_stall_than_its_bounds_charge_is_outside_them_an
 
 
 def test_slow_segment_runs_are_set_beside_the_probed_stalls():
-    """Three runs of a 2 ms segment at factor 1: one 5 ms over while a 6 ms stall was probed,
-    one 3 ms over with no stall near it, one on time. Two slow, one met a stall; the unseen
-    excess is the second's 3 ms."""
+    """Three runs of a 2 ms segment at factor 1: one 5 ms over while a 6 ms stall was probed
+    (4 ms of it inside the run), one 3 ms over with no stall near it, one on time. Two slow,
+    one met a stall; unexplained: 5 - 4 = 1 and 3, the largest 3; 4 of the 8 ms stalled."""
     from executor.pipeline import SegmentRun, stall_match
 
     trace = [SegmentRun(0, 0, 0, 0, 0.0, 0.0, 7.0), SegmentRun(0, 1, 0, 0, 20.0, 20.0, 25.0),
              SegmentRun(0, 2, 0, 0, 40.0, 40.0, 42.0)]
-    m = stall_match(trace, [0], {(0, 0): 2.0}, 1.0, [(-1.0, 6.0), (30.0, 0.6)])
-    assert m == {"slow_runs": 2, "met_a_stall": 1, "largest_excess_ms": 5.0, "largest_excess_without_stall_ms": 3.0,
-                 "probed_stalls": 2}
+    m = stall_match(trace, [0], {(0, 0): 2.0}, 1.0, [(-2.0, 6.0), (30.0, 0.6)])
+    assert m == {"slow_runs": 2, "met_a_stall": 1, "largest_excess_ms": 5.0, "largest_unexplained_ms": 3.0,
+                 "excess_ms": 8.0, "stalled_ms": 4.0, "probed_stalls": 2}
     assert stall_match(trace, [0], {(0, 0): 2.0}, 1.0, [])["met_a_stall"] == 0
+
+
+def test_the_schedule_bench_counts_the_responses_over_the_bound_without_the_floor():
+    from bench import schedule_fidelity as sf
+
+    def net(worst, bound, no_floor):
+        return {"response_max_ms": worst, "replicate_max_ms": worst, "bound_over_max": bound / worst,
+                "over_bound": worst > bound, "bound_no_floor_ms": no_floor, "over_bound_no_floor": worst > no_floor,
+                "bound_no_floor_over_max": no_floor / worst}
+
+    two = [{"run_notes": [{"label": "run 1", "regime_note": None}], "deadlines": [], "waits": None,
+            "networks": [net(10.0, 16.0, 9.0), net(8.0, 12.0, 10.0)],
+            "stall_match": [{"slow_runs": 2, "met_a_stall": 1, "largest_excess_ms": 5.0, "largest_unexplained_ms": 3.0,
+                             "excess_ms": 8.0, "stalled_ms": 4.0, "probed_stalls": 2}]}]
+    s = sf.summarise([], two)
+    assert s["responses_over_bound"] == 0 and s["responses_over_bound_no_floor"] == 1
+    assert s["mean_bound_no_floor_over_measured_max"] == pytest.approx((0.9 + 1.25) / 2)
+    assert s["stall_match"]["stalled_ms"] == 4.0 and "4.0 of their 8.0 ms" in sf.stall_line(s["stall_match"])
+    assert sf.summarise([], [])["responses_over_bound_no_floor"] is None

@@ -102,6 +102,9 @@ def render_schedule(report: dict) -> str:
              f"PEs {pes}"]
     if report.get("scheduling_detail"):  # executor.realtime: periodic schedules run real-time where allowed
         lines.append(f"threads at {report['scheduling_detail']}")
+    if report.get("host_stall_ms") is not None:  # executor.stall_probe beside a response-time run
+        lines.append(f"host stalls: a core stopped for up to {report['host_stall_ms']:.2f} ms during the run "
+                     f"({len(report.get('host_stalls') or [])} stall(s) of 0.5 ms or more, a real-time probe per core)")
     lines.append("")
     if report["mode"] == "throughput":
         lines.append(f"{ERROR_CONVENTION}, on the period 1/fps")
