@@ -6,7 +6,8 @@ segment runs. A default schedule bench on the VM put two 1-core responses 8% and
 their bounds after a stall of about 10 ms that both networks' regimes had not met (they had
 run in a quiet minute; docs/measurement.md, fourteenth session). A stall of a virtual CPU
 is the host's, not a network's, so this bench measures stalls on their own, for as long as
-asked: one process per core, pinned there, at SCHED_FIFO where allowed, sleeping
+asked (the PE profile and every response-time run now probe them the same way, a sleeping
+probe per core beside the work: executor.stall_probe): one process per core, pinned there, at SCHED_FIFO where allowed, sleeping
 --period-ms again and again and recording how late each wake-up came. A stall of L ms on
 that core makes the wake-up due in it up to L ms late.
 

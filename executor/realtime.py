@@ -41,7 +41,10 @@ run (quiet_host --budget-s 420) put one response 1.6% over, after a stall longer
 regime had measured. With the excess read beyond the measured runs (pe_profile.tail_excess,
 fourteenth session) two default runs and a budget run (52 runs) held every bound; a third
 default run put two 1-core responses 8% and 19% over theirs, after a stall of about 10 ms that
-its regimes, measured in a quiet minute, had not met (the tail added 0.2 ms there).
+its regimes, measured in a quiet minute, had not met (the tail added 0.2 ms there). Since then a
+stall probe runs through every profile and beside every response-time run (executor.stall_probe),
+above these priorities (PROBE_PRIORITY 21): a schedule's bound takes its profiles' longest stall as a
+floor, and a run that met a longer one is outside the bound, named (fifteenth session).
 """
 
 from __future__ import annotations
