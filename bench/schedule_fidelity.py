@@ -423,7 +423,9 @@ def stall_totals(matches: list[dict]) -> dict:
     return {"slow_runs": sum(m["slow_runs"] for m in matches), "met_a_stall": sum(m["met_a_stall"] for m in matches),
             "largest_excess_ms": max((m["largest_excess_ms"] for m in matches), default=0.0),
             "largest_unexplained_ms": max((m["largest_unexplained_ms"] for m in matches), default=0.0),
-            "excess_ms": sum(m["excess_ms"] for m in matches), "stalled_ms": sum(m["stalled_ms"] for m in matches)}
+            "excess_ms": sum(m["excess_ms"] for m in matches), "stalled_ms": sum(m["stalled_ms"] for m in matches),
+            "cpu_timed_runs": sum(m.get("cpu_timed_runs", 0) for m in matches),
+            "off_core_ms": sum(m.get("off_core_ms", 0.0) for m in matches)}
 
 
 def stall_line(m: dict) -> str:
@@ -431,7 +433,9 @@ def stall_line(m: dict) -> str:
     return (f"{m['slow_runs']} segment run(s) {STALL_MATCH_MS:g} ms or more over f x profiled, {m['met_a_stall']} of "
             f"them overlapping a stall the probe measured; the probed stalls inside them cover "
             f"{m['stalled_ms']:.1f} of their {m['excess_ms']:.1f} ms excess; the largest excess "
-            f"{m['largest_excess_ms']:.2f} ms, the largest less its stalled time {m['largest_unexplained_ms']:.2f} ms")
+            f"{m['largest_excess_ms']:.2f} ms, the largest less its stalled time {m['largest_unexplained_ms']:.2f} ms"
+            + (f"; their threads were off the core (wall - thread CPU time) {m['off_core_ms']:.1f} ms of the excess "
+               f"({m['cpu_timed_runs']} runs timed), on a slow core the rest" if m.get("cpu_timed_runs") else ""))
 
 
 def regime_share(runs: list[dict]) -> dict:

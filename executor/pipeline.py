@@ -137,6 +137,7 @@ class SegmentRun:
     ready_ms: float
     start_ms: float
     end_ms: float
+    cpu_ms: float | None = None  # the worker thread's CPU time in it (a 1-thread PE's whole compute): wall - this was off the core
 
 
 @dataclass(frozen=True)
@@ -466,15 +467,15 @@ class _Run:
                         s = ex.segments[a][si]
                         env = frames_state[a][n]["env"]
                         feed = {x: env[x] for x in s.inputs}
-                    t = time.perf_counter()
+                    t, cpu = time.perf_counter(), time.thread_time()
                     out = s.session.run(s.outputs, feed)
-                    t_end = time.perf_counter()
+                    t_end, cpu = time.perf_counter(), time.thread_time() - cpu
                     self.busy[p] += t_end - t
                     with ex._lock:
                         frames_state[a][n]["seg_ms"][si] = (t_end - t) * 1e3
                         if self.trace is not None:
                             self.trace.append(SegmentRun(a, n, si, p, frames_state[a][n]["ready"][si] * 1e3,
-                                                         (t - t0) * 1e3, (t_end - t0) * 1e3))
+                                                         (t - t0) * 1e3, (t_end - t0) * 1e3, cpu * 1e3))
                         self.finish(a, n, s, dict(zip(s.outputs, out)))
         except BaseException as exc:  # noqa: BLE001 - reported by run(), never lost
             self.errors.append(exc)
@@ -858,12 +859,17 @@ def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mappin
     over `factor` x its profiled time, against the probe's stalls (start_ms, stall_ms; the
     run's clock): how many overlapped one, the largest excess, the largest excess less the
     stalled time inside the run (what the probe does not explain: a core running slow, not
-    stopped), and the share of all their excess the stalls inside them cover."""
+    stopped), and the share of all their excess the stalls inside them cover; where the
+    runs' thread CPU time was traced, how much of their excess their thread was off the
+    core (wall - CPU time: preempted, or its virtual CPU stopped where the guest's clock counts
+    steal so), the rest ran on a slow core (for a 1-thread PE, whose session computes on
+    the worker thread; a multi-thread PE's pool threads are not counted)."""
     spans = sorted(stalls)
     starts = np.array([t for t, _ in spans]) if spans else np.zeros(0)
     longest = max((d for _, d in spans), default=0.0)
     slow = met = 0
-    largest = unexplained = total = covered = 0.0
+    largest = unexplained = total = covered = off = 0.0
+    timed = 0
     for run, _ in segment_waits(trace, priorities):
         pred = predicted_ms.get((run.app, run.segment))
         if pred is None:
@@ -876,9 +882,13 @@ def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mappin
         slow, met = slow + 1, met + (inside > 0)
         largest, unexplained = max(largest, excess), max(unexplained, excess - inside)
         total, covered = total + excess, covered + inside
+        if run.cpu_ms is not None:
+            timed += 1
+            off += min(excess, max(0.0, run.end_ms - run.start_ms - run.cpu_ms))
     return {"slow_runs": slow, "met_a_stall": met, "largest_excess_ms": round(largest, 3),
             "largest_unexplained_ms": round(unexplained, 3), "excess_ms": round(total, 3),
-            "stalled_ms": round(covered, 3), "probed_stalls": len(spans)}
+            "stalled_ms": round(covered, 3), "probed_stalls": len(spans),
+            "cpu_timed_runs": timed, "off_core_ms": round(off, 3)}
 
 
 def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],

@@ -160,8 +160,13 @@ def test_slow_segment_runs_are_set_beside_the_probed_stalls():
              SegmentRun(0, 2, 0, 0, 40.0, 40.0, 42.0)]
     m = stall_match(trace, [0], {(0, 0): 2.0}, 1.0, [(-2.0, 6.0), (30.0, 0.6)])
     assert m == {"slow_runs": 2, "met_a_stall": 1, "largest_excess_ms": 5.0, "largest_unexplained_ms": 3.0,
-                 "excess_ms": 8.0, "stalled_ms": 4.0, "probed_stalls": 2}
+                 "excess_ms": 8.0, "stalled_ms": 4.0, "probed_stalls": 2, "cpu_timed_runs": 0, "off_core_ms": 0.0}
     assert stall_match(trace, [0], {(0, 0): 2.0}, 1.0, [])["met_a_stall"] == 0
+    # with the thread's CPU time traced: the first ran 7 ms with 3 ms of CPU (4 off the core, of its 5
+    # over), the second 5 ms with all 5 on the core (3 over, all on a slow core)
+    timed = [SegmentRun(0, 0, 0, 0, 0.0, 0.0, 7.0, 3.0), SegmentRun(0, 1, 0, 0, 20.0, 20.0, 25.0, 5.0)]
+    m = stall_match(timed, [0], {(0, 0): 2.0}, 1.0, [])
+    assert (m["cpu_timed_runs"], m["off_core_ms"], m["excess_ms"]) == (2, 4.0, 8.0)
 
 
 def test_the_schedule_bench_counts_the_responses_over_the_bound_without_the_floor():
