@@ -734,6 +734,8 @@ def profile_for_schedule(
             seen = [v for v in (prof.regime.get(key), bg[key]) if v is not None]
             prof.regime[key] = max(seen) if seen else None
         prof.regime.update(stall_figures(probe, sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run))
+        if probe.why_not:  # no floor is charged then: say why, not nothing
+            prof.regime["method"] = (prof.regime["method"] + f"; no host stall figure: {probe.why_not}")[:1000]
     return prof
 
 

@@ -186,3 +186,24 @@ def test_the_schedule_bench_counts_the_responses_over_the_bound_without_the_floo
     assert s["mean_bound_no_floor_over_measured_max"] == pytest.approx((0.9 + 1.25) / 2)
     assert s["stall_match"]["stalled_ms"] == 4.0 and "4.0 of their 8.0 ms" in sf.stall_line(s["stall_match"])
     assert sf.summarise([], [])["responses_over_bound_no_floor"] is None
+
+
+def test_a_profile_whose_probe_did_not_start_charges_no_floor_and_says_why(monkeypatch):
+    import executor.pe_profile as pp
+    from executor.runtime import parse_device
+
+    class Refused(StallProbe):
+        def __enter__(self):
+            self.why_not = "the stall probe did not start: refused"
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    fake = SimpleNamespace(regime={"method": "periodic cases"}, layer_ms={"c@1": [1.0]},
+                           k_devices=[SimpleNamespace(id="c@1")])
+    monkeypatch.setattr(pp, "StallProbe", Refused)
+    monkeypatch.setattr(pp, "_profile", lambda *a, **k: fake)
+    prof = pp.profile_for_schedule(None, parse_device("cpu=CPUExecutionProvider"))
+    assert prof.regime["host_stall_ms"] is None
+    assert prof.regime["method"] == "periodic cases; no host stall figure: the stall probe did not start: refused"
