@@ -425,7 +425,9 @@ def stall_totals(matches: list[dict]) -> dict:
             "largest_unexplained_ms": max((m["largest_unexplained_ms"] for m in matches), default=0.0),
             "excess_ms": sum(m["excess_ms"] for m in matches), "stalled_ms": sum(m["stalled_ms"] for m in matches),
             "cpu_timed_runs": sum(m.get("cpu_timed_runs", 0) for m in matches),
-            "off_core_ms": sum(m.get("off_core_ms", 0.0) for m in matches)}
+            "off_core_ms": sum(m.get("off_core_ms", 0.0) for m in matches),
+            **{f"off_core_{k}_ms": sum(m.get(f"off_core_{k}_ms", 0.0) for m in matches)
+               for k in ("preempted", "blocked", "no_switch")}}
 
 
 def stall_line(m: dict) -> str:
@@ -435,7 +437,10 @@ def stall_line(m: dict) -> str:
             f"{m['stalled_ms']:.1f} of their {m['excess_ms']:.1f} ms excess; the largest excess "
             f"{m['largest_excess_ms']:.2f} ms, the largest less its stalled time {m['largest_unexplained_ms']:.2f} ms"
             + (f"; their threads were off the core (wall - thread CPU time) {m['off_core_ms']:.1f} ms of the excess "
-               f"({m['cpu_timed_runs']} runs timed), on a slow core the rest" if m.get("cpu_timed_runs") else ""))
+               f"({m['cpu_timed_runs']} runs timed: {m['off_core_preempted_ms']:.1f} ms in runs preempted, "
+               f"{m['off_core_blocked_ms']:.1f} in runs that only blocked (the GIL, a lock), "
+               f"{m['off_core_no_switch_ms']:.1f} in runs with no switch), on a slow core the rest"
+               if m.get("cpu_timed_runs") else ""))
 
 
 def regime_share(runs: list[dict]) -> dict:

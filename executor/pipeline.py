@@ -27,6 +27,10 @@ from __future__ import annotations
 import heapq
 import math
 import os
+try:  # not on every system: thread_switches then says None
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    pass
 import threading
 import time
 from dataclasses import dataclass, field
@@ -125,6 +129,16 @@ class PipelineResult:
         return (len(t) - 1 - warmup) / span if span > 0 else None
 
 
+def thread_switches() -> tuple[int, int] | None:
+    """The calling thread's (voluntary, involuntary) context switches so far; None where the
+    system does not count them per thread (getrusage RUSAGE_THREAD is Linux's)."""
+    try:
+        ru = resource.getrusage(resource.RUSAGE_THREAD)
+    except (NameError, AttributeError, OSError):
+        return None
+    return ru.ru_nvcsw, ru.ru_nivcsw
+
+
 @dataclass(frozen=True)
 class SegmentRun:
     """One segment run (ms from the run's start): ready = its inputs (and buffer) were
@@ -138,6 +152,9 @@ class SegmentRun:
     start_ms: float
     end_ms: float
     cpu_ms: float | None = None  # the worker thread's CPU time in it (a 1-thread PE's whole compute): wall - this was off the core
+    # the worker thread's context switches in it (voluntary: it blocked, e.g. on the GIL; involuntary: preempted);
+    # None where the system does not count them per thread
+    switches: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -467,15 +484,18 @@ class _Run:
                         s = ex.segments[a][si]
                         env = frames_state[a][n]["env"]
                         feed = {x: env[x] for x in s.inputs}
+                    sw = thread_switches()
                     t, cpu = time.perf_counter(), time.thread_time()
                     out = s.session.run(s.outputs, feed)
                     t_end, cpu = time.perf_counter(), time.thread_time() - cpu
+                    if sw is not None and (now := thread_switches()) is not None:
+                        sw = (now[0] - sw[0], now[1] - sw[1])
                     self.busy[p] += t_end - t
                     with ex._lock:
                         frames_state[a][n]["seg_ms"][si] = (t_end - t) * 1e3
                         if self.trace is not None:
                             self.trace.append(SegmentRun(a, n, si, p, frames_state[a][n]["ready"][si] * 1e3,
-                                                         (t - t0) * 1e3, (t_end - t0) * 1e3, cpu * 1e3))
+                                                         (t - t0) * 1e3, (t_end - t0) * 1e3, cpu * 1e3, sw))
                         self.finish(a, n, s, dict(zip(s.outputs, out)))
         except BaseException as exc:  # noqa: BLE001 - reported by run(), never lost
             self.errors.append(exc)
@@ -863,13 +883,15 @@ def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mappin
     runs' thread CPU time was traced, how much of their excess their thread was off the
     core (wall - CPU time: preempted, or its virtual CPU stopped where the guest's clock counts
     steal so), the rest ran on a slow core (for a 1-thread PE, whose session computes on
-    the worker thread; a multi-thread PE's pool threads are not counted)."""
+    the worker thread; a multi-thread PE's pool threads are not counted), split by the
+    thread's context switches in the run."""
     spans = sorted(stalls)
     starts = np.array([t for t, _ in spans]) if spans else np.zeros(0)
     longest = max((d for _, d in spans), default=0.0)
     slow = met = 0
     largest = unexplained = total = covered = off = 0.0
     timed = 0
+    why_off = {"preempted": 0.0, "blocked": 0.0, "no_switch": 0.0}
     for run, _ in segment_waits(trace, priorities):
         pred = predicted_ms.get((run.app, run.segment))
         if pred is None:
@@ -884,11 +906,18 @@ def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mappin
         total, covered = total + excess, covered + inside
         if run.cpu_ms is not None:
             timed += 1
-            off += min(excess, max(0.0, run.end_ms - run.start_ms - run.cpu_ms))
+            gone = min(excess, max(0.0, run.end_ms - run.start_ms - run.cpu_ms))
+            off += gone
+            if run.switches is not None and gone > 0:
+                vol, invol = run.switches
+                why_off["preempted" if invol else "blocked" if vol else "no_switch"] += gone
     return {"slow_runs": slow, "met_a_stall": met, "largest_excess_ms": round(largest, 3),
             "largest_unexplained_ms": round(unexplained, 3), "excess_ms": round(total, 3),
             "stalled_ms": round(covered, 3), "probed_stalls": len(spans),
-            "cpu_timed_runs": timed, "off_core_ms": round(off, 3)}
+            "cpu_timed_runs": timed, "off_core_ms": round(off, 3),
+            # that off-core time by the runs' switches: preempted (an involuntary one), blocked (voluntary ones only:
+            # the GIL, a lock), neither (the thread's clock stopped with it: its virtual CPU, where steal is so counted)
+            **{f"off_core_{k}_ms": round(v, 3) for k, v in why_off.items()}}
 
 
 def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapping[tuple[int, int], float],

@@ -160,13 +160,28 @@ def test_slow_segment_runs_are_set_beside_the_probed_stalls():
              SegmentRun(0, 2, 0, 0, 40.0, 40.0, 42.0)]
     m = stall_match(trace, [0], {(0, 0): 2.0}, 1.0, [(-2.0, 6.0), (30.0, 0.6)])
     assert m == {"slow_runs": 2, "met_a_stall": 1, "largest_excess_ms": 5.0, "largest_unexplained_ms": 3.0,
-                 "excess_ms": 8.0, "stalled_ms": 4.0, "probed_stalls": 2, "cpu_timed_runs": 0, "off_core_ms": 0.0}
+                 "excess_ms": 8.0, "stalled_ms": 4.0, "probed_stalls": 2, "cpu_timed_runs": 0, "off_core_ms": 0.0,
+                 "off_core_preempted_ms": 0.0, "off_core_blocked_ms": 0.0, "off_core_no_switch_ms": 0.0}
     assert stall_match(trace, [0], {(0, 0): 2.0}, 1.0, [])["met_a_stall"] == 0
     # with the thread's CPU time traced: the first ran 7 ms with 3 ms of CPU (4 off the core, of its 5
     # over), the second 5 ms with all 5 on the core (3 over, all on a slow core)
-    timed = [SegmentRun(0, 0, 0, 0, 0.0, 0.0, 7.0, 3.0), SegmentRun(0, 1, 0, 0, 20.0, 20.0, 25.0, 5.0)]
+    timed = [SegmentRun(0, 0, 0, 0, 0.0, 0.0, 7.0, 3.0, (2, 0)), SegmentRun(0, 1, 0, 0, 20.0, 20.0, 25.0, 5.0, (0, 1)),
+             SegmentRun(0, 2, 0, 0, 40.0, 40.0, 45.0, 4.0, (0, 1))]
     m = stall_match(timed, [0], {(0, 0): 2.0}, 1.0, [])
-    assert (m["cpu_timed_runs"], m["off_core_ms"], m["excess_ms"]) == (2, 4.0, 8.0)
+    assert (m["cpu_timed_runs"], m["off_core_ms"], m["excess_ms"]) == (3, 5.0, 11.0)
+    # by their switches: the first only blocked (4 ms), the third was preempted (1 ms off the core)
+    assert (m["off_core_blocked_ms"], m["off_core_preempted_ms"], m["off_core_no_switch_ms"]) == (4.0, 1.0, 0.0)
+
+
+def test_a_thread_that_sleeps_counts_a_voluntary_switch():
+    from executor.pipeline import thread_switches
+
+    before = thread_switches()
+    if before is None:
+        pytest.skip("no per-thread context switch counts on this system")
+    time.sleep(0.01)
+    after = thread_switches()
+    assert after[0] > before[0] and after[1] >= before[1]
 
 
 def test_the_schedule_bench_counts_the_responses_over_the_bound_without_the_floor():
