@@ -437,8 +437,9 @@ def stall_line(m: dict) -> str:
             f"{m['stalled_ms']:.1f} of their {m['excess_ms']:.1f} ms excess; the largest excess "
             f"{m['largest_excess_ms']:.2f} ms, the largest less its stalled time {m['largest_unexplained_ms']:.2f} ms"
             + (f"; their threads were off the core (wall - thread CPU time) {m['off_core_ms']:.1f} ms of the excess "
-               f"({m['cpu_timed_runs']} runs timed: {m['off_core_preempted_ms']:.1f} ms in runs preempted, "
-               f"{m['off_core_blocked_ms']:.1f} in runs that only blocked (the GIL, a lock), "
+               f"({m['cpu_timed_runs']} runs timed: {m['off_core_blocked_ms']:.1f} ms in runs that blocked at least "
+               f"once (the GIL, a lock), {m['off_core_preempted_ms']:.1f} in runs only preempted (the stall probe "
+               f"preempts every run), "
                f"{m['off_core_no_switch_ms']:.1f} in runs with no switch), on a slow core the rest"
                if m.get("cpu_timed_runs") else ""))
 

@@ -910,13 +910,15 @@ def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mappin
             off += gone
             if run.switches is not None and gone > 0:
                 vol, invol = run.switches
-                why_off["preempted" if invol else "blocked" if vol else "no_switch"] += gone
+                # blocked first: the stall probe preempts every run about every 0.5 ms, so an involuntary switch
+                # alone says little; a voluntary one says the thread waited (the GIL, a lock) at least once
+                why_off["blocked" if vol else "preempted" if invol else "no_switch"] += gone
     return {"slow_runs": slow, "met_a_stall": met, "largest_excess_ms": round(largest, 3),
             "largest_unexplained_ms": round(unexplained, 3), "excess_ms": round(total, 3),
             "stalled_ms": round(covered, 3), "probed_stalls": len(spans),
             "cpu_timed_runs": timed, "off_core_ms": round(off, 3),
-            # that off-core time by the runs' switches: preempted (an involuntary one), blocked (voluntary ones only:
-            # the GIL, a lock), neither (the thread's clock stopped with it: its virtual CPU, where steal is so counted)
+            # that off-core time by the runs' switches: blocked (a voluntary one: the GIL, a lock), preempted only
+            # (involuntary ones), neither (the thread's clock stopped with it: its virtual CPU, where steal is so counted)
             **{f"off_core_{k}_ms": round(v, 3) for k, v in why_off.items()}}
 
 

@@ -165,11 +165,11 @@ def test_slow_segment_runs_are_set_beside_the_probed_stalls():
     assert stall_match(trace, [0], {(0, 0): 2.0}, 1.0, [])["met_a_stall"] == 0
     # with the thread's CPU time traced: the first ran 7 ms with 3 ms of CPU (4 off the core, of its 5
     # over), the second 5 ms with all 5 on the core (3 over, all on a slow core)
-    timed = [SegmentRun(0, 0, 0, 0, 0.0, 0.0, 7.0, 3.0, (2, 0)), SegmentRun(0, 1, 0, 0, 20.0, 20.0, 25.0, 5.0, (0, 1)),
+    timed = [SegmentRun(0, 0, 0, 0, 0.0, 0.0, 7.0, 3.0, (2, 9)), SegmentRun(0, 1, 0, 0, 20.0, 20.0, 25.0, 5.0, (0, 1)),
              SegmentRun(0, 2, 0, 0, 40.0, 40.0, 45.0, 4.0, (0, 1))]
     m = stall_match(timed, [0], {(0, 0): 2.0}, 1.0, [])
     assert (m["cpu_timed_runs"], m["off_core_ms"], m["excess_ms"]) == (3, 5.0, 11.0)
-    # by their switches: the first only blocked (4 ms), the third was preempted (1 ms off the core)
+    # by their switches: the first blocked at least once (4 ms; preempted too), the third was only preempted (1 ms)
     assert (m["off_core_blocked_ms"], m["off_core_preempted_ms"], m["off_core_no_switch_ms"]) == (4.0, 1.0, 0.0)
 
 
