@@ -7,7 +7,7 @@ their bounds after a stall of about 10 ms that both networks' regimes had not me
 run in a quiet minute; docs/measurement.md, fourteenth session). A stall of a virtual CPU
 is the host's, not a network's, so this bench measures stalls on their own, for as long as
 asked (the PE profile and every response-time run now probe them the same way, a sleeping
-probe per core beside the work: executor.stall_probe): one process per core, pinned there, at SCHED_FIFO where allowed, sleeping
+probe per core beside the work: executor.stall_probe): one process per core, pinned there, at SCHED_FIFO where allowed (above a schedule's threads), sleeping
 --period-ms again and again and recording how late each wake-up came. A stall of L ms on
 that core makes the wake-up due in it up to L ms late.
 
@@ -42,34 +42,20 @@ sys.path.insert(0, str(ROOT / "bench"))
 from results_io import write_json  # noqa: E402
 
 from executor.pe_profile import EXCEEDANCE_PER_RUN, tail_excess  # noqa: E402
-from executor.realtime import PE_PRIORITY, set_fifo  # noqa: E402
+from executor.stall_probe import StallProbe  # noqa: E402
 from planner.progress import Bar  # noqa: E402
 
 LATE_MS = (1.0, 2.0, 5.0, 10.0)
 MAX_WAKEUPS = 10_000_000  # per core: 40 MB of float32 lateness at the most
 
 
-def _probe(core: int, period_s: float, seconds: float, out, spin: bool = False) -> None:  # noqa: ANN001 - a queue
-    """In the child: pinned to `core`, real-time where allowed, sleep `period_s` again and
-    again for `seconds`; put (core, policy, lateness in ms of every wake-up). With `spin`:
-    busy, at its own policy (a real-time spin would be throttled), the largest gap between
-    two reads of the clock in each period instead: a stall of a busy core, as a segment
-    meets it (a sleeping core's wake-up may not)."""
+def _spin_probe(core: int, period_s: float, seconds: float, out) -> None:  # noqa: ANN001 - a queue
+    """In the child: pinned to `core`, busy at its own policy (a real-time spin would be
+    throttled), the largest gap between two reads of the clock in each period: a stall of a
+    busy core, as a segment meets it (a sleeping core's wake-up may not). The sleeping probe
+    is executor.stall_probe's, the one profiles and runs use."""
     os.sched_setaffinity(0, {core})
-    if spin:
-        out.put((core, "SCHED_OTHER", np.asarray(_gaps(period_s, seconds), dtype=np.float32)))
-        return
-    refused = set_fifo(0, PE_PRIORITY)
-    late = array.array("f")
-    end = time.perf_counter() + seconds
-    while True:  # at least one wake-up
-        t = time.perf_counter()
-        time.sleep(period_s)
-        now = time.perf_counter()
-        late.append((now - t - period_s) * 1000.0)
-        if now >= end:
-            break
-    out.put((core, "SCHED_OTHER" if refused else "SCHED_FIFO", np.asarray(late, dtype=np.float32)))
+    out.put((core, "SCHED_OTHER", np.asarray(_gaps(period_s, seconds), dtype=np.float32)))
 
 
 def _gaps(period_s: float, seconds: float) -> array.array:
@@ -95,6 +81,18 @@ def _spin(core: int, seconds: float) -> None:
         x += 1
 
 
+def _sleeping(group: list[int], period_ms: float, seconds: float, progress) -> list[tuple]:  # noqa: ANN001
+    """executor.stall_probe on `group` for `seconds`: (core, policy, lateness) per core."""
+    with StallProbe(group, period_ms, max_s=seconds) as probe:  # stopped and read at the block's end
+        t0 = time.perf_counter()
+        while (left := seconds - (time.perf_counter() - t0)) > 0:
+            time.sleep(min(1.0, left))
+            progress(min(1.0, (time.perf_counter() - t0) / seconds))
+    if probe.why_not:
+        raise RuntimeError(probe.why_not)
+    return [(c.core, c.policy, np.asarray(c.late_ms, dtype=np.float32)) for c in probe.cores]
+
+
 def figures(late_ms: np.ndarray) -> dict:
     """One core's wake-up lateness summarised (ms)."""
     if late_ms.size == 0:
@@ -118,13 +116,14 @@ def measure(cores: list[int], seconds: float, period_ms: float, busy: bool = Fal
     out: dict[int, dict] = {}
     for k, group in enumerate(rounds):
         q = ctx.Queue()
-        procs = [ctx.Process(target=_probe, args=(c, period_ms / 1000.0, seconds, q, spin), daemon=True) for c in group]
+        procs = [ctx.Process(target=_spin_probe, args=(c, period_ms / 1000.0, seconds, q), daemon=True)
+                 for c in group if spin]
         procs += [ctx.Process(target=_spin, args=(c, seconds), daemon=True) for c in cores if busy and c not in group]
         try:
             for p in procs:
                 p.start()
             t0 = time.perf_counter()
-            got = []
+            got = [] if spin else _sleeping(group, period_ms, seconds, lambda f: progress and progress((k + f) / len(rounds)))
             while len(got) < len(group):
                 try:
                     got.append(q.get(timeout=1.0))

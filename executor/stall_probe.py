@@ -66,7 +66,7 @@ class StallProbe:
         self.core_ids, self.period_ms, self.max_s = list(cores), period_ms, max_s
         self.cores: list[CoreStalls] = []
         self.why_not: str | None = None
-        self._procs: list[subprocess.Popen] = []
+        self._procs: list[tuple[int, subprocess.Popen]] = []  # (core, its probe): a core whose probe failed has none
 
     def __enter__(self) -> "StallProbe":
         if not hasattr(os, "sched_setaffinity"):
@@ -74,18 +74,18 @@ class StallProbe:
             return self
         for c in self.core_ids:
             try:
-                self._procs.append(subprocess.Popen(
+                self._procs.append((c, subprocess.Popen(
                     [sys.executable, "-S", os.path.abspath(__file__), str(c), repr(self.period_ms), repr(self.max_s)],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL))
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)))
             except OSError as exc:
                 self.why_not = f"the stall probe did not start: {exc}"
         return self
 
     def __exit__(self, *exc) -> bool:
-        for p in self._procs:
+        for _, p in self._procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
-        for c, p in zip(self.core_ids, self._procs):
+        for c, p in self._procs:
             try:
                 out, err = p.communicate(timeout=10)
             except subprocess.TimeoutExpired:
@@ -156,7 +156,7 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
     period_s = period_ms / 1000.0
     late, pairs = array.array("f"), array.array("d")
     t0 = time.perf_counter()
-    cap = int(max_s / period_s) + 1
+    cap = max(1, int(max_s / period_s))  # at most max_s of periods, whatever the lateness
     while not stop and len(late) < cap and os.getppid() == parent:
         t = time.perf_counter()
         time.sleep(period_s)

@@ -26,7 +26,7 @@ def test_a_core_stopped_for_60_ms_is_measured_as_a_stall_of_at_least_that():
     its next wake-up comes that late, and the stall is kept with its start."""
     with StallProbe([CORE], period_ms=0.5, max_s=30) as probe:
         time.sleep(0.3)
-        child = probe._procs[0]
+        child = probe._procs[0][1]
         t0 = time.perf_counter() * 1e3
         os.kill(child.pid, signal.SIGSTOP)
         time.sleep(0.06)
@@ -45,7 +45,7 @@ def test_a_core_stopped_for_60_ms_is_measured_as_a_stall_of_at_least_that():
 def test_a_probe_stops_by_itself_at_its_time_limit():
     with StallProbe([CORE], period_ms=1.0, max_s=0.2) as probe:
         time.sleep(1.0)
-        assert probe._procs[0].poll() is not None  # it ended before the context did
+        assert probe._procs[0][1].poll() is not None  # it ended before the context did
     assert probe.cores[0].seconds < 0.5 and len(probe.cores[0].late_ms) <= 201
 
 
@@ -57,7 +57,7 @@ def test_a_probe_dies_with_the_process_that_started_it(tmp_path):
         from executor.stall_probe import StallProbe
         p = StallProbe([{CORE}], max_s=60).__enter__()
         time.sleep(0.3)
-        print(p._procs[0].pid, flush=True)
+        print(p._procs[0][1].pid, flush=True)
         os.kill(os.getpid(), 9)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
