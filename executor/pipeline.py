@@ -1124,6 +1124,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "scheduling": res.scheduling,
         "scheduling_detail": ex.scheduling.describe(),  # the policy, or why real-time was not had
         "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
+        # the busiest its probed cores were in a window of about stall_probe.WINDOW_S (the load the floor is read at)
+        "host_busy_max": max((b for c in probe.cores for _, b in c.windows[:-1] if b >= 0), default=None),
         # (start_ms, stall_ms), ms from the run's start as its traces, each of at least STALL_MIN_MS
         "host_stalls": [(round(t - res.t0_s * 1e3, 3), round(d, 3)) for t, d in probe.stalls()],
         "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms),

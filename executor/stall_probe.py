@@ -35,6 +35,7 @@ PROBE_PRIORITY = 21  # above the release thread (realtime.RELEASE_PRIORITY 20): 
 PERIOD_MS = 0.5
 MAX_PROBE_S = 3600.0
 STALL_MIN_MS = 0.5  # lateness from which a wake-up's time is kept (the stalls, to set beside a run's segments)
+WINDOW_S = 0.5  # how often a probe reads its core's busy time: each stall is set beside the load it met
 
 
 @dataclass
@@ -48,11 +49,26 @@ class CoreStalls:
     seconds: float
     late_ms: array.array = field(default_factory=lambda: array.array("f"))
     stalls: list[tuple[float, float]] = field(default_factory=list)  # (start_ms, stall_ms)
+    # (end, busy): the wake-ups late_ms[previous end:end] fell in a window (about WINDOW_S) in which
+    # the core was busy `busy` of its time (user, nice, system, irq, softirq over all but steal);
+    # busy < 0: the system did not say
+    windows: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def largest_stall_ms(self) -> float:
         """The longest the core can have stopped: the latest wake-up + one period."""
         return (max(self.late_ms) + self.period_ms) if self.late_ms else 0.0
+
+    def late_at_busy(self, lo: float, hi: float) -> array.array:
+        """The lateness of the wake-ups in windows in which the core was busy at least `lo`
+        and under `hi` of its time (`hi` 1: up to all of it; a window the system said nothing
+        of is in none)."""
+        out, start = array.array("f"), 0
+        for end, busy in self.windows:
+            if busy >= 0 and (lo <= busy < hi or busy == hi == 1.0):
+                out.extend(self.late_ms[start:end])
+            start = end
+        return out
 
 
 class StallProbe:
@@ -116,24 +132,45 @@ class StallProbe:
 
 
 def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
-    """The child's report: a header line 'policy seconds n m', n float32 lateness figures,
-    m float64 pairs (start_ms, stall_ms)."""
+    """The child's report: a header line 'policy seconds n m w', n float32 lateness figures,
+    m float64 pairs (start_ms, stall_ms), w float64 pairs (end, busy) of its windows."""
     head, sep, body = out.partition(b"\n")
     if not sep:
         return None
     try:
-        policy, seconds, n, m = head.decode().split()
-        n, m = int(n), int(m)
+        policy, seconds, n, m, w = head.decode().split()
+        n, m, w = int(n), int(m), int(w)
     except ValueError:
         return None
     late = array.array("f")
     late.frombytes(body[:4 * n])
     pairs = array.array("d")
     pairs.frombytes(body[4 * n:4 * n + 16 * m])
-    if len(late) != n or len(pairs) != 2 * m:
+    wins = array.array("d")
+    wins.frombytes(body[4 * n + 16 * m:4 * n + 16 * m + 16 * w])
+    if len(late) != n or len(pairs) != 2 * m or len(wins) != 2 * w:
         return None
     return CoreStalls(core, policy, period_ms, float(seconds), late,
-                      [(pairs[2 * i], pairs[2 * i + 1]) for i in range(m)])
+                      [(pairs[2 * i], pairs[2 * i + 1]) for i in range(m)],
+                      [(int(wins[2 * i]), wins[2 * i + 1]) for i in range(w)])
+
+
+def _core_ticks(core: int) -> tuple[int, int] | None:
+    """(busy, elapsed less steal) clock ticks of `core` since boot, from /proc/stat; None
+    where the system does not say."""
+    key = f"cpu{core} "
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(key.encode()):
+                    v = [int(x) for x in line.split()[1:9]]
+                    v += [0] * (8 - len(v))
+                    user, nice, system, idle, iowait, irq, softirq, steal = v
+                    busy = user + nice + system + irq + softirq
+                    return busy, busy + idle + iowait
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _child(core: int, period_ms: float, max_s: float) -> None:
@@ -154,8 +191,19 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
     except (OSError, AttributeError):
         policy = "SCHED_OTHER"
     period_s = period_ms / 1000.0
-    late, pairs = array.array("f"), array.array("d")
+    late, pairs, wins = array.array("f"), array.array("d"), array.array("d")
     t0 = time.perf_counter()
+    ticks, t_win = _core_ticks(core), t0
+
+    def window() -> None:  # the busy share of the core since the last window, beside its wake-ups
+        nonlocal ticks, t_win
+        now_ticks = _core_ticks(core)
+        busy = -1.0
+        if ticks is not None and now_ticks is not None and now_ticks[1] > ticks[1]:
+            busy = min(1.0, (now_ticks[0] - ticks[0]) / (now_ticks[1] - ticks[1]))
+        wins.extend((len(late), busy))
+        ticks, t_win = now_ticks, time.perf_counter()
+
     cap = max(1, int(max_s / period_s))  # at most max_s of periods, whatever the lateness
     while not stop and len(late) < cap and os.getppid() == parent:
         t = time.perf_counter()
@@ -165,10 +213,15 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
         late.append(lateness)
         if lateness >= STALL_MIN_MS:
             pairs.extend((t * 1000.0, lateness + period_ms))  # it lay within [t, now]
+        if now - t_win >= WINDOW_S:
+            window()
+    if not wins or wins[-2] < len(late):
+        window()
     seconds = time.perf_counter() - t0
-    sys.stdout.buffer.write(f"{policy} {seconds:.3f} {len(late)} {len(pairs) // 2}\n".encode())
+    sys.stdout.buffer.write(f"{policy} {seconds:.3f} {len(late)} {len(pairs) // 2} {len(wins) // 2}\n".encode())
     sys.stdout.buffer.write(late.tobytes())
     sys.stdout.buffer.write(pairs.tobytes())
+    sys.stdout.buffer.write(wins.tobytes())
     sys.stdout.flush()
 
 

@@ -135,6 +135,12 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                          f"of profiling): the longest {r['host_stall_measured_ms']:.3f} ms, read at the exceedance "
                          f"{r['host_stall_ms']:.3f} ms; a schedule's bound charges its profiles' largest as a floor under "
                          "e, the release jitter and the delay curve, and a run that meets a longer one is outside it")
+            if r.get("host_stall_by_busy"):
+                lines.append("  by the core's load (windows busy under that share: the stall read there, the probe's "
+                             "seconds in that step): " + ", ".join(
+                                 f"{b['busy_below']:.0%} {b['stall_ms']:.2f} ms ({b['seconds']:.0f} s)"
+                                 for b in r["host_stall_by_busy"])
+                             + "; a schedule is charged the figure at the load its networks can keep a core busy")
         if r.get("host_sampled_s"):
             lines.append(f"host background over the {r['host_sampled_s']:g} s of profiling (90th percentile of "
                          f"{HOST_SAMPLE_S:g} s intervals, what a later run is compared with): steal "

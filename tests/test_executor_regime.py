@@ -122,10 +122,17 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     # the host's stalls, probed through the whole profile, are a floor under e, J and the curve
     assert r.host_stall_probe_s > 0 and r.host_stall_ms >= r.host_stall_measured_ms > 0
     assert any(line.startswith("host stalls (a sleeping real-time probe") for line in lines)
-    assert mp.regime_host_stall_ms == r.host_stall_ms and f"{r.host_stall_ms:.3g} ms host stall" in mp.regime_source
-    from models.multiapp import host_stall_floor
+    # at each load of the probed cores too; the schedule (one network every 100 ms) is charged its load's figure
+    from models.multiapp import core_demand, host_stall_at_busy, host_stall_floor
 
-    mine = host_stall_floor(mine, r.host_stall_ms)
+    assert [b.busy_below for b in r.host_stall_by_busy] == pytest.approx([0.1 * i for i in range(1, 11)])
+    assert r.host_stall_by_busy[-1].stall_ms == pytest.approx(r.host_stall_ms, abs=1e-3)
+    assert all(a.stall_ms <= b.stall_ms + 1e-9 for a, b in zip(r.host_stall_by_busy, r.host_stall_by_busy[1:]))
+    assert any(line.startswith("  by the core's load") for line in lines)
+    stall, busy = host_stall_at_busy(r, core_demand(req, [profile]))
+    assert (mp.regime_host_stall_ms, mp.regime_host_stall_busy) == (stall, busy)
+    assert f"{stall:.3g} ms host stall" in mp.regime_source
+    mine = host_stall_floor(mine, stall)
     assert (mp.release_jitter_ms, mp.dispatch_ms) == (mine.release_jitter_ms, mine.dispatch_ms)
     points = [tuple(x) for x in mine.envelope] + [(mine.interference_factor, mine.segment_excess_ms)]
     assert (mp.interference_factor, mp.segment_excess_ms) in points  # a pair that covers every measured run

@@ -15,8 +15,8 @@ import pytest
 
 from executor.pe_profile import stall_figures
 from executor.pipeline import regime_note
-from executor.stall_probe import StallProbe
-from planner.core.schema import ExecutorRegime
+from executor.stall_probe import CoreStalls, StallProbe
+from planner.core.schema import ExecutorRegime, HostStallAtBusy, ScheduleRequest
 
 CORE = sorted(os.sched_getaffinity(0))[0]
 
@@ -84,15 +84,43 @@ def test_bad_settings_are_refused_before_anything_starts():
 def test_the_profile_reads_the_stall_with_its_period_and_never_under_the_largest():
     """Lateness figures: 10 000 wake-ups near 0.05 ms, one 4 ms late. A stall starts up to a
     period before the wake-up it delays: host_stall_ms >= 4 + 0.5; the measured one is the
-    probe's own; a probe that ran on no core gives nothing."""
+    probe's own; a probe that ran on no core gives nothing. By load: the first 5 000 in
+    windows with the core 30% busy, the rest (the stall among them) fully busy: under 40%
+    the figure is the quiet half's, from 100% the whole one, each step with its seconds."""
     import array
 
     late = array.array("f", [0.05] * 9_999 + [4.0])
-    core = SimpleNamespace(late_ms=late, seconds=5.0)
+    core = CoreStalls(0, "SCHED_FIFO", 0.5, 5.0, late, [], [(2_500, 0.3), (5_000, 0.31), (10_000, 1.0)])
     probe = SimpleNamespace(cores=[core], period_ms=0.5, late_ms=lambda: late, largest_stall_ms=4.5)
     out = stall_figures(probe, run_ms=10.0, p=1e-4)
     assert out["host_stall_ms"] >= 4.5 and out["host_stall_measured_ms"] == 4.5 and out["host_stall_probe_s"] == 5.0
+    rows = {round(r["busy_below"], 2): r for r in out["host_stall_by_busy"]}
+    assert sorted(rows) == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    assert rows[0.3]["seconds"] == 0 and rows[0.4]["seconds"] == 2.5 and rows[1.0]["seconds"] == 2.5
+    assert rows[0.4]["measured_ms"] == pytest.approx(0.55) and rows[0.4]["stall_ms"] < 1.0
+    assert rows[0.9]["stall_ms"] == rows[0.4]["stall_ms"]  # nothing measured between: the same wake-ups
+    assert rows[1.0]["stall_ms"] == out["host_stall_ms"] and rows[1.0]["measured_ms"] == 4.5
     assert stall_figures(SimpleNamespace(cores=[]), 10.0)["host_stall_ms"] is None
+
+
+def test_a_probe_reads_its_cores_load_beside_its_wake_ups():
+    """A real probe on a core kept busy by a spinning child for its first second, idle after:
+    its windows say so, and late_at_busy splits the wake-ups by them."""
+    core = sorted(os.sched_getaffinity(0))[0]
+    spin = subprocess.Popen([sys.executable, "-c", "import os, time\n"
+                             f"os.sched_setaffinity(0, {{{core}}})\nt = time.time()\nwhile time.time() - t < 1.2: pass"])
+    try:
+        with StallProbe([core], max_s=10) as probe:
+            time.sleep(2.6)
+    finally:
+        spin.wait(timeout=10)
+    c = probe.cores[0]
+    busy = [b for _, b in c.windows]
+    assert len(c.windows) >= 4 and busy[0] >= 0.8 and min(busy[-3:-1]) <= 0.5, busy
+    assert c.windows[-1][0] == len(c.late_ms)  # every wake-up in a window
+    ends = [0] + [e for e, _ in c.windows]
+    unsaid = sum(b - a for a, b, (_, busy) in zip(ends, ends[1:], c.windows) if busy < 0)  # under a clock tick
+    assert len(c.late_at_busy(0.0, 0.6)) + len(c.late_at_busy(0.6, 1.0)) == len(c.late_ms) - unsaid
 
 
 def _regime(e=0.5, j=0.25, stall=None, measured=None, curve=True):
@@ -136,11 +164,68 @@ def test_a_schedule_charges_the_largest_stall_of_its_profiles_to_every_network()
     assert evaluate_mapping(plain, [C0, C0]).apps[0].response_time_ms == pytest.approx(12.25)
 
 
+def _by_busy(regime, rows):
+    """The regime with host_stall_by_busy rows (busy_below, stall_ms, seconds); measured 0.1 under each."""
+    return regime.model_copy(update={"host_stall_by_busy": [
+        HostStallAtBusy(busy_below=b, stall_ms=x, measured_ms=x - 0.1, seconds=t) for b, x, t in rows]})
+
+
+QUIET_TO_90 = [(round(0.1 * i, 1), 1.0, 10.0) for i in range(1, 10)] + [(1.0, 3.0, 60.0)]
+
+
+def test_a_schedule_that_keeps_its_cores_part_busy_is_charged_the_stall_met_at_that_load():
+    """B's probe met a 3 ms stall only with its core fully busy, 1 ms at every lower load.
+    A (2 ms every 40) and B (5 ms every 80) can keep one core busy 0.05 + 0.0625 = 11%
+    (typical slowdown 1): the floor is read under 11 + 15 = 26%, at the 30% step, 1 ms.
+    R_A = 10.5 + J 1 + D 0.5 + e 1 on its own and the blocking segment = 14 (20 charged at
+    3 ms, the whole profile's). At periods that can keep a core fully busy: 3 ms again."""
+    from planner.core.multiapp import evaluate_mapping
+    from test_schedule_bound import C0, problem, prof, two_core_plat
+
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(curve=False)})
+    b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": _by_busy(
+        _regime(stall=3.0, measured=2.5, curve=False), QUIET_TO_90)})
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)])
+    assert (mp.regime_host_stall_ms, mp.regime_host_stall_busy) == (1.0, 0.3)
+    assert (mp.segment_excess_ms, mp.release_jitter_ms) == (1.0, 1.0)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(14.0)
+    assert "1 ms host stall" in mp.regime_source and "busy under 30%" in mp.regime_source
+    busy = problem(p, [a, b], [("A", 3, 0), ("B", 6, 1)])
+    assert (busy.regime_host_stall_ms, busy.regime_host_stall_busy) == (3.0, 1.0)
+
+
+def test_the_load_step_needs_seconds_measured_at_that_load_or_the_whole_figure_is_charged():
+    from models.multiapp import host_stall_at_busy
+
+    thin = _by_busy(_regime(stall=3.0, measured=2.5), [(0.1, 0.5, 30.0), (0.2, 0.6, 2.0), (0.3, 0.7, 2.0),
+                                                       (0.4, 0.7, 0.0), (0.5, 2.0, 10.0), (1.0, 3.0, 60.0)])
+    assert host_stall_at_busy(thin, 0.1) == (2.0, 0.5)  # 4 s from 10% to 40%: too few; 14 s by 50%
+    assert host_stall_at_busy(thin, 0.9) == (3.0, 1.0)  # nothing measured between 0.9 and 1 but the whole
+    assert host_stall_at_busy(_regime(stall=3.0, measured=2.5), 0.1) == (3.0, 1.0)  # older profile: no steps
+    nothing_near = _by_busy(_regime(stall=3.0, measured=2.5), [(0.1, 0.5, 30.0), (0.9, 0.5, 1.0), (1.0, 3.0, 60.0)])
+    assert host_stall_at_busy(nothing_near, 0.2) == (3.0, 1.0)  # the profile never ran a core that busy (but fully)
+
+
+def test_throughput_runs_back_to_back_so_its_cores_are_fully_busy():
+    from models.multiapp import core_demand
+    from test_schedule_bound import prof
+
+    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(curve=False)})
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 1000.0, "priority": 0}]})
+    assert core_demand(req, [a]) == 1.0  # one network: throughput mode, pipelined back to back
+    req2 = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 1000.0, "priority": 0}],
+                                           "mode": "response_time"})
+    assert core_demand(req2, [a]) == pytest.approx(2 / 1000)
+
+
 def test_the_bound_at_the_measured_maxima_takes_the_probes_largest_stall():
     from models.multiapp import measured_maxima
 
     assert measured_maxima(_regime(stall=3.0, measured=2.5)).host_stall_ms == 2.5
     assert measured_maxima(_regime()).host_stall_ms is None
+    by = measured_maxima(_by_busy(_regime(stall=3.0, measured=2.5), QUIET_TO_90)).host_stall_by_busy
+    assert [r.stall_ms for r in by] == pytest.approx([0.9] * 9 + [2.9])  # each step at its largest, no tail
 
 
 def test_a_run_that_met_a_longer_stall_than_its_bounds_charge_is_outside_them_and_says_so():

@@ -88,6 +88,7 @@ class MappingProblem:
     regime_interrupts_per_s: float | None = None  # interrupts per second on the CPUs meanwhile (ResponseAnalysis)
     regime_scheduling: str | None = None  # the executor threads' policy meanwhile (ResponseAnalysis)
     regime_host_stall_ms: float | None = None  # the longest host stall the bound charges (ResponseAnalysis)
+    regime_host_stall_busy: float | None = None  # the core load it was measured under (ResponseAnalysis)
     # response time: a PE's utilisation at most this; below 1 where the executor runs real-time, the kernel's
     # real-time share over the typical slowdown (models.multiapp.executor_regime, executor.realtime)
     pe_utilisation_cap: float = 1.0

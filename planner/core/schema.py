@@ -623,6 +623,20 @@ class MeasurementRegime(Strict):
         return None
 
 
+class HostStallAtBusy(Strict):
+    """The host stall figure (ExecutorRegime.host_stall_ms) over the probe's wake-ups in
+    windows in which their core was busy under `busy_below` of its time: a core kept fully
+    busy is stopped longer by the host than one that idles between segments."""
+
+    busy_below: float = Field(gt=0, le=1, description="The core's busy share (user, system and interrupt time over "
+                              "all but steal, in windows of about 0.5 s) the wake-ups' windows were under; 1: every "
+                              "window, the whole figure")
+    stall_ms: float = Field(ge=0, le=10_000, description="The stall those wake-ups give, read as host_stall_ms is")
+    measured_ms: float = Field(ge=0, le=10_000, description="The largest of them (stall_ms without the tail)")
+    seconds: float = Field(ge=0, le=1e7, description="Probe seconds (all cores) in windows busy from busy_below - 0.1 "
+                           "to under busy_below: how long the profile measured at that load")
+
+
 class ExcessCurve(Strict):
     """The segment runs' delays (each run's dispatch wait and its time over factor x its
     profiled time), summed over the runs that start in one window, at its largest, per
@@ -822,6 +836,11 @@ class ExecutorRegime(Strict):
         None, ge=0, le=10_000, description="The largest stall the probe measured (host_stall_ms without the tail)")
     host_stall_probe_s: float | None = Field(
         None, ge=0, le=1e7, description="Seconds the stall probe ran (the whole PE profile), per core")
+    host_stall_by_busy: list[HostStallAtBusy] = Field(
+        default_factory=list, max_length=64, description="host_stall_ms at each core load, ascending: a schedule's "
+        "bound charges the figure at the load its networks can put on one core (their slowest times x the typical "
+        "slowdown over their periods, + 0.15), where the profile measured at least 5 s at that load or more; else "
+        "host_stall_ms (empty: older profiles)")
     host_sampled_s: float | None = Field(
         None, ge=0, le=1e7, description="Seconds over which the host's steal, other processes and interrupts were "
         "sampled (the whole PE profile, in short intervals): the host_* figures are the 90th percentile of those "
@@ -1472,6 +1491,9 @@ class ResponseAnalysis(ConfigAnalysis):
         None, description="The longest host stall the bounds charge (the largest of the profiles' "
         "ExecutorRegime.host_stall_ms, a floor under e, the jitter and the delay curve): a run whose stall probe "
         "measured a longer one is outside what the bounds cover, and the executor says so; null: not probed")
+    regime_host_stall_busy: float | None = Field(
+        None, description="The core load that stall was measured under (ExecutorRegime.host_stall_by_busy: windows "
+        "busy under this share of the core; 1: every window of the profiles); null: not probed")
     regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
         None, description="The policy the executor's threads ran at while every network's regime was measured "
         "(SCHED_OTHER if any ran so): a run at SCHED_OTHER under bounds measured at SCHED_FIFO is outside them")
