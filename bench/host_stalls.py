@@ -15,12 +15,15 @@ Per core it prints the wake-ups, the lateness at p50 / p99 / p99.9 / max, how ma
 came at least 1, 2, 5 and 10 ms late, and the exponential tail's read at 1e-4 per wake-up
 (executor.pe_profile.tail_excess, the schedule bound's), and writes
 bench/results/host_stalls.json. With --busy every other core spins a loop meanwhile (the
-cores then compete for the host as a schedule's PEs do). Bounded: --seconds at most 3600,
+cores then compete for the host as a schedule's PEs do); with --duty every core is kept busy
+that share of the time, one phase per share, all probed at once: whether the host stops a
+busier core longer (the profile charges a schedule the stalls met at its own load). Bounded: --seconds at most 3600,
 each probe stopped and joined at the end.
 
     .venv/bin/python bench/host_stalls.py                         # 60 s, every core, 1 ms
     .venv/bin/python bench/host_stalls.py --seconds 600 --period-ms 0.5 --busy
     .venv/bin/python bench/host_stalls.py --spin                  # the probe busy: gaps, as a running segment meets them
+    .venv/bin/python bench/host_stalls.py --duty 0,50,75,90,100 --seconds 40 --period-ms 0.5   # stalls by the cores' load
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ from planner.progress import Bar  # noqa: E402
 
 LATE_MS = (1.0, 2.0, 5.0, 10.0)
 MAX_WAKEUPS = 10_000_000  # per core: 40 MB of float32 lateness at the most
+MAX_PHASES = 10  # --duty: phases of --seconds each
+DUTY_PERIOD_S = 0.01  # --duty: busy that share of every 10 ms (a schedule's segments are a few ms to tens)
 
 
 def _spin_probe(core: int, period_s: float, seconds: float, out) -> None:  # noqa: ANN001 - a queue
@@ -79,6 +84,62 @@ def _spin(core: int, seconds: float) -> None:
     x = 0
     while time.perf_counter() < end:
         x += 1
+
+
+def _duty_spin(core: int, duty: float, seconds: float) -> None:
+    """In the child: pinned to `core`, busy `duty` of every DUTY_PERIOD_S and asleep the rest,
+    for `seconds` (a schedule's PE runs its segments so, between idle gaps)."""
+    os.sched_setaffinity(0, {core})
+    end = time.perf_counter() + seconds
+    while (t := time.perf_counter()) < end:
+        while time.perf_counter() - t < DUTY_PERIOD_S * duty:
+            pass
+        if duty < 1.0:
+            time.sleep(DUTY_PERIOD_S * (1.0 - duty))
+
+
+def by_duty(cores: list[int], duties: list[float], seconds: float, period_ms: float, progress=None) -> list[dict]:  # noqa: ANN001
+    """One phase per duty: every core of `cores` busy that share of each DUTY_PERIOD_S (0:
+    idle), all of them probed at once by executor.stall_probe for `seconds`. Per phase and
+    core: the largest stall (lateness + period), the stalls of at least 5 and 10 ms, the
+    core's busy share as the probe read it (mean of its windows); and the stalls of 5 ms or
+    more that met every core within 3 ms of each other (the host stopping the whole VM).
+    Why: on the VM the longest stalls fell in the profile's phases that kept both cores
+    fully busy (docs/measurement.md, sixteenth session)."""
+    ctx = mp.get_context("spawn")
+    out = []
+    for k, duty in enumerate(duties):
+        procs = [ctx.Process(target=_duty_spin, args=(c, duty, seconds + 0.5), daemon=True) for c in cores if duty > 0]
+        try:
+            for p in procs:
+                p.start()
+            with StallProbe(cores, period_ms, max_s=seconds) as probe:
+                t0 = time.perf_counter()
+                while (left := seconds - (time.perf_counter() - t0)) > 0:
+                    time.sleep(min(1.0, left))
+                    if progress:
+                        progress(min(1.0, (k + (time.perf_counter() - t0) / seconds) / len(duties)))
+        finally:
+            for p in procs:
+                p.join(timeout=seconds + 10)
+                if p.is_alive():
+                    p.terminate()
+                    p.join()
+        if probe.why_not:
+            raise RuntimeError(probe.why_not)
+        rows = []
+        for c in probe.cores:
+            big = [d for _, d in c.stalls]
+            busy = [b for _, b in c.windows[:-1] if b >= 0]
+            rows.append({"core": c.core, "largest_stall_ms": c.largest_stall_ms,
+                         "stalls_5_ms": sum(d >= 5.0 for d in big), "stalls_10_ms": sum(d >= 10.0 for d in big),
+                         "busy_share": float(np.mean(busy)) if busy else None})
+        first = [x for x in probe.cores[0].stalls if x[1] >= 5.0] if probe.cores else []
+        together = [[round(d, 2)] + [round(max((y for t, y in c.stalls if y >= 5.0 and abs(t - start) < 3.0),
+                                               default=0.0), 2) for c in probe.cores[1:]] for start, d in first]
+        together = [x for x in together if len(probe.cores) > 1 and min(x) > 0]
+        out.append({"duty": duty, "cores": rows, "every_core_at_once_ms": together})
+    return out
 
 
 def _sleeping(group: list[int], period_ms: float, seconds: float, progress) -> list[tuple]:  # noqa: ANN001
@@ -151,6 +212,9 @@ def main() -> int:
     ap.add_argument("--busy", action="store_true", help="the other cores spin while each core is probed (default: idle)")
     ap.add_argument("--spin", action="store_true", help="the probe itself busy: the largest gap between two clock "
                     "reads in each period, as a busy core (a running segment) meets a stall (default: sleeping)")
+    ap.add_argument("--duty", default=None, help="comma-separated shares of the time (%%, 0-100) every core is kept "
+                    "busy, one phase of --seconds each, all cores probed at once: does the host stop a busier core "
+                    "longer? e.g. 0,50,75,90,100 (default: none)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "host_stalls.json"),
                     help="JSON written (default: %(default)s)")
     args = ap.parse_args()
@@ -169,10 +233,42 @@ def main() -> int:
             problems.append(f"--cores: must be among {allowed}, got {args.cores}")
     except ValueError:
         problems.append(f"--cores: expected comma-separated core numbers, got {args.cores!r}")
+    duties = []
+    if args.duty is not None:
+        try:
+            duties = [float(x) / 100.0 for x in args.duty.split(",") if x.strip()]
+            if not duties or any(not 0 <= d <= 1 for d in duties):
+                problems.append(f"--duty: each share must be 0 to 100, got {args.duty}")
+            elif len(duties) > MAX_PHASES:
+                problems.append(f"--duty: at most {MAX_PHASES} phases (each --seconds long), got {len(duties)}")
+        except ValueError:
+            problems.append(f"--duty: expected comma-separated percentages, got {args.duty!r}")
+        if args.busy or args.spin:
+            problems.append("--duty: not with --busy or --spin (it keeps the cores busy itself)")
     if problems:
         print("host_stalls: " + "; ".join(problems), file=sys.stderr)
         return 2
     load_before = [round(x, 2) for x in os.getloadavg()]
+    if duties:
+        with Bar(f"probing {len(cores)} core(s), {len(duties)} phase(s) of {args.seconds:g} s") as bar:
+            phases = by_duty(cores, duties, args.seconds, args.period_ms, bar)
+        print(f"every core busy the duty's share of each {DUTY_PERIOD_S * 1e3:g} ms, probed at once for "
+              f"{args.seconds:g} s a phase (stall: a sleeping probe's lateness + its {args.period_ms:g} ms period; "
+              "busy: the core's busy share the probe read; together: stalls of 5 ms or more on every core within "
+              "3 ms, ms per core)")
+        print(f"{'duty':>5} {'core':>4} {'busy':>5} {'largest':>8} {'>=5':>4} {'>=10':>5}  together")
+        for ph in phases:
+            for i, c in enumerate(ph["cores"]):
+                busy = "n/a" if c["busy_share"] is None else f"{c['busy_share']:.0%}"
+                print(f"{ph['duty']:>5.0%} {c['core']:>4} {busy:>5} {c['largest_stall_ms']:>8.2f} "
+                      f"{c['stalls_5_ms']:>4} {c['stalls_10_ms']:>5}  "
+                      + (", ".join(str(x) for x in ph["every_core_at_once_ms"]) if i == 0 else ""))
+        load_after = [round(x, 2) for x in os.getloadavg()]
+        print(f"host: cores {cores}, load average before {load_before}, after {load_after} (1/5/15 min)")
+        write_json(args.out, {"phases": phases, "seconds": args.seconds, "period_ms": args.period_ms,
+                              "load_average_before": load_before, "load_average_after": load_after})
+        print(f"wrote {args.out}")
+        return 0
     with Bar(f"probing {len(cores)} core(s) for {args.seconds:g} s") as bar:
         res = measure(cores, args.seconds, args.period_ms, args.busy, bar, args.spin)
     what = (f"the largest gap between two clock reads of a busy loop in each {args.period_ms:g} ms" if args.spin

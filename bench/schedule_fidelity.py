@@ -11,7 +11,8 @@ task-clustering solver (CP-SAT), run it on ONNX Runtime sessions (executor.pipel
 pinned thread per logical PE, double buffering, non-preemptive) and compare the measured
 throughput with the predicted one (the profile's regime applied) and with the layer times
 alone; each configuration run --pipelined-runs times (3), the median measured, the
-runs' spread the noise floor.
+runs' spread the noise floor; the host's drift between the profile and the runs (the whole
+model as a plain ONNX Runtime session, timed beside both) printed, and the error net of it.
 Two networks with periods and priorities (response-time mode, GA, the executor
 analysis with the profiles' factor, jitter and dispatch wait): the bound against the
 worst response of two runs of both networks together and of runs released at the
@@ -75,6 +76,39 @@ LIGHT = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "li
 
 def load(name: str):
     return slicing.layers(slicing.materialise(slicing.load_model(LIGHT / f"light_{name}.onnx")), materialised=True)
+
+
+CANARY_ROUNDS = 4  # rounds of the host's drift reference, each side of a profile or a configuration's runs
+
+
+def canary_devices(cores: list[int], sizes) -> list:  # noqa: ANN001 - PE sizes (cores)
+    """A plain session of k threads pinned to the first k cores, per PE size k: the host's
+    speed reference (bench/fidelity.py's canary)."""
+    return [runtime.parse_device(f"canary{k}=CPUExecutionProvider:threads={k},affinity="
+                                 + ",".join(str(c) for c in cores[:k])) for k in sorted(set(sizes))]
+
+
+def canary_ms(lm, cores: list[int], sizes, seed: int) -> dict[int, list[float]]:  # noqa: ANN001
+    """PE size -> the whole model's round figures (ms) as a plain ONNX Runtime session of
+    that many threads (fidelity.time_references: the measurement harness's pinned workers,
+    a reference we did not write). Timed beside a profile and beside a configuration's runs,
+    their ratio is how much the host's speed moved between the two: the part of a pipelined
+    error no profile can foresee (on the VM a profile met 4.3% steal and its configurations,
+    minutes later, ran 19-20% faster than predicted; schedule_fidelity_load.log)."""
+    from fidelity import time_references
+
+    devs = canary_devices(cores, sizes)
+    chains = {f"canary{d.threads}": [(0, len(lm.layers) - 1, d.id)] for d in devs}
+    got, _ = time_references(lm, devs, slicing.random_inputs(lm, seed), chains, CANARY_ROUNDS, None, seed)
+    return {int(k[len("canary"):]): v for k, v in got.items()}
+
+
+def host_drift(at_profile: dict, now: dict, sizes) -> float | None:  # noqa: ANN001
+    """The host's speed now against the profile's: the canary's median now over its median
+    then, per PE size of the configuration, their geometric mean (> 1: slower now)."""
+    ratios = [float(np.median(now[k])) / float(np.median(at_profile[k])) for k in set(sizes)
+              if at_profile.get(k) and now.get(k)]
+    return float(np.exp(np.mean(np.log(ratios)))) if ratios else None
 
 
 def partitions(n: int) -> list[list[int]]:
@@ -504,6 +538,11 @@ def summarise(pipelined: list[dict], two: list[dict]) -> dict:
         "pipelined_max_abs_error_pct": float(np.max(errs)) if errs else None,
         "pipelined_in_regime_mean_abs_error_pct": float(np.mean(errs_in)) if errs_in else None,
         "pipelined_in_regime_max_abs_error_pct": float(np.max(errs_in)) if errs_in else None,
+        # the same error net of the host's drift since the profile (the canary's ratio)
+        "pipelined_net_of_drift_mean_abs_error_pct": float(np.mean(net)) if (net := [
+            abs(r["error_net_of_drift_pct"]) for r in pipelined if r.get("error_net_of_drift_pct") is not None]) else None,
+        "pipelined_net_of_drift_max_abs_error_pct": float(np.max(net)) if net else None,
+        "pipelined_host_drift": [r.get("host_drift") for r in pipelined],
         "pipelined_noise_floor_pct": float(np.mean(reps)) if reps else None,
         "pipelined_noise_max_pct": float(np.max(reps)) if reps else None,
         "pipelined_layers_only_mean_abs_error_pct": float(np.mean(plain)) if plain else None,
@@ -599,7 +638,9 @@ def target_lines(s: dict) -> list[str]:
         f"pipelined throughput |error| inside the regime: mean {_pct(mean_in)} (target <= 7%), worst {_pct(max_in)} "
         f"(target <= 15%); over all runs mean {_pct(s['pipelined_mean_abs_error_pct'])}, worst "
         f"{_pct(s['pipelined_max_abs_error_pct'])}; noise (the spread of the same configuration's runs) mean "
-        f"{_pct(s['pipelined_noise_floor_pct'])}, worst {_pct(s['pipelined_noise_max_pct'])}: "
+        f"{_pct(s['pipelined_noise_floor_pct'])}, worst {_pct(s['pipelined_noise_max_pct'])}; net of the host's drift "
+        f"since the profile mean {_pct(s.get('pipelined_net_of_drift_mean_abs_error_pct'))}, worst "
+        f"{_pct(s.get('pipelined_net_of_drift_max_abs_error_pct'))}: "
         f"{mark(None if mean_in is None else mean_in <= 7.0 and max_in <= 15.0)}",
         f"response noise (worst response, run vs replicate): {_pct(s['response_noise_floor_pct'])}",
     ]
@@ -659,6 +700,7 @@ def main() -> int:
     names = [m for m in args.models.split(",") if m]
     pair = [m for m in args.pair.split(",") if m]
     docs: dict[str, tuple[dict, dict]] = {}
+    canaries: dict[str, dict[int, list[float]]] = {}  # model -> PE size -> the drift reference around its profile
     lms = {}
     rows = []
     t_all = time.perf_counter()
@@ -668,16 +710,20 @@ def main() -> int:
             for m in models:
                 t0 = time.perf_counter()
                 lms[m] = load(m)
+                sizes = sorted({k for c in configs for k in c})
+                before = canary_ms(lms[m], cores, sizes, seed=7)
                 prof = profile_for_schedule(lms[m], cluster, runs=args.runs, warmup=2, regime_frames=args.regime_frames,
                                             corun_rounds=args.corun_rounds)
                 plat, doc, lines = schedule_documents(lms[m], prof, name=m, platform_name="this-machine",
                                                       model_path=m)
                 docs[m] = (plat, doc)
+                after = canary_ms(lms[m], cores, sizes, seed=8)
+                canaries[m] = {k: before[k] + after[k] for k in before}
                 rows.append({"model": m, "profiling_s": round(time.perf_counter() - t0, 2), "summary": lines,
                              "executor_regime": prof.regime})
                 bar.advance(1, m)
                 for line in lines:
-                    if line.startswith(("topology", "co-run", "host background", "host stalls")) or line is lines[-1]:
+                    if line.startswith(("topology", "co-run", "host background", "host stalls", "  by the core's load")) or line is lines[-1]:
                         print(f"{m}: {line}", flush=True)
 
     pipelined: list[dict] = []
@@ -714,8 +760,11 @@ def main() -> int:
                 # the configuration run pipelined_runs times: the measured throughput is their median (one run
                 # of 400 frames on the VM sits in one state of the core's speed, two came out up to 76% apart),
                 # their spread the noise; the first run's own error is kept beside it
+                before = canary_ms(lms[m], cores, cfg, seed=9)
                 reps = [run_schedule_entry(s, {m: lms[m]}, devices, frames=args.frames)
                         for _ in range(args.pipelined_runs)]
+                after = canary_ms(lms[m], cores, cfg, seed=10)
+                drift = host_drift(canaries.get(m, {}), {k: before[k] + after[k] for k in before}, cfg)
                 nets = [r["networks"][0] for r in reps]
                 n = nets[0]
                 fps = [x["measured_fps"] for x in nets]
@@ -731,6 +780,11 @@ def main() -> int:
                     "model": m, "cpu_config": cfg, "segments": n["segments"], "solver_status": s.report.status,
                     "predicted_fps": n["predicted_fps"], "measured_fps": med, "error_pct": err,
                     "runs_fps": fps, "first_run_error_pct": n["error_pct"],
+                    # the host's drift since the profile (the canary's ratio), and the error net of it: the
+                    # prediction's own part
+                    "host_drift": drift,
+                    "error_net_of_drift_pct": percent_error(1e3 / med, drift * 1e3 / n["predicted_fps"])
+                    if med and n["predicted_fps"] and drift else None,
                     "layers_only_fps": 1e3 / plain_ms, "layers_only_error_pct": plain_err,
                     "frames_in_order": all(x["frames_in_order"] for x in nets), "replicate_fps": fps[1],
                     "regime_note": next((note for r in reps if (note := pipelined_note(r, prof.executor_regime))), None),
@@ -753,16 +807,21 @@ def main() -> int:
                   f"{g.get('scheduling') or 'a policy not recorded'})")
     print("pred: the profile's layer times x the executor regime's median slowdown + its median dispatch wait per "
           "segment; meas: the median of the runs (each listed); error: against that median; first: the first run's "
-          "alone; layers only: without the regime")
+          "alone; layers only: without the regime; drift: the host's speed beside the runs against beside the profile "
+          "(the whole model as a plain ONNX Runtime session of the PE size's threads, the median of "
+          f"{2 * CANARY_ROUNDS} rounds each; > 1: slower now); net: the error against the prediction x drift, the "
+          "prediction's own part")
     print(f"{'model':<14} {'cpu':<8} {'seg':>4} {'pred fps':>9} {'meas fps':>9} {'runs':<22} {'error':>8} {'first':>8} "
-          f"{'layers only':>12}")
+          f"{'layers only':>12} {'drift':>6} {'net':>7}")
     for r in pipelined:
         e = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%"
         e1 = "n/a" if r.get("first_run_error_pct") is None else f"{r['first_run_error_pct']:+.1f}%"
         e2 = "n/a" if r["layers_only_error_pct"] is None else f"{r['layers_only_error_pct']:+.1f}%"
         each = " ".join("n/a" if x is None else f"{x:.1f}" for x in r.get("runs_fps") or [r["replicate_fps"]])
         print(f"{r['model']:<14} {str(tuple(r['cpu_config'])):<8} {r['segments']:>4} {r['predicted_fps']:>9.1f} "
-              f"{(r['measured_fps'] or 0):>9.1f} {each:<22} {e:>8} {e1:>8} {e2:>12}")
+              f"{(r['measured_fps'] or 0):>9.1f} {each:<22} {e:>8} {e1:>8} {e2:>12} "
+              f"{'n/a' if r.get('host_drift') is None else format(r['host_drift'], '.3f'):>6} "
+              f"{'n/a' if r.get('error_net_of_drift_pct') is None else format(r['error_net_of_drift_pct'], '+.1f') + '%':>7}")
     if two:
         print("\nparts of a response (bound: as the analysis builds it; measured: the worst frame's critical path):")
         print("  per-run: the same bound with D + e charged per segment run, no delay curve (what the curve saves); "
@@ -846,7 +905,9 @@ def main() -> int:
     print(f"\npipelined: mean |error| {_f(summary['pipelined_mean_abs_error_pct'])}%, max "
           f"{_f(summary['pipelined_max_abs_error_pct'])}%; layers only "
           f"{_f(summary['pipelined_layers_only_mean_abs_error_pct'])}%; noise floor (the spread of the same configuration's runs) "
-          f"{_f(summary['pipelined_noise_floor_pct'])}%")
+          f"{_f(summary['pipelined_noise_floor_pct'])}%; net of the host's drift since the profile (the plain-session "
+          f"canary): mean {_f(summary['pipelined_net_of_drift_mean_abs_error_pct'])}%, max "
+          f"{_f(summary['pipelined_net_of_drift_max_abs_error_pct'])}%")
     if two:
         print(f"responses over their bound (every run, the deadline runs' {summary['deadline_run_responses_over_bound']} "
               f"included): {summary['responses_over_bound']}; verdicts contradicted {summary['verdicts_contradicted']} "

@@ -1,5 +1,8 @@
 """bench/host_stalls.py: the host's wake-up lateness per core, apart from any network."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -61,3 +64,27 @@ def test_a_probe_longer_than_its_memory_bound_is_refused_before_it_starts(capsys
         hs.measure([0], 3600.0, 0.1)
     monkeypatch.setattr("sys.argv", ["host_stalls.py", "--seconds", "3600", "--period-ms", "0.1"])
     assert hs.main() == 2 and "over 10000000 wake-ups per core" in capsys.readouterr().err
+
+
+def test_by_duty_probes_every_core_at_each_load_and_reads_its_busy_share():
+    """Two short phases, idle and fully busy: each core's probe reads the load it was kept at,
+    and no spinning child outlives its phase."""
+    import multiprocessing as mp
+
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    phases = hs.by_duty(cores, [0.0, 1.0], seconds=1.6, period_ms=1.0)
+    assert [p["duty"] for p in phases] == [0.0, 1.0]
+    for p in phases:
+        assert [c["core"] for c in p["cores"]] == cores
+        assert all(c["largest_stall_ms"] >= 1.0 for c in p["cores"])  # lateness + the period
+    idle = [c["busy_share"] for c in phases[0]["cores"]]
+    busy = [c["busy_share"] for c in phases[1]["cores"]]
+    assert max(idle) < 0.6 and min(busy) > 0.8, (idle, busy)
+    assert not mp.active_children()
+
+
+def test_duty_is_refused_in_one_line_when_out_of_range(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["host_stalls.py", "--duty", "50,120", "--seconds", "1"])
+    assert hs.main() == 2
+    err = capsys.readouterr().err
+    assert "--duty" in err and "0 to 100" in err and len(err.strip().splitlines()) == 1
