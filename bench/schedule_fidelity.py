@@ -85,7 +85,7 @@ def canary_devices(cores: list[int], sizes) -> list:  # noqa: ANN001 - PE sizes 
     """A plain session of k threads pinned to the first k cores, per PE size k: the host's
     speed reference (bench/fidelity.py's canary)."""
     return [runtime.parse_device(f"canary{k}=CPUExecutionProvider:threads={k},affinity="
-                                 + ",".join(str(c) for c in cores[:k])) for k in sorted(set(sizes))]
+                                 + "+".join(str(c) for c in cores[:k])) for k in sorted(set(sizes))]
 
 
 def canary_ms(lm, cores: list[int], sizes, seed: int) -> dict[int, list[float]]:  # noqa: ANN001

@@ -134,3 +134,21 @@ def test_the_schedule_bench_counts_the_responses_the_tail_kept_within_their_boun
     assert s["responses_over_bound"] == 0 and s["responses_over_bound_no_tail"] == 1
     assert s["mean_bound_no_tail_over_measured_max"] == pytest.approx((0.95 + 9.0 / 8.0) / 2)
     assert sf.summarise([], [])["responses_over_bound_no_tail"] is None
+
+
+def test_the_schedule_bench_drift_reference_has_one_plain_session_per_pe_size():
+    """The canary beside profiles and runs: k threads pinned to the first k cores, per PE
+    size; the drift is the median now over the median then (> 1: slower now), their
+    geometric mean over the configuration's PE sizes."""
+    from bench import schedule_fidelity as sf
+
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))
+    n = len(cores)
+    devs = sf.canary_devices(cores, [n, 1, n])
+    want = [("canary1", 1, (cores[0],))] + ([(f"canary{n}", n, tuple(cores))] if n > 1 else [])
+    assert [(d.id, d.threads, tuple(d.affinity)) for d in devs] == want
+    assert sf.host_drift({1: [10.0, 10.0, 12.0], 2: [5.0]}, {1: [11.0], 2: [4.0]}, [1, 2]) == pytest.approx(
+        (11 / 10 * 4 / 5) ** 0.5)
+    assert sf.host_drift({}, {1: [11.0]}, [1]) is None  # no reference at the profile: no drift said
