@@ -24,6 +24,7 @@ wakes every worker, and `run` joins them before it returns, so no thread outlive
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import os
@@ -33,8 +34,9 @@ except ImportError:  # pragma: no cover - Windows
     pass
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from typing import Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -119,6 +121,9 @@ class PipelineResult:
     pe_busy_s: list[float]
     scheduling: str = realtime.OTHER  # the threads' policy (executor.realtime): SCHED_FIFO or SCHED_OTHER
     t0_s: float = 0.0  # time.perf_counter() at the run's start: the traces' ms count from it
+    # (start_ms, pause_ms, generation) of every garbage collection during the run (collector_paused: none
+    # but one asked for explicitly)
+    gc_pauses: list[tuple[float, float, int]] = field(default_factory=list)
 
     def throughput_fps(self, app: int = 0, warmup: int = 0) -> float | None:
         """Steady-state frames per second of one network: completions after `warmup`."""
@@ -271,6 +276,39 @@ def segments_of(lm: LayeredModel, mapping: Sequence[int], app: int = 0) -> list[
     return segs
 
 
+@contextmanager
+def collector_paused() -> Iterator[list[tuple[float, float, int]]]:
+    """Python's cyclic garbage collector off for a run, on again after it (as it was); yields
+    the list of collections that still ran meanwhile (one asked for explicitly), each
+    (start_ms on perf_counter's clock, pause_ms, generation). Why: a collection stops every
+    Python thread of the process (it holds the GIL), the release thread and the PE workers
+    between segments alike, and the stall probe, a process of its own, does not see it. In a
+    bench process holding three models and its results a full collection took 49 ms and
+    automatic ones 74-156 ms; a schedule bench run had both networks' releases 29.2 and 29.3 ms
+    late at once, while its probe measured no stall over 5.8 ms (docs/measurement.md, sixteenth
+    session). Objects a run frees go by reference counting; cycles wait for the collection after."""
+    pauses: list[tuple[float, float, int]] = []
+    started: list[float] = []
+
+    def timed(phase: str, info: dict) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            t = started.pop()
+            pauses.append((t * 1e3, (time.perf_counter() - t) * 1e3, int(info.get("generation", -1))))
+
+    was = gc.isenabled()
+    gc.collect()  # before the run, not in it: what older runs left
+    gc.disable()
+    gc.callbacks.append(timed)
+    try:
+        yield pauses
+    finally:
+        gc.callbacks.remove(timed)
+        if was:
+            gc.enable()
+
+
 class PipelineExecutor:
     """Sessions built once (`__init__`), then `run` as often as wanted."""
 
@@ -341,8 +379,8 @@ class PipelineExecutor:
         # the throughput release's own condition: sharing PE 0's, a push's notify() could wake the
         # release (which waits on) instead of PE 0's worker (which then idles until a frame ends)
         self._room = threading.Condition(self._lock)
-        with realtime.elevated(self.realtime_priority and self.mode == "response_time",
-                               set().union(*self._pool_tids)) as elevation:
+        with collector_paused() as gc_pauses, realtime.elevated(
+                self.realtime_priority and self.mode == "response_time", set().union(*self._pool_tids)) as elevation:
             self.scheduling = elevation
             r = _Run(self, feeds, keep_outputs, trace)
             threads = [threading.Thread(target=r.worker, args=(p,), name=f"pe-{p}", daemon=True)
@@ -367,7 +405,8 @@ class PipelineExecutor:
         if r.errors:
             raise r.errors[0]
         return PipelineResult(self.mode, r.results, time.perf_counter() - r.t0, cancelled or time.perf_counter() > deadline,
-                              r.outputs, r.busy, elevation.policy, r.t0)
+                              r.outputs, r.busy, elevation.policy, r.t0,
+                              [(t - r.t0 * 1e3, d, g) for t, d, g in gc_pauses])
 
 
 class _Run:
@@ -1126,6 +1165,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
         # the busiest its probed cores were in a window of about stall_probe.WINDOW_S (the load the floor is read at)
         "host_busy_max": max((b for c in probe.cores for _, b in c.windows[:-1] if b >= 0), default=None),
+        # garbage collections that ran during it all the same (executor.pipeline.collector_paused): ms each
+        "gc_pauses_ms": [round(d, 3) for _, d, _ in res.gc_pauses],
         # (start_ms, stall_ms), ms from the run's start as its traces, each of at least STALL_MIN_MS
         "host_stalls": [(round(t - res.t0_s * 1e3, 3), round(d, 3)) for t, d in probe.stalls()],
         "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms),
