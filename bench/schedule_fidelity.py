@@ -430,6 +430,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                               "envelope_note": rep.get("envelope_note"),
                               "response_max_ms": worst, "host_stall_ms": rep.get("host_stall_ms"),
                               "host_busy_max": rep.get("host_busy_max"),
+                              "release_late": rep.get("release_late"),
                               "stall_match": rep.get("stall_match"),
                               # these runs' responses are held to their own schedule's bounds too
                               "over_bound": [bool(m is not None and m > a.response_time_ms) for m, a in zip(worst, e2.apps)]})
@@ -452,6 +453,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                     "run_stalls_ms": [runs[0].get("host_stall_ms"), runs[1].get("host_stall_ms"), phase_stall],
                     "run_busy_max": [runs[0].get("host_busy_max"), runs[1].get("host_busy_max")]
                     + [d.get("host_busy_max") for d in deadlines],
+                    # each run's latest release, split into its wait ending late and the executor's lock
+                    "release_late": [runs[0].get("release_late"), runs[1].get("release_late")]
+                    + [d.get("release_late") for d in deadlines],
                     "stall_match": [r.get("stall_match") for r in runs]})
         on_case(out[-1])
         if args.max_cases and len(out) >= args.max_cases:
@@ -859,6 +863,11 @@ def main() -> int:
                   f"longest each run's probe measured (run, replicate, phased, deadlines): {stalls} ms"
                   + (f"; the busiest a probed core was in a 0.5 s window (run, replicate, deadlines): {loads}"
                      if loads else ""))
+        late = [x for x in t.get("release_late", []) if x]
+        if late:
+            print("  the latest release of each run (run, replicate, deadlines): " + ", ".join(
+                f"{x['late_ms']:.2f} ms late (its wait {x['woke_ms']:.2f}, the lock {x['lock_ms']:.2f})" for x in late)
+                  + "; its wait ending late: the timer, a core, the GIL; the lock: the executor's, held by a PE worker")
         match = stall_totals(_matches(t))
         if match["slow_runs"]:
             print(f"  beside the stall probe: {stall_line(match)}")

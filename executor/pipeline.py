@@ -172,6 +172,9 @@ class FrameRun:
     due_ms: float
     released_ms: float
     end_ms: float
+    # when the release thread's wait for the due time ended, before it took the executor's lock
+    # (None: released back to back): due -> woke is the timer, a core and the GIL; woke -> released the lock
+    woke_ms: float | None = None
 
 
 PARTS = ("release", "handoff", "dispatch", "blocking", "interference", "own", "profile", "excess")
@@ -274,6 +277,21 @@ def segments_of(lm: LayeredModel, mapping: Sequence[int], app: int = 0) -> list[
                 segs[p].cross_succs.append(s.index)
                 s.cross_preds.append(p)
     return segs
+
+
+def release_late(trace: Sequence) -> dict | None:
+    """The latest release of a run's trace: how late (ms after its due time) and in which part:
+    `woke_ms`, its wait for the due time ending late (the timer, a core to run on, the GIL: the
+    parts a Python thread cannot tell apart) and `lock_ms`, then the executor's lock. A release
+    29 ms late on both networks at once, with both cores' stall probes on time, is this
+    process's, not the host's (docs/measurement.md, sixteenth session). None: no timed release."""
+    frames = [fr for fr in trace if isinstance(fr, FrameRun) and fr.woke_ms is not None]
+    if not frames:
+        return None
+    fr = max(frames, key=lambda x: x.released_ms - x.due_ms)
+    return {"app": fr.app, "frame": fr.frame, "late_ms": round(fr.released_ms - fr.due_ms, 3),
+            "woke_ms": round(fr.woke_ms - fr.due_ms, 3), "lock_ms": round(fr.released_ms - fr.woke_ms, 3),
+            "at_ms": round(fr.due_ms, 3)}
 
 
 @contextmanager
@@ -444,10 +462,10 @@ class _Run:
         heapq.heappush(self.ready[s.pe], key)
         self.ex._conds[s.pe].notify()
 
-    def release(self, a: int, n: int, now: float) -> None:
+    def release(self, a: int, n: int, now: float, woke: float | None = None) -> None:
         segs = self.ex.segments[a]
         st = {"env": dict(self.feeds[a]), "release": now, "deps": {}, "left": len(segs), "seg_ms": [0.0] * len(segs),
-              "ready": {}, "released": time.perf_counter() - self.t0}
+              "ready": {}, "released": time.perf_counter() - self.t0, "woke": woke}
         self.frames_state[a][n] = st
         self.done_seg[a][n] = set()
         self.results[a].frames_released += 1
@@ -489,7 +507,8 @@ class _Run:
         r.frame_ids.append(n)
         r.segment_ms.append(st["seg_ms"])
         if self.trace is not None:
-            self.trace.append(FrameRun(a, n, st["release"] * 1e3, st["released"] * 1e3, (end - t0) * 1e3))
+            self.trace.append(FrameRun(a, n, st["release"] * 1e3, st["released"] * 1e3, (end - t0) * 1e3,
+                                       None if st.get("woke") is None else st["woke"] * 1e3))
         if n < self.last_done[a]:
             r.order_ok = False
         self.last_done[a] = max(self.last_done[a], n)
@@ -576,14 +595,15 @@ class _Run:
                 if wait <= 0:
                     break
                 ex._stop.wait(min(wait, 0.05))
-            if ex._stop.is_set() or time.perf_counter() > deadline:
+            woke = time.perf_counter()
+            if ex._stop.is_set() or woke > deadline:
                 return
             with ex._lock:
                 if self.in_flight[a] >= MAX_BACKLOG:
                     results[a].dropped += 1
                     results[a].deadline_misses += 1
                 else:
-                    self.release(a, nxt[a], due - t0)
+                    self.release(a, nxt[a], due - t0, woke - t0)
             nxt[a] += 1
 
     def drain(self, deadline: float) -> None:
@@ -1165,6 +1185,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
         # the busiest its probed cores were in a window of about stall_probe.WINDOW_S (the load the floor is read at)
         "host_busy_max": max((b for c in probe.cores for _, b in c.windows[:-1] if b >= 0), default=None),
+        # the latest release, split: its wait ending late (the timer, a core, the GIL) and the executor's lock after
+        "release_late": release_late(trace) if trace is not None else None,
         # garbage collections that ran during it all the same (executor.pipeline.collector_paused): ms each
         "gc_pauses_ms": [round(d, 3) for _, d, _ in res.gc_pauses],
         # (start_ms, stall_ms), ms from the run's start as its traces, each of at least STALL_MIN_MS

@@ -242,3 +242,16 @@ def test_a_run_pauses_the_garbage_collector_and_times_any_collection_that_runs_a
         assert not gc.isenabled()  # left as it was found
     finally:
         gc.enable()
+
+
+def test_the_latest_release_is_split_into_its_wait_and_the_executors_lock():
+    """Two frames: one released 0.2 ms late, one 29.3 ms late, 29.0 of it before its wait
+    ended and 0.3 waiting for the lock. A frame released back to back (no wait) is left out."""
+    from executor.pipeline import FrameRun, release_late
+
+    trace = [FrameRun(0, 0, 0.0, 0.2, 10.0, 0.1), FrameRun(1, 0, 50.0, 79.3, 90.0, 79.0),
+             FrameRun(0, 1, 60.0, 99.0, 100.0, None)]
+    got = release_late(trace)
+    assert got == {"app": 1, "frame": 0, "late_ms": pytest.approx(29.3), "woke_ms": pytest.approx(29.0),
+                   "lock_ms": pytest.approx(0.3), "at_ms": 50.0}
+    assert release_late([FrameRun(0, 0, 0.0, 5.0, 9.0)]) is None

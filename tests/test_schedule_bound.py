@@ -738,6 +738,10 @@ def test_execute_report_names_the_analysis_its_prediction_comes_from():
         assert sum(w[k] for k in PARTS) == pytest.approx(w["response_ms"], abs=1e-3)  # the report rounds to 0.1 us
         assert w["profile"] <= spec.latency_ms + 1e-3  # never more than the segments' predicted time
     assert "worst frame" in render_schedule(rep) and "excess: their run beyond it" in render_schedule(rep)
+    # the latest release split into its wait and the lock; no collection ran in the run (the collector paused)
+    late = rep["release_late"]
+    assert late is not None and late["late_ms"] == pytest.approx(late["woke_ms"] + late["lock_ms"], abs=2e-3)
+    assert late["woke_ms"] >= 0 and late["lock_ms"] >= 0 and rep["gc_pauses_ms"] == []
 
 
 def test_a_periodic_entry_settles_before_its_warm_up_and_before_its_run(monkeypatch):
