@@ -304,7 +304,8 @@ def collector_paused() -> Iterator[list[tuple[float, float, int]]]:
     bench process holding three models and its results a full collection took 49 ms and
     automatic ones 74-156 ms; a schedule bench run had both networks' releases 29.2 and 29.3 ms
     late at once, while its probe measured no stall over 5.8 ms (docs/measurement.md, sixteenth
-    session). Objects a run frees go by reference counting; cycles wait for the collection after."""
+    session). Objects a run frees go by reference counting; cycles wait for the next collection
+    after it."""
     pauses: list[tuple[float, float, int]] = []
     started: list[float] = []
 
@@ -316,8 +317,7 @@ def collector_paused() -> Iterator[list[tuple[float, float, int]]]:
             pauses.append((t * 1e3, (time.perf_counter() - t) * 1e3, int(info.get("generation", -1))))
 
     was = gc.isenabled()
-    gc.collect()  # before the run, not in it: what older runs left
-    gc.disable()
+    gc.disable()  # no collection first: in a process with a large heap one takes long (0.5 s and more in a test run)
     gc.callbacks.append(timed)
     try:
         yield pauses
@@ -413,7 +413,9 @@ class PipelineExecutor:
                     r.release_periodic(counts, deadline)
                 r.drain(deadline)
             finally:
-                cancelled = self._stop.is_set() and any(r.in_flight)
+                # stopped with frames in flight or not yet released (a cancel before the first release too)
+                cancelled = self._stop.is_set() and (any(r.in_flight) or any(
+                    x.frames_released + x.dropped < c for x, c in zip(r.results, counts)))
                 self._stop.set()
                 with self._lock:
                     for c in self._conds:
