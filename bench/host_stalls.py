@@ -79,11 +79,8 @@ def _gaps(period_s: float, seconds: float) -> array.array:
 
 
 def _spin(core: int, seconds: float) -> None:
-    os.sched_setaffinity(0, {core})
-    end = time.perf_counter() + seconds
-    x = 0
-    while time.perf_counter() < end:
-        x += 1
+    """--busy: the core fully busy (_duty_spin at 1)."""
+    _duty_spin(core, 1.0, seconds)
 
 
 def _duty_spin(core: int, duty: float, seconds: float) -> None:

@@ -43,7 +43,7 @@ import numpy as np
 from executor import realtime
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, boundary, slice_model
-from executor.stall_probe import StallProbe
+from executor.stall_probe import StallProbe, cpu_ticks
 from planner.core.telemetry import error_pct
 
 Mode = Literal["throughput", "response_time"]
@@ -277,6 +277,21 @@ def segments_of(lm: LayeredModel, mapping: Sequence[int], app: int = 0) -> list[
                 segs[p].cross_succs.append(s.index)
                 s.cross_preds.append(p)
     return segs
+
+
+def _stops_report(probe: StallProbe, res: PipelineResult, trace: Sequence | None) -> dict:
+    """What stopped a run's threads, for its report: the host (the stall probe), the release
+    thread, the garbage collector."""
+    return {
+        "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
+        # the busiest its probed cores were in a window of about stall_probe.WINDOW_S (the load the floor is read at)
+        "host_busy_max": max((b for c in probe.cores for _, b in c.windows[:-1] if b >= 0), default=None),
+        # the latest release, split: its wait ending late (the timer, a core, the GIL) and the executor's lock after
+        "release_late": release_late(trace) if trace is not None else None,
+        # garbage collections that ran during it all the same (executor.pipeline.collector_paused): ms each
+        "gc_pauses_ms": [round(d, 3) for _, d, _ in res.gc_pauses],
+        # (start_ms, stall_ms), ms from the run's start as its traces, each of at least STALL_MIN_MS
+        "host_stalls": [(round(t - res.t0_s * 1e3, 3), round(d, 3)) for t, d in probe.stalls()]}
 
 
 def release_late(trace: Sequence) -> dict | None:
@@ -785,28 +800,7 @@ def host_background(samples: Sequence[Pressure], seconds: float) -> dict:
             "host_sampled_s": round(seconds, 2) if samples else None}
 
 
-def _cpu_jiffies(cores: frozenset[int]) -> tuple[int, int, int] | None:
-    """(busy, steal, elapsed) clock ticks summed over `cores` since boot (/proc/stat's cpuN
-    lines; an offline core has none). Busy: user, nice, system, irq, softirq, the time some
-    thread or interrupt held the core (guest time is inside user, so not added again); idle
-    and iowait are idle (a core waiting on I/O runs whatever is ready); steal apart: the
-    hypervisor, not a process of this host."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            lines = [line.split() for line in f if line.startswith("cpu")]
-    except OSError:
-        return None
-    busy = steal = total = 0
-    seen = False
-    for fields in lines:
-        if fields[0] == "cpu" or not fields[0][3:].isdigit() or int(fields[0][3:]) not in cores or len(fields) < 9:
-            continue
-        user, nice, system, idle, iowait, irq, softirq, st = (int(x) for x in fields[1:9])
-        busy += user + nice + system + irq + softirq
-        steal += st
-        total += user + nice + system + idle + iowait + irq + softirq + st
-        seen = True
-    return (busy, steal, total) if seen else None
+_cpu_jiffies = cpu_ticks  # (busy, steal, elapsed) ticks of the cores: executor.stall_probe's reader
 
 
 def _stat_jiffies(pid: str) -> int | None:
@@ -1184,15 +1178,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         # envelope is still held to its bounds (envelope_note says what went over)
         "scheduling": res.scheduling,
         "scheduling_detail": ex.scheduling.describe(),  # the policy, or why real-time was not had
-        "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
-        # the busiest its probed cores were in a window of about stall_probe.WINDOW_S (the load the floor is read at)
-        "host_busy_max": max((b for c in probe.cores for _, b in c.windows[:-1] if b >= 0), default=None),
-        # the latest release, split: its wait ending late (the timer, a core, the GIL) and the executor's lock after
-        "release_late": release_late(trace) if trace is not None else None,
-        # garbage collections that ran during it all the same (executor.pipeline.collector_paused): ms each
-        "gc_pauses_ms": [round(d, 3) for _, d, _ in res.gc_pauses],
-        # (start_ms, stall_ms), ms from the run's start as its traces, each of at least STALL_MIN_MS
-        "host_stalls": [(round(t - res.t0_s * 1e3, 3), round(d, 3)) for t, d in probe.stalls()],
+        **_stops_report(probe, res, trace),
         "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms),
         "envelope_note": beyond,
         "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls

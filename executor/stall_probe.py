@@ -155,22 +155,29 @@ def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
                       [(int(wins[2 * i]), wins[2 * i + 1]) for i in range(w)])
 
 
-def _core_ticks(core: int) -> tuple[int, int] | None:
-    """(busy, elapsed less steal) clock ticks of `core` since boot, from /proc/stat; None
-    where the system does not say."""
-    key = f"cpu{core} "
+def cpu_ticks(cores) -> tuple[int, int, int] | None:  # noqa: ANN001 - a set of core numbers
+    """(busy, steal, elapsed) clock ticks summed over `cores` since boot (/proc/stat's cpuN
+    lines; an offline core has none). Busy: user, nice, system, irq, softirq, the time some
+    thread or interrupt held the core (guest time is inside user, so not added again); idle
+    and iowait are idle (a core waiting on I/O runs whatever is ready); steal apart: the
+    hypervisor, not a process of this host. Here (standard library only) for the probe's
+    windows; executor.pipeline's host pressure reads it too."""
     try:
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(key.encode()):
-                    v = [int(x) for x in line.split()[1:9]]
-                    v += [0] * (8 - len(v))
-                    user, nice, system, idle, iowait, irq, softirq, steal = v
-                    busy = user + nice + system + irq + softirq
-                    return busy, busy + idle + iowait
-    except (OSError, ValueError):
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = [line.split() for line in f if line.startswith("cpu")]
+    except OSError:
         return None
-    return None
+    busy = steal = total = 0
+    seen = False
+    for fields in lines:
+        if fields[0] == "cpu" or not fields[0][3:].isdigit() or int(fields[0][3:]) not in cores or len(fields) < 9:
+            continue
+        user, nice, system, idle, iowait, irq, softirq, st = (int(x) for x in fields[1:9])
+        busy += user + nice + system + irq + softirq
+        steal += st
+        total += user + nice + system + idle + iowait + irq + softirq + st
+        seen = True
+    return (busy, steal, total) if seen else None
 
 
 def _child(core: int, period_ms: float, max_s: float) -> None:
@@ -193,14 +200,16 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
     period_s = period_ms / 1000.0
     late, pairs, wins = array.array("f"), array.array("d"), array.array("d")
     t0 = time.perf_counter()
-    ticks, t_win = _core_ticks(core), t0
+    ticks, t_win = cpu_ticks({core}), t0
 
-    def window() -> None:  # the busy share of the core since the last window, beside its wake-ups
+    def window() -> None:  # the busy share of the core since the last window (all but steal), beside its wake-ups
         nonlocal ticks, t_win
-        now_ticks = _core_ticks(core)
+        now_ticks = cpu_ticks({core})
         busy = -1.0
-        if ticks is not None and now_ticks is not None and now_ticks[1] > ticks[1]:
-            busy = min(1.0, (now_ticks[0] - ticks[0]) / (now_ticks[1] - ticks[1]))
+        if ticks is not None and now_ticks is not None:
+            busy_d, not_stolen = now_ticks[0] - ticks[0], (now_ticks[2] - now_ticks[1]) - (ticks[2] - ticks[1])
+            if not_stolen > 0:
+                busy = min(1.0, busy_d / not_stolen)
         wins.extend((len(late), busy))
         ticks, t_win = now_ticks, time.perf_counter()
 
