@@ -13,7 +13,9 @@ at once, and each multi-core PE's slowest state of its own cores against its pro
 (measure_coupling: the PE and its first core in alternating blocks), charged wherever a
 configuration has a PE of that size; without it (regime_frames=0, corun_rounds=0 or one core) a k-core PE is timed
 with the cluster's other cores busy, the calibration of Kang IV.A. The whole profile runs
-under a HostSampler: the host's steal, other processes and interrupts it normally shows.
+under a HostSampler: the host's steal, other processes and interrupts it normally shows,
+and a stall probe (executor.stall_probe), paused while the layers and the pipelined cases
+are timed: its preemptions would slow what every prediction is made from.
 What one session run costs on top of its layers (beta) is read off the
 same run as (sum of the single-layer times - the whole model's time) / (L - 1), so a
 layer's cost *inside* a segment is its single-layer time minus beta, and the first
@@ -523,7 +525,8 @@ def _settled_run(ex: PipelineExecutor, frames: int, **kw):  # noqa: ANN003, ANN2
 
 
 def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES,
-                            exceedance_per_run: float = EXCEEDANCE_PER_RUN) -> dict:
+                            exceedance_per_run: float = EXCEEDANCE_PER_RUN, *,
+                            unprobed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
     PE busy at once: with n > 1 cores, n copies of the model on n 1-core PEs, copy j's
@@ -545,6 +548,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     (co-run's 90th percentile, the coupling probe), which they were not when the periodic
     runs alone were first tried and 4 responses went over their bounds. Each PE's charge
     is recorded (charged_max), as the figures are relative to it.
+    `unprobed`: the profile's stall probe paused around the pipelined cases.
     Bounded: `frames` frames per case (TP_FRAMES_FACTOR times that pipelined), 60 s each."""
     if frames < 1 or not 0 < exceedance_per_run < 1:
         raise ValueError("frames must be >= 1 and the exceedance probability per run in (0, 1)")
@@ -567,7 +571,9 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         # after realtime.settle, as a schedule runs: back to back the kernel throttled them (docs/measurement.md)
         _settled_run(ex, STEADY_SETTLE)  # warm: first runs allocate, a pool takes about 10 runs to settle
         trace: list = []
-        res = _settled_run(ex, frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), trace=trace)
+        # a pipelined case runs as a pipelined schedule does, with no stall probe beside it (`unprobed`)
+        with unprobed() if mode == "throughput" else contextlib.nullcontext():
+            res = _settled_run(ex, frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), trace=trace)
         if mode != "throughput":
             policies.add(res.scheduling)
         if mode == "throughput" and (kept := _kept_period(res, ex, cost, prof.beta_ms[dev_id], len(pes))):
@@ -725,7 +731,7 @@ def profile_for_schedule(
     with HostSampler(cores) as sampler, StallProbe(cores if regime_frames else ()) as probe:
         prof = _profile(lm, cluster, cores, others, runs=runs, warmup=warmup, handoff_sizes=handoff_sizes,
                         handoff_frames=handoff_frames, progress=progress, seed=seed, regime_frames=regime_frames,
-                        corun_rounds=corun_rounds, exceedance_per_run=exceedance_per_run)
+                        corun_rounds=corun_rounds, exceedance_per_run=exceedance_per_run, unprobed=probe.paused)
     if prof.regime is not None:
         bg = sampler.summary()
         prof.regime["host_sampled_s"] = bg["host_sampled_s"]
@@ -786,7 +792,11 @@ def stall_figures(probe: StallProbe, run_ms: float, p: float = EXCEEDANCE_PER_RU
 
 def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], others: Sequence[RuntimeDevice], *,
              runs: int, warmup: int, handoff_sizes: Sequence[int], handoff_frames: int, progress: Progress | None,
-             seed: int, regime_frames: int, corun_rounds: int, exceedance_per_run: float) -> PEProfile:
+             seed: int, regime_frames: int, corun_rounds: int, exceedance_per_run: float,
+             unprobed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> PEProfile:
+    """`unprobed`: the stall probe paused for the block (StallProbe.paused), around the layer
+    timing: its preemptions slowed a pipeline on the VM by 15-20% (executor.stall_probe),
+    and the layer times are what every prediction is made from."""
     k_devices = [replace(cluster, id=f"{cluster.id}@{k}", threads=k, affinity=cores[:k]) for k in range(1, len(cores) + 1)]
     devices = k_devices + list(others)
     topology = read_topology(cores)
@@ -796,7 +806,7 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
         progress(1, 1, "co-run slowdown")
     parts = []
     for k, dev in enumerate(k_devices, start=1):
-        with busy_cores(lm, cluster, () if alone else cores[k:]):  # alone, or Kang IV.A's all-cores-busy state
+        with busy_cores(lm, cluster, () if alone else cores[k:]), unprobed():  # alone, or Kang IV.A's all-cores-busy state
             # STEADY_SETTLE untimed runs before each timed block, as every other path: the harness
             # hands blocks to one worker process at a time, and a 2-thread session's first runs
             # after another process had the cores ran 2x slow on the VM (settle=0 profiled
@@ -805,8 +815,9 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
             parts.append(profile_model(lm, [dev], runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
                                        progress=progress, seed=seed, settle=STEADY_SETTLE))
     if others:
-        parts.append(profile_model(lm, list(others), runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
-                                   progress=progress, seed=seed, settle=STEADY_SETTLE))
+        with unprobed():
+            parts.append(profile_model(lm, list(others), runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
+                                       progress=progress, seed=seed, settle=STEADY_SETTLE))
     run = ProfileRun(devices, {d: t for part in parts for d, t in part.times.items()}, runs, warmup,
                      sum(part.wall_s for part in parts))
     beta, cost, spread = {}, {}, {}
@@ -831,7 +842,7 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
         if progress:
             progress(1, 1, f"handoff {src_id} -> {dst_id}")
     if regime_frames:  # 0: not measured (the schedule then uses the defaults or the request's)
-        prof.regime = measure_executor_regime(lm, prof, regime_frames, exceedance_per_run)
+        prof.regime = measure_executor_regime(lm, prof, regime_frames, exceedance_per_run, unprobed=unprobed)
         if progress:
             progress(1, 1, "executor regime")
     return prof

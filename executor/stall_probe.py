@@ -11,8 +11,16 @@ on their own, for as long as a profile (or a run) lasts: each core's probe, pinn
 at SCHED_FIFO above every thread of a schedule (PROBE_PRIORITY), sleeps `period_ms`
 again and again and records how late each wake-up came. A stall of L ms that starts
 between two wake-ups makes the next one up to L late, and at least L - period_ms:
-`stall_ms` = lateness + period. Cost: one wake-up per period per core (a few
-microseconds each, about 1% of a core at 0.5 ms).
+`stall_ms` = lateness + period.
+
+Cost: one wake-up per period per core, each preempting whatever runs there. On the VM that
+is far more than the wake-ups' own CPU time (`bench/probe_cost.py`, seventeenth session):
+a 1+1-core pipeline back to back ran 15-20% fewer frames a second with the probe at 0.5
+ms beside it (10-16% at 2 ms), and periodic schedules' responses took about 6% longer at
+the median, their releases up to 7 ms late against 1-5 ms without it. So a probe is
+`paused` while figures a prediction is made from are timed (a profile's layer timing, its
+pipelined runs): it is for the response-time runs, whose figures and checks are all
+measured with it running, and for the host's stalls meanwhile.
 
 Bounded: each probe stops on its own after `max_s` (at most MAX_PROBE_S) and when its
 parent dies (PR_SET_PDEATHSIG, and the parent's pid checked every wake-up), keeps at most
@@ -28,13 +36,15 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 PROBE_PRIORITY = 21  # above the release thread (realtime.RELEASE_PRIORITY 20): it wakes through a schedule's threads
 PERIOD_MS = 0.5
 MAX_PROBE_S = 3600.0
 STALL_MIN_MS = 0.5  # lateness from which a wake-up's time is kept (the stalls, to set beside a run's segments)
+PAUSED_SLEEP_S = 0.05  # a paused probe's sleep: 20 wake-ups a second, none recorded
 WINDOW_S = 0.5  # how often a probe reads its core's busy time: each stall is set beside the load it met
 
 
@@ -96,6 +106,26 @@ class StallProbe:
             except OSError as exc:
                 self.why_not = f"the stall probe did not start: {exc}"
         return self
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """No wake-ups on the cores while the block runs (each probe sleeps PAUSED_SLEEP_S
+        at a time and records nothing, its seconds and windows not counted): for timing
+        what a prediction is made from, which the probe's own preemptions would slow
+        (module note). The probes are told, not waited for: they stop within a period."""
+        self._signal(signal.SIGUSR1)
+        try:
+            yield
+        finally:
+            self._signal(signal.SIGUSR2)
+
+    def _signal(self, sig: int) -> None:
+        for _, p in self._procs:
+            if p.poll() is None:
+                try:
+                    p.send_signal(sig)
+                except OSError:  # ended meanwhile: its report says what it had
+                    pass
 
     def __exit__(self, *exc) -> bool:
         for _, p in self._procs:
@@ -189,8 +219,11 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
-    stop = []
+    stop, paused = [], [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    # the parent pauses the probe (SIGUSR1) while it times what a prediction is made from, and resumes it (SIGUSR2)
+    signal.signal(signal.SIGUSR1, lambda *_: paused.__setitem__(0, True))
+    signal.signal(signal.SIGUSR2, lambda *_: paused.__setitem__(0, False))
     os.sched_setaffinity(0, {core})
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PROBE_PRIORITY))
@@ -214,19 +247,34 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
         ticks, t_win = now_ticks, time.perf_counter()
 
     cap = max(1, int(max_s / period_s))  # at most max_s of periods, whatever the lateness
-    while not stop and len(late) < cap and os.getppid() == parent:
+    active_s, t_active = 0.0, t0
+    deadline = t0 + max_s
+    while not stop and len(late) < cap and os.getppid() == parent and time.perf_counter() < deadline:
+        if paused[0]:  # the window so far closed, then nothing recorded until resumed
+            if len(late) > (wins[-2] if wins else 0):
+                window()
+            active_s += time.perf_counter() - t_active
+            while paused[0] and not stop and os.getppid() == parent and time.perf_counter() < deadline:
+                time.sleep(PAUSED_SLEEP_S)
+            ticks, t_win = cpu_ticks({core}), time.perf_counter()
+            t_active = t_win
+            continue
         t = time.perf_counter()
         time.sleep(period_s)
         now = time.perf_counter()
+        if paused[0]:  # paused during this sleep: its lateness may be the pause's
+            continue
         lateness = (now - t - period_s) * 1000.0
         late.append(lateness)
         if lateness >= STALL_MIN_MS:
             pairs.extend((t * 1000.0, lateness + period_ms))  # it lay within [t, now]
         if now - t_win >= WINDOW_S:
             window()
-    if not wins or wins[-2] < len(late):
-        window()
-    seconds = time.perf_counter() - t0
+    if not paused[0]:
+        active_s += time.perf_counter() - t_active
+        if not wins or wins[-2] < len(late):
+            window()
+    seconds = active_s  # the time it probed, pauses not counted
     sys.stdout.buffer.write(f"{policy} {seconds:.3f} {len(late)} {len(pairs) // 2} {len(wins) // 2}\n".encode())
     sys.stdout.buffer.write(late.tobytes())
     sys.stdout.buffer.write(pairs.tobytes())
