@@ -20,6 +20,7 @@ response-time run, --tp-frames (at most 5000) per pipelined run, --rounds at mos
 Writes bench/results/probe_cost.json.
 
     .venv/bin/python bench/probe_cost.py                                  # 3 rounds, no probe / 0.5 ms / 2 ms
+    .venv/bin/python bench/probe_cost.py --periods-ms 0.5,1,2                 # bench/results/probe_cost.log
     .venv/bin/python bench/probe_cost.py --rounds 2 --seconds 20 --periods-ms 0.5
 """
 

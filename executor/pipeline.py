@@ -965,7 +965,7 @@ def stall_match(trace: Sequence, priorities: Sequence[int], predicted_ms: Mappin
             off += gone
             if run.switches is not None and gone > 0:
                 vol, invol = run.switches
-                # blocked first: the stall probe preempts every run about every 0.5 ms, so an involuntary switch
+                # blocked first: the stall probe preempts every run about once a period (1 ms), so an involuntary switch
                 # alone says little; a voluntary one says the thread waited (the GIL, a lock) at least once
                 why_off["blocked" if vol else "preempted" if invol else "no_switch"] += gone
     return {"slow_runs": slow, "met_a_stall": met, "largest_excess_ms": round(largest, 3),

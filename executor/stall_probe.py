@@ -15,9 +15,11 @@ between two wake-ups makes the next one up to L late, and at least L - period_ms
 
 Cost: one wake-up per period per core, each preempting whatever runs there. On the VM that
 is far more than the wake-ups' own CPU time (`bench/probe_cost.py`, seventeenth session):
-a 1+1-core pipeline back to back ran 15-20% fewer frames a second with the probe at 0.5
-ms beside it (10-16% at 2 ms), and periodic schedules' responses took about 6% longer at
-the median, their releases up to 7 ms late against 1-5 ms without it. So a probe is
+a 1+1-core pipeline back to back ran 7-20% fewer frames a second with the probe at 0.5 ms
+beside it, periodic schedules' responses took 7% longer at the median and their releases
+came up to 6.9 ms late against 1.5 ms without it; at 1 ms (PERIOD_MS) 1-2% fewer frames,
+responses 2% longer, releases at most 1.6 ms late (three rounds, `probe_cost.log`). The
+price of the longer period is resolution: a stall is read up to one period long. So a probe is
 `paused` while figures a prediction is made from are timed (a profile's layer timing, its
 pipelined runs): it is for the response-time runs, whose figures and checks are all
 measured with it running, and for the host's stalls meanwhile.
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 PROBE_PRIORITY = 21  # above the release thread (realtime.RELEASE_PRIORITY 20): it wakes through a schedule's threads
-PERIOD_MS = 0.5
+PERIOD_MS = 1.0  # 0.5 ms cost periodic responses ~7% at the median and releases up to 7 ms late; 1 ms ~2% (bench/probe_cost.py)
 MAX_PROBE_S = 3600.0
 STALL_MIN_MS = 0.5  # lateness from which a wake-up's time is kept (the stalls, to set beside a run's segments)
 PAUSED_SLEEP_S = 0.05  # a paused probe's sleep: 20 wake-ups a second, none recorded

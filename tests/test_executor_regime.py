@@ -403,3 +403,54 @@ def test_the_schedule_profile_times_every_block_in_a_steady_state(monkeypatch):
     profile_for_schedule(_two_layer_model(4096), cluster, runs=1, warmup=0, handoff_sizes=(4096,), handoff_frames=2,
                          regime_frames=0)
     assert seen and all(s == STEADY_SETTLE for s in seen), seen
+
+
+def test_the_profile_times_its_layers_and_pipelined_cases_with_the_stall_probe_paused(monkeypatch):
+    """The probe's wake-ups slow what runs beside them (executor.stall_probe): the layer
+    timing and the regime's pipelined cases, what predictions are made from, run with it
+    paused; the periodic cases, measured as response-time runs are run, with it running;
+    it is running again after each."""
+    state = {"paused": False, "pauses": 0}
+    seen: list[tuple[str, bool]] = []
+
+    class Recorded(pe_profile.StallProbe):
+        def paused(self):
+            inner = super().paused()
+
+            class _Ctx:
+                def __enter__(self_):
+                    assert not state["paused"], "paused twice"
+                    state["paused"] = True
+                    state["pauses"] += 1
+                    return inner.__enter__()
+
+                def __exit__(self_, *exc):
+                    state["paused"] = False
+                    return inner.__exit__(*exc)
+            return _Ctx()
+
+    real_model, real_run = pe_profile.profile_model, pe_profile._settled_run
+
+    def model_spy(*args, **kwargs):
+        seen.append(("layers", state["paused"]))
+        return real_model(*args, **kwargs)
+
+    def run_spy(ex, *args, **kwargs):
+        if "trace" in kwargs:  # the timed run of a case (its warm-up has none)
+            seen.append((ex.mode, state["paused"]))
+        return real_run(ex, *args, **kwargs)
+
+    monkeypatch.setattr(pe_profile, "StallProbe", Recorded)
+    monkeypatch.setattr(pe_profile, "profile_model", model_spy)
+    monkeypatch.setattr(pe_profile, "_settled_run", run_spy)
+    cluster = runtime.parse_device("cpu=CPUExecutionProvider")
+    prof = profile_for_schedule(_two_layer_model(4096), cluster, runs=1, warmup=0, handoff_sizes=(4096,),
+                                handoff_frames=2, regime_frames=3, corun_rounds=1)
+    kinds = {k for k, _ in seen}
+    assert {"layers", "throughput", "response_time"} <= kinds, seen
+    assert all(p for k, p in seen if k in ("layers", "throughput")), seen
+    assert not any(p for k, p in seen if k == "response_time"), seen
+    assert not state["paused"] and state["pauses"] == sum(1 for k, _ in seen if k in ("layers", "throughput"))
+    # the probe ran (where it could start) and its seconds are the unpaused ones only
+    r = prof.regime
+    assert r["host_stall_probe_s"] is None or 0 < r["host_stall_probe_s"]

@@ -307,3 +307,38 @@ def test_a_profile_whose_probe_did_not_start_charges_no_floor_and_says_why(monke
     prof = pp.profile_for_schedule(None, parse_device("cpu=CPUExecutionProvider"))
     assert prof.regime["host_stall_ms"] is None
     assert prof.regime["method"] == "periodic cases; no host stall figure: the stall probe did not start: refused"
+
+
+def test_a_paused_probe_records_nothing_meanwhile_and_a_resumed_one_records_again():
+    """0.4 s probed, 0.8 s paused (its process stopped 60 ms in the middle: not recorded,
+    nor counted in its seconds), then 0.5 s probed with a 60 ms stop: that one is."""
+    with StallProbe([CORE], period_ms=0.5, max_s=30) as probe:
+        child = probe._procs[0][1]
+        time.sleep(0.4)
+        with probe.paused():
+            time.sleep(0.3)
+            os.kill(child.pid, signal.SIGSTOP)
+            time.sleep(0.06)
+            os.kill(child.pid, signal.SIGCONT)
+            time.sleep(0.4)
+        t_paused_end = time.perf_counter() * 1e3
+        time.sleep(0.2)
+        before_stop = time.perf_counter() * 1e3
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(0.06)
+        os.kill(child.pid, signal.SIGCONT)
+        time.sleep(0.25)
+    core = probe.cores[0]
+    assert 0.6 <= core.seconds <= 1.1, core.seconds  # about 0.9 s probed, not the 1.7 s the context lasted
+    assert len(core.late_ms) <= 1.1 / 0.5e-3  # no wake-ups recorded while paused
+    long = [(t, d) for t, d in probe.stalls() if d >= 60.0]
+    assert len(long) == 1 and long[0][0] >= t_paused_end and before_stop - 1.0 <= long[0][0], long
+    assert core.windows and core.windows[-1][0] == len(core.late_ms)
+
+
+def test_pausing_a_probe_that_never_started_does_nothing():
+    probe = StallProbe([])
+    with probe:
+        with probe.paused():
+            pass
+    assert probe.cores == [] and probe.largest_stall_ms is None
