@@ -548,7 +548,6 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     (co-run's 90th percentile, the coupling probe), which they were not when the periodic
     runs alone were first tried and 4 responses went over their bounds. Each PE's charge
     is recorded (charged_max), as the figures are relative to it.
-    `unprobed`: the profile's stall probe paused around the pipelined cases.
     Bounded: `frames` frames per case (TP_FRAMES_FACTOR times that pipelined), 60 s each."""
     if frames < 1 or not 0 < exceedance_per_run < 1:
         raise ValueError("frames must be >= 1 and the exceedance probability per run in (0, 1)")
@@ -571,9 +570,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         # after realtime.settle, as a schedule runs: back to back the kernel throttled them (docs/measurement.md)
         _settled_run(ex, STEADY_SETTLE)  # warm: first runs allocate, a pool takes about 10 runs to settle
         trace: list = []
-        # a pipelined case runs as a pipelined schedule does, with no stall probe beside it (`unprobed`)
-        with unprobed() if mode == "throughput" else contextlib.nullcontext():
-            res = _settled_run(ex, frames * (TP_FRAMES_FACTOR if mode == "throughput" else 1), trace=trace)
+        res = _case_run(ex, frames, unprobed, trace)
         if mode != "throughput":
             policies.add(res.scheduling)
         if mode == "throughput" and (kept := _kept_period(res, ex, cost, prof.beta_ms[dev_id], len(pes))):
@@ -627,6 +624,15 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         "topology": prof.topology.to_dict() if prof.topology is not None else None,
         "method": _regime_method(cases, frames, policies == {realtime.FIFO}),
     }
+
+
+def _case_run(ex: PipelineExecutor, frames: int, unprobed: Callable[[], contextlib.AbstractContextManager],
+              trace: list):  # noqa: ANN202 - a PipelineResult
+    """A regime case's timed run; a pipelined one with the profile's stall probe paused
+    (`unprobed`), as a pipelined schedule runs with no probe beside it."""
+    tp = ex.mode == "throughput"
+    with unprobed() if tp else contextlib.nullcontext():
+        return _settled_run(ex, frames * (TP_FRAMES_FACTOR if tp else 1), trace=trace)
 
 
 def _kept_period(res, ex: PipelineExecutor, cost: Sequence[float], beta_ms: float,  # noqa: ANN001 - a PipelineResult
