@@ -123,7 +123,7 @@ class StallProbe:
 
     def _signal(self, sig: int) -> None:
         for _, p in self._procs:
-            if p.poll() is None:
+            if p.poll() is None and _catches(p.pid, signal.SIGUSR2):
                 try:
                     p.send_signal(sig)
                 except OSError:  # ended meanwhile: its report says what it had
@@ -161,6 +161,30 @@ class StallProbe:
     def stalls(self) -> list[tuple[float, float]]:
         """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
         return sorted(s for c in self.cores for s in c.stalls)
+
+
+READY_TIMEOUT_S = 5.0  # the most a pause waits for a just-started probe to take its signals
+
+
+def _catches(pid: int, sig: int, timeout_s: float = READY_TIMEOUT_S) -> bool:
+    """Whether process `pid` handles `sig`, waiting up to `timeout_s` for it to start doing
+    so (/proc/PID/status SigCgt): a pause sent to a probe still starting would kill it, the
+    signals' default action. False where it never did (or ended); True where /proc does
+    not say (the signal is then sent as it is)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii") as f:
+                caught = next((int(line.split()[1], 16) for line in f if line.startswith("SigCgt:")), None)
+        except (OSError, ValueError):
+            return os.path.exists(f"/proc/{pid}") or not os.path.exists("/proc/self/status")
+        if caught is None:
+            return True
+        if caught >> (int(sig) - 1) & 1:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
 
 
 def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:

@@ -342,3 +342,15 @@ def test_pausing_a_probe_that_never_started_does_nothing():
         with probe.paused():
             pass
     assert probe.cores == [] and probe.largest_stall_ms is None
+
+
+def test_a_probe_paused_the_moment_it_starts_is_not_killed_by_the_pause():
+    """The pause is a signal whose default action ends a process: sent before the probe
+    took it (its Python still starting), it killed the probe and the profile lost its
+    stall figure. The pause now waits for the probe to take its signals."""
+    with StallProbe([CORE], max_s=30) as probe:
+        with probe.paused():
+            time.sleep(0.1)
+        time.sleep(0.3)
+    assert probe.why_not is None and len(probe.cores) == 1
+    assert 0.1 <= probe.cores[0].seconds <= 0.5  # the paused 0.1 s (and the start) not counted
