@@ -801,7 +801,7 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
              seed: int, regime_frames: int, corun_rounds: int, exceedance_per_run: float,
              unprobed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> PEProfile:
     """`unprobed`: the stall probe paused for the block (StallProbe.paused), around the layer
-    timing: its preemptions slowed a pipeline on the VM by 15-20% (executor.stall_probe),
+    timing: its preemptions slowed a pipeline on the VM by 2-20% (executor.stall_probe),
     and the layer times are what every prediction is made from."""
     k_devices = [replace(cluster, id=f"{cluster.id}@{k}", threads=k, affinity=cores[:k]) for k in range(1, len(cores) + 1)]
     devices = k_devices + list(others)

@@ -708,12 +708,12 @@ class HostPressure:
 
     def __init__(self, cores: Sequence[int] | None = None) -> None:
         self.cores = frozenset(PROCESS_CORES if cores is None else cores)
-        self.load0, self.cpu0, self.own0 = os.getloadavg()[0], _cpu_jiffies(self.cores), _own_jiffies()
+        self.load0, self.cpu0, self.own0 = os.getloadavg()[0], cpu_ticks(self.cores), _own_jiffies()
         self.irq0, self.t0 = _irq_count(self.cores), time.perf_counter()
 
     def read(self) -> Pressure:
         load = round(max(self.load0, os.getloadavg()[0]), 2)
-        cpu, own = _cpu_jiffies(self.cores), _own_jiffies()
+        cpu, own = cpu_ticks(self.cores), _own_jiffies()
         irq, dt = _irq_count(self.cores), time.perf_counter() - self.t0
         rate = round((irq - self.irq0) / dt, 1) if irq is not None and self.irq0 is not None and dt > 0 else None
         if self.cpu0 is None or cpu is None or cpu[2] <= self.cpu0[2]:
@@ -798,9 +798,6 @@ def host_background(samples: Sequence[Pressure], seconds: float) -> dict:
             "host_other_cpu_pct": p90([s.other_cpu_pct for s in samples]),
             "host_interrupts_per_s": p90([s.interrupts_per_s for s in samples]),
             "host_sampled_s": round(seconds, 2) if samples else None}
-
-
-_cpu_jiffies = cpu_ticks  # (busy, steal, elapsed) ticks of the cores: executor.stall_probe's reader
 
 
 def _stat_jiffies(pid: str) -> int | None:

@@ -15,7 +15,7 @@ between two wake-ups makes the next one up to L late, and at least L - period_ms
 
 Cost: one wake-up per period per core, each preempting whatever runs there. On the VM that
 is far more than the wake-ups' own CPU time (`bench/probe_cost.py`, seventeenth session):
-a 1+1-core pipeline back to back ran 7-20% fewer frames a second with the probe at 0.5 ms
+a 1+1-core pipeline back to back ran 2-20% fewer frames a second with the probe at 0.5 ms
 beside it, periodic schedules' responses took 7% longer at the median and their releases
 came up to 6.9 ms late against 1.5 ms without it; at 1 ms (PERIOD_MS) 1-2% fewer frames,
 responses 2% longer, releases at most 1.6 ms late (three rounds, `probe_cost.log`). The
@@ -114,7 +114,8 @@ class StallProbe:
         """No wake-ups on the cores while the block runs (each probe sleeps PAUSED_SLEEP_S
         at a time and records nothing, its seconds and windows not counted): for timing
         what a prediction is made from, which the probe's own preemptions would slow
-        (module note). The probes are told, not waited for: they stop within a period."""
+        (module note). A probe still starting is waited for until it takes the signals (_catches),
+not one already probing: it stops within a period."""
         self._signal(signal.SIGUSR1)
         try:
             yield

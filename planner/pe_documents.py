@@ -132,7 +132,8 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                          f"wait {b['dispatch_ms']:.3f} ms worst, release jitter {b['release_jitter_ms']:.3f} ms")
         if r.get("host_stall_ms") is not None:
             lines.append(f"host stalls (a sleeping real-time probe on each core, {r['host_stall_probe_s']:.0f} s of the "
-                         "profiling: paused while the layers and the pipelined cases were timed, which it would slow): the longest {r['host_stall_measured_ms']:.3f} ms, read at the exceedance "
+                         "profiling: paused while the layers and the pipelined cases were timed, which it would slow): "
+                         f"the longest {r['host_stall_measured_ms']:.3f} ms, read at the exceedance "
                          f"{r['host_stall_ms']:.3f} ms; a schedule's bound charges its profiles' largest as a floor under "
                          "e, the release jitter and the delay curve, and a run that meets a longer one is outside it")
             if r.get("host_stall_by_busy"):

@@ -122,6 +122,8 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     # the host's stalls, probed through the whole profile, are a floor under e, J and the curve
     assert r.host_stall_probe_s > 0 and r.host_stall_ms >= r.host_stall_measured_ms > 0
     assert any(line.startswith("host stalls (a sleeping real-time probe") for line in lines)
+    stall_line = next(line for line in lines if line.startswith("host stalls ("))
+    assert "{" not in stall_line and f"the longest {r.host_stall_measured_ms:.3f} ms" in stall_line
     # at each load of the probed cores too; the schedule (one network every 100 ms) is charged its load's figure
     from models.multiapp import core_demand, host_stall_at_busy, host_stall_floor
 
