@@ -60,7 +60,7 @@ from results_io import write_json  # noqa: E402
 from executor import runtime, slicing  # noqa: E402
 from executor.pe_profile import CORUN_ROUNDS, REGIME_FRAMES, _two_layer_model, profile_for_schedule  # noqa: E402
 from executor.pipeline import (  # noqa: E402
-    REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_STEAL_MARGIN_PCT, HostPressure, Network,
+    REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_SLOW_FACTOR, REGIME_STEAL_MARGIN_PCT, HostPressure, Network,
     STALL_MATCH_MS, PipelineExecutor, Pressure, entry_corun, envelope_note, percent_error, run_regime_note,
     run_schedule_entry)
 from executor.stall_probe import StallProbe  # noqa: E402
@@ -145,7 +145,8 @@ def _analysis(mp) -> dict:
             "corun_factors": {config_key(mp.cpu_config): mp.corun_factor},
             "regime_steal_pct": mp.regime_steal_pct, "interference_factor": mp.interference_factor,
             "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve],
-            "release_jitter_ms": mp.release_jitter_ms, "regime_host_stall_ms": mp.regime_host_stall_ms}
+            "release_jitter_ms": mp.release_jitter_ms, "regime_host_stall_ms": mp.regime_host_stall_ms,
+            "regime_slowest_us": mp.regime_slowest_us}
 
 
 def _run(entry, lms, devices, frames, occ=None, analysis=None):
@@ -161,7 +162,7 @@ def _run(entry, lms, devices, frames, occ=None, analysis=None):
 PHASE_DELAY_MS = 0.5  # after a lower-priority network's release: its segment has been dispatched (median wait 0.1 ms)
 
 
-def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple[list[float], list[dict], str | None]:
+def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
     """The critical instants periodic releases rarely meet, run on purpose: for each
     network but the lowest, it and every higher one released PHASE_DELAY_MS after the
     lower ones (so it finds a lower-priority segment running: its blocking), and every
@@ -169,9 +170,10 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple[li
     interference); `reps` runs of 3 frames each (the first frames carry the phasing,
     the periods then move it), on one executor warmed as a running schedule is (its
     sessions built once, 10 frames first). Returns each network's largest response, the
-    phasings and the regime note of the host's pressure during them (other processes, steal), or of a segment run
-    beyond the measured envelope (None: within the regime), and of a segment run beyond the
-    measured envelope (None: none)."""
+    phasings, the regime note of the host's pressure during them (other processes, steal, a
+    stall or a slow core beyond the profiles'; None: within the regime), that of a segment run
+    beyond the measured envelope (None: none), the longest stall and the slowest core speed
+    their probe measured."""
     apps = sorted(entry.apps, key=lambda a: a.priority)
     phasings = [{a.name: 0.0 for a in apps}]
     for i in range(len(apps) - 1):
@@ -200,8 +202,8 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple[li
     # outside the regime only for a host disturbance it names (regime_note); a run beyond the
     # envelope is held to its bounds all the same, its note says what went over
     return ([worst[a.name] for a in entry.apps], phasings,
-            run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms),
-            next((b for b in beyond if b), None), probe.largest_stall_ms)
+            run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms, probe.slowest_us),
+            next((b for b in beyond if b), None), probe.largest_stall_ms, probe.slowest_us)
 
 
 class _Wait:
@@ -380,9 +382,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         analysis = _analysis(mp)
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
-        phased, phasings, phase_note, phase_env, phase_stall = (
+        phased, phasings, phase_note, phase_env, phase_stall, phase_slowest = (
             phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
-            else ([0.0] * 2, [], None, None, None))
+            else ([0.0] * 2, [], None, None, None, None))
         run_notes = [{"label": f"cpu {cfg} run {k + 1}", "regime_note": r["regime_note"],
                       "envelope_note": r.get("envelope_note")} for k, r in enumerate(runs)]
         if args.phase_runs:
@@ -429,7 +431,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                               "contradicted": bool(e2.schedulable and sum(misses) > 0), "regime_note": rep["regime_note"],
                               "envelope_note": rep.get("envelope_note"),
                               "response_max_ms": worst, "host_stall_ms": rep.get("host_stall_ms"),
-                              "host_busy_max": rep.get("host_busy_max"),
+                              "host_busy_max": rep.get("host_busy_max"), "core_slowest_us": rep.get("core_slowest_us"),
                               "release_late": rep.get("release_late"),
                               "stall_match": rep.get("stall_match"),
                               # these runs' responses are held to their own schedule's bounds too
@@ -451,6 +453,10 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                     # the host stall the bounds charge, and the longest each run's probe measured
                     "regime_host_stall_ms": mp.regime_host_stall_ms, "regime_host_stall_busy": mp.regime_host_stall_busy,
                     "run_stalls_ms": [runs[0].get("host_stall_ms"), runs[1].get("host_stall_ms"), phase_stall],
+                    # the slowest each run's probe timed its cores (the fixed loop, us) against the profiles' slowest
+                    "regime_slowest_us": mp.regime_slowest_us,
+                    "run_slowest_us": [runs[0].get("core_slowest_us"), runs[1].get("core_slowest_us"), phase_slowest]
+                    + [d.get("core_slowest_us") for d in deadlines],
                     "run_busy_max": [runs[0].get("host_busy_max"), runs[1].get("host_busy_max")]
                     + [d.get("host_busy_max") for d in deadlines],
                     # each run's latest release, split into its wait ending late and the executor's lock
@@ -863,6 +869,11 @@ def main() -> int:
                   f"longest each run's probe measured (run, replicate, phased, deadlines): {stalls} ms"
                   + (f"; the busiest a probed core was in a 0.5 s window (run, replicate, deadlines): {loads}"
                      if loads else ""))
+        if t.get("regime_slowest_us") is not None:
+            slow = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_slowest_us", []))
+            print(f"  core speed (the stall probe's fixed loop, the slowest 0.5 s window's median; higher: slower): the "
+                  f"profiles' slowest {t['regime_slowest_us']:.2f} us, each run's (run, replicate, phased, deadlines): "
+                  f"{slow} us; a run over x{REGIME_SLOW_FACTOR:g} the profiles' is outside the regime (a core ran slow)")
         late = [x for x in t.get("release_late", []) if x]
         if late:
             print("  the latest release of each run (run, replicate, deadlines): " + ", ".join(
@@ -936,7 +947,8 @@ def main() -> int:
           f"profiles' sampled background showed (other processes' share of the CPUs over it by more than "
           f"{REGIME_OTHER_CPU_MARGIN_PCT:g} points, steal by more than {REGIME_STEAL_MARGIN_PCT:g}, interrupts over "
           f"{REGIME_INTERRUPTS_FACTOR:g}x, a core stopped by the host longer than the stall the bounds charge, as "
-          f"the run's stall probe measured it); a run beyond the measured envelope stays in it, held to its bounds")
+          f"the run's stall probe measured it, a core run slower than x{REGIME_SLOW_FACTOR:g} the slowest the "
+          f"profiles' probe timed it); a run beyond the measured envelope stays in it, held to its bounds")
     print_excluded(every)
     if summary.get("stall_match") and summary["stall_match"]["slow_runs"]:
         print(f"  the stall probe beside the runs: {stall_line(summary['stall_match'])}")

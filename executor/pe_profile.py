@@ -77,6 +77,8 @@ class PEProfile:
     corun: list[dict] = field(default_factory=list)  # measure_corun: each PE alone vs with its neighbours busy
     coupling: list[dict] = field(default_factory=list)  # measure_coupling: each multi-core PE's slowest state
     topology: CpuTopology | None = None
+    # when the layers were timed: (start_ms, end_ms on time.perf_counter's clock, the cores), for the probe's speed then
+    layer_spans: list[tuple[float, float, tuple[int, ...]]] = field(default_factory=list)
 
 
 def _two_layer_model(size_bytes: int) -> LayeredModel:
@@ -746,9 +748,20 @@ def profile_for_schedule(
             seen = [v for v in (prof.regime.get(key), bg[key]) if v is not None]
             prof.regime[key] = max(seen) if seen else None
         prof.regime.update(stall_figures(probe, sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run))
+        prof.regime["host_layer_speed_us"] = layer_speed_us(probe, prof.layer_spans)
         if probe.why_not:  # no floor is charged then: say why, not nothing
             prof.regime["method"] = (prof.regime["method"] + f"; no host stall figure: {probe.why_not}")[:1000]
     return prof
+
+
+def layer_speed_us(probe: StallProbe, spans: Sequence[tuple[float, float, tuple[int, ...]]]) -> float | None:
+    """The cores' speed while the layers were timed: the median of the probe's fixed-loop
+    timings on each span's cores inside it (None: none there). Beside host_speed_us it says
+    whether the times every prediction is made from were taken while the host ran a core
+    slow (on the VM the same 1-core whole model timed x1.26 apart in two profiles)."""
+    got = sorted(us for c in probe.cores for t, us in c.speed
+                 if any(a <= t <= b and c.core in cs for a, b, cs in spans))
+    return got[len(got) // 2] if got else None
 
 
 BUSY_STEP = 0.1  # the core loads the stall figures are kept at: under 0.1, 0.2, ... 1 of the core busy
@@ -767,7 +780,7 @@ def stall_figures(probe: StallProbe, run_ms: float, p: float = EXCEEDANCE_PER_RU
     is charged what the profile met at that load, not at the layer timing's full load."""
     if not probe.cores:
         return {"host_stall_ms": None, "host_stall_measured_ms": None, "host_stall_probe_s": None,
-                "host_stall_by_busy": []}
+                "host_stall_by_busy": [], "host_speed_us": None, "host_slowest_us": None}
     period = probe.period_ms
     per_wakeup = min(0.5, p * period / max(run_ms, period))
 
@@ -793,7 +806,9 @@ def stall_figures(probe: StallProbe, run_ms: float, p: float = EXCEEDANCE_PER_RU
         rows.append({"busy_below": hi, "stall_ms": float(stall), "measured_ms": float(measured),
                      "seconds": round(len(part) * period / 1e3, 2)})
     return {"host_stall_ms": rows[-1]["stall_ms"], "host_stall_measured_ms": probe.largest_stall_ms,
-            "host_stall_probe_s": min(c.seconds for c in probe.cores), "host_stall_by_busy": rows}
+            "host_stall_probe_s": min(c.seconds for c in probe.cores), "host_stall_by_busy": rows,
+            # the cores' speed through the whole profile, the probe's fixed loop (paused or not): a run slower is outside
+            "host_speed_us": probe.typical_us, "host_slowest_us": probe.slowest_us}
 
 
 def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], others: Sequence[RuntimeDevice], *,
@@ -810,9 +825,10 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
     corun = measure_corun(lm, cluster, cores, rounds=corun_rounds, topology=topology) if alone else []
     if progress and alone:
         progress(1, 1, "co-run slowdown")
-    parts = []
+    parts, spans = [], []
     for k, dev in enumerate(k_devices, start=1):
         with busy_cores(lm, cluster, () if alone else cores[k:]), unprobed():  # alone, or Kang IV.A's all-cores-busy state
+            t_span = time.perf_counter() * 1e3
             # STEADY_SETTLE untimed runs before each timed block, as every other path: the harness
             # hands blocks to one worker process at a time, and a 2-thread session's first runs
             # after another process had the cores ran 2x slow on the VM (settle=0 profiled
@@ -820,6 +836,7 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
             # executor then ran it at 3.4 ms: every 2-core bound and pipelined figure carried it)
             parts.append(profile_model(lm, [dev], runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
                                        progress=progress, seed=seed, settle=STEADY_SETTLE))
+            spans.append((t_span, time.perf_counter() * 1e3, tuple(cores[:k])))
     if others:
         with unprobed():
             parts.append(profile_model(lm, list(others), runs=runs, warmup=warmup, transfer_sizes=(), chunk_counts=(1,),
@@ -832,7 +849,8 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
         med = [float(np.median(s)) for s in t.layer_ms]
         beta[d.id], cost[d.id] = layer_costs(med, float(np.median(t.whole_ms)) if t.whole_ms else None)
         spread[d.id] = [float(np.percentile(s, 90) - np.percentile(s, 10)) for s in t.layer_ms]
-    prof = PEProfile(cluster, cores, k_devices, list(others), run, beta, cost, spread, corun=corun, topology=topology)
+    prof = PEProfile(cluster, cores, k_devices, list(others), run, beta, cost, spread, corun=corun, topology=topology,
+                     layer_spans=spans)
     if alone:  # how far the k-core PEs' own speed moves, against what their profile charges
         prof.coupling = measure_coupling(lm, cluster, cores, {k: sum(cost[d.id]) for k, d in enumerate(k_devices, start=1)})
         if progress:

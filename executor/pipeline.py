@@ -284,6 +284,8 @@ def _stops_report(probe: StallProbe, res: PipelineResult, trace: Sequence | None
     thread, the garbage collector."""
     return {
         "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
+        # the slowest its probed cores ran: the probe's fixed loop, the largest 0.5 s window median (us; None: not timed)
+        "core_slowest_us": probe.slowest_us,
         # the busiest its probed cores were in a window of about stall_probe.WINDOW_S (the load the floor is read at)
         "host_busy_max": max((b for c in probe.cores for _, b in c.windows[:-1] if b >= 0), default=None),
         # the latest release, split: its wait ending late (the timer, a core, the GIL) and the executor's lock after
@@ -672,6 +674,11 @@ REGIME_OTHER_CPU_MARGIN_PCT = 5.0
 # timers; the timer tick alone (100-1000/s per CPU) varies far less than 2x
 REGIME_INTERRUPTS_FACTOR = 2.0
 REGIME_INTERRUPTS_MARGIN_PER_S = 500.0
+# A core slower than the slowest the profiles' probe timed, by more than this (the stall probe's
+# fixed loop, 0.5 s window medians): on the VM the loop's window medians were 5.6-7.0 us in a core's
+# usual phase and 8.4-11.9 us in its slow ones (a session there x1.1-1.5 its usual time; docs/measurement.md,
+# eighteenth session)
+REGIME_SLOW_FACTOR = 1.2
 # Elapsed clock ticks of the CPUs (summed) below which the share is not said: the counters
 # round to a tick each, about 2 ticks in all, which is 5 points (the margin) at 40
 MIN_PRESSURE_TICKS = 40
@@ -851,7 +858,8 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                 regime_load: float | None = None, interrupts_per_s: float | None = None,
                 regime_interrupts_per_s: float | None = None, scheduling: str | None = None,
                 regime_scheduling: str | None = None, host_stall_ms: float | None = None,
-                regime_host_stall_ms: float | None = None) -> str | None:
+                regime_host_stall_ms: float | None = None, slowest_us: float | None = None,
+                regime_slowest_us: float | None = None) -> str | None:
     """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
     dispatch wait were measured while other processes took `regime_other_cpu_pct` of the
     CPUs' time and the hypervisor `regime_steal_pct`, and during this run other processes
@@ -866,7 +874,10 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     SCHED_OTHER under bounds measured at SCHED_FIFO (executor.realtime) had its threads
     open to every neighbour the regime's were protected from. Stalls: the run's stall probe
     (executor.stall_probe) measured a core stopped longer than the `regime_host_stall_ms`
-    the bounds charge as their floor."""
+    the bounds charge as their floor. Speed: the same probe timed a core's fixed loop slower
+    than the slowest the profiles' probe timed (`regime_slowest_us`) by over
+    REGIME_SLOW_FACTOR: the host ran that core slow (a busy sibling thread, a lower clock),
+    which no stall shows and every segment on it pays."""
     why = []
     if regime_scheduling == realtime.FIFO and scheduling is not None and scheduling != realtime.FIFO:
         why.append(f"its threads ran at {scheduling} against {realtime.FIFO} while its bounds were measured: "
@@ -894,6 +905,10 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
         why.append(f"a core stopped for up to {host_stall_ms:.2f} ms during it (the stall probe) against the "
                    f"{regime_host_stall_ms:.2f} ms host stall its bounds charge: the host stalled longer than "
                    "through its profiles")
+    if slowest_us is not None and regime_slowest_us is not None and slowest_us > REGIME_SLOW_FACTOR * regime_slowest_us:
+        why.append(f"a core ran slow: the stall probe's fixed loop took {slowest_us:.2f} us in a 0.5 s window of it "
+                   f"against at most {regime_slowest_us:.2f} us through its profiles (x{slowest_us / regime_slowest_us:.2f}"
+                   f", over x{REGIME_SLOW_FACTOR:g}): the host gave that core less than while its bounds were measured")
     if not why:
         return None
     return ("this run is outside what its bounds cover: " + "; ".join(why)
@@ -901,16 +916,18 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
 
 
 def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | None = None,
-                    host_stall_ms: float | None = None) -> str | None:
+                    host_stall_ms: float | None = None, slowest_us: float | None = None) -> str | None:
     """regime_note for a run's pressure (and its threads' policy, PipelineResult.scheduling,
-    and the longest stall its probe measured) against a schedule's analysis (ResponseAnalysis
-    or its dict: the regime_* figures its bounds were measured under)."""
+    the longest stall its probe measured and the slowest it timed its cores) against a
+    schedule's analysis (ResponseAnalysis or its dict: the regime_* figures its bounds were
+    measured under)."""
     a = analysis or {}
     return regime_note(host.other_cpu_pct, a.get("regime_other_cpu_pct"), host.steal_pct, a.get("regime_steal_pct"),
                        load=host.load_average, regime_load=a.get("regime_load_average"),
                        interrupts_per_s=host.interrupts_per_s, regime_interrupts_per_s=a.get("regime_interrupts_per_s"),
                        scheduling=scheduling, regime_scheduling=a.get("regime_scheduling"),
-                       host_stall_ms=host_stall_ms, regime_host_stall_ms=a.get("regime_host_stall_ms"))
+                       host_stall_ms=host_stall_ms, regime_host_stall_ms=a.get("regime_host_stall_ms"),
+                       slowest_us=slowest_us, regime_slowest_us=a.get("regime_slowest_us"))
 
 
 def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
@@ -1176,7 +1193,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "scheduling": res.scheduling,
         "scheduling_detail": ex.scheduling.describe(),  # the policy, or why real-time was not had
         **_stops_report(probe, res, trace),
-        "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms),
+        "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms,
+                                       probe.slowest_us),
         "envelope_note": beyond,
         "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls
         "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}

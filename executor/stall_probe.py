@@ -48,6 +48,9 @@ MAX_PROBE_S = 3600.0
 STALL_MIN_MS = 0.5  # lateness from which a wake-up's time is kept (the stalls, to set beside a run's segments)
 PAUSED_SLEEP_S = 0.05  # a paused probe's sleep: 20 wake-ups a second, none recorded
 WINDOW_S = 0.5  # how often a probe reads its core's busy time: each stall is set beside the load it met
+SPEED_EVERY_S = 0.02  # how often a probe times its fixed loop (the core's speed): ~0.2% of the core
+SPEED_LOOP = 300  # iterations of the fixed loop, timed SPEED_REPEATS times, the fastest kept (~10 us each here)
+SPEED_REPEATS = 3
 
 
 @dataclass
@@ -65,6 +68,16 @@ class CoreStalls:
     # the core was busy `busy` of its time (user, nice, system, irq, softirq over all but steal);
     # busy < 0: the system did not say
     windows: list[tuple[int, float]] = field(default_factory=list)
+    # (t_ms, loop_us): the fixed loop's time every SPEED_EVERY_S, paused or not (module note: a core running slow)
+    speed: list[tuple[float, float]] = field(default_factory=list)
+
+    def speed_windows_us(self, window_s: float = WINDOW_S, least: int = 5) -> list[float]:
+        """The fixed loop's median time in each `window_s` of the probe's clock that holds at
+        least `least` timings: the core's speed, one figure per window (higher: slower)."""
+        bins: dict[int, list[float]] = {}
+        for t, us in self.speed:
+            bins.setdefault(int(t / (window_s * 1e3)), []).append(us)
+        return [sorted(v)[len(v) // 2] for _, v in sorted(bins.items()) if len(v) >= least]
 
     @property
     def largest_stall_ms(self) -> float:
@@ -159,6 +172,19 @@ not one already probing: it stops within a period."""
             out.extend(c.late_ms)
         return out
 
+    @property
+    def slowest_us(self) -> float | None:
+        """The slowest any probed core ran: the largest window median of the fixed loop's
+        time (CoreStalls.speed_windows_us); None where no window had enough timings."""
+        w = [x for c in self.cores for x in c.speed_windows_us()]
+        return max(w) if w else None
+
+    @property
+    def typical_us(self) -> float | None:
+        """The fixed loop's median window, all cores pooled (the host's usual speed)."""
+        w = sorted(x for c in self.cores for x in c.speed_windows_us())
+        return w[len(w) // 2] if w else None
+
     def stalls(self) -> list[tuple[float, float]]:
         """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
         return sorted(s for c in self.cores for s in c.stalls)
@@ -189,14 +215,15 @@ def _catches(pid: int, sig: int, timeout_s: float = READY_TIMEOUT_S) -> bool:
 
 
 def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
-    """The child's report: a header line 'policy seconds n m w', n float32 lateness figures,
-    m float64 pairs (start_ms, stall_ms), w float64 pairs (end, busy) of its windows."""
+    """The child's report: a header line 'policy seconds n m w v', n float32 lateness figures,
+    m float64 pairs (start_ms, stall_ms), w float64 pairs (end, busy) of its windows, v float64
+    pairs (t_ms, loop_us) of its speed timings."""
     head, sep, body = out.partition(b"\n")
     if not sep:
         return None
     try:
-        policy, seconds, n, m, w = head.decode().split()
-        n, m, w = int(n), int(m), int(w)
+        policy, seconds, n, m, w, v = head.decode().split()
+        n, m, w, v = int(n), int(m), int(w), int(v)
     except ValueError:
         return None
     late = array.array("f")
@@ -205,11 +232,15 @@ def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
     pairs.frombytes(body[4 * n:4 * n + 16 * m])
     wins = array.array("d")
     wins.frombytes(body[4 * n + 16 * m:4 * n + 16 * m + 16 * w])
-    if len(late) != n or len(pairs) != 2 * m or len(wins) != 2 * w:
+    speed = array.array("d")
+    at = 4 * n + 16 * m + 16 * w
+    speed.frombytes(body[at:at + 16 * v])
+    if len(late) != n or len(pairs) != 2 * m or len(wins) != 2 * w or len(speed) != 2 * v:
         return None
     return CoreStalls(core, policy, period_ms, float(seconds), late,
                       [(pairs[2 * i], pairs[2 * i + 1]) for i in range(m)],
-                      [(int(wins[2 * i]), wins[2 * i + 1]) for i in range(w)])
+                      [(int(wins[2 * i]), wins[2 * i + 1]) for i in range(w)],
+                      [(speed[2 * i], speed[2 * i + 1]) for i in range(v)])
 
 
 def cpu_ticks(cores) -> tuple[int, int, int] | None:  # noqa: ANN001 - a set of core numbers
@@ -237,6 +268,21 @@ def cpu_ticks(cores) -> tuple[int, int, int] | None:  # noqa: ANN001 - a set of 
     return (busy, steal, total) if seen else None
 
 
+def _loop_us() -> float:
+    """The fixed loop's time (us), the fastest of SPEED_REPEATS: on the VM a core's host
+    thread ran slow for 5-45 s at a time (a single-thread session x1.15-1.5 its usual
+    time, with no stall, fault or switch in it) and this loop took x1.4-1.8 its usual
+    time in those phases (docs/measurement.md, eighteenth session). The fastest of a few
+    leaves out a wake-up's own interrupts."""
+    best = float("inf")
+    for _ in range(SPEED_REPEATS):
+        t, x = time.perf_counter(), 0
+        for k in range(SPEED_LOOP):
+            x += k * k
+        best = min(best, time.perf_counter() - t)
+    return best * 1e6
+
+
 def _child(core: int, period_ms: float, max_s: float) -> None:
     """In the probe's process: pinned, real-time where allowed; sleep, record, until SIGTERM,
     `max_s` or the parent's death; then the report on stdout."""
@@ -258,9 +304,17 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
     except (OSError, AttributeError):
         policy = "SCHED_OTHER"
     period_s = period_ms / 1000.0
-    late, pairs, wins = array.array("f"), array.array("d"), array.array("d")
+    late, pairs, wins, speed = array.array("f"), array.array("d"), array.array("d"), array.array("d")
     t0 = time.perf_counter()
     ticks, t_win = cpu_ticks({core}), t0
+    t_speed = t0
+    speed_cap = max(1, int(max_s / SPEED_EVERY_S)) + 1
+
+    def timed_speed(now: float) -> None:  # the core's speed, every SPEED_EVERY_S, paused or not (cheap: ~0.2%)
+        nonlocal t_speed
+        if now - t_speed >= SPEED_EVERY_S and len(speed) < 2 * speed_cap:
+            speed.extend((now * 1000.0, _loop_us()))
+            t_speed = now
 
     def window() -> None:  # the busy share of the core since the last window (all but steal), beside its wake-ups
         nonlocal ticks, t_win
@@ -283,6 +337,7 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
             active_s += time.perf_counter() - t_active
             while paused[0] and not stop and os.getppid() == parent and time.perf_counter() < deadline:
                 time.sleep(PAUSED_SLEEP_S)
+                timed_speed(time.perf_counter())
             ticks, t_win = cpu_ticks({core}), time.perf_counter()
             t_active = t_win
             continue
@@ -297,15 +352,18 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
             pairs.extend((t * 1000.0, lateness + period_ms))  # it lay within [t, now]
         if now - t_win >= WINDOW_S:
             window()
+        timed_speed(now)
     if not paused[0]:
         active_s += time.perf_counter() - t_active
         if not wins or wins[-2] < len(late):
             window()
     seconds = active_s  # the time it probed, pauses not counted
-    sys.stdout.buffer.write(f"{policy} {seconds:.3f} {len(late)} {len(pairs) // 2} {len(wins) // 2}\n".encode())
+    sys.stdout.buffer.write(f"{policy} {seconds:.3f} {len(late)} {len(pairs) // 2} {len(wins) // 2} "
+                            f"{len(speed) // 2}\n".encode())
     sys.stdout.buffer.write(late.tobytes())
     sys.stdout.buffer.write(pairs.tobytes())
     sys.stdout.buffer.write(wins.tobytes())
+    sys.stdout.buffer.write(speed.tobytes())
     sys.stdout.flush()
 
 

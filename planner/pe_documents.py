@@ -11,7 +11,7 @@ import platform as _platform
 
 import numpy as np
 
-from executor.pipeline import HOST_SAMPLE_S
+from executor.pipeline import HOST_SAMPLE_S, REGIME_SLOW_FACTOR
 from models.communication import PolynomialCommModel
 from planner.core.multiapp import corun_slowdown
 
@@ -142,6 +142,17 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                                  f"{b['busy_below']:.0%} {b['stall_ms']:.2f} ms ({b['seconds']:.0f} s)"
                                  for b in r["host_stall_by_busy"])
                              + "; a schedule is charged the figure at the load its networks can keep a core busy")
+        if r.get("host_slowest_us") is not None:
+            lines.append(f"core speed (the stall probe's fixed loop every 20 ms, paused or not; the median of each 0.5 s "
+                         f"window, higher: slower): usually {r['host_speed_us']:.2f} us, the slowest window "
+                         f"{r['host_slowest_us']:.2f} us (x{r['host_slowest_us'] / max(r['host_speed_us'], 1e-9):.2f})"
+                         + (f", {r['host_layer_speed_us']:.2f} us while the layers were timed" if
+                            r.get("host_layer_speed_us") is not None else "")
+                         + "; a run whose cores ran slower than a schedule's profiles' slowest is outside its bounds")
+            if (r.get("host_layer_speed_us") or 0) > REGIME_SLOW_FACTOR * r["host_speed_us"]:
+                lines.append(f"  WARNING: the layers were timed while the host ran a core slow (x"
+                             f"{r['host_layer_speed_us'] / r['host_speed_us']:.2f} the usual loop time): every prediction "
+                             "made from them is slow by what that phase cost; re-profile")
         if r.get("host_sampled_s"):
             lines.append(f"host background over the {r['host_sampled_s']:g} s of profiling (90th percentile of "
                          f"{HOST_SAMPLE_S:g} s intervals, what a later run is compared with): steal "

@@ -124,6 +124,11 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert any(line.startswith("host stalls (a sleeping real-time probe") for line in lines)
     stall_line = next(line for line in lines if line.startswith("host stalls ("))
     assert "{" not in stall_line and f"the longest {r.host_stall_measured_ms:.3f} ms" in stall_line
+    # the cores' speed through it (the probe's fixed loop, paused or not), and while the layers were timed
+    assert 0 < r.host_speed_us <= r.host_slowest_us and r.host_layer_speed_us > 0
+    speed_line = next(line for line in lines if line.startswith("core speed ("))
+    assert f"the slowest window {r.host_slowest_us:.2f} us" in speed_line and "while the layers were timed" in speed_line
+    assert mp.regime_slowest_us == r.host_slowest_us
     # at each load of the probed cores too; the schedule (one network every 100 ms) is charged its load's figure
     from models.multiapp import core_demand, host_stall_at_busy, host_stall_floor
 

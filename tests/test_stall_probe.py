@@ -91,7 +91,8 @@ def test_the_profile_reads_the_stall_with_its_period_and_never_under_the_largest
 
     late = array.array("f", [0.05] * 9_999 + [4.0])
     core = CoreStalls(0, "SCHED_FIFO", 0.5, 5.0, late, [], [(2_500, 0.3), (5_000, 0.31), (10_000, 1.0)])
-    probe = SimpleNamespace(cores=[core], period_ms=0.5, late_ms=lambda: late, largest_stall_ms=4.5)
+    probe = SimpleNamespace(cores=[core], period_ms=0.5, late_ms=lambda: late, largest_stall_ms=4.5, typical_us=6.1,
+                            slowest_us=10.8)
     out = stall_figures(probe, run_ms=10.0, p=1e-4)
     assert out["host_stall_ms"] >= 4.5 and out["host_stall_measured_ms"] == 4.5 and out["host_stall_probe_s"] == 5.0
     rows = {round(r["busy_below"], 2): r for r in out["host_stall_by_busy"]}
@@ -100,6 +101,7 @@ def test_the_profile_reads_the_stall_with_its_period_and_never_under_the_largest
     assert rows[0.4]["measured_ms"] == pytest.approx(0.55) and rows[0.4]["stall_ms"] < 1.0
     assert rows[0.9]["stall_ms"] == rows[0.4]["stall_ms"]  # nothing measured between: the same wake-ups
     assert rows[1.0]["stall_ms"] == out["host_stall_ms"] and rows[1.0]["measured_ms"] == 4.5
+    assert (out["host_speed_us"], out["host_slowest_us"]) == (6.1, 10.8)  # the probe's speed figures, carried
     assert stall_figures(SimpleNamespace(cores=[]), 10.0)["host_stall_ms"] is None
 
 
@@ -301,11 +303,11 @@ def test_a_profile_whose_probe_did_not_start_charges_no_floor_and_says_why(monke
             return False
 
     fake = SimpleNamespace(regime={"method": "periodic cases"}, layer_ms={"c@1": [1.0]},
-                           k_devices=[SimpleNamespace(id="c@1")])
+                           k_devices=[SimpleNamespace(id="c@1")], layer_spans=[(0.0, 1e12, (0,))])
     monkeypatch.setattr(pp, "StallProbe", Refused)
     monkeypatch.setattr(pp, "_profile", lambda *a, **k: fake)
     prof = pp.profile_for_schedule(None, parse_device("cpu=CPUExecutionProvider"))
-    assert prof.regime["host_stall_ms"] is None
+    assert prof.regime["host_stall_ms"] is None and prof.regime["host_layer_speed_us"] is None
     assert prof.regime["method"] == "periodic cases; no host stall figure: the stall probe did not start: refused"
 
 
@@ -354,3 +356,78 @@ def test_a_probe_paused_the_moment_it_starts_is_not_killed_by_the_pause():
         time.sleep(0.3)
     assert probe.why_not is None and len(probe.cores) == 1
     assert 0.1 <= probe.cores[0].seconds <= 0.5  # the paused 0.1 s (and the start) not counted
+
+
+def test_a_run_whose_core_ran_slower_than_through_its_profiles_is_outside_them_and_says_so():
+    """The probe's fixed loop took 10.8 us in a window of the run against at most 6.5 us
+    through the profiles (x1.66, over REGIME_SLOW_FACTOR 1.2): outside, both figures named;
+    7.5 us (x1.15) is inside; a schedule whose profiles were not timed excludes nothing."""
+    from executor.pipeline import REGIME_SLOW_FACTOR
+
+    note = regime_note(None, None, slowest_us=10.8, regime_slowest_us=6.5)
+    assert note and "10.80 us" in note and "6.50 us" in note and "ran slow" in note and "x1.66" in note
+    assert REGIME_SLOW_FACTOR * 6.5 > 7.5 and regime_note(None, None, slowest_us=7.5, regime_slowest_us=6.5) is None
+    assert regime_note(None, None, slowest_us=10.8, regime_slowest_us=None) is None
+
+
+def test_a_schedule_takes_the_slowest_core_any_of_its_profiles_timed():
+    """A's profile timed its cores at most 6.4 us, B's 10.9 us (a slow phase met): the host's,
+    so the schedule's runs are held to 10.9; with neither timed, none."""
+    from test_schedule_bound import problem, prof, two_core_plat
+
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(curve=False).model_copy(
+        update={"host_speed_us": 6.1, "host_slowest_us": 6.4})})
+    b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": _regime(curve=False).model_copy(
+        update={"host_speed_us": 6.2, "host_slowest_us": 10.9})})
+    assert problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)]).regime_slowest_us == 10.9
+    plain = prof("C", [("c1", 5, None)]).model_copy(update={"executor_regime": _regime(curve=False)})
+    assert problem(p, [plain], [("C", 40, 0)]).regime_slowest_us is None
+
+
+def test_the_speed_windows_are_medians_of_each_half_second_and_the_slowest_is_the_largest():
+    """Timings every 20 ms: the first second at 6 us (one 40 us outlier: an interrupt), the
+    next at 11 us on core 1; a window with under 5 timings is left out."""
+    fast = [(i * 20.0, 40.0 if i == 3 else 6.0) for i in range(50)]
+    slow = [(1000.0 + i * 20.0, 11.0) for i in range(50)] + [(2000.0, 99.0)]
+    c0 = CoreStalls(0, "SCHED_FIFO", 1.0, 2.0, speed=fast)
+    c1 = CoreStalls(1, "SCHED_FIFO", 1.0, 2.0, speed=slow)
+    assert c0.speed_windows_us() == [6.0, 6.0] and c1.speed_windows_us() == [11.0, 11.0]
+    probe = StallProbe([0, 1])
+    probe.cores = [c0, c1]
+    assert probe.slowest_us == 11.0 and probe.typical_us == 11.0  # the median of [6, 6, 11, 11]: the upper middle
+    assert StallProbe([0]).slowest_us is None
+
+
+def test_a_probe_times_its_loop_while_probing_and_while_paused():
+    """A real probe, 1.2 s probing then 1.2 s paused: its loop timed about every 20 ms in
+    both (each a few us here), at times inside the run's span."""
+    core = sorted(os.sched_getaffinity(0))[0]
+    t0 = time.perf_counter() * 1e3
+    with StallProbe([core], max_s=30) as probe:
+        time.sleep(1.2)
+        with probe.paused():
+            time.sleep(1.2)
+    t1 = time.perf_counter() * 1e3
+    assert probe.why_not is None, probe.why_not
+    speed = probe.cores[0].speed
+    probing = [us for t, us in speed if t < t0 + 1200]
+    paused = [us for t, us in speed if t > t0 + 1400]
+    assert len(probing) >= 20 and len(paused) >= 10, (len(probing), len(paused))
+    assert all(t0 <= t <= t1 and 0 < us < 10_000 for t, us in speed)
+    assert probe.slowest_us is not None and probe.slowest_us >= probe.typical_us > 0
+
+
+def test_the_layer_speed_is_the_loop_timed_on_the_timed_cores_while_the_layers_were_timed():
+    """Spans: core 0 timed over [0, 1000) ms, cores 0-1 over [2000, 3000). Core 0's loop ran
+    6 us throughout, core 1's 11 us: the 1-core span counts core 0 only, the 2-core span
+    both; core 1's slow timings outside the spans count nothing."""
+    from executor.pe_profile import layer_speed_us
+
+    c0 = CoreStalls(0, "SCHED_FIFO", 1.0, 4.0, speed=[(t, 6.0) for t in range(0, 4000, 20)])
+    c1 = CoreStalls(1, "SCHED_FIFO", 1.0, 4.0, speed=[(t, 11.0) for t in range(0, 4000, 20)])
+    probe = SimpleNamespace(cores=[c0, c1])
+    assert layer_speed_us(probe, [(0.0, 999.0, (0,))]) == 6.0
+    assert layer_speed_us(probe, [(2000.0, 3999.0, (0, 1))]) == 11.0  # 100 of each: the upper middle
+    assert layer_speed_us(probe, [(0.0, 999.0, (0,)), (2000.0, 2999.0, (0, 1))]) == 6.0  # 100 of 6 us, 50 of 11
+    assert layer_speed_us(probe, []) is None

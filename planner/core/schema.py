@@ -836,6 +836,19 @@ class ExecutorRegime(Strict):
         None, ge=0, le=10_000, description="The largest stall the probe measured (host_stall_ms without the tail)")
     host_stall_probe_s: float | None = Field(
         None, ge=0, le=1e7, description="Seconds the stall probe ran (the whole PE profile), per core")
+    host_speed_us: float | None = Field(
+        None, ge=0, le=1e6, description="The core's usual speed through the PE profile: the median over 0.5 s "
+        "windows of the stall probe's fixed loop time (executor.stall_probe: timed every 20 ms, paused or not), all "
+        "cores pooled; a time, so higher is slower (null: not probed, older profiles)")
+    host_slowest_us: float | None = Field(
+        None, ge=0, le=1e6, description="The slowest any core ran through the PE profile: the largest 0.5 s window's "
+        "median of that loop's time. On the VM a core's host thread ran x1.15-1.5 slow for 5-45 s at a time, with no "
+        "stall to see; a run whose cores ran slower than this (executor.pipeline.REGIME_SLOW_FACTOR) is outside what "
+        "the bounds cover (null: not probed)")
+    host_layer_speed_us: float | None = Field(
+        None, ge=0, le=1e6, description="The cores' speed while the layers were timed (the median of that loop's "
+        "times then): above host_speed_us, the layer times every prediction is made from were taken while the host "
+        "ran a core slow (null: not probed)")
     host_stall_by_busy: list[HostStallAtBusy] = Field(
         default_factory=list, max_length=64, description="host_stall_ms at each core load, ascending: a schedule's "
         "bound charges the figure at the load its networks can put on one core (their slowest times x the typical "
@@ -1494,6 +1507,10 @@ class ResponseAnalysis(ConfigAnalysis):
     regime_host_stall_busy: float | None = Field(
         None, description="The core load that stall was measured under (ExecutorRegime.host_stall_by_busy: windows "
         "busy under this share of the core; 1: every window of the profiles); null: not probed")
+    regime_slowest_us: float | None = Field(
+        None, description="The slowest a core ran through the profiles (the largest of their "
+        "ExecutorRegime.host_slowest_us, the stall probe's fixed loop): a run whose probe timed its cores slower than "
+        "this by over REGIME_SLOW_FACTOR is outside what the bounds cover, and the executor says so; null: not probed")
     regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
         None, description="The policy the executor's threads ran at while every network's regime was measured "
         "(SCHED_OTHER if any ran so): a run at SCHED_OTHER under bounds measured at SCHED_FIFO is outside them")

@@ -105,6 +105,9 @@ def render_schedule(report: dict) -> str:
     if report.get("host_stall_ms") is not None:  # executor.stall_probe beside a response-time run
         lines.append(f"host stalls: a core stopped for up to {report['host_stall_ms']:.2f} ms during the run "
                      f"({len(report.get('host_stalls') or [])} stall(s) of 0.5 ms or more, a real-time probe per core)")
+    if report.get("core_slowest_us") is not None:  # the same probe's fixed loop: a core the host ran slow
+        lines.append(f"core speed: the probe's fixed loop took at most {report['core_slowest_us']:.2f} us "
+                     "(the slowest 0.5 s window's median; higher: slower)")
     lines.append("")
     if report["mode"] == "throughput":
         lines.append(f"{ERROR_CONVENTION}, on the period 1/fps")
