@@ -733,7 +733,8 @@ def main() -> int:
                              "executor_regime": prof.regime})
                 bar.advance(1, m)
                 for line in lines:
-                    if line.startswith(("topology", "co-run", "host background", "host stalls", "  by the core's load")) or line is lines[-1]:
+                    if line.startswith(("topology", "co-run", "host background", "host stalls", "  by the core's load",
+                                         "core speed", "  WARNING: the layers")) or line is lines[-1]:
                         print(f"{m}: {line}", flush=True)
 
     pipelined: list[dict] = []
