@@ -28,10 +28,19 @@ bench/results/core_speed_threads.log); the ratio's percentiles say how far apart
 --other every block (MOVE_SETTLE untimed runs after each move), so either core's own speed
 shows against the other's.
 
+`--probe` runs the stall probe (executor.stall_probe) on the cores in use beside the
+blocks and sets the fixed loop it times every 20 ms (its core-speed reading) beside each
+block's first session: their correlation from block to block, and the session's median in
+the blocks where the loop read slow (over REGIME_SLOW_FACTOR its median) against the rest.
+That is what a run's regime check stands on: a loop slower than through the profile says
+the core ran slow. The probe's wake-ups preempt the timed thread (about 2% at 1 ms,
+bench/probe_cost.py), alike in every block.
+
     .venv/bin/python bench/core_speed.py                     # squeezenet, 30 s, the last core
     .venv/bin/python bench/core_speed.py --model wide_mlp --seconds 60 --core 0
     .venv/bin/python bench/core_speed.py --pair threads --core 0 --other 1 --out bench/results/core_speed_threads.json
     .venv/bin/python bench/core_speed.py --pair cores --core 0 --other 1 --out bench/results/core_speed_cores.json
+    .venv/bin/python bench/core_speed.py --probe --seconds 300 --block 10 --out bench/results/core_speed_probe.json
 """
 
 from __future__ import annotations
@@ -93,6 +102,61 @@ def figures(blocks: list[dict], names: tuple[str, str] = PRECISIONS) -> dict:
     return out
 
 
+def probe_figures(blocks: list[dict], name: str, slow_factor: float) -> dict:
+    """The probe's loop against the session `name`, block by block: correlation of their
+    logs; the session's median in blocks whose loop median read over `slow_factor` x the
+    median block's (slow) and in the rest; how many blocks each."""
+    got = [(b[f"{name}_ms"], b["loop_us"]) for b in blocks if b.get("loop_us")]
+    if len(got) < 3:
+        return {"blocks": len(got)}
+    s, loop = np.array([g[0] for g in got]), np.array([g[1] for g in got])
+    usual = float(np.median(loop))
+    slow = loop > slow_factor * usual
+    ok = s.std() > 0 and loop.std() > 0
+    return {"blocks": len(got), "loop_median_us": usual, "loop_max_us": float(loop.max()),
+            "correlation": float(np.corrcoef(np.log(s), np.log(loop))[0, 1]) if ok else None,
+            "slow_blocks": int(slow.sum()),
+            "session_ms_slow": float(np.median(s[slow])) if slow.any() else None,
+            "session_ms_usual": float(np.median(s[~slow])) if (~slow).any() else None,
+            "loop_us_slow": float(np.median(loop[slow])) if slow.any() else None}
+
+
+def timed_blocks(args, names, sess, outs, feed, where, blocks: list[dict]) -> list[tuple[float, float, int]]:
+    """The alternation, block by block into `blocks`, for --seconds; returns each block's span
+    (start and end ms on time.perf_counter's clock, the probe's) and the core its first
+    session ran on."""
+    from executor.runtime import pin_thread
+
+    spans: list[tuple[float, float, int]] = []
+    t_start = time.monotonic()
+    next_print = t_start
+    while time.monotonic() - t_start < args.seconds:
+        t_block = time.perf_counter() * 1e3
+        ms = {p: [] for p in names}
+        s0, w0, c0 = core_steal(args.core), time.perf_counter_ns(), time.thread_time_ns()
+        # alternating run by run, or (cores) a block on each core after a move and MOVE_SETTLE runs
+        for group in ([[p] * args.block for p in names] if args.pair == "cores" else [list(names)] * args.block):
+            if args.pair == "cores":
+                pin_thread({where[group[0]]})
+                for _ in range(MOVE_SETTLE):
+                    sess[group[0]].run(outs, feed)
+            for p in group:
+                t = time.perf_counter_ns()
+                sess[p].run(outs, feed)
+                ms[p].append((time.perf_counter_ns() - t) / 1e6)
+        wall, cpu, s1 = time.perf_counter_ns() - w0, time.thread_time_ns() - c0, core_steal(args.core)
+        blocks.append({"t_s": round(time.monotonic() - t_start, 3), **{f"{p}_ms": float(np.median(ms[p])) for p in names},
+                       "cpu_share_pct": 100.0 * cpu / max(wall, 1),
+                       "steal_jiffies": s1 - s0 if s0 is not None and s1 is not None else None})
+        spans.append((t_block, time.perf_counter() * 1e3, args.core))  # the first session's core, every pair
+        if time.monotonic() >= next_print:
+            b = blocks[-1]
+            print(f"  {b['t_s']:6.1f} s  " + "  ".join(f"{p} {b[p + '_ms']:7.3f} ms" for p in names)
+                  + f"  thread held the core {b['cpu_share_pct']:5.1f}%", flush=True)
+            next_print += 5.0
+    return spans
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="squeezenet", help="a light or generated model (default: %(default)s)")
@@ -105,6 +169,8 @@ def main() -> int:
                     help="--pair threads or cores: the other core (default: the first one, %(default)s)")
     ap.add_argument("--seconds", type=float, default=30.0, help="how long the alternation runs (default: %(default)s)")
     ap.add_argument("--block", type=int, default=20, help="pairs of runs per block (default: %(default)s)")
+    ap.add_argument("--probe", action="store_true",
+                    help="run the stall probe beside the blocks and set its core-speed loop beside each (default: off)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "core_speed.json"),
                     help="JSON results (default: %(default)s)")
     args = ap.parse_args()
@@ -119,8 +185,12 @@ def main() -> int:
     if problems:
         raise SystemExit("core_speed: " + "; ".join(problems))
 
+    import contextlib
+
+    from executor.pipeline import REGIME_SLOW_FACTOR
     from executor.runtime import build_session, parse_devices, pin_thread, quantize
     from executor.slicing import random_inputs
+    from executor.stall_probe import StallProbe
     from fidelity import load
 
     names = PAIRS[args.pair]
@@ -152,31 +222,20 @@ def main() -> int:
         for p in names:
             sess[p].run(outs, feed)
     blocks = []
-    t_start = time.monotonic()
-    next_print = t_start
-    while time.monotonic() - t_start < args.seconds:
-        ms = {p: [] for p in names}
-        s0, w0, c0 = core_steal(args.core), time.perf_counter_ns(), time.thread_time_ns()
-        # alternating run by run, or (cores) a block on each core after a move and MOVE_SETTLE runs
-        for group in ([[p] * args.block for p in names] if args.pair == "cores" else [list(names)] * args.block):
-            if args.pair == "cores":
-                pin_thread({where[group[0]]})
-                for _ in range(MOVE_SETTLE):
-                    sess[group[0]].run(outs, feed)
-            for p in group:
-                t = time.perf_counter_ns()
-                sess[p].run(outs, feed)
-                ms[p].append((time.perf_counter_ns() - t) / 1e6)
-        wall, cpu, s1 = time.perf_counter_ns() - w0, time.thread_time_ns() - c0, core_steal(args.core)
-        blocks.append({"t_s": round(time.monotonic() - t_start, 3), **{f"{p}_ms": float(np.median(ms[p])) for p in names},
-                       "cpu_share_pct": 100.0 * cpu / max(wall, 1),
-                       "steal_jiffies": s1 - s0 if s0 is not None and s1 is not None else None})
-        if time.monotonic() >= next_print:
-            b = blocks[-1]
-            print(f"  {b['t_s']:6.1f} s  " + "  ".join(f"{p} {b[p + '_ms']:7.3f} ms" for p in names)
-                  + f"  thread held the core {b['cpu_share_pct']:5.1f}%", flush=True)
-            next_print += 5.0
+    probed = sorted({args.core} | ({args.other} if args.pair != "precisions" else set()))
+    with StallProbe(probed, max_s=args.seconds + 60) if args.probe else contextlib.nullcontext() as probe:
+        spans = timed_blocks(args, names, sess, outs, feed, where, blocks)
+    if probe is not None:
+        if probe.why_not:
+            raise SystemExit(f"core_speed: --probe: {probe.why_not}")
+        # each block's loop timings on the core its first session ran on, by their time
+        on = {c.core: c.speed for c in probe.cores}
+        for b, (a, z, core) in zip(blocks, spans):
+            got = sorted(us for t, us in on.get(core, []) if a <= t <= z)
+            b["loop_us"] = got[len(got) // 2] if got else None
     f = figures(blocks, names)
+    if probe is not None:
+        f["probe"] = probe_figures(blocks, names[0], REGIME_SLOW_FACTOR)
     host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "cpu": next(
         (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")),
         None) if Path("/proc/cpuinfo").exists() else None, "loadavg": os.getloadavg()}
@@ -195,6 +254,17 @@ def main() -> int:
           + f", {names[1]} / {names[0]} p5 {r['p5']:.2f}, median {r['median']:.2f}, p95 {r['p95']:.2f}"
           + f"; the timed thread held its core {f['cpu_share_pct']['min']:.1f}% of the time at least "
           f"(median {f['cpu_share_pct']['median']:.1f}%), steal {f['steal_jiffies']} jiffies")
+    pf = f.get("probe")
+    if pf and pf.get("loop_median_us"):
+        print(f"the stall probe's loop (the median of its 20 ms timings in each block, on core {args.core}) against "
+              f"{names[0]}: correlation " + (f"{pf['correlation']:.2f}" if pf["correlation"] is not None else "-")
+              + f"; the loop {pf['loop_median_us']:.2f} us in the median block, at most {pf['loop_max_us']:.2f}; "
+              f"{pf['slow_blocks']} of {pf['blocks']} blocks read slow (over x{REGIME_SLOW_FACTOR:g}"
+              + (f", the loop {pf['loop_us_slow']:.2f} us): {names[0]} {pf['session_ms_slow']:.3f} ms there against "
+                 f"{pf['session_ms_usual']:.3f} ms in the rest (x{pf['session_ms_slow'] / pf['session_ms_usual']:.2f})"
+                 if pf["slow_blocks"] and pf["session_ms_usual"] else ")"))
+    elif pf is not None:
+        print(f"the stall probe's loop: too few blocks with timings in them ({pf['blocks']})")
     print(f"host {host['node']}, {host['cpus']} CPUs ({host['cpu']}), load average {host['loadavg'][0]:.2f}")
     doc = {"host": host, "args": vars(args), "figures": f, "blocks": blocks}
     print(f"wrote {write_json(args.out, doc, indent=1)}")

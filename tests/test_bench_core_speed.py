@@ -42,3 +42,28 @@ def test_bad_arguments_are_named_in_one_line():
     assert p.returncode != 0 and "Traceback" not in p.stderr
     line = p.stderr.strip().splitlines()[-1]
     assert "--core" in line and "--other" in line and "--seconds" in line and "--block" in line
+
+
+def test_the_probe_sets_its_core_speed_loop_beside_each_block(tmp_path):
+    """--probe: the stall probe's loop, timed every 20 ms, is set beside each block (a block
+    of 20 pairs runs well over 20 ms) and against the first session across blocks."""
+    doc, p = bench_json("core_speed", tmp_path / "cp.json", "--probe", "--seconds", "2", "--block", "20")
+    assert len(doc["blocks"]) >= 3 and all(b["loop_us"] > 0 for b in doc["blocks"])
+    pf = doc["figures"]["probe"]
+    assert pf["blocks"] == len(doc["blocks"]) and pf["loop_max_us"] >= pf["loop_median_us"] > 0
+    assert 0 <= pf["slow_blocks"] <= pf["blocks"] and pf["session_ms_usual"] > 0
+    assert "the stall probe's loop" in p.stdout
+
+
+def test_the_probe_figures_split_the_blocks_where_the_loop_read_slow():
+    """Ten blocks: eight at 3 ms with the loop at 6 us, two at 4.2 ms with it at 10.5 us (over
+    1.2x the median block's 6 us): two slow blocks, the session x1.4 there; a block without
+    timings is left out; under three blocks, only their count."""
+    from bench.core_speed import probe_figures
+
+    blocks = [{"fp32_ms": 3.0, "loop_us": 6.0}] * 8 + [{"fp32_ms": 4.2, "loop_us": 10.5}] * 2 + [{"fp32_ms": 9.0, "loop_us": None}]
+    f = probe_figures(blocks, "fp32", 1.2)
+    assert (f["blocks"], f["slow_blocks"], f["loop_median_us"], f["loop_max_us"]) == (10, 2, 6.0, 10.5)
+    assert (f["session_ms_slow"], f["session_ms_usual"], f["loop_us_slow"]) == (4.2, 3.0, 10.5)
+    assert f["correlation"] == pytest.approx(1.0)
+    assert probe_figures(blocks[:2], "fp32", 1.2) == {"blocks": 2}
