@@ -54,6 +54,37 @@ def fit_handoff(points: list[tuple[int, float]]) -> tuple[list[float], float]:
     return c, mape
 
 
+def _host_lines(r: dict) -> list[str]:
+    """The host's stalls and the cores' speed through the profile (the stall probe), as
+    `profile` prints them."""
+    lines: list[str] = []
+    if r.get("host_stall_ms") is not None:
+        lines.append(f"host stalls (a sleeping real-time probe on each core, {r['host_stall_probe_s']:.0f} s of the "
+                     "profiling: paused while the layers and the pipelined cases were timed, which it would slow): "
+                     f"the longest {r['host_stall_measured_ms']:.3f} ms, read at the exceedance "
+                     f"{r['host_stall_ms']:.3f} ms; a schedule's bound charges its profiles' largest as a floor under "
+                     "e, the release jitter and the delay curve, and a run that meets a longer one is outside it")
+        if r.get("host_stall_by_busy"):
+            lines.append("  by the core's load (windows busy under that share: the stall read there, the probe's "
+                         "seconds in that step): " + ", ".join(
+                             f"{b['busy_below']:.0%} {b['stall_ms']:.2f} ms ({b['seconds']:.0f} s)"
+                             for b in r["host_stall_by_busy"])
+                         + "; a schedule is charged the figure at the load its networks can keep a core busy")
+    if r.get("host_slowest_us") is not None:
+        lines.append(f"core speed (the stall probe's fixed loop every 20 ms, paused or not; the median of each 0.5 s "
+                     f"window, higher: slower): usually {r['host_speed_us']:.2f} us, the slowest window "
+                     f"{r['host_slowest_us']:.2f} us (x{r['host_slowest_us'] / max(r['host_speed_us'], 1e-9):.2f})"
+                     + (f", {r['host_layer_speed_us']:.2f} us while the layers were timed" if
+                        r.get("host_layer_speed_us") is not None else "")
+                     + f"; a run whose cores ran slower than x{REGIME_SLOW_FACTOR:g} a schedule's profiles' slowest is "
+                     "outside its bounds")
+        if (r.get("host_layer_speed_us") or 0) > REGIME_SLOW_FACTOR * r["host_speed_us"]:
+            lines.append(f"  WARNING: the layers were timed while the host ran a core slow (x"
+                         f"{r['host_layer_speed_us'] / r['host_speed_us']:.2f} the usual loop time): every prediction "
+                         "made from them is slow by what that phase cost; re-profile")
+    return lines
+
+
 def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: str) -> tuple[dict, dict, list[str]]:
     """(platform, profile, summary lines)."""
     cluster = prof.cluster
@@ -130,29 +161,7 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
             lines.append(f"  on {k}-core PEs ({b['segment_runs']} segment runs; a schedule of {k}-core PEs is charged these): "
                          f"segment time <= x{b['interference_factor']:.3f}{_charged(b)} + {b['segment_excess_ms']:.3f} ms, dispatch "
                          f"wait {b['dispatch_ms']:.3f} ms worst, release jitter {b['release_jitter_ms']:.3f} ms")
-        if r.get("host_stall_ms") is not None:
-            lines.append(f"host stalls (a sleeping real-time probe on each core, {r['host_stall_probe_s']:.0f} s of the "
-                         "profiling: paused while the layers and the pipelined cases were timed, which it would slow): "
-                         f"the longest {r['host_stall_measured_ms']:.3f} ms, read at the exceedance "
-                         f"{r['host_stall_ms']:.3f} ms; a schedule's bound charges its profiles' largest as a floor under "
-                         "e, the release jitter and the delay curve, and a run that meets a longer one is outside it")
-            if r.get("host_stall_by_busy"):
-                lines.append("  by the core's load (windows busy under that share: the stall read there, the probe's "
-                             "seconds in that step): " + ", ".join(
-                                 f"{b['busy_below']:.0%} {b['stall_ms']:.2f} ms ({b['seconds']:.0f} s)"
-                                 for b in r["host_stall_by_busy"])
-                             + "; a schedule is charged the figure at the load its networks can keep a core busy")
-        if r.get("host_slowest_us") is not None:
-            lines.append(f"core speed (the stall probe's fixed loop every 20 ms, paused or not; the median of each 0.5 s "
-                         f"window, higher: slower): usually {r['host_speed_us']:.2f} us, the slowest window "
-                         f"{r['host_slowest_us']:.2f} us (x{r['host_slowest_us'] / max(r['host_speed_us'], 1e-9):.2f})"
-                         + (f", {r['host_layer_speed_us']:.2f} us while the layers were timed" if
-                            r.get("host_layer_speed_us") is not None else "")
-                         + "; a run whose cores ran slower than a schedule's profiles' slowest is outside its bounds")
-            if (r.get("host_layer_speed_us") or 0) > REGIME_SLOW_FACTOR * r["host_speed_us"]:
-                lines.append(f"  WARNING: the layers were timed while the host ran a core slow (x"
-                             f"{r['host_layer_speed_us'] / r['host_speed_us']:.2f} the usual loop time): every prediction "
-                             "made from them is slow by what that phase cost; re-profile")
+        lines += _host_lines(r)
         if r.get("host_sampled_s"):
             lines.append(f"host background over the {r['host_sampled_s']:g} s of profiling (90th percentile of "
                          f"{HOST_SAMPLE_S:g} s intervals, what a later run is compared with): steal "

@@ -431,3 +431,17 @@ def test_the_layer_speed_is_the_loop_timed_on_the_timed_cores_while_the_layers_w
     assert layer_speed_us(probe, [(2000.0, 3999.0, (0, 1))]) == 11.0  # 100 of each: the upper middle
     assert layer_speed_us(probe, [(0.0, 999.0, (0,)), (2000.0, 2999.0, (0, 1))]) == 6.0  # 100 of 6 us, 50 of 11
     assert layer_speed_us(probe, []) is None
+
+
+def test_the_profile_warns_when_its_layers_were_timed_on_a_slow_core():
+    """Layers timed while the loop took 10.8 us against a usual 6.1 (x1.77): `profile` warns
+    that every prediction carries it; at 6.3 us (x1.03) it says only the speed."""
+    from planner.pe_documents import _host_lines
+
+    r = {"host_speed_us": 6.1, "host_slowest_us": 11.2, "host_layer_speed_us": 10.8}
+    lines = _host_lines(r)
+    assert lines[0].startswith("core speed (") and "usually 6.10 us" in lines[0] and "11.20 us (x1.84)" in lines[0]
+    assert "10.80 us while the layers were timed" in lines[0]
+    assert len(lines) == 2 and "WARNING" in lines[1] and "x1.77" in lines[1] and "re-profile" in lines[1]
+    assert len(_host_lines({**r, "host_layer_speed_us": 6.3})) == 1
+    assert _host_lines({"host_slowest_us": None}) == []
