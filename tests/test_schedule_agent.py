@@ -8,6 +8,7 @@ misses; the service summarises predicted vs measured per network, segment and PE
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -70,6 +71,18 @@ def schedule(pipe: httpx.Client, ids: dict, period_a: float, period_b: float) ->
     return pipe.get(f"/v1/schedules/{job['schedule_id']}?view=entries&limit=1000").json()
 
 
+def period_under(prof: dict, hyper_ms: float) -> float:
+    """A period that divides `hyper_ms` (the schedule repeats) and is under half the
+    network's fastest profiled time: unschedulable on every mapping whatever this machine's
+    speed. A fixed 0.2 ms was not: on a fast host the tiny model ran in under it, every entry
+    came out schedulable and the test found none to force."""
+    by_device: dict[str, float] = {}
+    for layer in prof["layers"]:
+        for m in layer["measurements"]:
+            by_device[m["device"]] = by_device.get(m["device"], 0.0) + m["time_ms"]
+    return hyper_ms / math.ceil(hyper_ms / (0.5 * min(by_device.values())))
+
+
 def stopped(proc: subprocess.Popen) -> tuple[str, str]:
     """SIGTERM (the agent posts what is left and exits), killed with its group if it hangs; its output."""
     proc.send_signal(signal.SIGTERM)
@@ -130,7 +143,7 @@ def test_two_networks_swap_without_losing_a_frame_keep_an_entry_that_cannot_be_b
         assert entry((odd["id"], 0)) == {}
 
         # an entry the analysis calls unschedulable, forced: its misses arrive as misses
-        tight = schedule(pipe, ids, 0.2, 60.0)
+        tight = schedule(pipe, ids, period_under(world["prof_a"], 60.0), 60.0)
         bad = next(i for i, e in enumerate(tight["schedule"]["entries"]) if not e["schedulable"])
         assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": tight["id"], "entry": bad}).status_code == 422
         assert pipe.put("/v1/deployments/duo/active", json={"schedule_id": tight["id"], "entry": bad,
