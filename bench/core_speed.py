@@ -34,7 +34,10 @@ block's first session: their correlation from block to block, and the session's 
 the blocks where the loop read slow (over REGIME_SLOW_FACTOR its median) against the rest.
 That is what a run's regime check stands on: a loop slower than through the profile says
 the core ran slow. The probe's wake-ups preempt the timed thread (about 2% at 1 ms,
-bench/probe_cost.py), alike in every block.
+bench/probe_cost.py), alike in every block. With two cores (--pair threads or cores) the
+probes' cross-core round trip is set beside the pair's ratio too: what the regime's
+coupling reading stands on (on the VM a 2-thread session ran x0.63 or x1.03 a 1-thread
+one, in two states the round trip told apart).
 
     .venv/bin/python bench/core_speed.py                     # squeezenet, 30 s, the last core
     .venv/bin/python bench/core_speed.py --model wide_mlp --seconds 60 --core 0
@@ -157,6 +160,25 @@ def timed_blocks(args, names, sess, outs, feed, where, blocks: list[dict]) -> li
     return spans
 
 
+def coupling_figures(blocks: list[dict], names: tuple[str, str], factor: float) -> dict:
+    """The probes' cross-core round trip against the pair's ratio (second / first: with
+    --pair threads, what the second core gives a 2-thread session), block by block: their
+    correlation, and the ratio's median where the round trip read slow (over `factor` x the
+    median block's) and in the rest."""
+    got = [(b[f"{names[1]}_ms"] / b[f"{names[0]}_ms"], b["rtt_us"]) for b in blocks if b.get("rtt_us")]
+    if len(got) < 3:
+        return {"blocks": len(got)}
+    ratio, rtt = np.array([g[0] for g in got]), np.array([g[1] for g in got])
+    usual = float(np.median(rtt))
+    slow = rtt > factor * usual
+    ok = ratio.std() > 0 and rtt.std() > 0
+    return {"blocks": len(got), "rtt_median_us": usual, "rtt_max_us": float(rtt.max()),
+            "correlation": float(np.corrcoef(np.log(ratio), np.log(rtt))[0, 1]) if ok else None,
+            "slow_blocks": int(slow.sum()), "ratio_slow": float(np.median(ratio[slow])) if slow.any() else None,
+            "ratio_usual": float(np.median(ratio[~slow])) if (~slow).any() else None,
+            "rtt_us_slow": float(np.median(rtt[slow])) if slow.any() else None}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="squeezenet", help="a light or generated model (default: %(default)s)")
@@ -187,7 +209,7 @@ def main() -> int:
 
     import contextlib
 
-    from executor.pipeline import REGIME_SLOW_FACTOR
+    from executor.pipeline import REGIME_COUPLING_FACTOR, REGIME_SLOW_FACTOR
     from executor.runtime import build_session, parse_devices, pin_thread, quantize
     from executor.slicing import random_inputs
     from executor.stall_probe import StallProbe
@@ -230,12 +252,17 @@ def main() -> int:
             raise SystemExit(f"core_speed: --probe: {probe.why_not}")
         # each block's loop timings on the core its first session ran on, by their time
         on = {c.core: c.speed for c in probe.cores}
+        trips = [(t, us) for c in probe.cores for t, _, us in c.coupling]  # the first core's probe to the other's
         for b, (a, z, core) in zip(blocks, spans):
             got = sorted(us for t, us in on.get(core, []) if a <= t <= z)
             b["loop_us"] = got[len(got) // 2] if got else None
+            rt = sorted(us for t, us in trips if a <= t <= z)
+            b["rtt_us"] = rt[len(rt) // 2] if rt else None
     f = figures(blocks, names)
     if probe is not None:
         f["probe"] = probe_figures(blocks, names[0], REGIME_SLOW_FACTOR)
+        if len(probed) > 1:
+            f["coupling"] = coupling_figures(blocks, names, REGIME_COUPLING_FACTOR)
     host = {"node": pyplatform.node(), "cpus": os.cpu_count(), "cpu": next(
         (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")),
         None) if Path("/proc/cpuinfo").exists() else None, "loadavg": os.getloadavg()}
@@ -265,6 +292,14 @@ def main() -> int:
                  if pf["slow_blocks"] and pf["session_ms_usual"] else ")"))
     elif pf is not None:
         print(f"the stall probe's loop: too few blocks with timings in them ({pf['blocks']})")
+    cf = f.get("coupling")
+    if cf and cf.get("rtt_median_us"):
+        print(f"the probes' round trip between cores {probed} against {names[1]} / {names[0]}: correlation "
+              + (f"{cf['correlation']:.2f}" if cf["correlation"] is not None else "-")
+              + f"; {cf['rtt_median_us']:.1f} us in the median block, at most {cf['rtt_max_us']:.1f}; "
+              f"{cf['slow_blocks']} of {cf['blocks']} blocks read slow (over x{REGIME_COUPLING_FACTOR:g}"
+              + (f", {cf['rtt_us_slow']:.1f} us): {names[1]} / {names[0]} {cf['ratio_slow']:.2f} there against "
+                 f"{cf['ratio_usual']:.2f} in the rest" if cf["slow_blocks"] and cf["ratio_usual"] else ")"))
     print(f"host {host['node']}, {host['cpus']} CPUs ({host['cpu']}), load average {host['loadavg'][0]:.2f}")
     doc = {"host": host, "args": vars(args), "figures": f, "blocks": blocks}
     print(f"wrote {write_json(args.out, doc, indent=1)}")

@@ -60,9 +60,9 @@ from results_io import write_json  # noqa: E402
 from executor import runtime, slicing  # noqa: E402
 from executor.pe_profile import CORUN_ROUNDS, REGIME_FRAMES, _two_layer_model, profile_for_schedule  # noqa: E402
 from executor.pipeline import (  # noqa: E402
-    REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_SLOW_FACTOR, REGIME_STEAL_MARGIN_PCT, HostPressure, Network,
-    STALL_MATCH_MS, PipelineExecutor, Pressure, entry_corun, envelope_note, percent_error, run_regime_note,
-    run_schedule_entry)
+    REGIME_COUPLING_FACTOR, REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_SLOW_FACTOR,
+    REGIME_STEAL_MARGIN_PCT, HostPressure, Network, STALL_MATCH_MS, PipelineExecutor, Pressure, coupled_us, entry_corun,
+    envelope_note, percent_error, run_regime_note, run_schedule_entry)
 from executor.stall_probe import StallProbe  # noqa: E402
 from models.multiapp import compile_schedule, measured_maxima  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
@@ -146,7 +146,7 @@ def _analysis(mp) -> dict:
             "regime_steal_pct": mp.regime_steal_pct, "interference_factor": mp.interference_factor,
             "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve],
             "release_jitter_ms": mp.release_jitter_ms, "regime_host_stall_ms": mp.regime_host_stall_ms,
-            "regime_slowest_us": mp.regime_slowest_us}
+            "regime_slowest_us": mp.regime_slowest_us, "regime_coupling_us": mp.regime_coupling_us}
 
 
 def _run(entry, lms, devices, frames, occ=None, analysis=None):
@@ -202,8 +202,9 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
     # outside the regime only for a host disturbance it names (regime_note); a run beyond the
     # envelope is held to its bounds all the same, its note says what went over
     return ([worst[a.name] for a in entry.apps], phasings,
-            run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms, probe.slowest_us),
-            next((b for b in beyond if b), None), probe.largest_stall_ms, probe.slowest_us)
+            run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms, probe.slowest_us,
+                            coupled_us(probe, ex.pes)),
+            next((b for b in beyond if b), None), probe.largest_stall_ms, probe.slowest_us, probe.coupling_slowest_us)
 
 
 class _Wait:
@@ -382,9 +383,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         analysis = _analysis(mp)
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
-        phased, phasings, phase_note, phase_env, phase_stall, phase_slowest = (
+        phased, phasings, phase_note, phase_env, phase_stall, phase_slowest, phase_coupling = (
             phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
-            else ([0.0] * 2, [], None, None, None, None))
+            else ([0.0] * 2, [], None, None, None, None, None))
         run_notes = [{"label": f"cpu {cfg} run {k + 1}", "regime_note": r["regime_note"],
                       "envelope_note": r.get("envelope_note")} for k, r in enumerate(runs)]
         if args.phase_runs:
@@ -432,6 +433,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                               "envelope_note": rep.get("envelope_note"),
                               "response_max_ms": worst, "host_stall_ms": rep.get("host_stall_ms"),
                               "host_busy_max": rep.get("host_busy_max"), "core_slowest_us": rep.get("core_slowest_us"),
+                              "coupling_slowest_us": rep.get("coupling_slowest_us"),
                               "release_late": rep.get("release_late"),
                               "stall_match": rep.get("stall_match"),
                               # these runs' responses are held to their own schedule's bounds too
@@ -457,6 +459,10 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                     "regime_slowest_us": mp.regime_slowest_us,
                     "run_slowest_us": [runs[0].get("core_slowest_us"), runs[1].get("core_slowest_us"), phase_slowest]
                     + [d.get("core_slowest_us") for d in deadlines],
+                    # and their slowest cross-core round trip against the profiles' (checked where a PE has 2+ cores)
+                    "regime_coupling_us": mp.regime_coupling_us,
+                    "run_coupling_us": [runs[0].get("coupling_slowest_us"), runs[1].get("coupling_slowest_us"),
+                                        phase_coupling] + [d.get("coupling_slowest_us") for d in deadlines],
                     "run_busy_max": [runs[0].get("host_busy_max"), runs[1].get("host_busy_max")]
                     + [d.get("host_busy_max") for d in deadlines],
                     # each run's latest release, split into its wait ending late and the executor's lock
@@ -734,7 +740,7 @@ def main() -> int:
                 bar.advance(1, m)
                 for line in lines:
                     if line.startswith(("topology", "co-run", "host background", "host stalls", "  by the core's load",
-                                         "core speed", "  WARNING: the layers")) or line is lines[-1]:
+                                         "core speed", "  WARNING: the layers", "cores' coupling")) or line is lines[-1]:
                         print(f"{m}: {line}", flush=True)
 
     pipelined: list[dict] = []
@@ -875,6 +881,11 @@ def main() -> int:
             print(f"  core speed (the stall probe's fixed loop, the slowest 0.5 s window's median; higher: slower): the "
                   f"profiles' slowest {t['regime_slowest_us']:.2f} us, each run's (run, replicate, phased, deadlines): "
                   f"{slow} us; a run over x{REGIME_SLOW_FACTOR:g} the profiles' is outside the regime (a core ran slow)")
+        if t.get("regime_coupling_us") is not None:
+            rt = ", ".join("n/a" if x is None else f"{x:.1f}" for x in t.get("run_coupling_us", []))
+            print(f"  cores' coupling (a byte between the probes and back, the slowest 0.5 s window's median): the "
+                  f"profiles' slowest {t['regime_coupling_us']:.1f} us, each run's (run, replicate, phased, deadlines): "
+                  f"{rt} us; with a PE on 2+ cores, a run over x{REGIME_COUPLING_FACTOR:g} the profiles' is outside")
         late = [x for x in t.get("release_late", []) if x]
         if late:
             print("  the latest release of each run (run, replicate, deadlines): " + ", ".join(
@@ -949,7 +960,9 @@ def main() -> int:
           f"{REGIME_OTHER_CPU_MARGIN_PCT:g} points, steal by more than {REGIME_STEAL_MARGIN_PCT:g}, interrupts over "
           f"{REGIME_INTERRUPTS_FACTOR:g}x, a core stopped by the host longer than the stall the bounds charge, as "
           f"the run's stall probe measured it, a core run slower than x{REGIME_SLOW_FACTOR:g} the slowest the "
-          f"profiles' probe timed it); a run beyond the measured envelope stays in it, held to its bounds")
+          f"profiles' probe timed it, a multi-core PE's cores passing a byte back and forth slower than "
+          f"x{REGIME_COUPLING_FACTOR:g} the profiles' slowest); a run beyond the measured envelope stays in it, held "
+          f"to its bounds")
     print_excluded(every)
     if summary.get("stall_match") and summary["stall_match"]["slow_runs"]:
         print(f"  the stall probe beside the runs: {stall_line(summary['stall_match'])}")

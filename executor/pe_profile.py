@@ -780,7 +780,8 @@ def stall_figures(probe: StallProbe, run_ms: float, p: float = EXCEEDANCE_PER_RU
     is charged what the profile met at that load, not at the layer timing's full load."""
     if not probe.cores:
         return {"host_stall_ms": None, "host_stall_measured_ms": None, "host_stall_probe_s": None,
-                "host_stall_by_busy": [], "host_speed_us": None, "host_slowest_us": None}
+                "host_stall_by_busy": [], "host_speed_us": None, "host_slowest_us": None, "host_coupling_us": None,
+                "host_coupling_slowest_us": None}
     period = probe.period_ms
     per_wakeup = min(0.5, p * period / max(run_ms, period))
 
@@ -808,7 +809,9 @@ def stall_figures(probe: StallProbe, run_ms: float, p: float = EXCEEDANCE_PER_RU
     return {"host_stall_ms": rows[-1]["stall_ms"], "host_stall_measured_ms": probe.largest_stall_ms,
             "host_stall_probe_s": min(c.seconds for c in probe.cores), "host_stall_by_busy": rows,
             # the cores' speed through the whole profile, the probe's fixed loop (paused or not): a run slower is outside
-            "host_speed_us": probe.typical_us, "host_slowest_us": probe.slowest_us}
+            "host_speed_us": probe.typical_us, "host_slowest_us": probe.slowest_us,
+            # and how fast its cores passed a byte back and forth (the 2-core PE's coupling state)
+            "host_coupling_us": probe.coupling_typical_us, "host_coupling_slowest_us": probe.coupling_slowest_us}
 
 
 def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], others: Sequence[RuntimeDevice], *,

@@ -286,6 +286,8 @@ def _stops_report(probe: StallProbe, res: PipelineResult, trace: Sequence | None
         "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
         # the slowest its probed cores ran: the probe's fixed loop, the largest 0.5 s window median (us; None: not timed)
         "core_slowest_us": probe.slowest_us,
+        # the slowest its cores passed a byte back and forth (the first core's probe to each other's; us; None: one core)
+        "coupling_slowest_us": probe.coupling_slowest_us,
         # the busiest its probed cores were in a window of about stall_probe.WINDOW_S (the load the floor is read at)
         "host_busy_max": max((b for c in probe.cores for _, b in c.windows[:-1] if b >= 0), default=None),
         # the latest release, split: its wait ending late (the timer, a core, the GIL) and the executor's lock after
@@ -294,6 +296,12 @@ def _stops_report(probe: StallProbe, res: PipelineResult, trace: Sequence | None
         "gc_pauses_ms": [round(d, 3) for _, d, _ in res.gc_pauses],
         # (start_ms, stall_ms), ms from the run's start as its traces, each of at least STALL_MIN_MS
         "host_stalls": [(round(t - res.t0_s * 1e3, 3), round(d, 3)) for t, d in probe.stalls()]}
+
+
+def coupled_us(probe: StallProbe, pes: Sequence[RuntimeDevice]) -> float | None:
+    """The probes' slowest cross-core round trip where a PE runs on more than one core (its
+    threads wait on each other), else None: 1-core PEs do not pay the cores' coupling."""
+    return probe.coupling_slowest_us if any(len(p.affinity or ()) > 1 for p in pes) else None
 
 
 def release_late(trace: Sequence) -> dict | None:
@@ -679,6 +687,11 @@ REGIME_INTERRUPTS_MARGIN_PER_S = 500.0
 # usual phase and 8.4-11.9 us in its slow ones (a session there x1.1-1.5 its usual time; docs/measurement.md,
 # eighteenth session)
 REGIME_SLOW_FACTOR = 1.2
+# A cross-core round trip slower than the slowest the profiles' probes timed, by more than this, in a
+# run of a schedule with a multi-core PE: on the VM the round trip took 26-28 us in the state where a
+# 2-thread session ran x0.63 a 1-thread one, 30-34 us in the one where it gained nothing (x1.03)
+# (docs/measurement.md, eighteenth session)
+REGIME_COUPLING_FACTOR = 1.1
 # Elapsed clock ticks of the CPUs (summed) below which the share is not said: the counters
 # round to a tick each, about 2 ticks in all, which is 5 points (the margin) at 40
 MIN_PRESSURE_TICKS = 40
@@ -859,7 +872,8 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                 regime_interrupts_per_s: float | None = None, scheduling: str | None = None,
                 regime_scheduling: str | None = None, host_stall_ms: float | None = None,
                 regime_host_stall_ms: float | None = None, slowest_us: float | None = None,
-                regime_slowest_us: float | None = None) -> str | None:
+                regime_slowest_us: float | None = None, coupling_us: float | None = None,
+                regime_coupling_us: float | None = None) -> str | None:
     """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
     dispatch wait were measured while other processes took `regime_other_cpu_pct` of the
     CPUs' time and the hypervisor `regime_steal_pct`, and during this run other processes
@@ -877,7 +891,10 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     the bounds charge as their floor. Speed: the same probe timed a core's fixed loop slower
     than the slowest the profiles' probe timed (`regime_slowest_us`) by over
     REGIME_SLOW_FACTOR: the host ran that core slow (a busy sibling thread, a lower clock),
-    which no stall shows and every segment on it pays."""
+    which no stall shows and every segment on it pays. Coupling: the probes timed a byte's
+    round trip between the cores slower than through the profiles (`regime_coupling_us`) by
+    over REGIME_COUPLING_FACTOR: a multi-core PE's threads wait on each other that much
+    longer (given only for a schedule with one: 1-core PEs do not pay it)."""
     why = []
     if regime_scheduling == realtime.FIFO and scheduling is not None and scheduling != realtime.FIFO:
         why.append(f"its threads ran at {scheduling} against {realtime.FIFO} while its bounds were measured: "
@@ -909,6 +926,11 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
         why.append(f"a core ran slow: the stall probe's fixed loop took {slowest_us:.2f} us in a 0.5 s window of it "
                    f"against at most {regime_slowest_us:.2f} us through its profiles (x{slowest_us / regime_slowest_us:.2f}"
                    f", over x{REGIME_SLOW_FACTOR:g}): the host gave that core less than while its bounds were measured")
+    if coupling_us is not None and regime_coupling_us is not None and coupling_us > REGIME_COUPLING_FACTOR * regime_coupling_us:
+        why.append(f"its cores' coupling slowed: a byte passed between them and back took {coupling_us:.1f} us in a "
+                   f"0.5 s window (the stall probes) against at most {regime_coupling_us:.1f} us through its profiles "
+                   f"(x{coupling_us / regime_coupling_us:.2f}, over x{REGIME_COUPLING_FACTOR:g}): a multi-core PE's "
+                   "threads wait on each other longer than while its bounds were measured")
     if not why:
         return None
     return ("this run is outside what its bounds cover: " + "; ".join(why)
@@ -916,9 +938,11 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
 
 
 def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | None = None,
-                    host_stall_ms: float | None = None, slowest_us: float | None = None) -> str | None:
+                    host_stall_ms: float | None = None, slowest_us: float | None = None,
+                    coupling_us: float | None = None) -> str | None:
     """regime_note for a run's pressure (and its threads' policy, PipelineResult.scheduling,
-    the longest stall its probe measured and the slowest it timed its cores) against a
+    the longest stall its probe measured, the slowest it timed its cores and, for a schedule
+    with a multi-core PE, their slowest round trip) against a
     schedule's analysis (ResponseAnalysis or its dict: the regime_* figures its bounds were
     measured under)."""
     a = analysis or {}
@@ -927,7 +951,8 @@ def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | 
                        interrupts_per_s=host.interrupts_per_s, regime_interrupts_per_s=a.get("regime_interrupts_per_s"),
                        scheduling=scheduling, regime_scheduling=a.get("regime_scheduling"),
                        host_stall_ms=host_stall_ms, regime_host_stall_ms=a.get("regime_host_stall_ms"),
-                       slowest_us=slowest_us, regime_slowest_us=a.get("regime_slowest_us"))
+                       slowest_us=slowest_us, regime_slowest_us=a.get("regime_slowest_us"),
+                       coupling_us=coupling_us, regime_coupling_us=a.get("regime_coupling_us"))
 
 
 def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
@@ -1194,7 +1219,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "scheduling_detail": ex.scheduling.describe(),  # the policy, or why real-time was not had
         **_stops_report(probe, res, trace),
         "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms,
-                                       probe.slowest_us),
+                                       probe.slowest_us, coupled_us(probe, pes)),
         "envelope_note": beyond,
         "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls
         "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}

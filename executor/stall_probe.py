@@ -51,6 +51,8 @@ WINDOW_S = 0.5  # how often a probe reads its core's busy time: each stall is se
 SPEED_EVERY_S = 0.02  # how often a probe times its fixed loop (the core's speed): ~0.2% of the core
 SPEED_LOOP = 300  # iterations of the fixed loop, timed SPEED_REPEATS times, the fastest kept (~10 us each here)
 SPEED_REPEATS = 3
+RTT_REPEATS = 3  # round trips to each other core's probe every SPEED_EVERY_S, the fastest kept
+RTT_TIMEOUT_S = 0.05  # a round trip not back by then is not counted (the other probe stopped or ended)
 
 
 @dataclass
@@ -70,6 +72,9 @@ class CoreStalls:
     windows: list[tuple[int, float]] = field(default_factory=list)
     # (t_ms, loop_us): the fixed loop's time every SPEED_EVERY_S, paused or not (module note: a core running slow)
     speed: list[tuple[float, float]] = field(default_factory=list)
+    # (t_ms, other core, rtt_us): the first core's probe only: a byte to each other core's probe and back, the
+    # fastest of RTT_REPEATS every SPEED_EVERY_S (the cores' coupling: how fast one wakes the other)
+    coupling: list[tuple[float, int, float]] = field(default_factory=list)
 
     def speed_windows_us(self, window_s: float = WINDOW_S, least: int = 5) -> list[float]:
         """The fixed loop's median time in each `window_s` of the probe's clock that holds at
@@ -113,13 +118,24 @@ class StallProbe:
         if not hasattr(os, "sched_setaffinity"):
             self.why_not = "this system cannot pin a probe to a core"
             return self
-        for c in self.core_ids:
+        # the first core's probe passes a byte to each other core's probe and times its return: a pipe each way
+        links = {c: (os.pipe(), os.pipe()) for c in self.core_ids[1:]} if len(set(self.core_ids)) > 1 else {}
+        for i, c in enumerate(self.core_ids):
+            if i == 0:
+                ends = [(o, ping[1], pong[0]) for o, (ping, pong) in links.items()]  # (other, write, read)
+            else:
+                ends = [(-1, links[c][1][1], links[c][0][0])] if c in links else []  # echo: read ping, write pong
+            fds = [fd for _, w, r in ends for fd in (w, r)]
+            role = ",".join(f"{o}:{w}:{r}" for o, w, r in ends) or "-"
             try:
                 self._procs.append((c, subprocess.Popen(
-                    [sys.executable, "-S", os.path.abspath(__file__), str(c), repr(self.period_ms), repr(self.max_s)],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)))
+                    [sys.executable, "-S", os.path.abspath(__file__), str(c), repr(self.period_ms), repr(self.max_s),
+                     role], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, pass_fds=fds)))
             except OSError as exc:
                 self.why_not = f"the stall probe did not start: {exc}"
+        for ping, pong in links.values():  # the children hold their ends
+            for fd in (*ping, *pong):
+                os.close(fd)
         return self
 
     @contextmanager
@@ -185,6 +201,27 @@ not one already probing: it stops within a period."""
         w = sorted(x for c in self.cores for x in c.speed_windows_us())
         return w[len(w) // 2] if w else None
 
+    @property
+    def coupling_slowest_us(self) -> float | None:
+        """The slowest the cores passed a byte back and forth: the largest 0.5 s window median
+        of the round trips (between the first core and each other); None where not timed
+        (one core, or no window with enough of them)."""
+        w = self._coupling_windows()
+        return max(w) if w else None
+
+    @property
+    def coupling_typical_us(self) -> float | None:
+        """The round trips' median window (the cores' usual coupling)."""
+        w = sorted(self._coupling_windows())
+        return w[len(w) // 2] if w else None
+
+    def _coupling_windows(self, window_s: float = WINDOW_S, least: int = 5) -> list[float]:
+        bins: dict[tuple[int, int], list[float]] = {}
+        for c in self.cores:
+            for t, other, us in c.coupling:
+                bins.setdefault((other, int(t / (window_s * 1e3))), []).append(us)
+        return [sorted(v)[len(v) // 2] for v in bins.values() if len(v) >= least]
+
     def stalls(self) -> list[tuple[float, float]]:
         """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
         return sorted(s for c in self.cores for s in c.stalls)
@@ -215,15 +252,15 @@ def _catches(pid: int, sig: int, timeout_s: float = READY_TIMEOUT_S) -> bool:
 
 
 def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
-    """The child's report: a header line 'policy seconds n m w v', n float32 lateness figures,
+    """The child's report: a header line 'policy seconds n m w v r', n float32 lateness figures,
     m float64 pairs (start_ms, stall_ms), w float64 pairs (end, busy) of its windows, v float64
-    pairs (t_ms, loop_us) of its speed timings."""
+    pairs (t_ms, loop_us) of its speed timings, r float64 triples (t_ms, other core, rtt_us)."""
     head, sep, body = out.partition(b"\n")
     if not sep:
         return None
     try:
-        policy, seconds, n, m, w, v = head.decode().split()
-        n, m, w, v = int(n), int(m), int(w), int(v)
+        policy, seconds, n, m, w, v, r = head.decode().split()
+        n, m, w, v, r = int(n), int(m), int(w), int(v), int(r)
     except ValueError:
         return None
     late = array.array("f")
@@ -235,12 +272,15 @@ def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
     speed = array.array("d")
     at = 4 * n + 16 * m + 16 * w
     speed.frombytes(body[at:at + 16 * v])
-    if len(late) != n or len(pairs) != 2 * m or len(wins) != 2 * w or len(speed) != 2 * v:
+    rtt = array.array("d")
+    rtt.frombytes(body[at + 16 * v:at + 16 * v + 24 * r])
+    if len(late) != n or len(pairs) != 2 * m or len(wins) != 2 * w or len(speed) != 2 * v or len(rtt) != 3 * r:
         return None
     return CoreStalls(core, policy, period_ms, float(seconds), late,
                       [(pairs[2 * i], pairs[2 * i + 1]) for i in range(m)],
                       [(int(wins[2 * i]), wins[2 * i + 1]) for i in range(w)],
-                      [(speed[2 * i], speed[2 * i + 1]) for i in range(v)])
+                      [(speed[2 * i], speed[2 * i + 1]) for i in range(v)],
+                      [(rtt[3 * i], int(rtt[3 * i + 1]), rtt[3 * i + 2]) for i in range(r)])
 
 
 def cpu_ticks(cores) -> tuple[int, int, int] | None:  # noqa: ANN001 - a set of core numbers
@@ -283,9 +323,55 @@ def _loop_us() -> float:
     return best * 1e6
 
 
-def _child(core: int, period_ms: float, max_s: float) -> None:
+def _ends(role: str) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """A child's pipe ends from its role argument: the first core's probe pings each other
+    core's ('other:write:read,...'), each other one echoes ('-1:write:read'); '-': neither."""
+    ends = [tuple(int(x) for x in part.split(":")) for part in role.split(",") if part and part != "-"]
+    return [(o, w, r) for o, w, r in ends if o >= 0], [(w, r) for o, w, r in ends if o < 0]
+
+
+def _round_trip_us(w: int, r: int) -> float | None:
+    """The fastest of RTT_REPEATS round trips of a byte to another core's probe (None: one
+    did not come back within RTT_TIMEOUT_S)."""
+    import select
+
+    best = float("inf")
+    for _ in range(RTT_REPEATS):
+        t = time.perf_counter()
+        os.write(w, b"x")
+        if not select.select([r], [], [], RTT_TIMEOUT_S)[0] or not os.read(r, 64):
+            return None
+        best = min(best, time.perf_counter() - t)
+    return best * 1e6
+
+
+def _nap(seconds: float, echoes: list[tuple[int, int]]) -> None:
+    """Sleep `seconds`, echoing the first core's pings meanwhile (echoes: (write, read) ends;
+    one whose pinging probe ended is dropped, and the rest is slept plainly)."""
+    import select
+
+    if not echoes:
+        time.sleep(seconds)
+        return
+    end = time.perf_counter() + seconds
+    while (left := end - time.perf_counter()) > 0:
+        ready = select.select([r for _, r in echoes], [], [], left)[0]
+        for w, r in [e for e in echoes if e[1] in ready]:
+            data = os.read(r, 64)
+            if data:
+                os.write(w, data)
+            else:
+                echoes.remove((w, r))
+        if not echoes:
+            time.sleep(max(0.0, end - time.perf_counter()))
+            return
+
+
+def _child(core: int, period_ms: float, max_s: float, role: str = "-") -> None:
     """In the probe's process: pinned, real-time where allowed; sleep, record, until SIGTERM,
-    `max_s` or the parent's death; then the report on stdout."""
+    `max_s` or the parent's death; then the report on stdout. The first core's probe also
+    times a byte's round trip to each other core's probe; those echo it while they sleep."""
+    pings, echoes = _ends(role)
     parent = os.getppid()
     try:  # killed with its parent, whatever kills the parent
         import ctypes
@@ -304,7 +390,7 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
     except (OSError, AttributeError):
         policy = "SCHED_OTHER"
     period_s = period_ms / 1000.0
-    late, pairs, wins, speed = array.array("f"), array.array("d"), array.array("d"), array.array("d")
+    late, pairs, wins, speed, rtts = array.array("f"), array.array("d"), array.array("d"), array.array("d"), array.array("d")
     t0 = time.perf_counter()
     ticks, t_win = cpu_ticks({core}), t0
     t_speed = t0
@@ -314,6 +400,10 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
         nonlocal t_speed
         if now - t_speed >= SPEED_EVERY_S and len(speed) < 2 * speed_cap:
             speed.extend((now * 1000.0, _loop_us()))
+            for other, w, r in pings:  # and how fast this core and each other one pass a byte back and forth
+                us = _round_trip_us(w, r)
+                if us is not None:
+                    rtts.extend((now * 1000.0, float(other), us))
             t_speed = now
 
     def window() -> None:  # the busy share of the core since the last window (all but steal), beside its wake-ups
@@ -336,13 +426,13 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
                 window()
             active_s += time.perf_counter() - t_active
             while paused[0] and not stop and os.getppid() == parent and time.perf_counter() < deadline:
-                time.sleep(PAUSED_SLEEP_S)
+                _nap(PAUSED_SLEEP_S, echoes)
                 timed_speed(time.perf_counter())
             ticks, t_win = cpu_ticks({core}), time.perf_counter()
             t_active = t_win
             continue
         t = time.perf_counter()
-        time.sleep(period_s)
+        _nap(period_s, echoes)  # sleep, echoing the first core's pings meanwhile
         now = time.perf_counter()
         if paused[0]:  # paused during this sleep: its lateness may be the pause's
             continue
@@ -359,13 +449,14 @@ def _child(core: int, period_ms: float, max_s: float) -> None:
             window()
     seconds = active_s  # the time it probed, pauses not counted
     sys.stdout.buffer.write(f"{policy} {seconds:.3f} {len(late)} {len(pairs) // 2} {len(wins) // 2} "
-                            f"{len(speed) // 2}\n".encode())
+                            f"{len(speed) // 2} {len(rtts) // 3}\n".encode())
     sys.stdout.buffer.write(late.tobytes())
     sys.stdout.buffer.write(pairs.tobytes())
     sys.stdout.buffer.write(wins.tobytes())
     sys.stdout.buffer.write(speed.tobytes())
+    sys.stdout.buffer.write(rtts.tobytes())
     sys.stdout.flush()
 
 
 if __name__ == "__main__":
-    _child(int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]))
+    _child(int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "-")

@@ -318,6 +318,8 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     out["regime_host_stall_ms"], out["regime_host_stall_busy"] = stall, stall_busy
     slowest = [r.host_slowest_us for r in measured.values() if r.host_slowest_us is not None]
     out["regime_slowest_us"] = max(slowest) if slowest else None  # the host's, whichever profile's probe met it
+    coupled = [r.host_coupling_slowest_us for r in measured.values() if r.host_coupling_slowest_us is not None]
+    out["regime_coupling_us"] = max(coupled) if coupled else None
     if stall is not None and measured and len(said) < len(given):
         load = ("" if stall_busy is None or stall_busy >= 1.0 else
                 f" with their cores busy under {stall_busy:.0%} of the time (the networks can keep a core busy "

@@ -11,7 +11,7 @@ import platform as _platform
 
 import numpy as np
 
-from executor.pipeline import HOST_SAMPLE_S, REGIME_SLOW_FACTOR
+from executor.pipeline import HOST_SAMPLE_S, REGIME_COUPLING_FACTOR, REGIME_SLOW_FACTOR
 from models.communication import PolynomialCommModel
 from planner.core.multiapp import corun_slowdown
 
@@ -82,6 +82,11 @@ def _host_lines(r: dict) -> list[str]:
             lines.append(f"  WARNING: the layers were timed while the host ran a core slow (x"
                          f"{r['host_layer_speed_us'] / r['host_speed_us']:.2f} the usual loop time): every prediction "
                          "made from them is slow by what that phase cost; re-profile")
+    if r.get("host_coupling_slowest_us") is not None:
+        lines.append(f"cores' coupling (a byte from the first core's probe to each other core's and back every 20 ms, "
+                     f"the median of each 0.5 s window): usually {r['host_coupling_us']:.1f} us, the slowest window "
+                     f"{r['host_coupling_slowest_us']:.1f} us; a run of a schedule with a multi-core PE whose cores were "
+                     f"slower than x{REGIME_COUPLING_FACTOR:g} a schedule's profiles' slowest is outside its bounds")
     return lines
 
 

@@ -129,6 +129,9 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     speed_line = next(line for line in lines if line.startswith("core speed ("))
     assert f"the slowest window {r.host_slowest_us:.2f} us" in speed_line and "while the layers were timed" in speed_line
     assert mp.regime_slowest_us == r.host_slowest_us
+    if n > 1:  # the first core's probe timed its round trips to the others
+        assert 0 < r.host_coupling_us <= r.host_coupling_slowest_us == mp.regime_coupling_us
+        assert any(line.startswith("cores' coupling (") for line in lines)
     # at each load of the probed cores too; the schedule (one network every 100 ms) is charged its load's figure
     from models.multiapp import core_demand, host_stall_at_busy, host_stall_floor
 

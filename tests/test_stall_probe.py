@@ -92,7 +92,7 @@ def test_the_profile_reads_the_stall_with_its_period_and_never_under_the_largest
     late = array.array("f", [0.05] * 9_999 + [4.0])
     core = CoreStalls(0, "SCHED_FIFO", 0.5, 5.0, late, [], [(2_500, 0.3), (5_000, 0.31), (10_000, 1.0)])
     probe = SimpleNamespace(cores=[core], period_ms=0.5, late_ms=lambda: late, largest_stall_ms=4.5, typical_us=6.1,
-                            slowest_us=10.8)
+                            slowest_us=10.8, coupling_typical_us=27.0, coupling_slowest_us=32.5)
     out = stall_figures(probe, run_ms=10.0, p=1e-4)
     assert out["host_stall_ms"] >= 4.5 and out["host_stall_measured_ms"] == 4.5 and out["host_stall_probe_s"] == 5.0
     rows = {round(r["busy_below"], 2): r for r in out["host_stall_by_busy"]}
@@ -102,6 +102,7 @@ def test_the_profile_reads_the_stall_with_its_period_and_never_under_the_largest
     assert rows[0.9]["stall_ms"] == rows[0.4]["stall_ms"]  # nothing measured between: the same wake-ups
     assert rows[1.0]["stall_ms"] == out["host_stall_ms"] and rows[1.0]["measured_ms"] == 4.5
     assert (out["host_speed_us"], out["host_slowest_us"]) == (6.1, 10.8)  # the probe's speed figures, carried
+    assert (out["host_coupling_us"], out["host_coupling_slowest_us"]) == (27.0, 32.5)
     assert stall_figures(SimpleNamespace(cores=[]), 10.0)["host_stall_ms"] is None
 
 
@@ -377,12 +378,14 @@ def test_a_schedule_takes_the_slowest_core_any_of_its_profiles_timed():
 
     p = two_core_plat()
     a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(curve=False).model_copy(
-        update={"host_speed_us": 6.1, "host_slowest_us": 6.4})})
+        update={"host_speed_us": 6.1, "host_slowest_us": 6.4, "host_coupling_us": 27.0, "host_coupling_slowest_us": 33.0})})
     b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": _regime(curve=False).model_copy(
-        update={"host_speed_us": 6.2, "host_slowest_us": 10.9})})
-    assert problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)]).regime_slowest_us == 10.9
+        update={"host_speed_us": 6.2, "host_slowest_us": 10.9, "host_coupling_us": 26.5, "host_coupling_slowest_us": 28.0})})
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)])
+    assert (mp.regime_slowest_us, mp.regime_coupling_us) == (10.9, 33.0)  # each the slowest any profile met
     plain = prof("C", [("c1", 5, None)]).model_copy(update={"executor_regime": _regime(curve=False)})
     assert problem(p, [plain], [("C", 40, 0)]).regime_slowest_us is None
+    assert problem(p, [plain], [("C", 40, 0)]).regime_coupling_us is None
 
 
 def test_the_speed_windows_are_medians_of_each_half_second_and_the_slowest_is_the_largest():
@@ -445,3 +448,40 @@ def test_the_profile_warns_when_its_layers_were_timed_on_a_slow_core():
     assert len(lines) == 2 and "WARNING" in lines[1] and "x1.77" in lines[1] and "re-profile" in lines[1]
     assert len(_host_lines({**r, "host_layer_speed_us": 6.3})) == 1
     assert _host_lines({"host_slowest_us": None}) == []
+
+
+def test_a_run_whose_cores_coupling_slowed_is_outside_its_bounds_where_a_pe_spans_cores():
+    """The probes' round trip took 32 us in a window of the run against at most 28 us through the
+    profiles (x1.14, over REGIME_COUPLING_FACTOR 1.1): outside, both figures named; 29 us is
+    inside. Only a schedule with a PE on 2+ cores is checked: 1-core PEs do not pay it."""
+    from executor.pipeline import REGIME_COUPLING_FACTOR, coupled_us
+    from executor.runtime import parse_device
+
+    note = regime_note(None, None, coupling_us=32.0, regime_coupling_us=28.0)
+    assert note and "32.0 us" in note and "28.0 us" in note and "coupling" in note and "x1.14" in note
+    assert REGIME_COUPLING_FACTOR * 28.0 > 29.0 and regime_note(None, None, coupling_us=29.0, regime_coupling_us=28.0) is None
+    assert regime_note(None, None, coupling_us=32.0, regime_coupling_us=None) is None
+    probe = StallProbe([0, 1])
+    probe.cores = [CoreStalls(0, "SCHED_FIFO", 1.0, 2.0, coupling=[(t * 20.0, 1, 32.0) for t in range(50)]),
+                   CoreStalls(1, "SCHED_FIFO", 1.0, 2.0)]
+    two = parse_device("c2=CPUExecutionProvider:threads=2,affinity=0+1")
+    ones = [parse_device("a=CPUExecutionProvider:threads=1,affinity=0"), parse_device("b=CPUExecutionProvider:threads=1,affinity=1")]
+    assert coupled_us(probe, [two]) == 32.0 and coupled_us(probe, ones) is None
+
+
+def test_the_first_cores_probe_times_a_round_trip_to_each_other_core_and_one_core_none():
+    """Real probes on two cores, 1.2 s: the first one's round trips to the second about every 20 ms
+    (a few tens of us here), the second none of its own; a probe on one core times none."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("a round trip between cores needs two")
+    with StallProbe(cores[:2], max_s=30) as probe:
+        time.sleep(1.2)
+    assert probe.why_not is None, probe.why_not
+    first, second = sorted(probe.cores, key=lambda c: c.core)
+    assert len(first.coupling) >= 20 and not second.coupling
+    assert all(other == cores[1] and 0 < us < 50_000 for _, other, us in first.coupling)
+    assert probe.coupling_slowest_us >= probe.coupling_typical_us > 0
+    with StallProbe(cores[:1], max_s=30) as alone:
+        time.sleep(0.3)
+    assert alone.cores[0].coupling == [] and alone.coupling_slowest_us is None

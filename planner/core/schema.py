@@ -845,6 +845,15 @@ class ExecutorRegime(Strict):
         "median of that loop's time. On the VM a core's host thread ran x1.15-1.5 slow for 5-45 s at a time, with no "
         "stall to see; a run whose cores ran slower than this (executor.pipeline.REGIME_SLOW_FACTOR) is outside what "
         "the bounds cover (null: not probed)")
+    host_coupling_us: float | None = Field(
+        None, ge=0, le=1e7, description="How fast the cluster's cores pass a byte back and forth through the PE "
+        "profile: the median over 0.5 s windows of the stall probes' round trip (the first core's probe to each other "
+        "core's, every 20 ms). On the VM the two vCPUs switched between two states, 26-28 us and 30-34 us, a 2-thread "
+        "session there x0.63 and x1.03 a 1-thread one (null: one core, not probed)")
+    host_coupling_slowest_us: float | None = Field(
+        None, ge=0, le=1e7, description="The slowest 0.5 s window's median round trip through the profile: a run of a "
+        "schedule with a multi-core PE whose round trip was slower than this by over REGIME_COUPLING_FACTOR is outside "
+        "what its bounds cover (null: not probed)")
     host_layer_speed_us: float | None = Field(
         None, ge=0, le=1e6, description="The cores' speed while the layers were timed (the median of that loop's "
         "times then): above host_speed_us, the layer times every prediction is made from were taken while the host "
@@ -1511,6 +1520,10 @@ class ResponseAnalysis(ConfigAnalysis):
         None, description="The slowest a core ran through the profiles (the largest of their "
         "ExecutorRegime.host_slowest_us, the stall probe's fixed loop): a run whose probe timed its cores slower than "
         "this by over REGIME_SLOW_FACTOR is outside what the bounds cover, and the executor says so; null: not probed")
+    regime_coupling_us: float | None = Field(
+        None, description="The slowest the cores passed a byte back and forth through the profiles (the largest of "
+        "their ExecutorRegime.host_coupling_slowest_us): a run of a schedule with a multi-core PE whose probes timed a "
+        "slower round trip by over REGIME_COUPLING_FACTOR is outside what the bounds cover; null: not probed")
     regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
         None, description="The policy the executor's threads ran at while every network's regime was measured "
         "(SCHED_OTHER if any ran so): a run at SCHED_OTHER under bounds measured at SCHED_FIFO is outside them")
