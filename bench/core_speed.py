@@ -105,23 +105,30 @@ def figures(blocks: list[dict], names: tuple[str, str] = PRECISIONS) -> dict:
     return out
 
 
+def _split(value: np.ndarray, reading: np.ndarray, factor: float) -> dict:
+    """A probe reading against a measured value, block by block: the correlation of their
+    logs, and the value's median where the reading was over `factor` x its median block's
+    (slow) and in the rest."""
+    usual = float(np.median(reading))
+    slow = reading > factor * usual
+    ok = value.std() > 0 and reading.std() > 0
+    return {"blocks": len(value), "median": usual, "max": float(reading.max()),
+            "correlation": float(np.corrcoef(np.log(value), np.log(reading))[0, 1]) if ok else None,
+            "slow_blocks": int(slow.sum()), "value_slow": float(np.median(value[slow])) if slow.any() else None,
+            "value_usual": float(np.median(value[~slow])) if (~slow).any() else None,
+            "reading_slow": float(np.median(reading[slow])) if slow.any() else None}
+
+
 def probe_figures(blocks: list[dict], name: str, slow_factor: float) -> dict:
-    """The probe's loop against the session `name`, block by block: correlation of their
-    logs; the session's median in blocks whose loop median read over `slow_factor` x the
-    median block's (slow) and in the rest; how many blocks each."""
+    """The probe's loop against the session `name`, block by block (_split): the session's
+    median where the loop read slow (over `slow_factor` x the median block's) and in the rest."""
     got = [(b[f"{name}_ms"], b["loop_us"]) for b in blocks if b.get("loop_us")]
     if len(got) < 3:
         return {"blocks": len(got)}
-    s, loop = np.array([g[0] for g in got]), np.array([g[1] for g in got])
-    usual = float(np.median(loop))
-    slow = loop > slow_factor * usual
-    ok = s.std() > 0 and loop.std() > 0
-    return {"blocks": len(got), "loop_median_us": usual, "loop_max_us": float(loop.max()),
-            "correlation": float(np.corrcoef(np.log(s), np.log(loop))[0, 1]) if ok else None,
-            "slow_blocks": int(slow.sum()),
-            "session_ms_slow": float(np.median(s[slow])) if slow.any() else None,
-            "session_ms_usual": float(np.median(s[~slow])) if (~slow).any() else None,
-            "loop_us_slow": float(np.median(loop[slow])) if slow.any() else None}
+    f = _split(np.array([g[0] for g in got]), np.array([g[1] for g in got]), slow_factor)
+    return {"blocks": f["blocks"], "loop_median_us": f["median"], "loop_max_us": f["max"],
+            "correlation": f["correlation"], "slow_blocks": f["slow_blocks"], "session_ms_slow": f["value_slow"],
+            "session_ms_usual": f["value_usual"], "loop_us_slow": f["reading_slow"]}
 
 
 def timed_blocks(args, names, sess, outs, feed, where, blocks: list[dict]) -> list[tuple[float, float, int]]:
@@ -162,21 +169,16 @@ def timed_blocks(args, names, sess, outs, feed, where, blocks: list[dict]) -> li
 
 def coupling_figures(blocks: list[dict], names: tuple[str, str], factor: float) -> dict:
     """The probes' cross-core round trip against the pair's ratio (second / first: with
-    --pair threads, what the second core gives a 2-thread session), block by block: their
-    correlation, and the ratio's median where the round trip read slow (over `factor` x the
-    median block's) and in the rest."""
+    --pair threads, what the second core gives a 2-thread session), block by block (_split):
+    the ratio's median where the round trip read slow (over `factor` x the median block's)
+    and in the rest."""
     got = [(b[f"{names[1]}_ms"] / b[f"{names[0]}_ms"], b["rtt_us"]) for b in blocks if b.get("rtt_us")]
     if len(got) < 3:
         return {"blocks": len(got)}
-    ratio, rtt = np.array([g[0] for g in got]), np.array([g[1] for g in got])
-    usual = float(np.median(rtt))
-    slow = rtt > factor * usual
-    ok = ratio.std() > 0 and rtt.std() > 0
-    return {"blocks": len(got), "rtt_median_us": usual, "rtt_max_us": float(rtt.max()),
-            "correlation": float(np.corrcoef(np.log(ratio), np.log(rtt))[0, 1]) if ok else None,
-            "slow_blocks": int(slow.sum()), "ratio_slow": float(np.median(ratio[slow])) if slow.any() else None,
-            "ratio_usual": float(np.median(ratio[~slow])) if (~slow).any() else None,
-            "rtt_us_slow": float(np.median(rtt[slow])) if slow.any() else None}
+    f = _split(np.array([g[0] for g in got]), np.array([g[1] for g in got]), factor)
+    return {"blocks": f["blocks"], "rtt_median_us": f["median"], "rtt_max_us": f["max"],
+            "correlation": f["correlation"], "slow_blocks": f["slow_blocks"], "ratio_slow": f["value_slow"],
+            "ratio_usual": f["value_usual"], "rtt_us_slow": f["reading_slow"]}
 
 
 def main() -> int:
