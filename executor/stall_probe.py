@@ -332,16 +332,20 @@ def _ends(role: str) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]
 
 def _round_trip_us(w: int, r: int) -> float | None:
     """The fastest of RTT_REPEATS round trips of a byte to another core's probe (None: one
-    did not come back within RTT_TIMEOUT_S)."""
+    did not come back within RTT_TIMEOUT_S, or that probe has ended: a broken pipe must not
+    end this one, whose report would be lost)."""
     import select
 
     best = float("inf")
-    for _ in range(RTT_REPEATS):
-        t = time.perf_counter()
-        os.write(w, b"x")
-        if not select.select([r], [], [], RTT_TIMEOUT_S)[0] or not os.read(r, 64):
-            return None
-        best = min(best, time.perf_counter() - t)
+    try:
+        for _ in range(RTT_REPEATS):
+            t = time.perf_counter()
+            os.write(w, b"x")
+            if not select.select([r], [], [], RTT_TIMEOUT_S)[0] or not os.read(r, 64):
+                return None
+            best = min(best, time.perf_counter() - t)
+    except OSError:
+        return None
     return best * 1e6
 
 
@@ -357,10 +361,13 @@ def _nap(seconds: float, echoes: list[tuple[int, int]]) -> None:
     while (left := end - time.perf_counter()) > 0:
         ready = select.select([r for _, r in echoes], [], [], left)[0]
         for w, r in [e for e in echoes if e[1] in ready]:
-            data = os.read(r, 64)
-            if data:
-                os.write(w, data)
-            else:
+            try:
+                data = os.read(r, 64)
+                if data:
+                    os.write(w, data)
+            except OSError:  # the pinging probe ended mid-echo (a broken pipe): as at its end of file
+                data = b""
+            if not data:
                 echoes.remove((w, r))
         if not echoes:
             time.sleep(max(0.0, end - time.perf_counter()))

@@ -485,3 +485,23 @@ def test_the_first_cores_probe_times_a_round_trip_to_each_other_core_and_one_cor
     with StallProbe(cores[:1], max_s=30) as alone:
         time.sleep(0.3)
     assert alone.cores[0].coupling == [] and alone.coupling_slowest_us is None
+
+
+def test_a_round_trip_to_a_probe_that_ended_is_not_counted_and_ends_nothing():
+    """The other end closed (its probe ended): the write breaks the pipe; no round trip, no
+    exception (it would end the probe and lose its report). An echo whose pinger ended is
+    dropped and the rest of the sleep slept."""
+    from executor.stall_probe import _nap, _round_trip_us
+
+    ping, pong = os.pipe(), os.pipe()
+    os.close(ping[0])  # nobody reads the pings
+    assert _round_trip_us(ping[1], pong[0]) is None
+    os.close(ping[1])
+    w_in, r_in = os.pipe()
+    echoes = [(pong[1], r_in)]
+    os.close(w_in)  # the pinger's end: closed, so the echo reads end of file
+    t = time.perf_counter()
+    _nap(0.05, echoes)
+    assert echoes == [] and time.perf_counter() - t >= 0.045
+    for fd in (pong[0], pong[1], r_in):
+        os.close(fd)
