@@ -688,9 +688,10 @@ REGIME_INTERRUPTS_MARGIN_PER_S = 500.0
 # eighteenth session)
 REGIME_SLOW_FACTOR = 1.2
 # A cross-core round trip slower than the slowest the profiles' probes timed, by more than this, in a
-# run of a schedule with a multi-core PE: on the VM the round trip took 26-28 us in the state where a
-# 2-thread session ran x0.63 a 1-thread one, 30-34 us in the one where it gained nothing (x1.03)
-# (docs/measurement.md, eighteenth session)
+# run of a schedule with a multi-core PE: on the VM the probes' round trip took 30-36 us where a
+# 2-thread session ran x1.02 a 1-thread one and 38-44 us where it ran x1.5 (bench/core_speed.py --pair
+# threads --probe; a /tmp script's own round trip also split x0.63 at 26-28 us from x1.03 at 30-34;
+# docs/measurement.md, eighteenth session)
 REGIME_COUPLING_FACTOR = 1.1
 # Elapsed clock ticks of the CPUs (summed) below which the share is not said: the counters
 # round to a tick each, about 2 ticks in all, which is 5 points (the margin) at 40

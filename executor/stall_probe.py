@@ -79,10 +79,7 @@ class CoreStalls:
     def speed_windows_us(self, window_s: float = WINDOW_S, least: int = 5) -> list[float]:
         """The fixed loop's median time in each `window_s` of the probe's clock that holds at
         least `least` timings: the core's speed, one figure per window (higher: slower)."""
-        bins: dict[int, list[float]] = {}
-        for t, us in self.speed:
-            bins.setdefault(int(t / (window_s * 1e3)), []).append(us)
-        return [sorted(v)[len(v) // 2] for _, v in sorted(bins.items()) if len(v) >= least]
+        return _window_medians(((0, t, us) for t, us in self.speed), window_s, least)
 
     @property
     def largest_stall_ms(self) -> float:
@@ -216,15 +213,21 @@ not one already probing: it stops within a period."""
         return w[len(w) // 2] if w else None
 
     def _coupling_windows(self, window_s: float = WINDOW_S, least: int = 5) -> list[float]:
-        bins: dict[tuple[int, int], list[float]] = {}
-        for c in self.cores:
-            for t, other, us in c.coupling:
-                bins.setdefault((other, int(t / (window_s * 1e3))), []).append(us)
-        return [sorted(v)[len(v) // 2] for v in bins.values() if len(v) >= least]
+        return _window_medians(((other, t, us) for c in self.cores for t, other, us in c.coupling), window_s, least)
 
     def stalls(self) -> list[tuple[float, float]]:
         """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
         return sorted(s for c in self.cores for s in c.stalls)
+
+
+def _window_medians(timed, window_s: float, least: int) -> list[float]:  # noqa: ANN001 - (key, t_ms, value) triples
+    """The median value in each `window_s` of the probe's clock (per key: a core pair) that
+    holds at least `least` values, in time order: one figure per window, an interrupt's
+    outlier not moving it."""
+    bins: dict[tuple[int, int], list[float]] = {}
+    for key, t, value in timed:
+        bins.setdefault((int(t / (window_s * 1e3)), key), []).append(value)
+    return [sorted(v)[len(v) // 2] for _, v in sorted(bins.items()) if len(v) >= least]
 
 
 READY_TIMEOUT_S = 5.0  # the most a pause waits for a just-started probe to take its signals
