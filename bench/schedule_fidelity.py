@@ -62,7 +62,7 @@ from executor.pe_profile import CORUN_ROUNDS, REGIME_FRAMES, _two_layer_model, p
 from executor.pipeline import (  # noqa: E402
     REGIME_COUPLING_FACTOR, REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_SLOW_FACTOR,
     REGIME_STEAL_MARGIN_PCT, HostPressure, Network, STALL_MATCH_MS, PipelineExecutor, Pressure, coupled_us, entry_corun,
-    envelope_note, percent_error, run_regime_note, run_schedule_entry)
+    envelope_note, frame_stall_rows, percent_error, run_regime_note, run_schedule_entry)
 from executor.stall_probe import StallProbe  # noqa: E402
 from models.multiapp import compile_schedule, measured_maxima  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
@@ -146,7 +146,20 @@ def _analysis(mp) -> dict:
             "regime_steal_pct": mp.regime_steal_pct, "interference_factor": mp.interference_factor,
             "segment_excess_ms": mp.segment_excess_ms, "excess_curve": [list(p) for p in mp.excess_curve],
             "release_jitter_ms": mp.release_jitter_ms, "regime_host_stall_ms": mp.regime_host_stall_ms,
-            "regime_slowest_us": mp.regime_slowest_us, "regime_coupling_us": mp.regime_coupling_us}
+            "regime_slowest_us": mp.regime_slowest_us, "regime_coupling_us": mp.regime_coupling_us,
+            "frame_stall_ms": mp.frame_stall_ms}
+
+
+def held_max(row: dict) -> float | None:
+    """A run report's network row: its largest response the bound answers for (the frames no longer
+    stall than the bounds hold met, where they hold stalls per frame: frame_stall_rows), else its largest."""
+    return row.get("response_max_unstalled_ms", row.get("response_max_ms")) if "frames_stalled" in row \
+        else row.get("response_max_ms")
+
+
+def held_misses(row: dict) -> int:
+    """A run report's network row: its deadline misses the verdict answers for (as held_max)."""
+    return row.get("deadline_misses_unstalled", row["deadline_misses"])
 
 
 def _run(entry, lms, devices, frames, occ=None, analysis=None):
@@ -173,7 +186,8 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
     phasings, the regime note of the host's pressure during them (other processes, steal, a
     stall or a slow core beyond the profiles'; None: within the regime), that of a segment run
     beyond the measured envelope (None: none), the longest stall and the slowest core speed
-    their probe measured."""
+    their probe measured, and (where the bounds hold stalls per frame) each network's largest
+    response over the frames no longer stall met and how many such a stall met."""
     apps = sorted(entry.apps, key=lambda a: a.priority)
     phasings = [{a.name: 0.0 for a in apps}]
     for i in range(len(apps) - 1):
@@ -187,7 +201,7 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
     pred = {(a, sg.index): float(sum(occ[net.name][sg.first:sg.last + 1]))
             for a, net in enumerate(ex.networks) for sg in ex.segments[a]}
     corun = entry_corun(analysis, entry.cpu_config)
-    beyond, policy = [], None
+    beyond, policy, results = [], None, []
     with StallProbe(sorted({c for p in ex.pes for c in (p.affinity or ())})) as probe:  # as run_schedule_entry's runs
         for offsets in phasings:
             for net in ex.networks:
@@ -195,13 +209,24 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
             for _ in range(reps):
                 trace: list = []
                 res = ex.run(3, timeout_s=180.0, trace=trace)
+                results.append(res)
                 policy = res.scheduling if policy in (None, res.scheduling) else "SCHED_OTHER"
                 beyond.append(envelope_note(trace, [n.priority for n in ex.networks], pred, analysis, corun))
                 for net, r in zip(ex.networks, res.networks):
                     worst[net.name] = max([worst[net.name], *r.response_ms])
+    held, stalled = dict(worst), {a.name: 0 for a in entry.apps}
+    apps = entry.model_dump()["apps"]
+    if analysis.get("frame_stall_ms") is not None and probe.cores:
+        held = {a.name: 0.0 for a in entry.apps}
+        for res in results:
+            _, rows = frame_stall_rows(res, [(t - res.t0_s * 1e3, d) for t, d in probe.stalls()], analysis, apps)
+            for net, row in zip(ex.networks, rows):
+                held[net.name] = max(held[net.name], row.get("response_max_unstalled_ms") or 0.0)
+                stalled[net.name] += row.get("frames_stalled", 0)
     # outside the regime only for a host disturbance it names (regime_note); a run beyond the
     # envelope is held to its bounds all the same, its note says what went over
-    return ([worst[a.name] for a in entry.apps], phasings,
+    return ([worst[a.name] for a in entry.apps], [held[a.name] for a in entry.apps], [stalled[a.name] for a in entry.apps],
+            phasings,
             run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms, probe.slowest_us,
                             coupled_us(probe, ex.pes)),
             next((b for b in beyond if b), None), probe.largest_stall_ms, probe.slowest_us, probe.coupling_slowest_us)
@@ -348,10 +373,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
     unfloored = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
         update={"host_stall_ms": None, "host_stall_measured_ms": None})}) if p.executor_regime is not None else p
         for p in profs]
-    # and with the floor at every load the profile met (host_stall_ms over its whole probe, the design before the
-    # floor followed the schedule's load): what charging the load's own stalls saves, and whether it held
-    whole_floor = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
-        update={"host_stall_by_busy": []})}) if p.executor_regime is not None else p for p in profs]
+    # and with the host stall floor at the schedule's load charged as before stalls were held per frame (no
+    # host_stall_regime_ms): what the floor would cost (the same as the schedule's own where a profile predates it)
+    whole_floor = [_floored(p) for p in profs]
     sub = {m: lms[m] for m in pair}
     frames = args.response_frames
     alone = []
@@ -383,9 +407,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         analysis = _analysis(mp)
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
-        phased, phasings, phase_note, phase_env, phase_stall, phase_slowest, phase_coupling = (
-            phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
-            else ([0.0] * 2, [], None, None, None, None, None))
+        phased, phased_held, phased_stalled, phasings, phase_note, phase_env, phase_stall, phase_slowest, \
+            phase_coupling = (phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
+                              else ([0.0] * 2, [0.0] * 2, [0] * 2, [], None, None, None, None, None))
         run_notes = [{"label": f"cpu {cfg} run {k + 1}", "regime_note": r["regime_note"],
                       "envelope_note": r.get("envelope_note")} for k, r in enumerate(runs)]
         if args.phase_runs:
@@ -396,8 +420,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
             r1, r2 = runs[0]["networks"][a], runs[1]["networks"][a]
             worst_run = r1 if r1["response_max_ms"] >= r2["response_max_ms"] else r2
             worst = max(worst_run["response_max_ms"], phased[a])
-            # the worst of the runs inside the regime: each is held to the bound
-            inside = [m for m, n in zip((r1["response_max_ms"], r2["response_max_ms"], phased[a] or None), run_notes + [{}])
+            # the worst of the runs inside the regime: each is held to the bound (where the bounds hold stalls per
+            # frame, over the frames no longer stall met: held_max)
+            inside = [m for m, n in zip((held_max(r1), held_max(r2), phased_held[a] or None), run_notes + [{}])
                       if m is not None and not n.get("regime_note")]
             worst_in = max(inside) if inside else None
             nets.append({"name": spec.name, "latency_ms": spec.latency_ms, "bound_ms": spec.response_time_ms,
@@ -408,6 +433,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                          "bound_over_max_in_regime": spec.response_time_ms / worst_in if worst_in else None,
                          "response_p50_ms": r1["response_p50_ms"], "response_p99_ms": r1["response_p99_ms"],
                          "frames_done": r1["frames_done"] + r2["frames_done"],
+                         # frames a longer stall than the bounds hold met (named, not held to the bound)
+                         "frames_stalled": r1.get("frames_stalled", 0) + r2.get("frames_stalled", 0) + phased_stalled[a],
+                         "stalls_named": [f for r in (r1, r2) for f in r.get("stalled_frames") or []][:20],
                          "bound_over_max": spec.response_time_ms / worst, "over_bound": bool(worst > spec.response_time_ms),
                          "bound_per_run_ms": per_run[spec.name], "bound_per_run_over_max": per_run[spec.name] / worst,
                          "bound_no_tail_ms": no_tail[spec.name], "over_bound_no_tail": bool(worst > no_tail[spec.name]),
@@ -424,11 +452,13 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
             tight = [round(f * a.response_time_ms, 3) for a in entry.apps]
             _, e2 = _entry(platform, profs, _request(pair, tight, cfg), mapping)
             rep = _run(e2, sub, devices, args.deadline_frames, occ=occ, analysis=analysis)
-            misses = [n["deadline_misses"] for n in rep["networks"]]
-            worst = [n.get("response_max_ms") for n in rep["networks"]]
+            misses = [held_misses(n) for n in rep["networks"]]  # the verdict answers for these (held_max)
+            worst = [held_max(n) for n in rep["networks"]]
             deadlines.append({"factor": f, "periods_ms": tight, "schedulable": e2.schedulable,
                               "bounds_ms": [round(a.response_time_ms, 3) for a in e2.apps],
                               "misses_per_network": misses, "deadline_misses": sum(misses), "frames": args.deadline_frames,
+                              "deadline_misses_all": sum(n["deadline_misses"] for n in rep["networks"]),
+                              "frames_stalled": sum(n.get("frames_stalled", 0) for n in rep["networks"]),
                               "contradicted": bool(e2.schedulable and sum(misses) > 0), "regime_note": rep["regime_note"],
                               "envelope_note": rep.get("envelope_note"),
                               "response_max_ms": worst, "host_stall_ms": rep.get("host_stall_ms"),
@@ -454,6 +484,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                     "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines,
                     # the host stall the bounds charge, and the longest each run's probe measured
                     "regime_host_stall_ms": mp.regime_host_stall_ms, "regime_host_stall_busy": mp.regime_host_stall_busy,
+                    "frame_stall_ms": mp.frame_stall_ms,
                     "run_stalls_ms": [runs[0].get("host_stall_ms"), runs[1].get("host_stall_ms"), phase_stall],
                     # the slowest each run's probe timed its cores (the fixed loop, us) against the profiles' slowest
                     "regime_slowest_us": mp.regime_slowest_us,
@@ -473,6 +504,17 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
         if args.max_cases and len(out) >= args.max_cases:
             break
     return out
+
+
+def _floored(p):  # noqa: ANN001, ANN202 - a ModelProfile, and the same type back
+    """The profile with no stall figure of its regime runs (host_stall_regime_ms), so its schedules charge the host
+    stall floor at their load instead of holding stalls per frame (models.multiapp.executor_regime)."""
+    r = p.executor_regime
+    if r is None:
+        return p
+    return p.model_copy(update={"executor_regime": r.model_copy(update={
+        "host_stall_regime_ms": None,
+        "by_cores": {k: b.model_copy(update={"host_stall_regime_ms": None}) for k, b in r.by_cores.items()}})})
 
 
 def _matches(case: dict) -> list[dict]:
@@ -581,7 +623,7 @@ def summarise(pipelined: list[dict], two: list[dict]) -> dict:
         "responses_over_bound_no_floor": sum(n.get("over_bound_no_floor", False) for t in two for n in t["networks"]),
         "mean_bound_no_floor_over_measured_max": float(np.mean(nf)) if (nf := [
             n["bound_no_floor_over_max"] for t in two for n in t["networks"] if n.get("bound_no_floor_over_max")]) else None,
-        # and against the floor at every load the profiles met (the design before the floor followed the load)
+        # and against the host stall floor at the schedule's load (the design before stalls were held per frame)
         "mean_bound_whole_floor_over_measured_max": float(np.mean(wf)) if (wf := [
             n["bound_whole_floor_over_max"] for t in two for n in t["networks"] if n.get("bound_whole_floor_over_max")]) else None,
         "mean_bound_no_tail_over_measured_max": float(np.mean(nt)) if (nt := [
@@ -844,9 +886,9 @@ def main() -> int:
         print("  per-run: the same bound with D + e charged per segment run, no delay curve (what the curve saves); "
               "no tail: the bound with e and the delay curve at the largest measured runs, without the tail read "
               "beyond them (executor.pe_profile.tail_excess: what the tail saves); no floor: the bound without the host "
-              "stall floor (the profiles' stall probe, ExecutorRegime.host_stall_ms: what the floor saves); all-load: the "
-              "floor read over every load the profiles' probe met, not at the cores' load the schedule can put on them "
-              "(ExecutorRegime.host_stall_by_busy: what following the load saves)")
+              "stall floor (the profiles' stall probe, ExecutorRegime.host_stall_ms: what the floor saves); floor: the "
+              "floor at the cores' load the schedule can put on them, charged as before the bounds held stalls per "
+              "frame (ExecutorRegime.host_stall_regime_ms: what holding them per frame saves)")
         print("  max, max2: the worst response of two runs at the periods; phased: the worst of runs released at the "
               "critical phasings on purpose (each network with the higher ones 0.5 ms after the lower ones, and all at "
               "once); bound/max: the bound over the largest of the three")
@@ -876,6 +918,19 @@ def main() -> int:
                   f"longest each run's probe measured (run, replicate, phased, deadlines): {stalls} ms"
                   + (f"; the busiest a probed core was in a 0.5 s window (run, replicate, deadlines): {loads}"
                      if loads else ""))
+        if t.get("frame_stall_ms") is not None:
+            stalls = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_stalls_ms", [])
+                               + [d.get("host_stall_ms") for d in t["deadlines"]])
+            hit = [n.get("frames_stalled", 0) for n in t["networks"]]
+            print(f"  host stalls held per frame: the bounds hold a stall up to {t['frame_stall_ms']:.2f} ms (the "
+                  f"longest the profiles' regime runs met; no floor); the longest each run's probe measured (run, "
+                  f"replicate, phased, deadlines): {stalls} ms; frames a longer one met, named and not held to the "
+                  f"bound: {hit} of {[n['frames_done'] for n in t['networks']]} (run and replicate, + the phased "
+                  f"runs'), deadline runs {[d.get('frames_stalled', 0) for d in t['deadlines']]}")
+            for n in t["networks"]:
+                for f in n.get("stalls_named", [])[:5]:
+                    print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, a "
+                          f"{f['stall_ms']:.2f} ms stall in its window")
         if t.get("regime_slowest_us") is not None:
             slow = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_slowest_us", []))
             print(f"  core speed (the stall probe's fixed loop, the slowest 0.5 s window's median; higher: slower): the "
@@ -896,7 +951,7 @@ def main() -> int:
             print(f"  beside the stall probe: {stall_line(match)}")
         for note in t["regime_notes"]:
             print(f"  NOTE: {note}")
-        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'no floor':>8} {'all-load':>8} {'max':>8} {'max2':>8} {'phased':>8} "
+        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'no floor':>8} {'floor':>8} {'max':>8} {'max2':>8} {'phased':>8} "
               f"{'p50':>7} {'p99':>7} {'bound/max':>9}")
         for n in t["networks"]:
             print(f"  {n['name']:<12} {n['latency_ms']:>7.2f} {n['bound_ms']:>8.2f} {n.get('bound_per_run_ms', float('nan')):>8.2f} "
@@ -949,7 +1004,8 @@ def main() -> int:
               f"{_f(summary['mean_bound_no_tail_over_measured_max'], 2)}, {summary['responses_over_bound_no_tail']} "
               f"response(s) over that bound; without the host stall floor: "
               f"{_f(summary['mean_bound_no_floor_over_measured_max'], 2)}, {summary['responses_over_bound_no_floor']} "
-              f"response(s) over that bound; with the floor read over every load the profiles met: "
+              f"response(s) over that bound; with the host stall floor at the schedule's load, as before stalls were "
+              f"held per frame: "
               f"{_f(summary['mean_bound_whole_floor_over_measured_max'], 2)}); deadline misses in schedulable runs: "
               f"{summary['misses_in_schedulable']} of {summary['schedulable_deadline_runs']} runs; unschedulable runs "
               f"that missed: {summary['unschedulable_that_missed']} of {summary['unschedulable_runs']}")
@@ -958,8 +1014,9 @@ def main() -> int:
     print(f"\nthe regime: a run is outside it only for a host disturbance it names and measured beyond what the "
           f"profiles' sampled background showed (other processes' share of the CPUs over it by more than "
           f"{REGIME_OTHER_CPU_MARGIN_PCT:g} points, steal by more than {REGIME_STEAL_MARGIN_PCT:g}, interrupts over "
-          f"{REGIME_INTERRUPTS_FACTOR:g}x, a core stopped by the host longer than the stall the bounds charge, as "
-          f"the run's stall probe measured it, a core run slower than x{REGIME_SLOW_FACTOR:g} the slowest the "
+          f"{REGIME_INTERRUPTS_FACTOR:g}x, a core stopped by the host longer than the stall floor the bounds "
+          f"charge, as the run's stall probe measured it (where they charge one: where they hold stalls per frame, "
+          f"only the frames a longer stall met are named and left out), a core run slower than x{REGIME_SLOW_FACTOR:g} the slowest the "
           f"profiles' probe timed it, a multi-core PE's cores passing a byte back and forth slower than "
           f"x{REGIME_COUPLING_FACTOR:g} the profiles' slowest); a run beyond the measured envelope stays in it, held "
           f"to its bounds")

@@ -45,7 +45,7 @@ from executor.pipeline import (FrameRun, HostPressure, HostSampler, Network, Pip
 from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
-from executor.stall_probe import StallProbe
+from executor.stall_probe import STALL_MIN_MS, StallProbe
 from executor.topology import CpuTopology, read_topology
 from planner.core.multiapp import corun_lookup, corun_slowdown, coupling_lookup
 from planner.core.schema import STEADY_SETTLE
@@ -79,6 +79,9 @@ class PEProfile:
     topology: CpuTopology | None = None
     # when the layers were timed: (start_ms, end_ms on time.perf_counter's clock, the cores), for the probe's speed then
     layer_spans: list[tuple[float, float, tuple[int, ...]]] = field(default_factory=list)
+    # per PE size (cores): when the regime's periodic cases ran (start_ms, end_ms, perf_counter's clock), for the
+    # stalls their runs met (regime_stall_ms): the bounds' e, jitter and delay curves hold those, and no longer ones
+    regime_spans: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 def _two_layer_model(size_bytes: int) -> LayeredModel:
@@ -464,6 +467,12 @@ class _Worst:
     dispatch: list[float] = field(default_factory=list)
     jitter: list[float] = field(default_factory=list)
     charged: float = 0.0  # the largest co-run x coupling slowdown a run's profiled time was charged
+    spans: list[tuple[float, float]] = field(default_factory=list)  # each case's run (start_ms, end_ms, perf_counter)
+
+    def start_case(self, t0_s: float, wall_s: float) -> None:
+        """A periodic case's runs follow; it ran from t0_s for wall_s (perf_counter): the stalls they met."""
+        self.timed.append([])
+        self.spans.append((t0_s * 1e3, (t0_s + wall_s) * 1e3))
 
     @classmethod
     def merged(cls, parts) -> "_Worst":  # noqa: ANN001 - _Worst instances
@@ -474,6 +483,7 @@ class _Worst:
             out.dispatch += w.dispatch
             out.jitter += w.jitter
             out.charged = max(out.charged, w.charged)
+            out.spans += w.spans
         return out
 
     def figures(self, model_ms: float, p: float = EXCEEDANCE_PER_RUN) -> dict:
@@ -545,12 +555,11 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     dispatch wait, are what a pipelined schedule runs with. The worst-case figures come from
     the periodic cases alone, run as a schedule's bounds are (SCHED_FIFO where allowed,
     after realtime.settle): the pipelined runs, at SCHED_OTHER, carry every neighbour's
-    time slices and set the 2-core PE's delay curve at 2-3x the periodic runs' (on the
-    VM, 8-11 ms against 3-4 ms in a 20 ms window). Their slow states are charged apart
-    (co-run's 90th percentile, the coupling probe), which they were not when the periodic
-    runs alone were first tried and 4 responses went over their bounds. Each PE's charge
-    is recorded (charged_max), as the figures are relative to it.
-    Bounded: `frames` frames per case (TP_FRAMES_FACTOR times that pipelined), 60 s each."""
+    time slices and set the 2-core PE's delay curve at 2-3x the periodic runs' (on the VM,
+    8-11 ms against 3-4 ms in a 20 ms window). Their slow states are charged apart (co-run's
+    90th percentile, the coupling probe), which they were not when the periodic runs alone
+    were first tried and 4 responses went over their bounds. Each PE's charge is recorded
+    (charged_max), as the figures are relative to it; when the periodic cases ran, in prof.regime_spans. Bounded: `frames` frames per case (TP_FRAMES_FACTOR times that pipelined), 60 s each."""
     if frames < 1 or not 0 < exceedance_per_run < 1:
         raise ValueError("frames must be >= 1 and the exceedance probability per run in (0, 1)")
     cases = _regime_cases(lm, prof)
@@ -580,7 +589,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         due = {(f.app, f.frame): f.due_ms for f in trace if isinstance(f, FrameRun)}
         if mode != "throughput":
             w = worst.setdefault(k, _Worst())
-            w.timed.append([])
+            w.start_case(res.t0_s, res.wall_s)
         for run, wait in segment_waits(trace, [x.priority for x in nets]):
             sg = ex.segments[run.app][run.segment]
             pred = sum(cost[sg.first:sg.last + 1]) + (prof.beta_ms[dev_id] if sg.first > 0 else 0.0)
@@ -607,6 +616,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     d50 = float(np.median(tp_dispatch or every.dispatch))
     by_size = _factor_by_cores(by_cores, tp_periods, d50)
     model_ms = {k: sum(prof.layer_ms[prof.k_devices[k - 1].id]) for k in worst}
+    prof.regime_spans = {k: list(w.spans) for k, w in sorted(worst.items())}
     return {
         **every.figures(sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run),
         # each PE size's own: a schedule of k-core PEs is charged what k-core PEs measured
@@ -749,6 +759,11 @@ def profile_for_schedule(
             prof.regime[key] = max(seen) if seen else None
         prof.regime.update(stall_figures(probe, sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run))
         prof.regime["host_layer_speed_us"] = layer_speed_us(probe, prof.layer_spans)
+        if probe.cores:  # the stalls the periodic cases' runs met: a frame meeting a longer one is named at run time
+            prof.regime["host_stall_regime_ms"] = regime_stall_ms(probe, [s for v in prof.regime_spans.values() for s in v])
+            for k, spans in prof.regime_spans.items():
+                if k in prof.regime.get("by_cores", {}):
+                    prof.regime["by_cores"][k]["host_stall_regime_ms"] = regime_stall_ms(probe, spans)
         if probe.why_not:  # no floor is charged then: say why, not nothing
             prof.regime["method"] = (prof.regime["method"] + f"; no host stall figure: {probe.why_not}")[:1000]
     return prof
@@ -762,6 +777,20 @@ def layer_speed_us(probe: StallProbe, spans: Sequence[tuple[float, float, tuple[
     got = sorted(us for c in probe.cores for t, us in c.speed
                  if any(a <= t <= b and c.core in cs for a, b, cs in spans))
     return got[len(got) // 2] if got else None
+
+
+def regime_stall_ms(probe: StallProbe, spans: Sequence[tuple[float, float]]) -> float | None:
+    """The longest a probed core can have stopped while the regime's periodic cases ran
+    (`spans`, perf_counter ms): their runs' excess, release lateness and delay curves hold
+    what those stalls did, so a bound built on them covers a stall up to this long and no
+    longer (a run's frame that meets a longer one is named: executor.pipeline.stalled_frames).
+    At least STALL_MIN_MS + a period, the longest a stall the probe did not record can be.
+    None where nothing was probed or no case ran."""
+    if not probe.cores or not spans:
+        return None
+    unrecorded = STALL_MIN_MS + probe.period_ms
+    met = [d for t, d in probe.stalls() if any(t <= b and t + d >= a for a, b in spans)]
+    return float(max([unrecorded] + met))
 
 
 BUSY_STEP = 0.1  # the core loads the stall figures are kept at: under 0.1, 0.2, ... 1 of the core busy

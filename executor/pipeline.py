@@ -965,6 +965,56 @@ def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Seq
     return [float((cs[np.searchsorted(start_ms, start_ms + w, side="right")] - cs[first]).max()) for w in windows_ms]
 
 
+STALLED_FRAMES_LISTED = 50  # a report names at most this many stalled frames per network (all are counted)
+
+
+def stalled_frames(networks: Sequence[NetworkResult], stalls: Sequence[tuple[float, float]], over_ms: float,
+                   lookback_ms: float) -> list[list[tuple[int, float, float]]]:
+    """Per network, its frames a host stall longer than `over_ms` can have delayed:
+    (frame, response_ms, the longest such stall_ms), completion order. A frame's window runs
+    from its release less `lookback_ms` (the longest bound: a stall before the release holds
+    the PE with earlier work still queued, up to that long) to its end; a stall (start_ms,
+    stall_ms on the run's clock, as the probe gives it: it lay somewhere in that span) counts
+    where the two overlap. What a schedule's bound holds per frame (ConfigAnalysis.frame_stall_ms):
+    these frames are named and not held to it, every other frame is."""
+    long = sorted((t, d) for t, d in stalls if d > over_ms)
+    out = []
+    for nr in networks:
+        hit = []
+        for frame, resp, end_s in zip(nr.frame_ids, nr.response_ms, nr.finish_s):
+            end = end_s * 1e3
+            start = end - resp - lookback_ms
+            met = [d for t, d in long if t <= end and t + d >= start]
+            if met:
+                hit.append((frame, float(resp), float(max(met))))
+        out.append(hit)
+    return out
+
+
+def frame_stall_rows(res: PipelineResult, stalls: Sequence[tuple[float, float]], analysis: Mapping | None,
+                     apps: Sequence[Mapping]) -> tuple[float | None, list[dict]]:
+    """(the stall the bounds hold per frame, each network's report fields): its frames a longer
+    stall met (stalled_frames, named up to STALLED_FRAMES_LISTED), its worst response and its
+    deadline misses over the others (dropped releases counted as misses: no frame to name). Nothing
+    where the bounds charge a floor instead or the run was not probed."""
+    over = (analysis or {}).get("frame_stall_ms")
+    if over is None or stalls is None:
+        return None, [{} for _ in res.networks]
+    bounds = [float(a["response_time_ms"]) for a in apps if a.get("response_time_ms") is not None
+              and math.isfinite(float(a["response_time_ms"]))]
+    hits = stalled_frames(res.networks, stalls, float(over), max(bounds, default=0.0))
+    rows = []
+    for nr, hit, spec in zip(res.networks, hits, apps):
+        named = {f for f, _, _ in hit}
+        kept = [r for f, r in zip(nr.frame_ids, nr.response_ms) if f not in named]
+        rows.append({"frames_stalled": len(hit),
+                     "stalled_frames": [{"frame": f, "response_ms": round(r, 3), "stall_ms": round(d, 3)}
+                                        for f, r, d in hit[:STALLED_FRAMES_LISTED]],
+                     "response_max_unstalled_ms": max(kept) if kept else None,
+                     "deadline_misses_unstalled": sum(r > spec["period_ms"] for r in kept) + nr.dropped})
+    return float(over), rows
+
+
 STALL_MATCH_MS = 1.0  # a segment run this far over factor x profiled is checked against the probed stalls
 
 
@@ -1207,6 +1257,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
                               [(t - res.t0_s * 1e3, d) for t, d in probe.stalls()]) if probe.cores else None
     else:
         beyond = matched = None
+    over, stalled = frame_stall_rows(res, [(t - res.t0_s * 1e3, d) for t, d in probe.stalls()] if probe.cores else None,
+                                     entry_analysis(data.get("analysis"), e["cpu_config"]), e["apps"])
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
@@ -1223,10 +1275,13 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
                                        probe.slowest_us, coupled_us(probe, pes)),
         "envelope_note": beyond,
         "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls
+        # the longest stall the bounds hold per frame: each network names its frames a longer one met (frame_stall_rows)
+        "frame_stall_ms": over,
         "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()
         row["period_ms"] = spec["period_ms"]
+        row.update(stalled[a])
         mine = [x for x in split if x["app"] == a]
         if mine:
             worst = max(mine, key=lambda x: x["response_ms"])

@@ -300,7 +300,8 @@ def _config_analysis(mp) -> ConfigAnalysis:  # noqa: ANN001 - a MappingProblem
     return ConfigAnalysis(interference_factor=mp.interference_factor, release_jitter_ms=mp.release_jitter_ms,
                           dispatch_ms=mp.dispatch_ms, segment_excess_ms=mp.segment_excess_ms,
                           excess_curve=[tuple(x) for x in mp.excess_curve],
-                          excess_curve_holds_release=mp.curve_holds_release, source=mp.regime_source)
+                          excess_curve_holds_release=mp.curve_holds_release, source=mp.regime_source,
+                          frame_stall_ms=mp.frame_stall_ms)
 
 
 def make_schedule(

@@ -745,6 +745,8 @@ class RegimeBySize(Strict):
     exceedance_per_run: float | None = Field(None, gt=0, lt=1, description="As ExecutorRegime's")
     excess_tail_scale_ms: float | None = Field(None, ge=0, le=10_000, description="As ExecutorRegime's")
     charged_max: float | None = Field(None, gt=0, le=1000, description="As ExecutorRegime's, over these cases' runs")
+    host_stall_regime_ms: float | None = Field(None, ge=0, le=1e6, description="As ExecutorRegime's, over these "
+                                               "cases' runs")
 
 
 class ExecutorRegime(Strict):
@@ -858,6 +860,13 @@ class ExecutorRegime(Strict):
         None, ge=0, le=1e6, description="The cores' speed while the layers were timed (the median of that loop's "
         "times then): above host_speed_us, the layer times every prediction is made from were taken while the host "
         "ran a core slow (null: not probed)")
+    host_stall_regime_ms: float | None = Field(
+        None, ge=0, le=1e6, description="The longest a core can have stopped (the stall probe) while the regime's "
+        "periodic cases ran: their runs' excess, release lateness and delay curves hold what those stalls did, so a "
+        "bound built on them covers a stall that long. A schedule whose profiles all record it charges no floor "
+        "(host_stall_ms): a frame of a run whose window met a longer stall is named by the executor and held to "
+        "nothing, the others to their bound (ConfigAnalysis.frame_stall_ms). At least 1.5 ms (the probe's 0.5 ms "
+        "recording threshold + its 1 ms period); null: not probed, older profiles (the floor is charged then)")
     host_stall_by_busy: list[HostStallAtBusy] = Field(
         default_factory=list, max_length=64, description="host_stall_ms at each core load, ascending: a schedule's "
         "bound charges the figure at the load its networks can put on one core (their slowest times x the typical "
@@ -1488,6 +1497,12 @@ class ConfigAnalysis(BaseModel):
         "release_jitter_ms + the per-run charges and the curve, not the jitter on top")
     source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
                         "profile measured them and how)")
+    frame_stall_ms: float | None = Field(
+        None, description="The longest host stall the bounds hold (the largest of the profiles' "
+        "ExecutorRegime.host_stall_regime_ms: the stalls their regime runs met, inside e, the jitter and the delay "
+        "curve): a run's frame whose window (from its release less the longest bound, to its end) met a longer one, "
+        "as the run's stall probe measured it, is named in the report and not held to its bound; every other frame "
+        "is. Null: charged as a floor instead (regime_host_stall_ms), or not probed")
 
 
 class ResponseAnalysis(ConfigAnalysis):

@@ -1,0 +1,144 @@
+"""Host stalls held per frame: a schedule whose profiles recorded the stalls their regime
+runs met (ExecutorRegime.host_stall_regime_ms) charges no floor, and a run names each frame
+a longer probed stall met (executor.pipeline.stalled_frames) instead of leaving the whole run
+out; every other frame is held to its bound."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from executor.pe_profile import regime_stall_ms
+from executor.pipeline import NetworkResult, PipelineResult, frame_stall_rows, stalled_frames
+from executor.stall_probe import STALL_MIN_MS
+
+
+def _net(responses, finishes_ms, frames=None, dropped=0, period=10.0):
+    n = len(responses)
+    return NetworkResult("n", n + dropped, n, dropped, dropped + sum(r > period for r in responses), list(responses),
+                         [f / 1e3 for f in finishes_ms], True, 1, list(frames if frames is not None else range(n)))
+
+
+def test_a_frame_is_named_where_a_longer_stall_overlaps_its_window_and_its_lookback():
+    """Frames end at 10, 20, 30, 40 ms, each 3 ms after its release. Stalls (start, length):
+    (12, 4), over 12-16 ms, lies in frame 1's window [17, 20] only with the lookback (2 ms back: [15, 20]);
+    (33, 2.0) is not longer than the 2 ms held; (36.5, 2.5) overlaps frame 3's [37, 40]."""
+    net = _net([3.0] * 4, [10.0, 20.0, 30.0, 40.0])
+    stalls = [(12.0, 4.0), (33.0, 2.0), (36.5, 2.5)]
+    assert stalled_frames([net], stalls, over_ms=2.0, lookback_ms=0.0) == [[(3, 3.0, 2.5)]]
+    assert stalled_frames([net], stalls, over_ms=2.0, lookback_ms=2.0) == [[(1, 3.0, 4.0), (3, 3.0, 2.5)]]
+    assert stalled_frames([net], stalls, over_ms=5.0, lookback_ms=2.0) == [[]]  # none longer than 5 ms
+    assert stalled_frames([net], [], over_ms=0.0, lookback_ms=10.0) == [[]]
+
+
+def _res(*nets):
+    return PipelineResult("response_time", list(nets), 1.0, False, {}, [0.0])
+
+
+def test_a_run_reports_its_stalled_frames_and_the_worst_of_the_others():
+    """Network a: frame 1 took 9 ms with a 6 ms stall in it, over its 5 ms bound; the others
+    3-4 ms. Network b: frame 0 missed its 10 ms deadline (12 ms) with no stall: a miss the
+    verdict answers for, and b dropped one release (counted: no frame to name)."""
+    a = _net([3.0, 9.0, 4.0], [10.0, 20.0, 30.0])
+    b = _net([12.0, 4.0], [40.0, 50.0], dropped=1)
+    apps = [{"period_ms": 10.0, "response_time_ms": 5.0}, {"period_ms": 10.0, "response_time_ms": float("inf")}]
+    over, rows = frame_stall_rows(_res(a, b), [(12.5, 6.0)], {"frame_stall_ms": 1.5}, apps)
+    assert over == 1.5
+    assert rows[0]["frames_stalled"] == 1 and rows[0]["stalled_frames"] == [{"frame": 1, "response_ms": 9.0, "stall_ms": 6.0}]
+    assert rows[0]["response_max_unstalled_ms"] == 4.0 and rows[0]["deadline_misses_unstalled"] == 0
+    # b's windows from 5 ms (the finite bounds' longest) before their releases, [23, 40] and [41, 50], meet nothing
+    assert rows[1]["frames_stalled"] == 0 and rows[1]["response_max_unstalled_ms"] == 12.0
+    assert rows[1]["deadline_misses_unstalled"] == 2  # the 12 ms frame and the dropped release
+
+
+def test_nothing_is_named_where_the_bounds_charge_a_floor_or_nothing_was_probed():
+    a = _net([3.0], [10.0])
+    apps = [{"period_ms": 10.0, "response_time_ms": 5.0}]
+    assert frame_stall_rows(_res(a), [(8.0, 6.0)], {"regime_host_stall_ms": 6.5}, apps) == (None, [{}])
+    assert frame_stall_rows(_res(a), None, {"frame_stall_ms": 1.5}, apps) == (None, [{}])
+    assert frame_stall_rows(_res(a), [(8.0, 6.0)], None, apps) == (None, [{}])
+
+
+def test_the_regime_stall_is_the_longest_met_while_the_periodic_cases_ran():
+    """Stalls at 100 (2.5 ms), 500 (8 ms, between the cases) and 905 (3 ms, starting
+    inside the second case's end); cases ran 0-200 and 600-910 ms. Nothing met: at least the
+    0.5 ms recording threshold + the 1 ms period (a shorter stall is not recorded)."""
+    probe = SimpleNamespace(cores=[object()], period_ms=1.0, stalls=lambda: [(100.0, 2.5), (500.0, 8.0), (905.0, 3.0)])
+    assert regime_stall_ms(probe, [(0.0, 200.0), (600.0, 910.0)]) == 3.0
+    assert regime_stall_ms(probe, [(0.0, 200.0)]) == 2.5
+    assert regime_stall_ms(probe, [(300.0, 400.0)]) == STALL_MIN_MS + 1.0
+    assert regime_stall_ms(probe, [(499.0, 501.0)]) == 8.0
+    assert regime_stall_ms(probe, []) is None
+    assert regime_stall_ms(SimpleNamespace(cores=[], period_ms=1.0, stalls=lambda: []), [(0.0, 1.0)]) is None
+
+
+def _regime(e=0.5, j=0.25, stall=None, regime_stall=None, size_stall="same"):
+    from planner.core.schema import ExecutorRegime
+
+    size_stall = regime_stall if size_stall == "same" else size_stall
+    return ExecutorRegime.model_validate({
+        "interference_factor": 1.5, "segment_excess_ms": e, "envelope": [[1.5, e], [2.0, 0.0]], "excess_curves": [],
+        "interference_factor_p50": 1.0, "release_jitter_ms": j, "dispatch_ms": 0.5, "dispatch_p50_ms": 0.0,
+        "segment_runs": 10, "method": "by hand", "host_stall_ms": stall, "host_stall_measured_ms": stall,
+        "host_stall_regime_ms": regime_stall,
+        "by_cores": {1: {"interference_factor": 1.5, "segment_excess_ms": e, "release_jitter_ms": j,
+                         "dispatch_ms": 0.5, "segment_runs": 10, "host_stall_regime_ms": size_stall}}})
+
+
+def test_profiles_that_recorded_their_regime_runs_stalls_charge_no_floor():
+    """A's regime runs met stalls up to 1.5 ms, B's up to 2.2 ms; B's probe met a 6 ms stall
+    over its whole profile. Held per frame: e 0.5 and J 0.25 as measured, R_A = 1.5 x (2 + 5)
+    + J 0.25 + D 0.5 + 2 x e 0.5 = 12.25 (with the 6 ms floor: 10.5 + 6 + 0.5 + 12 = 29), and
+    the schedule holds stalls up to 2.2 ms per frame. One profile without the figure (older):
+    the floor, as before."""
+    from planner.core.multiapp import evaluate_mapping
+    from test_schedule_bound import C0, problem, prof, two_core_plat
+
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(stall=1.2, regime_stall=1.5)})
+    b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": _regime(stall=6.0, regime_stall=2.2)})
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)])
+    assert mp.frame_stall_ms == 2.2 and mp.regime_host_stall_ms is None
+    assert (mp.segment_excess_ms, mp.release_jitter_ms) == (0.5, 0.25)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(12.25)
+    assert "no host stall floor" in mp.regime_source and "2.2 ms" in mp.regime_source
+    old = problem(p, [a, b.model_copy(update={"executor_regime": _regime(stall=6.0)})], [("A", 40, 0), ("B", 80, 1)])
+    assert old.frame_stall_ms is None and old.regime_host_stall_ms == 6.0
+    assert evaluate_mapping(old, [C0, C0]).apps[0].response_time_ms == pytest.approx(29.0)
+
+
+def test_a_schedule_of_one_pe_size_holds_what_that_size_s_runs_met():
+    """The 1-core cases' runs met at most 1.6 ms (the whole regime 4 ms, in its 2-core cases):
+    a schedule of 1-core PEs holds 1.6 ms per frame, not 4."""
+    from test_schedule_bound import problem, prof, two_core_plat
+
+    p = two_core_plat()
+    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(regime_stall=4.0, size_stall=1.6)})
+    mp = problem(p, [a], [("A", 40, 0)])
+    assert mp.frame_stall_ms == 1.6
+
+
+def test_execute_names_the_stalled_frames_and_the_verdict_answers_for_the_others():
+    from planner_cli.commands.execute import render_schedule
+
+    net = {"name": "a", "period_ms": 10.0, "predicted_response_ms": 5.0, "response_max_ms": 9.0, "response_p50_ms": 3.0,
+           "deadline_misses": 1, "error_pct": 80.0, "frames_done": 3, "frames_stalled": 1,
+           "stalled_frames": [{"frame": 1, "response_ms": 11.0, "stall_ms": 6.0}], "response_max_unstalled_ms": 4.0,
+           "deadline_misses_unstalled": 0}
+    report = {"entry": 0, "mode": "response_time", "cpu_config": {}, "frames": 3, "pes": [], "schedulable": True,
+              "networks": [net], "frame_stall_ms": 1.5}
+    text = render_schedule(report)
+    assert "1 of 3 frame(s) met a host stall over the 1.50 ms the bounds hold (up to 6.00 ms" in text
+    assert "max_R over the others 4.00 ms" in text
+    assert "1 of them in frames a longer host stall met" in text and "CONTRADICTED" not in text
+    net["deadline_misses_unstalled"] = 1
+    assert "CONTRADICTED" in render_schedule(report)
+
+
+def test_the_bench_holds_each_run_to_its_bound_over_the_frames_not_stalled():
+    from bench.schedule_fidelity import held_max, held_misses
+
+    per_frame = {"response_max_ms": 9.0, "frames_stalled": 1, "response_max_unstalled_ms": 4.0,
+                 "deadline_misses": 2, "deadline_misses_unstalled": 0}
+    assert (held_max(per_frame), held_misses(per_frame)) == (4.0, 0)
+    floor = {"response_max_ms": 9.0, "deadline_misses": 2}
+    assert (held_max(floor), held_misses(floor)) == (9.0, 2)
