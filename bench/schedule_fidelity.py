@@ -373,9 +373,10 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
     unfloored = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
         update={"host_stall_ms": None, "host_stall_measured_ms": None})}) if p.executor_regime is not None else p
         for p in profs]
-    # and with the host stall floor at the schedule's load charged as before stalls were held per frame (no
-    # host_stall_regime_ms): what the floor would cost (the same as the schedule's own where a profile predates it)
-    whole_floor = [_floored(p) for p in profs]
+    # and with the floor at every load the profile met (host_stall_ms over its whole probe, the design before the
+    # floor followed the schedule's load): what charging the load's own stalls saves, and whether it held
+    whole_floor = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
+        update={"host_stall_by_busy": []})}) if p.executor_regime is not None else p for p in profs]
     sub = {m: lms[m] for m in pair}
     frames = args.response_frames
     alone = []
@@ -506,17 +507,6 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
     return out
 
 
-def _floored(p):  # noqa: ANN001, ANN202 - a ModelProfile, and the same type back
-    """The profile with no stall figure of its regime runs (host_stall_regime_ms), so its schedules charge the host
-    stall floor at their load instead of holding stalls per frame (models.multiapp.executor_regime)."""
-    r = p.executor_regime
-    if r is None:
-        return p
-    return p.model_copy(update={"executor_regime": r.model_copy(update={
-        "host_stall_regime_ms": None,
-        "by_cores": {k: b.model_copy(update={"host_stall_regime_ms": None}) for k, b in r.by_cores.items()}})})
-
-
 def _matches(case: dict) -> list[dict]:
     """A two-network case's stall_match figures, its runs' and its deadline runs'."""
     return [x for x in case.get("stall_match", []) + [d.get("stall_match") for d in case["deadlines"]] if x]
@@ -623,7 +613,7 @@ def summarise(pipelined: list[dict], two: list[dict]) -> dict:
         "responses_over_bound_no_floor": sum(n.get("over_bound_no_floor", False) for t in two for n in t["networks"]),
         "mean_bound_no_floor_over_measured_max": float(np.mean(nf)) if (nf := [
             n["bound_no_floor_over_max"] for t in two for n in t["networks"] if n.get("bound_no_floor_over_max")]) else None,
-        # and against the host stall floor at the schedule's load (the design before stalls were held per frame)
+        # and against the floor at every load the profiles met (the design before the floor followed the load)
         "mean_bound_whole_floor_over_measured_max": float(np.mean(wf)) if (wf := [
             n["bound_whole_floor_over_max"] for t in two for n in t["networks"] if n.get("bound_whole_floor_over_max")]) else None,
         "mean_bound_no_tail_over_measured_max": float(np.mean(nt)) if (nt := [
@@ -782,7 +772,8 @@ def main() -> int:
                 bar.advance(1, m)
                 for line in lines:
                     if line.startswith(("topology", "co-run", "host background", "host stalls", "  by the core's load",
-                                         "core speed", "  WARNING: the layers", "cores' coupling")) or line is lines[-1]:
+                                         "core speed", "  WARNING: the layers", "cores' coupling",
+                                         "  WARNING: the multi-core")) or line is lines[-1]:
                         print(f"{m}: {line}", flush=True)
 
     pipelined: list[dict] = []
@@ -886,9 +877,9 @@ def main() -> int:
         print("  per-run: the same bound with D + e charged per segment run, no delay curve (what the curve saves); "
               "no tail: the bound with e and the delay curve at the largest measured runs, without the tail read "
               "beyond them (executor.pe_profile.tail_excess: what the tail saves); no floor: the bound without the host "
-              "stall floor (the profiles' stall probe, ExecutorRegime.host_stall_ms: what the floor saves); floor: the "
-              "floor at the cores' load the schedule can put on them, charged as before the bounds held stalls per "
-              "frame (ExecutorRegime.host_stall_regime_ms: what holding them per frame saves)")
+              "stall floor (the profiles' stall probe, ExecutorRegime.host_stall_ms: what the floor saves); all-load: the "
+              "floor read over every load the profiles' probe met, not at the cores' load the schedule can put on them "
+              "(ExecutorRegime.host_stall_by_busy: what following the load saves)")
         print("  max, max2: the worst response of two runs at the periods; phased: the worst of runs released at the "
               "critical phasings on purpose (each network with the higher ones 0.5 ms after the lower ones, and all at "
               "once); bound/max: the bound over the largest of the three")
@@ -919,14 +910,10 @@ def main() -> int:
                   + (f"; the busiest a probed core was in a 0.5 s window (run, replicate, deadlines): {loads}"
                      if loads else ""))
         if t.get("frame_stall_ms") is not None:
-            stalls = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_stalls_ms", [])
-                               + [d.get("host_stall_ms") for d in t["deadlines"]])
             hit = [n.get("frames_stalled", 0) for n in t["networks"]]
-            print(f"  host stalls held per frame: the bounds hold a stall up to {t['frame_stall_ms']:.2f} ms (the "
-                  f"longest the profiles' regime runs met; no floor); the longest each run's probe measured (run, "
-                  f"replicate, phased, deadlines): {stalls} ms; frames a longer one met, named and not held to the "
-                  f"bound: {hit} of {[n['frames_done'] for n in t['networks']]} (run and replicate, + the phased "
-                  f"runs'), deadline runs {[d.get('frames_stalled', 0) for d in t['deadlines']]}")
+            print(f"  host stalls held per frame: frames a stall longer than the {t['frame_stall_ms']:.2f} ms floor met, "
+                  f"named and not held to the bound: {hit} of {[n['frames_done'] for n in t['networks']]} (run and "
+                  f"replicate, + the phased runs'), deadline runs {[d.get('frames_stalled', 0) for d in t['deadlines']]}")
             for n in t["networks"]:
                 for f in n.get("stalls_named", [])[:5]:
                     print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, a "
@@ -951,7 +938,7 @@ def main() -> int:
             print(f"  beside the stall probe: {stall_line(match)}")
         for note in t["regime_notes"]:
             print(f"  NOTE: {note}")
-        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'no floor':>8} {'floor':>8} {'max':>8} {'max2':>8} {'phased':>8} "
+        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'no floor':>8} {'all-load':>8} {'max':>8} {'max2':>8} {'phased':>8} "
               f"{'p50':>7} {'p99':>7} {'bound/max':>9}")
         for n in t["networks"]:
             print(f"  {n['name']:<12} {n['latency_ms']:>7.2f} {n['bound_ms']:>8.2f} {n.get('bound_per_run_ms', float('nan')):>8.2f} "
@@ -1004,8 +991,7 @@ def main() -> int:
               f"{_f(summary['mean_bound_no_tail_over_measured_max'], 2)}, {summary['responses_over_bound_no_tail']} "
               f"response(s) over that bound; without the host stall floor: "
               f"{_f(summary['mean_bound_no_floor_over_measured_max'], 2)}, {summary['responses_over_bound_no_floor']} "
-              f"response(s) over that bound; with the host stall floor at the schedule's load, as before stalls were "
-              f"held per frame: "
+              f"response(s) over that bound; with the floor read over every load the profiles met: "
               f"{_f(summary['mean_bound_whole_floor_over_measured_max'], 2)}); deadline misses in schedulable runs: "
               f"{summary['misses_in_schedulable']} of {summary['schedulable_deadline_runs']} runs; unschedulable runs "
               f"that missed: {summary['unschedulable_that_missed']} of {summary['unschedulable_runs']}")
@@ -1015,8 +1001,8 @@ def main() -> int:
           f"profiles' sampled background showed (other processes' share of the CPUs over it by more than "
           f"{REGIME_OTHER_CPU_MARGIN_PCT:g} points, steal by more than {REGIME_STEAL_MARGIN_PCT:g}, interrupts over "
           f"{REGIME_INTERRUPTS_FACTOR:g}x, a core stopped by the host longer than the stall floor the bounds "
-          f"charge, as the run's stall probe measured it (where they charge one: where they hold stalls per frame, "
-          f"only the frames a longer stall met are named and left out), a core run slower than x{REGIME_SLOW_FACTOR:g} the slowest the "
+          f"charge, as the run's stall probe measured it (a schedule that holds the floor per frame names only the "
+          f"frames such a stall met and leaves those out, not the run), a core run slower than x{REGIME_SLOW_FACTOR:g} the slowest the "
           f"profiles' probe timed it, a multi-core PE's cores passing a byte back and forth slower than "
           f"x{REGIME_COUPLING_FACTOR:g} the profiles' slowest); a run beyond the measured envelope stays in it, held "
           f"to its bounds")

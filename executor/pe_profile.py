@@ -555,11 +555,11 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     dispatch wait, are what a pipelined schedule runs with. The worst-case figures come from
     the periodic cases alone, run as a schedule's bounds are (SCHED_FIFO where allowed,
     after realtime.settle): the pipelined runs, at SCHED_OTHER, carry every neighbour's
-    time slices and set the 2-core PE's delay curve at 2-3x the periodic runs' (on the VM,
-    8-11 ms against 3-4 ms in a 20 ms window). Their slow states are charged apart (co-run's
-    90th percentile, the coupling probe), which they were not when the periodic runs alone
-    were first tried and 4 responses went over their bounds. Each PE's charge is recorded
-    (charged_max), as the figures are relative to it; when the periodic cases ran, in prof.regime_spans. Bounded: `frames` frames per case (TP_FRAMES_FACTOR times that pipelined), 60 s each."""
+    time slices and set the 2-core PE's delay curve at 2-3x the periodic runs' (on the VM, 8-11 ms against
+    3-4 ms in a 20 ms window). Their slow states are charged apart (co-run's 90th percentile, the coupling
+    probe), which they were not when the periodic runs alone were first tried and 4 responses went over
+    their bounds. Each PE's charge is recorded (charged_max), as the figures are relative to it (when the
+    cases ran: prof.regime_spans). Bounded: `frames` frames per case (x TP_FRAMES_FACTOR pipelined), 60 s each."""
     if frames < 1 or not 0 < exceedance_per_run < 1:
         raise ValueError("frames must be >= 1 and the exceedance probability per run in (0, 1)")
     cases = _regime_cases(lm, prof)
@@ -759,6 +759,7 @@ def profile_for_schedule(
             prof.regime[key] = max(seen) if seen else None
         prof.regime.update(stall_figures(probe, sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run))
         prof.regime["host_layer_speed_us"] = layer_speed_us(probe, prof.layer_spans)
+        prof.regime["host_layer_coupling_us"] = layer_coupling_us(probe, prof.layer_spans)
         if probe.cores:  # the stalls the periodic cases' runs met: a frame meeting a longer one is named at run time
             prof.regime["host_stall_regime_ms"] = regime_stall_ms(probe, [s for v in prof.regime_spans.values() for s in v])
             for k, spans in prof.regime_spans.items():
@@ -776,6 +777,17 @@ def layer_speed_us(probe: StallProbe, spans: Sequence[tuple[float, float, tuple[
     slow (on the VM the same 1-core whole model timed x1.26 apart in two profiles)."""
     got = sorted(us for c in probe.cores for t, us in c.speed
                  if any(a <= t <= b and c.core in cs for a, b, cs in spans))
+    return got[len(got) // 2] if got else None
+
+
+def layer_coupling_us(probe: StallProbe, spans: Sequence[tuple[float, float, tuple[int, ...]]]) -> float | None:
+    """The cores' coupling while the multi-core PEs' layers were timed: the median of the
+    probes' round trips between two cores of a span on 2+ cores, inside it (None: none
+    there). Beside host_coupling_us it says whether the multi-core layer times were taken in
+    a slow coupling state (on the VM shufflenet's 2-core layers were, and its 2-core PE was
+    predicted at 374.5 fps and ran 722: docs/measurement.md, eighteenth session)."""
+    got = sorted(us for c in probe.cores for t, other, us in c.coupling
+                 if any(a <= t <= b and len(cs) > 1 and c.core in cs and other in cs for a, b, cs in spans))
     return got[len(got) // 2] if got else None
 
 

@@ -945,13 +945,16 @@ def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | 
     the longest stall its probe measured, the slowest it timed its cores and, for a schedule
     with a multi-core PE, their slowest round trip) against a
     schedule's analysis (ResponseAnalysis or its dict: the regime_* figures its bounds were
-    measured under)."""
+    measured under). A schedule that holds host stalls per frame (frame_stall_ms) is not left
+    out whole for a longer stall: its run names the frames one met (frame_stall_rows)."""
     a = analysis or {}
     return regime_note(host.other_cpu_pct, a.get("regime_other_cpu_pct"), host.steal_pct, a.get("regime_steal_pct"),
                        load=host.load_average, regime_load=a.get("regime_load_average"),
                        interrupts_per_s=host.interrupts_per_s, regime_interrupts_per_s=a.get("regime_interrupts_per_s"),
                        scheduling=scheduling, regime_scheduling=a.get("regime_scheduling"),
-                       host_stall_ms=host_stall_ms, regime_host_stall_ms=a.get("regime_host_stall_ms"),
+                       # a schedule that holds stalls per frame names the frames a longer one met (frame_stall_rows)
+                       host_stall_ms=host_stall_ms if a.get("frame_stall_ms") is None else None,
+                       regime_host_stall_ms=a.get("regime_host_stall_ms"),
                        slowest_us=slowest_us, regime_slowest_us=a.get("regime_slowest_us"),
                        coupling_us=coupling_us, regime_coupling_us=a.get("regime_coupling_us"))
 

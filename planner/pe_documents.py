@@ -63,12 +63,11 @@ def _host_lines(r: dict) -> list[str]:
                      "profiling: paused while the layers and the pipelined cases were timed, which it would slow): "
                      f"the longest {r['host_stall_measured_ms']:.3f} ms, read at the exceedance "
                      f"{r['host_stall_ms']:.3f} ms"
-                     + (f"; while the periodic cases ran, up to {r['host_stall_regime_ms']:.3f} ms: their figures hold "
-                        "those, a schedule's bound charges no floor, and a run's frame that meets a longer stall is named "
-                        "and not held to it" if r.get("host_stall_regime_ms") is not None else
-                        "; a schedule's bound charges its profiles' largest as a floor under e, the release jitter and "
-                        "the delay curve, and a run that meets a longer one is outside it"))
-        if r.get("host_stall_by_busy") and r.get("host_stall_regime_ms") is None:
+                     + (f" (while the periodic cases ran, up to {r['host_stall_regime_ms']:.3f} ms)"
+                        if r.get("host_stall_regime_ms") is not None else "")
+                     + "; a schedule's bound charges its profiles' largest as a floor under e, the release jitter and "
+                     "the delay curve, and a run's frame whose window meets a longer one is named and not held to it")
+        if r.get("host_stall_by_busy"):
             lines.append("  by the core's load (windows busy under that share: the stall read there, the probe's "
                          "seconds in that step): " + ", ".join(
                              f"{b['busy_below']:.0%} {b['stall_ms']:.2f} ms ({b['seconds']:.0f} s)"
@@ -89,8 +88,15 @@ def _host_lines(r: dict) -> list[str]:
     if r.get("host_coupling_slowest_us") is not None:
         lines.append(f"cores' coupling (a byte from the first core's probe to each other core's and back every 20 ms, "
                      f"the median of each 0.5 s window): usually {r['host_coupling_us']:.1f} us, the slowest window "
-                     f"{r['host_coupling_slowest_us']:.1f} us; a run of a schedule with a multi-core PE whose cores were "
+                     f"{r['host_coupling_slowest_us']:.1f} us"
+                     + (f", {r['host_layer_coupling_us']:.1f} us while the multi-core layers were timed"
+                        if r.get("host_layer_coupling_us") is not None else "")
+                     + f"; a run of a schedule with a multi-core PE whose cores were "
                      f"slower than x{REGIME_COUPLING_FACTOR:g} a schedule's profiles' slowest is outside its bounds")
+        if (r.get("host_layer_coupling_us") or 0) > REGIME_COUPLING_FACTOR * (r.get("host_coupling_us") or float("inf")):
+            lines.append(f"  WARNING: the multi-core layers were timed while the cores' coupling was slow (x"
+                         f"{r['host_layer_coupling_us'] / r['host_coupling_us']:.2f} the usual round trip): every "
+                         "prediction for a multi-core PE is made from times of that state; re-profile")
     return lines
 
 

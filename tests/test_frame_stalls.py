@@ -1,7 +1,7 @@
-"""Host stalls held per frame: a schedule whose profiles recorded the stalls their regime
-runs met (ExecutorRegime.host_stall_regime_ms) charges no floor, and a run names each frame
-a longer probed stall met (executor.pipeline.stalled_frames) instead of leaving the whole run
-out; every other frame is held to its bound."""
+"""Host stalls held per frame: a run names each frame a probed stall longer than the floor its
+bounds charge met (executor.pipeline.stalled_frames) instead of leaving the whole run out;
+every other frame is held to its bound. And the stalls a profile's periodic regime cases met
+(ExecutorRegime.host_stall_regime_ms), recorded beside the floor."""
 
 from types import SimpleNamespace
 
@@ -84,12 +84,11 @@ def _regime(e=0.5, j=0.25, stall=None, regime_stall=None, size_stall="same"):
                          "dispatch_ms": 0.5, "segment_runs": 10, "host_stall_regime_ms": size_stall}}})
 
 
-def test_profiles_that_recorded_their_regime_runs_stalls_charge_no_floor():
-    """A's regime runs met stalls up to 1.5 ms, B's up to 2.2 ms; B's probe met a 6 ms stall
-    over its whole profile. Held per frame: e 0.5 and J 0.25 as measured, R_A = 1.5 x (2 + 5)
-    + J 0.25 + D 0.5 + 2 x e 0.5 = 12.25 (with the 6 ms floor: 10.5 + 6 + 0.5 + 12 = 29), and
-    the schedule holds stalls up to 2.2 ms per frame. One profile without the figure (older):
-    the floor, as before."""
+def test_a_schedule_charges_the_floor_and_holds_it_per_frame():
+    """A's probe met 1.2 ms, B's 6 ms (its regime runs' own, 2.2 ms): the floor is B's 6 ms,
+    R_A = 1.5 x (2 + 5) + J 6 + D 0.5 + 2 x e 6 = 29, and the schedule holds it per frame. The
+    regime runs' own stalls change nothing: held per frame with them alone as the charge, two
+    1+1 responses went over their bounds with no longer stall in their run."""
     from planner.core.multiapp import evaluate_mapping
     from test_schedule_bound import C0, problem, prof, two_core_plat
 
@@ -97,24 +96,25 @@ def test_profiles_that_recorded_their_regime_runs_stalls_charge_no_floor():
     a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(stall=1.2, regime_stall=1.5)})
     b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": _regime(stall=6.0, regime_stall=2.2)})
     mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)])
-    assert mp.frame_stall_ms == 2.2 and mp.regime_host_stall_ms is None
-    assert (mp.segment_excess_ms, mp.release_jitter_ms) == (0.5, 0.25)
-    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(12.25)
-    assert "no host stall floor" in mp.regime_source and "2.2 ms" in mp.regime_source
+    assert mp.frame_stall_ms == mp.regime_host_stall_ms == 6.0
+    assert (mp.segment_excess_ms, mp.release_jitter_ms) == (6.0, 6.0)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(29.0)
     old = problem(p, [a, b.model_copy(update={"executor_regime": _regime(stall=6.0)})], [("A", 40, 0), ("B", 80, 1)])
-    assert old.frame_stall_ms is None and old.regime_host_stall_ms == 6.0
     assert evaluate_mapping(old, [C0, C0]).apps[0].response_time_ms == pytest.approx(29.0)
+    plain = problem(p, [prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime()})], [("A", 40, 0)])
+    assert plain.frame_stall_ms is None  # no probe: nothing to hold
 
 
-def test_a_schedule_of_one_pe_size_holds_what_that_size_s_runs_met():
-    """The 1-core cases' runs met at most 1.6 ms (the whole regime 4 ms, in its 2-core cases):
-    a schedule of 1-core PEs holds 1.6 ms per frame, not 4."""
-    from test_schedule_bound import problem, prof, two_core_plat
+def test_a_run_is_not_left_out_whole_for_a_longer_stall_where_frames_are_held():
+    """A run whose probe met 10.4 ms against a 5.5 ms floor: left out whole under a schedule from
+    before frames were held (no frame_stall_ms), not under one that holds them (its frames
+    named instead)."""
+    from executor.pipeline import Pressure, run_regime_note
 
-    p = two_core_plat()
-    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(regime_stall=4.0, size_stall=1.6)})
-    mp = problem(p, [a], [("A", 40, 0)])
-    assert mp.frame_stall_ms == 1.6
+    quiet = Pressure(0.0, 0.0, 0.0)
+    old = {"regime_host_stall_ms": 5.5}
+    assert "a core stopped for up to 10.40 ms" in run_regime_note(quiet, old, host_stall_ms=10.4)
+    assert run_regime_note(quiet, {**old, "frame_stall_ms": 5.5}, host_stall_ms=10.4) is None
 
 
 def test_execute_names_the_stalled_frames_and_the_verdict_answers_for_the_others():

@@ -436,6 +436,34 @@ def test_the_layer_speed_is_the_loop_timed_on_the_timed_cores_while_the_layers_w
     assert layer_speed_us(probe, []) is None
 
 
+def test_the_layer_coupling_is_the_round_trips_between_a_multi_core_spans_cores_inside_it():
+    """Core 0's probe timed round trips to core 1 (28 us to 2 s, 45 us after) and core 2 (60 us). The 2-core span
+    over cores 0-1 from 1000 to 3000 ms counts those to core 1 inside it (half 28, half 45: the upper middle); a
+    1-core span counts none (its PE pays no coupling); round trips to a core outside the span count nothing."""
+    from executor.pe_profile import layer_coupling_us
+
+    c0 = CoreStalls(0, "SCHED_FIFO", 1.0, 4.0, coupling=[(t, 1, 28.0 if t < 2000 else 45.0) for t in range(0, 4000, 20)]
+                    + [(t, 2, 60.0) for t in range(0, 4000, 20)])
+    probe = SimpleNamespace(cores=[c0])
+    assert layer_coupling_us(probe, [(1000.0, 2999.0, (0, 1))]) == 45.0
+    assert layer_coupling_us(probe, [(1000.0, 1999.0, (0, 1))]) == 28.0
+    assert layer_coupling_us(probe, [(0.0, 3999.0, (0,))]) is None
+    assert layer_coupling_us(probe, [(0.0, 3999.0, (0, 2))]) == 60.0
+
+
+def test_the_profile_warns_when_its_multi_core_layers_were_timed_in_a_slow_coupling_state():
+    """Usual round trip 30 us; the 2-core layers timed at 45 us (x1.50, over REGIME_COUPLING_FACTOR): a warning
+    naming the ratio; at 31 us (x1.03) the line only."""
+    from planner.pe_documents import _host_lines
+
+    r = {"host_coupling_us": 30.0, "host_coupling_slowest_us": 52.0, "host_layer_coupling_us": 45.0}
+    lines = _host_lines(r)
+    assert lines[0].startswith("cores' coupling (") and "45.0 us while the multi-core layers were timed" in lines[0]
+    assert len(lines) == 2 and lines[1].startswith("  WARNING: the multi-core layers") and "x1.50" in lines[1]
+    assert len(_host_lines({**r, "host_layer_coupling_us": 31.0})) == 1
+    assert len(_host_lines({**r, "host_layer_coupling_us": None})) == 1
+
+
 def test_the_profile_warns_when_its_layers_were_timed_on_a_slow_core():
     """Layers timed while the loop took 10.8 us against a usual 6.1 (x1.77): `profile` warns
     that every prediction carries it; at 6.3 us (x1.03) it says only the speed."""

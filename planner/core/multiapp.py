@@ -169,12 +169,9 @@ def analysis_terms(problem: MappingProblem) -> list[str]:
             "lost to another thread or process, whatever the segment's length (a profile's is read beyond its "
             "largest measured run, at its exceedance per run: ExecutorRegime.exceedance_per_run)"
             + (f"; e, the jitter and the delay curve are at least the {problem.regime_host_stall_ms:g} ms host stall "
-               "the profiles' stall probe measured (a core stopped, whichever network runs on it); a run whose probe "
-               "measures a longer one is outside the bound, and the executor's report says so"
-               if problem.regime_host_stall_ms is not None else "")
-            + (f"; they hold the host stalls the profiles' regime runs met, up to {problem.frame_stall_ms:g} ms (the "
-               "stall probe): a frame whose window meets a longer one is named in the executor's report and not held "
-               "to the bound, every other frame is" if problem.frame_stall_ms is not None else ""),
+               "the profiles' stall probe measured (a core stopped, whichever network runs on it); a frame whose "
+               "window meets a longer one in a run (its probe) is named in the executor's report and not held to "
+               "the bound, every other frame is" if problem.regime_host_stall_ms is not None else ""),
         ] + ([
             "delay curve: the dispatch waits and excess of all the runs starting in the response's window (R + the "
             "longest segment run) together at most what the executor regime measured any window that long to hold, "

@@ -860,13 +860,18 @@ class ExecutorRegime(Strict):
         None, ge=0, le=1e6, description="The cores' speed while the layers were timed (the median of that loop's "
         "times then): above host_speed_us, the layer times every prediction is made from were taken while the host "
         "ran a core slow (null: not probed)")
+    host_layer_coupling_us: float | None = Field(
+        None, ge=0, le=1e7, description="The cores' coupling while the multi-core PEs' layers were timed (the median "
+        "of the probes' round trips between their cores then): over REGIME_COUPLING_FACTOR x host_coupling_us, the "
+        "multi-core layer times every prediction is made from were taken in a slow coupling state (null: one core, "
+        "not probed)")
     host_stall_regime_ms: float | None = Field(
         None, ge=0, le=1e6, description="The longest a core can have stopped (the stall probe) while the regime's "
-        "periodic cases ran: their runs' excess, release lateness and delay curves hold what those stalls did, so a "
-        "bound built on them covers a stall that long. A schedule whose profiles all record it charges no floor "
-        "(host_stall_ms): a frame of a run whose window met a longer stall is named by the executor and held to "
-        "nothing, the others to their bound (ConfigAnalysis.frame_stall_ms). At least 1.5 ms (the probe's 0.5 ms "
-        "recording threshold + its 1 ms period); null: not probed, older profiles (the floor is charged then)")
+        "periodic cases ran, the runs e, the jitter and the delay curves come from; at least 1.5 ms (the probe's "
+        "0.5 ms recording threshold + its 1 ms period). Beside host_stall_ms it says how much of the floor the "
+        "bound charges those runs met themselves. The floor is charged all the same: with this alone as the "
+        "charge, two responses of a 1+1 schedule went 20-37% over their bounds with no longer stall in their run "
+        "(null: not probed, older profiles)")
     host_stall_by_busy: list[HostStallAtBusy] = Field(
         default_factory=list, max_length=64, description="host_stall_ms at each core load, ascending: a schedule's "
         "bound charges the figure at the load its networks can put on one core (their slowest times x the typical "
@@ -1498,11 +1503,11 @@ class ConfigAnalysis(BaseModel):
     source: str = Field("", description="Where the factor, jitter and dispatch wait come from (the request, or which "
                         "profile measured them and how)")
     frame_stall_ms: float | None = Field(
-        None, description="The longest host stall the bounds hold (the largest of the profiles' "
-        "ExecutorRegime.host_stall_regime_ms: the stalls their regime runs met, inside e, the jitter and the delay "
-        "curve): a run's frame whose window (from its release less the longest bound, to its end) met a longer one, "
-        "as the run's stall probe measured it, is named in the report and not held to its bound; every other frame "
-        "is. Null: charged as a floor instead (regime_host_stall_ms), or not probed")
+        None, description="The longest host stall the bounds hold, per frame (the floor they charge, "
+        "ResponseAnalysis.regime_host_stall_ms): a run's frame whose window (from its release less the longest "
+        "bound, to its end) met a longer one, as the run's stall probe measured it, is named in the report and not "
+        "held to its bound; every other frame is, and the run is not left out whole for it. Null: not probed, or a "
+        "schedule from before frames were held (a longer stall leaves its whole run out)")
 
 
 class ResponseAnalysis(ConfigAnalysis):
