@@ -925,12 +925,14 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                    "through its profiles")
     if slowest_us is not None and regime_slowest_us is not None and slowest_us > REGIME_SLOW_FACTOR * regime_slowest_us:
         why.append(f"a core ran slow: the stall probe's fixed loop took {slowest_us:.2f} us in a 0.5 s window of it "
-                   f"against at most {regime_slowest_us:.2f} us through its profiles (x{slowest_us / regime_slowest_us:.2f}"
-                   f", over x{REGIME_SLOW_FACTOR:g}): the host gave that core less than while its bounds were measured")
+                   f"against at most {regime_slowest_us:.2f} us while its profiles' regime runs ran "
+                   f"(x{slowest_us / regime_slowest_us:.2f}, over x{REGIME_SLOW_FACTOR:g}): the host gave that core "
+                   "less than while its bounds were measured")
     if coupling_us is not None and regime_coupling_us is not None and coupling_us > REGIME_COUPLING_FACTOR * regime_coupling_us:
         why.append(f"its cores' coupling slowed: a byte passed between them and back took {coupling_us:.1f} us in a "
-                   f"0.5 s window (the stall probes) against at most {regime_coupling_us:.1f} us through its profiles "
-                   f"(x{coupling_us / regime_coupling_us:.2f}, over x{REGIME_COUPLING_FACTOR:g}): a multi-core PE's "
+                   f"0.5 s window (the stall probes) against at most {regime_coupling_us:.1f} us while its profiles' "
+                   f"regime runs ran (x{coupling_us / regime_coupling_us:.2f}, over x{REGIME_COUPLING_FACTOR:g}): a "
+                   "multi-core PE's "
                    "threads wait on each other longer than while its bounds were measured")
     if not why:
         return None

@@ -128,9 +128,12 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert 0 < r.host_speed_us <= r.host_slowest_us and r.host_layer_speed_us > 0
     speed_line = next(line for line in lines if line.startswith("core speed ("))
     assert f"the slowest window {r.host_slowest_us:.2f} us" in speed_line and "while the layers were timed" in speed_line
-    assert mp.regime_slowest_us == r.host_slowest_us
+    # a run is checked against the slowest window while the periodic cases ran (the bound's own runs)
+    assert r.host_regime_slowest_us is None or r.host_regime_slowest_us <= r.host_slowest_us
+    assert mp.regime_slowest_us == (r.host_regime_slowest_us or r.host_slowest_us)
     if n > 1:  # the first core's probe timed its round trips to the others
-        assert 0 < r.host_coupling_us <= r.host_coupling_slowest_us == mp.regime_coupling_us
+        assert 0 < r.host_coupling_us <= r.host_coupling_slowest_us
+        assert mp.regime_coupling_us == (r.host_regime_coupling_us or r.host_coupling_slowest_us)
         assert any(line.startswith("cores' coupling (") for line in lines)
     # at each load of the probed cores too
     from models.multiapp import core_demand, host_stall_at_busy, host_stall_floor
