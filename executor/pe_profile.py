@@ -760,10 +760,10 @@ def profile_for_schedule(
         prof.regime.update(stall_figures(probe, sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run))
         prof.regime["host_layer_speed_us"] = layer_speed_us(probe, prof.layer_spans)
         prof.regime["host_layer_coupling_us"] = layer_coupling_us(probe, prof.layer_spans)
-        if probe.cores:  # the stalls the periodic cases' runs met, and how slow their cores and coupling ran then
+        if probe.cores:  # the stalls the periodic cases' runs met, and how slow their cores ran then
             every = [s for v in prof.regime_spans.values() for s in v]
             prof.regime["host_stall_regime_ms"] = regime_stall_ms(probe, every)
-            prof.regime["host_regime_slowest_us"], prof.regime["host_regime_coupling_us"] = probe.slowest_within(every)
+            prof.regime["host_regime_slowest_us"] = probe.slowest_within(every)
             for k, spans in prof.regime_spans.items():
                 if k in prof.regime.get("by_cores", {}):
                     prof.regime["by_cores"][k]["host_stall_regime_ms"] = regime_stall_ms(probe, spans)

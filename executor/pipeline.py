@@ -930,8 +930,8 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                    "less than while its bounds were measured")
     if coupling_us is not None and regime_coupling_us is not None and coupling_us > REGIME_COUPLING_FACTOR * regime_coupling_us:
         why.append(f"its cores' coupling slowed: a byte passed between them and back took {coupling_us:.1f} us in a "
-                   f"0.5 s window (the stall probes) against at most {regime_coupling_us:.1f} us while its profiles' "
-                   f"regime runs ran (x{coupling_us / regime_coupling_us:.2f}, over x{REGIME_COUPLING_FACTOR:g}): a "
+                   f"0.5 s window (the stall probes) against at most {regime_coupling_us:.1f} us through its "
+                   f"profiles (x{coupling_us / regime_coupling_us:.2f}, over x{REGIME_COUPLING_FACTOR:g}): a "
                    "multi-core PE's "
                    "threads wait on each other longer than while its bounds were measured")
     if not why:

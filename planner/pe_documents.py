@@ -93,8 +93,6 @@ def _host_lines(r: dict) -> list[str]:
                      f"{r['host_coupling_slowest_us']:.1f} us"
                      + (f", {r['host_layer_coupling_us']:.1f} us while the multi-core layers were timed"
                         if r.get("host_layer_coupling_us") is not None else "")
-                     + (f", at most {r['host_regime_coupling_us']:.1f} us while the periodic cases ran (what a run is "
-                        "checked against)" if r.get("host_regime_coupling_us") is not None else "")
                      + f"; a run of a schedule with a multi-core PE whose cores were "
                      f"slower than x{REGIME_COUPLING_FACTOR:g} a schedule's profiles' slowest is outside its bounds")
         if (r.get("host_layer_coupling_us") or 0) > REGIME_COUPLING_FACTOR * (r.get("host_coupling_us") or float("inf")):

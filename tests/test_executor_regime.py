@@ -133,7 +133,7 @@ def test_the_pe_profile_measures_the_executor_regime_into_the_profile_and_the_bo
     assert mp.regime_slowest_us == (r.host_regime_slowest_us or r.host_slowest_us)
     if n > 1:  # the first core's probe timed its round trips to the others
         assert 0 < r.host_coupling_us <= r.host_coupling_slowest_us
-        assert mp.regime_coupling_us == (r.host_regime_coupling_us or r.host_coupling_slowest_us)
+        assert mp.regime_coupling_us == r.host_coupling_slowest_us
         assert any(line.startswith("cores' coupling (") for line in lines)
     # at each load of the probed cores too
     from models.multiapp import core_demand, host_stall_at_busy, host_stall_floor

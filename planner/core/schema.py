@@ -865,10 +865,6 @@ class ExecutorRegime(Strict):
         "cases ran, the runs the bound's e, jitter and delay curves come from: a schedule's runs are checked "
         "against this, not the whole profile's slowest (a slow window met only while the layers or the co-run were "
         "timed protects no bound) (null: not probed, older profiles: host_slowest_us is used)")
-    host_regime_coupling_us: float | None = Field(
-        None, ge=0, le=1e7, description="The slowest 0.5 s window of the cores' round trip while the periodic regime "
-        "cases ran: a schedule's runs are checked against this (null: one core, not probed, older profiles: "
-        "host_coupling_slowest_us is used)")
     host_layer_coupling_us: float | None = Field(
         None, ge=0, le=1e7, description="The cores' coupling while the multi-core PEs' layers were timed (the median "
         "of the probes' round trips between their cores then): over REGIME_COUPLING_FACTOR x host_coupling_us, the "
@@ -1551,8 +1547,10 @@ class ResponseAnalysis(ConfigAnalysis):
         "timed its cores slower than "
         "this by over REGIME_SLOW_FACTOR is outside what the bounds cover, and the executor says so; null: not probed")
     regime_coupling_us: float | None = Field(
-        None, description="The slowest the cores passed a byte back and forth while the profiles' periodic regime "
-        "cases ran (the largest of their ExecutorRegime.host_regime_coupling_us, else host_coupling_slowest_us): a run of a schedule with a multi-core PE whose probes timed a "
+        None, description="The slowest the cores passed a byte back and forth through the profiles (the largest of "
+        "their ExecutorRegime.host_coupling_slowest_us; not the periodic cases' alone: a schedule's own load slows the "
+        "round trip past what those read, and every 2-core run was left out for it with its responses well inside "
+        "their bounds): a run of a schedule with a multi-core PE whose probes timed a "
         "slower round trip by over REGIME_COUPLING_FACTOR is outside what the bounds cover; null: not probed")
     regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
         None, description="The policy the executor's threads ran at while every network's regime was measured "
