@@ -980,8 +980,10 @@ def stalled_frames(networks: Sequence[NetworkResult], stalls: Sequence[tuple[flo
     from its release less `lookback_ms` (the longest bound: a stall before the release holds
     the PE with earlier work still queued, up to that long) to its end; a stall (start_ms,
     stall_ms on the run's clock, as the probe gives it: it lay somewhere in that span) counts
-    where the two overlap. What a schedule's bound holds per frame (ConfigAnalysis.frame_stall_ms):
-    these frames are named and not held to it, every other frame is."""
+    where the two overlap, on whichever probed core: the release thread and the GIL are shared,
+    so a core stopped under them delays every network's frames. What a schedule's bound holds
+    per frame (ConfigAnalysis.frame_stall_ms): these frames are named and not held to it, every
+    other frame is."""
     long = sorted((t, d) for t, d in stalls if d > over_ms)
     out = []
     for nr in networks:
@@ -1001,7 +1003,8 @@ def frame_stall_rows(res: PipelineResult, stalls: Sequence[tuple[float, float]],
     """(the stall the bounds hold per frame, each network's report fields): its frames a longer
     stall met (stalled_frames, named up to STALLED_FRAMES_LISTED), its worst response and its
     deadline misses over the others (dropped releases counted as misses: no frame to name). Nothing
-    where the bounds charge a floor instead or the run was not probed."""
+    where the schedule holds no stall per frame (one from before, or no probe in its profiles) or
+    the run was not probed."""
     over = (analysis or {}).get("frame_stall_ms")
     if over is None or stalls is None:
         return None, [{} for _ in res.networks]
