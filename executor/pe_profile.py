@@ -79,9 +79,9 @@ class PEProfile:
     topology: CpuTopology | None = None
     # when the layers were timed: (start_ms, end_ms on time.perf_counter's clock, the cores), for the probe's speed then
     layer_spans: list[tuple[float, float, tuple[int, ...]]] = field(default_factory=list)
-    # per PE size (cores): when the regime's periodic cases ran (start_ms, end_ms, perf_counter's clock), for the
-    # stalls their runs met (regime_stall_ms): the bounds' e, jitter and delay curves hold those, and no longer ones
-    regime_spans: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    # when the regime's periodic cases ran (start_ms, end_ms, perf_counter's clock): the stalls their runs met and
+    # the cores' speed then (regime_stall_ms, StallProbe.slowest_within), what the bounds' figures stand on
+    regime_spans: list[tuple[float, float]] = field(default_factory=list)
 
 
 def _two_layer_model(size_bytes: int) -> LayeredModel:
@@ -616,7 +616,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     d50 = float(np.median(tp_dispatch or every.dispatch))
     by_size = _factor_by_cores(by_cores, tp_periods, d50)
     model_ms = {k: sum(prof.layer_ms[prof.k_devices[k - 1].id]) for k in worst}
-    prof.regime_spans = {k: list(w.spans) for k, w in sorted(worst.items())}
+    prof.regime_spans = list(every.spans)
     return {
         **every.figures(sum(prof.layer_ms[prof.k_devices[0].id]), exceedance_per_run),
         # each PE size's own: a schedule of k-core PEs is charged what k-core PEs measured
@@ -761,12 +761,8 @@ def profile_for_schedule(
         prof.regime["host_layer_speed_us"] = layer_speed_us(probe, prof.layer_spans)
         prof.regime["host_layer_coupling_us"] = layer_coupling_us(probe, prof.layer_spans)
         if probe.cores:  # the stalls the periodic cases' runs met, and how slow their cores ran then
-            every = [s for v in prof.regime_spans.values() for s in v]
-            prof.regime["host_stall_regime_ms"] = regime_stall_ms(probe, every)
-            prof.regime["host_regime_slowest_us"] = probe.slowest_within(every)
-            for k, spans in prof.regime_spans.items():
-                if k in prof.regime.get("by_cores", {}):
-                    prof.regime["by_cores"][k]["host_stall_regime_ms"] = regime_stall_ms(probe, spans)
+            prof.regime["host_stall_regime_ms"] = regime_stall_ms(probe, prof.regime_spans)
+            prof.regime["host_regime_slowest_us"] = probe.slowest_within(prof.regime_spans)
         if probe.why_not:  # no floor is charged then: say why, not nothing
             prof.regime["method"] = (prof.regime["method"] + f"; no host stall figure: {probe.why_not}")[:1000]
     return prof
@@ -796,9 +792,9 @@ def layer_coupling_us(probe: StallProbe, spans: Sequence[tuple[float, float, tup
 def regime_stall_ms(probe: StallProbe, spans: Sequence[tuple[float, float]]) -> float | None:
     """The longest a probed core can have stopped while the regime's periodic cases ran
     (`spans`, perf_counter ms): their runs' excess, release lateness and delay curves hold
-    what those stalls did, so a bound built on them covers a stall up to this long and no
-    longer (a run's frame that meets a longer one is named: executor.pipeline.stalled_frames).
-    At least STALL_MIN_MS + a period, the longest a stall the probe did not record can be.
+    what those stalls did. Printed beside the floor (how much of it those runs met), not
+    charged in its place: alone it did not cover the runs' tail (docs/measurement.md,
+    nineteenth session). At least STALL_MIN_MS + a period, the longest a stall the probe did not record can be.
     None where nothing was probed or no case ran."""
     if not probe.cores or not spans:
         return None

@@ -33,6 +33,7 @@ end. Only the standard library: it runs on a board beside the executor.
 from __future__ import annotations
 
 import array
+import math
 import os
 import signal
 import subprocess
@@ -189,8 +190,7 @@ not one already probing: it stops within a period."""
     def slowest_us(self) -> float | None:
         """The slowest any probed core ran: the largest window median of the fixed loop's
         time (CoreStalls.speed_windows_us); None where no window had enough timings."""
-        w = [x for c in self.cores for x in c.speed_windows_us()]
-        return max(w) if w else None
+        return self.slowest_within([(-math.inf, math.inf)])
 
     @property
     def typical_us(self) -> float | None:

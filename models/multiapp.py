@@ -316,12 +316,6 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
         said.append("defaults for the rest (no profile measured its executor regime)")
     out["regime_source"] = "; ".join(said)
     out["regime_host_stall_ms"], out["regime_host_stall_busy"] = stall, stall_busy
-    # held per frame: a run names each frame a longer probed stall met (executor.pipeline.stalled_frames) and holds
-    # every other frame to the bound, instead of leaving the whole run out. The floor itself stays: held per frame
-    # with none (the regime runs' own stalls, ExecutorRegime.host_stall_regime_ms, as the only charge), two 1+1
-    # responses went 37% and 20% over their bounds with no stall over 1.5 ms in their run (docs/measurement.md,
-    # nineteenth session): the periodic cases' 100 frames do not cover the runs' own tail, and the floor does
-    out["frame_stall_ms"] = stall
     # the slowest core the periodic cases' runs met (the bound's own runs), else the whole profile's (older profiles,
     # or cases too short for a window); the host's, whichever profile's probe met it
     slowest = [x for r in measured.values()

@@ -71,17 +71,16 @@ def test_the_regime_stall_is_the_longest_met_while_the_periodic_cases_ran():
     assert regime_stall_ms(SimpleNamespace(cores=[], period_ms=1.0, stalls=lambda: []), [(0.0, 1.0)]) is None
 
 
-def _regime(e=0.5, j=0.25, stall=None, regime_stall=None, size_stall="same"):
+def _regime(e=0.5, j=0.25, stall=None, regime_stall=None):
     from planner.core.schema import ExecutorRegime
 
-    size_stall = regime_stall if size_stall == "same" else size_stall
     return ExecutorRegime.model_validate({
         "interference_factor": 1.5, "segment_excess_ms": e, "envelope": [[1.5, e], [2.0, 0.0]], "excess_curves": [],
         "interference_factor_p50": 1.0, "release_jitter_ms": j, "dispatch_ms": 0.5, "dispatch_p50_ms": 0.0,
         "segment_runs": 10, "method": "by hand", "host_stall_ms": stall, "host_stall_measured_ms": stall,
         "host_stall_regime_ms": regime_stall,
         "by_cores": {1: {"interference_factor": 1.5, "segment_excess_ms": e, "release_jitter_ms": j,
-                         "dispatch_ms": 0.5, "segment_runs": 10, "host_stall_regime_ms": size_stall}}})
+                         "dispatch_ms": 0.5, "segment_runs": 10}}})
 
 
 def test_a_schedule_charges_the_floor_and_holds_it_per_frame():
@@ -90,19 +89,20 @@ def test_a_schedule_charges_the_floor_and_holds_it_per_frame():
     regime runs' own stalls change nothing: held per frame with them alone as the charge, two
     1+1 responses went over their bounds with no longer stall in their run."""
     from planner.core.multiapp import evaluate_mapping
+    from planner.scheduling import _config_analysis
     from test_schedule_bound import C0, problem, prof, two_core_plat
 
     p = two_core_plat()
     a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(stall=1.2, regime_stall=1.5)})
     b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": _regime(stall=6.0, regime_stall=2.2)})
     mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)])
-    assert mp.frame_stall_ms == mp.regime_host_stall_ms == 6.0
+    assert _config_analysis(mp).frame_stall_ms == mp.regime_host_stall_ms == 6.0
     assert (mp.segment_excess_ms, mp.release_jitter_ms) == (6.0, 6.0)
     assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(29.0)
     old = problem(p, [a, b.model_copy(update={"executor_regime": _regime(stall=6.0)})], [("A", 40, 0), ("B", 80, 1)])
     assert evaluate_mapping(old, [C0, C0]).apps[0].response_time_ms == pytest.approx(29.0)
     plain = problem(p, [prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime()})], [("A", 40, 0)])
-    assert plain.frame_stall_ms is None  # no probe: nothing to hold
+    assert _config_analysis(plain).frame_stall_ms is None  # no probe: nothing to hold
 
 
 def test_a_run_is_not_left_out_whole_for_a_longer_stall_where_frames_are_held():

@@ -89,7 +89,6 @@ class MappingProblem:
     regime_scheduling: str | None = None  # the executor threads' policy meanwhile (ResponseAnalysis)
     regime_host_stall_ms: float | None = None  # the longest host stall the bound charges (ResponseAnalysis)
     regime_host_stall_busy: float | None = None  # the core load it was measured under (ResponseAnalysis)
-    frame_stall_ms: float | None = None  # the longest stall the bound holds, per frame (ConfigAnalysis.frame_stall_ms)
     regime_slowest_us: float | None = None  # the slowest a core ran through the profiles, the probe's loop (ResponseAnalysis)
     regime_coupling_us: float | None = None  # the slowest cross-core round trip through the profiles (ResponseAnalysis)
     # response time: a PE's utilisation at most this; below 1 where the executor runs real-time, the kernel's

@@ -745,8 +745,6 @@ class RegimeBySize(Strict):
     exceedance_per_run: float | None = Field(None, gt=0, lt=1, description="As ExecutorRegime's")
     excess_tail_scale_ms: float | None = Field(None, ge=0, le=10_000, description="As ExecutorRegime's")
     charged_max: float | None = Field(None, gt=0, le=1000, description="As ExecutorRegime's, over these cases' runs")
-    host_stall_regime_ms: float | None = Field(None, ge=0, le=1e6, description="As ExecutorRegime's, over these "
-                                               "cases' runs")
 
 
 class ExecutorRegime(Strict):
