@@ -86,7 +86,8 @@ def period_under(relaxed: dict, prof: dict, name: str, hyper_ms: float) -> float
         for m in layer["measurements"]:
             by_device[m["device"]] = by_device.get(m["device"], 0.0) + m["time_ms"]
     under = min(0.9 * min(bounds), 0.75 * min(by_device.values()))
-    # a short decimal: the board finds when periods repeat from their decimals (0.2 with 60 did; 60 / 462 not)
+    # a short decimal: periods of the form 60 / k got no misses reported within 60 s, 0.2 did; why was not
+    # established (a guess: the board finds when periods repeat from their decimals)
     return max((p for p in NICE_PERIODS_MS if p < under and hyper_ms / p == round(hyper_ms / p)), default=NICE_PERIODS_MS[-1])
 
 
