@@ -62,7 +62,7 @@ from executor.pe_profile import CORUN_ROUNDS, REGIME_FRAMES, _two_layer_model, p
 from executor.pipeline import (  # noqa: E402
     REGIME_COUPLING_FACTOR, REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_SLOW_FACTOR,
     REGIME_STEAL_MARGIN_PCT, HostPressure, Network, STALL_MATCH_MS, PipelineExecutor, Pressure, coupled_us, entry_corun,
-    envelope_note, frame_stall_rows, percent_error, run_regime_note, run_schedule_entry)
+    envelope_note, frame_slow_us, frame_stall_rows, percent_error, run_regime_note, run_schedule_entry)
 from executor.stall_probe import StallProbe  # noqa: E402
 from models.multiapp import compile_schedule, measured_maxima  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
@@ -214,19 +214,22 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
                 beyond.append(envelope_note(trace, [n.priority for n in ex.networks], pred, analysis, corun))
                 for net, r in zip(ex.networks, res.networks):
                     worst[net.name] = max([worst[net.name], *r.response_ms])
-    held, stalled = dict(worst), {a.name: 0 for a in entry.apps}
+    held, stalled, slow = dict(worst), {a.name: 0 for a in entry.apps}, {a.name: 0 for a in entry.apps}
     apps = entry.model_dump()["apps"]
     if analysis.get("frame_stall_ms") is not None and probe.cores:
         held = {a.name: 0.0 for a in entry.apps}
         for res in results:
-            _, rows = frame_stall_rows(res, [(t - res.t0_s * 1e3, d) for t, d in probe.stalls()], analysis, apps)
+            t0 = res.t0_s * 1e3
+            _, rows = frame_stall_rows(res, [(t - t0, d) for t, d in probe.stalls()], analysis, apps,
+                                       [(t - t0, us) for t, us in probe.speed_samples()])
             for net, row in zip(ex.networks, rows):
                 held[net.name] = max(held[net.name], row.get("response_max_unstalled_ms") or 0.0)
                 stalled[net.name] += row.get("frames_stalled", 0)
+                slow[net.name] += row.get("frames_slow", 0)
     # outside the regime only for a host disturbance it names (regime_note); a run beyond the
     # envelope is held to its bounds all the same, its note says what went over
-    return ([worst[a.name] for a in entry.apps], [held[a.name] for a in entry.apps], [stalled[a.name] for a in entry.apps],
-            phasings,
+    return ([worst[a.name] for a in entry.apps], [held[a.name] for a in entry.apps],
+            [(stalled[a.name], slow[a.name]) for a in entry.apps], phasings,
             run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms, probe.slowest_us,
                             coupled_us(probe, ex.pes)),
             next((b for b in beyond if b), None), probe.largest_stall_ms, probe.slowest_us, probe.coupling_slowest_us)
@@ -410,7 +413,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
         phased, phased_held, phased_stalled, phasings, phase_note, phase_env, phase_stall, phase_slowest, \
             phase_coupling = (phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
-                              else ([0.0] * 2, [0.0] * 2, [0] * 2, [], None, None, None, None, None))
+                              else ([0.0] * 2, [0.0] * 2, [(0, 0)] * 2, [], None, None, None, None, None))
         run_notes = [{"label": f"cpu {cfg} run {k + 1}", "regime_note": r["regime_note"],
                       "envelope_note": r.get("envelope_note")} for k, r in enumerate(runs)]
         if args.phase_runs:
@@ -435,8 +438,11 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                          "response_p50_ms": r1["response_p50_ms"], "response_p99_ms": r1["response_p99_ms"],
                          "frames_done": r1["frames_done"] + r2["frames_done"],
                          # frames a longer stall than the bounds hold met (named, not held to the bound)
-                         "frames_stalled": r1.get("frames_stalled", 0) + r2.get("frames_stalled", 0) + phased_stalled[a],
+                         "frames_stalled": r1.get("frames_stalled", 0) + r2.get("frames_stalled", 0) + phased_stalled[a][0],
                          "stalls_named": [f for r in (r1, r2) for f in r.get("stalled_frames") or []][:20],
+                         # frames in which a probed core ran slower than the bounds' profiles did (named too)
+                         "frames_slow": r1.get("frames_slow", 0) + r2.get("frames_slow", 0) + phased_stalled[a][1],
+                         "slow_named": [f for r in (r1, r2) for f in r.get("slow_frames") or []][:20],
                          "bound_over_max": spec.response_time_ms / worst, "over_bound": bool(worst > spec.response_time_ms),
                          "bound_per_run_ms": per_run[spec.name], "bound_per_run_over_max": per_run[spec.name] / worst,
                          "bound_no_tail_ms": no_tail[spec.name], "over_bound_no_tail": bool(worst > no_tail[spec.name]),
@@ -460,6 +466,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                               "misses_per_network": misses, "deadline_misses": sum(misses), "frames": args.deadline_frames,
                               "deadline_misses_all": sum(n["deadline_misses"] for n in rep["networks"]),
                               "frames_stalled": sum(n.get("frames_stalled", 0) for n in rep["networks"]),
+                              "frames_slow": sum(n.get("frames_slow", 0) for n in rep["networks"]),
                               "contradicted": bool(e2.schedulable and sum(misses) > 0), "regime_note": rep["regime_note"],
                               "envelope_note": rep.get("envelope_note"),
                               "response_max_ms": worst, "host_stall_ms": rep.get("host_stall_ms"),
@@ -485,7 +492,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                     "regime_source": mp.regime_source, "networks": nets, "deadlines": deadlines,
                     # the host stall the bounds charge, and the longest each run's probe measured
                     "regime_host_stall_ms": mp.regime_host_stall_ms, "regime_host_stall_busy": mp.regime_host_stall_busy,
-                    "frame_stall_ms": mp.regime_host_stall_ms,
+                    "frame_stall_ms": mp.regime_host_stall_ms, "frame_slow_us": frame_slow_us(analysis),
                     "run_stalls_ms": [runs[0].get("host_stall_ms"), runs[1].get("host_stall_ms"), phase_stall],
                     # the slowest each run's probe timed its cores (the fixed loop, us) against the profiles' slowest
                     "regime_slowest_us": mp.regime_slowest_us,
@@ -918,6 +925,15 @@ def main() -> int:
                 for f in n.get("stalls_named", [])[:5]:
                     print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, a "
                           f"{f['stall_ms']:.2f} ms stall in its window")
+            if t.get("frame_slow_us") is not None:
+                print(f"  slow cores held per frame: frames in whose window a probed core's loop took over "
+                      f"{t['frame_slow_us']:.2f} us (x{REGIME_SLOW_FACTOR:g} the profiles' slowest window), named and not "
+                      f"held to the bound: {[n.get('frames_slow', 0) for n in t['networks']]} (run and replicate, + the "
+                      f"phased runs'), deadline runs {[d.get('frames_slow', 0) for d in t['deadlines']]}")
+                for n in t["networks"]:
+                    for f in n.get("slow_named", [])[:5]:
+                        print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, the loop "
+                              f"{f['loop_us']:.2f} us in its window")
         if t.get("regime_slowest_us") is not None:
             slow = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_slowest_us", []))
             print(f"  core speed (the stall probe's fixed loop, the slowest 0.5 s window's median; higher: slower): the "

@@ -24,6 +24,7 @@ wakes every worker, and `run` joins them before it returns, so no thread outlive
 
 from __future__ import annotations
 
+import bisect
 import gc
 import heapq
 import math
@@ -998,26 +999,69 @@ def stalled_frames(networks: Sequence[NetworkResult], stalls: Sequence[tuple[flo
     return out
 
 
-def frame_stall_rows(res: PipelineResult, stalls: Sequence[tuple[float, float]], analysis: Mapping | None,
-                     apps: Sequence[Mapping]) -> tuple[float | None, list[dict]]:
+def slow_frames(networks: Sequence[NetworkResult], samples: Sequence[tuple[float, float]], over_us: float,
+                lookback_ms: float) -> list[list[tuple[int, float, float]]]:
+    """Per network, its frames in whose window a core ran slow: (frame, response_ms, the
+    slowest loop_us in it), completion order. `samples` (t_ms on the run's clock, loop_us):
+    the stall probe's fixed loop, timed every stall_probe.SPEED_EVERY_S on each probed core;
+    slow = over `over_us`. The window is stalled_frames' (release less `lookback_ms` to the
+    end). Why per sample, not per 0.5 s window: the segment runs that went x2 over their
+    profile with no stall met bursts of 20-60 ms in which the loop ran x1.8-2.5, too short to
+    move a window's median (docs/measurement.md, nineteenth and twentieth sessions)."""
+    slow = sorted((t, us) for t, us in samples if us > over_us)
+    times = [t for t, _ in slow]
+    out = []
+    for nr in networks:
+        hit = []
+        for frame, resp, end_s in zip(nr.frame_ids, nr.response_ms, nr.finish_s):
+            end = end_s * 1e3
+            lo, hi = bisect.bisect_left(times, end - resp - lookback_ms), bisect.bisect_right(times, end)
+            if hi > lo:
+                hit.append((frame, float(resp), float(max(us for _, us in slow[lo:hi]))))
+        out.append(hit)
+    return out
+
+
+def frame_slow_us(analysis: Mapping | None) -> float | None:
+    """The loop time past which a frame is named for a slow core (slow_frames): REGIME_SLOW_FACTOR
+    x the slowest 0.5 s window the profiles' periodic cases met (what the bounds' figures stand on),
+    the threshold the whole-run check reads windows against; None where the schedule does not hold
+    disturbances per frame (no frame_stall_ms) or its profiles timed no loop."""
+    a = analysis or {}
+    if a.get("frame_stall_ms") is None or a.get("regime_slowest_us") is None:
+        return None
+    return REGIME_SLOW_FACTOR * float(a["regime_slowest_us"])
+
+
+def frame_stall_rows(res: PipelineResult, stalls: Sequence[tuple[float, float]] | None, analysis: Mapping | None,
+                     apps: Sequence[Mapping], samples: Sequence[tuple[float, float]] | None = None,
+                     ) -> tuple[float | None, list[dict]]:
     """(the stall the bounds hold per frame, each network's report fields): its frames a longer
-    stall met (stalled_frames, named up to STALLED_FRAMES_LISTED), its worst response and its
-    deadline misses over the others (dropped releases counted as misses: no frame to name). Nothing
-    where the schedule holds no stall per frame (one from before, or no probe in its profiles) or
-    the run was not probed."""
+    stall met (stalled_frames) and those in which a probed core ran slower than frame_slow_us
+    (slow_frames; `samples`: the probe's loop timings on the run's clock), each named up to
+    STALLED_FRAMES_LISTED; its worst response and its deadline misses over the frames neither met
+    (dropped releases counted as misses: no frame to name). Nothing where the schedule holds no
+    stall per frame (one from before, or no probe in its profiles) or the run was not probed."""
     over = (analysis or {}).get("frame_stall_ms")
     if over is None or stalls is None:
         return None, [{} for _ in res.networks]
     bounds = [float(a["response_time_ms"]) for a in apps if a.get("response_time_ms") is not None
               and math.isfinite(float(a["response_time_ms"]))]
-    hits = stalled_frames(res.networks, stalls, float(over), max(bounds, default=0.0))
+    lookback = max(bounds, default=0.0)
+    hits = stalled_frames(res.networks, stalls, float(over), lookback)
+    slow_us = frame_slow_us(analysis)
+    slows = (slow_frames(res.networks, samples, slow_us, lookback) if slow_us is not None and samples is not None
+             else [[] for _ in res.networks])
     rows = []
-    for nr, hit, spec in zip(res.networks, hits, apps):
-        named = {f for f, _, _ in hit}
+    for nr, hit, slow, spec in zip(res.networks, hits, slows, apps):
+        named = {f for f, _, _ in hit} | {f for f, _, _ in slow}
         kept = [r for f, r in zip(nr.frame_ids, nr.response_ms) if f not in named]
         rows.append({"frames_stalled": len(hit),
                      "stalled_frames": [{"frame": f, "response_ms": round(r, 3), "stall_ms": round(d, 3)}
                                         for f, r, d in hit[:STALLED_FRAMES_LISTED]],
+                     "frames_slow": len(slow),
+                     "slow_frames": [{"frame": f, "response_ms": round(r, 3), "loop_us": round(us, 2)}
+                                     for f, r, us in slow[:STALLED_FRAMES_LISTED]],
                      "response_max_unstalled_ms": max(kept) if kept else None,
                      "deadline_misses_unstalled": sum(r > spec["period_ms"] for r in kept) + nr.dropped})
     return float(over), rows
@@ -1265,8 +1309,9 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
                               [(t - res.t0_s * 1e3, d) for t, d in probe.stalls()]) if probe.cores else None
     else:
         beyond = matched = None
-    over, stalled = frame_stall_rows(res, [(t - res.t0_s * 1e3, d) for t, d in probe.stalls()] if probe.cores else None,
-                                     entry_analysis(data.get("analysis"), e["cpu_config"]), e["apps"])
+    t0_ms, held = res.t0_s * 1e3, entry_analysis(data.get("analysis"), e["cpu_config"])
+    over, stalled = frame_stall_rows(res, [(t - t0_ms, d) for t, d in probe.stalls()] if probe.cores else None,
+                                     held, e["apps"], [(t - t0_ms, us) for t, us in probe.speed_samples()])
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
@@ -1285,6 +1330,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls
         # the longest stall the bounds hold per frame: each network names its frames a longer one met (frame_stall_rows)
         "frame_stall_ms": over,
+        # the loop time past which a frame is named for a slow core (frame_slow_us; None: not held per frame)
+        "frame_slow_us": frame_slow_us(held) if over is not None else None,
         "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()

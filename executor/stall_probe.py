@@ -49,10 +49,12 @@ MAX_PROBE_S = 3600.0
 STALL_MIN_MS = 0.5  # lateness from which a wake-up's time is kept (the stalls, to set beside a run's segments)
 PAUSED_SLEEP_S = 0.05  # a paused probe's sleep: 20 wake-ups a second, none recorded
 WINDOW_S = 0.5  # how often a probe reads its core's busy time: each stall is set beside the load it met
-SPEED_EVERY_S = 0.02  # how often a probe times its fixed loop (the core's speed): ~0.2% of the core
+SPEED_EVERY_S = 0.005  # how often a probe times its fixed loop (the core's speed): ~0.4% of the core; often enough to
+# see the x1.8 bursts of 20-60 ms the slow segment runs met (docs/measurement.md, nineteenth session) several times each
 SPEED_LOOP = 300  # iterations of the fixed loop, timed SPEED_REPEATS times, the fastest kept (~10 us each here)
-SPEED_REPEATS = 3
-RTT_REPEATS = 3  # round trips to each other core's probe every SPEED_EVERY_S, the fastest kept
+SPEED_REPEATS = 2
+RTT_EVERY_S = 0.02  # how often the first core's probe times its round trips to the others (each wakes the other core)
+RTT_REPEATS = 3  # round trips to each other core's probe every RTT_EVERY_S, the fastest kept
 RTT_TIMEOUT_S = 0.05  # a round trip not back by then is not counted (the other probe stopped or ended)
 
 
@@ -74,7 +76,7 @@ class CoreStalls:
     # (t_ms, loop_us): the fixed loop's time every SPEED_EVERY_S, paused or not (module note: a core running slow)
     speed: list[tuple[float, float]] = field(default_factory=list)
     # (t_ms, other core, rtt_us): the first core's probe only: a byte to each other core's probe and back, the
-    # fastest of RTT_REPEATS every SPEED_EVERY_S (the cores' coupling: how fast one wakes the other)
+    # fastest of RTT_REPEATS every RTT_EVERY_S (the cores' coupling: how fast one wakes the other)
     coupling: list[tuple[float, int, float]] = field(default_factory=list)
 
     def speed_windows_us(self, window_s: float = WINDOW_S, least: int = 5) -> list[float]:
@@ -224,6 +226,11 @@ not one already probing: it stops within a period."""
         speed = _window_medians(((c.core, t, us) for c in self.cores for t, us in c.speed
                                  if any(a <= t <= b for a, b in spans)), WINDOW_S, 5)
         return max(speed) if speed else None
+
+    def speed_samples(self) -> list[tuple[float, float]]:
+        """(t_ms, loop_us) of every timing of the fixed loop, all cores, by time: a burst of a
+        core running slow, tens of ms, shows in these and not in a window's median."""
+        return sorted(s for c in self.cores for s in c.speed)
 
     def stalls(self) -> list[tuple[float, float]]:
         """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
@@ -413,18 +420,20 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-") -> None:
     late, pairs, wins, speed, rtts = array.array("f"), array.array("d"), array.array("d"), array.array("d"), array.array("d")
     t0 = time.perf_counter()
     ticks, t_win = cpu_ticks({core}), t0
-    t_speed = t0
-    speed_cap = max(1, int(max_s / SPEED_EVERY_S)) + 1
+    t_speed = t_rtt = t0
+    speed_cap, rtt_cap = max(1, int(max_s / SPEED_EVERY_S)) + 1, max(1, int(max_s / RTT_EVERY_S)) + 1
 
-    def timed_speed(now: float) -> None:  # the core's speed, every SPEED_EVERY_S, paused or not (cheap: ~0.2%)
-        nonlocal t_speed
+    def timed_speed(now: float) -> None:  # the core's speed, every SPEED_EVERY_S, paused or not (cheap: ~0.4%)
+        nonlocal t_speed, t_rtt
         if now - t_speed >= SPEED_EVERY_S and len(speed) < 2 * speed_cap:
             speed.extend((now * 1000.0, _loop_us()))
+            t_speed = now
+        if pings and now - t_rtt >= RTT_EVERY_S and len(rtts) < 3 * len(pings) * rtt_cap:
             for other, w, r in pings:  # and how fast this core and each other one pass a byte back and forth
                 us = _round_trip_us(w, r)
                 if us is not None:
                     rtts.extend((now * 1000.0, float(other), us))
-            t_speed = now
+            t_rtt = now
 
     def window() -> None:  # the busy share of the core since the last window (all but steal), beside its wake-ups
         nonlocal ticks, t_win

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from executor.pe_profile import regime_stall_ms
-from executor.pipeline import NetworkResult, PipelineResult, frame_stall_rows, stalled_frames
+from executor.pipeline import (REGIME_SLOW_FACTOR, NetworkResult, PipelineResult, frame_slow_us, frame_stall_rows,
+                               slow_frames, stalled_frames)
 from executor.stall_probe import STALL_MIN_MS
 
 
@@ -48,6 +49,41 @@ def test_a_run_reports_its_stalled_frames_and_the_worst_of_the_others():
     # b's windows from 5 ms (the finite bounds' longest) before their releases, [23, 40] and [41, 50], meet nothing
     assert rows[1]["frames_stalled"] == 0 and rows[1]["response_max_unstalled_ms"] == 12.0
     assert rows[1]["deadline_misses_unstalled"] == 2  # the 12 ms frame and the dropped release
+
+
+def test_a_frame_is_named_where_a_slow_loop_sample_lies_in_its_window():
+    """Frames end at 10, 20, 30, 40 ms, each 3 ms after its release. Loop samples (t, us):
+    one at 15 ms over 8 us lies only in frame 1's window with 2 ms of lookback ([15, 20]);
+    8.0 at 28 ms is not over 8; 9.0 and 11.5 at 38 and 39 ms lie in frame 3's, the slowest
+    reported; a sample on a frame's end counts (its last segment ran then)."""
+    net = _net([3.0] * 4, [10.0, 20.0, 30.0, 40.0])
+    samples = [(5.0, 6.0), (15.0, 9.5), (28.0, 8.0), (38.0, 9.0), (39.0, 11.5)]
+    assert slow_frames([net], samples, over_us=8.0, lookback_ms=0.0) == [[(3, 3.0, 11.5)]]
+    assert slow_frames([net], samples, over_us=8.0, lookback_ms=2.0) == [[(1, 3.0, 9.5), (3, 3.0, 11.5)]]
+    assert slow_frames([net], samples, over_us=12.0, lookback_ms=2.0) == [[]]
+    assert slow_frames([net], [(10.0, 20.0)], over_us=8.0, lookback_ms=0.0) == [[(0, 3.0, 20.0)]]
+    assert slow_frames([net], [], over_us=0.0, lookback_ms=10.0) == [[]]
+
+
+def test_a_run_names_its_slow_frames_and_holds_the_others():
+    """The threshold is REGIME_SLOW_FACTOR x the profiles' slowest window (6.5 us). Frame 1
+    (9 ms, over its 5 ms bound) met a 12 us loop sample and no stall: named, not held; frame 2
+    met a 7.5 us sample, under the threshold: held. A stall names frame 0 at the same time:
+    the worst response over the frames neither met is frame 2's."""
+    a = _net([3.0, 9.0, 4.0], [10.0, 20.0, 30.0])
+    apps = [{"period_ms": 10.0, "response_time_ms": 5.0}]
+    analysis = {"frame_stall_ms": 1.5, "regime_slowest_us": 6.5}
+    assert frame_slow_us(analysis) == pytest.approx(REGIME_SLOW_FACTOR * 6.5)
+    _, rows = frame_stall_rows(_res(a), [(2.0, 3.0)], analysis, apps, [(17.0, 12.0), (28.0, 7.5)])
+    assert rows[0]["frames_slow"] == 1 and rows[0]["slow_frames"] == [{"frame": 1, "response_ms": 9.0, "loop_us": 12.0}]
+    assert rows[0]["frames_stalled"] == 1 and rows[0]["response_max_unstalled_ms"] == 4.0
+    assert rows[0]["deadline_misses_unstalled"] == 0
+    # without the samples, or without the profiles' loop timed, nothing is named for a slow core: frame 1 is held
+    for rows_ in (frame_stall_rows(_res(a), [], analysis, apps)[1],
+                  frame_stall_rows(_res(a), [], {"frame_stall_ms": 1.5}, apps, [(17.0, 12.0)])[1]):
+        assert rows_[0]["frames_slow"] == 0 and rows_[0]["response_max_unstalled_ms"] == 9.0
+    # a schedule that holds nothing per frame names nothing
+    assert frame_slow_us({"regime_slowest_us": 6.5}) is None
 
 
 def test_nothing_is_named_where_the_bounds_charge_a_floor_or_nothing_was_probed():
@@ -129,7 +165,13 @@ def test_execute_names_the_stalled_frames_and_the_verdict_answers_for_the_others
     text = render_schedule(report)
     assert "1 of 3 frame(s) met a host stall over the 1.50 ms the bounds hold (up to 6.00 ms" in text
     assert "max_R over the others 4.00 ms" in text
-    assert "1 of them in frames a longer host stall met" in text and "CONTRADICTED" not in text
+    assert "1 of them in frames a longer host stall or a slow core met" in text and "CONTRADICTED" not in text
+    assert "running slow" not in text  # no frame met a slow core
+    net.update(frames_slow=2, slow_frames=[{"frame": 0, "response_ms": 3.0, "loop_us": 9.5},
+                                           {"frame": 2, "response_ms": 4.0, "loop_us": 12.25}])
+    report["frame_slow_us"] = 8.1
+    assert ("a: 2 frame(s) met a core running slow (the stall probe's loop up to 12.25 us, over the 8.10 us"
+            in render_schedule(report))
     net["deadline_misses_unstalled"] = 1
     assert "CONTRADICTED" in render_schedule(report)
 
