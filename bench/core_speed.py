@@ -29,7 +29,7 @@ bench/results/core_speed_threads.log); the ratio's percentiles say how far apart
 shows against the other's.
 
 `--probe` runs the stall probe (executor.stall_probe) on the cores in use beside the
-blocks and sets the fixed loop it times every 20 ms (its core-speed reading) beside each
+blocks and sets the fixed loop it times every 5 ms (its core-speed reading) beside each
 block's first session: their correlation from block to block, and the session's median in
 the blocks where the loop read slow (over REGIME_SLOW_FACTOR its median) against the rest.
 That is what a run's regime check stands on: a loop slower than through the profile says

@@ -22,6 +22,7 @@ Writes bench/results/probe_cost.json.
     .venv/bin/python bench/probe_cost.py                                  # 3 rounds, no probe / 0.5 ms / 2 ms
     .venv/bin/python bench/probe_cost.py --periods-ms 0.5,1,2                 # bench/results/probe_cost.log
     .venv/bin/python bench/probe_cost.py --rounds 2 --seconds 20 --periods-ms 0.5
+    .venv/bin/python bench/probe_cost.py --periods-ms 1 --loop-every-ms 5,20     # the loop's cadence, probe_cost_loop.log
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from results_io import write_json  # noqa: E402
 
 from executor import pipeline, realtime, runtime  # noqa: E402
-from executor.stall_probe import StallProbe  # noqa: E402
+from executor.stall_probe import SPEED_EVERY_S, StallProbe  # noqa: E402
 from planner.progress import Bar  # noqa: E402
 
 NONE = "none"
@@ -60,16 +61,20 @@ def halves(lm) -> list[int]:  # noqa: ANN001
     return [0] * (n // 2) + [1] * (n - n // 2)
 
 
-def mode_name(period_ms: float | None) -> str:
-    return NONE if period_ms is None else f"probe {period_ms:g} ms"
+def mode_name(choice: tuple[float, float] | None, loops: int = 1) -> str:
+    """'none', or the probe's period (and, where several are tried, how often it times its loop)."""
+    if choice is None:
+        return NONE
+    return f"probe {choice[0]:g} ms" + (f", loop {choice[1]:g} ms" if loops > 1 else "")
 
 
-def probed(period_ms: float | None, cores: list[int]):  # noqa: ANN201 - a context manager
-    return contextlib.nullcontext() if period_ms is None else StallProbe(cores, period_ms)
+def probed(choice: tuple[float, float] | None, cores: list[int]):  # noqa: ANN201 - a context manager
+    """(period_ms, loop every ms) or None: no probe."""
+    return contextlib.nullcontext() if choice is None else StallProbe(cores, choice[0], speed_every_s=choice[1] / 1e3)
 
 
-def response_run(ex: pipeline.PipelineExecutor, seconds: float, period_ms: float, probe_ms: float | None,
-                 cores: list[int]) -> dict:
+def response_run(ex: pipeline.PipelineExecutor, seconds: float, period_ms: float,
+                 probe_ms: tuple[float, float] | None, cores: list[int]) -> dict:
     realtime.settle()
     trace: list = []
     with probed(probe_ms, cores):
@@ -83,7 +88,8 @@ def response_run(ex: pipeline.PipelineExecutor, seconds: float, period_ms: float
             "deadline_misses": [n.deadline_misses for n in res.networks]}
 
 
-def throughput_run(ex: pipeline.PipelineExecutor, frames: int, probe_ms: float | None, cores: list[int]) -> float | None:
+def throughput_run(ex: pipeline.PipelineExecutor, frames: int, probe_ms: tuple[float, float] | None,
+                   cores: list[int]) -> float | None:
     with probed(probe_ms, cores):
         res = ex.run(frames, timeout_s=120.0)
     return res.throughput_fps(0, warmup=min(10, frames // 4))
@@ -130,6 +136,9 @@ def main() -> int:
     ap.add_argument("--period-ms", type=float, default=30.0, help="the two networks' release period (default: %(default)s)")
     ap.add_argument("--tp-frames", type=int, default=600, help="frames per pipelined run (default: %(default)s, at most 5000)")
     ap.add_argument("--periods-ms", default="0.5,2", help="the probe periods tried beside no probe (default: %(default)s)")
+    ap.add_argument("--loop-every-ms", default=f"{SPEED_EVERY_S * 1e3:g}",
+                    help="how often the probe times its fixed loop (the core's speed), each tried at every period "
+                         "(default: %(default)s, stall_probe.SPEED_EVERY_S; 1 to 1000)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "probe_cost.json"), help="JSON written (default: %(default)s)")
     args = ap.parse_args()
     problems = []
@@ -148,6 +157,13 @@ def main() -> int:
     except ValueError:
         problems.append(f"--periods-ms: expected comma-separated numbers, got {args.periods_ms!r}")
         periods = []
+    try:
+        loops = [float(x) for x in args.loop_every_ms.split(",") if x.strip()]
+        if not loops or any(not 1 <= x <= 1000 for x in loops):
+            problems.append(f"--loop-every-ms: each must be 1 to 1000, got {args.loop_every_ms}")
+    except ValueError:
+        problems.append(f"--loop-every-ms: expected comma-separated numbers, got {args.loop_every_ms!r}")
+        loops = []
     cores = sorted(os.sched_getaffinity(0))[:2]
     if len(cores) < 2:
         problems.append("this bench needs 2 cores (two 1-core PEs)")
@@ -165,8 +181,8 @@ def main() -> int:
     rt.run(20, timeout_s=30)  # warm: first runs allocate
     for ex in tps.values():
         ex.run(50, timeout_s=30)
-    choices: list[float | None] = [None, *periods]
-    modes = [mode_name(p) for p in choices]
+    choices: list[tuple[float, float] | None] = [None, *((p, x) for p in periods for x in loops)]
+    modes = [mode_name(p, len(loops)) for p in choices]
     print(f"probe cost on {os.uname().nodename}: cores {cores}, load average {os.getloadavg()[0]:.2f}; "
           f"{args.rounds} rounds of {', '.join(modes)}; response time {args.seconds:g} s at {args.period_ms:g} ms, "
           f"pipelined {args.tp_frames} frames", flush=True)
@@ -178,11 +194,11 @@ def main() -> int:
             p = choices[(i + r) % len(choices)]  # the order turned by one each round
             row = {"response": response_run(rt, args.seconds, args.period_ms, p, cores),
                    "throughput_fps": {name: throughput_run(ex, args.tp_frames, p, cores) for name, ex in tps.items()}}
-            got[mode_name(p)] = row
+            got[mode_name(p, len(loops))] = row
             x = row["response"]
             fps = ", ".join(f"{n} {v:.1f}" if v else f"{n} -" for n, v in row["throughput_fps"].items())
             bar.advance()
-            print(f"  round {r + 1} {mode_name(p):>14} ({x['scheduling']}): release late p99 {x['release_late_p99_ms']:.2f} "
+            print(f"  round {r + 1} {mode_name(p, len(loops)):>14} ({x['scheduling']}): release late p99 {x['release_late_p99_ms']:.2f} "
                   f"max {x['release_late_max_ms']:.2f} ms; response p50 "
                   + "/".join(f"{v:.1f}" for v in x["response_p50_ms"] if v is not None) + " max "
                   + "/".join(f"{v:.1f}" for v in x["response_max_ms"] if v is not None) + f" ms; pipelined fps {fps}",

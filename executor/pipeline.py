@@ -999,19 +999,23 @@ def stalled_frames(networks: Sequence[NetworkResult], stalls: Sequence[tuple[flo
     return out
 
 
-def slow_frames(networks: Sequence[NetworkResult], samples: Sequence[tuple[float, float]], over_us: float,
-                lookback_ms: float) -> list[list[tuple[int, float, float]]]:
-    """Per network, its frames in whose window a core ran slow: (frame, response_ms, the
-    slowest loop_us in it), completion order. `samples` (t_ms on the run's clock, loop_us):
-    the stall probe's fixed loop, timed every stall_probe.SPEED_EVERY_S on each probed core;
-    slow = over `over_us`. The window is stalled_frames' (release less `lookback_ms` to the
-    end). Why per sample, not per 0.5 s window: the segment runs that went x2 over their
-    profile with no stall met bursts of 20-60 ms in which the loop ran x1.8-2.5, too short to
-    move a window's median (docs/measurement.md, nineteenth and twentieth sessions)."""
-    slow = sorted((t, us) for t, us in samples if us > over_us)
-    times = [t for t, _ in slow]
+def slow_frames(networks: Sequence[NetworkResult], samples: Sequence[tuple[float, float, int]], over_us: float,
+                lookback_ms: float, cores: Sequence[set[int] | None] | None = None) -> list[list[tuple[int, float, float]]]:
+    """Per network, its frames in whose window a core of its PEs ran slow: (frame, response_ms,
+    the slowest loop_us in it), completion order. `samples` (t_ms on the run's clock, loop_us,
+    core): the stall probe's fixed loop, timed every stall_probe.SPEED_EVERY_S on each probed
+    core; slow = over `over_us`; `cores[a]`: the cores network a's segments run on (None: any;
+    a network whose PEs share none with a slow core is not slowed by it: every segment that
+    delays its frames, its own, a higher network's or a blocking one, runs on its PEs). The
+    window is stalled_frames' (release less `lookback_ms` to the end). Why per sample, not per
+    0.5 s window: the segment runs that went x2 over their profile with no stall met bursts of
+    20-60 ms in which the loop ran x1.8-2.5, too short to move a window's median
+    (docs/measurement.md, nineteenth and twentieth sessions)."""
     out = []
-    for nr in networks:
+    for a, nr in enumerate(networks):
+        mine = None if cores is None else cores[a]
+        slow = sorted((t, us) for t, us, c in samples if us > over_us and (mine is None or c in mine))
+        times = [t for t, _ in slow]
         hit = []
         for frame, resp, end_s in zip(nr.frame_ids, nr.response_ms, nr.finish_s):
             end = end_s * 1e3
@@ -1034,11 +1038,12 @@ def frame_slow_us(analysis: Mapping | None) -> float | None:
 
 
 def frame_stall_rows(res: PipelineResult, stalls: Sequence[tuple[float, float]] | None, analysis: Mapping | None,
-                     apps: Sequence[Mapping], samples: Sequence[tuple[float, float]] | None = None,
-                     ) -> tuple[float | None, list[dict]]:
+                     apps: Sequence[Mapping], samples: Sequence[tuple[float, float, int]] | None = None,
+                     cores: Sequence[set[int] | None] | None = None) -> tuple[float | None, list[dict]]:
     """(the stall the bounds hold per frame, each network's report fields): its frames a longer
-    stall met (stalled_frames) and those in which a probed core ran slower than frame_slow_us
-    (slow_frames; `samples`: the probe's loop timings on the run's clock), each named up to
+    stall met (stalled_frames) and those in which a core of its PEs ran slower than frame_slow_us
+    (slow_frames; `samples`: the probe's loop timings on the run's clock, `cores`: each network's
+    cores), each named up to
     STALLED_FRAMES_LISTED; its worst response and its deadline misses over the frames neither met
     (dropped releases counted as misses: no frame to name). Nothing where the schedule holds no
     stall per frame (one from before, or no probe in its profiles) or the run was not probed."""
@@ -1050,7 +1055,7 @@ def frame_stall_rows(res: PipelineResult, stalls: Sequence[tuple[float, float]] 
     lookback = max(bounds, default=0.0)
     hits = stalled_frames(res.networks, stalls, float(over), lookback)
     slow_us = frame_slow_us(analysis)
-    slows = (slow_frames(res.networks, samples, slow_us, lookback) if slow_us is not None and samples is not None
+    slows = (slow_frames(res.networks, samples, slow_us, lookback, cores) if slow_us is not None and samples is not None
              else [[] for _ in res.networks])
     rows = []
     for nr, hit, slow, spec in zip(res.networks, hits, slows, apps):
@@ -1165,6 +1170,16 @@ def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapp
         return None
     return ("this run went beyond what its bounds stand on: " + "; ".join(why) + ": a stall longer than any the "
             "executor regime saw; re-profile with more --regime-frames, or where it is quieter")
+
+
+def network_cores(ex: PipelineExecutor) -> list[set[int] | None]:
+    """Per network, the cores its segments' PEs are pinned to (None: one of them is not pinned,
+    so any core may run it)."""
+    out: list[set[int] | None] = []
+    for segs in ex.segments:
+        pins = [ex.pes[sg.pe].affinity for sg in segs]
+        out.append(None if any(not p for p in pins) else {c for p in pins for c in p})
+    return out
 
 
 def entry_analysis(analysis: Mapping | None, cpu_config: Mapping) -> Mapping | None:
@@ -1311,7 +1326,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         beyond = matched = None
     t0_ms, held = res.t0_s * 1e3, entry_analysis(data.get("analysis"), e["cpu_config"])
     over, stalled = frame_stall_rows(res, [(t - t0_ms, d) for t, d in probe.stalls()] if probe.cores else None,
-                                     held, e["apps"], [(t - t0_ms, us) for t, us in probe.speed_samples()])
+                                     held, e["apps"], [(t - t0_ms, us, c) for t, us, c in probe.speed_samples()],
+                                     network_cores(ex))
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],

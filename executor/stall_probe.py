@@ -53,6 +53,7 @@ SPEED_EVERY_S = 0.005  # how often a probe times its fixed loop (the core's spee
 # see the x1.8 bursts of 20-60 ms the slow segment runs met (docs/measurement.md, nineteenth session) several times each
 SPEED_LOOP = 300  # iterations of the fixed loop, timed SPEED_REPEATS times, the fastest kept (~10 us each here)
 SPEED_REPEATS = 2
+SPEED_WARMUP = 5  # untimed runs of the loop at a probe's start: its first timing read up to 11.5 us against a usual 6.2
 RTT_EVERY_S = 0.02  # how often the first core's probe times its round trips to the others (each wakes the other core)
 RTT_REPEATS = 3  # round trips to each other core's probe every RTT_EVERY_S, the fastest kept
 RTT_TIMEOUT_S = 0.05  # a round trip not back by then is not counted (the other probe stopped or ended)
@@ -106,10 +107,11 @@ class StallProbe:
     it. Where the probe cannot start (no such core, no Linux), `.why_not` says why and
     `.cores` stays empty: nothing is claimed about a host not probed."""
 
-    def __init__(self, cores: Sequence[int], period_ms: float = PERIOD_MS, max_s: float = MAX_PROBE_S) -> None:
-        if not 0.05 <= period_ms <= 100 or not 0 < max_s <= MAX_PROBE_S:
-            raise ValueError(f"period_ms must be 0.05 to 100 and max_s in (0, {MAX_PROBE_S:g}]")
-        self.core_ids, self.period_ms, self.max_s = list(cores), period_ms, max_s
+    def __init__(self, cores: Sequence[int], period_ms: float = PERIOD_MS, max_s: float = MAX_PROBE_S,
+                 speed_every_s: float = SPEED_EVERY_S) -> None:
+        if not 0.05 <= period_ms <= 100 or not 0 < max_s <= MAX_PROBE_S or not 0.001 <= speed_every_s <= 1.0:
+            raise ValueError(f"period_ms must be 0.05 to 100, max_s in (0, {MAX_PROBE_S:g}] and speed_every_s 0.001 to 1")
+        self.core_ids, self.period_ms, self.max_s, self.speed_every_s = list(cores), period_ms, max_s, speed_every_s
         self.cores: list[CoreStalls] = []
         self.why_not: str | None = None
         self._procs: list[tuple[int, subprocess.Popen]] = []  # (core, its probe): a core whose probe failed has none
@@ -130,7 +132,8 @@ class StallProbe:
             try:
                 self._procs.append((c, subprocess.Popen(
                     [sys.executable, "-S", os.path.abspath(__file__), str(c), repr(self.period_ms), repr(self.max_s),
-                     role], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, pass_fds=fds)))
+                     role, repr(self.speed_every_s)],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, pass_fds=fds)))
             except OSError as exc:
                 self.why_not = f"the stall probe did not start: {exc}"
         for ping, pong in links.values():  # the children hold their ends
@@ -227,10 +230,10 @@ not one already probing: it stops within a period."""
                                  if any(a <= t <= b for a, b in spans)), WINDOW_S, 5)
         return max(speed) if speed else None
 
-    def speed_samples(self) -> list[tuple[float, float]]:
-        """(t_ms, loop_us) of every timing of the fixed loop, all cores, by time: a burst of a
-        core running slow, tens of ms, shows in these and not in a window's median."""
-        return sorted(s for c in self.cores for s in c.speed)
+    def speed_samples(self) -> list[tuple[float, float, int]]:
+        """(t_ms, loop_us, core) of every timing of the fixed loop, all cores, by time: a burst
+        of a core running slow, tens of ms, shows in these and not in a window's median."""
+        return sorted((t, us, c.core) for c in self.cores for t, us in c.speed)
 
     def stalls(self) -> list[tuple[float, float]]:
         """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
@@ -394,7 +397,7 @@ def _nap(seconds: float, echoes: list[tuple[int, int]]) -> None:
             return
 
 
-def _child(core: int, period_ms: float, max_s: float, role: str = "-") -> None:
+def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_every_s: float = SPEED_EVERY_S) -> None:
     """In the probe's process: pinned, real-time where allowed; sleep, record, until SIGTERM,
     `max_s` or the parent's death; then the report on stdout. The first core's probe also
     times a byte's round trip to each other core's probe; those echo it while they sleep."""
@@ -417,15 +420,17 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-") -> None:
     except (OSError, AttributeError):
         policy = "SCHED_OTHER"
     period_s = period_ms / 1000.0
+    for _ in range(SPEED_WARMUP):  # the interpreter specialises the loop's code over its first runs: not the core's speed
+        _loop_us()
     late, pairs, wins, speed, rtts = array.array("f"), array.array("d"), array.array("d"), array.array("d"), array.array("d")
     t0 = time.perf_counter()
     ticks, t_win = cpu_ticks({core}), t0
     t_speed = t_rtt = t0
-    speed_cap, rtt_cap = max(1, int(max_s / SPEED_EVERY_S)) + 1, max(1, int(max_s / RTT_EVERY_S)) + 1
+    speed_cap, rtt_cap = max(1, int(max_s / speed_every_s)) + 1, max(1, int(max_s / RTT_EVERY_S)) + 1
 
-    def timed_speed(now: float) -> None:  # the core's speed, every SPEED_EVERY_S, paused or not (cheap: ~0.4%)
+    def timed_speed(now: float) -> None:  # the core's speed, every speed_every_s, paused or not (cheap: ~0.4%)
         nonlocal t_speed, t_rtt
-        if now - t_speed >= SPEED_EVERY_S and len(speed) < 2 * speed_cap:
+        if now - t_speed >= speed_every_s and len(speed) < 2 * speed_cap:
             speed.extend((now * 1000.0, _loop_us()))
             t_speed = now
         if pings and now - t_rtt >= RTT_EVERY_S and len(rtts) < 3 * len(pings) * rtt_cap:
@@ -488,4 +493,5 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-") -> None:
 
 
 if __name__ == "__main__":
-    _child(int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "-")
+    _child(int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "-",
+           float(sys.argv[5]) if len(sys.argv) > 5 else SPEED_EVERY_S)

@@ -74,7 +74,7 @@ def _host_lines(r: dict) -> list[str]:
                              for b in r["host_stall_by_busy"])
                          + "; a schedule is charged the figure at the load its networks can keep a core busy")
     if r.get("host_slowest_us") is not None:
-        lines.append(f"core speed (the stall probe's fixed loop every 20 ms, paused or not; the median of each 0.5 s "
+        lines.append(f"core speed (the stall probe's fixed loop every 5 ms, paused or not; the median of each 0.5 s "
                      f"window, higher: slower): usually {r['host_speed_us']:.2f} us, the slowest window "
                      f"{r['host_slowest_us']:.2f} us (x{r['host_slowest_us'] / max(r['host_speed_us'], 1e-9):.2f})"
                      + (f", {r['host_layer_speed_us']:.2f} us while the layers were timed" if
@@ -82,7 +82,7 @@ def _host_lines(r: dict) -> list[str]:
                      + (f", at most {r['host_regime_slowest_us']:.2f} us while the periodic cases ran (what a run is "
                         "checked against)" if r.get("host_regime_slowest_us") is not None else "")
                      + f"; a run whose cores ran slower than x{REGIME_SLOW_FACTOR:g} a schedule's profiles' slowest is "
-                     "outside its bounds")
+                     "outside its bounds, and a frame in whose window one loop timing did is named and not held to them")
         if (r.get("host_layer_speed_us") or 0) > REGIME_SLOW_FACTOR * r["host_speed_us"]:
             lines.append(f"  WARNING: the layers were timed while the host ran a core slow (x"
                          f"{r['host_layer_speed_us'] / r['host_speed_us']:.2f} the usual loop time): every prediction "

@@ -57,12 +57,16 @@ def test_a_frame_is_named_where_a_slow_loop_sample_lies_in_its_window():
     8.0 at 28 ms is not over 8; 9.0 and 11.5 at 38 and 39 ms lie in frame 3's, the slowest
     reported; a sample on a frame's end counts (its last segment ran then)."""
     net = _net([3.0] * 4, [10.0, 20.0, 30.0, 40.0])
-    samples = [(5.0, 6.0), (15.0, 9.5), (28.0, 8.0), (38.0, 9.0), (39.0, 11.5)]
+    samples = [(5.0, 6.0, 0), (15.0, 9.5, 0), (28.0, 8.0, 0), (38.0, 9.0, 0), (39.0, 11.5, 1)]
     assert slow_frames([net], samples, over_us=8.0, lookback_ms=0.0) == [[(3, 3.0, 11.5)]]
     assert slow_frames([net], samples, over_us=8.0, lookback_ms=2.0) == [[(1, 3.0, 9.5), (3, 3.0, 11.5)]]
     assert slow_frames([net], samples, over_us=12.0, lookback_ms=2.0) == [[]]
-    assert slow_frames([net], [(10.0, 20.0)], over_us=8.0, lookback_ms=0.0) == [[(0, 3.0, 20.0)]]
+    assert slow_frames([net], [(10.0, 20.0, 0)], over_us=8.0, lookback_ms=0.0) == [[(0, 3.0, 20.0)]]
     assert slow_frames([net], [], over_us=0.0, lookback_ms=10.0) == [[]]
+    # only the cores the network's PEs run on: the 11.5 us sample was core 1's; a network on core 0 meets the 9.0
+    assert slow_frames([net], samples, over_us=8.0, lookback_ms=0.0, cores=[{0}]) == [[(3, 3.0, 9.0)]]
+    assert slow_frames([net], samples, over_us=8.0, lookback_ms=0.0, cores=[{2}]) == [[]]
+    assert slow_frames([net], samples, over_us=8.0, lookback_ms=0.0, cores=[None]) == [[(3, 3.0, 11.5)]]
 
 
 def test_a_run_names_its_slow_frames_and_holds_the_others():
@@ -74,13 +78,15 @@ def test_a_run_names_its_slow_frames_and_holds_the_others():
     apps = [{"period_ms": 10.0, "response_time_ms": 5.0}]
     analysis = {"frame_stall_ms": 1.5, "regime_slowest_us": 6.5}
     assert frame_slow_us(analysis) == pytest.approx(REGIME_SLOW_FACTOR * 6.5)
-    _, rows = frame_stall_rows(_res(a), [(2.0, 3.0)], analysis, apps, [(17.0, 12.0), (28.0, 7.5)])
+    _, rows = frame_stall_rows(_res(a), [(2.0, 3.0)], analysis, apps, [(17.0, 12.0, 0), (28.0, 7.5, 0)])
     assert rows[0]["frames_slow"] == 1 and rows[0]["slow_frames"] == [{"frame": 1, "response_ms": 9.0, "loop_us": 12.0}]
     assert rows[0]["frames_stalled"] == 1 and rows[0]["response_max_unstalled_ms"] == 4.0
     assert rows[0]["deadline_misses_unstalled"] == 0
-    # without the samples, or without the profiles' loop timed, nothing is named for a slow core: frame 1 is held
+    # without the samples, without the profiles' loop timed, or with the slow sample on a core the network does not
+    # run on, nothing is named for a slow core: frame 1 is held
     for rows_ in (frame_stall_rows(_res(a), [], analysis, apps)[1],
-                  frame_stall_rows(_res(a), [], {"frame_stall_ms": 1.5}, apps, [(17.0, 12.0)])[1]):
+                  frame_stall_rows(_res(a), [], {"frame_stall_ms": 1.5}, apps, [(17.0, 12.0, 0)])[1],
+                  frame_stall_rows(_res(a), [], analysis, apps, [(17.0, 12.0, 0)], [{1}])[1]):  # another core's
         assert rows_[0]["frames_slow"] == 0 and rows_[0]["response_max_unstalled_ms"] == 9.0
     # a schedule that holds nothing per frame names nothing
     assert frame_slow_us({"regime_slowest_us": 6.5}) is None
@@ -184,3 +190,15 @@ def test_the_bench_holds_each_run_to_its_bound_over_the_frames_not_stalled():
     assert (held_max(per_frame), held_misses(per_frame)) == (4.0, 0)
     floor = {"response_max_ms": 9.0, "deadline_misses": 2}
     assert (held_max(floor), held_misses(floor)) == (9.0, 2)
+
+
+def test_each_network_is_set_beside_the_cores_its_pes_are_pinned_to():
+    """Network a split over a 1-core PE on core 0 and a 2-core PE on cores 0-1, b on the
+    1-core PE only; c has a segment on an unpinned PE, which may run anywhere (None)."""
+    from executor.pipeline import network_cores
+
+    seg = lambda pe: SimpleNamespace(pe=pe)  # noqa: E731 - a segment: only its PE is read
+    ex = SimpleNamespace(pes=[SimpleNamespace(affinity=(0,)), SimpleNamespace(affinity=(0, 1)),
+                              SimpleNamespace(affinity=None)],
+                         segments=[[seg(0), seg(1)], [seg(0)], [seg(0), seg(2)]])
+    assert network_cores(ex) == [{0, 1}, {0}, None]

@@ -15,7 +15,7 @@ import pytest
 
 from executor.pe_profile import stall_figures
 from executor.pipeline import regime_note
-from executor.stall_probe import CoreStalls, StallProbe
+from executor.stall_probe import SPEED_EVERY_S, CoreStalls, StallProbe
 from planner.core.schema import ExecutorRegime, HostStallAtBusy, ScheduleRequest
 
 CORE = sorted(os.sched_getaffinity(0))[0]
@@ -419,8 +419,9 @@ def test_the_speed_windows_are_medians_of_each_half_second_and_the_slowest_is_th
 
 
 def test_a_probe_times_its_loop_while_probing_and_while_paused():
-    """A real probe, 1.2 s probing then 1.2 s paused: its loop timed about every 20 ms in
-    both (each a few us here), at times inside the run's span."""
+    """A real probe, 1.2 s probing then 1.2 s paused: its loop timed about every SPEED_EVERY_S
+    (5 ms) while probing, often enough to see a burst of 20 ms several times, and once a paused
+    nap (PAUSED_SLEEP_S) while paused; each a few us here, at times inside the run's span."""
     core = sorted(os.sched_getaffinity(0))[0]
     t0 = time.perf_counter() * 1e3
     with StallProbe([core], max_s=30) as probe:
@@ -432,8 +433,9 @@ def test_a_probe_times_its_loop_while_probing_and_while_paused():
     speed = probe.cores[0].speed
     probing = [us for t, us in speed if t < t0 + 1200]
     paused = [us for t, us in speed if t > t0 + 1400]
-    assert len(probing) >= 20 and len(paused) >= 10, (len(probing), len(paused))
+    assert len(probing) >= 0.5 * 1.2 / SPEED_EVERY_S and len(paused) >= 10, (len(probing), len(paused))
     assert all(t0 <= t <= t1 and 0 < us < 10_000 for t, us in speed)
+    assert probe.speed_samples() == [(t, us, probe.cores[0].core) for t, us in sorted(speed)]
     assert probe.slowest_us is not None and probe.slowest_us >= probe.typical_us > 0
 
 
@@ -514,8 +516,10 @@ def test_a_run_whose_cores_coupling_slowed_is_outside_its_bounds_where_a_pe_span
 
 
 def test_the_first_cores_probe_times_a_round_trip_to_each_other_core_and_one_core_none():
-    """Real probes on two cores, 1.2 s: the first one's round trips to the second about every 20 ms
-    (a few tens of us here), the second none of its own; a probe on one core times none."""
+    """Real probes on two cores, 1.2 s: the first one's round trips to the second about every
+    RTT_EVERY_S (20 ms; a few tens of us here), less often than its loop (each trip wakes the other
+    core), the second none of its own; a probe on one core times none. A probe asked to time its
+    loop every 50 ms does so about that often."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
         pytest.skip("a round trip between cores needs two")
@@ -524,6 +528,12 @@ def test_the_first_cores_probe_times_a_round_trip_to_each_other_core_and_one_cor
     assert probe.why_not is None, probe.why_not
     first, second = sorted(probe.cores, key=lambda c: c.core)
     assert len(first.coupling) >= 20 and not second.coupling
+    assert len(first.coupling) < len(first.speed) / 2, (len(first.coupling), len(first.speed))
+    with StallProbe(cores[:1], max_s=30, speed_every_s=0.05) as sparse:
+        time.sleep(0.6)
+    assert 4 <= len(sparse.cores[0].speed) <= 14, len(sparse.cores[0].speed)
+    with pytest.raises(ValueError, match="speed_every_s"):
+        StallProbe(cores[:1], speed_every_s=0.0001)
     assert all(other == cores[1] and 0 < us < 50_000 for _, other, us in first.coupling)
     assert probe.coupling_slowest_us >= probe.coupling_typical_us > 0
     with StallProbe(cores[:1], max_s=30) as alone:

@@ -838,7 +838,7 @@ class ExecutorRegime(Strict):
         None, ge=0, le=1e7, description="Seconds the stall probe ran (the whole PE profile), per core")
     host_speed_us: float | None = Field(
         None, ge=0, le=1e6, description="The core's usual speed through the PE profile: the median over 0.5 s "
-        "windows of the stall probe's fixed loop time (executor.stall_probe: timed every 20 ms, paused or not), all "
+        "windows of the stall probe's fixed loop time (executor.stall_probe: timed every 5 ms, paused or not), all "
         "cores pooled; a time, so higher is slower (null: not probed, older profiles)")
     host_slowest_us: float | None = Field(
         None, ge=0, le=1e6, description="The slowest any core ran through the PE profile: the largest 0.5 s window's "
