@@ -1543,7 +1543,10 @@ class ResponseAnalysis(ConfigAnalysis):
         None, description="The slowest a core ran while the profiles' periodic regime cases ran (the largest of their "
         "ExecutorRegime.host_regime_slowest_us, else host_slowest_us; the stall probe's fixed loop): a run whose probe "
         "timed its cores slower than "
-        "this by over REGIME_SLOW_FACTOR is outside what the bounds cover, and the executor says so; null: not probed")
+        "this by over REGIME_SLOW_FACTOR in a 0.5 s window is outside what the bounds cover, and the executor says so; "
+        "where the bounds hold stalls per frame (frame_stall_ms), a frame in whose window one loop timing on its "
+        "network's cores was that slow is named and not held to its bound (a burst of 20-60 ms moves no window); "
+        "null: not probed")
     regime_coupling_us: float | None = Field(
         None, description="The slowest the cores passed a byte back and forth through the profiles (the largest of "
         "their ExecutorRegime.host_coupling_slowest_us; not the periodic cases' alone: a schedule's own load slows the "
