@@ -22,7 +22,9 @@ responses 2% longer, releases at most 1.6 ms late (three rounds, `probe_cost.log
 price of the longer period is resolution: a stall is read up to one period long. So a probe is
 `paused` while figures a prediction is made from are timed (a profile's layer timing, its
 pipelined runs): it is for the response-time runs, whose figures and checks are all
-measured with it running, and for the host's stalls meanwhile.
+measured with it running, and for the host's stalls meanwhile. Its fixed loop every
+SPEED_EVERY_S (5 ms) costs on top: periodic responses x1.02-1.03 at the median against x1.01-1.02
+with it every 20 ms (`probe_cost_loop.log`, twentieth session).
 
 Bounded: each probe stops on its own after `max_s` (at most MAX_PROBE_S) and when its
 parent dies (PR_SET_PDEATHSIG, and the parent's pid checked every wake-up), keeps at most
