@@ -62,7 +62,7 @@ from executor.pe_profile import CORUN_ROUNDS, REGIME_FRAMES, _two_layer_model, p
 from executor.pipeline import (  # noqa: E402
     REGIME_COUPLING_FACTOR, REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_SLOW_FACTOR,
     REGIME_STEAL_MARGIN_PCT, HostPressure, Network, STALL_MATCH_MS, PipelineExecutor, Pressure, coupled_us, entry_corun,
-    envelope_note, frame_slow_us, frame_stall_rows, network_cores, percent_error, run_regime_note, run_schedule_entry)
+    envelope_note, frame_slow_us, percent_error, probed_frame_rows, run_regime_note, run_schedule_entry)
 from executor.stall_probe import StallProbe  # noqa: E402
 from models.multiapp import compile_schedule, measured_maxima  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
@@ -219,9 +219,7 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
     if analysis.get("frame_stall_ms") is not None and probe.cores:
         held = {a.name: 0.0 for a in entry.apps}
         for res in results:
-            t0 = res.t0_s * 1e3
-            _, rows = frame_stall_rows(res, [(t - t0, d) for t, d in probe.stalls()], analysis, apps,
-                                       [(t - t0, us, c) for t, us, c in probe.speed_samples()], network_cores(ex))
+            _, rows = probed_frame_rows(res, probe, analysis, apps, ex)
             for net, row in zip(ex.networks, rows):
                 held[net.name] = max(held[net.name], row.get("response_max_unstalled_ms") or 0.0)
                 stalled[net.name] += row.get("frames_stalled", 0)

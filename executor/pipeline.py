@@ -1172,6 +1172,15 @@ def envelope_note(trace: Sequence, priorities: Sequence[int], predicted_ms: Mapp
             "executor regime saw; re-profile with more --regime-frames, or where it is quieter")
 
 
+def probed_frame_rows(res: PipelineResult, probe: StallProbe, analysis: Mapping | None, apps: Sequence[Mapping],
+                      ex: PipelineExecutor) -> tuple[float | None, list[dict]]:
+    """frame_stall_rows for a run and the stall probe beside it: its stalls and loop timings
+    moved onto the run's clock, each network set beside its own cores (None, [{}...]: not probed)."""
+    t0_ms = res.t0_s * 1e3
+    return frame_stall_rows(res, [(t - t0_ms, d) for t, d in probe.stalls()] if probe.cores else None, analysis, apps,
+                            [(t - t0_ms, us, c) for t, us, c in probe.speed_samples()], network_cores(ex))
+
+
 def network_cores(ex: PipelineExecutor) -> list[set[int] | None]:
     """Per network, the cores its segments' PEs are pinned to (None: one of them is not pinned,
     so any core may run it)."""
@@ -1311,12 +1320,12 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         res = ex.run(frames, timeout_s=timeout_s, keep_outputs=keep_outputs, trace=trace)
     host = pressure.read()
     split: list[dict] = []
+    mine = entry_analysis(data.get("analysis"), e["cpu_config"])
     if trace is not None:
         occ = _occupancies(e, nets, occupancy_ms)
         pred = {(a, sg.index): float(sum(occ[n.name][sg.first:sg.last + 1]))
                 for a, n in enumerate(nets) if n.name in occ for sg in ex.segments[a]}
         split = response_parts(trace, ex.segments, [n.priority for n in nets], pred)
-        mine = entry_analysis(data.get("analysis"), e["cpu_config"])
         corun = entry_corun(data.get("analysis"), e["cpu_config"])
         beyond = envelope_note(trace, [n.priority for n in nets], pred, mine, corun_factor=corun)
         matched = stall_match(trace, [n.priority for n in nets], pred,
@@ -1324,10 +1333,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
                               [(t - res.t0_s * 1e3, d) for t, d in probe.stalls()]) if probe.cores else None
     else:
         beyond = matched = None
-    t0_ms, held = res.t0_s * 1e3, entry_analysis(data.get("analysis"), e["cpu_config"])
-    over, stalled = frame_stall_rows(res, [(t - t0_ms, d) for t, d in probe.stalls()] if probe.cores else None,
-                                     held, e["apps"], [(t - t0_ms, us, c) for t, us, c in probe.speed_samples()],
-                                     network_cores(ex))
+    over, stalled = probed_frame_rows(res, probe, mine, e["apps"], ex)
     report = {"mode": mode, "entry": entry, "cpu_config": e["cpu_config"], "pes": [
         {"pe": p.id, "threads": p.threads, "affinity": list(p.affinity) if p.affinity else None, "provider": p.provider,
          "busy_s": round(b, 4)} for p, b in zip(pes, res.pe_busy_s)],
@@ -1344,10 +1350,9 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
                                        probe.slowest_us, coupled_us(probe, pes)),
         "envelope_note": beyond,
         "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls
-        # the longest stall the bounds hold per frame: each network names its frames a longer one met (frame_stall_rows)
-        "frame_stall_ms": over,
-        # the loop time past which a frame is named for a slow core (frame_slow_us; None: not held per frame)
-        "frame_slow_us": frame_slow_us(held) if over is not None else None,
+        # the longest stall and the slowest loop timing the bounds hold per frame: each network names its frames a
+        # longer stall or a slower timing on its cores met (frame_stall_rows; None: not held per frame)
+        "frame_stall_ms": over, "frame_slow_us": frame_slow_us(mine) if over is not None else None,
         "shared_cores": [{"pes": [a, b], "share": what} for a, b, what in shared_pes(pes)]}
     for a, (spec, nr) in enumerate(zip(e["apps"], res.networks)):
         row = nr.summary()

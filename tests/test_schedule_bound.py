@@ -809,3 +809,38 @@ def test_an_offset_delays_the_first_release_in_the_trace():
     ex.run(2, timeout_s=10, trace=trace)
     due = sorted((f.app, round(f.due_ms, 6)) for f in trace if isinstance(f, FrameRun))
     assert due == [(0, 15.0), (0, 35.0), (1, 0.0), (1, 30.0)]
+
+
+def test_a_real_run_names_the_frames_a_slow_loop_timing_met_and_holds_the_rest():
+    """A schedule that holds disturbances per frame (frame_stall_ms), run for real with the stall
+    probe beside it: with the profiles' slowest loop window set at 1 ns every loop timing is slow,
+    so every frame whose window holds one is named, with a timing over the report's frame_slow_us;
+    at 1 s none is, and every frame is held. The 1000 ms stall held names no stall."""
+    from executor import runtime
+    from executor.pe_profile import _two_layer_model
+    from executor.pipeline import REGIME_SLOW_FACTOR, run_schedule_entry
+    from planner.core.multiapp import analysis_terms
+    from planner.scheduling import entries_of
+
+    a = prof("A", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])
+    b = prof("B", [("neg_0", 0.05, None), ("neg_1", 0.05, ["neg_0"])])
+    mp = problem(two_core_plat(), [a, b], [("A", 10, 0), ("B", 10, 1)])
+    entry = entries_of(mp, [[C0, C0, C1, C1]], [True])[0].model_dump()
+    lm = _two_layer_model(4096)
+    cpu = runtime.parse_device("cpu=CPUExecutionProvider")
+    for slowest_us, named in ((1e-3, True), (1e6, False)):
+        doc = {"mode": "response_time", "entries": [entry], "analysis": {
+            "name": "executor", "terms": analysis_terms(mp), "frame_stall_ms": 1000.0, "regime_slowest_us": slowest_us}}
+        rep = run_schedule_entry(doc, {"A": lm, "B": lm}, {"cpu": cpu, "gpu": cpu}, frames=40, warmup_frames=1,
+                                 available_cores=[0, 0])
+        assert rep["frame_stall_ms"] == 1000.0 and rep["frame_slow_us"] == pytest.approx(REGIME_SLOW_FACTOR * slowest_us)
+        rows = rep["networks"]
+        assert all(n["frames_stalled"] == 0 for n in rows)
+        if named:
+            assert sum(n["frames_slow"] for n in rows) >= 1
+            assert all(f["loop_us"] > rep["frame_slow_us"] for n in rows for f in n["slow_frames"])
+            for n in rows:  # the worst response is over the frames no slow timing met
+                kept = n["frames_done"] - n["frames_slow"]
+                assert (n["response_max_unstalled_ms"] is None) == (kept == 0)
+        else:
+            assert all(n["frames_slow"] == 0 and n["response_max_unstalled_ms"] == n["response_max_ms"] for n in rows)
