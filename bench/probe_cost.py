@@ -129,6 +129,18 @@ def summarise(rounds: list[dict], modes: list[str]) -> dict:
     return out
 
 
+def numbers(flag: str, text: str, lo: float, hi: float, problems: list[str]) -> list[float]:
+    """A comma-separated list of numbers each in [lo, hi]; what is wrong goes to `problems`."""
+    try:
+        xs = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        problems.append(f"{flag}: expected comma-separated numbers, got {text!r}")
+        return []
+    if not xs or any(not lo <= x <= hi for x in xs):
+        problems.append(f"{flag}: each must be {lo:g} to {hi:g}, got {text}")
+    return xs
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="rounds, each running every mode once (default: %(default)s, 1-10)")
@@ -150,20 +162,8 @@ def main() -> int:
         problems.append(f"--period-ms: must be 5 to 1000, got {args.period_ms:g}")
     if not 20 <= args.tp_frames <= 5000:
         problems.append(f"--tp-frames: must be 20 to 5000, got {args.tp_frames}")
-    try:
-        periods = [float(x) for x in args.periods_ms.split(",") if x.strip()]
-        if not periods or any(not 0.1 <= p <= 100 for p in periods):
-            problems.append(f"--periods-ms: each must be 0.1 to 100, got {args.periods_ms}")
-    except ValueError:
-        problems.append(f"--periods-ms: expected comma-separated numbers, got {args.periods_ms!r}")
-        periods = []
-    try:
-        loops = [float(x) for x in args.loop_every_ms.split(",") if x.strip()]
-        if not loops or any(not 1 <= x <= 1000 for x in loops):
-            problems.append(f"--loop-every-ms: each must be 1 to 1000, got {args.loop_every_ms}")
-    except ValueError:
-        problems.append(f"--loop-every-ms: expected comma-separated numbers, got {args.loop_every_ms!r}")
-        loops = []
+    periods = numbers("--periods-ms", args.periods_ms, 0.1, 100, problems)
+    loops = numbers("--loop-every-ms", args.loop_every_ms, 1, 1000, problems)
     cores = sorted(os.sched_getaffinity(0))[:2]
     if len(cores) < 2:
         problems.append("this bench needs 2 cores (two 1-core PEs)")
