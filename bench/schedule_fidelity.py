@@ -409,7 +409,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         analysis = _analysis(mp)
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
-        phased, phased_held, phased_stalled, phasings, phase_note, phase_env, phase_stall, phase_slowest, \
+        phased, phased_held, phased_named, phasings, phase_note, phase_env, phase_stall, phase_slowest, \
             phase_coupling = (phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
                               else ([0.0] * 2, [0.0] * 2, [(0, 0)] * 2, [], None, None, None, None, None))
         run_notes = [{"label": f"cpu {cfg} run {k + 1}", "regime_note": r["regime_note"],
@@ -436,10 +436,10 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                          "response_p50_ms": r1["response_p50_ms"], "response_p99_ms": r1["response_p99_ms"],
                          "frames_done": r1["frames_done"] + r2["frames_done"],
                          # frames a longer stall than the bounds hold met (named, not held to the bound)
-                         "frames_stalled": r1.get("frames_stalled", 0) + r2.get("frames_stalled", 0) + phased_stalled[a][0],
+                         "frames_stalled": r1.get("frames_stalled", 0) + r2.get("frames_stalled", 0) + phased_named[a][0],
                          "stalls_named": [f for r in (r1, r2) for f in r.get("stalled_frames") or []][:20],
                          # frames in which a probed core ran slower than the bounds' profiles did (named too)
-                         "frames_slow": r1.get("frames_slow", 0) + r2.get("frames_slow", 0) + phased_stalled[a][1],
+                         "frames_slow": r1.get("frames_slow", 0) + r2.get("frames_slow", 0) + phased_named[a][1],
                          "slow_named": [f for r in (r1, r2) for f in r.get("slow_frames") or []][:20],
                          "bound_over_max": spec.response_time_ms / worst, "over_bound": bool(worst > spec.response_time_ms),
                          "bound_per_run_ms": per_run[spec.name], "bound_per_run_over_max": per_run[spec.name] / worst,
@@ -708,6 +708,17 @@ def _runs(names: list[str]) -> str:
     return " ".join(out)
 
 
+def _print_named(t: dict, what: str, count: str, listed: str, reading) -> None:  # noqa: ANN001 - row -> str
+    """One kind of frames named per frame in a configuration's runs: how many per network (run and
+    replicate, + the phased runs') and per deadline run, and the first five each with its reading."""
+    print(f"  {what}, named and not held to the bound: {[n.get(count, 0) for n in t['networks']]} of "
+          f"{[n['frames_done'] for n in t['networks']]} (run and replicate, + the phased runs'), deadline runs "
+          f"{[d.get(count, 0) for d in t['deadlines']]}")
+    for n in t["networks"]:
+        for f in n.get(listed, [])[:5]:
+            print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, {reading(f)} in its window")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="squeezenet,shufflenet,inception_v1", help="light model names (default: %(default)s)")
@@ -915,23 +926,12 @@ def main() -> int:
                   + (f"; the busiest a probed core was in a 0.5 s window (run, replicate, deadlines): {loads}"
                      if loads else ""))
         if t.get("frame_stall_ms") is not None:
-            hit = [n.get("frames_stalled", 0) for n in t["networks"]]
-            print(f"  host stalls held per frame: frames a stall longer than the {t['frame_stall_ms']:.2f} ms floor met, "
-                  f"named and not held to the bound: {hit} of {[n['frames_done'] for n in t['networks']]} (run and "
-                  f"replicate, + the phased runs'), deadline runs {[d.get('frames_stalled', 0) for d in t['deadlines']]}")
-            for n in t["networks"]:
-                for f in n.get("stalls_named", [])[:5]:
-                    print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, a "
-                          f"{f['stall_ms']:.2f} ms stall in its window")
+            _print_named(t, f"host stalls held per frame: frames a stall longer than the {t['frame_stall_ms']:.2f} ms "
+                         "floor met", "frames_stalled", "stalls_named", lambda f: f"a {f['stall_ms']:.2f} ms stall")
             if t.get("frame_slow_us") is not None:
-                print(f"  slow cores held per frame: frames in whose window a probed core's loop took over "
-                      f"{t['frame_slow_us']:.2f} us (x{REGIME_SLOW_FACTOR:g} the profiles' slowest window), named and not "
-                      f"held to the bound: {[n.get('frames_slow', 0) for n in t['networks']]} (run and replicate, + the "
-                      f"phased runs'), deadline runs {[d.get('frames_slow', 0) for d in t['deadlines']]}")
-                for n in t["networks"]:
-                    for f in n.get("slow_named", [])[:5]:
-                        print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, the loop "
-                              f"{f['loop_us']:.2f} us in its window")
+                _print_named(t, f"slow cores held per frame: frames in whose window a probed core's loop took over "
+                             f"{t['frame_slow_us']:.2f} us (x{REGIME_SLOW_FACTOR:g} the profiles' slowest window)",
+                             "frames_slow", "slow_named", lambda f: f"the loop {f['loop_us']:.2f} us")
         if t.get("regime_slowest_us") is not None:
             slow = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_slowest_us", []))
             print(f"  core speed (the stall probe's fixed loop, the slowest 0.5 s window's median; higher: slower): the "
