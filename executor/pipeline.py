@@ -1009,7 +1009,7 @@ def slow_frames(networks: Sequence[NetworkResult], samples: Sequence[tuple[float
     delays its frames, its own, a higher network's or a blocking one, runs on its PEs). The
     window is stalled_frames' (release less `lookback_ms` to the end). Why per sample, not per
     0.5 s window: the segment runs that went x2 over their profile with no stall met bursts of
-    20-60 ms in which the loop ran x1.8-2.5, too short to move a window's median
+    20-60 ms in which the loop ran x1.6-2.6, too short to move a window's median
     (docs/measurement.md, nineteenth and twentieth sessions)."""
     out = []
     for a, nr in enumerate(networks):
