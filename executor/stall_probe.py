@@ -48,7 +48,8 @@ from typing import Iterator, Sequence
 PROBE_PRIORITY = 21  # above the release thread (realtime.RELEASE_PRIORITY 20): it wakes through a schedule's threads
 PERIOD_MS = 1.0  # 0.5 ms cost periodic responses ~7% at the median and releases up to 7 ms late; 1 ms ~2% (bench/probe_cost.py)
 MAX_PROBE_S = 3600.0
-STALL_MIN_MS = 0.5  # lateness from which a wake-up's time is kept (the stalls, to set beside a run's segments)
+STALL_MIN_MS = 0.5  # lateness from which a wake-up is a stall (to set beside a run's segments)
+LATE_MIN_MS = 0.05  # lateness from which a wake-up's time is kept: under STALL_MIN_MS, the host's slices (late_wakeups)
 PAUSED_SLEEP_S = 0.05  # a paused probe's sleep: 20 wake-ups a second, none recorded
 WINDOW_S = 0.5  # how often a probe reads its core's busy time: each stall is set beside the load it met
 SPEED_EVERY_S = 0.005  # how often a probe times its fixed loop (the core's speed): ~0.4% of the core; often enough to
@@ -81,6 +82,8 @@ class CoreStalls:
     # (t_ms, other core, rtt_us): the first core's probe only: a byte to each other core's probe and back, the
     # fastest of RTT_REPEATS every RTT_EVERY_S (the cores' coupling: how fast one wakes the other)
     coupling: list[tuple[float, int, float]] = field(default_factory=list)
+    # (start_ms, late_ms): the wake-ups late LATE_MIN_MS to STALL_MIN_MS, the sleep's start (StallProbe.late_wakeups)
+    late: list[tuple[float, float]] = field(default_factory=list)
 
     def speed_windows_us(self, window_s: float = WINDOW_S, least: int = 5) -> list[float]:
         """The fixed loop's median time in each `window_s` of the probe's clock that holds at
@@ -117,6 +120,7 @@ class StallProbe:
         self.cores: list[CoreStalls] = []
         self.why_not: str | None = None
         self._procs: list[tuple[int, subprocess.Popen]] = []  # (core, its probe): a core whose probe failed has none
+        self.started_late = 0  # probes not probing READY_TIMEOUT_S after the start (the block began without them)
 
     def __enter__(self) -> "StallProbe":
         if not hasattr(os, "sched_setaffinity"):
@@ -124,6 +128,7 @@ class StallProbe:
             return self
         # the first core's probe passes a byte to each other core's probe and times its return: a pipe each way
         links = {c: (os.pipe(), os.pipe()) for c in self.core_ids[1:]} if len(set(self.core_ids)) > 1 else {}
+        ready: list[int] = []  # each child writes a byte here once probing (wait_ready)
         for i, c in enumerate(self.core_ids):
             if i == 0:
                 ends = [(o, ping[1], pong[0]) for o, (ping, pong) in links.items()]  # (other, write, read)
@@ -131,16 +136,21 @@ class StallProbe:
                 ends = [(-1, links[c][1][1], links[c][0][0])] if c in links else []  # echo: read ping, write pong
             fds = [fd for _, w, r in ends for fd in (w, r)]
             role = ",".join(f"{o}:{w}:{r}" for o, w, r in ends) or "-"
+            r_fd, w_fd = os.pipe()
             try:
                 self._procs.append((c, subprocess.Popen(
                     [sys.executable, "-S", os.path.abspath(__file__), str(c), repr(self.period_ms), repr(self.max_s),
-                     role, repr(self.speed_every_s)],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, pass_fds=fds)))
+                     role, repr(self.speed_every_s), str(w_fd)],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, pass_fds=[*fds, w_fd])))
+                ready.append(r_fd)
             except OSError as exc:
                 self.why_not = f"the stall probe did not start: {exc}"
+                os.close(r_fd)
+            os.close(w_fd)
         for ping, pong in links.values():  # the children hold their ends
             for fd in (*ping, *pong):
                 os.close(fd)
+        self.started_late = _wait_ready(ready)
         return self
 
     @contextmanager
@@ -237,6 +247,18 @@ not one already probing: it stops within a period."""
         of a core running slow, tens of ms, shows in these and not in a window's median."""
         return sorted((t, us, c.core) for c in self.cores for t, us in c.speed)
 
+    def late_wakeups(self) -> list[tuple[float, float, int]]:
+        """(t_ms, late_ms, core): each wake-up LATE_MIN_MS to STALL_MIN_MS late, at its due time
+        (sleep start + period), all cores, by time; only from probes that ran real-time (a
+        probe at SCHED_OTHER waits for the very threads it would judge). At real-time priority
+        above every thread of a schedule, a wake-up is late only for what is not the
+        schedule's: the host taking the core in slices too short to count as a stall. On the
+        VM a frame whose own span held 0.2 ms or more of them ran over its network's median +
+        1.5 ms in 35 of 38 such frames, where 0.5% of all frames held that much, and the
+        loop saw 10 of the 38 (docs/measurement.md, twenty-first session)."""
+        return sorted((t + c.period_ms, late, c.core) for c in self.cores if c.policy == "SCHED_FIFO"
+                      for t, late in c.late)
+
     def stalls(self) -> list[tuple[float, float]]:
         """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
         return sorted(s for c in self.cores for s in c.stalls)
@@ -253,6 +275,29 @@ def _window_medians(timed, window_s: float, least: int) -> list[float]:  # noqa:
 
 
 READY_TIMEOUT_S = 5.0  # the most a pause waits for a just-started probe to take its signals
+
+
+def _wait_ready(fds: Sequence[int], timeout_s: float = READY_TIMEOUT_S) -> int:
+    """Wait until each probe writes its byte on `fds` (read ends; closed here), up to
+    `timeout_s` in all: the block a probe runs beside starts only once each is probing. Its
+    start (an interpreter on each probed core, ~50 ms) otherwise ran in the block's first
+    frames, slowing them unprobed: on the VM frames 0-5 of a periodic run went 1.5 ms over
+    their median 2-3x as often as later ones, with no loop timing in their windows
+    (docs/measurement.md, twenty-first session). Returns how many did not (ended, or late)."""
+    import select
+
+    left, failed, deadline = set(fds), 0, time.monotonic() + timeout_s
+    while left:
+        wait = deadline - time.monotonic()
+        if wait <= 0:
+            break
+        got, _, _ = select.select(list(left), [], [], wait)
+        for fd in got:
+            failed += not os.read(fd, 1)  # end of file: the probe ended before it probed
+            left.discard(fd)
+    for fd in fds:
+        os.close(fd)
+    return failed + len(left)
 
 
 def _catches(pid: int, sig: int, timeout_s: float = READY_TIMEOUT_S) -> bool:
@@ -278,7 +323,8 @@ def _catches(pid: int, sig: int, timeout_s: float = READY_TIMEOUT_S) -> bool:
 
 def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
     """The child's report: a header line 'policy seconds n m w v r', n float32 lateness figures,
-    m float64 pairs (start_ms, stall_ms), w float64 pairs (end, busy) of its windows, v float64
+    m float64 pairs (start_ms, lateness + period) of each wake-up at least LATE_MIN_MS late (from
+    STALL_MIN_MS a stall, under it a late wake-up), w float64 pairs (end, busy) of its windows, v float64
     pairs (t_ms, loop_us) of its speed timings, r float64 triples (t_ms, other core, rtt_us)."""
     head, sep, body = out.partition(b"\n")
     if not sep:
@@ -301,11 +347,13 @@ def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
     rtt.frombytes(body[at + 16 * v:at + 16 * v + 24 * r])
     if len(late) != n or len(pairs) != 2 * m or len(wins) != 2 * w or len(speed) != 2 * v or len(rtt) != 3 * r:
         return None
+    timed = [(pairs[2 * i], pairs[2 * i + 1]) for i in range(m)]
     return CoreStalls(core, policy, period_ms, float(seconds), late,
-                      [(pairs[2 * i], pairs[2 * i + 1]) for i in range(m)],
+                      [(t, d) for t, d in timed if d - period_ms >= STALL_MIN_MS],
                       [(int(wins[2 * i]), wins[2 * i + 1]) for i in range(w)],
                       [(speed[2 * i], speed[2 * i + 1]) for i in range(v)],
-                      [(rtt[3 * i], int(rtt[3 * i + 1]), rtt[3 * i + 2]) for i in range(r)])
+                      [(rtt[3 * i], int(rtt[3 * i + 1]), rtt[3 * i + 2]) for i in range(r)],
+                      [(t, d - period_ms) for t, d in timed if d - period_ms < STALL_MIN_MS])
 
 
 def cpu_ticks(cores) -> tuple[int, int, int] | None:  # noqa: ANN001 - a set of core numbers
@@ -399,10 +447,12 @@ def _nap(seconds: float, echoes: list[tuple[int, int]]) -> None:
             return
 
 
-def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_every_s: float = SPEED_EVERY_S) -> None:
+def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_every_s: float = SPEED_EVERY_S,
+           ready_fd: int = -1) -> None:
     """In the probe's process: pinned, real-time where allowed; sleep, record, until SIGTERM,
     `max_s` or the parent's death; then the report on stdout. The first core's probe also
-    times a byte's round trip to each other core's probe; those echo it while they sleep."""
+    times a byte's round trip to each other core's probe; those echo it while they sleep.
+    A byte on `ready_fd` (>= 0) says it is probing (_wait_ready)."""
     pings, echoes = _ends(role)
     parent = os.getppid()
     try:  # killed with its parent, whatever kills the parent
@@ -425,6 +475,9 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_eve
     for _ in range(SPEED_WARMUP):  # the interpreter specialises the loop's code over its first runs: not the core's speed
         _loop_us()
     late, pairs, wins, speed, rtts = array.array("f"), array.array("d"), array.array("d"), array.array("d"), array.array("d")
+    if ready_fd >= 0:  # warmed and about to sleep its first period: the parent's block may start
+        os.write(ready_fd, b"r")
+        os.close(ready_fd)
     t0 = time.perf_counter()
     ticks, t_win = cpu_ticks({core}), t0
     t_speed = t_rtt = t0
@@ -474,7 +527,7 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_eve
             continue
         lateness = (now - t - period_s) * 1000.0
         late.append(lateness)
-        if lateness >= STALL_MIN_MS:
+        if lateness >= LATE_MIN_MS:  # a stall from STALL_MIN_MS (_parse splits them)
             pairs.extend((t * 1000.0, lateness + period_ms))  # it lay within [t, now]
         if now - t_win >= WINDOW_S:
             window()
@@ -496,4 +549,4 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_eve
 
 if __name__ == "__main__":
     _child(int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "-",
-           float(sys.argv[5]) if len(sys.argv) > 5 else SPEED_EVERY_S)
+           float(sys.argv[5]) if len(sys.argv) > 5 else SPEED_EVERY_S, int(sys.argv[6]) if len(sys.argv) > 6 else -1)

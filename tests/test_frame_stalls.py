@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from executor.pe_profile import regime_stall_ms
-from executor.pipeline import (REGIME_SLOW_FACTOR, NetworkResult, PipelineResult, frame_slow_us, frame_stall_rows,
-                               slow_frames, stalled_frames)
+from executor.pipeline import (FRAME_LATE_MS, REGIME_SLOW_FACTOR, NetworkResult, PipelineResult, frame_late_ms,
+                               frame_slow_us, frame_stall_rows, late_frames, slow_frames, stalled_frames)
 from executor.stall_probe import STALL_MIN_MS
 
 
@@ -92,6 +92,38 @@ def test_a_run_names_its_slow_frames_and_holds_the_others():
     assert frame_slow_us({"regime_slowest_us": 6.5}) is None
 
 
+def test_a_frame_is_named_where_its_own_span_held_more_late_wake_ups():
+    """Frames end at 10, 20, 30, 40 ms, each 3 ms after its release. Late wake-ups (t due, ms,
+    core): 0.15 + 0.1 at 18 and 19 ms (frame 1's span [17, 20]: 0.25 in all); 0.3 at 15 ms,
+    before frame 1's release: its own span only, no lookback; 0.15 at 28 ms alone in frame 2's
+    (not over 0.2); 0.25 on core 1 at 39 ms (frame 3's, where the network runs there)."""
+    net = _net([3.0] * 4, [10.0, 20.0, 30.0, 40.0])
+    wake = [(15.0, 0.3, 0), (18.0, 0.15, 0), (19.0, 0.1, 0), (28.0, 0.15, 0), (39.0, 0.25, 1)]
+    assert late_frames([net], wake, over_ms=0.2) == [[(1, 3.0, 0.25), (3, 3.0, 0.25)]]
+    assert late_frames([net], wake, over_ms=0.2, cores=[{0}]) == [[(1, 3.0, 0.25)]]
+    assert late_frames([net], wake, over_ms=0.2, cores=[{1}]) == [[(3, 3.0, 0.25)]]
+    assert late_frames([net], wake, over_ms=0.3) == [[]]
+    assert late_frames([net], [], over_ms=0.0) == [[]]
+
+
+def test_a_run_names_its_late_frames_beside_the_slow_and_stalled_ones():
+    """Frame 1 (9 ms, over its 5 ms bound) held 0.5 ms of late wake-ups and no stall or slow
+    timing: named, not held; frame 2's 0.1 ms is under FRAME_LATE_MS: held."""
+    a = _net([3.0, 9.0, 4.0], [10.0, 20.0, 30.0])
+    apps = [{"period_ms": 10.0, "response_time_ms": 5.0}]
+    analysis = {"frame_stall_ms": 1.5, "regime_slowest_us": 6.5}
+    assert frame_late_ms(analysis) == FRAME_LATE_MS and frame_late_ms({"regime_slowest_us": 6.5}) is None
+    wake = [(14.0, 0.3, 0), (16.0, 0.2, 0), (28.0, 0.1, 0)]
+    _, rows = frame_stall_rows(_res(a), [], analysis, apps, [], [{0}], wake)
+    assert rows[0]["frames_late"] == 1 and rows[0]["late_frames"] == [{"frame": 1, "response_ms": 9.0, "late_ms": 0.5}]
+    assert rows[0]["frames_slow"] == 0 and rows[0]["frames_stalled"] == 0
+    assert rows[0]["response_max_unstalled_ms"] == 4.0 and rows[0]["deadline_misses_unstalled"] == 0
+    # without the wake-ups, or with them on a core the network does not run on, frame 1 is held
+    for rows_ in (frame_stall_rows(_res(a), [], analysis, apps, [], [{0}])[1],
+                  frame_stall_rows(_res(a), [], analysis, apps, [], [{1}], wake)[1]):
+        assert rows_[0]["frames_late"] == 0 and rows_[0]["response_max_unstalled_ms"] == 9.0
+
+
 def test_nothing_is_named_where_the_bounds_charge_a_floor_or_nothing_was_probed():
     a = _net([3.0], [10.0])
     apps = [{"period_ms": 10.0, "response_time_ms": 5.0}]
@@ -171,13 +203,19 @@ def test_execute_names_the_stalled_frames_and_the_verdict_answers_for_the_others
     text = render_schedule(report)
     assert "1 of 3 frame(s) met a host stall over the 1.50 ms the bounds hold (up to 6.00 ms" in text
     assert "max_R over the others 4.00 ms" in text
-    assert "1 of them in frames a longer host stall or a slow core met" in text and "CONTRADICTED" not in text
+    assert "1 of them in frames a longer host stall, a slow core or the host's slices met" in text
+    assert "CONTRADICTED" not in text
     assert "running slow" not in text  # no frame met a slow core
     net.update(frames_slow=2, slow_frames=[{"frame": 0, "response_ms": 3.0, "loop_us": 9.5},
                                            {"frame": 2, "response_ms": 4.0, "loop_us": 12.25}])
     report["frame_slow_us"] = 8.1
     assert ("a: 2 frame(s) met a core running slow (the stall probe's loop up to 12.25 us, over the 8.10 us"
             in render_schedule(report))
+    assert "in slices" not in render_schedule(report)
+    net.update(frames_late=1, late_frames=[{"frame": 1, "response_ms": 11.0, "late_ms": 0.45}])
+    report["frame_late_ms"] = 0.2
+    assert ("a: 1 frame(s) met the host taking a core in slices (the stall probe's wake-ups late by up to 0.45 ms "
+            "in all in the frame, over 0.20 ms" in render_schedule(report))
     net["deadline_misses_unstalled"] = 1
     assert "CONTRADICTED" in render_schedule(report)
 

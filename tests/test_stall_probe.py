@@ -15,7 +15,7 @@ import pytest
 
 from executor.pe_profile import stall_figures
 from executor.pipeline import regime_note
-from executor.stall_probe import SPEED_EVERY_S, CoreStalls, StallProbe
+from executor.stall_probe import SPEED_EVERY_S, STALL_MIN_MS, CoreStalls, StallProbe, _catches, _parse, _wait_ready
 from planner.core.schema import ExecutorRegime, HostStallAtBusy, ScheduleRequest
 
 CORE = sorted(os.sched_getaffinity(0))[0]
@@ -40,6 +40,46 @@ def test_a_core_stopped_for_60_ms_is_measured_as_a_stall_of_at_least_that():
     long = [(t, d) for t, d in probe.stalls() if d >= 60.0]
     assert len(long) == 1 and t0 - 1.0 <= long[0][0] <= t0 + 5.0  # it started when the process was stopped
     assert child.poll() is not None  # reaped
+
+
+def test_the_block_starts_once_each_probe_is_probing():
+    """A probe's start (an interpreter per core) ran in the first frames of the block it was
+    to probe; the context now returns once each child is pinned, handles its signals and is
+    about to sleep its first period: no waiting for any of that inside the block."""
+    with StallProbe([CORE], max_s=30) as probe:
+        pid = probe._procs[0][1].pid
+        assert os.sched_getaffinity(pid) == {CORE}
+        assert _catches(pid, signal.SIGUSR2, timeout_s=0.0)
+        assert probe.started_late == 0
+    assert probe.why_not is None and probe.cores[0].late_ms
+
+
+def test_the_ready_wait_counts_probes_that_ended_or_never_said():
+    said, ended, silent = os.pipe(), os.pipe(), os.pipe()
+    os.write(said[1], b"r")
+    os.close(ended[1])  # its probe ended before it probed: end of file
+    assert _wait_ready([said[0], ended[0], silent[0]], timeout_s=0.05) == 2
+    for fd in (said[1], silent[1]):
+        os.close(fd)
+    assert _wait_ready([]) == 0
+
+
+def test_wake_ups_late_under_a_stall_are_kept_apart_with_their_time():
+    """The child's pairs (sleep start, lateness + period) from LATE_MIN_MS late: 0.1 ms late is
+    a late wake-up, from STALL_MIN_MS a stall (not both). late_wakeups gives the due time
+    (start + period), and nothing from a probe that could not run real-time (it waits for the
+    very threads it would judge)."""
+    import array
+
+    late = array.array("f", [0.0, 0.1, 0.0, 0.6])
+    pairs = array.array("d", [1000.0, 1.1, 3000.0, 1.0 + STALL_MIN_MS + 0.1])
+    out = b"SCHED_FIFO 1.0 4 2 0 0 0\n" + late.tobytes() + pairs.tobytes()
+    core = _parse(0, out, 1.0)
+    assert core.stalls == [(3000.0, pytest.approx(1.6))]
+    assert [(t, round(ms, 6)) for t, ms in core.late] == [(1000.0, 0.1)]
+    probe = StallProbe([0])
+    probe.cores = [core, CoreStalls(1, "SCHED_OTHER", 1.0, 1.0, late=[(500.0, 0.3)])]
+    assert [(t, round(ms, 6), c) for t, ms, c in probe.late_wakeups()] == [(1001.0, 0.1, 0)]
 
 
 def test_a_probe_stops_by_itself_at_its_time_limit():

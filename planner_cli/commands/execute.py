@@ -149,6 +149,11 @@ def render_schedule(report: dict) -> str:
                     lines.append(f"  {n['name']}: {n['frames_slow']} frame(s) met a core running slow (the stall probe's "
                                  f"loop up to {slowest:.2f} us, over the {report['frame_slow_us']:.2f} us the bounds' "
                                  "profiles ran at; not held to pred_R; max_R over the others as above)")
+                if report.get("frame_late_ms") is not None and n.get("frames_late"):
+                    most = max(f["late_ms"] for f in n.get("late_frames") or [{"late_ms": 0.0}])
+                    lines.append(f"  {n['name']}: {n['frames_late']} frame(s) met the host taking a core in slices (the "
+                                 f"stall probe's wake-ups late by up to {most:.2f} ms in all in the frame, over "
+                                 f"{report['frame_late_ms']:.2f} ms; not held to pred_R; max_R over the others as above)")
         if report.get("other_cpu_pct") is not None or report.get("steal_pct") is not None:
             lines.append(f"  host during the run: other processes took {_pct_or_na(report.get('other_cpu_pct'))} of the "
                          f"CPUs' time, the hypervisor {_pct_or_na(report.get('steal_pct'))} (steal)")
@@ -166,7 +171,8 @@ def render_schedule(report: dict) -> str:
         which = f"the {report['analysis']} analysis" if report.get("analysis") else "the analysis"
         lines.append(f"(R: response time in ms; pred_R is the worst case {which} bounds; the schedule was called "
                      f"{verdict}, the run missed {misses} deadline(s)"
-                     + (f", {misses - held} of them in frames a longer host stall or a slow core met"
+                     + (f", {misses - held} of them in frames a longer host stall, a slow core or the host's "
+                        "slices met"
                         if held != misses else "")
                      + f"{' -- THE VERDICT IS CONTRADICTED' if report['schedulable'] and held else ''})")
     return "\n".join(lines)
