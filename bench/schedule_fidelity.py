@@ -62,7 +62,7 @@ from executor.pe_profile import CORUN_ROUNDS, REGIME_FRAMES, _two_layer_model, p
 from executor.pipeline import (  # noqa: E402
     REGIME_COUPLING_FACTOR, REGIME_INTERRUPTS_FACTOR, REGIME_OTHER_CPU_MARGIN_PCT, REGIME_SLOW_FACTOR,
     REGIME_STEAL_MARGIN_PCT, HostPressure, Network, STALL_MATCH_MS, PipelineExecutor, Pressure, coupled_us, entry_corun,
-    envelope_note, frame_slow_us, percent_error, probed_frame_rows, run_regime_note, run_schedule_entry)
+    envelope_note, frame_late_ms, frame_slow_us, percent_error, probed_frame_rows, run_regime_note, run_schedule_entry)
 from executor.stall_probe import StallProbe  # noqa: E402
 from models.multiapp import compile_schedule, measured_maxima  # noqa: E402
 from planner.core.schema import ModelProfile, Platform, ScheduleRequest  # noqa: E402
@@ -214,7 +214,8 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
                 beyond.append(envelope_note(trace, [n.priority for n in ex.networks], pred, analysis, corun))
                 for net, r in zip(ex.networks, res.networks):
                     worst[net.name] = max([worst[net.name], *r.response_ms])
-    held, stalled, slow = dict(worst), {a.name: 0 for a in entry.apps}, {a.name: 0 for a in entry.apps}
+    held, stalled = dict(worst), {a.name: 0 for a in entry.apps}
+    slow, late = dict(stalled), dict(stalled)
     apps = entry.model_dump()["apps"]
     if analysis.get("frame_stall_ms") is not None and probe.cores:
         held = {a.name: 0.0 for a in entry.apps}
@@ -224,10 +225,11 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
                 held[net.name] = max(held[net.name], row.get("response_max_unstalled_ms") or 0.0)
                 stalled[net.name] += row.get("frames_stalled", 0)
                 slow[net.name] += row.get("frames_slow", 0)
+                late[net.name] += row.get("frames_late", 0)
     # outside the regime only for a host disturbance it names (regime_note); a run beyond the
     # envelope is held to its bounds all the same, its note says what went over
     return ([worst[a.name] for a in entry.apps], [held[a.name] for a in entry.apps],
-            [(stalled[a.name], slow[a.name]) for a in entry.apps], phasings,
+            [(stalled[a.name], slow[a.name], late[a.name]) for a in entry.apps], phasings,
             run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms, probe.slowest_us,
                             coupled_us(probe, ex.pes)),
             next((b for b in beyond if b), None), probe.largest_stall_ms, probe.slowest_us, probe.coupling_slowest_us)
@@ -378,6 +380,12 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
     # floor followed the schedule's load): what charging the load's own stalls saves, and whether it held
     whole_floor = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
         update={"host_stall_by_busy": []})}) if p.executor_regime is not None else p for p in profs]
+    # and with the floor at the stalls the profiles' periodic cases met (ExecutorRegime.host_stall_regime_ms), the
+    # runs' frames held as they are: whether the lower floor would have held (an upper bound on what went over it:
+    # frames a stall between the two floors met are held here, named there)
+    regime_floor = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
+        update={"host_stall_ms": p.executor_regime.host_stall_regime_ms, "host_stall_by_busy": []})})
+        if p.executor_regime is not None and p.executor_regime.host_stall_regime_ms is not None else p for p in profs]
     sub = {m: lms[m] for m in pair}
     frames = args.response_frames
     alone = []
@@ -406,12 +414,14 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
             compile_schedule(platform, unfloored, _request(pair, periods, cfg)).configs[0], genes).apps}
         whole = {e.name: e.response_time_ms for e in evaluate_mapping(
             compile_schedule(platform, whole_floor, _request(pair, periods, cfg)).configs[0], genes).apps}
+        low = {e.name: e.response_time_ms for e in evaluate_mapping(
+            compile_schedule(platform, regime_floor, _request(pair, periods, cfg)).configs[0], genes).apps}
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         analysis = _analysis(mp)
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
         phased, phased_held, phased_named, phasings, phase_note, phase_env, phase_stall, phase_slowest, \
             phase_coupling = (phased_runs(entry, sub, devices, args.phase_runs, analysis, occ) if args.phase_runs
-                              else ([0.0] * 2, [0.0] * 2, [(0, 0)] * 2, [], None, None, None, None, None))
+                              else ([0.0] * 2, [0.0] * 2, [(0, 0, 0)] * 2, [], None, None, None, None, None))
         run_notes = [{"label": f"cpu {cfg} run {k + 1}", "regime_note": r["regime_note"],
                       "envelope_note": r.get("envelope_note")} for k, r in enumerate(runs)]
         if args.phase_runs:
@@ -441,6 +451,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                          # frames in which a probed core ran slower than the bounds' profiles did (named too)
                          "frames_slow": r1.get("frames_slow", 0) + r2.get("frames_slow", 0) + phased_named[a][1],
                          "slow_named": [f for r in (r1, r2) for f in r.get("slow_frames") or []][:20],
+                         # frames whose span held more of the probe's late wake-ups than the bounds hold (named too)
+                         "frames_late": r1.get("frames_late", 0) + r2.get("frames_late", 0) + phased_named[a][2],
+                         "late_named": [f for r in (r1, r2) for f in r.get("late_frames") or []][:20],
                          "bound_over_max": spec.response_time_ms / worst, "over_bound": bool(worst > spec.response_time_ms),
                          "bound_per_run_ms": per_run[spec.name], "bound_per_run_over_max": per_run[spec.name] / worst,
                          "bound_no_tail_ms": no_tail[spec.name], "over_bound_no_tail": bool(worst > no_tail[spec.name]),
@@ -448,6 +461,9 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                          "bound_no_floor_ms": no_floor[spec.name], "over_bound_no_floor": bool(worst > no_floor[spec.name]),
                          "bound_no_floor_over_max": no_floor[spec.name] / worst,
                          "bound_whole_floor_ms": whole[spec.name], "bound_whole_floor_over_max": whole[spec.name] / worst,
+                         "bound_regime_floor_ms": low[spec.name],
+                         "over_bound_regime_floor": bool(worst_in is not None and worst_in > low[spec.name]),
+                         "bound_regime_floor_over_max": low[spec.name] / worst_in if worst_in else None,
                          "deadline_misses": r1["deadline_misses"] + r2["deadline_misses"],
                          "bound_parts": bparts[a], "worst_frame_parts": worst_run["parts"],
                          "worst_frame_grouped": {k: round(v, 4) for k, v in _measured_parts(worst_run).items()},
@@ -465,6 +481,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                               "deadline_misses_all": sum(n["deadline_misses"] for n in rep["networks"]),
                               "frames_stalled": sum(n.get("frames_stalled", 0) for n in rep["networks"]),
                               "frames_slow": sum(n.get("frames_slow", 0) for n in rep["networks"]),
+                              "frames_late": sum(n.get("frames_late", 0) for n in rep["networks"]),
                               "contradicted": bool(e2.schedulable and sum(misses) > 0), "regime_note": rep["regime_note"],
                               "envelope_note": rep.get("envelope_note"),
                               "response_max_ms": worst, "host_stall_ms": rep.get("host_stall_ms"),
@@ -491,6 +508,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                     # the host stall the bounds charge, and the longest each run's probe measured
                     "regime_host_stall_ms": mp.regime_host_stall_ms, "regime_host_stall_busy": mp.regime_host_stall_busy,
                     "frame_stall_ms": mp.regime_host_stall_ms, "frame_slow_us": frame_slow_us(analysis),
+                    "frame_late_ms": frame_late_ms(analysis),
                     "run_stalls_ms": [runs[0].get("host_stall_ms"), runs[1].get("host_stall_ms"), phase_stall],
                     # the slowest each run's probe timed its cores (the fixed loop, us) against the profiles' slowest
                     "regime_slowest_us": mp.regime_slowest_us,
@@ -619,6 +637,11 @@ def summarise(pipelined: list[dict], two: list[dict]) -> dict:
         "mean_bound_no_floor_over_measured_max": float(np.mean(nf)) if (nf := [
             n["bound_no_floor_over_max"] for t in two for n in t["networks"] if n.get("bound_no_floor_over_max")]) else None,
         # and against the floor at every load the profiles met (the design before the floor followed the load)
+        # and against the floor at the periodic cases' stalls, over the held frames of runs inside the regime
+        "responses_over_bound_regime_floor": sum(n.get("over_bound_regime_floor", False) for t in two
+                                                 for n in t["networks"]),
+        "bound_regime_floor_over_max_in_regime": [round(n["bound_regime_floor_over_max"], 3) for t in two
+                                                  for n in t["networks"] if n.get("bound_regime_floor_over_max")],
         "mean_bound_whole_floor_over_measured_max": float(np.mean(wf)) if (wf := [
             n["bound_whole_floor_over_max"] for t in two for n in t["networks"] if n.get("bound_whole_floor_over_max")]) else None,
         "mean_bound_no_tail_over_measured_max": float(np.mean(nt)) if (nt := [
@@ -652,7 +675,7 @@ TWO_NETWORK_COUNTS = ("responses_over_bound", "responses_over_bound_in_regime", 
                       "misses_in_schedulable", "misses_near_bound_in_schedulable",
                       "misses_near_bound_in_schedulable_in_regime", "unschedulable_runs", "unschedulable_that_missed",
                       "verdicts_contradicted", "waits_responses_over_bound", "waits_misses_in_schedulable",
-                      "responses_over_bound_no_tail", "responses_over_bound_no_floor")
+                      "responses_over_bound_no_tail", "responses_over_bound_no_floor", "responses_over_bound_regime_floor")
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -895,7 +918,9 @@ def main() -> int:
               "beyond them (executor.pe_profile.tail_excess: what the tail saves); no floor: the bound without the host "
               "stall floor (the profiles' stall probe, ExecutorRegime.host_stall_ms: what the floor saves); all-load: the "
               "floor read over every load the profiles' probe met, not at the cores' load the schedule can put on them "
-              "(ExecutorRegime.host_stall_by_busy: what following the load saves)")
+              "(ExecutorRegime.host_stall_by_busy: what following the load saves); reg.floor: the floor at the stalls "
+              "the profiles' periodic cases met (ExecutorRegime.host_stall_regime_ms), a lower floor checked against the "
+              "frames held under this one (what it would save, and whether it held)")
         print("  max, max2: the worst response of two runs at the periods; phased: the worst of runs released at the "
               "critical phasings on purpose (each network with the higher ones 0.5 ms after the lower ones, and all at "
               "once); bound/max: the bound over the largest of the three")
@@ -932,6 +957,10 @@ def main() -> int:
                 _print_named(t, f"slow cores held per frame: frames in whose window a probed core's loop took over "
                              f"{t['frame_slow_us']:.2f} us (x{REGIME_SLOW_FACTOR:g} the profiles' slowest window)",
                              "frames_slow", "slow_named", lambda f: f"the loop {f['loop_us']:.2f} us")
+            if t.get("frame_late_ms") is not None:
+                _print_named(t, f"the host's slices held per frame: frames whose own span held over "
+                             f"{t['frame_late_ms']:.2f} ms of the probe's late wake-ups (each under a stall)",
+                             "frames_late", "late_named", lambda f: f"{f['late_ms']:.2f} ms of late wake-ups")
         if t.get("regime_slowest_us") is not None:
             slow = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_slowest_us", []))
             print(f"  core speed (the stall probe's fixed loop, the slowest 0.5 s window's median; higher: slower): the "
@@ -952,12 +981,13 @@ def main() -> int:
             print(f"  beside the stall probe: {stall_line(match)}")
         for note in t["regime_notes"]:
             print(f"  NOTE: {note}")
-        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'no floor':>8} {'all-load':>8} {'max':>8} {'max2':>8} {'phased':>8} "
+        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'no floor':>8} {'all-load':>8} {'reg.floor':>9} {'max':>8} {'max2':>8} {'phased':>8} "
               f"{'p50':>7} {'p99':>7} {'bound/max':>9}")
         for n in t["networks"]:
             print(f"  {n['name']:<12} {n['latency_ms']:>7.2f} {n['bound_ms']:>8.2f} {n.get('bound_per_run_ms', float('nan')):>8.2f} "
                   f"{n.get('bound_no_tail_ms', float('nan')):>8.2f} {n.get('bound_no_floor_ms', float('nan')):>8.2f} "
-                  f"{n.get('bound_whole_floor_ms', float('nan')):>8.2f} {n['response_max_ms']:>8.2f} "
+                  f"{n.get('bound_whole_floor_ms', float('nan')):>8.2f} {n.get('bound_regime_floor_ms', float('nan')):>9.2f} "
+                  f"{n['response_max_ms']:>8.2f} "
                   f"{n['replicate_max_ms']:>8.2f} {(n.get('phased_max_ms') or float('nan')):>8.2f} "
                   f"{n['response_p50_ms']:>7.2f} {n['response_p99_ms']:>7.2f} "
                   f"{n['bound_over_max']:>9.2f}{'  OVER THE BOUND' if n['over_bound'] else ''}"
@@ -1006,7 +1036,10 @@ def main() -> int:
               f"response(s) over that bound; without the host stall floor: "
               f"{_f(summary['mean_bound_no_floor_over_measured_max'], 2)}, {summary['responses_over_bound_no_floor']} "
               f"response(s) over that bound; with the floor read over every load the profiles met: "
-              f"{_f(summary['mean_bound_whole_floor_over_measured_max'], 2)}); deadline misses in schedulable runs: "
+              f"{_f(summary['mean_bound_whole_floor_over_measured_max'], 2)}; with the floor at the stalls the periodic "
+              f"cases met, over the held frames of runs inside the regime: "
+              f"{summary['bound_regime_floor_over_max_in_regime']}, {summary['responses_over_bound_regime_floor']} "
+              f"response(s) over that bound); deadline misses in schedulable runs: "
               f"{summary['misses_in_schedulable']} of {summary['schedulable_deadline_runs']} runs; unschedulable runs "
               f"that missed: {summary['unschedulable_that_missed']} of {summary['unschedulable_runs']}")
     every = [n for t in two for n in t.get("run_notes", [])] + [
