@@ -379,13 +379,12 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
     # and with the floor at every load the profile met (host_stall_ms over its whole probe, the design before the
     # floor followed the schedule's load): what charging the load's own stalls saves, and whether it held
     whole_floor = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
-        update={"host_stall_by_busy": []})}) if p.executor_regime is not None else p for p in profs]
-    # and with the floor at the stalls the profiles' periodic cases met (ExecutorRegime.host_stall_regime_ms), the
-    # runs' frames held as they are: whether the lower floor would have held (an upper bound on what went over it:
-    # frames a stall between the two floors met are held here, named there)
-    regime_floor = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
-        update={"host_stall_ms": p.executor_regime.host_stall_regime_ms, "host_stall_by_busy": []})})
-        if p.executor_regime is not None and p.executor_regime.host_stall_regime_ms is not None else p for p in profs]
+        update={"host_stall_by_busy": [], "host_stall_regime_ms": None})}) if p.executor_regime is not None else p
+        for p in profs]
+    # and with the floor at the whole profile's stalls at the schedule's load (no host_stall_regime_ms: the design
+    # before the periodic cases' own were charged), what charging the periodic cases' saves
+    profile_floor = [p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
+        update={"host_stall_regime_ms": None})}) if p.executor_regime is not None else p for p in profs]
     sub = {m: lms[m] for m in pair}
     frames = args.response_frames
     alone = []
@@ -414,8 +413,8 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
             compile_schedule(platform, unfloored, _request(pair, periods, cfg)).configs[0], genes).apps}
         whole = {e.name: e.response_time_ms for e in evaluate_mapping(
             compile_schedule(platform, whole_floor, _request(pair, periods, cfg)).configs[0], genes).apps}
-        low = {e.name: e.response_time_ms for e in evaluate_mapping(
-            compile_schedule(platform, regime_floor, _request(pair, periods, cfg)).configs[0], genes).apps}
+        high = {e.name: e.response_time_ms for e in evaluate_mapping(
+            compile_schedule(platform, profile_floor, _request(pair, periods, cfg)).configs[0], genes).apps}
         print(f"  cpu {cfg}: bounds {[round(a.response_time_ms, 2) for a in entry.apps]} ms, running", flush=True)
         analysis = _analysis(mp)
         runs = [_run(entry, sub, devices, frames, occ=occ, analysis=analysis) for _ in range(2)]  # the replicate: noise floor
@@ -461,9 +460,8 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                          "bound_no_floor_ms": no_floor[spec.name], "over_bound_no_floor": bool(worst > no_floor[spec.name]),
                          "bound_no_floor_over_max": no_floor[spec.name] / worst,
                          "bound_whole_floor_ms": whole[spec.name], "bound_whole_floor_over_max": whole[spec.name] / worst,
-                         "bound_regime_floor_ms": low[spec.name],
-                         "over_bound_regime_floor": bool(worst_in is not None and worst_in > low[spec.name]),
-                         "bound_regime_floor_over_max": low[spec.name] / worst_in if worst_in else None,
+                         "bound_profile_floor_ms": high[spec.name],
+                         "bound_profile_floor_over_max": high[spec.name] / worst_in if worst_in else None,
                          "deadline_misses": r1["deadline_misses"] + r2["deadline_misses"],
                          "bound_parts": bparts[a], "worst_frame_parts": worst_run["parts"],
                          "worst_frame_grouped": {k: round(v, 4) for k, v in _measured_parts(worst_run).items()},
@@ -637,11 +635,9 @@ def summarise(pipelined: list[dict], two: list[dict]) -> dict:
         "mean_bound_no_floor_over_measured_max": float(np.mean(nf)) if (nf := [
             n["bound_no_floor_over_max"] for t in two for n in t["networks"] if n.get("bound_no_floor_over_max")]) else None,
         # and against the floor at every load the profiles met (the design before the floor followed the load)
-        # and against the floor at the periodic cases' stalls, over the held frames of runs inside the regime
-        "responses_over_bound_regime_floor": sum(n.get("over_bound_regime_floor", False) for t in two
-                                                 for n in t["networks"]),
-        "bound_regime_floor_over_max_in_regime": [round(n["bound_regime_floor_over_max"], 3) for t in two
-                                                  for n in t["networks"] if n.get("bound_regime_floor_over_max")],
+        # and against the whole profile's stalls as the floor (before the periodic cases' were charged)
+        "bound_profile_floor_over_max_in_regime": [round(n["bound_profile_floor_over_max"], 3) for t in two
+                                                   for n in t["networks"] if n.get("bound_profile_floor_over_max")],
         "mean_bound_whole_floor_over_measured_max": float(np.mean(wf)) if (wf := [
             n["bound_whole_floor_over_max"] for t in two for n in t["networks"] if n.get("bound_whole_floor_over_max")]) else None,
         "mean_bound_no_tail_over_measured_max": float(np.mean(nt)) if (nt := [
@@ -675,7 +671,7 @@ TWO_NETWORK_COUNTS = ("responses_over_bound", "responses_over_bound_in_regime", 
                       "misses_in_schedulable", "misses_near_bound_in_schedulable",
                       "misses_near_bound_in_schedulable_in_regime", "unschedulable_runs", "unschedulable_that_missed",
                       "verdicts_contradicted", "waits_responses_over_bound", "waits_misses_in_schedulable",
-                      "responses_over_bound_no_tail", "responses_over_bound_no_floor", "responses_over_bound_regime_floor")
+                      "responses_over_bound_no_tail", "responses_over_bound_no_floor")
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -918,9 +914,9 @@ def main() -> int:
               "beyond them (executor.pe_profile.tail_excess: what the tail saves); no floor: the bound without the host "
               "stall floor (the profiles' stall probe, ExecutorRegime.host_stall_ms: what the floor saves); all-load: the "
               "floor read over every load the profiles' probe met, not at the cores' load the schedule can put on them "
-              "(ExecutorRegime.host_stall_by_busy: what following the load saves); reg.floor: the floor at the stalls "
-              "the profiles' periodic cases met (ExecutorRegime.host_stall_regime_ms), a lower floor checked against the "
-              "frames held under this one (what it would save, and whether it held)")
+              "(ExecutorRegime.host_stall_by_busy: what following the load saves); prof.floor: the floor at the whole "
+              "profile's stalls at the schedule's load, not the periodic cases' (ExecutorRegime.host_stall_regime_ms: "
+              "what charging the bound's own runs' stalls saves; all-load is that over every load)")
         print("  max, max2: the worst response of two runs at the periods; phased: the worst of runs released at the "
               "critical phasings on purpose (each network with the higher ones 0.5 ms after the lower ones, and all at "
               "once); bound/max: the bound over the largest of the three")
@@ -981,12 +977,12 @@ def main() -> int:
             print(f"  beside the stall probe: {stall_line(match)}")
         for note in t["regime_notes"]:
             print(f"  NOTE: {note}")
-        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'no floor':>8} {'all-load':>8} {'reg.floor':>9} {'max':>8} {'max2':>8} {'phased':>8} "
+        print(f"  {'network':<12} {'R0':>7} {'bound':>8} {'per-run':>8} {'no tail':>8} {'no floor':>8} {'all-load':>8} {'prof.floor':>10} {'max':>8} {'max2':>8} {'phased':>8} "
               f"{'p50':>7} {'p99':>7} {'bound/max':>9}")
         for n in t["networks"]:
             print(f"  {n['name']:<12} {n['latency_ms']:>7.2f} {n['bound_ms']:>8.2f} {n.get('bound_per_run_ms', float('nan')):>8.2f} "
                   f"{n.get('bound_no_tail_ms', float('nan')):>8.2f} {n.get('bound_no_floor_ms', float('nan')):>8.2f} "
-                  f"{n.get('bound_whole_floor_ms', float('nan')):>8.2f} {n.get('bound_regime_floor_ms', float('nan')):>9.2f} "
+                  f"{n.get('bound_whole_floor_ms', float('nan')):>8.2f} {n.get('bound_profile_floor_ms', float('nan')):>10.2f} "
                   f"{n['response_max_ms']:>8.2f} "
                   f"{n['replicate_max_ms']:>8.2f} {(n.get('phased_max_ms') or float('nan')):>8.2f} "
                   f"{n['response_p50_ms']:>7.2f} {n['response_p99_ms']:>7.2f} "
@@ -1036,10 +1032,9 @@ def main() -> int:
               f"response(s) over that bound; without the host stall floor: "
               f"{_f(summary['mean_bound_no_floor_over_measured_max'], 2)}, {summary['responses_over_bound_no_floor']} "
               f"response(s) over that bound; with the floor read over every load the profiles met: "
-              f"{_f(summary['mean_bound_whole_floor_over_measured_max'], 2)}; with the floor at the stalls the periodic "
-              f"cases met, over the held frames of runs inside the regime: "
-              f"{summary['bound_regime_floor_over_max_in_regime']}, {summary['responses_over_bound_regime_floor']} "
-              f"response(s) over that bound); deadline misses in schedulable runs: "
+              f"{_f(summary['mean_bound_whole_floor_over_measured_max'], 2)}; with the whole profile's stalls as the "
+              f"floor, not the periodic cases', over the held frames of runs inside the regime: "
+              f"{summary['bound_profile_floor_over_max_in_regime']}); deadline misses in schedulable runs: "
               f"{summary['misses_in_schedulable']} of {summary['schedulable_deadline_runs']} runs; unschedulable runs "
               f"that missed: {summary['unschedulable_that_missed']} of {summary['unschedulable_runs']}")
     every = [n for t in two for n in t.get("run_notes", [])] + [

@@ -65,8 +65,9 @@ def _host_lines(r: dict) -> list[str]:
                      f"{r['host_stall_ms']:.3f} ms"
                      + (f" (while the periodic cases ran, up to {r['host_stall_regime_ms']:.3f} ms)"
                         if r.get("host_stall_regime_ms") is not None else "")
-                     + "; a schedule's bound charges its profiles' largest as a floor under e, the release jitter and "
-                     "the delay curve, and a run's frame whose window meets a longer one is named and not held to it")
+                     + "; a schedule's bound charges as a floor under e, the release jitter and the delay curve the "
+                     "largest its profiles' periodic cases met where they ran real-time (else this, at its load), and a "
+                     "run's frame whose window meets a longer one is named and not held to it")
         if r.get("host_stall_by_busy"):
             lines.append("  by the core's load (windows busy under that share: the stall read there, the probe's "
                          "seconds in that step): " + ", ".join(

@@ -145,10 +145,10 @@ def test_the_regime_stall_is_the_longest_met_while_the_periodic_cases_ran():
     assert regime_stall_ms(SimpleNamespace(cores=[], period_ms=1.0, stalls=lambda: []), [(0.0, 1.0)]) is None
 
 
-def _regime(e=0.5, j=0.25, stall=None, regime_stall=None):
+def _regime(e=0.5, j=0.25, stall=None, regime_stall=None, scheduling=None):
     from planner.core.schema import ExecutorRegime
 
-    return ExecutorRegime.model_validate({
+    return ExecutorRegime.model_validate({"scheduling": scheduling,
         "interference_factor": 1.5, "segment_excess_ms": e, "envelope": [[1.5, e], [2.0, 0.0]], "excess_curves": [],
         "interference_factor_p50": 1.0, "release_jitter_ms": j, "dispatch_ms": 0.5, "dispatch_p50_ms": 0.0,
         "segment_runs": 10, "method": "by hand", "host_stall_ms": stall, "host_stall_measured_ms": stall,
@@ -157,11 +157,37 @@ def _regime(e=0.5, j=0.25, stall=None, regime_stall=None):
                          "dispatch_ms": 0.5, "segment_runs": 10}}})
 
 
+def test_a_schedule_of_real_time_regimes_charges_the_stalls_its_periodic_cases_met():
+    """Both regimes ran SCHED_FIFO (their runs' probes read the host's slices): the floor is
+    the periodic cases' largest, B's 2.2 ms, not B's whole 6 ms: R_A = 1.5 x (2 + 5) + J 2.2 +
+    D 0.5 + 2 x e 2.2 = 17.6, held per frame at 2.2. One regime not real-time: the whole figure."""
+    from planner.core.multiapp import evaluate_mapping
+    from planner.scheduling import _config_analysis
+    from test_schedule_bound import C0, problem, prof, two_core_plat
+
+    p = two_core_plat()
+    rt = "SCHED_FIFO"
+    a = prof("A", [("a1", 2, None)]).model_copy(update={"executor_regime": _regime(stall=1.2, regime_stall=1.5,
+                                                                                    scheduling=rt)})
+    b = prof("B", [("b1", 5, None)]).model_copy(update={"executor_regime": _regime(stall=6.0, regime_stall=2.2,
+                                                                                    scheduling=rt)})
+    mp = problem(p, [a, b], [("A", 40, 0), ("B", 80, 1)])
+    assert _config_analysis(mp).frame_stall_ms == mp.regime_host_stall_ms == 2.2
+    assert mp.regime_host_stall_busy is None and "while their periodic cases ran" in mp.regime_source
+    assert (mp.segment_excess_ms, mp.release_jitter_ms) == (2.2, 2.2)
+    assert evaluate_mapping(mp, [C0, C0]).apps[0].response_time_ms == pytest.approx(17.6)
+    other = b.model_copy(update={"executor_regime": _regime(stall=6.0, regime_stall=2.2, scheduling="SCHED_OTHER")})
+    assert problem(p, [a, other], [("A", 40, 0), ("B", 80, 1)]).regime_host_stall_ms == 6.0
+    old = b.model_copy(update={"executor_regime": _regime(stall=6.0, scheduling=rt)})  # no periodic cases' figure
+    assert problem(p, [a, old], [("A", 40, 0), ("B", 80, 1)]).regime_host_stall_ms == 6.0
+
+
 def test_a_schedule_charges_the_floor_and_holds_it_per_frame():
-    """A's probe met 1.2 ms, B's 6 ms (its regime runs' own, 2.2 ms): the floor is B's 6 ms,
+    """Regimes not measured real-time (their runs' probes cannot read the host's slices): A's
+    probe met 1.2 ms, B's 6 ms (its regime runs' own, 2.2 ms): the floor is B's 6 ms,
     R_A = 1.5 x (2 + 5) + J 6 + D 0.5 + 2 x e 6 = 29, and the schedule holds it per frame. The
-    regime runs' own stalls change nothing: held per frame with them alone as the charge, two
-    1+1 responses went over their bounds with no longer stall in their run."""
+    regime runs' own stalls change nothing here: held per frame with them alone as the charge
+    and no slices read, two 1+1 responses went over their bounds with no longer stall in their run."""
     from planner.core.multiapp import evaluate_mapping
     from planner.scheduling import _config_analysis
     from test_schedule_bound import C0, problem, prof, two_core_plat

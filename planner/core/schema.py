@@ -829,9 +829,9 @@ class ExecutorRegime(Strict):
         None, ge=0, le=10_000, description="The longest the host stops a core of the cluster, as the stall probe "
         "measured it through the whole PE profile (executor.stall_probe: a sleeping real-time probe per core; a "
         "wake-up's lateness + its period), read at exceedance_per_run per segment run from its tail and never under "
-        "the largest measured. A stall is the host's, not one network's: a schedule's bound takes the largest of its "
-        "profiles' as a floor under e, the release jitter and every delay curve, and a run whose probe measured a "
-        "longer stall is outside what the bound covers (null: not probed, older profiles)")
+        "the largest measured. A stall is the host's, not one network's: a schedule whose profiles' regimes did not run "
+        "real-time (or that lack host_stall_regime_ms) takes the largest of its profiles' (at its load) as a floor under "
+        "e, the release jitter and every delay curve (null: not probed, older profiles)")
     host_stall_measured_ms: float | None = Field(
         None, ge=0, le=10_000, description="The largest stall the probe measured (host_stall_ms without the tail)")
     host_stall_probe_s: float | None = Field(
@@ -871,10 +871,11 @@ class ExecutorRegime(Strict):
     host_stall_regime_ms: float | None = Field(
         None, ge=0, le=1e6, description="The longest a core can have stopped (the stall probe) while the regime's "
         "periodic cases ran, the runs e, the jitter and the delay curves come from; at least 1.5 ms (the probe's "
-        "0.5 ms recording threshold + its 1 ms period). Beside host_stall_ms it says how much of the floor the "
-        "bound charges those runs met themselves. The floor is charged all the same: with this alone as the "
-        "charge, two responses of a 1+1 schedule went 20-37% over their bounds with no longer stall in their run "
-        "(null: not probed, older profiles)")
+        "0.5 ms recording threshold + its 1 ms period). A schedule whose profiles' regimes all ran real-time charges "
+        "the largest of these as its floor (models.multiapp.stall_charged), and its runs name each frame a longer "
+        "stall, a slow core or the host's slices (late wake-ups) met: over 17,000 frames a configuration on the VM "
+        "the held ones stayed within those bounds. Before the slices were read, two responses of a 1+1 schedule "
+        "went 20-37% over them (null: not probed, older profiles)")
     host_stall_by_busy: list[HostStallAtBusy] = Field(
         default_factory=list, max_length=64, description="host_stall_ms at each core load, ascending: a schedule's "
         "bound charges the figure at the load its networks can put on one core (their slowest times x the typical "
@@ -1509,7 +1510,10 @@ class ConfigAnalysis(BaseModel):
         None, description="The longest host stall the bounds hold, per frame (the floor they charge, "
         "ResponseAnalysis.regime_host_stall_ms): a run's frame whose window (from its release less the longest "
         "bound, to its end) met a longer one, as the run's stall probe measured it, is named in the report and not "
-        "held to its bound; every other frame is, and the run is not left out whole for it. Null: not probed, or a "
+        "held to its bound; every other frame is, and the run is not left out whole for it. So is a frame in whose "
+        "window a core of its network ran slow (regime_slowest_us) and one whose own span (due release to end) held "
+        "more than FRAME_LATE_MS (0.2 ms) of the probe's wake-ups late by less than a stall on its network's cores "
+        "(the host taking the core in short slices; real-time probes only). Null: not probed, or a "
         "schedule from before frames were held (a longer stall leaves its whole run out)")
 
 
@@ -1533,12 +1537,14 @@ class ResponseAnalysis(ConfigAnalysis):
         None, description="Interrupts per second on the CPUs while the regime was measured (the largest): a run with "
         "far more (REGIME_INTERRUPTS_FACTOR x) is outside what the bounds were measured for")
     regime_host_stall_ms: float | None = Field(
-        None, description="The longest host stall the bounds charge (the largest of the profiles' "
-        "ExecutorRegime.host_stall_ms, a floor under e, the jitter and the delay curve): a run whose stall probe "
-        "measured a longer one is outside what the bounds cover, and the executor says so; null: not probed")
+        None, description="The longest host stall the bounds charge, a floor under e, the jitter and the delay "
+        "curve (models.multiapp.stall_charged: the largest the profiles' periodic cases met where every regime ran "
+        "real-time, else the largest of their ExecutorRegime.host_stall_ms at the schedule's load): a run's frame "
+        "that met a longer one is named (frame_stall_ms); null: not probed")
     regime_host_stall_busy: float | None = Field(
         None, description="The core load that stall was measured under (ExecutorRegime.host_stall_by_busy: windows "
-        "busy under this share of the core; 1: every window of the profiles); null: not probed")
+        "busy under this share of the core; 1: every window of the profiles); null: not probed, or the periodic "
+        "cases' stalls are charged (whatever their load)")
     regime_slowest_us: float | None = Field(
         None, description="The slowest a core ran while the profiles' periodic regime cases ran (the largest of their "
         "ExecutorRegime.host_regime_slowest_us, else host_slowest_us; the stall probe's fixed loop): a run whose probe "
