@@ -389,10 +389,11 @@ def stall_charged(regime, busy: float, cases: bool) -> tuple[float, float | None
     (host_stall_regime_ms, busy_below None: the bound's own runs, whatever their load), else
     the whole profile's at the schedule's load (host_stall_at_busy; older profiles too). Why
     the lower one holds: a run names each frame a longer stall, a slow loop timing or more of
-    the host's slices (late wake-ups) met, and holds the rest; over 17,000 frames a
-    configuration on the VM (four /tmp series and a bench) the held ones stayed within bounds
-    charging the periodic cases' 1.5 ms, where the whole profile's 6.1-6.2 ms gave bound / max
-    1.8-2.5 and no floor left 40 responses over (docs/measurement.md, twenty-first session).
+    the host's slices (late wake-ups) met, and holds the rest; over about 27,000 frames a
+    configuration on the VM (four /tmp series on one profile) the held ones stayed within bounds
+    charging the periodic cases' 1.5 ms, where the whole profile's 6.24 ms gave bound / held max
+    1.7-2.8 and no floor left 2-40 held frames over on 1+1 in each series (docs/measurement.md,
+    twenty-first session).
     Before the slices were read, held frames went 20-37% over it (nineteenth session)."""
     if cases and regime.host_stall_regime_ms is not None:
         return regime.host_stall_regime_ms, None

@@ -873,7 +873,7 @@ class ExecutorRegime(Strict):
         "periodic cases ran, the runs e, the jitter and the delay curves come from; at least 1.5 ms (the probe's "
         "0.5 ms recording threshold + its 1 ms period). A schedule whose profiles' regimes all ran real-time charges "
         "the largest of these as its floor (models.multiapp.stall_charged), and its runs name each frame a longer "
-        "stall, a slow core or the host's slices (late wake-ups) met: over 17,000 frames a configuration on the VM "
+        "stall, a slow core or the host's slices (late wake-ups) met: over about 27,000 frames a configuration on the VM "
         "the held ones stayed within those bounds. Before the slices were read, two responses of a 1+1 schedule "
         "went 20-37% over them (null: not probed, older profiles)")
     host_stall_by_busy: list[HostStallAtBusy] = Field(
