@@ -975,7 +975,7 @@ def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Seq
 
 STALLED_FRAMES_LISTED = 50  # a report names at most this many stalled frames per network (all are counted)
 # a frame whose own span (due release to end) held this much of the probe's late wake-ups on its cores is named
-# (late_frames): on the VM 35 of 38 frames 1.5 ms over their median held 0.1 ms or more, 0.5% of all frames 0.2 ms
+# (late_frames): on the VM 32 of 38 frames 1.5 ms over their median held 0.2 ms or more, 0.5% of all frames did
 FRAME_LATE_MS = 0.2
 
 
@@ -1037,9 +1037,9 @@ def late_frames(networks: Sequence[NetworkResult], wakeups: Sequence[tuple[float
     of late wake-ups on a core of its PEs: (frame, response_ms, their lateness summed),
     completion order. `wakeups` (t_ms due on the run's clock, late_ms, core): the stall
     probe's wake-ups late by less than a stall (StallProbe.late_wakeups), the host taking the
-    core in short slices. Why: frames that ran 1.5-8 ms over their median with no stall and no
-    slow loop timing held 0.4 ms of them at the median, where 99% of frames held under 0.1
-    (docs/measurement.md, twenty-first session). The span is the frame's own, not stalled_frames'
+    core in short slices. Why: the frames that ran 1.5-8 ms over their median, most with no
+    stall and no slow loop timing, held 0.43 ms of them at the median, where 99% of frames held
+    under 0.1 (docs/measurement.md, twenty-first session). The span is the frame's own, not stalled_frames'
     window: a slice taken before its release slows the frame no more than the loop says."""
     out = []
     for a, nr in enumerate(networks):

@@ -253,9 +253,9 @@ not one already probing: it stops within a period."""
         probe at SCHED_OTHER waits for the very threads it would judge). At real-time priority
         above every thread of a schedule, a wake-up is late only for what is not the
         schedule's: the host taking the core in slices too short to count as a stall. On the
-        VM a frame whose own span held 0.2 ms or more of them ran over its network's median +
-        1.5 ms in 35 of 38 such frames, where 0.5% of all frames held that much, and the
-        loop saw 10 of the 38 (docs/measurement.md, twenty-first session)."""
+        VM, of 38 frames 1.5 ms or more over their network's median, 32 held 0.2 ms or more of
+        them in their own span, where 0.5% of all frames did; the loop saw 10 of the 38
+        (docs/measurement.md, twenty-first session)."""
         return sorted((t + c.period_ms, late, c.core) for c in self.cores if c.policy == "SCHED_FIFO"
                       for t, late in c.late)
 
@@ -280,7 +280,7 @@ READY_TIMEOUT_S = 5.0  # the most a pause waits for a just-started probe to take
 def _wait_ready(fds: Sequence[int], timeout_s: float = READY_TIMEOUT_S) -> int:
     """Wait until each probe writes its byte on `fds` (read ends; closed here), up to
     `timeout_s` in all: the block a probe runs beside starts only once each is probing. Its
-    start (an interpreter on each probed core, ~50 ms) otherwise ran in the block's first
+    start (an interpreter on each probed core, about 30 ms) otherwise ran in the block's first
     frames, slowing them unprobed: on the VM frames 0-5 of a periodic run went 1.5 ms over
     their median 2-3x as often as later ones, with no loop timing in their windows
     (docs/measurement.md, twenty-first session). Returns how many did not (ended, or late)."""
