@@ -735,7 +735,7 @@ def _print_named(t: dict, what: str, count: str, listed: str, reading) -> None: 
           f"{[d.get(count, 0) for d in t['deadlines']]}")
     for n in t["networks"]:
         for f in n.get(listed, [])[:5]:
-            print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, {reading(f)} in its window")
+            print(f"    {n['name']} frame {f['frame']}: response {f['response_ms']:.2f} ms, {reading(f)}")
 
 
 def main() -> int:
@@ -948,15 +948,15 @@ def main() -> int:
                      if loads else ""))
         if t.get("frame_stall_ms") is not None:
             _print_named(t, f"host stalls held per frame: frames a stall longer than the {t['frame_stall_ms']:.2f} ms "
-                         "floor met", "frames_stalled", "stalls_named", lambda f: f"a {f['stall_ms']:.2f} ms stall")
+                         "floor met", "frames_stalled", "stalls_named", lambda f: f"a {f['stall_ms']:.2f} ms stall in its window")
             if t.get("frame_slow_us") is not None:
                 _print_named(t, f"slow cores held per frame: frames in whose window a probed core's loop took over "
                              f"{t['frame_slow_us']:.2f} us (x{REGIME_SLOW_FACTOR:g} the profiles' slowest window)",
-                             "frames_slow", "slow_named", lambda f: f"the loop {f['loop_us']:.2f} us")
+                             "frames_slow", "slow_named", lambda f: f"the loop {f['loop_us']:.2f} us in its window")
             if t.get("frame_late_ms") is not None:
                 _print_named(t, f"the host's slices held per frame: frames whose own span held over "
                              f"{t['frame_late_ms']:.2f} ms of the probe's late wake-ups (each under a stall)",
-                             "frames_late", "late_named", lambda f: f"{f['late_ms']:.2f} ms of late wake-ups")
+                             "frames_late", "late_named", lambda f: f"{f['late_ms']:.2f} ms of late wake-ups in its own span")
         if t.get("regime_slowest_us") is not None:
             slow = ", ".join("n/a" if x is None else f"{x:.2f}" for x in t.get("run_slowest_us", []))
             print(f"  core speed (the stall probe's fixed loop, the slowest 0.5 s window's median; higher: slower): the "
