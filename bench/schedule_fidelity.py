@@ -231,7 +231,7 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
     return ([worst[a.name] for a in entry.apps], [held[a.name] for a in entry.apps],
             [(stalled[a.name], slow[a.name], late[a.name]) for a in entry.apps], phasings,
             run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms, probe.slowest_us,
-                            coupled_us(probe, ex.pes)),
+                            coupled_us(probe, ex.pes), probe.reads_slices),
             next((b for b in beyond if b), None), probe.largest_stall_ms, probe.slowest_us, probe.coupling_slowest_us)
 
 

@@ -877,7 +877,7 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                 regime_scheduling: str | None = None, host_stall_ms: float | None = None,
                 regime_host_stall_ms: float | None = None, slowest_us: float | None = None,
                 regime_slowest_us: float | None = None, coupling_us: float | None = None,
-                regime_coupling_us: float | None = None) -> str | None:
+                regime_coupling_us: float | None = None, slices_unread: bool = False) -> str | None:
     """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
     dispatch wait were measured while other processes took `regime_other_cpu_pct` of the
     CPUs' time and the hypervisor `regime_steal_pct`, and during this run other processes
@@ -898,7 +898,9 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     which no stall shows and every segment on it pays. Coupling: the probes timed a byte's
     round trip between the cores slower than through the profiles (`regime_coupling_us`) by
     over REGIME_COUPLING_FACTOR: a multi-core PE's threads wait on each other that much
-    longer (given only for a schedule with one: 1-core PEs do not pay it)."""
+    longer (given only for a schedule with one: 1-core PEs do not pay it). Slices: the bounds'
+    figures left out the profile's runs the host's slices met and the run's probe read none
+    (`slices_unread`: not real-time), so the frames they met cannot be named."""
     why = []
     if regime_scheduling == realtime.FIFO and scheduling is not None and scheduling != realtime.FIFO:
         why.append(f"its threads ran at {scheduling} against {realtime.FIFO} while its bounds were measured: "
@@ -937,6 +939,10 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                    f"profiles (x{coupling_us / regime_coupling_us:.2f}, over x{REGIME_COUPLING_FACTOR:g}): a "
                    "multi-core PE's "
                    "threads wait on each other longer than while its bounds were measured")
+    if slices_unread:
+        why.append("its stall probe could not run real-time, so it read none of the host's short slices, and its "
+                   "bounds' figures leave out the profiles' runs that met them (a run names the frames that met "
+                   "them instead): grant the probe real-time priority, or re-profile")
     if not why:
         return None
     return ("this run is outside what its bounds cover: " + "; ".join(why)
@@ -945,13 +951,15 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
 
 def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | None = None,
                     host_stall_ms: float | None = None, slowest_us: float | None = None,
-                    coupling_us: float | None = None) -> str | None:
+                    coupling_us: float | None = None, slices_read: bool | None = None) -> str | None:
     """regime_note for a run's pressure (and its threads' policy, PipelineResult.scheduling,
     the longest stall its probe measured, the slowest it timed its cores and, for a schedule
     with a multi-core PE, their slowest round trip) against a
     schedule's analysis (ResponseAnalysis or its dict: the regime_* figures its bounds were
     measured under). A schedule that holds host stalls per frame (frame_stall_ms) is not left
-    out whole for a longer stall: its run names the frames one met (frame_stall_rows)."""
+    out whole for a longer stall: its run names the frames one met (frame_stall_rows).
+    `slices_read`: whether the run's stall probe read the host's slices (StallProbe.reads_slices;
+    None: not said, nothing flagged)."""
     a = analysis or {}
     return regime_note(host.other_cpu_pct, a.get("regime_other_cpu_pct"), host.steal_pct, a.get("regime_steal_pct"),
                        load=host.load_average, regime_load=a.get("regime_load_average"),
@@ -961,7 +969,9 @@ def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | 
                        host_stall_ms=host_stall_ms if a.get("frame_stall_ms") is None else None,
                        regime_host_stall_ms=a.get("regime_host_stall_ms"),
                        slowest_us=slowest_us, regime_slowest_us=a.get("regime_slowest_us"),
-                       coupling_us=coupling_us, regime_coupling_us=a.get("regime_coupling_us"))
+                       coupling_us=coupling_us, regime_coupling_us=a.get("regime_coupling_us"),
+                       slices_unread=bool(a.get("regime_slices_named")) and a.get("frame_stall_ms") is not None
+                       and slices_read is False)
 
 
 def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
@@ -1402,7 +1412,7 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "scheduling_detail": ex.scheduling.describe(),  # the policy, or why real-time was not had
         **_stops_report(probe, res, trace),
         "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms,
-                                       probe.slowest_us, coupled_us(probe, pes)),
+                                       probe.slowest_us, coupled_us(probe, pes), probe.reads_slices),
         "envelope_note": beyond,
         "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls
         **frame_limits(over, mine),  # what the bounds hold per frame

@@ -259,6 +259,12 @@ not one already probing: it stops within a period."""
         return sorted((t + c.period_ms, late, c.core) for c in self.cores if c.policy == "SCHED_FIFO"
                       for t, late in c.late)
 
+    @property
+    def reads_slices(self) -> bool:
+        """Whether late_wakeups reads every core asked for: each one's probe ran, real-time."""
+        return (bool(self.cores) and {c.core for c in self.cores} >= set(self.core_ids)
+                and all(c.policy == "SCHED_FIFO" for c in self.cores))
+
     def stalls(self) -> list[tuple[float, float]]:
         """(start_ms, stall_ms) of every stall of at least STALL_MIN_MS, all cores, by start."""
         return sorted(s for c in self.cores for s in c.stalls)

@@ -328,6 +328,8 @@ def executor_regime(request: ScheduleRequest, profiles: Sequence[ModelProfile]) 
     # run past it, each well inside its bounds (docs/measurement.md, nineteenth session)
     coupled = [r.host_coupling_slowest_us for r in measured.values() if r.host_coupling_slowest_us is not None]
     out["regime_coupling_us"] = max(coupled) if coupled else None
+    # figures that left out the runs the host's slices met hold only where a run names the frames they meet
+    out["regime_slices_named"] = any((r.segment_runs_named or 0) > 0 for r in measured.values())
     if stall is not None and measured and len(said) < len(given):
         load = (" while their periodic cases ran (a frame a longer one, a slow core or the host's slices met is "
                 "named, not held)" if all(b is None for _, b in at) else

@@ -39,6 +39,13 @@ def _charged(r: dict) -> str:
     return f" x the profiled time's charge (at most x{r['charged_max']:.3f})" if r.get("charged_max") else ""
 
 
+def _named(r: dict) -> str:
+    """The periodic runs left out of a regime's figures, which a schedule's run names (the host's
+    slices: ExecutorRegime.segment_runs_named), where read."""
+    n = r.get("segment_runs_named")
+    return "" if n is None else f", {n} more left out for the host's slices (a run names their frames)"
+
+
 def _or_na(x: float | None, unit: str) -> str:
     return "n/a" if x is None else f"{x:.3g}{unit}"
 
@@ -163,7 +170,7 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
     if prof.regime is not None:
         profile["executor_regime"] = prof.regime
         r = prof.regime
-        lines.append(f"executor regime ({r['segment_runs']} periodic segment runs, PEs at once): segment time <= "
+        lines.append(f"executor regime ({r['segment_runs']} periodic segment runs{_named(r)}, PEs at once): segment time <= "
                      f"x{r['interference_factor']:.3f}{_charged(r)} + {r['segment_excess_ms']:.3f} ms, median "
                      f"x{r['interference_factor_p50']:.3f} of profiled (pipelined); dispatch wait {r['dispatch_ms']:.3f} ms "
                      f"worst, {r['dispatch_p50_ms']:.3f} median; release jitter {r['release_jitter_ms']:.3f} ms"
@@ -176,7 +183,7 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                             else "(too few runs to fit one: the largest measured) ")
                          + "beyond it; every delay curve raised by what the tail added")
         for k, b in sorted((r.get("by_cores") or {}).items()):
-            lines.append(f"  on {k}-core PEs ({b['segment_runs']} segment runs; a schedule of {k}-core PEs is charged these): "
+            lines.append(f"  on {k}-core PEs ({b['segment_runs']} segment runs{_named(b)}; a schedule of {k}-core PEs is charged these): "
                          f"segment time <= x{b['interference_factor']:.3f}{_charged(b)} + {b['segment_excess_ms']:.3f} ms, dispatch "
                          f"wait {b['dispatch_ms']:.3f} ms worst, release jitter {b['release_jitter_ms']:.3f} ms")
         lines += _host_lines(r)

@@ -367,7 +367,7 @@ def make_schedule(
             regime_other_cpu_pct=first.regime_other_cpu_pct, regime_interrupts_per_s=first.regime_interrupts_per_s,
             regime_scheduling=first.regime_scheduling, regime_host_stall_ms=first.regime_host_stall_ms,
             regime_host_stall_busy=first.regime_host_stall_busy, regime_slowest_us=first.regime_slowest_us,
-            regime_coupling_us=first.regime_coupling_us,
+            regime_coupling_us=first.regime_coupling_us, regime_slices_named=first.regime_slices_named,
             corun_factors={config_key(c.cpu_config): c.corun_factor for c in problem.configs if c.corun_factor != 1.0},
             by_config={k: a for k, a in own.items() if a != top})
     warnings += shared_core_warnings(problem, profiles, entries)  # type: ignore[arg-type]

@@ -745,6 +745,7 @@ class RegimeBySize(Strict):
     exceedance_per_run: float | None = Field(None, gt=0, lt=1, description="As ExecutorRegime's")
     excess_tail_scale_ms: float | None = Field(None, ge=0, le=10_000, description="As ExecutorRegime's")
     charged_max: float | None = Field(None, gt=0, le=1000, description="As ExecutorRegime's, over these cases' runs")
+    segment_runs_named: int | None = Field(None, ge=0, description="As ExecutorRegime's, over these cases' runs")
 
 
 class ExecutorRegime(Strict):
@@ -781,6 +782,12 @@ class ExecutorRegime(Strict):
                                "wake-up: OS scheduler, GIL); every segment may wait it once")
     dispatch_p50_ms: float = Field(ge=0, le=10_000, description="Median of that wait (pipelined throughput)")
     segment_runs: int = Field(ge=0, description="Segment runs the figures come from")
+    segment_runs_named: int | None = Field(
+        None, ge=0, description="The periodic cases' segment runs left out of the worst-case figures because a "
+        "schedule's run names such a run's frame (executor.pipeline.late_frames): each held more than 0.2 ms of the "
+        "real-time stall probe's late wake-ups on its PE's cores, the host's slices (executor.pe_profile."
+        "held_regime). Charged in f and e too, they were charged twice. None of a PE size's runs are left out where "
+        "over half of them would be. null: not read (the probe not real-time, older profiles)")
     segment_excess_measured_ms: float | None = Field(
         None, ge=0, le=10_000, description="The largest excess measured at the factor (over f x profiled time): "
         "segment_excess_ms is the tail's beyond it where larger (null in older profiles: e is this)")
@@ -1553,6 +1560,10 @@ class ResponseAnalysis(ConfigAnalysis):
         "where the bounds hold stalls per frame (frame_stall_ms), a frame in whose window one loop timing on its "
         "network's cores was that slow is named and not held to its bound (a burst of 20-60 ms moves no window); "
         "null: not probed")
+    regime_slices_named: bool = Field(
+        False, description="A profile's worst-case figures left out its periodic runs that met the host's slices "
+        "(ExecutorRegime.segment_runs_named): they hold only where a run names each frame that met them, so a run whose "
+        "stall probe could not run real-time (and read no late wake-ups) is outside what the bounds cover")
     regime_coupling_us: float | None = Field(
         None, description="The slowest the cores passed a byte back and forth through the profiles (the largest of "
         "their ExecutorRegime.host_coupling_slowest_us; not the periodic cases' alone: a schedule's own load slows the "
