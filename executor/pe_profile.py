@@ -575,14 +575,21 @@ def _half_load(nets: Sequence[Network], n_pes: int, model_ms: float, beta_ms: fl
             net.offset_ms = j * net.period_ms / (2 * len(nets))
 
 
-def _settled_run(ex: PipelineExecutor, frames: int, **kw):  # noqa: ANN003, ANN202
-    """ex.run; a periodic run after realtime.settle, so that it starts with the kernel's
-    real-time budget unspent, as run_schedule_entry runs a schedule. Back to back the
-    kernel throttled them (50 ms stalls; in a quiet_host.py run on the VM the 2-core bounds
-    came out 8x the measured worst); the slow states those stalls had covered are charged apart
-    (multiapp.corun_slowdown, the coupling probe)."""
+def _settled_run(ex: PipelineExecutor, frames: int, warm: int = STEADY_SETTLE, **kw):  # noqa: ANN003, ANN202
+    """ex.run of `frames` right after `warm` untimed frames; a periodic run after
+    realtime.settle first, so that it starts with the kernel's real-time budget unspent, as
+    run_schedule_entry runs a schedule. Back to back the kernel throttled them (50 ms stalls;
+    in a quiet_host.py run on the VM the 2-core bounds came out 8x the measured worst); the
+    slow states those stalls had covered are charged apart (multiapp.corun_slowdown, the
+    coupling probe). The settle before the warm-up, not between it and the timed run: after
+    the settle's idle second the first frames ran cold, 1.44x (2-core PE) and 1.73x (1+1) their
+    run's median at the median of 12 runs, and they set the regime's f; warmed right before,
+    1.11x and 1.28x (docs/measurement.md, twenty-second session). A periodic schedule loaded
+    under the kernel's real-time share is never throttled, warm-up or not."""
     if ex.mode != "throughput":
         realtime.settle()
+    if warm:
+        ex.run(warm, timeout_s=60)  # first runs allocate, a pool takes about 10 runs to settle
     return ex.run(frames, timeout_s=60, **kw)
 
 
@@ -628,9 +635,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
                   * coupling_lookup(prof.coupling, pe.affinity or ()) for pe in pes]
         _half_load(nets, len(pes), sum(cost), prof.beta_ms[dev_id])
         ex = PipelineExecutor(nets, pes, mode)
-        # after realtime.settle, as a schedule runs: back to back the kernel throttled them (docs/measurement.md)
-        _settled_run(ex, STEADY_SETTLE)  # warm: first runs allocate, a pool takes about 10 runs to settle
-        trace: list = []
+        trace: list = []  # after realtime.settle and a warm-up, as a schedule runs (_settled_run)
         res = _case_run(ex, frames, unprobed, trace)
         if mode != "throughput":
             policies.add(res.scheduling)
