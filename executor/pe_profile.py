@@ -851,7 +851,7 @@ def held_regime(prof: PEProfile, wakeups: Sequence[tuple[float, float, int]], p:
     segment runs', so what a run holds is among what is kept here). Why: a frame a run names
     is not held to its bound, so a profile run like it need not be covered by f and e either;
     charged there too, it widened every bound for what the runs name anyway. On the VM it left
-    out 0-2 of 700 runs in each of ten profiles of a quiet hour (in one, two 2-core runs 1.5 and
+    out 0-2 of 700 runs in each of eighteen profiles of a quiet hour (in one, two 2-core runs 1.5 and
     2.3 ms over their time; docs/measurement.md, twenty-second session). Nothing left
     out where the probe read no late wake-ups (not real-time: a run then cannot name them
     either), nor for a PE size whose runs it would mostly name (over 1 - HELD_LEAST: then
