@@ -28,7 +28,6 @@ layers in one session, per tensor size; the difference is what a cut there costs
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import math
 import threading
@@ -42,7 +41,7 @@ from onnx import helper
 
 from executor import realtime
 from executor.pipeline import (FRAME_LATE_MS, FrameRun, HostPressure, HostSampler, Network, PipelineExecutor,
-                               heaviest_windows, segment_waits)
+                               heaviest_windows, late_within, segment_waits)
 from executor.profiler import ProfileRun, profile_model
 from executor.runtime import PROCESS_CORES, RuntimeDevice, build_session, pinned, unpin
 from executor.slicing import LayeredModel, layers, random_inputs
@@ -825,22 +824,10 @@ HELD_LEAST = 0.5  # a PE size whose periodic runs a schedule's run would name mo
 def sliced(wakeups: Sequence[tuple[float, float, int]], over_ms: float = FRAME_LATE_MS
            ) -> Callable[[float, float, tuple[int, ...]], bool]:
     """Whether a span (start_ms, end_ms, its cores) held more than `over_ms` of the probe's late
-    wake-ups (t_ms due, late_ms, core: StallProbe.late_wakeups) on those cores: the host's
-    slices a schedule's run names a frame for (executor.pipeline.late_frames)."""
-    by_core: dict[int, tuple[list[float], np.ndarray]] = {}
-    for c in {c for _, _, c in wakeups}:
-        mine = sorted((t, ms) for t, ms, k in wakeups if k == c)
-        by_core[c] = ([t for t, _ in mine], np.concatenate([[0.0], np.cumsum([ms for _, ms in mine])]))
-
-    def named(a: float, b: float, cores: tuple[int, ...]) -> bool:
-        lost = 0.0
-        for c in cores:
-            if c in by_core:
-                times, cum = by_core[c]
-                lost += float(cum[bisect.bisect_right(times, b)] - cum[bisect.bisect_left(times, a)])
-        return lost > over_ms
-
-    return named
+    wake-ups on those cores: the host's slices a schedule's run names a frame for, read as it
+    reads them (executor.pipeline.late_within, late_frames)."""
+    lost = late_within(wakeups)
+    return lambda start_ms, end_ms, cores: lost(start_ms, end_ms, cores) > over_ms
 
 
 def held_regime(prof: PEProfile, wakeups: Sequence[tuple[float, float, int]], p: float = EXCEEDANCE_PER_RUN) -> dict:

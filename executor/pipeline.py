@@ -37,7 +37,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -1041,6 +1041,24 @@ def slow_frames(networks: Sequence[NetworkResult], samples: Sequence[tuple[float
     return out
 
 
+def late_within(wakeups: Sequence[tuple[float, float, int]]) -> Callable[[float, float, Iterable[int] | None], float]:
+    """lost(start_ms, end_ms, cores): the lateness of the probe's late wake-ups (t_ms due,
+    late_ms, core: StallProbe.late_wakeups) due in [start, end] on `cores` (None: any), summed;
+    each core set's wake-ups sorted once. The one reading of the host's slices: a run names
+    frames by it (late_frames), a profile leaves out its runs by it (pe_profile.held_regime)."""
+    lists: dict[frozenset[int] | None, tuple[list[float], list[float]]] = {}
+
+    def lost(start_ms: float, end_ms: float, cores: Iterable[int] | None = None) -> float:
+        key = None if cores is None else frozenset(cores)
+        if key not in lists:
+            late = sorted((t, ms) for t, ms, c in wakeups if key is None or c in key)
+            lists[key] = ([t for t, _ in late], [ms for _, ms in late])
+        times, ms = lists[key]
+        return sum(ms[bisect.bisect_left(times, start_ms):bisect.bisect_right(times, end_ms)])
+
+    return lost
+
+
 def late_frames(networks: Sequence[NetworkResult], wakeups: Sequence[tuple[float, float, int]], over_ms: float,
                 cores: Sequence[set[int] | None] | None = None) -> list[list[tuple[int, float, float]]]:
     """Per network, its frames whose own span (due release to end) held more than `over_ms`
@@ -1052,15 +1070,13 @@ def late_frames(networks: Sequence[NetworkResult], wakeups: Sequence[tuple[float
     under 0.1 (docs/measurement.md, twenty-first session). The span is the frame's own, not stalled_frames'
     window: a slice taken before its release slows the frame no more than the loop says."""
     out = []
+    lost_in = late_within(wakeups)
     for a, nr in enumerate(networks):
         mine = None if cores is None else cores[a]
-        late = sorted((t, ms) for t, ms, c in wakeups if mine is None or c in mine)
-        times = [t for t, _ in late]
         hit = []
         for frame, resp, end_s in zip(nr.frame_ids, nr.response_ms, nr.finish_s):
             end = end_s * 1e3
-            lo, hi = bisect.bisect_left(times, end - resp), bisect.bisect_right(times, end)
-            lost = sum(ms for _, ms in late[lo:hi])
+            lost = lost_in(end - resp, end, mine)
             if lost > over_ms:
                 hit.append((frame, float(resp), float(lost)))
         out.append(hit)
