@@ -235,8 +235,17 @@ def phased_runs(entry, lms, devices, reps: int, analysis: dict, occ) -> tuple:
     return ([worst[a.name] for a in entry.apps], [held[a.name] for a in entry.apps],
             [(stalled[a.name], slow[a.name], late[a.name]) for a in entry.apps], phasings,
             run_regime_note(pressure.read(), analysis, policy, probe.largest_stall_ms, probe.slowest_us,
-                            coupled_us(probe, ex.pes), probe.reads_slices),
+                            coupled_us(probe, ex.pes), probe.reads_slices, foreign_sum(results)),
             next((b for b in beyond if b), None), probe.largest_stall_ms, probe.slowest_us, probe.coupling_slowest_us)
+
+
+def foreign_sum(results) -> dict[str, float]:  # noqa: ANN001 - PipelineResults
+    """The CPU ms the process's other Python threads took over runs, by name (PipelineResult.foreign_cpu_ms)."""
+    out: dict[str, float] = {}
+    for res in results:
+        for k, v in res.foreign_cpu_ms.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
 
 
 class _Wait:
@@ -586,7 +595,8 @@ def pipelined_note(rep: dict, regime) -> str | None:  # noqa: ANN001 - an Execut
                                     rep.get("interrupts_per_s")),
                            {"regime_other_cpu_pct": regime.host_other_cpu_pct, "regime_steal_pct": regime.host_steal_pct,
                             "regime_load_average": regime.host_load_average,
-                            "regime_interrupts_per_s": regime.host_interrupts_per_s})
+                            "regime_interrupts_per_s": regime.host_interrupts_per_s},
+                           foreign_cpu_ms=rep.get("foreign_cpu_ms"))
     # no policy compared: pipelines run at SCHED_OTHER, as the regime's pipelined cases did (executor.realtime)
 
 

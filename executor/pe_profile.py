@@ -594,7 +594,8 @@ def _settled_run(ex: PipelineExecutor, frames: int, warm: int = STEADY_SETTLE, *
 
 def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REGIME_FRAMES,
                             exceedance_per_run: float = EXCEEDANCE_PER_RUN, *,
-                            unprobed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict:
+                            unprobed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                            parked: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> dict:
     """The model run in the schedule executor the way a schedule runs it (its sessions and
     pool policy, one pinned worker thread per PE, periodic releases at half load), every
     PE busy at once: with n > 1 cores, n copies of the model on n 1-core PEs, copy j's
@@ -615,7 +616,10 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     3-4 ms in a 20 ms window). Their slow states are charged apart (co-run's 90th percentile, the coupling
     probe), which they were not when the periodic runs alone were first tried and 4 responses went over
     their bounds. Each PE's charge is recorded (charged_max), as the figures are relative to it (when the
-    cases ran: prof.regime_spans). Bounded: `frames` frames per case (x TP_FRAMES_FACTOR pipelined), 60 s each."""
+    cases ran: prof.regime_spans). `parked`: the block in which no other Python thread of the process runs
+    (HostSampler.paused), around each case: a schedule's run has none beside it, and one that does is
+    outside its bounds (pipeline.foreign_threads); `foreign_cpu_ms` records the most they took in a
+    periodic case all the same. Bounded: `frames` frames per case (x TP_FRAMES_FACTOR pipelined), 60 s each."""
     if frames < 1 or not 0 < exceedance_per_run < 1:
         raise ValueError("frames must be >= 1 and the exceedance probability per run in (0, 1)")
     cases = _regime_cases(lm, prof)
@@ -626,6 +630,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
     tp_ratios, tp_dispatch = [], []
     tp_periods: list[tuple[int, float, list[float], list[int]]] = []  # (cores, measured period, work and segments per PE)
     policies: set[str] = set()  # the threads' policy in each periodic case's run (executor.realtime)
+    foreign = 0.0  # the most CPU ms other Python threads took in one periodic case
     for _, pes, nets, dev_id, k, mode in cases:
         cost = prof.layer_ms[dev_id]
         # the co-run slowdown each PE of this case is charged with the case's other PEs busy:
@@ -635,9 +640,10 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         _half_load(nets, len(pes), sum(cost), prof.beta_ms[dev_id])
         ex = PipelineExecutor(nets, pes, mode)
         trace: list = []  # after realtime.settle and a warm-up, as a schedule runs (_settled_run)
-        res = _case_run(ex, frames, unprobed, trace)
+        res = _case_run(ex, frames, unprobed, trace, parked)
         if mode != "throughput":
             policies.add(res.scheduling)
+            foreign = max(foreign, sum(res.foreign_cpu_ms.values()))
         if mode == "throughput" and (kept := _kept_period(res, ex, cost, prof.beta_ms[dev_id], len(pes))):
             tp_periods.append((k, *kept))
         due = {(f.app, f.frame): f.due_ms for f in trace if isinstance(f, FrameRun)}
@@ -680,6 +686,7 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
         # SCHED_FIFO only if every case ran so: a bound is no better protected than its worst-measured run
         "scheduling": realtime.FIFO if policies == {realtime.FIFO} else realtime.OTHER,
         "realtime_share": realtime.realtime_share() if policies == {realtime.FIFO} else None,
+        "foreign_cpu_ms": round(foreign, 3),
         "corun": [dict(e) for e in prof.corun],
         "coupling": [dict(e) for e in prof.coupling],
         "topology": prof.topology.to_dict() if prof.topology is not None else None,
@@ -688,11 +695,13 @@ def measure_executor_regime(lm: LayeredModel, prof: PEProfile, frames: int = REG
 
 
 def _case_run(ex: PipelineExecutor, frames: int, unprobed: Callable[[], contextlib.AbstractContextManager],
-              trace: list):  # noqa: ANN202 - a PipelineResult
-    """A regime case's timed run; a pipelined one with the profile's stall probe paused
-    (`unprobed`), as a pipelined schedule runs with no probe beside it."""
+              trace: list, parked: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+              ):  # noqa: ANN202 - a PipelineResult
+    """A regime case's timed run, with the process's other Python threads parked (`parked`);
+    a pipelined one with the profile's stall probe paused too (`unprobed`), as a pipelined
+    schedule runs with no probe beside it."""
     tp = ex.mode == "throughput"
-    with unprobed() if tp else contextlib.nullcontext():
+    with parked(), unprobed() if tp else contextlib.nullcontext():
         return _settled_run(ex, frames * (TP_FRAMES_FACTOR if tp else 1), trace=trace)
 
 
@@ -798,7 +807,8 @@ def profile_for_schedule(
     with HostSampler(cores) as sampler, StallProbe(cores if regime_frames else ()) as probe:
         prof = _profile(lm, cluster, cores, others, runs=runs, warmup=warmup, handoff_sizes=handoff_sizes,
                         handoff_frames=handoff_frames, progress=progress, seed=seed, regime_frames=regime_frames,
-                        corun_rounds=corun_rounds, exceedance_per_run=exceedance_per_run, unprobed=probe.paused)
+                        corun_rounds=corun_rounds, exceedance_per_run=exceedance_per_run, unprobed=probe.paused,
+                        parked=sampler.paused)
     if prof.regime is not None:
         bg = sampler.summary()
         prof.regime["host_sampled_s"] = bg["host_sampled_s"]
@@ -948,10 +958,12 @@ def stall_figures(probe: StallProbe, run_ms: float, p: float = EXCEEDANCE_PER_RU
 def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], others: Sequence[RuntimeDevice], *,
              runs: int, warmup: int, handoff_sizes: Sequence[int], handoff_frames: int, progress: Progress | None,
              seed: int, regime_frames: int, corun_rounds: int, exceedance_per_run: float,
-             unprobed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> PEProfile:
+             unprobed: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+             parked: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> PEProfile:
     """`unprobed`: the stall probe paused for the block (StallProbe.paused), around the layer
     timing: its preemptions slowed a pipeline on the VM by 2-20% (executor.stall_probe),
-    and the layer times are what every prediction is made from."""
+    and the layer times are what every prediction is made from. `parked`: the process's
+    other Python threads parked (HostSampler.paused), around the regime's cases."""
     k_devices = [replace(cluster, id=f"{cluster.id}@{k}", threads=k, affinity=cores[:k]) for k in range(1, len(cores) + 1)]
     devices = k_devices + list(others)
     topology = read_topology(cores)
@@ -1000,7 +1012,8 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
         if progress:
             progress(1, 1, f"handoff {src_id} -> {dst_id}")
     if regime_frames:  # 0: not measured (the schedule then uses the defaults or the request's)
-        prof.regime = measure_executor_regime(lm, prof, regime_frames, exceedance_per_run, unprobed=unprobed)
+        prof.regime = measure_executor_regime(lm, prof, regime_frames, exceedance_per_run, unprobed=unprobed,
+                                              parked=parked)
         if progress:
             progress(1, 1, "executor regime")
     return prof

@@ -125,6 +125,9 @@ class PipelineResult:
     # (start_ms, pause_ms, generation) of every garbage collection during the run (collector_paused: none
     # but one asked for explicitly)
     gc_pauses: list[tuple[float, float, int]] = field(default_factory=list)
+    # CPU time (ms) the process's other Python threads took during the run, by name (foreign_threads): they
+    # hold the interpreter lock the release thread and the PE workers need, whatever their priority
+    foreign_cpu_ms: dict[str, float] = field(default_factory=dict)
 
     def throughput_fps(self, app: int = 0, warmup: int = 0) -> float | None:
         """Steady-state frames per second of one network: completions after `warmup`."""
@@ -297,6 +300,8 @@ def _stops_report(probe: StallProbe, res: PipelineResult, trace: Sequence | None
         "release_late": release_late(trace) if trace is not None else None,
         # garbage collections that ran during it all the same (executor.pipeline.collector_paused): ms each
         "gc_pauses_ms": [round(d, 3) for _, d, _ in res.gc_pauses],
+        # the CPU ms the process's other Python threads took during it, by name (foreign_threads)
+        "foreign_cpu_ms": dict(res.foreign_cpu_ms),
         # (start_ms, stall_ms), ms from the run's start as its traces, each of at least STALL_MIN_MS
         "host_stalls": [(round(t - res.t0_s * 1e3, 3), round(d, 3)) for t, d in probe.stalls()]}
 
@@ -353,6 +358,46 @@ def collector_paused() -> Iterator[list[tuple[float, float, int]]]:
         gc.callbacks.remove(timed)
         if was:
             gc.enable()
+
+
+FOREIGN_CPU_MS = 0.1  # CPU time other Python threads of the process may take during a run before it names them
+
+
+def _thread_cpu_ms(t: threading.Thread) -> float | None:
+    """A thread's CPU time so far (ms; its own POSIX CPU clock), None where the system does not say."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(t.ident)) * 1e3  # type: ignore[arg-type]
+    except (AttributeError, OSError, TypeError, ValueError, OverflowError):
+        return None
+
+
+@contextmanager
+def foreign_threads(own: list[threading.Thread]) -> Iterator[dict[str, float]]:
+    """The CPU time (ms, by thread name) that the process's other Python threads, those alive
+    when the block starts or started in it, took during the block: filled in when it ends (one
+    that ended inside the block is not counted).
+    Why: each of them holds the interpreter lock while it runs Python or a C call that keeps
+    it, and the release thread and the PE workers need that lock to release a frame and to
+    start each segment. A real-time priority does not help: the lock has no priority
+    inheritance, and a holder at normal priority can be preempted by the schedule's own pool
+    threads while it holds it. On the VM a thread doing 6 ms of JSON work every 50 ms beside a
+    periodic schedule made its latest release 5.5-5.8 ms late at the median run (0.23-0.34 ms
+    alone) and its worst response 3.2-3.6x its median (1.4-1.6x alone; bench/gil_inversion.py;
+    in a /tmp series a ready segment waited up to 34 ms). The stall probe, a process of its
+    own, does not see it.
+    `own`: the block's own threads (the run's PE workers), added to as they start."""
+    me = threading.current_thread()
+    start = {t: _thread_cpu_ms(t) for t in threading.enumerate() if t is not me}
+    used: dict[str, float] = {}
+    try:
+        yield used
+    finally:
+        for t in threading.enumerate():
+            if t is me or t in own:
+                continue
+            now, then = _thread_cpu_ms(t), start.get(t, 0.0)
+            if now is not None and then is not None and now - then > 0:
+                used[t.name] = round(used.get(t.name, 0.0) + now - then, 3)
 
 
 class PipelineExecutor:
@@ -425,12 +470,14 @@ class PipelineExecutor:
         # the throughput release's own condition: sharing PE 0's, a push's notify() could wake the
         # release (which waits on) instead of PE 0's worker (which then idles until a frame ends)
         self._room = threading.Condition(self._lock)
-        with collector_paused() as gc_pauses, realtime.elevated(
+        own: list[threading.Thread] = []
+        with foreign_threads(own) as foreign, collector_paused() as gc_pauses, realtime.elevated(
                 self.realtime_priority and self.mode == "response_time", set().union(*self._pool_tids)) as elevation:
             self.scheduling = elevation
             r = _Run(self, feeds, keep_outputs, trace)
             threads = [threading.Thread(target=r.worker, args=(p,), name=f"pe-{p}", daemon=True)
                        for p in range(len(self.pes))]
+            own += threads
             for th in threads:
                 th.start()
             deadline = r.t0 + timeout_s
@@ -454,7 +501,7 @@ class PipelineExecutor:
             raise r.errors[0]
         return PipelineResult(self.mode, r.results, time.perf_counter() - r.t0, cancelled or time.perf_counter() > deadline,
                               r.outputs, r.busy, elevation.policy, r.t0,
-                              [(t - r.t0 * 1e3, d, g) for t, d, g in gc_pauses])
+                              [(t - r.t0 * 1e3, d, g) for t, d, g in gc_pauses], foreign)
 
 
 class _Run:
@@ -777,12 +824,18 @@ class HostSampler:
     processes' share and interrupts of the CPUs, read every `interval_s` in a thread of
     its own (one /proc read each, no load). `summary()`: their 90th percentile over the
     intervals, what the host normally shows under that load, which a later run is compared
-    with (a VM's steady steal, the timer's interrupts are background, not a disturbance)."""
+    with (a VM's steady steal, the timer's interrupts are background, not a disturbance).
+    `paused()`: the thread parked for a block (a profile's regime cases), the next reading
+    spanning it."""
 
     def __init__(self, cores: Sequence[int] | None = None, interval_s: float = HOST_SAMPLE_S) -> None:
         self.cores, self.interval_s = cores, interval_s
         self.samples: list[Pressure] = []
         self._stop = threading.Event()
+        self._wake = threading.Event()  # ends the interval early: a stop, or a pause asked for
+        self._running = threading.Event()
+        self._parked = threading.Event()
+        self._running.set()
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
         self.seconds = 0.0
@@ -792,16 +845,50 @@ class HostSampler:
 
         def loop() -> None:
             p = HostPressure(self.cores)
-            while not self._stop.wait(self.interval_s):
-                self.samples.append(p.read())
-                p = HostPressure(self.cores)
+            deadline = time.monotonic() + self.interval_s
+            while not self._stop.is_set():
+                self._wake.wait(max(0.0, deadline - time.monotonic()))
+                self._wake.clear()
+                if self._stop.is_set():
+                    break
+                if not self._running.is_set():  # parked: not one wake-up until resumed
+                    self._parked.set()
+                    self._running.wait()
+                    self._parked.clear()
+                    continue
+                if time.monotonic() >= deadline:
+                    self.samples.append(p.read())
+                    p = HostPressure(self.cores)
+                    deadline = time.monotonic() + self.interval_s
 
         self._thread = threading.Thread(target=loop, name="host-sampler", daemon=True)
         self._thread.start()
         return self
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The sampler's thread parked (blocked, no timed wake-up) for the block; the reading
+        after it spans the block. Why: a Python thread of the process holds the interpreter
+        lock while it reads and parses (about 4 ms of CPU in a 2.6 s run), and a profile's
+        regime cases must run as a schedule's runs do, with no other thread (foreign_threads).
+        Its cost was small where measured: in bench/gil_inversion.py's series none at the
+        median run; in a /tmp series a 2-core case's latest release 0.78 ms late at the median
+        run against 0.26 without. Nothing is lost: its counters are cumulative."""
+        if self._thread is None or not self._thread.is_alive():
+            yield
+            return
+        self._running.clear()
+        self._wake.set()
+        self._parked.wait(timeout=5.0)
+        try:
+            yield
+        finally:
+            self._running.set()
+
     def __exit__(self, *exc) -> bool:
         self._stop.set()
+        self._wake.set()
+        self._running.set()
         if self._thread is not None:
             self._thread.join()
         self.seconds = time.perf_counter() - self._t0
@@ -877,7 +964,8 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                 regime_scheduling: str | None = None, host_stall_ms: float | None = None,
                 regime_host_stall_ms: float | None = None, slowest_us: float | None = None,
                 regime_slowest_us: float | None = None, coupling_us: float | None = None,
-                regime_coupling_us: float | None = None, slices_unread: bool = False) -> str | None:
+                regime_coupling_us: float | None = None, slices_unread: bool = False,
+                foreign_cpu_ms: Mapping[str, float] | None = None) -> str | None:
     """Why a run's responses may exceed their bounds: the bounds' factor, excess, jitter and
     dispatch wait were measured while other processes took `regime_other_cpu_pct` of the
     CPUs' time and the hypervisor `regime_steal_pct`, and during this run other processes
@@ -900,7 +988,11 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     over REGIME_COUPLING_FACTOR: a multi-core PE's threads wait on each other that much
     longer (given only for a schedule with one: 1-core PEs do not pay it). Slices: the bounds'
     figures left out the profile's runs the host's slices met and the run's probe read none
-    (`slices_unread`: not real-time), so the frames they met cannot be named."""
+    (`slices_unread`: not real-time), so the frames they met cannot be named. Other threads:
+    other Python threads of the run's process took over FOREIGN_CPU_MS of CPU during it
+    (`foreign_cpu_ms`, PipelineResult's): they hold the interpreter lock the schedule's threads
+    wait for, whatever their priority (foreign_threads), and the profiles' periodic cases ran
+    without them."""
     why = []
     if regime_scheduling == realtime.FIFO and scheduling is not None and scheduling != realtime.FIFO:
         why.append(f"its threads ran at {scheduling} against {realtime.FIFO} while its bounds were measured: "
@@ -939,6 +1031,13 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                    f"profiles (x{coupling_us / regime_coupling_us:.2f}, over x{REGIME_COUPLING_FACTOR:g}): a "
                    "multi-core PE's "
                    "threads wait on each other longer than while its bounds were measured")
+    busy = {k: v for k, v in (foreign_cpu_ms or {}).items() if v > 0}
+    if sum(busy.values()) > FOREIGN_CPU_MS:
+        names = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(busy.items(), key=lambda kv: -kv[1])[:4])
+        why.append(f"other Python threads of its process ran {sum(busy.values()):.1f} ms of CPU beside it ({names}): "
+                   "they hold the interpreter lock its release and PE threads need, and a real-time priority does not "
+                   "take it from them; run the schedule in a process of its own, or keep other work out of it while "
+                   "it runs")
     if slices_unread:
         why.append("its stall probe could not run real-time, so it read none of the host's short slices, and its "
                    "bounds' figures leave out the profiles' runs that met them (a run names the frames that met "
@@ -951,7 +1050,8 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
 
 def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | None = None,
                     host_stall_ms: float | None = None, slowest_us: float | None = None,
-                    coupling_us: float | None = None, slices_read: bool | None = None) -> str | None:
+                    coupling_us: float | None = None, slices_read: bool | None = None,
+                    foreign_cpu_ms: Mapping[str, float] | None = None) -> str | None:
     """regime_note for a run's pressure (and its threads' policy, PipelineResult.scheduling,
     the longest stall its probe measured, the slowest it timed its cores and, for a schedule
     with a multi-core PE, their slowest round trip) against a
@@ -959,7 +1059,7 @@ def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | 
     measured under). A schedule that holds host stalls per frame (frame_stall_ms) is not left
     out whole for a longer stall: its run names the frames one met (frame_stall_rows).
     `slices_read`: whether the run's stall probe read the host's slices (StallProbe.reads_slices;
-    None: not said, nothing flagged)."""
+    None: not said, nothing flagged). `foreign_cpu_ms`: PipelineResult.foreign_cpu_ms."""
     a = analysis or {}
     return regime_note(host.other_cpu_pct, a.get("regime_other_cpu_pct"), host.steal_pct, a.get("regime_steal_pct"),
                        load=host.load_average, regime_load=a.get("regime_load_average"),
@@ -971,7 +1071,7 @@ def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | 
                        slowest_us=slowest_us, regime_slowest_us=a.get("regime_slowest_us"),
                        coupling_us=coupling_us, regime_coupling_us=a.get("regime_coupling_us"),
                        slices_unread=bool(a.get("regime_slices_named")) and a.get("frame_stall_ms") is not None
-                       and slices_read is False)
+                       and slices_read is False, foreign_cpu_ms=foreign_cpu_ms)
 
 
 def heaviest_windows(start_ms: np.ndarray, delay_ms: np.ndarray, windows_ms: Sequence[float]) -> list[float]:
@@ -1428,7 +1528,8 @@ def run_schedule_entry(schedule, models: Mapping[str, LayeredModel], devices: Ma
         "scheduling_detail": ex.scheduling.describe(),  # the policy, or why real-time was not had
         **_stops_report(probe, res, trace),
         "regime_note": run_regime_note(host, data.get("analysis"), res.scheduling, probe.largest_stall_ms,
-                                       probe.slowest_us, coupled_us(probe, pes), probe.reads_slices),
+                                       probe.slowest_us, coupled_us(probe, pes), probe.reads_slices,
+                                       res.foreign_cpu_ms),
         "envelope_note": beyond,
         "stall_match": matched,  # the segment runs over the envelope's factor against the probed stalls
         **frame_limits(over, mine),  # what the bounds hold per frame

@@ -11,7 +11,7 @@ import platform as _platform
 
 import numpy as np
 
-from executor.pipeline import HOST_SAMPLE_S, REGIME_COUPLING_FACTOR, REGIME_SLOW_FACTOR
+from executor.pipeline import FOREIGN_CPU_MS, HOST_SAMPLE_S, REGIME_COUPLING_FACTOR, REGIME_SLOW_FACTOR
 from models.communication import PolynomialCommModel
 from planner.core.multiapp import corun_slowdown
 
@@ -81,6 +81,13 @@ def _host_lines(r: dict) -> list[str]:
                              f"{b['busy_below']:.0%} {b['stall_ms']:.2f} ms ({b['seconds']:.0f} s)"
                              for b in r["host_stall_by_busy"])
                          + "; a schedule is charged the figure at the load its networks can keep a core busy")
+    if r.get("foreign_cpu_ms") is not None:
+        lines.append(f"other Python threads of the profiling process: at most {r['foreign_cpu_ms']:.2f} ms of CPU in one "
+                     "periodic case (its own sampler parked then); they hold the interpreter lock a schedule's threads "
+                     f"need, so a run whose process's other threads take over {FOREIGN_CPU_MS:g} ms is outside its bounds")
+        if r["foreign_cpu_ms"] > FOREIGN_CPU_MS:
+            lines.append("  WARNING: the periodic cases ran beside other Python threads of this process: their figures "
+                         "carry the waits for the interpreter lock; profile in a process of its own")
     if r.get("host_slowest_us") is not None:
         lines.append(f"core speed (the stall probe's fixed loop every 5 ms, paused or not; the median of each 0.5 s "
                      f"window, higher: slower): usually {r['host_speed_us']:.2f} us, the slowest window "

@@ -14,6 +14,10 @@ from typing import IO, Iterable, Iterator, TypeVar
 
 from tqdm import tqdm
 
+# no monitor thread: a Python thread in the process holds the interpreter lock whenever it runs, and a
+# schedule's real-time threads then wait for it (executor.pipeline.foreign_threads)
+tqdm.monitor_interval = 0
+
 T = TypeVar("T")
 STEPS = 1000  # a fraction-driven bar counts in thousandths
 MIN_INTERVAL_S = 0.1  # redraw at most this often (a GA reports every generation)

@@ -832,6 +832,11 @@ class ExecutorRegime(Strict):
         "real-time threads run (sched_rt_runtime_us / sched_rt_period_us; null: unlimited or not real-time). A PE "
         "busy beyond it is stopped for the rest of the period, so a schedule's PE may be loaded at most this over "
         "the typical slowdown")
+    foreign_cpu_ms: float | None = Field(
+        None, ge=0, le=1e7, description="The most CPU time (ms) other Python threads of the profiling process took "
+        "during one periodic case (executor.pipeline.foreign_threads; the profile parks its own sampler then, so 0): "
+        "they hold the interpreter lock the schedule's threads need. A run with more than 0.1 ms of them is outside "
+        "what the bounds cover (null: older profiles)")
     host_stall_ms: float | None = Field(
         None, ge=0, le=10_000, description="The longest the host stops a core of the cluster, as the stall probe "
         "measured it through the whole PE profile (executor.stall_probe: a sleeping real-time probe per core; a "
