@@ -4,9 +4,15 @@ executor.pipeline and reports telemetry per network.
 
 It is executor.agent.Agent with two parts replaced:
 
-- **building** (the poller thread, off the hot path): the entry's segments become ONNX
+- **building** (the poller thread, between two chunks): the entry's segments become ONNX
   Runtime sessions on their PEs (a CPU cluster's logical PEs get the cores the entry
-  gives them); an entry that cannot be built here (a network or device this board does
+  gives them). Not beside a chunk: a build holds Python's interpreter lock for long, and a
+  chunk's real-time threads need it to release each frame and start each segment (on the
+  VM a thread doing 6 ms of JSON work every 50 ms made a schedule's latest release 5.5-5.8
+  ms late against 0.2-0.3 alone, bench/gil_inversion.py), so the next chunk waits for the
+  build instead. What other
+  threads still take beside a chunk (the telemetry sender) is counted per chunk
+  (`chunks_beside_threads`) and logged. An entry that cannot be built here (a network or device this board does
   not have, layers of another model, a hyperperiod past MAX_HYPERPERIOD_MS) is reported
   (`build_failed`) and the previous entry keeps running;
 - **serving**: the inference loop runs whole hyperperiods (the least common multiple of
@@ -35,6 +41,7 @@ and chunk, with the count.
 from __future__ import annotations
 
 import math
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -45,7 +52,7 @@ import numpy as np
 
 from executor.agent import Agent, AgentStats, Applied, PlanBuildError, parse_plan_answer
 from executor import realtime
-from executor.pipeline import Network, PipelineExecutor, cpu_cores_for
+from executor.pipeline import FOREIGN_CPU_MS, Network, PipelineExecutor, cpu_cores_for
 from executor.runtime import PROCESS_CORES, RuntimeDevice
 from executor.slicing import LayeredModel, random_inputs
 from planner.core.telemetry import (
@@ -137,6 +144,10 @@ class ScheduleAgent(Agent):
         self._served: tuple[str | None, str | None] = (None, None)  # the batch's thread policy and why not FIFO
         self._said_policy: str | None = None  # the last policy logged, so a change is logged once
         self._next_seq: dict[str, int] = defaultdict(int)
+        # held while a chunk runs: an entry is built between two chunks, not beside one (a build holds the
+        # interpreter lock for long, and the chunk's real-time threads would wait for it: pipeline.foreign_threads)
+        self._quiet = threading.Lock()
+        self._said_foreign = False
 
     # ------------------------------------------------------------------ building (poller thread)
     def _apply(self, body: bytes, etag: str | None) -> bool:
@@ -147,7 +158,8 @@ class ScheduleAgent(Agent):
         self.log(f"schedule entry {label} ({len(view.networks)} networks on {len(view.pes)} PEs) revision {revision}: "
                  "building")
         try:
-            built = build_entry(view, self.models, self.device_map, self.feeds)
+            with self._quiet:
+                built = build_entry(view, self.models, self.device_map, self.feeds)
         except PlanBuildError as exc:
             self.stats.build_failures += 1
             self._error("build_failed", f"schedule entry {label}: {exc}", None, revision)
@@ -249,6 +261,14 @@ class ScheduleAgent(Agent):
             if policy == realtime.OTHER and built.view.regime_scheduling == realtime.FIFO:
                 self.log(f"schedule entry {cur.plan_id}: its threads run at {got.describe()}, its bounds were measured at "
                          f"{realtime.FIFO}: its frames are reported as outside them")
+        foreign = getattr(res, "foreign_cpu_ms", None) or {}
+        if sum(foreign.values()) > FOREIGN_CPU_MS:  # the sender's telemetry, a log handler: named, counted
+            self.stats.chunks_beside_threads += 1
+            if not self._said_foreign:
+                self._said_foreign = True
+                self.log(f"schedule entry {cur.plan_id}: other threads of this process ran beside a chunk ("
+                         + ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(foreign.items(), key=lambda kv: -kv[1]))
+                         + "): its frames waited for the interpreter lock; counted in chunks_beside_threads")
         if policy is not None and self._served[0] not in (None, policy):
             self._cut_batch()  # a batch holds frames of one policy: the service tells them apart
         with self._lock:
@@ -279,7 +299,8 @@ class ScheduleAgent(Agent):
                 counts = [c * k for c in built.counts]
                 t0 = time.monotonic()
                 try:
-                    res = built.executor.run(counts, timeout_s=k * built.hyperperiod_ms / 1e3 * 4 + 30.0)
+                    with self._quiet:
+                        res = built.executor.run(counts, timeout_s=k * built.hyperperiod_ms / 1e3 * 4 + 30.0)
                 except Exception as exc:  # noqa: BLE001 - a failing chunk is reported; serving goes on
                     self.stats.failed_frames += sum(counts)
                     self._error("inference_failed", f"schedule entry {cur.plan_id}: {type(exc).__name__}: {exc}"[:1000],
@@ -302,3 +323,4 @@ class ScheduleAgent(Agent):
 class ScheduleStats(AgentStats):
     deadline_misses: int = 0  # frames past their period, or dropped
     frames_lost: int = 0  # releases that never ran (the network's backlog was full)
+    chunks_beside_threads: int = 0  # chunks during which the agent's other threads took CPU (pipeline.foreign_threads)

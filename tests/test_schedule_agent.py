@@ -12,6 +12,8 @@ import os
 import re
 import signal
 import subprocess
+import threading
+import time
 import uuid
 
 import httpx
@@ -508,3 +510,56 @@ def test_the_service_counts_frames_against_their_bound_unless_the_agent_named_a_
     monkeypatch.setattr(sd, "entry_view", lambda svc, sid, entry: view(None))
     (t,) = sd.schedule_telemetry(None, batches, {})
     assert (t.networks[0].over_bound, t.networks[0].over_bound_in_regime, t.regime_note) == (4, 4, None)
+
+
+def test_chunks_beside_the_agents_other_threads_are_counted_and_said_once():
+    """A chunk during which other Python threads of the agent took CPU (PipelineResult.
+    foreign_cpu_ms) waited for the interpreter lock: counted per chunk, logged once with the
+    threads' names; a chunk with a few microseconds of them is not."""
+    from executor.agent import Applied
+    from executor.pipeline import FOREIGN_CPU_MS, NetworkResult, PipelineResult
+    from executor.realtime import Elevation
+    from executor.schedule_agent import BuiltEntry, ScheduleAgent
+    from planner.core.telemetry import AgentSchedule
+
+    view = AgentSchedule.model_validate({
+        "schedule_id": "sch_f", "entry": 0, "schedulable": True, "pes": [{"pe": "cpu0", "device": "cpu", "cores": 1}],
+        "networks": [{"name": "A", "period_ms": 10.0, "priority": 0, "mapping": ["cpu0"]}]})
+    said: list[str] = []
+    agent = ScheduleAgent("http://127.0.0.1:9", "d", "", {}, [], log=said.append)
+    cur = Applied(BuiltEntry(view, _Ran(Elevation(True)), 10.0, [1], ["cpu0"]), "sch_f#0", 1)
+
+    def chunk(foreign: dict) -> None:
+        res = PipelineResult("response_time", [NetworkResult("A", 1, 1, 0, 0, [4.0], [0.004], True, 1, [0], [[4.0]])],
+                             0.01, False, {}, [0.004], foreign_cpu_ms=foreign)
+        agent._record(cur, res, [1], 10.0)
+
+    chunk({"agent-sender": FOREIGN_CPU_MS / 10})
+    assert agent.stats.chunks_beside_threads == 0 and not said
+    chunk({"agent-sender": 3.2, "agent-poller": 0.4})
+    chunk({"agent-sender": 1.0})
+    assert agent.stats.chunks_beside_threads == 2
+    assert len(said) == 1 and "agent-sender 3.2 ms, agent-poller 0.4 ms" in said[0] and "interpreter lock" in said[0]
+
+
+def test_an_entry_is_built_between_two_chunks_not_beside_one(monkeypatch):
+    """The poller's build waits while a chunk holds the agent's quiet lock, and runs once the
+    chunk has ended: a build beside a chunk would hold the interpreter lock its real-time
+    threads need."""
+    import json as _json
+
+    from executor import schedule_agent as sa
+
+    order: list[str] = []
+    monkeypatch.setattr(sa, "build_entry", lambda *a, **k: order.append("built") or object())
+    answer = {"revision": 1, "schedule": {
+        "schedule_id": "sch_b", "entry": 0, "schedulable": True, "pes": [{"pe": "cpu0", "device": "cpu", "cores": 1}],
+        "networks": [{"name": "A", "period_ms": 10.0, "priority": 0, "mapping": ["cpu0"]}]}}
+    agent = sa.ScheduleAgent("http://127.0.0.1:9", "d", "", {}, [], log=lambda _: None)
+    with agent._quiet:  # a chunk running
+        poller = threading.Thread(target=agent._apply, args=(_json.dumps(answer).encode(), None))
+        poller.start()
+        time.sleep(0.2)
+        order.append("chunk ended")
+    poller.join(timeout=10)
+    assert order == ["chunk ended", "built"] and agent._pending is not None
