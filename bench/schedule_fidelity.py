@@ -822,7 +822,8 @@ def main() -> int:
                 for line in lines:
                     if line.startswith(("topology", "co-run", "host background", "host stalls", "  by the core's load",
                                          "core speed", "  WARNING: the layers", "cores' coupling",
-                                         "  WARNING: the multi-core")) or line is lines[-1]:
+                                         "  WARNING: the multi-core", "other Python threads",
+                                         "  WARNING: the periodic cases ran beside")) or line is lines[-1]:
                         print(f"{m}: {line}", flush=True)
 
     pipelined: list[dict] = []
