@@ -143,7 +143,9 @@ def schedule_documents(lm, prof, *, name: str, platform_name: str, model_path: s
                      + ("  [SMT SIBLINGS: one physical core]" if "physical core" in e.get("shares", []) else ""))
     for e in getattr(prof, "coupling", None) or []:
         lines.append(f"coupling: PE on cores {','.join(map(str, e['pe_cores']))}: {e['blocks']} blocks, median "
-                     f"{e['block_median_ms']:.3f} ms, slowest {e['block_max_ms']:.3f} ms, slow state {e['slow_ms']:.3f} ms against "
+                     f"{e['block_median_ms']:.3f} ms, slowest {e['block_max_ms']:.3f} ms"
+                     + (f" (two in a row {e['state_max_ms']:.3f} ms)" if e.get("state_max_ms") is not None else "")
+                     + f", slow state {e['slow_ms']:.3f} ms against "
                      f"{e['profiled_ms']:.3f} profiled: x{e['slowdown']:.3f} charged; against its first core alone ({e['one_core_ms']:.3f} ms) "
                      f"{e['ratio_p5']:.2f}-{e['ratio_p95']:.2f} (p5-p95; 1 = the cores gained nothing)")
     transitions = []

@@ -694,12 +694,16 @@ class CouplingState(Strict):
     blocks: int = Field(ge=1, le=1_000_000, description="Blocks of runs on the PE (as many on its first core)")
     profiled_ms: float = Field(gt=0, le=1e6, description="The whole model's time on the PE as its profile charges it")
     block_median_ms: float = Field(gt=0, le=1e6, description="The median of the PE's block medians")
-    block_max_ms: float = Field(gt=0, le=1e6, description="The slowest PE block's median: the slowest state seen")
+    block_max_ms: float = Field(gt=0, le=1e6, description="The slowest PE block's median (one block alone may be a "
+                                "disturbance, not a state)")
+    state_max_ms: float | None = Field(None, gt=0, le=1e6, description="The slowest state of the PE blocks: the most "
+                                       "that two blocks in a row both took (null: older profiles, which charged "
+                                       "block_max_ms)")
     one_core_ms: float = Field(gt=0, le=1e6, description="The median of the first core's block medians, beside them")
     ratio_p5: float = Field(gt=0, le=1000, description="PE block / its first core's block, 5th percentile")
     ratio_p95: float = Field(gt=0, le=1000, description="The same, 95th percentile: near 1, the cores gained nothing")
     slow_ms: float | None = Field(None, gt=0, le=1e6, description="The slow state's time: the larger of "
-                                  "block_max_ms and one_core_ms x ratio_p95")
+                                  "state_max_ms and one_core_ms x ratio_p95")
     slowdown: float = Field(ge=1, le=1000, description="max(1, slow_ms / profiled_ms): what the executor "
                             "analysis charges every time of a configuration with a PE of this size (x the co-run "
                             "slowdown), and the regime's runs on such a PE are measured beyond")
