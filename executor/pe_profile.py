@@ -263,7 +263,7 @@ def coupling_table(sizes: Sequence[tuple[int, ...]], time_runs: Callable[[tuple[
     response 0.4% over its bound (bench/results/schedule_fidelity_coupling_max_block.log).
     Not one slow block alone: a bench profile's one block at 3.59 ms among 96 of median 1.73
     (ratio p95 0.58) charged every 2-core bound x2.24 (schedule_fidelity_parked.log), where
-    six probes in a quiet hour read their slowest block within 6% of their slowest ratio x the
+    twelve probes in a quiet hour read their slowest block within 3.4% of their slowest ratio x the
     core's median; a disturbance that short is the stall floor's, e's and the delay curves'
     to charge. How much k cores gain together is the host's to give: on the
     2-core VM a two-thread session ran at one of two speeds, 0.55x of one thread in most

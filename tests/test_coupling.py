@@ -160,6 +160,34 @@ def test_the_bound_of_a_configuration_with_a_two_core_pe_charges_its_slowest_sta
     assert all(c.corun_factor == 1.0 for c in own)
 
 
+def test_a_two_core_pe_that_ran_slow_in_its_profiles_pipelined_case_is_charged_that_state_too():
+    """The coupling probe met only the fast state (x1.1), the profile's pipelined 2-core case
+    ran x1.5 over its profiled work (factor_p50_by_cores): the configuration with a 2-core PE
+    is charged x1.5 and says why; the (1, 1) one is not; a pipelined case at or under its
+    profile charges nothing more."""
+    state = [{"pe_cores": [0, 1], "blocks": 10, "profiled_ms": 3.0, "block_median_ms": 3.1, "block_max_ms": 3.3,
+              "one_core_ms": 6.0, "ratio_p5": 0.5, "ratio_p95": 0.55, "slow_ms": 3.3, "slowdown": 1.1}]
+
+    def prof(name: str, one_ms: float, two_ms: float, piped: dict) -> ModelProfile:
+        p = _profile(name, one_ms, two_ms, state)
+        return p.model_copy(update={"executor_regime": p.executor_regime.model_copy(
+            update={"factor_p50_by_cores": piped})})
+
+    p = two_core_plat()
+    req = ScheduleRequest.model_validate({"apps": [{"profile": "A", "period_ms": 40, "priority": 0},
+                                                   {"profile": "B", "period_ms": 80, "priority": 1}],
+                                          "cpu_partitions": {"cpu": [[2], [1, 1]]}})
+    a, b = prof("A", 4.0, 2.0, {1: 1.02, 2: 0.9}), prof("B", 9.0, 5.0, {1: 1.0, 2: 1.5})
+    configs = {tuple(dict(c.cpu_config)["cpu"]): c for c in compile_schedule(p, [a, b], req).configs}
+    assert configs[(2,)].corun_factor == pytest.approx(1.5)
+    assert "2-core PE's pipelined runs in its profile: x1.5" in configs[(2,)].corun_source
+    assert configs[(1, 1)].corun_factor == 1.0
+    assert [x.response_time_ms for x in evaluate_mapping(configs[(2,)], [0, 0]).apps] == pytest.approx([10.5, 10.5])
+    fast = [prof("A", 4.0, 2.0, {2: 0.8}), prof("B", 9.0, 5.0, {2: 1.0})]
+    whole = next(c for c in compile_schedule(p, fast, req).configs if tuple(dict(c.cpu_config)["cpu"]) == (2,))
+    assert whole.corun_factor == pytest.approx(1.1) and "slowest state: x1.1" in whole.corun_source
+
+
 def test_measure_coupling_times_real_sessions_on_the_two_core_pe():
     """On this machine's first two cores, real ORT sessions for a fraction of a second: one
     entry, blocks on both, positive figures. No figure asserted."""
