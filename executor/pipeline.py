@@ -364,7 +364,10 @@ FOREIGN_CPU_MS = 0.1  # CPU time other Python threads of the process may take du
 
 
 def _thread_cpu_ms(t: threading.Thread) -> float | None:
-    """A thread's CPU time so far (ms; its own POSIX CPU clock), None where the system does not say."""
+    """A thread's CPU time so far (ms; its own POSIX CPU clock), None where the system does not say
+    or the thread has ended (its pthread id is not to be used then)."""
+    if not t.is_alive():
+        return None
     try:
         return time.clock_gettime(time.pthread_getcpuclockid(t.ident)) * 1e3  # type: ignore[arg-type]
     except (AttributeError, OSError, TypeError, ValueError, OverflowError):
