@@ -9,8 +9,15 @@ import time
 
 from executor import pe_profile, runtime
 from executor.pe_profile import _two_layer_model, profile_for_schedule
-from executor.pipeline import (FOREIGN_CPU_MS, HostSampler, Network, PipelineExecutor, Pressure, foreign_threads,
-                               regime_note, run_regime_note)
+from executor.pipeline import (FOREIGN_CPU_MS, HostSampler, Network, PipelineExecutor, Pressure, _thread_cpu_ms,
+                               foreign_threads, regime_note, run_regime_note)
+
+
+def until(ok, timeout_s: float = 30.0) -> None:
+    """Wait for a condition (a loaded machine only makes it later), at most timeout_s."""
+    end = time.monotonic() + timeout_s
+    while not ok() and time.monotonic() < end:
+        time.sleep(0.005)
 
 
 class Spinner:
@@ -38,14 +45,16 @@ def test_a_busy_thread_is_counted_by_name_and_a_blocked_one_or_the_blocks_own_ar
     idle = threading.Thread(target=gate.wait, name="idle", daemon=True)
     idle.start()
     own: list[threading.Thread] = []
-    with Spinner("busy"), foreign_threads(own) as used:
+    with Spinner("busy") as busy, foreign_threads(own) as used:
         mine = Spinner("mine")
         own.append(mine.thread)
         with mine:
-            time.sleep(0.2)
+            # until the busy thread has run 25 ms of CPU in the block (its own clock, not the wall's)
+            t0 = _thread_cpu_ms(busy.thread)
+            until(lambda: _thread_cpu_ms(busy.thread) - t0 >= 25.0)
     gate.set()
     idle.join()
-    assert used.get("busy", 0.0) > 20.0, used  # it ran for most of 0.2 s, sharing the lock with "mine"
+    assert used.get("busy", 0.0) > 20.0, used  # it ran 25 ms in the block, sharing the lock with "mine"
     assert "mine" not in used and used.get("idle", 0.0) < FOREIGN_CPU_MS, used
 
 
@@ -72,14 +81,14 @@ def test_the_note_names_threads_only_over_the_threshold():
 
 def test_a_paused_sampler_is_parked_takes_no_cpu_and_its_next_reading_spans_the_block():
     with HostSampler(interval_s=0.05) as sampler:
-        time.sleep(0.18)
+        until(lambda: len(sampler.samples) >= 2)
         before = len(sampler.samples)
         assert before >= 2
         with sampler.paused(), foreign_threads([]) as used:
-            time.sleep(0.3)
+            time.sleep(0.3)  # six intervals parked
             during = len(sampler.samples)
         assert during == before and used.get("host-sampler", 0.0) == 0.0, used
-        time.sleep(0.15)
+        until(lambda: len(sampler.samples) > during)
         assert len(sampler.samples) > during  # sampling again after the block
     assert not sampler._thread.is_alive()
     with HostSampler(interval_s=0.05) as parked:  # stopped while parked: the thread ends
