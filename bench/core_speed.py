@@ -35,9 +35,9 @@ the blocks where the loop read slow (over REGIME_SLOW_FACTOR its median) against
 That is what a run's regime check stands on: a loop slower than through the profile says
 the core ran slow. The probe's wake-ups preempt the timed thread (about 2% at 1 ms,
 bench/probe_cost.py), alike in every block. With two cores (--pair threads or cores) the
-probes' cross-core round trip is set beside the pair's ratio too: what the regime's
-coupling reading stands on (on the VM a 2-thread session ran x0.63 or x1.03 a 1-thread
-one, in two states the round trip told apart).
+probes' loop run on both cores at once (every 50 ms; a block of 20-50 ms holds one or none) is set
+beside the pair's ratio too: what the regime's coupling reading stands on (on the VM a 2-thread
+session ran x0.55 or x0.98 a 1-thread one, the second while the host ran both vCPUs on one CPU).
 
     .venv/bin/python bench/core_speed.py                     # squeezenet, 30 s, the last core
     .venv/bin/python bench/core_speed.py --model wide_mlp --seconds 60 --core 0
@@ -168,17 +168,17 @@ def timed_blocks(args, names, sess, outs, feed, where, blocks: list[dict]) -> li
 
 
 def coupling_figures(blocks: list[dict], names: tuple[str, str], factor: float) -> dict:
-    """The probes' cross-core round trip against the pair's ratio (second / first: with
+    """The probes' loop run on both cores at once against the pair's ratio (second / first: with
     --pair threads, what the second core gives a 2-thread session), block by block (_split):
-    the ratio's median where the round trip read slow (over `factor` x the median block's)
+    the ratio's median where the loop together read slow (over `factor` x the median block's)
     and in the rest."""
-    got = [(b[f"{names[1]}_ms"] / b[f"{names[0]}_ms"], b["rtt_us"]) for b in blocks if b.get("rtt_us")]
+    got = [(b[f"{names[1]}_ms"] / b[f"{names[0]}_ms"], b["together_us"]) for b in blocks if b.get("together_us")]
     if len(got) < 3:
         return {"blocks": len(got)}
     f = _split(np.array([g[0] for g in got]), np.array([g[1] for g in got]), factor)
-    return {"blocks": f["blocks"], "rtt_median_us": f["median"], "rtt_max_us": f["max"],
+    return {"blocks": f["blocks"], "together_median_us": f["median"], "together_max_us": f["max"],
             "correlation": f["correlation"], "slow_blocks": f["slow_blocks"], "ratio_slow": f["value_slow"],
-            "ratio_usual": f["value_usual"], "rtt_us_slow": f["reading_slow"]}
+            "ratio_usual": f["value_usual"], "together_us_slow": f["reading_slow"]}
 
 
 def main() -> int:
@@ -254,12 +254,12 @@ def main() -> int:
             raise SystemExit(f"core_speed: --probe: {probe.why_not}")
         # each block's loop timings on the core its first session ran on, by their time
         on = {c.core: c.speed for c in probe.cores}
-        trips = [(t, us) for c in probe.cores for t, _, us in c.coupling]  # the first core's probe to the other's
+        trips = [(t, us) for c in probe.cores for t, _, us in c.coupling]  # the first core's probe with the other's
         for b, (a, z, core) in zip(blocks, spans):
             got = sorted(us for t, us in on.get(core, []) if a <= t <= z)
             b["loop_us"] = got[len(got) // 2] if got else None
             rt = sorted(us for t, us in trips if a <= t <= z)
-            b["rtt_us"] = rt[len(rt) // 2] if rt else None
+            b["together_us"] = rt[len(rt) // 2] if rt else None
     f = figures(blocks, names)
     if probe is not None:
         f["probe"] = probe_figures(blocks, names[0], REGIME_SLOW_FACTOR)
@@ -295,12 +295,12 @@ def main() -> int:
     elif pf is not None:
         print(f"the stall probe's loop: too few blocks with timings in them ({pf['blocks']})")
     cf = f.get("coupling")
-    if cf and cf.get("rtt_median_us"):
-        print(f"the probes' round trip between cores {probed} against {names[1]} / {names[0]}: correlation "
+    if cf and cf.get("together_median_us"):
+        print(f"the probes' loop run together on cores {probed} against {names[1]} / {names[0]}: correlation "
               + (f"{cf['correlation']:.2f}" if cf["correlation"] is not None else "-")
-              + f"; {cf['rtt_median_us']:.1f} us in the median block, at most {cf['rtt_max_us']:.1f}; "
+              + f"; {cf['together_median_us']:.1f} us in the median block, at most {cf['together_max_us']:.1f}; "
               f"{cf['slow_blocks']} of {cf['blocks']} blocks read slow (over x{REGIME_COUPLING_FACTOR:g}"
-              + (f", {cf['rtt_us_slow']:.1f} us): {names[1]} / {names[0]} {cf['ratio_slow']:.2f} there against "
+              + (f", {cf['together_us_slow']:.1f} us): {names[1]} / {names[0]} {cf['ratio_slow']:.2f} there against "
                  f"{cf['ratio_usual']:.2f} in the rest" if cf["slow_blocks"] and cf["ratio_usual"] else ")"))
     print(f"host {host['node']}, {host['cpus']} CPUs ({host['cpu']}), load average {host['loadavg'][0]:.2f}")
     doc = {"host": host, "args": vars(args), "figures": f, "blocks": blocks}

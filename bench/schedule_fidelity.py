@@ -525,7 +525,7 @@ def response_cases(pair, docs, lms, devices, configs, args, on_case=lambda row: 
                     "regime_slowest_us": mp.regime_slowest_us,
                     "run_slowest_us": [runs[0].get("core_slowest_us"), runs[1].get("core_slowest_us"), phase_slowest]
                     + [d.get("core_slowest_us") for d in deadlines],
-                    # and their slowest cross-core round trip against the profiles' (checked where a PE has 2+ cores)
+                    # and how slow their cores ran together against the profiles' (checked where the PEs use 2+ cores)
                     "regime_coupling_us": mp.regime_coupling_us,
                     "run_coupling_us": [runs[0].get("coupling_slowest_us"), runs[1].get("coupling_slowest_us"),
                                         phase_coupling] + [d.get("coupling_slowest_us") for d in deadlines],
@@ -979,9 +979,10 @@ def main() -> int:
                   f"{slow} us; a run over x{REGIME_SLOW_FACTOR:g} the profiles' is outside the regime (a core ran slow)")
         if t.get("regime_coupling_us") is not None:
             rt = ", ".join("n/a" if x is None else f"{x:.1f}" for x in t.get("run_coupling_us", []))
-            print(f"  cores' coupling (a byte between the probes and back, the slowest 0.5 s window's median): the "
-                  f"profiles' slowest {t['regime_coupling_us']:.1f} us, each run's (run, replicate, phased, deadlines): "
-                  f"{rt} us; with a PE on 2+ cores, a run over x{REGIME_COUPLING_FACTOR:g} the profiles' is outside")
+            print(f"  cores' coupling (the probes' loop run on the cores at once, the slowest 0.5 s window's median; "
+                  f"higher: slower together): the profiles' slowest while their charges were measured "
+                  f"{t['regime_coupling_us']:.1f} us, each run's (run, replicate, phased, deadlines): {rt} us; with PEs "
+                  f"on 2+ cores, a run over x{REGIME_COUPLING_FACTOR:g} the profiles' is outside")
         late = [x for x in t.get("release_late", []) if x]
         if late:
             print("  the latest release of each run (run, replicate, deadlines): " + ", ".join(
@@ -1060,7 +1061,7 @@ def main() -> int:
           f"{REGIME_INTERRUPTS_FACTOR:g}x, a core stopped by the host longer than the stall floor the bounds "
           f"charge, as the run's stall probe measured it (a schedule that holds the floor per frame names only the "
           f"frames such a stall met and leaves those out, not the run), a core run slower than x{REGIME_SLOW_FACTOR:g} the slowest the "
-          f"profiles' probe timed it, a multi-core PE's cores passing a byte back and forth slower than "
+          f"profiles' probe timed it, the cores of PEs on 2+ cores running a loop together slower than "
           f"x{REGIME_COUPLING_FACTOR:g} the profiles' slowest); a run beyond the measured envelope stays in it, held "
           f"to its bounds")
     print_excluded(every)

@@ -82,6 +82,9 @@ class PEProfile:
     # when the regime's periodic cases ran (start_ms, end_ms, perf_counter's clock): the stalls their runs met and
     # the cores' speed then (regime_stall_ms, StallProbe.slowest_within), what the bounds' figures stand on
     regime_spans: list[tuple[float, float]] = field(default_factory=list)
+    # when the co-run and coupling probes ran (start_ms, end_ms, perf_counter's clock): with regime_spans, what a
+    # bound's co-run and coupling charges stand on, so the cores' coupling then is what a run is checked against
+    charge_spans: list[tuple[float, float]] = field(default_factory=list)
     # the periodic cases' runs per PE size with their spans (measure_executor_regime), for held_regime once the
     # probe has ended: {k: _Worst}, and the model's profiled time per size (the envelope's weight)
     regime_worst: dict = field(default_factory=dict)
@@ -834,6 +837,10 @@ def profile_for_schedule(
         if probe.cores:  # the stalls the periodic cases' runs met, and how slow their cores ran then
             prof.regime["host_stall_regime_ms"] = regime_stall_ms(probe, prof.regime_spans)
             prof.regime["host_regime_slowest_us"] = probe.slowest_within(prof.regime_spans)
+            # how slow the cores ran together while the charges for it were measured (what a run is checked against)
+            charged = probe.coupling_slowest_within(prof.charge_spans + prof.regime_spans)
+            if charged is not None:
+                prof.regime["host_coupling_slowest_us"] = charged
         prof.regime.update(held_regime(prof, probe.late_wakeups(), exceedance_per_run))
         if probe.why_not:  # no floor is charged then: say why, not nothing
             prof.regime["method"] = (prof.regime["method"] + f"; no host stall figure: {probe.why_not}")[:1000]
@@ -894,7 +901,7 @@ def layer_speed_us(probe: StallProbe, spans: Sequence[tuple[float, float, tuple[
 
 def layer_coupling_us(probe: StallProbe, spans: Sequence[tuple[float, float, tuple[int, ...]]]) -> float | None:
     """The cores' coupling while the multi-core PEs' layers were timed: the median of the
-    probes' round trips between two cores of a span on 2+ cores, inside it (None: none
+    probes' loop run together on two cores of a span on 2+ cores, inside it (None: none
     there). Beside host_coupling_us it says whether the multi-core layer times were taken in
     a slow coupling state (on the VM shufflenet's 2-core layers were, and its 2-core PE was
     predicted at 374.5 fps and ran 722: docs/measurement.md, eighteenth session)."""
@@ -963,7 +970,8 @@ def stall_figures(probe: StallProbe, run_ms: float, p: float = EXCEEDANCE_PER_RU
             "host_stall_probe_s": min(c.seconds for c in probe.cores), "host_stall_by_busy": rows,
             # the cores' speed through the whole profile, the probe's fixed loop (paused or not): a run slower is outside
             "host_speed_us": probe.typical_us, "host_slowest_us": probe.slowest_us,
-            # and how fast its cores passed a byte back and forth (the 2-core PE's coupling state)
+            # and how fast its cores ran together (the 2-core PE's coupling state; the run is checked against
+            # the slowest while the charges were measured: profile_pe_cluster)
             "host_coupling_us": probe.coupling_typical_us, "host_coupling_slowest_us": probe.coupling_slowest_us}
 
 
@@ -980,7 +988,9 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
     devices = k_devices + list(others)
     topology = read_topology(cores)
     alone = bool(regime_frames and corun_rounds and len(cores) > 1)
+    t_corun = time.perf_counter() * 1e3
     corun = measure_corun(lm, cluster, cores, rounds=corun_rounds, topology=topology) if alone else []
+    charge_spans = [(t_corun, time.perf_counter() * 1e3)] if alone else []
     if progress and alone:
         progress(1, 1, "co-run slowdown")
     parts, spans = [], []
@@ -1008,9 +1018,11 @@ def _profile(lm: LayeredModel, cluster: RuntimeDevice, cores: tuple[int, ...], o
         beta[d.id], cost[d.id] = layer_costs(med, float(np.median(t.whole_ms)) if t.whole_ms else None)
         spread[d.id] = [float(np.percentile(s, 90) - np.percentile(s, 10)) for s in t.layer_ms]
     prof = PEProfile(cluster, cores, k_devices, list(others), run, beta, cost, spread, corun=corun, topology=topology,
-                     layer_spans=spans)
+                     layer_spans=spans, charge_spans=charge_spans)
     if alone:  # how far the k-core PEs' own speed moves, against what their profile charges
+        t_coupling = time.perf_counter() * 1e3
         prof.coupling = measure_coupling(lm, cluster, cores, {k: sum(cost[d.id]) for k, d in enumerate(k_devices, start=1)})
+        prof.charge_spans.append((t_coupling, time.perf_counter() * 1e3))
         if progress:
             progress(1, 1, "multi-core PEs' coupling")
     one = k_devices[0]

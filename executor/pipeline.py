@@ -290,7 +290,7 @@ def _stops_report(probe: StallProbe, res: PipelineResult, trace: Sequence | None
         "host_stall_ms": probe.largest_stall_ms,  # the longest its probed cores stopped (None: not probed)
         # the slowest its probed cores ran: the probe's fixed loop, the largest 0.5 s window median (us; None: not timed)
         "core_slowest_us": probe.slowest_us,
-        # the slowest its cores passed a byte back and forth (the first core's probe to each other's; us; None: one core)
+        # the slowest its cores ran the probes' loop at once (the first core's and each other's; us; None: one core)
         "coupling_slowest_us": probe.coupling_slowest_us,
         # the busiest its probed cores were in a window of about stall_probe.WINDOW_S (the load the floor is read at)
         "host_busy_max": max((b for c in probe.cores for _, b in c.windows[:-1] if b >= 0), default=None),
@@ -307,9 +307,13 @@ def _stops_report(probe: StallProbe, res: PipelineResult, trace: Sequence | None
 
 
 def coupled_us(probe: StallProbe, pes: Sequence[RuntimeDevice]) -> float | None:
-    """The probes' slowest cross-core round trip where a PE runs on more than one core (its
-    threads wait on each other), else None: 1-core PEs do not pay the cores' coupling."""
-    return probe.coupling_slowest_us if any(len(p.affinity or ()) > 1 for p in pes) else None
+    """How slow the probed cores ran together (StallProbe.coupling_slowest_us) where the PEs
+    use two cores or more, else None. Why 1-core PEs on two cores too: on the VM the host ran
+    both vCPUs on one CPU for seconds at a time, and then a 2-thread session gained nothing
+    over one thread and two 1-core PEs running at once each ran at about half speed."""
+    cores = {c for p in pes for c in (p.affinity or ())}
+    spread = len(cores) > 1 or (len(pes) > 1 and any(p.affinity is None for p in pes))
+    return probe.coupling_slowest_us if spread else None
 
 
 def release_late(trace: Sequence) -> dict | None:
@@ -740,11 +744,10 @@ REGIME_INTERRUPTS_MARGIN_PER_S = 500.0
 # usual phase and 8.4-11.9 us in its slow ones (a session there x1.1-1.5 its usual time; docs/measurement.md,
 # eighteenth session)
 REGIME_SLOW_FACTOR = 1.2
-# A cross-core round trip slower than the slowest the profiles' probes timed, by more than this, in a
-# run of a schedule with a multi-core PE: on the VM the probes' round trip took 30-36 us where a
-# 2-thread session ran x1.02 a 1-thread one and 38-44 us where it ran x1.5 (bench/core_speed.py --pair
-# threads --probe; a /tmp script's own round trip also split x0.63 at 26-28 us from x1.03 at 30-34;
-# docs/measurement.md, eighteenth session)
+# The cores run together slower than the slowest the profiles' probes timed while the co-run and coupling
+# charges were measured, by more than this (the loop run on the cores at once, 0.5 s window medians), in a
+# run whose PEs use two cores or more: on the VM that loop read x0.98-1.03 its one-core time while a 2-thread
+# session ran x0.55 a 1-thread one, and x1.93 in the seconds it ran x0.98 (docs/measurement.md, twenty-fourth session)
 REGIME_COUPLING_FACTOR = 1.1
 # Elapsed clock ticks of the CPUs (summed) below which the share is not said: the counters
 # round to a tick each, about 2 ticks in all, which is 5 points (the margin) at 40
@@ -986,10 +989,12 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
     the bounds charge as their floor. Speed: the same probe timed a core's fixed loop slower
     than the slowest the profiles' probe timed (`regime_slowest_us`) by over
     REGIME_SLOW_FACTOR: the host ran that core slow (a busy sibling thread, a lower clock),
-    which no stall shows and every segment on it pays. Coupling: the probes timed a byte's
-    round trip between the cores slower than through the profiles (`regime_coupling_us`) by
-    over REGIME_COUPLING_FACTOR: a multi-core PE's threads wait on each other that much
-    longer (given only for a schedule with one: 1-core PEs do not pay it). Slices: the bounds'
+    which no stall shows and every segment on it pays. Coupling: the probes' loop run on its
+    cores at once (stall_probe._together_us) was slower than while the profiles' co-run and
+    coupling charges were measured (`regime_coupling_us`) by over REGIME_COUPLING_FACTOR: the
+    host ran the cores slower together (on the VM, both vCPUs on one CPU), so a multi-core PE
+    and PEs running at once were slower than charged (coupled_us: given only where the PEs use
+    two cores or more). Slices: the bounds'
     figures left out the profile's runs the host's slices met and the run's probe read none
     (`slices_unread`: not real-time), so the frames they met cannot be named. Other threads:
     other Python threads of the run's process took over FOREIGN_CPU_MS of CPU during it
@@ -1029,11 +1034,11 @@ def regime_note(other_cpu_pct: float | None, regime_other_cpu_pct: float | None,
                    f"(x{slowest_us / regime_slowest_us:.2f}, over x{REGIME_SLOW_FACTOR:g}): the host gave that core "
                    "less than while its bounds were measured")
     if coupling_us is not None and regime_coupling_us is not None and coupling_us > REGIME_COUPLING_FACTOR * regime_coupling_us:
-        why.append(f"its cores' coupling slowed: a byte passed between them and back took {coupling_us:.1f} us in a "
-                   f"0.5 s window (the stall probes) against at most {regime_coupling_us:.1f} us through its "
-                   f"profiles (x{coupling_us / regime_coupling_us:.2f}, over x{REGIME_COUPLING_FACTOR:g}): a "
-                   "multi-core PE's "
-                   "threads wait on each other longer than while its bounds were measured")
+        why.append(f"its cores ran slower together: the stall probes' loop run on them at once took {coupling_us:.1f} us "
+                   f"in a 0.5 s window against at most {regime_coupling_us:.1f} us while its profiles' co-run and "
+                   f"coupling charges were measured (x{coupling_us / regime_coupling_us:.2f}, over "
+                   f"x{REGIME_COUPLING_FACTOR:g}): the host ran its cores together slower than its bounds charge "
+                   "(two virtual CPUs on one physical CPU, or both slow)")
     busy = {k: v for k, v in (foreign_cpu_ms or {}).items() if v > 0}
     if sum(busy.values()) > FOREIGN_CPU_MS:
         names = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(busy.items(), key=lambda kv: -kv[1])[:4])
@@ -1057,7 +1062,7 @@ def run_regime_note(host: Pressure, analysis: Mapping | None, scheduling: str | 
                     foreign_cpu_ms: Mapping[str, float] | None = None) -> str | None:
     """regime_note for a run's pressure (and its threads' policy, PipelineResult.scheduling,
     the longest stall its probe measured, the slowest it timed its cores and, for a schedule
-    with a multi-core PE, their slowest round trip) against a
+    whose PEs use 2+ cores, how slow they ran together: coupled_us) against a
     schedule's analysis (ResponseAnalysis or its dict: the regime_* figures its bounds were
     measured under). A schedule that holds host stalls per frame (frame_stall_ms) is not left
     out whole for a longer stall: its run names the frames one met (frame_stall_rows).

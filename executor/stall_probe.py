@@ -57,9 +57,16 @@ SPEED_EVERY_S = 0.005  # how often a probe times its fixed loop (the core's spee
 SPEED_LOOP = 300  # iterations of the fixed loop, timed SPEED_REPEATS times, the fastest kept (~10 us each here)
 SPEED_REPEATS = 2
 SPEED_WARMUP = 5  # untimed runs of the loop at a probe's start: its first timing read up to 11.5 us against a usual 6.2
-RTT_EVERY_S = 0.02  # how often the first core's probe times its round trips to the others (each wakes the other core)
-RTT_REPEATS = 3  # round trips to each other core's probe every RTT_EVERY_S, the fastest kept
-RTT_TIMEOUT_S = 0.05  # a round trip not back by then is not counted (the other probe stopped or ended)
+# How fast the cores run together: every TOGETHER_EVERY_S the first core's probe has each other core's
+# run TOGETHER_LOOP iterations of a loop at the same time as its own (~100 us each here, long beside the
+# ~15 us the other takes to wake), both above every thread of a schedule, and keeps the slower of the two.
+# On the VM a 2-thread session ran x0.55 a 1-thread one most of the time and x0.98 for seconds at a time;
+# this loop read x1.00 its one-core time in the first state and x1.93 in the second (the host ran both
+# vCPUs on one CPU), a correlation of 0.94 across 6095 blocks of 50 ms, where the round trip of a byte it
+# replaced read 0.48 (docs/measurement.md, twenty-fourth session). Cost: 0.2% of each core.
+TOGETHER_EVERY_S = 0.05
+TOGETHER_LOOP = 4000
+TOGETHER_TIMEOUT_S = 0.05  # another core's time not back by then is not counted (that probe stopped or ended)
 
 
 @dataclass
@@ -79,8 +86,8 @@ class CoreStalls:
     windows: list[tuple[int, float]] = field(default_factory=list)
     # (t_ms, loop_us): the fixed loop's time every SPEED_EVERY_S, paused or not (module note: a core running slow)
     speed: list[tuple[float, float]] = field(default_factory=list)
-    # (t_ms, other core, rtt_us): the first core's probe only: a byte to each other core's probe and back, the
-    # fastest of RTT_REPEATS every RTT_EVERY_S (the cores' coupling: how fast one wakes the other)
+    # (t_ms, other core, us): the first core's probe only: the fixed loop run on it and on each other core at
+    # once every TOGETHER_EVERY_S, the slower of the two (the cores' coupling: how fast they run together)
     coupling: list[tuple[float, int, float]] = field(default_factory=list)
     # (start_ms, late_ms): the wake-ups late LATE_MIN_MS to STALL_MIN_MS, the sleep's start (StallProbe.late_wakeups)
     late: list[tuple[float, float]] = field(default_factory=list)
@@ -126,14 +133,14 @@ class StallProbe:
         if not hasattr(os, "sched_setaffinity"):
             self.why_not = "this system cannot pin a probe to a core"
             return self
-        # the first core's probe passes a byte to each other core's probe and times its return: a pipe each way
+        # the first core's probe has each other core's run its loop at the same time as its own: a pipe each way
         links = {c: (os.pipe(), os.pipe()) for c in self.core_ids[1:]} if len(set(self.core_ids)) > 1 else {}
         ready: list[int] = []  # each child writes a byte here once probing (wait_ready)
         for i, c in enumerate(self.core_ids):
             if i == 0:
                 ends = [(o, ping[1], pong[0]) for o, (ping, pong) in links.items()]  # (other, write, read)
             else:
-                ends = [(-1, links[c][1][1], links[c][0][0])] if c in links else []  # echo: read ping, write pong
+                ends = [(-1, links[c][1][1], links[c][0][0])] if c in links else []  # read the ask, write the time
             fds = [fd for _, w, r in ends for fd in (w, r)]
             role = ",".join(f"{o}:{w}:{r}" for o, w, r in ends) or "-"
             r_fd, w_fd = os.pipe()
@@ -217,27 +224,35 @@ not one already probing: it stops within a period."""
 
     @property
     def coupling_slowest_us(self) -> float | None:
-        """The slowest the cores passed a byte back and forth: the largest 0.5 s window median
-        of the round trips (between the first core and each other); None where not timed
+        """The slowest the cores ran together: the largest 0.5 s window median of the loop
+        run on the first core and each other at once (_together_us); None where not timed
         (one core, or no window with enough of them)."""
         w = self._coupling_windows()
         return max(w) if w else None
 
     @property
     def coupling_typical_us(self) -> float | None:
-        """The round trips' median window (the cores' usual coupling)."""
+        """The loop run together's median window (the cores' usual coupling)."""
         w = sorted(self._coupling_windows())
         return w[len(w) // 2] if w else None
 
-    def _coupling_windows(self, window_s: float = WINDOW_S, least: int = 5) -> list[float]:
-        return _window_medians(((other, t, us) for c in self.cores for t, other, us in c.coupling), window_s, least)
+    def coupling_slowest_within(self, spans: Sequence[tuple[float, float]]) -> float | None:
+        """The slowest the cores ran together over the readings inside `spans` (perf_counter
+        ms) alone: while what a bound charges for it was measured (a profile's co-run and
+        coupling probes and its regime's cases); None where no window there had enough."""
+        w = self._coupling_windows(spans=spans)
+        return max(w) if w else None
+
+    def _coupling_windows(self, window_s: float = WINDOW_S, least: int = 5,
+                          spans: Sequence[tuple[float, float]] | None = None) -> list[float]:
+        return _window_medians(((other, t, us) for c in self.cores for t, other, us in c.coupling
+                                if spans is None or any(a <= t <= b for a, b in spans)), window_s, least)
 
     def slowest_within(self, spans: Sequence[tuple[float, float]]) -> float | None:
         """The slowest loop window over the timings inside `spans` (perf_counter ms) alone:
         how slow the cores ran while something in particular ran (a profile's periodic cases,
         which a schedule's bounds stand on); None where no window there had enough timings.
-        Not the round trip: under a schedule's own load it read 39-48 us where the periodic
-        cases had read at most 35 us, and those runs stayed well within their bounds."""
+        The cores' coupling apart: coupling_slowest_within."""
         speed = _window_medians(((c.core, t, us) for c in self.cores for t, us in c.speed
                                  if any(a <= t <= b for a, b in spans)), WINDOW_S, 5)
         return max(speed) if speed else None
@@ -331,7 +346,7 @@ def _parse(core: int, out: bytes, period_ms: float) -> CoreStalls | None:
     """The child's report: a header line 'policy seconds n m w v r', n float32 lateness figures,
     m float64 pairs (start_ms, lateness + period) of each wake-up at least LATE_MIN_MS late (from
     STALL_MIN_MS a stall, under it a late wake-up), w float64 pairs (end, busy) of its windows, v float64
-    pairs (t_ms, loop_us) of its speed timings, r float64 triples (t_ms, other core, rtt_us)."""
+    pairs (t_ms, loop_us) of its speed timings, r float64 triples (t_ms, other core, us)."""
     head, sep, body = out.partition(b"\n")
     if not sep:
         return None
@@ -387,55 +402,72 @@ def cpu_ticks(cores) -> tuple[int, int, int] | None:  # noqa: ANN001 - a set of 
     return (busy, steal, total) if seen else None
 
 
+def _spin(n: int) -> float:
+    """The fixed loop of `n` iterations, its time in seconds."""
+    t, x = time.perf_counter(), 0
+    for k in range(n):
+        x += k * k
+    return time.perf_counter() - t
+
+
 def _loop_us() -> float:
     """The fixed loop's time (us), the fastest of SPEED_REPEATS: on the VM a core's host
     thread ran slow for 5-45 s at a time (a single-thread session x1.15-1.5 its usual
     time, with no stall, fault or switch in it) and this loop took x1.4-1.8 its usual
     time in those phases (docs/measurement.md, eighteenth session). The fastest of a few
     leaves out a wake-up's own interrupts."""
-    best = float("inf")
-    for _ in range(SPEED_REPEATS):
-        t, x = time.perf_counter(), 0
-        for k in range(SPEED_LOOP):
-            x += k * k
-        best = min(best, time.perf_counter() - t)
-    return best * 1e6
+    return min(_spin(SPEED_LOOP) for _ in range(SPEED_REPEATS)) * 1e6
 
 
 def _ends(role: str) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
     """A child's pipe ends from its role argument: the first core's probe pings each other
-    core's ('other:write:read,...'), each other one echoes ('-1:write:read'); '-': neither."""
+    core's ('other:write:read,...'), each other one answers ('-1:write:read'); '-': neither."""
     ends = [tuple(int(x) for x in part.split(":")) for part in role.split(",") if part and part != "-"]
     return [(o, w, r) for o, w, r in ends if o >= 0], [(w, r) for o, w, r in ends if o < 0]
 
 
-def _round_trip_us(w: int, r: int) -> float | None:
-    """The fastest of RTT_REPEATS round trips of a byte to another core's probe (None: one
-    did not come back within RTT_TIMEOUT_S, or that probe has ended: a broken pipe must not
-    end this one, whose report would be lost)."""
+def _together_us(pings: list[tuple[int, int, int]]) -> list[tuple[int, float]]:
+    """The fixed loop of TOGETHER_LOOP iterations on this core and each other probed core at
+    once: (other core, the slower of the two times in us) per other core that answered within
+    TOGETHER_TIMEOUT_S. A byte asks the other's probe to run it (_nap); this one runs its own
+    right after. Replies left over from one that came too late are read away first. A broken
+    pipe (that probe ended) must not end this one, whose report would be lost."""
     import select
+    import struct
 
-    best = float("inf")
-    try:
-        for _ in range(RTT_REPEATS):
-            t = time.perf_counter()
-            os.write(w, b"x")
-            if not select.select([r], [], [], RTT_TIMEOUT_S)[0] or not os.read(r, 64):
-                return None
-            best = min(best, time.perf_counter() - t)
-    except OSError:
-        return None
-    return best * 1e6
+    asked = []
+    for other, w, r in pings:
+        try:
+            while select.select([r], [], [], 0)[0] and os.read(r, 64):
+                pass
+            os.write(w, b"t")
+            asked.append((other, r))
+        except OSError:
+            continue
+    own = _spin(TOGETHER_LOOP) * 1e6
+    out = []
+    for other, r in asked:
+        try:
+            data = os.read(r, 8) if select.select([r], [], [], TOGETHER_TIMEOUT_S)[0] else b""
+        except OSError:
+            continue
+        if len(data) == 8:
+            out.append((other, max(own, struct.unpack("<d", data)[0])))
+    return out
 
 
-def _nap(seconds: float, echoes: list[tuple[int, int]]) -> None:
-    """Sleep `seconds`, echoing the first core's pings meanwhile (echoes: (write, read) ends;
-    one whose pinging probe ended is dropped, and the rest is slept plainly)."""
+def _nap(seconds: float, echoes: list[tuple[int, int]]) -> float:
+    """Sleep `seconds`, running the loop the first core's probe asks for meanwhile (_together_us;
+    echoes: (write, read) ends; one whose pinging probe ended is dropped, and the rest is slept
+    plainly). Returns when the last such loop ended (perf_counter s; 0.0: none ran): a wake-up
+    after it is late by the loop, this probe's own work, not the host's."""
     import select
+    import struct
 
     if not echoes:
         time.sleep(seconds)
-        return
+        return 0.0
+    busy_until = 0.0
     end = time.perf_counter() + seconds
     while (left := end - time.perf_counter()) > 0:
         ready = select.select([r for _, r in echoes], [], [], left)[0]
@@ -443,21 +475,24 @@ def _nap(seconds: float, echoes: list[tuple[int, int]]) -> None:
             try:
                 data = os.read(r, 64)
                 if data:
-                    os.write(w, data)
-            except OSError:  # the pinging probe ended mid-echo (a broken pipe): as at its end of file
+                    us = _spin(TOGETHER_LOOP) * 1e6
+                    busy_until = time.perf_counter()
+                    os.write(w, struct.pack("<d", us))
+            except OSError:  # the pinging probe ended mid-answer (a broken pipe): as at its end of file
                 data = b""
             if not data:
                 echoes.remove((w, r))
         if not echoes:
             time.sleep(max(0.0, end - time.perf_counter()))
-            return
+            break
+    return busy_until
 
 
 def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_every_s: float = SPEED_EVERY_S,
            ready_fd: int = -1) -> None:
     """In the probe's process: pinned, real-time where allowed; sleep, record, until SIGTERM,
     `max_s` or the parent's death; then the report on stdout. The first core's probe also
-    times a byte's round trip to each other core's probe; those echo it while they sleep.
+    runs its loop on every core at once (_together_us); the others run theirs when asked, mid-sleep.
     A byte on `ready_fd` (>= 0) says it is probing (_wait_ready)."""
     pings, echoes = _ends(role)
     parent = os.getppid()
@@ -480,6 +515,8 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_eve
     period_s = period_ms / 1000.0
     for _ in range(SPEED_WARMUP):  # the interpreter specialises the loop's code over its first runs: not the core's speed
         _loop_us()
+    if pings or echoes:
+        _spin(TOGETHER_LOOP)
     late, pairs, wins, speed, rtts = array.array("f"), array.array("d"), array.array("d"), array.array("d"), array.array("d")
     if ready_fd >= 0:  # warmed and about to sleep its first period: the parent's block may start
         os.write(ready_fd, b"r")
@@ -487,18 +524,16 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_eve
     t0 = time.perf_counter()
     ticks, t_win = cpu_ticks({core}), t0
     t_speed = t_rtt = t0
-    speed_cap, rtt_cap = max(1, int(max_s / speed_every_s)) + 1, max(1, int(max_s / RTT_EVERY_S)) + 1
+    speed_cap, rtt_cap = max(1, int(max_s / speed_every_s)) + 1, max(1, int(max_s / TOGETHER_EVERY_S)) + 1
 
     def timed_speed(now: float) -> None:  # the core's speed, every speed_every_s, paused or not (cheap: ~0.4%)
         nonlocal t_speed, t_rtt
         if now - t_speed >= speed_every_s and len(speed) < 2 * speed_cap:
             speed.extend((now * 1000.0, _loop_us()))
             t_speed = now
-        if pings and now - t_rtt >= RTT_EVERY_S and len(rtts) < 3 * len(pings) * rtt_cap:
-            for other, w, r in pings:  # and how fast this core and each other one pass a byte back and forth
-                us = _round_trip_us(w, r)
-                if us is not None:
-                    rtts.extend((now * 1000.0, float(other), us))
+        if pings and now - t_rtt >= TOGETHER_EVERY_S and len(rtts) < 3 * len(pings) * rtt_cap:
+            for other, us in _together_us(pings):  # and how fast this core and each other one run at once
+                rtts.extend((now * 1000.0, float(other), us))
             t_rtt = now
 
     def window() -> None:  # the busy share of the core since the last window (all but steal), beside its wake-ups
@@ -527,11 +562,11 @@ def _child(core: int, period_ms: float, max_s: float, role: str = "-", speed_eve
             t_active = t_win
             continue
         t = time.perf_counter()
-        _nap(period_s, echoes)  # sleep, echoing the first core's pings meanwhile
+        ran_until = _nap(period_s, echoes)  # sleep, running the first core's loops meanwhile
         now = time.perf_counter()
         if paused[0]:  # paused during this sleep: its lateness may be the pause's
             continue
-        lateness = (now - t - period_s) * 1000.0
+        lateness = (now - max(t + period_s, ran_until)) * 1000.0  # not the loop's own time past the due wake-up
         late.append(lateness)
         if lateness >= LATE_MIN_MS:  # a stall from STALL_MIN_MS (_parse splits them)
             pairs.extend((t * 1000.0, lateness + period_ms))  # it lay within [t, now]

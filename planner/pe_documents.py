@@ -103,16 +103,17 @@ def _host_lines(r: dict) -> list[str]:
                          f"{r['host_layer_speed_us'] / r['host_speed_us']:.2f} the usual loop time): every prediction "
                          "made from them is slow by what that phase cost; re-profile")
     if r.get("host_coupling_slowest_us") is not None:
-        lines.append(f"cores' coupling (a byte from the first core's probe to each other core's and back every 20 ms, "
-                     f"the median of each 0.5 s window): usually {r['host_coupling_us']:.1f} us, the slowest window "
-                     f"{r['host_coupling_slowest_us']:.1f} us"
+        lines.append(f"cores' coupling (the probes' fixed loop run on the first core and each other at once every "
+                     f"50 ms, the slower of the two, the median of each 0.5 s window; higher: slower together): usually "
+                     f"{r['host_coupling_us']:.1f} us, the slowest window while the co-run, coupling and regime cases "
+                     f"ran (what their charges stand on) {r['host_coupling_slowest_us']:.1f} us"
                      + (f", {r['host_layer_coupling_us']:.1f} us while the multi-core layers were timed"
                         if r.get("host_layer_coupling_us") is not None else "")
-                     + f"; a run of a schedule with a multi-core PE whose cores were "
-                     f"slower than x{REGIME_COUPLING_FACTOR:g} a schedule's profiles' slowest is outside its bounds")
+                     + f"; a run of a schedule whose PEs use two cores or more, with its cores "
+                     f"slower together than x{REGIME_COUPLING_FACTOR:g} a schedule's profiles' slowest, is outside its bounds")
         if (r.get("host_layer_coupling_us") or 0) > REGIME_COUPLING_FACTOR * (r.get("host_coupling_us") or float("inf")):
             lines.append(f"  WARNING: the multi-core layers were timed while the cores' coupling was slow (x"
-                         f"{r['host_layer_coupling_us'] / r['host_coupling_us']:.2f} the usual round trip): every "
+                         f"{r['host_layer_coupling_us'] / r['host_coupling_us']:.2f} the usual loop run together): every "
                          "prediction for a multi-core PE is made from times of that state; re-profile")
     return lines
 

@@ -70,24 +70,25 @@ def test_the_probe_figures_split_the_blocks_where_the_loop_read_slow():
 
 
 def test_the_coupling_figures_split_the_blocks_where_the_round_trip_read_slow():
-    """Eight blocks with 2t / 1t 0.63 and a 27 us round trip, four at 1.03 and 32 us (over 1.1x
+    """Eight blocks with 2t / 1t 0.63 and the loop together at 27 us, four at 1.03 and 32 us (over 1.1x
     the median block's 27): four slow blocks, the ratio 1.03 there and 0.63 in the rest."""
     from bench.core_speed import coupling_figures
 
-    blocks = [{"1t_ms": 3.0, "2t_ms": 1.89, "rtt_us": 27.0}] * 8 + [{"1t_ms": 3.0, "2t_ms": 3.09, "rtt_us": 32.0}] * 4
+    blocks = [{"1t_ms": 3.0, "2t_ms": 1.89, "together_us": 27.0}] * 8 + [{"1t_ms": 3.0, "2t_ms": 3.09, "together_us": 32.0}] * 4
     f = coupling_figures(blocks, ("1t", "2t"), 1.1)
-    assert (f["blocks"], f["slow_blocks"], f["rtt_median_us"], f["rtt_us_slow"]) == (12, 4, 27.0, 32.0)
+    assert (f["blocks"], f["slow_blocks"], f["together_median_us"], f["together_us_slow"]) == (12, 4, 27.0, 32.0)
     assert f["ratio_slow"] == pytest.approx(1.03) and f["ratio_usual"] == pytest.approx(0.63)
     assert f["correlation"] == pytest.approx(1.0)
     assert coupling_figures(blocks[:2], ("1t", "2t"), 1.1) == {"blocks": 2}
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a round trip between cores needs two")
-def test_the_threads_pair_with_the_probe_sets_the_round_trip_beside_each_block(tmp_path):
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a loop on two cores at once needs two")
+def test_the_threads_pair_with_the_probe_sets_the_loop_together_beside_the_blocks_it_fell_in(tmp_path):
     core, other = sorted(os.sched_getaffinity(0))[:2]
     doc, p = bench_json("core_speed", tmp_path / "cc.json", "--pair", "threads", "--core", str(core), "--other",
                         str(other), "--probe", "--seconds", "2", "--block", "10")
-    assert len(doc["blocks"]) >= 3 and all(b["rtt_us"] > 0 for b in doc["blocks"])
+    got = [b["together_us"] for b in doc["blocks"] if b["together_us"] is not None]  # one every 50 ms: not every block
+    assert len(doc["blocks"]) >= 3 and len(got) >= 3 and all(us > 0 for us in got)
     cf = doc["figures"]["coupling"]
-    assert cf["blocks"] == len(doc["blocks"]) and cf["rtt_max_us"] >= cf["rtt_median_us"] > 0
-    assert "round trip between cores" in p.stdout
+    assert cf["blocks"] == len(got) and cf["together_max_us"] >= cf["together_median_us"] > 0
+    assert "loop run together on cores" in p.stdout

@@ -537,39 +537,47 @@ def test_the_profile_warns_when_its_layers_were_timed_on_a_slow_core():
     assert _host_lines({"host_slowest_us": None}) == []
 
 
-def test_a_run_whose_cores_coupling_slowed_is_outside_its_bounds_where_a_pe_spans_cores():
-    """The probes' round trip took 32 us in a window of the run against at most 28 us through the
-    profiles (x1.14, over REGIME_COUPLING_FACTOR 1.1): outside, both figures named; 29 us is
-    inside. Only a schedule with a PE on 2+ cores is checked: 1-core PEs do not pay it."""
+def test_a_run_whose_cores_ran_slower_together_is_outside_its_bounds_where_its_pes_use_two_cores():
+    """The probes' loop run on both cores at once took 190 us in a window of the run against at most 100 us
+    while the profiles' charges were measured (x1.90, over REGIME_COUPLING_FACTOR 1.1): outside, both figures
+    named; 105 us is inside. Checked where the PEs use two cores or more: a 2-core PE, two 1-core PEs on
+    different cores (they run at once: on the VM each at half speed when the host ran both vCPUs on one CPU),
+    unpinned PEs; not one 1-core PE, nor two on the same core."""
     from executor.pipeline import REGIME_COUPLING_FACTOR, coupled_us
     from executor.runtime import parse_device
 
-    note = regime_note(None, None, coupling_us=32.0, regime_coupling_us=28.0)
-    assert note and "32.0 us" in note and "28.0 us" in note and "coupling" in note and "x1.14" in note
-    assert REGIME_COUPLING_FACTOR * 28.0 > 29.0 and regime_note(None, None, coupling_us=29.0, regime_coupling_us=28.0) is None
-    assert regime_note(None, None, coupling_us=32.0, regime_coupling_us=None) is None
+    note = regime_note(None, None, coupling_us=190.0, regime_coupling_us=100.0)
+    assert note and "190.0 us" in note and "100.0 us" in note and "together" in note and "x1.90" in note
+    assert REGIME_COUPLING_FACTOR * 100.0 > 105.0
+    assert regime_note(None, None, coupling_us=105.0, regime_coupling_us=100.0) is None
+    assert regime_note(None, None, coupling_us=190.0, regime_coupling_us=None) is None
     probe = StallProbe([0, 1])
-    probe.cores = [CoreStalls(0, "SCHED_FIFO", 1.0, 2.0, coupling=[(t * 20.0, 1, 32.0) for t in range(50)]),
+    probe.cores = [CoreStalls(0, "SCHED_FIFO", 1.0, 2.0, coupling=[(t * 50.0, 1, 190.0) for t in range(50)]),
                    CoreStalls(1, "SCHED_FIFO", 1.0, 2.0)]
-    two = parse_device("c2=CPUExecutionProvider:threads=2,affinity=0+1")
-    ones = [parse_device("a=CPUExecutionProvider:threads=1,affinity=0"), parse_device("b=CPUExecutionProvider:threads=1,affinity=1")]
-    assert coupled_us(probe, [two]) == 32.0 and coupled_us(probe, ones) is None
+    dev = lambda spec: parse_device(f"x=CPUExecutionProvider:{spec}")  # noqa: E731
+    assert coupled_us(probe, [dev("threads=2,affinity=0+1")]) == 190.0
+    assert coupled_us(probe, [dev("threads=1,affinity=0"), dev("threads=1,affinity=1")]) == 190.0
+    assert coupled_us(probe, [dev("threads=1"), dev("threads=1")]) == 190.0
+    assert coupled_us(probe, [dev("threads=1,affinity=1")]) is None
+    assert coupled_us(probe, [dev("threads=1,affinity=0"), dev("threads=1,affinity=0")]) is None
 
 
-def test_the_first_cores_probe_times_a_round_trip_to_each_other_core_and_one_core_none():
-    """Real probes on two cores, 1.2 s: the first one's round trips to the second about every
-    RTT_EVERY_S (20 ms; a few tens of us here), less often than its loop (each trip wakes the other
-    core), the second none of its own; a probe on one core times none. A probe asked to time its
-    loop every 50 ms does so about that often."""
+def test_the_first_cores_probe_runs_its_loop_with_each_other_core_and_one_core_none():
+    """Real probes on two cores, 1.2 s: the first one runs the loop with the second about every
+    TOGETHER_EVERY_S (50 ms; about 100 us here), far less often than its own loop, the second none
+    of its own; a probe on one core times none. A probe asked to time its loop every 50 ms does so
+    about that often."""
+    from executor.stall_probe import TOGETHER_EVERY_S
+
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < 2:
-        pytest.skip("a round trip between cores needs two")
+        pytest.skip("running a loop on two cores at once needs two")
     with StallProbe(cores[:2], max_s=30) as probe:
         time.sleep(1.2)
     assert probe.why_not is None, probe.why_not
     first, second = sorted(probe.cores, key=lambda c: c.core)
-    assert len(first.coupling) >= 20 and not second.coupling
-    assert len(first.coupling) < len(first.speed) / 2, (len(first.coupling), len(first.speed))
+    assert TOGETHER_EVERY_S == 0.05 and len(first.coupling) >= 10 and not second.coupling
+    assert len(first.coupling) < len(first.speed) / 5, (len(first.coupling), len(first.speed))
     with StallProbe(cores[:1], max_s=30, speed_every_s=0.05) as sparse:
         time.sleep(0.6)
     assert 4 <= len(sparse.cores[0].speed) <= 14, len(sparse.cores[0].speed)
@@ -582,21 +590,72 @@ def test_the_first_cores_probe_times_a_round_trip_to_each_other_core_and_one_cor
     assert alone.cores[0].coupling == [] and alone.coupling_slowest_us is None
 
 
-def test_a_round_trip_to_a_probe_that_ended_is_not_counted_and_ends_nothing():
-    """The other end closed (its probe ended): the write breaks the pipe; no round trip, no
-    exception (it would end the probe and lose its report). An echo whose pinger ended is
-    dropped and the rest of the sleep slept."""
-    from executor.stall_probe import _nap, _round_trip_us
+def test_a_loop_asked_of_a_probe_that_ended_is_not_counted_and_ends_nothing():
+    """The other end closed (its probe ended): the ask breaks the pipe; no reading, no exception
+    (it would end the probe and lose its report). A probe asked whose asker ended is dropped and
+    the rest of the sleep slept. One that answers in time is read: the slower of the two loops. A
+    probe asked mid-sleep runs the loop, answers its time, and says when the loop ended (a wake-up
+    after that is late by its own work, not the host's)."""
+    import struct
 
-    ping, pong = os.pipe(), os.pipe()
-    os.close(ping[0])  # nobody reads the pings
-    assert _round_trip_us(ping[1], pong[0]) is None
-    os.close(ping[1])
+    from executor.stall_probe import _nap, _together_us
+
+    ask, answer = os.pipe(), os.pipe()
+    os.close(ask[0])  # nobody reads the asks
+    assert _together_us([(1, ask[1], answer[0])]) == []
+    os.close(ask[1])
     w_in, r_in = os.pipe()
-    echoes = [(pong[1], r_in)]
-    os.close(w_in)  # the pinger's end: closed, so the echo reads end of file
+    asked = [(answer[1], r_in)]
+    os.close(w_in)  # the asker's end: closed, so the asked probe reads end of file
     t = time.perf_counter()
-    _nap(0.05, echoes)
-    assert echoes == [] and time.perf_counter() - t >= 0.045
-    for fd in (pong[0], pong[1], r_in):
+    assert _nap(0.05, asked) == 0.0
+    assert asked == [] and time.perf_counter() - t >= 0.045
+    for fd in (answer[0], answer[1], r_in):
         os.close(fd)
+    ask, answer = os.pipe(), os.pipe()
+    os.write(answer[1], struct.pack("<d", 1.0))  # a stale answer, read away before asking
+    os.write(answer[1], b"")
+    got = []
+
+    def other():  # the asked side: answers with a time far over this core's own loop
+        assert os.read(ask[0], 1) == b"t"
+        os.write(answer[1], struct.pack("<d", 1e6))
+
+    import threading
+    th = threading.Thread(target=other)
+    th.start()
+    got = _together_us([(1, ask[1], answer[0])])
+    th.join()
+    assert got == [(1, 1e6)]
+    for fd in (*ask, *answer):
+        os.close(fd)
+    ask, answer = os.pipe(), os.pipe()
+    asked_at = []
+
+    def asker():
+        time.sleep(0.01)
+        asked_at.append(time.perf_counter())
+        os.write(ask[1], b"t")
+
+    th = threading.Thread(target=asker)
+    th.start()
+    ended = _nap(0.05, [(answer[1], ask[0])])
+    th.join()
+    assert asked_at and asked_at[0] < ended <= time.perf_counter()
+    us = struct.unpack("<d", os.read(answer[0], 8))[0]
+    assert 0 < us < 50_000
+    for fd in (*ask, *answer):
+        os.close(fd)
+
+
+def test_the_cores_together_are_read_within_spans_as_the_charges_were_measured():
+    """Core 0's probe ran the loop with core 1 at 100 us for 2 s, then at 190 us (the host put both vCPUs on
+    one CPU) while nothing a bound charges was measured: within the charges' spans the slowest is 100 us, over
+    the whole probe 190 us; a span without enough readings for a window reads none."""
+    probe = StallProbe([0, 1])
+    probe.cores = [CoreStalls(0, "SCHED_FIFO", 1.0, 4.0, coupling=[(float(t), 1, 100.0 if t < 2000 else 190.0)
+                                                                 for t in range(0, 4000, 50)]),
+                   CoreStalls(1, "SCHED_FIFO", 1.0, 4.0)]
+    assert probe.coupling_slowest_within([(0.0, 1000.0), (1200.0, 1900.0)]) == 100.0
+    assert probe.coupling_slowest_us == 190.0
+    assert probe.coupling_slowest_within([(3000.0, 3100.0)]) is None

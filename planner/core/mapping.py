@@ -90,7 +90,7 @@ class MappingProblem:
     regime_host_stall_ms: float | None = None  # the longest host stall the bound charges (ResponseAnalysis)
     regime_host_stall_busy: float | None = None  # the core load it was measured under (ResponseAnalysis)
     regime_slowest_us: float | None = None  # the slowest a core ran through the profiles, the probe's loop (ResponseAnalysis)
-    regime_coupling_us: float | None = None  # the slowest cross-core round trip through the profiles (ResponseAnalysis)
+    regime_coupling_us: float | None = None  # the slowest the cores ran together while the profiles' charges were measured (ResponseAnalysis)
     regime_slices_named: bool = False  # a profile's figures left out its runs the host's slices met (ResponseAnalysis)
     # response time: a PE's utilisation at most this; below 1 where the executor runs real-time, the kernel's
     # real-time share over the typical slowdown (models.multiapp.executor_regime, executor.realtime)

@@ -862,14 +862,17 @@ class ExecutorRegime(Strict):
         "stall to see; a run whose cores ran slower than this (executor.pipeline.REGIME_SLOW_FACTOR) is outside what "
         "the bounds cover (null: not probed)")
     host_coupling_us: float | None = Field(
-        None, ge=0, le=1e7, description="How fast the cluster's cores pass a byte back and forth through the PE "
-        "profile: the median over 0.5 s windows of the stall probes' round trip (the first core's probe to each other "
-        "core's, every 20 ms). On the VM the two vCPUs switched between two states, 26-28 us and 30-34 us, a 2-thread "
-        "session there x0.63 and x1.03 a 1-thread one (null: one core, not probed)")
+        None, ge=0, le=1e7, description="How fast the cluster's cores run together through the PE profile: the "
+        "median over 0.5 s windows of the stall probes' fixed loop run on the first core and each other at once (every "
+        "50 ms, the slower of the two). On the VM it read x1.00 its one-core time while a 2-thread session ran x0.55 a "
+        "1-thread one, and x1.93 for the seconds at a time it ran x0.98 (the host ran both vCPUs on one CPU) "
+        "(null: one core, not probed)")
     host_coupling_slowest_us: float | None = Field(
-        None, ge=0, le=1e7, description="The slowest 0.5 s window's median round trip through the profile: a run of a "
-        "schedule with a multi-core PE whose round trip was slower than this by over REGIME_COUPLING_FACTOR is outside "
-        "what its bounds cover (null: not probed)")
+        None, ge=0, le=1e7, description="The slowest 0.5 s window's median of that loop while the co-run and coupling "
+        "probes and the regime's cases ran (what the bound's co-run and coupling charges stand on; the whole profile's "
+        "where none of those windows had enough readings): a run of a schedule whose PEs use two cores or more, with "
+        "its cores slower together than this by over REGIME_COUPLING_FACTOR, is outside what its bounds cover "
+        "(null: not probed)")
     host_layer_speed_us: float | None = Field(
         None, ge=0, le=1e6, description="The cores' speed while the layers were timed (the median of that loop's "
         "times then): above host_speed_us, the layer times every prediction is made from were taken while the host "
@@ -881,7 +884,7 @@ class ExecutorRegime(Strict):
         "timed protects no bound) (null: not probed, older profiles: host_slowest_us is used)")
     host_layer_coupling_us: float | None = Field(
         None, ge=0, le=1e7, description="The cores' coupling while the multi-core PEs' layers were timed (the median "
-        "of the probes' round trips between their cores then): over REGIME_COUPLING_FACTOR x host_coupling_us, the "
+        "of the probes' loop run on their cores at once then): over REGIME_COUPLING_FACTOR x host_coupling_us, the "
         "multi-core layer times every prediction is made from were taken in a slow coupling state (null: one core, "
         "not probed)")
     host_stall_regime_ms: float | None = Field(
@@ -1574,11 +1577,11 @@ class ResponseAnalysis(ConfigAnalysis):
         "(ExecutorRegime.segment_runs_named): they hold only where a run names each frame that met them, so a run whose "
         "stall probe could not run real-time (and read no late wake-ups) is outside what the bounds cover")
     regime_coupling_us: float | None = Field(
-        None, description="The slowest the cores passed a byte back and forth through the profiles (the largest of "
-        "their ExecutorRegime.host_coupling_slowest_us; not the periodic cases' alone: a schedule's own load slows the "
-        "round trip past what those read, and every 2-core run was left out for it with its responses well inside "
-        "their bounds): a run of a schedule with a multi-core PE whose probes timed a "
-        "slower round trip by over REGIME_COUPLING_FACTOR is outside what the bounds cover; null: not probed")
+        None, description="The slowest the cores ran together while the profiles' co-run and coupling charges were "
+        "measured (the largest of their ExecutorRegime.host_coupling_slowest_us: the probes' loop run on the cores at "
+        "once, above every thread of a schedule, so a schedule's own load does not move it): a run of a schedule whose "
+        "PEs use two cores or more, with its probes' loop together slower by over REGIME_COUPLING_FACTOR, is outside "
+        "what the bounds cover; null: not probed")
     regime_scheduling: Literal["SCHED_FIFO", "SCHED_OTHER"] | None = Field(
         None, description="The policy the executor's threads ran at while every network's regime was measured "
         "(SCHED_OTHER if any ran so): a run at SCHED_OTHER under bounds measured at SCHED_FIFO is outside them")

@@ -108,9 +108,9 @@ def render_schedule(report: dict) -> str:
     if report.get("core_slowest_us") is not None:  # the same probe's fixed loop: a core the host ran slow
         lines.append(f"core speed: the probe's fixed loop took at most {report['core_slowest_us']:.2f} us "
                      "(the slowest 0.5 s window's median; higher: slower)")
-    if report.get("coupling_slowest_us") is not None:  # and the cores' coupling: a byte between their probes
-        lines.append(f"cores' coupling: a byte passed between the cores' probes and back took at most "
-                     f"{report['coupling_slowest_us']:.1f} us (the slowest 0.5 s window's median)")
+    if report.get("coupling_slowest_us") is not None:  # and the cores' coupling: the probes' loop on every core at once
+        lines.append(f"cores' coupling: the probes' loop run on the cores at once took at most "
+                     f"{report['coupling_slowest_us']:.1f} us (the slowest 0.5 s window's median; higher: slower together)")
     lines.append("")
     if report["mode"] == "throughput":
         lines.append(f"{ERROR_CONVENTION}, on the period 1/fps")
