@@ -82,8 +82,8 @@ class PEProfile:
     # when the regime's periodic cases ran (start_ms, end_ms, perf_counter's clock): the stalls their runs met and
     # the cores' speed then (regime_stall_ms, StallProbe.slowest_within), what the bounds' figures stand on
     regime_spans: list[tuple[float, float]] = field(default_factory=list)
-    # when the co-run and coupling probes ran (start_ms, end_ms, perf_counter's clock): with regime_spans, what a
-    # bound's co-run and coupling charges stand on, so the cores' coupling then is what a run is checked against
+    # when the co-run and coupling probes ran (start_ms, end_ms, perf_counter's clock): what a bound's co-run and
+    # coupling charges stand on, so the cores' coupling then is what a run is checked against
     charge_spans: list[tuple[float, float]] = field(default_factory=list)
     # the periodic cases' runs per PE size with their spans (measure_executor_regime), for held_regime once the
     # probe has ended: {k: _Worst}, and the model's profiled time per size (the envelope's weight)
@@ -837,8 +837,11 @@ def profile_for_schedule(
         if probe.cores:  # the stalls the periodic cases' runs met, and how slow their cores ran then
             prof.regime["host_stall_regime_ms"] = regime_stall_ms(probe, prof.regime_spans)
             prof.regime["host_regime_slowest_us"] = probe.slowest_within(prof.regime_spans)
-            # how slow the cores ran together while the charges for it were measured (what a run is checked against)
-            charged = probe.coupling_slowest_within(prof.charge_spans + prof.regime_spans)
+            # how slow the cores ran together while the charges for it were measured (what a run is checked
+            # against): the co-run and coupling probes, whose slowdowns the bound charges as measured. Not the
+            # regime's cases too: in the first bench with them, each profile's slowest window there read x1.6-1.9
+            # its usual while the co-run charges stayed x1.05-1.16 (docs/measurement.md, twenty-fourth session)
+            charged = probe.coupling_slowest_within(prof.charge_spans)
             if charged is not None:
                 prof.regime["host_coupling_slowest_us"] = charged
         prof.regime.update(held_regime(prof, probe.late_wakeups(), exceedance_per_run))

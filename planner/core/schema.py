@@ -869,7 +869,7 @@ class ExecutorRegime(Strict):
         "(null: one core, not probed)")
     host_coupling_slowest_us: float | None = Field(
         None, ge=0, le=1e7, description="The slowest 0.5 s window's median of that loop while the co-run and coupling "
-        "probes and the regime's cases ran (what the bound's co-run and coupling charges stand on; the whole profile's "
+        "probes ran (what the bound's co-run and coupling charges stand on; the whole profile's "
         "where none of those windows had enough readings): a run of a schedule whose PEs use two cores or more, with "
         "its cores slower together than this by over REGIME_COUPLING_FACTOR, is outside what its bounds cover "
         "(null: not probed)")
