@@ -83,7 +83,7 @@ class PEProfile:
     # the cores' speed then (regime_stall_ms, StallProbe.slowest_within), what the bounds' figures stand on
     regime_spans: list[tuple[float, float]] = field(default_factory=list)
     # when the co-run and coupling probes ran (start_ms, end_ms, perf_counter's clock): what a bound's co-run and
-    # coupling charges stand on, so the cores' coupling then is what a run is checked against
+    # coupling charges stand on, so the cores' coupling then is what a run is checked against (charged_together_us)
     charge_spans: list[tuple[float, float]] = field(default_factory=list)
     # the periodic cases' runs per PE size with their spans (measure_executor_regime), for held_regime once the
     # probe has ended: {k: _Worst}, and the model's profiled time per size (the envelope's weight)
@@ -837,11 +837,7 @@ def profile_for_schedule(
         if probe.cores:  # the stalls the periodic cases' runs met, and how slow their cores ran then
             prof.regime["host_stall_regime_ms"] = regime_stall_ms(probe, prof.regime_spans)
             prof.regime["host_regime_slowest_us"] = probe.slowest_within(prof.regime_spans)
-            # how slow the cores ran together while the charges for it were measured (what a run is checked
-            # against): the co-run and coupling probes, whose slowdowns the bound charges as measured. Not the
-            # regime's cases too: in the first bench with them, each profile's slowest window there read x1.6-1.9
-            # its usual while the co-run charges stayed x1.05-1.16 (docs/measurement.md, twenty-fourth session)
-            charged = probe.coupling_slowest_within(prof.charge_spans)
+            charged = charged_together_us(probe, prof.charge_spans)
             if charged is not None:
                 prof.regime["host_coupling_slowest_us"] = charged
         prof.regime.update(held_regime(prof, probe.late_wakeups(), exceedance_per_run))
@@ -890,6 +886,22 @@ def held_regime(prof: PEProfile, wakeups: Sequence[tuple[float, float, int]], p:
         out["by_cores"][k]["segment_runs_named"] = len(prof.regime_worst[k].pairs) - len(held[k].pairs)
     out["segment_runs_named"] = sum(len(w.pairs) for w in prof.regime_worst.values()) - len(every.pairs)
     return out
+
+
+def charged_together_us(probe: StallProbe, spans: Sequence[tuple[float, float]]) -> float | None:
+    """How slow the cores ran together where the co-run and the coupling charges were both
+    measured (what a run is checked against): the slowest window in each probe's span
+    (`spans`: the co-run's, then the coupling's), the lower of them. A run in a state only one
+    of them met is outside: the 1+1 PEs are charged the co-run's slowdown and a 2-core PE the
+    coupling's, so a state the other probe alone met is not charged to them. Not the regime's
+    cases: in the first bench with the reading, each profile's slowest window there was x1.6-1.9
+    its usual while the co-run charges stayed x1.05-1.16; in the second, the coupling probe met
+    the state (x2.19 charged on the 2-core PE) and the co-run probe did not (x1.29 on 1+1), and
+    a 1+1 run at x1.75 would have been held to the 1+1 bound (docs/measurement.md, twenty-fourth
+    session). None: no span had enough readings."""
+    each = [probe.coupling_slowest_within([s]) for s in spans]
+    read = [x for x in each if x is not None]
+    return min(read) if read else None
 
 
 def layer_speed_us(probe: StallProbe, spans: Sequence[tuple[float, float, tuple[int, ...]]]) -> float | None:

@@ -105,8 +105,8 @@ def _host_lines(r: dict) -> list[str]:
     if r.get("host_coupling_slowest_us") is not None:
         lines.append(f"cores' coupling (the probes' fixed loop run on the first core and each other at once every "
                      f"50 ms, the slower of the two, the faster of two in a row, the median of each 0.5 s window; higher: slower together): usually "
-                     f"{r['host_coupling_us']:.1f} us, the slowest window while the co-run and coupling probes "
-                     f"ran (what their charges stand on) {r['host_coupling_slowest_us']:.1f} us"
+                     f"{r['host_coupling_us']:.1f} us, the slowest window that both the co-run and the "
+                     f"coupling probe met (what their charges stand on) {r['host_coupling_slowest_us']:.1f} us"
                      + (f", {r['host_layer_coupling_us']:.1f} us while the multi-core layers were timed"
                         if r.get("host_layer_coupling_us") is not None else "")
                      + f"; a run of a schedule whose PEs use two cores or more, with its cores "

@@ -661,3 +661,19 @@ def test_the_cores_together_are_read_within_spans_as_the_charges_were_measured()
     assert probe.coupling_slowest_within([(0.0, 1000.0), (1200.0, 1900.0)]) == 100.0
     assert probe.coupling_slowest_us == 190.0
     assert probe.coupling_slowest_within([(3000.0, 3100.0)]) is None
+
+
+def test_a_run_is_checked_against_the_state_both_charges_met():
+    """The coupling probe (2-4 s) met the host running both vCPUs on one CPU (190 us), the co-run probe (0-2 s)
+    did not (100 us): the 1+1 PEs' co-run charge does not cover that state, so runs are checked against 100 us.
+    Where both met it, 190 us; a span with too few readings is left aside; none at all, None."""
+    from executor.pe_profile import charged_together_us
+
+    probe = StallProbe([0, 1])
+    probe.cores = [CoreStalls(0, "SCHED_FIFO", 1.0, 4.0, coupling=[(float(t), 1, 100.0 if t < 2000 else 190.0)
+                                                                 for t in range(0, 4000, 50)]),
+                   CoreStalls(1, "SCHED_FIFO", 1.0, 4.0)]
+    assert charged_together_us(probe, [(0.0, 1999.0), (2000.0, 3999.0)]) == 100.0
+    assert charged_together_us(probe, [(2000.0, 2999.0), (3000.0, 3999.0)]) == 190.0
+    assert charged_together_us(probe, [(0.0, 40.0), (2000.0, 3999.0)]) == 190.0
+    assert charged_together_us(probe, [(0.0, 40.0)]) is None and charged_together_us(probe, []) is None

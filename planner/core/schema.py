@@ -868,8 +868,9 @@ class ExecutorRegime(Strict):
         "1-thread one, and x1.93 for the seconds at a time it ran x0.98 (the host ran both vCPUs on one CPU) "
         "(null: one core, not probed)")
     host_coupling_slowest_us: float | None = Field(
-        None, ge=0, le=1e7, description="The slowest 0.5 s window's median of that loop while the co-run and coupling "
-        "probes ran (what the bound's co-run and coupling charges stand on; the whole profile's "
+        None, ge=0, le=1e7, description="The slowest 0.5 s window's median of that loop in the co-run probe and in the "
+        "coupling probe, the lower of the two (executor.pe_profile.charged_together_us: the 1+1 PEs are charged "
+        "the co-run's slowdown and a 2-core PE the coupling's, so only a state both met is covered; the whole profile's "
         "where none of those windows had enough readings): a run of a schedule whose PEs use two cores or more, with "
         "its cores slower together than this by over REGIME_COUPLING_FACTOR, is outside what its bounds cover "
         "(null: not probed)")
