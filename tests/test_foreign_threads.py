@@ -87,7 +87,8 @@ def test_a_paused_sampler_is_parked_takes_no_cpu_and_its_next_reading_spans_the_
         with sampler.paused(), foreign_threads([]) as used:
             time.sleep(0.3)  # six intervals parked
             during = len(sampler.samples)
-        assert during == before and used.get("host-sampler", 0.0) == 0.0, used
+        # at most the few us of its last step into the wait (a reading costs ~0.3-0.7 ms; FOREIGN_CPU_MS is 0.1)
+        assert during == before and used.get("host-sampler", 0.0) < 0.05, used
         until(lambda: len(sampler.samples) > during)
         assert len(sampler.samples) > during  # sampling again after the block
     assert not sampler._thread.is_alive()
