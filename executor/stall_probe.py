@@ -241,8 +241,8 @@ not one already probing: it stops within a period."""
 
     def coupling_slowest_within(self, spans: Sequence[tuple[float, float]]) -> float | None:
         """The slowest the cores ran together over the readings inside `spans` (perf_counter
-        ms) alone: while what a bound charges for it was measured (a profile's co-run and
-        coupling probes and its regime's cases); None where no window there had enough."""
+        ms) alone: while what a bound charges for it was measured (a profile's co-run or
+        coupling probe: pe_profile.charged_together_us); None where no window there had enough."""
         w = self._coupling_windows(spans=spans)
         return max(w) if w else None
 
